@@ -1,0 +1,2 @@
+/* rtld-audit module: see CImageLogAudit.h. */
+#include "CImageLogAudit.h"

@@ -1,0 +1,56 @@
+public import ImageReaders
+
+/// A virtual address in a process (or a link-time address in a file). 64 bits even for ELF32.
+public typealias Address = UInt64
+
+/// One binary image mapped into a process: the main executable, a shared library, the dynamic
+/// loader or the vDSO. A value: a remove event carries exactly the value its add event carried.
+public struct Image: Hashable, Sendable {
+  /// The file the image was loaded from: the real path of the main executable (which
+  /// `dl_iterate_phdr` reports as ""), the loader's name for libraries, `[vdso]` for the vDSO
+  /// (named as `/proc/PID/maps` names it).
+  public var path: String
+  /// The last path component of `path` (`[vdso]` for the vDSO).
+  public var name: String
+  /// Where the image's ELF header is mapped: `loadBias` plus the first `PT_LOAD`'s page-aligned address.
+  public var loadAddress: Address
+  /// The difference between run-time and link-time addresses (`dlpi_addr`, `l_addr`).
+  /// Wraps modulo 2^64 for images linked above where they are loaded.
+  public var loadBias: Address
+  /// From `loadAddress` to the end of the last executable `PT_LOAD`: the span Apple's `__TEXT`
+  /// covers and Swift's backtracer prints. Half-open.
+  public var textRange: Range<Address>
+  /// From `loadAddress` to the end of the last `PT_LOAD` of any kind (`p_vaddr + p_memsz`). Half-open.
+  public var loadRange: Range<Address>
+  /// The GNU build-id from the image's `PT_NOTE` in memory, or `nil` when it has none.
+  public var buildID: BuildID?
+  /// The architecture name crash tooling uses (`x86_64`, `arm64`, `i386`, ...).
+  public var architecture: String
+  /// True for the program's own executable.
+  public var isMainExecutable: Bool
+
+  /// The size of `textRange` in bytes.
+  public var textSize: UInt64 { textRange.upperBound - textRange.lowerBound }
+  /// The size of `loadRange` in bytes.
+  public var loadSize: UInt64 { loadRange.upperBound - loadRange.lowerBound }
+
+  public init(path: String, name: String? = nil, loadAddress: Address, loadBias: Address,
+              textRange: Range<Address>, loadRange: Range<Address>, buildID: BuildID?,
+              architecture: String, isMainExecutable: Bool) {
+    self.path = path
+    self.name = name ?? Self.shortName(of: path)
+    self.loadAddress = loadAddress
+    self.loadBias = loadBias
+    self.textRange = textRange
+    self.loadRange = loadRange
+    self.buildID = buildID
+    self.architecture = architecture
+    self.isMainExecutable = isMainExecutable
+  }
+
+  /// The last component of `path`.
+  public static func shortName(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return path }
+    return String(path[path.index(after: slash)...])
+  }
+}

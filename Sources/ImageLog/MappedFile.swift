@@ -1,0 +1,66 @@
+internal import Glibc
+public import ImageReaders
+
+/// A regular file mapped read-only into memory, so readers touch only the pages they parse.
+/// Unmapped when the value's last copy goes away.
+public final class MappedFile: @unchecked Sendable {
+  /// The path the file was opened with.
+  public let path: String
+  private let base: UnsafeMutableRawPointer?
+  /// The file's size in bytes.
+  public let count: Int
+
+  /// Why a path could not be mapped; `description` is one line without the path (the caller adds it).
+  public enum OpenError: Error, Equatable, Sendable, CustomStringConvertible {
+    case system(operation: String, errno: Int32)
+    case notRegularFile(kind: String)
+    case empty
+
+    public var description: String {
+      switch self {
+      case let .system(operation, code): "\(operation): \(String(cString: strerror(code)))"
+      case .notRegularFile(let kind): "is a \(kind), not a regular file"
+      case .empty: "empty file"
+      }
+    }
+  }
+
+  /// Opens and maps `path`. Directories, FIFOs, devices and sockets are refused before any read,
+  /// so a FIFO cannot block the caller.
+  public init(path: String) throws(OpenError) {
+    self.path = path
+    var info = stat()
+    guard stat(path, &info) == 0 else { throw .system(operation: "cannot open", errno: errno) }
+    if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    guard descriptor >= 0 else { throw .system(operation: "cannot open", errno: errno) }
+    defer { close(descriptor) }
+    guard fstat(descriptor, &info) == 0 else { throw .system(operation: "cannot stat", errno: errno) }
+    if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
+    guard info.st_size > 0 else { throw .empty }
+    guard let size = Int(exactly: info.st_size) else { throw .system(operation: "too large", errno: EFBIG) }
+    let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0)
+    guard let mapping, mapping != MAP_FAILED else { throw .system(operation: "cannot map", errno: errno) }
+    base = mapping
+    count = size
+  }
+
+  deinit { if let base { munmap(base, count) } }
+
+  /// Calls `body` with a reader over the whole file.
+  public func withReader<R, E: Error>(_ body: (ByteReader) throws(E) -> R) throws(E) -> R {
+    try body(ByteReader(UnsafeRawBufferPointer(start: base, count: count)))
+  }
+
+  private static func kindName(_ mode: mode_t) -> String? {
+    switch mode & S_IFMT {
+    case S_IFREG: nil
+    case S_IFDIR: "directory"
+    case S_IFIFO: "FIFO"
+    case S_IFCHR: "character device"
+    case S_IFBLK: "block device"
+    case S_IFSOCK: "socket"
+    default: "special file"
+    }
+  }
+}

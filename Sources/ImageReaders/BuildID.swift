@@ -1,0 +1,56 @@
+/// A binary's identity: an ELF GNU build-id (usually 20 bytes) or a Mach-O `LC_UUID` (16 bytes).
+///
+/// Three printed forms are in use and all come from the same bytes:
+/// - `hex`: every byte, lowercase, as `readelf -n`, `eu-unstrip` and debuginfod write it.
+/// - `uuid`: the first 16 bytes in order as a dashed uppercase UUID (zero-padded when shorter), as
+///   Apple tools write `LC_UUID` and as crash reporters show an ELF image's identity.
+/// - `debugID`: Breakpad's and Sentry's form: the same 16 bytes with the first three UUID fields
+///   byte-swapped (4, 2 and 2 bytes), because Breakpad read them as little-endian integers.
+public struct BuildID: Hashable, Sendable, CustomStringConvertible {
+  /// The identity bytes exactly as stored in the note or load command.
+  public let bytes: [UInt8]
+
+  public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+  /// Every byte as lowercase hex, no separators.
+  public var hex: String { Self.hex(bytes[...]) }
+
+  /// The first 16 bytes (zero-padded), the part a UUID form carries.
+  public var uuidBytes: [UInt8] {
+    bytes.count >= 16 ? Array(bytes.prefix(16)) : bytes + [UInt8](repeating: 0, count: 16 - bytes.count)
+  }
+
+  /// The first 16 bytes as `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`, uppercase.
+  public var uuid: String { Self.dashed(uuidBytes).uppercased() }
+
+  /// The first 16 bytes as 32 lowercase hex digits, as Apple's legacy "Binary Images" lines write UUIDs.
+  public var compactUUID: String { Self.hex(uuidBytes[...]) }
+
+  /// Breakpad/Sentry debug-id: the UUID with its first three fields byte-swapped, uppercase and dashed.
+  public var debugID: String {
+    var swapped = uuidBytes
+    swapped[0..<4].reverse()
+    swapped[4..<6].reverse()
+    swapped[6..<8].reverse()
+    return Self.dashed(swapped).uppercased()
+  }
+
+  public var description: String { hex }
+
+  static func hex(_ bytes: ArraySlice<UInt8>) -> String {
+    var result = ""
+    result.reserveCapacity(bytes.count * 2)
+    for byte in bytes { result += hexDigits(UInt64(byte), width: 2) }
+    return result
+  }
+
+  static func dashed(_ sixteen: [UInt8]) -> String {
+    let hex = Self.hex(sixteen[...])
+    var result = ""
+    for (index, character) in hex.enumerated() {
+      if index == 8 || index == 12 || index == 16 || index == 20 { result.append("-") }
+      result.append(character)
+    }
+    return result
+  }
+}

@@ -1,0 +1,125 @@
+/// A cursor over bytes we do not trust. Every read is checked and throws; nothing
+/// traps or reads past `count`. Valid only inside the scope that lent the buffer.
+///
+/// This is the only place in the readers that loads from raw memory: every parser
+/// (mapped files, ranges copied out of another process, our own PT_NOTE in memory)
+/// sits on top of it.
+public struct ByteReader {
+  /// The byte order multi-byte fields are decoded in.
+  public enum Endian: Sendable, Equatable { case little, big }
+
+  // The lender guarantees the bytes outlive the reader; see the type's doc.
+  private let bytes: UnsafeRawBufferPointer
+  /// The byte order `read` decodes with.
+  public var endian: Endian
+  /// The position of the next `read`, from the start of this reader's bytes.
+  public private(set) var offset = 0
+  /// The number of bytes this reader covers.
+  public var count: Int { bytes.count }
+  /// The bytes left after `offset`.
+  public var remaining: Int { bytes.count - offset }
+
+  /// A reader over `bytes`, decoding with `endian`.
+  public init(_ bytes: UnsafeRawBufferPointer, endian: Endian = .little) {
+    self.bytes = bytes
+    self.endian = endian
+  }
+
+  /// Reads a fixed-width integer at `offset` and advances past it.
+  public mutating func read<T: FixedWidthInteger>(_: T.Type) throws(FormatError) -> T {
+    let value = try peek(T.self, at: offset)
+    offset += MemoryLayout<T>.size  // peek proved size <= remaining
+    return value
+  }
+
+  /// Reads a fixed-width integer at an absolute position without moving `offset`.
+  public func peek<T: FixedWidthInteger>(_: T.Type, at position: Int) throws(FormatError) -> T {
+    let size = MemoryLayout<T>.size
+    guard position >= 0, position <= bytes.count, size <= bytes.count - position else {
+      throw .truncated(at: position, needed: size, available: max(0, bytes.count - max(position, 0)))
+    }
+    let raw = bytes.loadUnaligned(fromByteOffset: position, as: T.self)
+    return endian == .little ? T(littleEndian: raw) : T(bigEndian: raw)
+  }
+
+  /// Reads a 32- or 64-bit field as `UInt64`, as ELF's class-dependent fields are.
+  public mutating func readWord(is64Bit: Bool) throws(FormatError) -> UInt64 {
+    is64Bit ? try read(UInt64.self) : UInt64(try read(UInt32.self))
+  }
+
+  /// Copies `length` bytes at `offset` and advances past them.
+  public mutating func readBytes(_ length: Int) throws(FormatError) -> [UInt8] {
+    let result = try bytes(at: offset, length: length)
+    offset += length  // bytes(at:length:) proved the range fits
+    return result
+  }
+
+  /// Copies `length` bytes at an absolute position.
+  public func bytes(at position: Int, length: Int) throws(FormatError) -> [UInt8] {
+    guard position >= 0, length >= 0, position <= bytes.count, length <= bytes.count - position else {
+      throw .outOfRange(start: position, length: length, limit: bytes.count)
+    }
+    return Array(UnsafeRawBufferPointer(rebasing: bytes[position..<position + length]))
+  }
+
+  /// Moves `offset` to an absolute position inside the bytes (the end included).
+  public mutating func seek(to position: Int) throws(FormatError) {
+    guard position >= 0, position <= bytes.count else {
+      throw .outOfRange(start: position, length: 0, limit: bytes.count)
+    }
+    offset = position
+  }
+
+  /// Skips `length` bytes.
+  public mutating func skip(_ length: Int) throws(FormatError) {
+    guard length >= 0, length <= remaining else {
+      throw .truncated(at: offset, needed: length, available: remaining)
+    }
+    offset += length
+  }
+
+  /// A reader over `length` bytes at `start`; its offsets restart at 0 and it keeps this endianness.
+  public func slice(at start: Int, length: Int) throws(FormatError) -> ByteReader {
+    guard start >= 0, length >= 0, start <= bytes.count, length <= bytes.count - start else {
+      throw .outOfRange(start: start, length: length, limit: bytes.count)
+    }
+    return ByteReader(UnsafeRawBufferPointer(rebasing: bytes[start..<start + length]), endian: endian)
+  }
+
+  /// The string in the fixed-width field of `width` bytes at `position`, ending at its first NUL
+  /// (or at the field's end). Decoded as UTF-8 with replacement; never reads past the field.
+  public func fixedString(at position: Int, width: Int) throws(FormatError) -> String {
+    let field = try slice(at: position, length: width)
+    var end = 0
+    while end < field.count, field.bytes[end] != 0 { end += 1 }
+    return String(decoding: UnsafeRawBufferPointer(rebasing: field.bytes[0..<end]), as: UTF8.self)
+  }
+
+  /// The NUL-terminated string at `position`; the NUL must come before the end of the bytes.
+  public func cString(at position: Int) throws(FormatError) -> String {
+    guard position >= 0, position < bytes.count else {
+      throw .outOfRange(start: position, length: 1, limit: bytes.count)
+    }
+    var end = position
+    while end < bytes.count, bytes[end] != 0 { end += 1 }
+    guard end < bytes.count else { throw .unterminatedString(at: position) }
+    return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
+  }
+
+  /// Calls `body` with the raw bytes; for hashing or copying, never for typed loads.
+  public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    try body(bytes)
+  }
+}
+
+extension ByteReader {
+  /// The range `offset..<offset+size` from a file's fields, checked for overflow and for fitting in `limit`.
+  public static func checkedRange(offset: UInt64, size: UInt64, limit: Int,
+                                  _ field: @autoclosure () -> String) throws(FormatError) -> Range<Int> {
+    let (end, overflowed) = offset.addingReportingOverflow(size)
+    guard !overflowed, let lower = Int(exactly: offset), let upper = Int(exactly: end), upper <= limit else {
+      throw .fieldOutOfRange(field(), offset: offset, size: size, limit: limit)
+    }
+    return lower..<upper
+  }
+}

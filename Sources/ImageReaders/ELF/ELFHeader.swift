@@ -1,0 +1,95 @@
+/// The ELF file header (`ElfN_Ehdr`), decoded field by field.
+public struct ELFHeader: Sendable, Equatable {
+  /// `ELFCLASS64` when true, `ELFCLASS32` otherwise.
+  public var is64Bit: Bool
+  /// `ELFDATA2LSB` (little) or `ELFDATA2MSB` (big).
+  public var endian: ByteReader.Endian
+  /// `e_ident[EI_OSABI]`
+  public var osABI: UInt8
+  /// `e_type`: `ET_REL` 1, `ET_EXEC` 2, `ET_DYN` 3, `ET_CORE` 4.
+  public var type: UInt16
+  /// `e_machine`, e.g. `EM_X86_64` 62, `EM_AARCH64` 183.
+  public var machine: UInt16
+  /// `e_entry`
+  public var entry: UInt64
+  /// `e_phoff`
+  public var programHeaderOffset: UInt64
+  /// `e_shoff`
+  public var sectionHeaderOffset: UInt64
+  /// `e_flags`
+  public var flags: UInt32
+  /// `e_ehsize`
+  public var headerSize: UInt16
+  /// `e_phentsize`
+  public var programHeaderEntrySize: UInt16
+  /// `e_phnum` (`PN_XNUM` is resolved by the file reader from section 0).
+  public var programHeaderCount: UInt16
+  /// `e_shentsize`
+  public var sectionHeaderEntrySize: UInt16
+  /// `e_shnum`
+  public var sectionHeaderCount: UInt16
+  /// `e_shstrndx`
+  public var sectionNameTableIndex: UInt16
+
+  /// `\x7fELF` read as a little-endian `UInt32`.
+  public static let magic: UInt32 = 0x464C_457F
+
+  /// Decodes the header at the start of `bytes`.
+  public init(_ bytes: ByteReader) throws(FormatError) {
+    var reader = bytes
+    try reader.seek(to: 0)
+    let ident = try reader.readBytes(16)
+    guard ident[0] == 0x7F, ident[1] == 0x45, ident[2] == 0x4C, ident[3] == 0x46 else {
+      throw .notRecognized(magic: UInt32(ident[0]) | UInt32(ident[1]) << 8 | UInt32(ident[2]) << 16 | UInt32(ident[3]) << 24)
+    }
+    switch ident[4] {
+    case 1: is64Bit = false
+    case 2: is64Bit = true
+    default: throw .elf("EI_CLASS \(ident[4]) is neither ELFCLASS32 nor ELFCLASS64")
+    }
+    switch ident[5] {
+    case 1: endian = .little
+    case 2: endian = .big
+    default: throw .elf("EI_DATA \(ident[5]) is neither ELFDATA2LSB nor ELFDATA2MSB")
+    }
+    osABI = ident[7]
+    reader.endian = endian
+    type = try reader.read(UInt16.self)
+    machine = try reader.read(UInt16.self)
+    _ = try reader.read(UInt32.self)  // e_version
+    entry = try reader.readWord(is64Bit: is64Bit)
+    programHeaderOffset = try reader.readWord(is64Bit: is64Bit)
+    sectionHeaderOffset = try reader.readWord(is64Bit: is64Bit)
+    flags = try reader.read(UInt32.self)
+    headerSize = try reader.read(UInt16.self)
+    programHeaderEntrySize = try reader.read(UInt16.self)
+    programHeaderCount = try reader.read(UInt16.self)
+    sectionHeaderEntrySize = try reader.read(UInt16.self)
+    sectionHeaderCount = try reader.read(UInt16.self)
+    sectionNameTableIndex = try reader.read(UInt16.self)
+  }
+
+  /// The size of one program header for this class.
+  public var expectedProgramHeaderSize: Int { is64Bit ? 56 : 32 }
+  /// The size of one section header for this class.
+  public var expectedSectionHeaderSize: Int { is64Bit ? 64 : 40 }
+}
+
+/// The architecture name crash tooling uses for an ELF `e_machine` (`x86_64`, `arm64`, `i386`, ...).
+public func elfArchitectureName(machine: UInt16, is64Bit: Bool, flags: UInt32 = 0) -> String {
+  switch machine {
+  case 3: "i386"
+  case 62: "x86_64"
+  case 183: "arm64"
+  case 40: "arm"
+  case 8: is64Bit ? "mips64" : "mips"
+  case 20: "ppc"
+  case 21: "ppc64"
+  case 22: "s390x"
+  case 243: is64Bit ? "riscv64" : "riscv32"
+  case 258: "loongarch64"
+  case 2: is64Bit ? "sparc64" : "sparc"
+  case 43: "sparcv9"
+  default: "elf-machine-\(machine)"
+  }
+}

@@ -1,0 +1,97 @@
+/// A small command-line scanner in the spirit of swift-argument-parser: `--name value`,
+/// `--name=value`, `-x`, repeated options, and `--` ending options. A command takes what it
+/// knows out of the scanner; whatever option is left over is a usage error.
+struct ArgumentScanner {
+  private var arguments: [String]
+  /// Arguments after a `--`; never read as options.
+  private(set) var afterTerminator: [String]
+  /// True when the command line had a `--`.
+  private(set) var hadTerminator: Bool
+
+  init<S: Sequence>(_ arguments: S) where S.Element == String {
+    let all = Array(arguments)
+    if let terminator = all.firstIndex(of: "--") {
+      self.arguments = Array(all[..<terminator])
+      afterTerminator = Array(all[(terminator + 1)...])
+      hadTerminator = true
+    } else {
+      self.arguments = all
+      afterTerminator = []
+      hadTerminator = false
+    }
+  }
+
+  /// The first argument if it is not an option, without consuming it.
+  var peekWord: String? {
+    guard let first = arguments.first, !first.hasPrefix("-") else { return nil }
+    return first
+  }
+
+  /// Removes and returns the first argument.
+  mutating func popFirst() -> String? {
+    arguments.isEmpty ? nil : arguments.removeFirst()
+  }
+
+  /// True when any of `names` is present before `--`.
+  func contains(_ names: String...) -> Bool {
+    arguments.contains { names.contains($0) }
+  }
+
+  /// Removes every occurrence of a flag; true when there was at least one.
+  mutating func flag(_ names: String...) -> Bool {
+    let before = arguments.count
+    arguments.removeAll { names.contains($0) }
+    return arguments.count != before
+  }
+
+  /// Removes every `--name value` / `--name=value` and returns the values in order.
+  mutating func options(_ names: String..., command: String, usage: String) throws(UsageError) -> [String] {
+    var values: [String] = []
+    var index = 0
+    var kept: [String] = []
+    while index < arguments.count {
+      let argument = arguments[index]
+      if names.contains(argument) {
+        guard index + 1 < arguments.count else {
+          throw UsageError(message: "Missing value for '\(argument) <value>'", commandName: command, usage: usage)
+        }
+        values.append(arguments[index + 1])
+        index += 2
+        continue
+      }
+      if let equals = argument.firstIndex(of: "="), names.contains(String(argument[..<equals])) {
+        values.append(String(argument[argument.index(after: equals)...]))
+        index += 1
+        continue
+      }
+      kept.append(argument)
+      index += 1
+    }
+    arguments = kept
+    return values
+  }
+
+  /// The last value of an option that may be given more than once; `nil` when absent.
+  mutating func option(_ names: String..., command: String, usage: String) throws(UsageError) -> String? {
+    var values: [String] = []
+    for name in names { values += try options(name, command: command, usage: usage) }
+    return values.last
+  }
+
+  /// What is left: positional arguments (then those after `--`). An unknown option is a usage error.
+  mutating func positionals(command: String, usage: String) throws(UsageError) -> [String] {
+    if let unknown = arguments.first(where: { $0.hasPrefix("-") && $0 != "-" }) {
+      throw UsageError(message: "Unknown option '\(unknown)'", commandName: command, usage: usage)
+    }
+    defer { arguments = []; afterTerminator = [] }
+    return arguments + afterTerminator
+  }
+
+  /// Like `positionals`, but nothing may be left.
+  mutating func finish(command: String, usage: String) throws(UsageError) {
+    let rest = try positionals(command: command, usage: usage)
+    if let first = rest.first {
+      throw UsageError(message: "Unexpected argument '\(first)'", commandName: command, usage: usage)
+    }
+  }
+}
