@@ -28,6 +28,12 @@ public struct Image: Hashable, Sendable {
   public var architecture: String
   /// True for the program's own executable.
   public var isMainExecutable: Bool
+  /// Where the build-id bytes themselves are mapped (the `@0xADDR` of `eu-unstrip -n`), or `nil`.
+  public var buildIDAddress: Address?
+  /// From `loadAddress` to the end of the last page backed by the file (`p_offset + p_filesz` of the
+  /// last `PT_LOAD`, page-rounded): the module span elfutils reports for a live process, which leaves
+  /// out the zero-filled tail of the data segment.
+  public var fileMappedRange: Range<Address>
 
   /// The size of `textRange` in bytes.
   public var textSize: UInt64 { textRange.upperBound - textRange.lowerBound }
@@ -36,7 +42,8 @@ public struct Image: Hashable, Sendable {
 
   public init(path: String, name: String? = nil, loadAddress: Address, loadBias: Address,
               textRange: Range<Address>, loadRange: Range<Address>, buildID: BuildID?,
-              architecture: String, isMainExecutable: Bool) {
+              architecture: String, isMainExecutable: Bool, buildIDAddress: Address? = nil,
+              fileMappedRange: Range<Address>? = nil) {
     self.path = path
     self.name = name ?? Self.shortName(of: path)
     self.loadAddress = loadAddress
@@ -46,6 +53,8 @@ public struct Image: Hashable, Sendable {
     self.buildID = buildID
     self.architecture = architecture
     self.isMainExecutable = isMainExecutable
+    self.buildIDAddress = buildIDAddress
+    self.fileMappedRange = fileMappedRange ?? loadRange
   }
 
   /// The last component of `path`.

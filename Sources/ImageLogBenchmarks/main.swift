@@ -1,2 +1,11 @@
-// `make bench` entry point: each benchmark measures imagelog and a real peer side by side.
-print("no benchmarks yet")
+// `make bench`: every benchmark measures imagelog and a real peer side by side in this one run,
+// and the tables go to BENCHMARKS.md. Each area adds its function to `benchmarks`.
+let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
+]
+
+var tables: [BenchmarkTable] = []
+for benchmark in benchmarks {
+  printProgress("bench: \(benchmark.name)")
+  do { tables += try benchmark.run() } catch { printProgress("bench: \(benchmark.name) failed: \(error)") }
+}
+try writeBenchmarks(tables, to: "BENCHMARKS.md")

@@ -1,0 +1,102 @@
+internal import Glibc
+
+/// One results table: a heading, the command that reproduces it, a header row and rows.
+struct BenchmarkTable {
+  var title: String
+  var notes: String
+  var header: [String]
+  var rows: [[String]]
+
+  var markdown: String {
+    var text = "## \(title)\n\n\(notes)\n\n| " + header.joined(separator: " | ") + " |\n|"
+    text += String(repeating: " --- |", count: header.count) + "\n"
+    for row in rows { text += "| " + row.joined(separator: " | ") + " |\n" }
+    return text
+  }
+}
+
+/// Progress to standard error (never part of the results).
+func printProgress(_ text: String) {
+  var line = text + "\n"
+  line.withUTF8 { buffer in _ = write(2, buffer.baseAddress, buffer.count) }
+}
+
+/// Runs `body` `iterations` times after one warm-up call and returns the median duration in seconds.
+func medianSeconds(iterations: Int, _ body: () throws -> Void) rethrows -> Double {
+  try body()
+  var samples: [Double] = []
+  samples.reserveCapacity(iterations)
+  let clock = ContinuousClock()
+  for _ in 0..<iterations {
+    let elapsed = try clock.measure(body)
+    samples.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+  }
+  samples.sort()
+  return samples[samples.count / 2]
+}
+
+/// Formats seconds with a unit a person reads at a glance.
+func formatDuration(_ seconds: Double) -> String {
+  if seconds < 1e-3 { return "\(rounded(seconds * 1e6)) µs" }
+  if seconds < 1 { return "\(rounded(seconds * 1e3)) ms" }
+  return "\(rounded(seconds)) s"
+}
+
+func rounded(_ value: Double) -> String {
+  let scaled = (value * 10).rounded() / 10
+  return scaled == scaled.rounded() ? String(Int(scaled)) : String(scaled)
+}
+
+/// Spawns `arguments` (searched on PATH), waits, and returns its exit status and standard output.
+func runProcess(_ arguments: [String], discardOutput: Bool = false) throws -> (status: Int32, output: String) {
+  var pipeEnds: [Int32] = [0, 0]
+  guard pipe(&pipeEnds) == 0 else { throw BenchError("pipe failed") }
+  var actions: posix_spawn_file_actions_t = posix_spawn_file_actions_t()
+  posix_spawn_file_actions_init(&actions)
+  defer { posix_spawn_file_actions_destroy(&actions) }
+  if discardOutput {
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+  } else {
+    posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
+  }
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+  posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
+  var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+  defer { for pointer in argv { free(pointer) } }
+  var pid: pid_t = 0
+  let spawned = posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ)
+  close(pipeEnds[1])
+  guard spawned == 0 else { close(pipeEnds[0]); throw BenchError("cannot run \(arguments[0])") }
+  var output: [UInt8] = []
+  var buffer = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let count = buffer.withUnsafeMutableBytes { read(pipeEnds[0], $0.baseAddress, $0.count) }
+    if count <= 0 { break }
+    output += buffer[0..<count]
+  }
+  close(pipeEnds[0])
+  var status: Int32 = 0
+  waitpid(pid, &status, 0)
+  return (status, String(decoding: output, as: UTF8.self))
+}
+
+/// True when `tool` is on PATH.
+func haveTool(_ tool: String) -> Bool {
+  (try? runProcess(["sh", "-c", "command -v \(tool)"], discardOutput: true).status) == 0
+}
+
+struct BenchError: Error, CustomStringConvertible {
+  var description: String
+  init(_ description: String) { self.description = description }
+}
+
+/// Writes the tables, with the command that made them, to `path`.
+func writeBenchmarks(_ tables: [BenchmarkTable], to path: String) throws {
+  var text = "# Benchmarks\n\nMade by `make bench` (`swift run -c release ImageLogBenchmarks`) on one machine, "
+  text += "each imagelog figure measured side by side with its peer in the same run. Medians.\n\n"
+  for table in tables { text += table.markdown + "\n" }
+  guard let file = fopen(path, "w") else { throw BenchError("cannot write \(path)") }
+  fputs(text, file)
+  fclose(file)
+  print(text)
+}

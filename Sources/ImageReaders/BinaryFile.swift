@@ -1,0 +1,28 @@
+/// A binary read from bytes: which format it is, decoded. Sniffs the magic number and hands the
+/// bytes to the format's reader; the fuzz target and the mutation tests call exactly this.
+public enum BinaryFile {
+  /// An ELF file (any class, either byte order).
+  case elf(ELFFile)
+  /// A thin Mach-O file (32 or 64-bit, either byte order).
+  case machO(MachOFile)
+  /// A universal file (`FAT_MAGIC` or `FAT_MAGIC_64`) and its slices.
+  case fat(FatFile)
+
+  /// Decodes `bytes`, throwing `FormatError.notRecognized` for anything that is not ELF or Mach-O.
+  public static func parse(_ bytes: ByteReader) throws(FormatError) -> BinaryFile {
+    guard bytes.count >= 4 else { throw .tooShort(count: bytes.count) }
+    let little = try bytes.peek(UInt32.self, at: 0)  // ByteReader's default order is little
+    var big = bytes
+    big.endian = .big
+    let bigMagic = try big.peek(UInt32.self, at: 0)
+    if little == ELFHeader.magic { return .elf(try ELFFile(bytes)) }
+    if MachOFile.isMagic(little) || MachOFile.isMagic(bigMagic) { return .machO(try MachOFile(bytes)) }
+    if FatFile.isMagic(bigMagic) { return .fat(try FatFile(bytes)) }
+    throw .notRecognized(magic: bigMagic)
+  }
+
+  /// Decodes the bytes of an array (tests and the fuzz target).
+  public static func parse(_ bytes: [UInt8]) throws(FormatError) -> BinaryFile {
+    try bytes.withUnsafeBytes { (raw) throws(FormatError) -> BinaryFile in try parse(ByteReader(raw)) }
+  }
+}
