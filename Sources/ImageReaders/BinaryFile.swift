@@ -23,6 +23,9 @@ public enum BinaryFile {
 
   /// Decodes the bytes of an array (tests and the fuzz target).
   public static func parse(_ bytes: [UInt8]) throws(FormatError) -> BinaryFile {
-    try bytes.withUnsafeBytes { (raw) throws(FormatError) -> BinaryFile in try parse(ByteReader(raw)) }
+    let result: Result<BinaryFile, FormatError> = bytes.withUnsafeBytes { raw in
+      Result { () throws(FormatError) -> BinaryFile in try parse(ByteReader(raw)) }
+    }
+    return try result.get()
   }
 }
