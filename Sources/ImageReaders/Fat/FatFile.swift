@@ -8,4 +8,7 @@ public struct FatFile: Sendable {
   public init(_ bytes: ByteReader) throws(FormatError) {
     throw .fat("universal reading is not implemented yet")
   }
+
+  /// One summary per slice, in header order.
+  public var slices: [SliceSummary] { [] }
 }

@@ -8,4 +8,9 @@ public struct MachOFile: Sendable {
   public init(_ bytes: ByteReader) throws(FormatError) {
     throw .machO("Mach-O reading is not implemented yet")
   }
+
+  /// The crash-tooling view of this file.
+  public var summary: SliceSummary {
+    SliceSummary(architecture: "unknown", fileType: "unknown", buildID: nil, textVMRange: 0..<0, loadVMRange: 0..<0)
+  }
 }
