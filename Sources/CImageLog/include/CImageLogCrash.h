@@ -1,0 +1,52 @@
+#ifndef CIMAGELOG_CRASH_H
+#define CIMAGELOG_CRASH_H
+/* Crash-time support: an image table that can be written from a signal handler, and an opt-in
+   crash handler that writes imagelog's crash report (see crash.c for the design). */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- The image table (writers: any thread, never from a signal handler) ---- */
+
+/* Adds (or replaces, keyed by load_address) one image. `text_start..<text_end` is the range frame
+   addresses are matched against; `name` is the frame column; `line` is the image's crash-style
+   Binary Images line without a newline. The strings are copied. Returns 0, or -1 with errno
+   (ENOMEM, EINVAL). Thread-safe; takes a mutex and may allocate: not async-signal-safe. */
+int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text_end,
+                       const char *name, const char *line);
+
+/* Removes the image loaded at `load_address`. Returns 1 if it was in the table, else 0. */
+int il_crash_table_remove(uint64_t load_address);
+
+/* The number of images in the published table. */
+size_t il_crash_table_count(void);
+
+/* Writes the published table, one crash-style line per image each ending in "\n", with write(2)
+   only: async-signal-safe, no allocation, no lock; never sees a half-updated table. Returns the
+   number of bytes written, or -1 with errno from write(2). */
+ssize_t il_crash_write_binary_images(int fd);
+
+/* ---- The crash handler ---- */
+
+/* Opens `path` for the report (O_WRONLY|O_CREAT|O_APPEND|O_CLOEXEC, 0644). Returns a descriptor
+   or -1 with errno. Mirrors open(2). */
+int il_crash_open_report(const char *path);
+
+/* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP that write a report
+   to `fd` (kept open; the caller must not close it), then restore the handlers found here and
+   re-raise. Gives the calling thread an alternate signal stack. Calling it again only changes the
+   descriptor. Returns 0 or an errno value. Not async-signal-safe. */
+int il_crash_install(int fd);
+
+/* Gives the calling thread an alternate signal stack (unless it has a large enough one), so a
+   stack overflow on this thread is reported too. Returns 0 or an errno value. */
+int il_crash_prepare_thread(void);
+
+/* Puts back the handlers found by il_crash_install. Returns 0, or ESRCH if none was installed. */
+int il_crash_uninstall(void);
+
+/* Writes the report il_crash_install's handler would write for (signal, info, ucontext) to `fd`:
+   for tests and for a host that runs its own signal handler. Async-signal-safe. */
+void il_crash_write_report(int fd, int signal, const void *info, const void *ucontext);
+
+#endif

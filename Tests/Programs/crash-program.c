@@ -1,0 +1,183 @@
+/* A program that crashes on request, for CrashReporterTests. Built at test time with
+     cc -g -O0 -fno-omit-frame-pointer -pthread -I Sources/CImageLog/include \
+        Sources/CImageLog/crash.c Tests/Programs/crash-program.c -o crash-program
+   Usage: crash-program MODE REPORT MAPS
+   It fills the crash image table from its own dl_iterate_phdr snapshot (the Swift library fills
+   it from the LoadedImages observers instead), installs the handler writing to REPORT, copies
+   /proc/self/maps to MAPS, and crashes the way MODE says. */
+#define _GNU_SOURCE
+#include "CImageLogCrash.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the table, from dl_iterate_phdr, formatted in the crash style ---- */
+
+static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
+  (void)size;
+  int *index = context;
+  int is_main = (*index)++ == 0;
+  char path[4096];
+  if (is_main) {
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    path[n > 0 ? n : 0] = '\0';
+  } else if (strncmp(info->dlpi_name, "linux-vdso", 10) == 0 || info->dlpi_name[0] == '\0') {
+    strcpy(path, "[vdso]");
+  } else {
+    snprintf(path, sizeof path, "%s", info->dlpi_name);
+  }
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  uint64_t first = UINT64_MAX, text_end = 0;
+  unsigned char uuid[16] = {0};
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type == PT_LOAD) {
+      uint64_t start = ph->p_vaddr & ~(uint64_t)(ph->p_align > 1 ? ph->p_align - 1 : 0);
+      if (start < first) first = start;
+      if ((ph->p_flags & PF_X) && ph->p_vaddr + ph->p_memsz > text_end) text_end = ph->p_vaddr + ph->p_memsz;
+    } else if (ph->p_type == PT_NOTE) {
+      const unsigned char *note = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+      size_t offset = 0;
+      while (offset + 12 <= ph->p_memsz) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, note + offset, 4);
+        memcpy(&descsz, note + offset + 4, 4);
+        memcpy(&type, note + offset + 8, 4);
+        size_t name_at = offset + 12, desc_at = name_at + ((namesz + 3) & ~3u);
+        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(note + name_at, "GNU", 4) == 0)
+          memcpy(uuid, note + desc_at, descsz < 16 ? descsz : 16);
+        offset = desc_at + ((descsz + 3) & ~3u);
+      }
+    }
+  }
+  if (first == UINT64_MAX) return 0;
+  uint64_t load = info->dlpi_addr + first, end = info->dlpi_addr + text_end;
+#if defined(__x86_64__)
+  const char *arch = "x86_64";
+#else
+  const char *arch = "arm64";
+#endif
+  char line[8192];
+  int n = snprintf(line, sizeof line, "0x%llx - 0x%llx %s%s %s  <", (unsigned long long)load,
+                   (unsigned long long)(end - 1), is_main ? "+" : "", name, arch);
+  for (int i = 0; i < 16; i++) n += snprintf(line + n, sizeof line - n, "%02x", uuid[i]);
+  snprintf(line + n, sizeof line - n, "> %s", path);
+  if (il_crash_table_add(load, load, end, name, line) != 0) perror("il_crash_table_add");
+  return 0;
+}
+
+/* ---- ways to die ---- */
+
+__attribute__((noinline)) void crash_null_dereference(void) {
+  volatile int *pointer = NULL;
+  *pointer = 42;
+}
+
+__attribute__((noinline)) void crash_abort(void) { abort(); }
+
+__attribute__((noinline)) int crash_recurse(int depth) {
+  volatile char pad[512];
+  pad[0] = (char)depth;
+  return crash_recurse(depth + 1) + pad[0];
+}
+
+__attribute__((noinline)) void crash_divide(void) {
+  volatile int zero = 0;
+  volatile int seven = 7;
+  volatile int result = seven / zero;
+  (void)result;
+}
+
+__attribute__((noinline)) void crash_breakpoint(void) {
+#if defined(__x86_64__)
+  __asm__ volatile("int3");
+#else
+  __asm__ volatile("brk #0");
+#endif
+}
+
+__attribute__((noinline)) void crash_call_null(void) {
+  void (*volatile function)(void) = NULL;
+  function();
+}
+
+static void *second_thread(void *unused) {
+  (void)unused;
+  crash_null_dereference();
+  return NULL;
+}
+
+static void *malloc_loop(void *unused) {
+  (void)unused;
+  for (;;) {
+    void *blocks[16];
+    for (int i = 0; i < 16; i++) blocks[i] = malloc(1024 + 64 * i);
+    for (int i = 0; i < 16; i++) free(blocks[i]);
+  }
+  return NULL;
+}
+
+/* Frees a 1 KiB chunk twice. With tcache off (GLIBC_TUNABLES=glibc.malloc.tcache_count=0) and one
+   arena (MALLOC_ARENA_MAX=1) glibc detects it inside _int_free with the arena lock held and calls
+   abort(): the crash handler runs while its own thread holds the allocator lock. */
+__attribute__((noinline)) void crash_double_free(void) {
+  char *volatile block = malloc(1024);
+  char *volatile guard = malloc(1024);  /* keeps block away from the top chunk */
+  free(block);
+  free(block);
+  free(guard);
+}
+
+static void copy_maps(const char *to) {
+  int in = open("/proc/self/maps", O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char buffer[4096];
+  ssize_t n;
+  while (in >= 0 && out >= 0 && (n = read(in, buffer, sizeof buffer)) > 0) write(out, buffer, (size_t)n);
+  close(in);
+  close(out);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s MODE REPORT MAPS\n", argv[0]);
+    return 64;
+  }
+  const char *mode = argv[1];
+  int index = 0;
+  dl_iterate_phdr(add_image, &index);
+  int fd = il_crash_open_report(argv[2]);
+  int error = fd < 0 ? -1 : il_crash_install(fd);
+  if (error != 0) {
+    fprintf(stderr, "%s: cannot install: %d\n", argv[2], error);
+    return 1;
+  }
+  pthread_t thread;
+  if (strcmp(mode, "malloc") == 0) {
+    for (int i = 0; i < 3; i++) pthread_create(&thread, NULL, malloc_loop, NULL);
+    usleep(100 * 1000);
+  }
+  copy_maps(argv[3]);
+  if (strcmp(mode, "null") == 0) crash_null_dereference();
+  else if (strcmp(mode, "abort") == 0) crash_abort();
+  else if (strcmp(mode, "stack") == 0) crash_recurse(0);
+  else if (strcmp(mode, "divide") == 0) crash_divide();
+  else if (strcmp(mode, "breakpoint") == 0) crash_breakpoint();
+  else if (strcmp(mode, "callnull") == 0) crash_call_null();
+  else if (strcmp(mode, "malloc") == 0) crash_double_free();
+  else if (strcmp(mode, "thread") == 0) {
+    pthread_create(&thread, NULL, second_thread, NULL);
+    pthread_join(thread, NULL);
+  } else {
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 64;
+  }
+  return 0;
+}
