@@ -1,0 +1,221 @@
+import Glibc
+import Testing
+
+/// Child processes built from Tests/Programs/crash-program.c (which compiles
+/// Sources/CImageLog/crash.c in) crash in different ways; each must leave a complete report in
+/// imagelog's format whose frames llvm-symbolizer resolves to the crashing functions and whose
+/// Binary Images are the process's images, and must still die by the original signal.
+@Suite(.serialized) struct CrashHandlerTests {
+  static let compiler = CrashTestSupport.which("cc") ?? CrashTestSupport.which("clang")
+  static let symbolizer = CrashTestSupport.which("llvm-symbolizer") ?? CrashTestSupport.which("llvm-symbolizer-14")
+  static let readelf = CrashTestSupport.which("readelf")
+
+  /// The crash program, compiled once per test run into a temporary directory.
+  static let program: Result<String, CrashTestSupport.SpawnError> = {
+    guard let compiler else { return .failure(.init(description: "no C compiler")) }
+    let root = CrashTestSupport.packageRoot
+    let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-program"
+    do {
+      let result = try CrashTestSupport.run(compiler, [
+        "-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
+        "-I", "\(root)/Sources/CImageLog/include",
+        "\(root)/Sources/CImageLog/crash.c", "\(root)/Tests/Programs/crash-program.c", "-o", output,
+      ])
+      guard result.exitCode == 0 else { return .failure(.init(description: "cc failed: \(result.stderr)")) }
+      return .success(output)
+    } catch let error as CrashTestSupport.SpawnError {
+      return .failure(error)
+    } catch {
+      return .failure(.init(description: "\(error)"))
+    }
+  }()
+
+  struct Case: CustomTestStringConvertible, Sendable {
+    var mode: String
+    var signal: Int32
+    /// The start of the Exception Type value.
+    var exceptionType: String
+    /// The function frame 0 must symbolize to, when frame 0 is in the program.
+    var frame0Function: String?
+    /// A function some frame in the program must symbolize to.
+    var callerFunction: String
+    var environment: [String: String] = [:]
+    var testDescription: String { mode }
+  }
+
+  static let cases: [Case] = [
+    Case(mode: "null", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+         frame0Function: "crash_null_dereference", callerFunction: "main"),
+    Case(mode: "abort", signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)",
+         frame0Function: nil, callerFunction: "crash_abort"),
+    Case(mode: "stack", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_",
+         frame0Function: "crash_recurse", callerFunction: "crash_recurse"),
+    Case(mode: "thread", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+         frame0Function: "crash_null_dereference", callerFunction: "second_thread"),
+    Case(mode: "divide", signal: SIGFPE, exceptionType: "SIGFPE (FPE_INTDIV)",
+         frame0Function: "crash_divide", callerFunction: "main"),
+    Case(mode: "breakpoint", signal: SIGTRAP, exceptionType: "SIGTRAP (SI_KERNEL)",
+         frame0Function: "crash_breakpoint", callerFunction: "main"),
+    Case(mode: "callnull", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+         frame0Function: nil, callerFunction: "crash_call_null"),
+    // glibc detects the double free inside _int_free holding the arena lock and aborts: the report
+    // is written while the crashing thread holds the allocator lock and three other threads loop in
+    // malloc/free on the same (only) arena. A handler that allocated would hang here.
+    Case(mode: "malloc", signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)",
+         frame0Function: nil, callerFunction: "crash_double_free",
+         environment: ["MALLOC_ARENA_MAX": "1", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"]),
+  ]
+
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"), arguments: cases)
+  func crashLeavesCompleteReport(_ testCase: Case) throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash", mapsPath = "\(directory)/maps"
+    let result = try CrashTestSupport.run(program, [testCase.mode, reportPath, mapsPath],
+                                          environment: testCase.environment, timeoutSeconds: 60)
+    #expect(!result.timedOut, "the crash handler hung")
+    #expect(result.terminationSignal == testCase.signal,
+            "died by \(String(describing: result.terminationSignal)), exit \(String(describing: result.exitCode))")
+    let text = try #require(CrashTestSupport.readFile(reportPath))
+    let report = try ParsedCrashReport(text)
+
+    // Header
+    #expect(report.header["Process"] == "crash-program [\(result.pid)]")
+    #expect(report.header["Path"] == program)
+    #expect(report.header["Exception Type"]?.hasPrefix(testCase.exceptionType) == true, "\(text)")
+    #expect(report.header["Exception Codes"]?.hasPrefix("signal \(testCase.signal), code ") == true)
+    #expect(report.header["OS Version"] == Self.expectedOSVersion())
+    let dates = [Self.utcDate(), Self.utcDate(offsetSeconds: -600)]
+    #expect(dates.contains { report.header["Date/Time"]?.hasPrefix($0) == true })
+    #expect(report.header["Date/Time"]?.hasSuffix(" +0000") == true)
+    let crashedThread = try #require(report.header["Crashed Thread"])
+    #expect(crashedThread.hasPrefix("0  tid "))
+    let tid = Int32(crashedThread.dropFirst("0  tid ".count))
+    if testCase.mode == "thread" {
+      #expect(tid != nil && tid != result.pid, "a second thread's tid")
+    } else {
+      #expect(tid == result.pid, "the main thread's tid is the pid")
+    }
+
+    // Binary Images are the process's images (against its own /proc/self/maps copy and readelf).
+    let maps = MapsLine.parse(try #require(CrashTestSupport.readFile(mapsPath)))
+    try Self.checkImages(report.images, against: maps, program: program)
+
+    // Frames: consistent arithmetic, named after their image, bounded.
+    #expect(!report.frames.isEmpty)
+    #expect(report.frames.count <= 128)
+    for (index, frame) in report.frames.enumerated() {
+      #expect(frame.index == index)
+      #expect(frame.address == frame.loadAddress &+ frame.offset)
+      if frame.imageName != "???" {
+        let image = report.images.first { $0.start == frame.loadAddress }
+        #expect(image?.name == frame.imageName, "frame \(index) names its image")
+        #expect(image.map { frame.address <= $0.end } == true)
+      }
+    }
+    if testCase.mode == "stack" { #expect(report.frames.count == 128, "an overflowed stack fills the bound") }
+    if testCase.mode == "callnull" {
+      #expect(report.frames[0].imageName == "???" && report.frames[0].address == 0)
+    }
+    if testCase.mode == "abort" || testCase.mode == "malloc" {
+      #expect(report.frames[0].imageName == "libc.so.6")
+    }
+
+    // Symbolication with llvm-symbolizer: frame 0 at its address, return addresses at - 1.
+    guard let symbolizer = Self.symbolizer else { return }
+    let programName = "crash-program"
+    if let expected = testCase.frame0Function {
+      #expect(report.frames[0].imageName == programName)
+      #expect(try Self.symbolize(program, offsets: [report.frames[0].offset], symbolizer: symbolizer) == [expected])
+    }
+    let callers = report.frames.dropFirst().filter { $0.imageName == programName }.map { $0.offset - 1 }
+    let names = try Self.symbolize(program, offsets: callers, symbolizer: symbolizer)
+    #expect(names.contains(testCase.callerFunction), "\(names)\n\(text)")
+  }
+
+  /// The report path is opened with O_APPEND at install time: earlier content stays.
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func reportIsAppendedAndFileKeepsEarlierContent() throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash"
+    let fd = open(reportPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    _ = "earlier line\n".withCString { write(fd, $0, strlen($0)) }
+    close(fd)
+    let result = try CrashTestSupport.run(program, ["null", reportPath, "\(directory)/maps"])
+    #expect(result.terminationSignal == SIGSEGV)
+    let text = try #require(CrashTestSupport.readFile(reportPath))
+    #expect(text.hasPrefix("earlier line\nProcess:         crash-program ["), "opened with O_APPEND, not truncated")
+  }
+
+  // MARK: helpers
+
+  static func checkImages(_ images: [ParsedCrashReport.BinaryImage], against maps: [MapsLine],
+                          program: String) throws {
+    #expect(images.filter(\.isMainExecutable).map(\.path) == [program])
+    #expect(images.first?.isMainExecutable == true, "load order: the executable first")
+    #if arch(x86_64)
+    #expect(images.allSatisfy { $0.architecture == "x86_64" })
+    #elseif arch(arm64)
+    #expect(images.allSatisfy { $0.architecture == "arm64" })
+    #endif
+    for image in images {
+      #expect(image.name == String(image.path.split(separator: "/").last ?? ""))
+      // maps names the file by its real path (/usr/lib/... on merged-/usr), the loader by its name.
+      let realPath = Self.realPath(image.path)
+      let mappings = maps.filter { $0.path == realPath }
+      // Its load address is where the file's offset-0 mapping starts ([vdso]: where it starts).
+      #expect(mappings.contains { $0.start == image.start && (image.path == "[vdso]" || $0.fileOffset == 0) },
+              "\(image.path) mapped at 0x\(String(image.start, radix: 16))")
+      // The text end (inclusive) falls inside an executable mapping of the same file.
+      #expect(mappings.contains { $0.permissions.contains("x") && $0.start <= image.end && image.end < $0.end },
+              "\(image.path) text end 0x\(String(image.end, radix: 16))")
+      if let readelf, image.path.hasPrefix("/") {
+        let notes = try CrashTestSupport.run(readelf, ["-n", image.path]).stdout
+        if let line = notes.split(separator: "\n").first(where: { $0.contains("Build ID:") }) {
+          let hex = String(line.split(separator: " ").last ?? "")
+          let uuid = String((hex + String(repeating: "0", count: 32)).prefix(32))
+          #expect(image.uuid == uuid, "\(image.path) build-id")
+        }
+      }
+    }
+    // Every executable file mapping (and the vDSO) belongs to an image in the table.
+    for mapping in maps where mapping.permissions.contains("x") && (mapping.path.hasPrefix("/") || mapping.path == "[vdso]") {
+      #expect(images.contains { Self.realPath($0.path) == mapping.path }, "\(mapping.path) missing from Binary Images")
+    }
+  }
+
+  static func realPath(_ path: String) -> String {
+    guard path.hasPrefix("/"), let resolved = realpath(path, nil) else { return path }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
+  /// Function names llvm-symbolizer gives for file offsets in `binary` (a PIE: offset == vaddr).
+  static func symbolize(_ binary: String, offsets: [UInt64], symbolizer: String) throws -> [String] {
+    guard !offsets.isEmpty else { return [] }
+    let result = try CrashTestSupport.run(symbolizer,
+                                          ["--obj=\(binary)"] + offsets.map { "0x" + String($0, radix: 16) })
+    return result.stdout.split(separator: "\n\n").compactMap { block in
+      block.split(separator: "\n").first.map(String.init)
+    }
+  }
+
+  static func expectedOSVersion() -> String {
+    var names = utsname()
+    uname(&names)
+    func field<T>(_ value: T) -> String {
+      withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+    return "\(field(names.sysname)) \(field(names.release)) \(field(names.machine))"
+  }
+
+  /// "YYYY-MM-DD HH" in UTC, from gmtime_r (the oracle for the handler's own date arithmetic).
+  static func utcDate(offsetSeconds: Int = 0) -> String {
+    var now = time(nil) + offsetSeconds
+    var parts = tm()
+    gmtime_r(&now, &parts)
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour))"
+  }
+}
