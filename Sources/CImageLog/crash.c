@@ -7,14 +7,15 @@
    The image table. Writers (the image observers) keep an authoritative list under a mutex and
    after every change rebuild a flat snapshot (entries + one text arena) into the slot that is not
    published, then publish it with one atomic store. A reader (the crash handler, or
-   il_crash_write_binary_images) first increments `table_readers`, then loads the published slot.
-   A writer rebuilds only while `table_readers` is 0 (checked after taking the mutex, before it
-   touches the unpublished slot); otherwise it leaves the change pending for the next update. With
-   sequentially consistent atomics this means a reader's slot is never written while it is read:
-   either the writer checked before the reader counted itself (then the writer only writes the
-   other slot and the reader sees the old or the new complete one), or the writer sees the reader
-   and does not write at all. No one waits: a crash that interrupts the writer on its own thread
-   reads the last complete snapshot.
+   il_crash_write_binary_images) loads the published index, counts itself in that slot's reader
+   count, and checks the index is still published (else it uncounts and tries again, a bounded
+   number of times). A writer rebuilds a slot only when its reader count is 0; it waits a little
+   for late readers of the old slot and otherwise leaves the change pending for the next update.
+   With sequentially consistent atomics a slot is never written while a reader that passed the
+   check reads it: a reader whose recheck saw the slot published was counted before the writer
+   could have found the slot unpublished and checked its count. The reader never waits for the
+   writer, so a crash that interrupts the writer on its own thread reads the last complete
+   snapshot at once.
 
    Frame-pointer walk. Each frame record is read with a probe rather than a load: the 16 bytes are
    written to a pipe created at install time and read back. write(2) returns EFAULT for memory that
@@ -32,6 +33,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -68,16 +70,22 @@ static size_t master_count, master_capacity;
 static int master_pending;                 /* a change not yet published (a reader was active) */
 static il_table_slot slots[2];
 static _Atomic int published_slot = -1;    /* -1: nothing published yet */
-static _Atomic int table_readers;
+static _Atomic int slot_readers[2];
 
 /* Rebuilds the unpublished slot from `master` and publishes it. Called with table_mutex held. */
 static int publish_locked(void) {
-  if (atomic_load(&table_readers) != 0) {  /* someone may be reading either slot: keep both */
-    master_pending = 1;
-    return 0;
-  }
   int current = atomic_load(&published_slot);
-  il_table_slot *slot = &slots[current == 0 ? 1 : 0];
+  int target = current == 0 ? 1 : 0;
+  /* Readers of the unpublished slot started before the last publish and finish soon; never wait
+     long: a crash handler that reads it may never return. */
+  for (int i = 0; atomic_load(&slot_readers[target]) != 0; i++) {
+    if (i == 1000) {
+      master_pending = 1;
+      return 0;
+    }
+    sched_yield();
+  }
+  il_table_slot *slot = &slots[target];
   size_t text_needed = 0;
   for (size_t i = 0; i < master_count; i++)
     text_needed += strlen(master[i].name) + strlen(master[i].line);
@@ -181,14 +189,29 @@ int il_crash_table_remove(uint64_t load_address) {
   return removed;
 }
 
-/* Reader side: async-signal-safe. */
-static const il_table_slot *table_acquire(void) {
-  atomic_fetch_add(&table_readers, 1);
-  int index = atomic_load(&published_slot);
-  return index < 0 ? NULL : &slots[index];
+/* Reader side: async-signal-safe, never waits. Returns the slot to read (NULL when nothing was
+   ever published) and the index to pass to table_release. */
+static const il_table_slot *table_acquire(int *held) {
+  for (int attempt = 0;; attempt++) {
+    int index = atomic_load(&published_slot);
+    if (index < 0) {
+      *held = -1;
+      return NULL;
+    }
+    atomic_fetch_add(&slot_readers[index], 1);
+    /* Still published: the writer cannot have started rebuilding it. After 64 lost races with a
+       writer publishing again and again, read it anyway rather than spin. */
+    if (atomic_load(&published_slot) == index || attempt == 64) {
+      *held = index;
+      return &slots[index];
+    }
+    atomic_fetch_sub(&slot_readers[index], 1);
+  }
 }
 
-static void table_release(void) { atomic_fetch_sub(&table_readers, 1); }
+static void table_release(int held) {
+  if (held >= 0) atomic_fetch_sub(&slot_readers[held], 1);
+}
 
 static const il_table_entry *table_lookup(const il_table_slot *slot, uint64_t address) {
   if (slot == NULL) return NULL;
@@ -199,9 +222,10 @@ static const il_table_entry *table_lookup(const il_table_slot *slot, uint64_t ad
 }
 
 size_t il_crash_table_count(void) {
-  const il_table_slot *slot = table_acquire();
+  int held;
+  const il_table_slot *slot = table_acquire(&held);
   size_t count = slot == NULL ? 0 : slot->count;
-  table_release();
+  table_release(held);
   return count;
 }
 
@@ -293,9 +317,10 @@ static void write_table(il_writer *w, const il_table_slot *slot) {
 ssize_t il_crash_write_binary_images(int fd) {
   int saved_errno = errno;
   il_writer w = {.fd = fd};
-  const il_table_slot *slot = table_acquire();
+  int held;
+  const il_table_slot *slot = table_acquire(&held);
   write_table(&w, slot);
-  table_release();
+  table_release(held);
   w_flush(&w);
   if (w.failed) {
     errno = w.failed;
@@ -568,7 +593,8 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   int saved_errno = errno;
   const siginfo_t *info = info_pointer;
   il_writer w = {.fd = fd};
-  const il_table_slot *slot = table_acquire();
+  int held;
+  const il_table_slot *slot = table_acquire(&held);
   int code = info != NULL ? info->si_code : 0;
   /* si_addr is meaningful only for faults the kernel raised (si_code > 0). */
   uint64_t address = info != NULL && code > 0 && code != 0x80 ? (uint64_t)(uintptr_t)info->si_addr : 0;
@@ -608,7 +634,7 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   w_backtrace(&w, context, slot);
   w_str(&w, "\nBinary Images:\n");
   write_table(&w, slot);
-  table_release();
+  table_release(held);
   w_flush(&w);
   errno = saved_errno;
 }

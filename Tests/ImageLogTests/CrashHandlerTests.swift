@@ -148,6 +148,27 @@ import Testing
     #expect(text.hasPrefix("earlier line\nProcess:         crash-program ["), "opened with O_APPEND, not truncated")
   }
 
+  /// The table is never torn: 60,000 updates while another thread and a timer signal aimed at the
+  /// updating thread itself (so it lands inside il_crash_table_add/remove) write it and check every
+  /// snapshot line by line. A single-buffer table fails this (torn > 0); a reader that waited for
+  /// the writer would hang it.
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func tableIsNeverTornByUpdates() throws {
+    let program = try Self.program.get()
+    let result = try CrashTestSupport.run(program, ["churn", "/dev/null", "/dev/null"], timeoutSeconds: 120)
+    #expect(!result.timedOut)
+    #expect(result.exitCode == 0, "\(result.stdout)\(result.stderr)")
+    var counts: [String: Int] = [:]
+    for field in result.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+      let pair = field.split(separator: "=")
+      if pair.count == 2 { counts[String(pair[0])] = Int(pair[1]) }
+    }
+    #expect(counts["torn"] == 0)
+    #expect((counts["reader-snapshots"] ?? 0) > 0)
+    #expect((counts["signal-snapshots"] ?? 0) > 0)
+    #expect((counts["interrupted-updates"] ?? 0) > 0, "some snapshots were taken inside an update on the same thread")
+  }
+
   // MARK: helpers
 
   static func checkImages(_ images: [ParsedCrashReport.BinaryImage], against maps: [MapsLine],

@@ -24,7 +24,7 @@ enum CrashTestSupport {
     var template = Array("/tmp/\(prefix).XXXXXX".utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     precondition(made != nil, "mkdtemp failed: errno \(errno)")
-    return String(cString: template)
+    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
   static func readFile(_ path: String) -> String? {
@@ -88,8 +88,19 @@ enum CrashTestSupport {
       argv.forEach { free($0) }
       envp.forEach { free($0) }
     }
+    // The child starts with no signal blocked and every signal at its default: the test runner's
+    // threads block some, and a child inherits the mask of the thread that spawns it.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t(), all = sigset_t()
+    sigemptyset(&none)
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
-    let status = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+    let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
     guard status == 0 else { throw SpawnError(description: "\(executable): posix_spawn failed: \(status)") }
 
     var waitStatus: Int32 = 0

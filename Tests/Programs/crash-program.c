@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- the table, from dl_iterate_phdr, formatted in the crash style ---- */
@@ -136,6 +137,137 @@ __attribute__((noinline)) void crash_double_free(void) {
   free(guard);
 }
 
+/* ---- churn: the table is never torn ----
+   The main thread adds and removes fake images as fast as it can while (a) another thread and
+   (b) a timer signal aimed at the main thread itself write the table with
+   il_crash_write_binary_images into a pipe, read it back and check every line is one of the
+   lines that were ever added, whole, and the count is one a complete table can have. The signal
+   often lands inside il_crash_table_add/remove on the same thread: it must neither wait nor see
+   a half-built table. Prints counts; exits 0 when nothing was torn. */
+
+enum { FAKE_COUNT = 64, FAKE_LIVE = 24, CHURN_UPDATES = 30000 };
+static char fake_lines[FAKE_COUNT][320];
+static char real_lines[64][8192];
+static int real_count;
+static volatile sig_atomic_t torn, signal_snapshots, interrupted_updates, in_update;
+static volatile int churn_done;
+
+static int known_line(const char *line, size_t length) {
+  for (int i = 0; i < FAKE_COUNT; i++)
+    if (strlen(fake_lines[i]) == length && memcmp(fake_lines[i], line, length) == 0) return 1;
+  for (int i = 0; i < real_count; i++)
+    if (strlen(real_lines[i]) == length && memcmp(real_lines[i], line, length) == 0) return 1;
+  return 0;
+}
+
+/* Async-signal-safe: write, read, memcmp. Returns 1 when the snapshot is whole. */
+static int check_snapshot(int pipe_in, int pipe_out) {
+  static __thread char buffer[65536];
+  ssize_t written = il_crash_write_binary_images(pipe_in);
+  if (written <= 0 || (size_t)written > sizeof buffer) return 0;
+  ssize_t got = 0;
+  while (got < written) {
+    ssize_t n = read(pipe_out, buffer + got, (size_t)(written - got));
+    if (n <= 0) return 0;
+    got += n;
+  }
+  int lines = 0;
+  size_t start = 0;
+  for (size_t i = 0; i < (size_t)got; i++) {
+    if (buffer[i] != '\n') continue;
+    if (!known_line(buffer + start, i - start)) return 0;
+    lines++;
+    start = i + 1;
+  }
+  if (start != (size_t)got) return 0;
+  /* between updates FAKE_LIVE fakes are in; inside one, FAKE_LIVE + 1 (added, not yet removed) */
+  return lines == real_count + FAKE_LIVE || lines == real_count + FAKE_LIVE + 1;
+}
+
+static int signal_pipe[2];
+static void on_timer(int signal) {
+  (void)signal;
+  if (in_update) interrupted_updates++;
+  if (!check_snapshot(signal_pipe[1], signal_pipe[0])) torn++;
+  signal_snapshots++;
+}
+
+static void *reader_loop(void *count) {
+  int reader_pipe[2];
+  if (pipe(reader_pipe) != 0) return NULL;
+  while (!churn_done) {
+    if (!check_snapshot(reader_pipe[1], reader_pipe[0])) torn++;
+    (*(long *)count)++;
+  }
+  return NULL;
+}
+
+static void fake_add(int k) {
+  uint64_t load = 0x100000000000ull + (uint64_t)k * 0x100000;
+  in_update = 1;
+  il_crash_table_add(load, load, load + 0x1000, "fake", fake_lines[k]);
+  in_update = 0;
+}
+
+static void fake_remove(int k) {
+  in_update = 1;
+  il_crash_table_remove(0x100000000000ull + (uint64_t)k * 0x100000);
+  in_update = 0;
+}
+
+static int churn(void) {
+  for (int k = 0; k < FAKE_COUNT; k++) {
+    uint64_t load = 0x100000000000ull + (uint64_t)k * 0x100000;
+    int n = snprintf(fake_lines[k], sizeof fake_lines[k], "0x%llx - 0x%llx fake%d x86_64  <%032x> /fake/%d/",
+                     (unsigned long long)load, (unsigned long long)(load + 0xfff), k, k, k);
+    while (n < 300) fake_lines[k][n++] = (char)('a' + k % 26);  /* long lines: more to tear */
+    fake_lines[k][n] = '\0';
+  }
+  int fd = il_crash_open_report("/dev/null");
+  (void)fd;
+  /* the real lines: what the table holds before churning */
+  int probe[2];
+  if (pipe(probe) != 0) return 1;
+  static char text[65536];
+  ssize_t n = il_crash_write_binary_images(probe[1]);
+  n = n > 0 ? read(probe[0], text, sizeof text - 1) : 0;
+  text[n > 0 ? n : 0] = '\0';
+  for (char *line = strtok(text, "\n"); line && real_count < 64; line = strtok(NULL, "\n"))
+    snprintf(real_lines[real_count++], sizeof real_lines[0], "%s", line);
+  for (int k = 0; k < FAKE_LIVE; k++) fake_add(k);
+
+  if (pipe(signal_pipe) != 0) return 1;
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_handler = on_timer;
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &action, NULL);
+  struct sigevent event;
+  memset(&event, 0, sizeof event);
+  event.sigev_notify = SIGEV_THREAD_ID;
+  event.sigev_signo = SIGALRM;
+  event._sigev_un._tid = gettid();  /* aimed at this (the writer) thread */
+  timer_t timer;
+  if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0) return 1;
+  struct itimerspec every = {{0, 100 * 1000}, {0, 100 * 1000}};
+  timer_settime(timer, 0, &every, NULL);
+
+  long reads = 0;
+  pthread_t reader;
+  pthread_create(&reader, NULL, reader_loop, &reads);
+  for (int update = 0; update < CHURN_UPDATES; update++) {
+    fake_add((update + FAKE_LIVE) % FAKE_COUNT);
+    fake_remove(update % FAKE_COUNT);
+  }
+  struct itimerspec stop = {{0, 0}, {0, 0}};
+  timer_settime(timer, 0, &stop, NULL);
+  churn_done = 1;
+  pthread_join(reader, NULL);
+  printf("updates=%d reader-snapshots=%ld signal-snapshots=%d interrupted-updates=%d torn=%d\n", CHURN_UPDATES * 2,
+         reads, (int)signal_snapshots, (int)interrupted_updates, (int)torn);
+  return torn == 0 ? 0 : 1;
+}
+
 static void copy_maps(const char *to) {
   int in = open("/proc/self/maps", O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char buffer[4096];
@@ -153,6 +285,7 @@ int main(int argc, char **argv) {
   const char *mode = argv[1];
   int index = 0;
   dl_iterate_phdr(add_image, &index);
+  if (strcmp(mode, "churn") == 0) return churn();
   int fd = il_crash_open_report(argv[2]);
   int error = fd < 0 ? -1 : il_crash_install(fd);
   if (error != 0) {
