@@ -1,0 +1,114 @@
+internal import CImageLog
+internal import Glibc
+import Synchronization
+
+/// An opt-in crash handler that writes imagelog's crash report, and the crash-time image table it
+/// and any other signal handler can write.
+///
+/// ```swift
+/// import ImageLog
+/// try CrashReporter.install(writingTo: "/var/tmp/myprog.crash")
+/// ```
+///
+/// On SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT or SIGTRAP the handler (on an alternate signal
+/// stack) appends a report to the file opened at install time: a header (process, path, pid, UTC
+/// time, OS, signal and `si_code` names, fault address, crashed thread id), the crashing thread's
+/// frames (`N   image   0xADDR 0xLOAD + OFFSET`) and the `Binary Images` in the `crash` style.
+/// `imagelog symbolicate` reads it. The handler uses only async-signal-safe system calls: no
+/// allocation, no locks, no stdio; it works while the crashed thread holds the allocator's lock.
+///
+/// Chaining: afterwards the handler puts back the handlers it found at install (Swift's
+/// backtracer, a debugger's or sanitizer's, the default) and re-raises the signal (a fault is
+/// simply retried; `abort`, `raise` and traps are sent again with the same `siginfo`), so the exit
+/// status, core dumps and other reporters behave as without it.
+///
+/// Swift's backtracer: the Swift runtime installs its handlers before `main`
+/// (`SWIFT_BACKTRACE=enable=yes`, the default on Linux). Install after that (any time in `main`)
+/// and imagelog's report is written first, then Swift's backtracer runs as usual and prints its
+/// own backtrace to stderr. With `SWIFT_BACKTRACE=enable=no` the default action follows instead.
+/// A handler someone installs after ours replaces ours; if it chains (as Swift's does), ours runs.
+///
+/// The frame walk follows frame pointers (each read through a probe that cannot fault), and
+/// across code built without them (most of glibc) scans the stack for return addresses that
+/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash.c`.
+public enum CrashReporter {
+  /// Why `install` failed: the path (if any) and the `errno` value.
+  public struct InstallError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The report path, or nil when installing on a descriptor.
+    public var path: String?
+    /// The `errno` value of the call that failed.
+    public var code: Int32
+    /// What was being done: "cannot open", "cannot install".
+    public var operation: String
+
+    public var description: String {
+      let reason = String(cString: strerror(code))
+      return path.map { "\($0): \(operation): \(reason)" } ?? "\(operation): \(reason)"
+    }
+  }
+
+  private static let tableObservers = Mutex<[ObservationToken]?>(nil)
+
+  /// Starts keeping the crash-time image table current: every loaded image now, and every image
+  /// added or removed later (through `LoadedImages.onAdd`/`onRemove`). Idempotent; `install` calls
+  /// it. Call it yourself to use `writeBinaryImages(toFileDescriptor:)` from your own handler.
+  public static func startImageTable() {
+    tableObservers.withLock { tokens in
+      guard tokens == nil else { return }
+      let formatter = ImageFormatter(style: .crash)
+      let added = LoadedImages.onAdd { image in
+        _ = il_crash_table_add(image.loadAddress, image.textRange.lowerBound, image.textRange.upperBound,
+                               image.name, formatter.format(image))
+      }
+      let removed = LoadedImages.onRemove { image in
+        _ = il_crash_table_remove(image.loadAddress)
+      }
+      tokens = [added, removed]
+    }
+  }
+
+  /// The number of images in the crash-time table (0 before `startImageTable`).
+  public static var imageTableCount: Int { il_crash_table_count() }
+
+  /// Writes the crash-time image table to `fileDescriptor`, one `crash`-style Binary Images line
+  /// per image, each ending in a newline. Async-signal-safe: only `write(2)`, no allocation, no
+  /// lock, and never a half-updated table. Returns false when a write failed.
+  @discardableResult
+  public static func writeBinaryImages(toFileDescriptor fileDescriptor: Int32) -> Bool {
+    il_crash_write_binary_images(fileDescriptor) >= 0
+  }
+
+  /// Installs the crash handler, appending reports to `path` (created with mode 0644 if needed;
+  /// opened now, so a crash needs no `open`). Calling it again switches the report file.
+  public static func install(writingTo path: String) throws(InstallError) {
+    let fileDescriptor = il_crash_open_report(path)
+    guard fileDescriptor >= 0 else { throw InstallError(path: path, code: errno, operation: "cannot open") }
+    do {
+      try install(fileDescriptor: fileDescriptor)
+    } catch {
+      close(fileDescriptor)
+      throw InstallError(path: path, code: error.code, operation: error.operation)
+    }
+  }
+
+  /// Installs the crash handler, writing reports to `fileDescriptor` (for example 2, standard
+  /// error). The descriptor must stay open. Also starts the image table and gives the calling
+  /// thread an alternate signal stack.
+  public static func install(fileDescriptor: Int32) throws(InstallError) {
+    startImageTable()
+    let status = il_crash_install(fileDescriptor)
+    guard status == 0 else { throw InstallError(path: nil, code: status, operation: "cannot install") }
+  }
+
+  /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is
+  /// reported too (each thread needs one; `install` prepares the thread that calls it).
+  public static func prepareCurrentThread() throws(InstallError) {
+    let status = il_crash_prepare_thread()
+    guard status == 0 else { throw InstallError(path: nil, code: status, operation: "cannot allocate an alternate signal stack") }
+  }
+
+  /// Puts back the signal handlers found by `install`. The image table stays current.
+  public static func uninstall() {
+    _ = il_crash_uninstall()
+  }
+}

@@ -1,0 +1,170 @@
+import Glibc
+import ImageLog
+import Testing
+
+/// The Swift API: the crash-time table kept by the LoadedImages observers, and the handler
+/// installed with `CrashReporter.install(writingTo:)` in a real Swift process (this test binary,
+/// re-run as a child that crashes on purpose).
+@Suite(.serialized) struct CrashReporterTests {
+  /// Reads everything `CrashReporter.writeBinaryImages` writes, through a pipe.
+  static func tableLines() throws -> [String] {
+    var fds: [Int32] = [0, 0]
+    try #require(pipe(&fds) == 0)
+    defer { close(fds[0]) }
+    #expect(CrashReporter.writeBinaryImages(toFileDescriptor: fds[1]))
+    close(fds[1])
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let n = buffer.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, $0.count) }
+      guard n > 0 else { break }
+      bytes += buffer[0..<n]
+    }
+    let text = String(decoding: bytes, as: UTF8.self)
+    #expect(text.isEmpty || text.hasSuffix("\n"))
+    return text.split(separator: "\n").map(String.init)
+  }
+
+  @Test func tableHoldsTheFormattedSnapshot() throws {
+    CrashReporter.startImageTable()
+    CrashReporter.startImageTable()  // idempotent
+    let formatter = ImageFormatter(style: .crash)
+    // Other suites may dlopen concurrently: compare as sets, retrying a few times on a race.
+    var missing: Set<String> = [], extra: Set<String> = []
+    for _ in 0..<5 {
+      let expected = Set(LoadedImages.snapshot().map { formatter.format($0) })
+      let table = Set(try Self.tableLines())
+      missing = expected.subtracting(table)
+      extra = table.subtracting(expected)
+      if missing.isEmpty && extra.isEmpty { break }
+      usleep(50_000)
+    }
+    #expect(missing.isEmpty, "in the snapshot, not the table: \(missing)")
+    #expect(extra.isEmpty, "in the table, not the snapshot: \(extra)")
+    #expect(CrashReporter.imageTableCount == LoadedImages.snapshot().count)
+  }
+
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil, "needs cc or clang"))
+  func tableFollowsDlopenAndDlclose() throws {
+    CrashReporter.startImageTable()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let source = "\(directory)/crash-table-probe.c", library = "\(directory)/libcrashtableprobe.so"
+    let fd = open(source, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    _ = "int crash_table_probe(void) { return 42; }\n".withCString { write(fd, $0, strlen($0)) }
+    close(fd)
+    let compiled = try CrashTestSupport.run(CrashHandlerTests.compiler!,
+                                            ["-shared", "-fPIC", "-Wl,--build-id", source, "-o", library])
+    try #require(compiled.exitCode == 0, "\(compiled.stderr)")
+
+    #expect(try !Self.tableLines().contains { $0.hasSuffix(" \(library)") })
+    let handle = try #require(dlopen(library, RTLD_NOW))
+    let line = try Self.tableLines().first { $0.hasSuffix(" \(library)") }
+    #expect(line != nil, "dlopen adds the library to the crash table")
+    if let line {
+      #expect(line.contains(" libcrashtableprobe.so x86_64  <") || line.contains(" libcrashtableprobe.so arm64  <"))
+      let image = LoadedImages.snapshot().first { $0.path == library }
+      #expect(image.map { ImageFormatter(style: .crash).format($0) } == line)
+    }
+    dlclose(handle)
+    #expect(try !Self.tableLines().contains { $0.hasSuffix(" \(library)") }, "dlclose removes it")
+  }
+
+  @Test func installReportsAnUnopenablePath() {
+    #expect(throws: CrashReporter.InstallError(path: "/nonexistent/imagelog/report.crash", code: ENOENT,
+                                               operation: "cannot open")) {
+      try CrashReporter.install(writingTo: "/nonexistent/imagelog/report.crash")
+    }
+    let error = CrashReporter.InstallError(path: "/x/report.crash", code: ENOENT, operation: "cannot open")
+    #expect(error.description == "/x/report.crash: cannot open: No such file or directory")
+  }
+
+  // MARK: a real Swift program: this test binary, re-run as a child
+
+  struct SwiftCase: CustomTestStringConvertible, Sendable {
+    var mode: String
+    var swiftBacktrace: String
+    var signal: Int32
+    var exceptionType: String
+    var function: String
+    var testDescription: String { "\(mode) SWIFT_BACKTRACE=\(swiftBacktrace)" }
+  }
+
+  static let swiftCases: [SwiftCase] = [
+    SwiftCase(mode: "fatalError", swiftBacktrace: "enable=no", signal: SIGILL,
+              exceptionType: "SIGILL (ILL_ILLOPN)", function: "triggerFatalError"),
+    // Swift's backtracer installed first (by the runtime), ours after: ours writes, then chains.
+    SwiftCase(mode: "fatalError", swiftBacktrace: "enable=yes,interactive=no,symbolicate=off,color=no",
+              signal: SIGILL, exceptionType: "SIGILL (ILL_ILLOPN)", function: "triggerFatalError"),
+    SwiftCase(mode: "nullPointer", swiftBacktrace: "enable=no", signal: SIGSEGV,
+              exceptionType: "SIGSEGV (SEGV_MAPERR)", function: "triggerNullDereference"),
+  ]
+
+  @Test(arguments: swiftCases)
+  func swiftProgramCrashLeavesReport(_ testCase: SwiftCase) throws {
+    let executable = try #require(Self.selfExecutable())
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(executable, ["--testing-library", "swift-testing", "--filter", "crashingChild"],
+                                          environment: ["IMAGELOG_CRASH_CHILD": "\(testCase.mode):\(reportPath)",
+                                                        "SWIFT_BACKTRACE": testCase.swiftBacktrace],
+                                          timeoutSeconds: 300)
+    #expect(!result.timedOut)
+    #expect(result.terminationSignal == testCase.signal, "\(result.stderr.suffix(2000))")
+    let text = try #require(CrashTestSupport.readFile(reportPath), "\(result.stderr.suffix(2000))")
+    let report = try ParsedCrashReport(text)
+    let name = String(executable.split(separator: "/").last ?? "")
+    #expect(report.header["Process"] == "\(name) [\(result.pid)]")
+    #expect(report.header["Path"] == CrashHandlerTests.realPath(executable))
+    #expect(report.header["Exception Type"] == testCase.exceptionType)
+    let maps = MapsLine.parse(try #require(CrashTestSupport.readFile(reportPath + ".maps")))
+    try CrashHandlerTests.checkImages(report.images, against: maps, program: CrashHandlerTests.realPath(executable))
+    if testCase.swiftBacktrace.hasPrefix("enable=yes") {
+      #expect(result.stderr.contains("Program crashed"), "Swift's backtracer ran after ours: \(result.stderr.prefix(500))")
+    }
+    // The crashing Swift function is in a frame of the test binary (llvm-symbolizer prints the
+    // mangled name, which contains the identifier).
+    guard let symbolizer = CrashHandlerTests.symbolizer else { return }
+    let offsets = report.frames.enumerated().filter { $0.element.imageName == name }
+      .map { $0.offset == 0 ? $0.element.offset : $0.element.offset - 1 }
+    let names = try CrashHandlerTests.symbolize(CrashHandlerTests.realPath(executable), offsets: offsets,
+                                                symbolizer: symbolizer)
+    #expect(names.contains { $0.contains(testCase.function) }, "\(names)\n\(text)")
+  }
+
+  static func selfExecutable() -> String? {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard n > 0 else { return nil }
+    return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+}
+
+/// Runs only in the child started by `swiftProgramCrashLeavesReport`: what a user adds to their
+/// program, then a crash.
+@Suite struct CrashReporterChild {
+  @Test(.enabled(if: getenv("IMAGELOG_CRASH_CHILD") != nil, "only in a child process"))
+  func crashingChild() throws {
+    let request = String(cString: getenv("IMAGELOG_CRASH_CHILD")!)
+    let parts = request.split(separator: ":", maxSplits: 1).map(String.init)
+    try #require(parts.count == 2)
+    try CrashReporter.install(writingTo: parts[1])
+    let maps = try #require(CrashTestSupport.readFile("/proc/self/maps"))
+    let fd = open(parts[1] + ".maps", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    _ = maps.withCString { write(fd, $0, strlen($0)) }
+    close(fd)
+    switch parts[0] {
+    case "fatalError": triggerFatalError()
+    case "nullPointer": triggerNullDereference()
+    default: Issue.record("unknown mode \(parts[0])")
+    }
+  }
+}
+
+@inline(never) func triggerFatalError() {
+  fatalError("CrashReporterChild: crashing on purpose")
+}
+
+@inline(never) func triggerNullDereference() {
+  let pointer = UnsafeMutablePointer<Int>(bitPattern: Int(getpid() == 0 ? 1 : 0) + 8)
+  pointer?.pointee = 42
+}
