@@ -41,6 +41,12 @@ public enum CrashReporter {
     /// What was being done: "cannot open", "cannot install".
     public var operation: String
 
+    public init(path: String?, code: Int32, operation: String) {
+      self.path = path
+      self.code = code
+      self.operation = operation
+    }
+
     public var description: String {
       let reason = String(cString: strerror(code))
       return path.map { "\($0): \(operation): \(reason)" } ?? "\(operation): \(reason)"

@@ -120,6 +120,11 @@ import Testing
     try CrashHandlerTests.checkImages(report.images, against: maps, program: CrashHandlerTests.realPath(executable))
     if testCase.swiftBacktrace.hasPrefix("enable=yes") {
       #expect(result.stderr.contains("Program crashed"), "Swift's backtracer ran after ours: \(result.stderr.prefix(500))")
+      // Swift's backtracer is the oracle for the frame walk: its frame 0 and the [ra] frames
+      // before its first async frame are ours, address for address.
+      let swiftFrames = Self.swiftBacktracerFrames(result.stderr)
+      #expect(swiftFrames.count >= 2, "\(result.stderr.prefix(3000))")
+      #expect(Array(report.frames.prefix(swiftFrames.count).map(\.address)) == swiftFrames)
     }
     // The crashing Swift function is in a frame of the test binary (llvm-symbolizer prints the
     // mangled name, which contains the identifier).
@@ -129,6 +134,24 @@ import Testing
     let names = try CrashHandlerTests.symbolize(CrashHandlerTests.realPath(executable), offsets: offsets,
                                                 symbolizer: symbolizer)
     #expect(names.contains { $0.contains(testCase.function) }, "\(names)\n\(text)")
+  }
+
+  /// The addresses of the crashed thread's leading frames in Swift's backtracer output
+  /// (`symbolicate=off`): frame 0 and the `[ra]` frames, up to the first other kind (`[async]`).
+  static func swiftBacktracerFrames(_ output: String) -> [UInt64] {
+    let lines = output.split(separator: "\n", omittingEmptySubsequences: false)
+    guard let start = lines.firstIndex(where: { $0.hasPrefix("Thread ") && $0.hasSuffix("crashed:") }) else { return [] }
+    var addresses: [UInt64] = []
+    for line in lines[(start + 1)...] {
+      let tokens = line.split(separator: " ")
+      if tokens.isEmpty { if addresses.isEmpty { continue } else { break } }
+      guard tokens.count >= 2, Int(tokens[0]) == addresses.count else { break }
+      let marker = tokens.count >= 3 ? tokens[1] : ""
+      guard marker == "" || marker == "[ra]", let address = ParsedCrashReport.hex(tokens[tokens.count >= 3 ? 2 : 1])
+      else { break }
+      addresses.append(address)
+    }
+    return addresses
   }
 
   static func selfExecutable() -> String? {

@@ -116,6 +116,15 @@ static void *second_thread(void *unused) {
   return NULL;
 }
 
+/* A second thread's stack overflow: reported only because the thread has its own alternate stack
+   (sigaltstack is per thread; il_crash_install gives one to the thread that calls it). */
+static void *second_thread_overflow(void *unused) {
+  (void)unused;
+  if (il_crash_prepare_thread() != 0) return NULL;
+  crash_recurse(0);
+  return NULL;
+}
+
 static void *malloc_loop(void *unused) {
   (void)unused;
   for (;;) {
@@ -305,8 +314,8 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "breakpoint") == 0) crash_breakpoint();
   else if (strcmp(mode, "callnull") == 0) crash_call_null();
   else if (strcmp(mode, "malloc") == 0) crash_double_free();
-  else if (strcmp(mode, "thread") == 0) {
-    pthread_create(&thread, NULL, second_thread, NULL);
+  else if (strcmp(mode, "thread") == 0 || strcmp(mode, "threadstack") == 0) {
+    pthread_create(&thread, NULL, strcmp(mode, "thread") == 0 ? second_thread : second_thread_overflow, NULL);
     pthread_join(thread, NULL);
   } else {
     fprintf(stderr, "unknown mode %s\n", mode);
