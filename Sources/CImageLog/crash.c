@@ -92,7 +92,10 @@ static int publish_locked(void) {
   if (slot->capacity < master_count) {
     size_t capacity = master_count < 64 ? 64 : master_count * 2;
     il_table_entry *entries = malloc(capacity * sizeof *entries);
-    if (entries == NULL) return -1;
+    if (entries == NULL) {
+      master_pending = 1;  /* the published table stays whole; the next update retries */
+      return -1;
+    }
     free(slot->entries);
     slot->entries = entries;
     slot->capacity = capacity;
@@ -100,7 +103,10 @@ static int publish_locked(void) {
   if (slot->text_capacity < text_needed || slot->text == NULL) {
     size_t capacity = text_needed < 16384 ? 16384 : text_needed * 2;
     char *text = malloc(capacity);
-    if (text == NULL) return -1;
+    if (text == NULL) {
+      master_pending = 1;
+      return -1;
+    }
     free(slot->text);
     slot->text = text;
     slot->text_capacity = capacity;

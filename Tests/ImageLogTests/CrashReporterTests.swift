@@ -97,6 +97,9 @@ import Testing
               signal: SIGILL, exceptionType: "SIGILL (ILL_ILLOPN)", function: "triggerFatalError"),
     SwiftCase(mode: "nullPointer", swiftBacktrace: "enable=no", signal: SIGSEGV,
               exceptionType: "SIGSEGV (SEGV_MAPERR)", function: "triggerNullDereference"),
+    // install(fileDescriptor: 2): the report goes to standard error.
+    SwiftCase(mode: "stderr", swiftBacktrace: "enable=no", signal: SIGILL,
+              exceptionType: "SIGILL (ILL_ILLOPN)", function: "triggerFatalError"),
   ]
 
   @Test(arguments: swiftCases)
@@ -110,7 +113,14 @@ import Testing
                                           timeoutSeconds: 300)
     #expect(!result.timedOut)
     #expect(result.terminationSignal == testCase.signal, "\(result.stderr.suffix(2000))")
-    let text = try #require(CrashTestSupport.readFile(reportPath), "\(result.stderr.suffix(2000))")
+    let text: String
+    if testCase.mode == "stderr" {
+      #expect(CrashTestSupport.readFile(reportPath) == nil, "no file: the report went to fd 2")
+      let start = try #require(result.stderr.firstRange(of: "Process:         "), "\(result.stderr.suffix(2000))")
+      text = String(result.stderr[start.lowerBound...])
+    } else {
+      text = try #require(CrashTestSupport.readFile(reportPath), "\(result.stderr.suffix(2000))")
+    }
     let report = try ParsedCrashReport(text)
     let name = String(executable.split(separator: "/").last ?? "")
     #expect(report.header["Process"] == "\(name) [\(result.pid)]")
@@ -170,13 +180,17 @@ import Testing
     let request = String(cString: getenv("IMAGELOG_CRASH_CHILD")!)
     let parts = request.split(separator: ":", maxSplits: 1).map(String.init)
     try #require(parts.count == 2)
-    try CrashReporter.install(writingTo: parts[1])
+    if parts[0] == "stderr" {
+      try CrashReporter.install(fileDescriptor: 2)
+    } else {
+      try CrashReporter.install(writingTo: parts[1])
+    }
     let maps = try #require(CrashTestSupport.readFile("/proc/self/maps"))
     let fd = open(parts[1] + ".maps", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     _ = maps.withCString { write(fd, $0, strlen($0)) }
     close(fd)
     switch parts[0] {
-    case "fatalError": triggerFatalError()
+    case "fatalError", "stderr": triggerFatalError()
     case "nullPointer": triggerNullDereference()
     default: Issue.record("unknown mode \(parts[0])")
     }
