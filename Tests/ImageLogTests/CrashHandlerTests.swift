@@ -150,6 +150,28 @@ import Testing
     #expect(text.hasPrefix("earlier line\nProcess:         crash-program ["), "opened with O_APPEND, not truncated")
   }
 
+  /// A handler installed before ours runs after ours, with the original siginfo.
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func previousHandlerRunsAfterReport() throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let result = try CrashTestSupport.run(program, ["chained", "\(directory)/report.crash", "\(directory)/maps"])
+    #expect(result.exitCode == 42, "the previous handler's _exit(42)")
+    #expect(result.stderr == "previous handler ran: signal 11, address zero: Y\n")
+    let report = try ParsedCrashReport(try #require(CrashTestSupport.readFile("\(directory)/report.crash")))
+    #expect(report.header["Exception Type"] == "SIGSEGV (SEGV_MAPERR)")
+  }
+
+  /// After il_crash_uninstall the default action is back: no report, still SIGSEGV.
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func uninstallRestoresDefault() throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let result = try CrashTestSupport.run(program, ["uninstalled", "\(directory)/report.crash", "\(directory)/maps"])
+    #expect(result.terminationSignal == SIGSEGV)
+    #expect(CrashTestSupport.readFile("\(directory)/report.crash") == "")
+  }
+
   /// The table is never torn: 60,000 updates while another thread and a timer signal aimed at the
   /// updating thread itself (so it lands inside il_crash_table_add/remove) write it and check every
   /// snapshot line by line. A single-buffer table fails this (torn > 0); a reader that waited for

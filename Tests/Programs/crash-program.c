@@ -277,6 +277,17 @@ static int churn(void) {
   return torn == 0 ? 0 : 1;
 }
 
+/* A handler installed before ours: it must run after ours (chaining), with the original siginfo. */
+static void previous_handler(int signal, siginfo_t *info, void *context) {
+  (void)context;
+  char message[] = "previous handler ran: signal NN, address zero: Y\n";
+  message[29] = (char)('0' + signal / 10);
+  message[30] = (char)('0' + signal % 10);
+  message[47] = info->si_addr == NULL ? 'Y' : 'N';
+  write(2, message, sizeof message - 1);
+  _exit(42);
+}
+
 static void copy_maps(const char *to) {
   int in = open("/proc/self/maps", O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char buffer[4096];
@@ -295,8 +306,16 @@ int main(int argc, char **argv) {
   int index = 0;
   dl_iterate_phdr(add_image, &index);
   if (strcmp(mode, "churn") == 0) return churn();
+  if (strcmp(mode, "chained") == 0) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = previous_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, NULL);
+  }
   int fd = il_crash_open_report(argv[2]);
   int error = fd < 0 ? -1 : il_crash_install(fd);
+  if (strcmp(mode, "uninstalled") == 0 && error == 0) error = il_crash_uninstall();
   if (error != 0) {
     fprintf(stderr, "%s: cannot install: %d\n", argv[2], error);
     return 1;
@@ -307,7 +326,8 @@ int main(int argc, char **argv) {
     usleep(100 * 1000);
   }
   copy_maps(argv[3]);
-  if (strcmp(mode, "null") == 0) crash_null_dereference();
+  if (strcmp(mode, "null") == 0 || strcmp(mode, "chained") == 0 || strcmp(mode, "uninstalled") == 0)
+    crash_null_dereference();
   else if (strcmp(mode, "abort") == 0) crash_abort();
   else if (strcmp(mode, "stack") == 0) crash_recurse(0);
   else if (strcmp(mode, "divide") == 0) crash_divide();
