@@ -551,6 +551,23 @@ static uint64_t scan_for_record(il_writer *w, int *index, const il_table_slot *s
   return 0;
 }
 
+#if defined(__aarch64__)
+/* On aarch64 compilers omit the frame record of leaf functions (-momit-leaf-frame-pointer), so
+   when the crash is in a leaf its caller is only in LR, and the frame pointer is the caller's.
+   LR is the caller when the instruction before it is a BL whose target is at most 4 KiB below
+   the PC (the leaf's entry); after a call from a non-leaf function LR points back into the
+   function itself, and the BL before it targets some other function. */
+static int leaf_caller(const il_table_slot *slot, const il_registers *regs) {
+  uint32_t instruction;
+  if (regs->lr < 4 || table_lookup(slot, regs->lr) == NULL) return 0;
+  if (!probe_read(regs->lr - 4, &instruction, sizeof instruction)) return 0;
+  if ((instruction & 0xFC000000u) != 0x94000000u) return 0;  /* BL imm26 */
+  int64_t displacement = (int64_t)((uint64_t)(instruction & 0x03FFFFFFu) << 38) >> 36;  /* imm26 * 4 */
+  uint64_t target = regs->lr - 4 + (uint64_t)displacement;
+  return target <= regs->pc && regs->pc - target < 4096;
+}
+#endif
+
 static void w_backtrace(il_writer *w, const void *context, const il_table_slot *slot) {
   il_registers regs;
   if (!registers_from(context, &regs)) return;
@@ -571,6 +588,11 @@ static void w_backtrace(il_writer *w, const void *context, const il_table_slot *
 #endif
     }
   }
+#if defined(__aarch64__)
+  else if (leaf_caller(slot, &regs)) {
+    w_frame(w, index++, regs.lr, slot);
+  }
+#endif
   /* Follow frame records while they are plausible; across code without frame pointers (most of
      glibc) scan the stack for return addresses up to the next plausible record. `floor` only
      rises, so the walk ends. */
