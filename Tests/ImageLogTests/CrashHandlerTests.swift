@@ -193,6 +193,71 @@ import Testing
     #expect((counts["interrupted-updates"] ?? 0) > 0, "some snapshots were taken inside an update on the same thread")
   }
 
+  // MARK: aarch64, under qemu-user (when the cross compiler and qemu are installed)
+
+  static let crossCompiler = CrashTestSupport.which("aarch64-linux-gnu-gcc")
+  static let qemu = CrashTestSupport.which("qemu-aarch64")
+  static let armSysroot = "/usr/aarch64-linux-gnu"
+
+  static let armProgram: Result<String, CrashTestSupport.SpawnError> = {
+    guard let crossCompiler else { return .failure(.init(description: "no aarch64-linux-gnu-gcc")) }
+    let root = CrashTestSupport.packageRoot
+    let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-program"
+    do {
+      let result = try CrashTestSupport.run(crossCompiler, [
+        "-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
+        "-I", "\(root)/Sources/CImageLog/include",
+        "\(root)/Sources/CImageLog/crash.c", "\(root)/Tests/Programs/crash-program.c", "-o", output,
+      ])
+      guard result.exitCode == 0 else { return .failure(.init(description: "cross cc failed: \(result.stderr)")) }
+      return .success(output)
+    } catch {
+      return .failure(.init(description: "\(error)"))
+    }
+  }()
+
+  static let armCases: [Case] = [
+    Case(mode: "null", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+         frame0Function: "crash_null_dereference", callerFunction: "main"),
+    Case(mode: "thread", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+         frame0Function: "crash_null_dereference", callerFunction: "second_thread"),
+    Case(mode: "callnull", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
+         frame0Function: nil, callerFunction: "crash_call_null"),
+    Case(mode: "abort", signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)",
+         frame0Function: nil, callerFunction: "crash_abort"),
+    Case(mode: "stack", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_",
+         frame0Function: "crash_recurse", callerFunction: "crash_recurse"),
+    Case(mode: "breakpoint", signal: SIGTRAP, exceptionType: "SIGTRAP (TRAP_BRKPT)",
+         frame0Function: "crash_breakpoint", callerFunction: "main"),
+  ]
+
+  /// The aarch64 paths (PC/FP/LR from the ucontext, leaf functions whose caller is only in LR)
+  /// in an emulated aarch64 process.
+  @Test(.enabled(if: crossCompiler != nil && qemu != nil && access(armSysroot, F_OK) == 0,
+                 "needs aarch64-linux-gnu-gcc, qemu-aarch64 and libc6-dev-arm64-cross"),
+        arguments: armCases)
+  func aarch64CrashUnderQEMU(_ testCase: Case) throws {
+    let program = try Self.armProgram.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(Self.qemu!, [program, testCase.mode, reportPath, "\(directory)/maps"],
+                                          environment: ["QEMU_LD_PREFIX": Self.armSysroot], timeoutSeconds: 120)
+    #expect(result.terminationSignal == testCase.signal)
+    let text = try #require(CrashTestSupport.readFile(reportPath))
+    let report = try ParsedCrashReport(text)
+    #expect(report.header["Exception Type"]?.hasPrefix(testCase.exceptionType) == true, "\(text)")
+    #expect(report.images.allSatisfy { $0.architecture == "arm64" })
+    #expect(report.images.filter(\.isMainExecutable).map(\.path) == [program])
+    if testCase.mode == "stack" { #expect(report.frames.count == 128) }
+    guard let symbolizer = Self.symbolizer else { return }
+    if let expected = testCase.frame0Function {
+      #expect(try Self.symbolize(program, offsets: [report.frames[0].offset], symbolizer: symbolizer) == [expected])
+    }
+    let callers = report.frames.dropFirst().filter { $0.imageName == "crash-program" }.map { $0.offset - 1 }
+    let names = try Self.symbolize(program, offsets: callers, symbolizer: symbolizer)
+    #expect(names.contains(testCase.callerFunction), "\(names)\n\(text)")
+  }
+
   // MARK: helpers
 
   static func checkImages(_ images: [ParsedCrashReport.BinaryImage], against maps: [MapsLine],
