@@ -1,0 +1,104 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Expands `imagelog file`'s arguments into the files to read: named paths as given, and with `-r`
+/// the regular files under named folders, in name order. Symbolic links are followed, but a folder
+/// already visited (same device and inode) is never entered again, so link loops end.
+enum FileWalker {
+  /// A file to read and whether a folder walk found it (walks skip non-binaries silently).
+  struct Input {
+    var path: String
+    var fromWalk: Bool
+  }
+
+  private struct FileID: Hashable {
+    var device: UInt64
+    var inode: UInt64
+  }
+
+  static func expand(_ paths: [String], recursive: Bool,
+                     onError: (_ path: String, _ problem: String) -> Void) -> [Input] {
+    var inputs: [Input] = []
+    var visited: Set<FileID> = []
+    for path in paths {
+      var info = stat()
+      if recursive, stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+        walk(path, info: info, into: &inputs, visited: &visited, onError: onError)
+      } else {
+        inputs.append(Input(path: path, fromWalk: false))
+      }
+    }
+    return inputs
+  }
+
+  private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,
+                           onError: (_ path: String, _ problem: String) -> Void) {
+    guard visited.insert(FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))).inserted else { return }
+    guard let directory = opendir(folder) else {
+      onError(folder, "cannot open directory: \(String(cString: strerror(errno)))")
+      return
+    }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    closedir(directory)
+    names.sort()
+    let prefix = folder.hasSuffix("/") ? folder : folder + "/"
+    for name in names {
+      let path = prefix + name
+      var entryInfo = stat()
+      guard stat(path, &entryInfo) == 0 else { continue }  // a dangling link or a file gone since readdir
+      switch entryInfo.st_mode & S_IFMT {
+      case S_IFDIR: walk(path, info: entryInfo, into: &inputs, visited: &visited, onError: onError)
+      case S_IFREG: inputs.append(Input(path: path, fromWalk: true))
+      default: continue  // FIFOs, sockets, devices are never binaries to read
+      }
+    }
+  }
+}
+
+/// `[n/total] path` on standard error, redrawn in place, only when standard error is a terminal and
+/// the run has already taken half a second; cleared before any other line is written.
+struct ProgressLine {
+  private let total: Int
+  private var done = 0
+  private let enabled: Bool
+  private let clock = ContinuousClock()
+  private let start: ContinuousClock.Instant
+  private var lastDraw: ContinuousClock.Instant?
+  private var shown = false
+
+  init(total: Int) {
+    self.total = total
+    enabled = standardErrorIsTerminal
+    start = clock.now
+  }
+
+  mutating func tick(_ path: String) {
+    done += 1
+    guard enabled else { return }
+    let now = clock.now
+    guard now - start > .milliseconds(500) else { return }
+    if let lastDraw, now - lastDraw < .milliseconds(100) { return }
+    lastDraw = now
+    shown = true
+    writeStandardError("\r\u{1B}[K[\(done)/\(total)] \(path)")
+  }
+
+  mutating func clear() {
+    guard shown else { return }
+    shown = false
+    lastDraw = nil
+    writeStandardError("\r\u{1B}[K")
+  }
+
+  private func writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { buffer in _ = write(2, buffer.baseAddress, buffer.count) }
+  }
+}
