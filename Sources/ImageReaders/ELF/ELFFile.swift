@@ -138,7 +138,7 @@ public struct ELFFile: Sendable {
   }
 
   /// The size of `textVMRange` in bytes.
-  public var textSize: UInt64 { UInt64(textVMRange.count) }
+  public var textSize: UInt64 { textVMRange.upperBound - textVMRange.lowerBound }  // Range keeps lower <= upper
 
   /// The crash-tooling view of this file.
   public var summary: SliceSummary {

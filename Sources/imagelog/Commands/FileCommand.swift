@@ -215,7 +215,7 @@ struct FileCommand: Command {
   }
 
   static func rangeText(_ range: Range<UInt64>) -> String {
-    "0x\(hexDigits(range.lowerBound)) - 0x\(hexDigits(range.upperBound)) (0x\(hexDigits(UInt64(range.count))) bytes)"
+    "0x\(hexDigits(range.lowerBound)) - 0x\(hexDigits(range.upperBound)) (0x\(hexDigits(range.upperBound - range.lowerBound)) bytes)"
   }
 
   /// The JSON members every format has (from `SliceSummary`); addresses as hex strings, sizes as numbers.
@@ -228,7 +228,7 @@ struct FileCommand: Command {
       ("uuid", slice.buildID.map { .string($0.uuid) } ?? .null),
       ("textStart", .string("0x" + hexDigits(slice.textVMRange.lowerBound))),
       ("textEnd", .string("0x" + hexDigits(slice.textVMRange.upperBound))),
-      ("textSize", .number(UInt64(slice.textVMRange.count))),
+      ("textSize", .number(slice.textVMRange.upperBound - slice.textVMRange.lowerBound)),
       ("loadStart", .string("0x" + hexDigits(slice.loadVMRange.lowerBound))),
       ("loadEnd", .string("0x" + hexDigits(slice.loadVMRange.upperBound))),
       ("installName", slice.installName.map { .string($0) } ?? .null),
