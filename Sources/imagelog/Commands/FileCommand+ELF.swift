@@ -4,9 +4,7 @@ import ImageReaders
 extension ELFFile: FileDetailRendering {
   func detailedLines(slice index: Int) -> [String] {
     var lines: [String] = []
-    func add(_ label: String, _ value: String) {
-      lines.append(label + ":" + String(repeating: " ", count: max(1, 15 - label.count)) + value)
-    }
+    func add(_ label: String, _ value: String) { lines.append(detailLine(label, value)) }
     add("format", "ELF\(header.is64Bit ? 64 : 32) \(header.endian == .little ? "little" : "big")-endian, e_machine \(header.machine)")
     add("entry", "0x" + hexDigits(header.entry))
     if let interpreter { add("interpreter", interpreter) }
@@ -20,7 +18,7 @@ extension ELFFile: FileDetailRendering {
                            pad("0x" + hexDigits(segment.vmAddress), 18), pad("0x" + hexDigits(segment.fileSize), 10),
                            pad("0x" + hexDigits(segment.vmSize), 10), Self.flagText(segment.flags)].joined(separator: " "))
     }
-    lines.append("sections:      \(sections.count)")
+    add("sections", "\(sections.count)")
     return lines
   }
 

@@ -194,10 +194,7 @@ struct FileCommand: Command {
   /// The detailed view's lines that every format has (from `SliceSummary`).
   static func commonDetailedLines(_ slice: SliceSummary, path: String, sliceCount: Int) -> [String] {
     var lines = [sliceCount > 1 ? "\(path) (\(slice.architecture)):" : "\(path):"]
-    func add(_ label: String, _ value: String) {
-      let head = label.isEmpty ? " " : label + ":"
-      lines.append("  " + head + String(repeating: " ", count: max(1, 16 - head.count)) + value)
-    }
+    func add(_ label: String, _ value: String) { lines.append("  " + detailLine(label, value)) }
     add("architecture", slice.architecture)
     add("type", slice.fileType)
     if let buildID = slice.buildID {
@@ -236,6 +233,13 @@ struct FileCommand: Command {
       ("fileOffset", .number(slice.fileOffset)),
     ]
   }
+}
+
+/// One `label:  value` line of the detailed view, values aligned in one column (label "" continues
+/// the previous line's list). Every format's renderer uses it so the columns agree.
+func detailLine(_ label: String, _ value: String) -> String {
+  let head = label.isEmpty ? "" : label + ":"
+  return head + String(repeating: " ", count: max(1, 16 - head.count)) + value
 }
 
 /// A format's own part of `imagelog file`'s detailed and JSON views: ELF's is in FileCommand+ELF.swift,
