@@ -145,3 +145,17 @@ import Testing
     }
   }
 }
+
+extension ELFFixtureTests {
+  @Test func vmAddressesMapToTheirSectionsFileOffsets() throws {
+    // Every allocated section with file space, at its sh_addr, maps to its sh_offset through the
+    // PT_LOADs: the loader's view and the linker's section view agree.
+    for name in Self.names {
+      let file = try Self.decode(name)
+      guard file.layout != nil else { continue }
+      for section in file.sections where section.occupiesFile && section.flags & ELFSection.allocFlag != 0 {
+        #expect(file.fileOffset(forVMAddress: section.vmAddress) == section.fileOffset, "\(name): \(section.name)")
+      }
+    }
+  }
+}

@@ -193,15 +193,35 @@ import ImageReaders
     #expect(truncated.hasSuffix("past end (1000 bytes)"))
   }
 
-  @Test(.enabled(if: haveBinary && geteuid() != 0, "needs the built imagelog and a non-root user (root reads mode 000 files)"))
+  /// As root every file is readable, so the run drops to user nobody (65534) through setpriv.
+  static var canTestUnreadable: Bool { haveBinary && (geteuid() != 0 || have("setpriv")) }
+
+  @Test(.enabled(if: canTestUnreadable, "needs the built imagelog, and setpriv when running as root"))
   func unreadableFileIsReported() throws {
     let folder = try Self.temporaryFolder()
     defer { Self.remove(folder) }
+    chmod(folder, 0o755)
     Self.write(folder + "/secret", try Self.bytes(Self.fixtures + "/libdep-x86_64.so"))
     chmod(folder + "/secret", 0)
-    let run = try Self.imagelog(["file", folder + "/secret"])
+    let good = Self.fixtures + "/libdep-x86_64.so"
+    let prefix = geteuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+    let run = try Self.spawn(prefix + [Self.binary, "file", folder + "/secret", good])
     #expect(run.status == 1)
     #expect(run.stderr == "imagelog: \(folder)/secret: cannot open: Permission denied\n")
+    #expect(run.outLines.count == 1)
+  }
+
+  @Test(.enabled(if: haveBinary && have("script"), "needs the built imagelog and script(1) for a terminal"))
+  func progressLineOnlyOnATerminal() throws {
+    // script(1) gives the command a pseudo-terminal for standard error; the delay is lowered to 0 so
+    // the test does not depend on how long the run takes.
+    let folder = Self.root + "/Tests/ImageReadersTests/Fixtures"
+    let command = "IMAGELOG_PROGRESS_DELAY_MS=0 \(Self.binary) file -r \(folder)"
+    let run = try Self.spawn(["script", "-q", "-e", "-c", command, "/dev/null"])
+    #expect(run.status == 0)
+    #expect(run.stdout.contains("\r\u{1B}[K[1/"), "no progress line on the terminal")
+    let plain = try Self.spawn(["sh", "-c", command])
+    #expect(plain.stderr == "")
   }
 
   @Test(.enabled(if: haveBinary, "needs the built imagelog"))

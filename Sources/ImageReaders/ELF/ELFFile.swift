@@ -151,6 +151,12 @@ public struct ELFFile: Sendable {
     sections.first { $0.name == name }
   }
 
+  /// The file offset that holds link-time address `address`, when a `PT_LOAD`'s file-backed part covers
+  /// it (the loader's view, as `DT_STRTAB` is resolved); `nil` otherwise (bss, unmapped, no segments).
+  public func fileOffset(forVMAddress address: UInt64) -> UInt64? {
+    ELFDynamicInfo.fileOffset(ofVMAddress: address, programHeaders: programHeaders)?.fileOffset
+  }
+
   /// A reader over `section`'s contents inside `file` (the same bytes this value was decoded from;
   /// offsets restart at 0, byte order is the file's). Throws for sections without file space.
   public func contents(of section: ELFSection, in file: ByteReader) throws(FormatError) -> ByteReader {

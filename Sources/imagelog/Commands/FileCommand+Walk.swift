@@ -63,13 +63,15 @@ enum FileWalker {
 }
 
 /// `[n/total] path` on standard error, redrawn in place, only when standard error is a terminal and
-/// the run has already taken half a second; cleared before any other line is written.
+/// the run has already taken half a second; cleared before any other line is written. The environment
+/// variable `IMAGELOG_PROGRESS_DELAY_MS` changes the half second (the tests set 0).
 struct ProgressLine {
   private let total: Int
   private var done = 0
   private let enabled: Bool
   private let clock = ContinuousClock()
   private let start: ContinuousClock.Instant
+  private let delay: Duration
   private var lastDraw: ContinuousClock.Instant?
   private var shown = false
 
@@ -77,13 +79,15 @@ struct ProgressLine {
     self.total = total
     enabled = standardErrorIsTerminal
     start = clock.now
+    let configured = getenv("IMAGELOG_PROGRESS_DELAY_MS").flatMap { Int(String(cString: $0)) }
+    delay = .milliseconds(configured ?? 500)
   }
 
   mutating func tick(_ path: String) {
     done += 1
     guard enabled else { return }
     let now = clock.now
-    guard now - start > .milliseconds(500) else { return }
+    guard now - start >= delay else { return }
     if let lastDraw, now - lastDraw < .milliseconds(100) { return }
     lastDraw = now
     shown = true
