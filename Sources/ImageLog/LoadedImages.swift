@@ -33,7 +33,7 @@ final class SnapshotCache: Sendable {
   func images() -> [Image] {
     state.withLock { state in
       if let counters = state.counters, counters == LoaderCounters.current() { return state.images }
-      let walk = LoaderWalk.run(reusing: state.entries)
+      let walk = LoaderWalk.run(reusing: state.entries, previousCounters: state.counters)
       state.counters = walk.counters
       state.entries = Dictionary(walk.objects.map { ($0.key, $0.image) }, uniquingKeysWith: { first, _ in first })
       state.images = walk.objects.map(\.image)

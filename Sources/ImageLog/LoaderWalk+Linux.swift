@@ -26,7 +26,9 @@ struct LoadedObjectKey: Hashable, Sendable {
 }
 
 /// One `dl_iterate_phdr` walk. Images are built inside the callback, while the loader's list lock
-/// guarantees the object is still mapped; objects already known are not decoded again.
+/// guarantees the object is still mapped. Objects already known are not decoded again, but only while
+/// `dlpi_subs` has not moved: once anything was unloaded, a new object may sit at a freed address with
+/// its program headers where the old one's were, so every image is rebuilt from its own bytes.
 enum LoaderWalk {
   struct Result {
     var counters: LoaderCounters
@@ -35,17 +37,20 @@ enum LoaderWalk {
 
   private final class Context {
     let previous: [LoadedObjectKey: Image]
+    let previousCounters: LoaderCounters?
+    var reuse = false
     var counters = LoaderCounters(adds: 0, subs: 0)
     var objects: [(key: LoadedObjectKey, image: Image)] = []
     var index = 0
-    init(previous: [LoadedObjectKey: Image]) {
+    init(previous: [LoadedObjectKey: Image], previousCounters: LoaderCounters?) {
       self.previous = previous
+      self.previousCounters = previousCounters
       objects.reserveCapacity(previous.count + 4)
     }
   }
 
-  static func run(reusing previous: [LoadedObjectKey: Image] = [:]) -> Result {
-    let context = Context(previous: previous)
+  static func run(reusing previous: [LoadedObjectKey: Image] = [:], previousCounters: LoaderCounters? = nil) -> Result {
+    let context = Context(previous: previous, previousCounters: previousCounters)
     withExtendedLifetime(context) {
       _ = il_iterate_objects({ object, raw in
         guard let object, let raw else { return 0 }
@@ -53,9 +58,12 @@ enum LoaderWalk {
         let info = object.pointee
         let index = context.index
         context.index += 1
-        context.counters = LoaderCounters(adds: info.adds, subs: info.subs)
+        if index == 0 {
+          context.counters = LoaderCounters(adds: info.adds, subs: info.subs)
+          context.reuse = context.previousCounters?.subs == info.subs
+        }
         let key = LoadedObjectKey(loadBias: info.load_bias, programHeaders: UInt(bitPattern: info.phdrs))
-        if let known = context.previous[key] {
+        if context.reuse, let known = context.previous[key] {
           context.objects.append((key, known))
         } else if let image = LoaderImageBuilder.image(from: info, index: index) {
           context.objects.append((key, image))

@@ -60,4 +60,14 @@ int il_loader_call_depth(void);
 void *il_real_dlopen(const char *file, int mode);
 int il_real_dlclose(void *handle);
 
+/* --- delivery gate (gate.c): lets a thread wait until events up to a sequence number were delivered. */
+
+/* Records that every event up to `sequence` has been delivered and wakes the waiters. */
+void il_gate_publish(uint64_t sequence);
+/* Blocks until il_gate_publish has been called with a value >= `sequence`. */
+void il_gate_wait(uint64_t sequence);
+/* Whether this thread is delivering events now (its handlers may call dlopen: never wait then). */
+void il_set_delivering(int delivering);
+int il_is_delivering(void);
+
 #endif
