@@ -105,10 +105,11 @@ import ImageReaders
   }
 
   static let sample = ["libfixture-x86_64.so", "prog-ppc64", "libdep-mips.so", "static-i386", "libfixture-aarch64.so"]
+  static let noBuildID = "libnobuildid-x86_64.so"
 
   @Test(.enabled(if: haveBinary, "needs the built imagelog (swift build)"))
   func crashLinesForFixtures() throws {
-    let paths = Self.sample.map { Self.fixtures + "/" + $0 }
+    let paths = (Self.sample + [Self.noBuildID]).map { Self.fixtures + "/" + $0 }
     let run = try Self.imagelog(["file"] + paths)
     #expect(run.status == 0)
     #expect(run.stderr == "")
@@ -117,7 +118,7 @@ import ImageReaders
       let file = try Self.decode(path)
       let name = String(path[path.index(after: path.lastIndex(of: "/")!)...])
       let end = file.textVMRange.upperBound - 1
-      let uuid = file.buildID.map { $0.compactUUID } ?? ""
+      let uuid = file.buildID.map { $0.compactUUID } ?? String(repeating: "0", count: 32)
       #expect(line == "0x\(hexDigits(file.textVMRange.lowerBound)) - 0x\(hexDigits(end)) \(name) \(file.architecture)  <\(uuid)> \(path)")
     }
   }

@@ -17,7 +17,7 @@ struct FileCommand: Command {
       --format <style>        crash (default), detailed or json.
                               crash: one Binary Images line per slice,
                                 0xSTART - 0xEND name arch  <uuid> path
-                              (link-time text range, END inclusive).
+                              (link-time text range, END inclusive; 32 zeros without a build-id).
       --uuid                  Print 'UUID: XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX (arch) path' per slice,
                               as llvm-dwarfdump --uuid does (ELF: the build-id's first 16 bytes).
       --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...).
@@ -184,13 +184,16 @@ struct FileCommand: Command {
   }
 
   /// `0xSTART - 0xEND name arch  <uuid> path`: Apple's Binary Images line for a slice, from its link-time
-  /// text range (END is the last byte, inclusive). `<>` when the slice has no build-id or UUID.
+  /// text range (END is the last byte, inclusive), written by the same `ImageFormatter` as
+  /// `imagelog list` (32 zeros when the slice has no build-id or UUID).
   static func crashLine(_ slice: SliceSummary, path: String) -> String {
-    let start = slice.textVMRange.lowerBound
-    let end = slice.textVMRange.isEmpty ? start : slice.textVMRange.upperBound - 1
-    let uuid = slice.buildID?.compactUUID ?? ""
-    return "0x\(hexDigits(start)) - 0x\(hexDigits(end)) \(Image.shortName(of: path)) \(slice.architecture)  <\(uuid)> \(path)"
+    let image = Image(path: path, loadAddress: slice.textVMRange.lowerBound, loadBias: 0, textRange: slice.textVMRange,
+                      loadRange: slice.loadVMRange, buildID: slice.buildID, architecture: slice.architecture,
+                      isMainExecutable: false)
+    return crashFormatter.format(image)
   }
+
+  static let crashFormatter = ImageFormatter(style: .crash)
 
   /// The detailed view's lines that every format has (from `SliceSummary`).
   static func commonDetailedLines(_ slice: SliceSummary, path: String, sliceCount: Int) -> [String] {
