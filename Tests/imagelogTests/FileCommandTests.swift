@@ -299,3 +299,35 @@ import ImageReaders
     #expect(run.outLines.count >= 30)
   }
 }
+
+extension FileCommandTests {
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func dSYMBundleListsItsDWARFFiles() throws {
+    // The bundle layout is what matters here (the macho fixtures hold real Mach-O dSYMs): any binary
+    // in Contents/Resources/DWARF is read, other files in the bundle are not.
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    let bundle = folder + "/libfixture.so.dSYM"
+    for part in ["", "/Contents", "/Contents/Resources", "/Contents/Resources/DWARF"] { mkdir(bundle + part, 0o700) }
+    Self.write(bundle + "/Contents/Info.plist", Array("<plist/>\n".utf8))
+    Self.write(bundle + "/Contents/Resources/DWARF/libfixture.so", try Self.bytes(Self.fixtures + "/libsplit-x86_64.debug"))
+    let run = try Self.imagelog(["file", "--uuid", bundle])
+    let file = try Self.decode(Self.fixtures + "/libsplit-x86_64.debug")
+    #expect(run.status == 0)
+    #expect(run.stdout == "UUID: \(file.buildID?.uuid ?? "?") (\(file.architecture)) \(bundle)/Contents/Resources/DWARF/libfixture.so\n")
+
+    let empty = folder + "/Empty.dSYM"
+    for part in ["", "/Contents", "/Contents/Resources", "/Contents/Resources/DWARF"] { mkdir(empty + part, 0o700) }
+    let none = try Self.imagelog(["file", empty])
+    #expect(none.status == 1)
+    #expect(none.stderr == "imagelog: \(empty): no DWARF files in the dSYM bundle\n")
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func entitlementsOfAnELFFileIsAnError() throws {
+    let path = Self.fixtures + "/libdep-x86_64.so"
+    let run = try Self.imagelog(["file", "--entitlements", path])
+    #expect(run.status == 1)
+    #expect(run.stderr == "imagelog: \(path): entitlements are stored only in Mach-O code signatures\n")
+  }
+}

@@ -2,8 +2,9 @@
 internal import Glibc
 #endif
 
-/// Expands `imagelog file`'s arguments into the files to read: named paths as given, and with `-r`
-/// the regular files under named folders, in name order. Symbolic links are followed, but a folder
+/// Expands `imagelog file`'s arguments into the files to read: named paths as given, a `.dSYM` bundle
+/// as the DWARF files in its `Contents/Resources/DWARF` (with or without `-r`), and with `-r` the
+/// regular files under named folders, in name order. Symbolic links are followed, but a folder
 /// already visited (same device and inode) is never entered again, so link loops end.
 enum FileWalker {
   /// A file to read and whether a folder walk found it (walks skip non-binaries silently).
@@ -23,13 +24,37 @@ enum FileWalker {
     var visited: Set<FileID> = []
     for path in paths {
       var info = stat()
-      if recursive, stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR {
+      let isFolder = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+      if isFolder, let dwarf = dSYMContents(path) {
+        // The files inside a bundle the user named are named too: each problem is reported.
+        let before = inputs.count
+        walk(dwarf, into: &inputs, visited: &visited, onError: onError)
+        for index in before..<inputs.count { inputs[index].fromWalk = false }
+        if inputs.count == before { onError(path, "no DWARF files in the dSYM bundle") }
+      } else if recursive, isFolder {
         walk(path, info: info, into: &inputs, visited: &visited, onError: onError)
       } else {
         inputs.append(Input(path: path, fromWalk: false))
       }
     }
     return inputs
+  }
+
+  /// `Foo.dSYM/Contents/Resources/DWARF` when `path` is a dSYM bundle that has that folder.
+  static func dSYMContents(_ path: String) -> String? {
+    let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
+    guard trimmed.lowercased().hasSuffix(".dsym") else { return nil }
+    let dwarf = trimmed + "/Contents/Resources/DWARF"
+    var info = stat()
+    guard stat(dwarf, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return nil }
+    return dwarf
+  }
+
+  private static func walk(_ folder: String, into inputs: inout [Input], visited: inout Set<FileID>,
+                           onError: (_ path: String, _ problem: String) -> Void) {
+    var info = stat()
+    guard stat(folder, &info) == 0 else { return }
+    walk(folder, info: info, into: &inputs, visited: &visited, onError: onError)
   }
 
   private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,

@@ -11,7 +11,8 @@ struct FileCommand: Command {
   static let usage = "imagelog file [--format <style>] [--uuid] [--arch <name>] [--entitlements] [-r] <path> ..."
   static let helpSections = """
     ARGUMENTS:
-      <path>                  ELF or Mach-O files (thin or universal); with -r, folders too.
+      <path>                  ELF or Mach-O files (thin or universal), .dSYM bundles (their DWARF files);
+                              with -r, folders too.
 
     OPTIONS:
       --format <style>        crash (default), detailed or json.
