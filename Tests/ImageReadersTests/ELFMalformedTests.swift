@@ -148,3 +148,55 @@ import Testing
     }
   }
 }
+
+extension ELFMalformedTests {
+  static func decode(_ bytes: [UInt8]) throws -> ELFFile {
+    guard case .elf(let file) = try BinaryFile.parse(bytes) else { throw TestIOError(description: "not ELF") }
+    return file
+  }
+
+  @Test func stringTableFallsBackToTheDynstrSection() throws {
+    // DT_STRTAB names an address no PT_LOAD covers: the strings come from .dynamic's sh_link (.dynstr).
+    var image = ELFTestImage()
+    image.setWord(image.dynamicOffset + 2 * 16 + 8, 0x7000_0000)
+    let file = try Self.decode(image.bytes)
+    #expect(file.needed == ["libneeded.so.1"])
+    #expect(file.soname == "libsoname.so.2")
+  }
+
+  @Test func dynamicArrayFallsBackToTheDynamicSection() throws {
+    // No PT_DYNAMIC (it becomes PT_NULL): the .dynamic section is read instead.
+    var image = ELFTestImage()
+    image.set32(image.segmentField(1, "type"), 0)
+    let file = try Self.decode(image.bytes)
+    #expect(file.needed == ["libneeded.so.1"])
+    #expect(file.soname == "libsoname.so.2")
+  }
+
+  @Test func buildIDFallsBackToTheNoteSection() throws {
+    // Without PT_NOTE the .note.gnu.build-id section gives the build-id.
+    var noSegment = ELFTestImage()
+    noSegment.set32(noSegment.segmentField(2, "type"), 0)
+    #expect(try Self.decode(noSegment.bytes).buildID?.bytes == ELFTestImage.buildID)
+
+    // A PT_NOTE whose offset points at something else (as in separate debug files) is not fatal
+    // when the section still holds the note.
+    var stale = ELFTestImage()
+    stale.setWord(stale.segmentField(2, "offset"), 0)
+    #expect(try Self.decode(stale.bytes).buildID?.bytes == ELFTestImage.buildID)
+
+    // With neither a good segment nor a section, the segment's error stands.
+    stale.set32(stale.sectionField(4, "type"), 1)  // the note section becomes PROGBITS
+    #expect(throws: FormatError.elf("note at offset 0: name size 1179403647 runs past the note area (12 bytes left)")) {
+      try Self.decode(stale.bytes)
+    }
+  }
+
+  @Test func noDynamicInformationInSeparateDebugFiles() throws {
+    // A .dynamic section of type SHT_NOBITS (objcopy --only-keep-debug) means no dynamic array.
+    var image = ELFTestImage()
+    image.set32(image.sectionField(3, "type"), 8)
+    let file = try Self.decode(image.bytes)
+    #expect(file.needed.isEmpty && file.soname == nil)
+  }
+}
