@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Testing
 import ImageReaders
+import ImageLog
 
 /// `imagelog file`, run as a process: standard output, standard error and the exit status, on the
 /// committed fixtures, folders, a FIFO, an empty file, a text file and a truncated binary.
@@ -329,5 +330,23 @@ extension FileCommandTests {
     let run = try Self.imagelog(["file", "--entitlements", path])
     #expect(run.status == 1)
     #expect(run.stderr == "imagelog: \(path): entitlements are stored only in Mach-O code signatures\n")
+  }
+}
+
+extension FileCommandTests {
+  @Test func fileViewMatchesTheInProcessImages() throws {
+    // Every file-backed image loaded in this test process, read again from its file: the link-time
+    // text and load spans shifted by the load bias, and the build-id, must be what the loader shows.
+    var compared = 0
+    for image in LoadedImages.snapshot() where image.path.hasPrefix("/") {
+      guard let bytes = try? Self.bytes(image.path), case .elf(let file)? = try? BinaryFile.parse(bytes) else { continue }
+      #expect(file.textVMRange.lowerBound &+ image.loadBias == image.textRange.lowerBound, "\(image.path): text start")
+      #expect(file.textSize == image.textSize, "\(image.path): text size")
+      #expect(file.loadVMRange.upperBound &+ image.loadBias == image.loadRange.upperBound, "\(image.path): load end")
+      #expect(file.buildID == image.buildID, "\(image.path): build-id")
+      #expect(file.architecture == image.architecture, "\(image.path): architecture")
+      compared += 1
+    }
+    #expect(compared >= 3)
   }
 }
