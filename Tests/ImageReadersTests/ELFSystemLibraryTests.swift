@@ -82,3 +82,41 @@ import Testing
     #expect(compared == paths.count)
   }
 }
+
+extension ELFSystemLibraryTests {
+  /// `/usr/lib/debug/.build-id/xx/yyyy.debug` files: separate debug files (NOBITS sections, stale
+  /// program headers) named by their build-id, the layout gdb and debuginfod use.
+  static func debugFiles() -> [(path: String, buildID: String)] {
+    let root = "/usr/lib/debug/.build-id"
+    guard let top = opendir(root) else { return [] }
+    defer { closedir(top) }
+    var result: [(String, String)] = []
+    while let entry = readdir(top) {
+      let prefix = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      guard prefix.count == 2, let folder = opendir(root + "/" + prefix) else { continue }
+      while let file = readdir(folder) {
+        let name = withUnsafeBytes(of: file.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard name.hasSuffix(".debug") else { continue }
+        let path = root + "/" + prefix + "/" + name
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+        result.append((path, prefix + String(name.dropLast(6))))
+      }
+      closedir(folder)
+    }
+    return result.sorted { $0.0 < $1.0 }
+  }
+
+  @Test(.enabled(if: !debugFiles().isEmpty, "no separate debug files under /usr/lib/debug/.build-id"))
+  func separateDebugFilesCarryTheBuildIDTheirNameSays() throws {
+    for (path, expected) in Self.debugFiles() {
+      let file = try withMappedFile(path) { reader -> ELFFile in
+        guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+        return file
+      }
+      #expect(file.buildID?.hex == expected, "\(path)")
+      #expect(file.debugInfo.hasDebugInfo, "\(path): .debug_info")
+      #expect(file.needed.isEmpty && file.soname == nil, "\(path): a debug file has no dynamic array")
+    }
+  }
+}
