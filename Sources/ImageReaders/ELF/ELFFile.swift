@@ -81,6 +81,8 @@ public struct ELFFile: Sendable {
   public var runpath: String?
   /// `DT_FLAGS_1` (`DF_1_PIE` is `0x08000000`), or `nil` when absent.
   public var dynamicFlags1: UInt64?
+  /// The whole dynamic array up to `DT_NULL` (`DT_SYMTAB`, `DT_GNU_HASH`, ... for symbol readers).
+  public var dynamicEntries: [ELFDynamicEntry]
   /// `.debug_info`, `.gnu_debuglink` and `.gnu_debugdata`.
   public var debugInfo: DebugInfo
 
@@ -112,6 +114,7 @@ public struct ELFFile: Sendable {
     rpath = dynamic.rpath
     runpath = dynamic.runpath
     dynamicFlags1 = dynamic.flags1
+    dynamicEntries = dynamic.entries
     debugInfo = try Self.readDebugInfo(file, sections: sections)
     switch header.type {
     case Self.relocatableType: kind = .relocatable
