@@ -198,15 +198,18 @@ import Testing
   // MARK: Universal headers
 
   /// A universal file with a fat_arch table of `arches` (offset, size) around copies of `slice`.
+  /// Entry N claims `cpus[N]` (x86_64, arm64, i386 unless `sameCPU`).
   static func fat(_ arches: [(offset: UInt64, size: UInt64)], is64Bit: Bool = false, count: UInt32? = nil,
-                  slice: [UInt8], fileSize: Int) -> [UInt8] {
+                  slice: [UInt8], fileSize: Int, sameCPU: Bool = false) -> [UInt8] {
+    let cpus: [(UInt32, UInt32)] = [(0x0100_0007, 3), (0x0100_000C, 0), (7, 3)]
     var bytes = [UInt8](repeating: 0, count: fileSize)
     put32(&bytes, at: 0, is64Bit ? 0xCAFE_BABF : 0xCAFE_BABE, bigEndian: true)
     put32(&bytes, at: 4, count ?? UInt32(arches.count), bigEndian: true)
     for (index, arch) in arches.enumerated() {
       let entry = 8 + index * (is64Bit ? 32 : 20)
-      put32(&bytes, at: entry, 0x0100_0007, bigEndian: true)
-      put32(&bytes, at: entry + 4, 3, bigEndian: true)
+      let cpu = cpus[sameCPU ? 0 : index % cpus.count]
+      put32(&bytes, at: entry, cpu.0, bigEndian: true)
+      put32(&bytes, at: entry + 4, cpu.1, bigEndian: true)
       if is64Bit {
         put64BE(&bytes, at: entry + 8, arch.offset)
         put64BE(&bytes, at: entry + 16, arch.size)
@@ -250,7 +253,7 @@ import Testing
     #expect(failures == [.fat("slice 1 offset 4096 + size 100000 extends past the end of the file (\(size) bytes)")])
     #expect(fat.slices.count == 1)
     #expect(fat.slices.first?.fileOffset == 4096)
-    #expect(fat.failures.first?.index == 1 && fat.failures.first?.architecture == "x86_64")
+    #expect(fat.failures.first?.index == 1 && fat.failures.first?.architecture == "arm64")
   }
 
   @Test func fatSliceOverlapsHeader() throws {
@@ -261,9 +264,23 @@ import Testing
 
   @Test func fatSlicesOverlapEachOther() throws {
     let slice = try MachOFixtures.bytes(Self.base)
-    let (fat, failures) = try fatFailures(Self.fat([(4096, UInt64(slice.count)), (4096 + 64, 64)], slice: slice,
+    let (fat, failures) = try fatFailures(Self.fat([(4096, UInt64(slice.count)), (8192, 64)], slice: slice,
                                                    fileSize: 4096 + slice.count))
     #expect(failures == [.fat("slice 1 overlaps slice 0")])
+    #expect(fat.slices.count == 1)
+  }
+
+  @Test func fatSliceMisaligned() throws {
+    let slice = try MachOFixtures.bytes(Self.base)
+    let (_, failures) = try fatFailures(Self.fat([(4100, 64)], slice: slice, fileSize: 8192))
+    #expect(failures == [.fat("slice 0 offset 4100 is not aligned to 2^12")])
+  }
+
+  @Test func fatRepeatedArchitecture() throws {
+    let slice = try MachOFixtures.bytes(Self.base)
+    let (fat, failures) = try fatFailures(Self.fat([(4096, UInt64(slice.count)), (12288, UInt64(slice.count))],
+                                                   slice: slice, fileSize: 12288 + slice.count, sameCPU: true))
+    #expect(failures == [.fat("slice 1 repeats the architecture of slice 0 (cputype 16777223 cpusubtype 3)")])
     #expect(fat.slices.count == 1)
   }
 

@@ -54,6 +54,7 @@ public struct FatFile: Sendable, Equatable {
     var members: [Slice] = []
     members.reserveCapacity(Int(count))  // at most file size / 20, checked above
     var claimed: [(index: Int, range: Range<UInt64>)] = []
+    var seenArchitectures: [(index: Int, cpuType: UInt32, cpuSubtype: UInt32)] = []
     for index in 0..<Int(count) {
       let cpuType = try reader.read(UInt32.self)
       let cpuSubtype = try reader.read(UInt32.self)
@@ -72,11 +73,18 @@ public struct FatFile: Sendable, Equatable {
         guard offset >= headerEnd else {
           throw .fat("slice \(index) offset \(offset) overlaps the universal header (\(headerEnd) bytes)")
         }
-        guard alignment <= 15 else { throw .fat("slice \(index) alignment 2^\(alignment) is too large") }
+        guard alignment <= 15 else { throw .fat("slice \(index) alignment 2^\(alignment) is too large (at most 2^15)") }
+        guard offset % (UInt64(1) << alignment) == 0 else {
+          throw .fat("slice \(index) offset \(offset) is not aligned to 2^\(alignment)")
+        }
+        if let twin = seenArchitectures.first(where: { $0.cpuType == cpuType && $0.cpuSubtype & 0x00FF_FFFF == cpuSubtype & 0x00FF_FFFF }) {
+          throw .fat("slice \(index) repeats the architecture of slice \(twin.index) (cputype \(cpuType) cpusubtype \(cpuSubtype & 0x00FF_FFFF))")
+        }
         if let other = claimed.first(where: { $0.range.overlaps(offset..<end) }) {
           throw .fat("slice \(index) overlaps slice \(other.index)")
         }
         claimed.append((index, offset..<end))
+        seenArchitectures.append((index, cpuType, cpuSubtype))
         // end <= bytes.count (an Int), so both conversions are exact.
         let slice = try bytes.slice(at: Int(offset), length: Int(size))
         guard slice.count >= 4 else { throw .fat("slice \(index) is \(size) bytes, too short for a Mach-O header") }

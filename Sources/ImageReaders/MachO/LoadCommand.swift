@@ -252,6 +252,12 @@ enum LC {
   static let versionMinTvOS: UInt32 = 0x2F
   static let versionMinWatchOS: UInt32 = 0x30
   static let buildVersion: UInt32 = 0x32
+  static let segmentSplitInfo: UInt32 = 0x1E
+  static let dataInCode: UInt32 = 0x29
+  static let dylibCodeSignDRs: UInt32 = 0x2B
+  static let linkerOptimizationHint: UInt32 = 0x2E
+  static let dyldExportsTrie: UInt32 = 0x33 | reqDyld
+  static let dyldChainedFixups: UInt32 = 0x34 | reqDyld
 
   /// The `LC_*` name of a command number, as `otool -l` prints it; `nil` for numbers we do not name.
   static func name(_ cmd: UInt32) -> String? {

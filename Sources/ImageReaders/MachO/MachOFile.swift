@@ -290,6 +290,15 @@ extension MachOFile {
                                       "load command \(index) LC_SYMTAB stroff+strsize")
       return .symbolTable(SymbolTableCommand(symbolOffset: symbolOffset, symbolCount: symbolCount,
                                              stringOffset: stringOffset, stringSize: stringSize))
+    case LC.dataInCode, LC.segmentSplitInfo, LC.dylibCodeSignDRs, LC.linkerOptimizationHint, LC.dyldExportsTrie,
+         LC.dyldChainedFixups:
+      // linkedit_data_command ranges we do not decode are still checked, as LLVM checks them.
+      guard body.count == 16 else { throw .loadCommand(index, "\(name) cmdsize \(body.count) is not 16") }
+      let dataOffset = try reader.read(UInt32.self)
+      let dataSize = try reader.read(UInt32.self)
+      _ = try ByteReader.checkedRange(offset: UInt64(dataOffset), size: UInt64(dataSize), limit: fileSize,
+                                      "load command \(index) \(name) dataoff+datasize")
+      return .other(cmd: cmd, size: body.count)
     default:
       return .other(cmd: cmd, size: body.count)
     }

@@ -107,10 +107,10 @@ func renderEntitlements(_ file: MachOFile, json: Bool) throws(FormatError) -> St
   return nil
 }
 
-/// One line per universal slice that could not be read: `(arch) slice N: problem`, for the CLI to print
-/// after `imagelog: PATH`.
-func renderUniversalFailures(_ file: FatFile) -> [String] {
-  file.failures.map { "(\($0.architecture)) \($0.error)" }
+/// One diagnostic per universal slice that could not be read, `imagelog: PATH (arch): problem`, for
+/// the CLI to print on standard error (the readable slices are still shown; the exit status is 1).
+func renderUniversalFailures(_ file: FatFile, path: String) -> [String] {
+  file.failures.map { "imagelog: \(path) (\($0.architecture)): \($0.error)" }
 }
 
 private func protectionText(_ protection: UInt32) -> String {
