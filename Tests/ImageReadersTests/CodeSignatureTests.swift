@@ -77,6 +77,29 @@ import Testing
     #expect(try signature.decodedEntitlements() == nil)
   }
 
+  /// Our XML and DER readers against Foundation's property-list reader on the fixture's entitlements.
+  @Test func entitlementsMatchFoundationsPlistReader() throws {
+    let (_, signature) = try signature("fixture-arm64-ios-signed")
+    let theirs = try PropertyListSerialization.propertyList(from: Data(Self.entitlementsSource.utf8), format: nil)
+    func same(_ ours: PropertyList, _ theirs: Any) -> Bool {
+      switch ours {
+      case .dictionary(let entries):
+        guard let dictionary = theirs as? [String: Any], dictionary.count == entries.count else { return false }
+        return entries.allSatisfy { entry in dictionary[entry.key].map { same(entry.value, $0) } ?? false }
+      case .array(let values):
+        guard let array = theirs as? [Any], array.count == values.count else { return false }
+        return zip(values, array).allSatisfy { same($0, $1) }
+      case .string(let string): return theirs as? String == string
+      case .bool(let bool): return (theirs as? Bool) == bool && !(theirs is String)
+      case .integer(let integer): return (theirs as? NSNumber)?.int64Value == integer
+      case .other: return false
+      }
+    }
+    #expect(!same(.integer(4), 3) && !same(.bool(true), false) && !same(.string("a"), "b"))  // the comparison can fail
+    #expect(same(try PropertyList(xml: try #require(signature.entitlements)), theirs))
+    #expect(same(try PropertyList(der: try #require(signature.derEntitlements)), theirs))
+  }
+
   @Test func xmlRoundTripAndJSON() throws {
     let value = try PropertyList(xml: Self.entitlementsSource)
     #expect(try PropertyList(xml: value.xmlDocument) == value)
