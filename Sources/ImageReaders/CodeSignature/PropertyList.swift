@@ -340,22 +340,22 @@ extension PropertyList {
     case .dictionary(let entries):
       if entries.isEmpty { return "{}" }
       let inner = indent + "  "
-      return "{\n" + entries.map { inner + jsonString($0.key) + ": " + $0.value.json(indent: inner) }
+      return "{\n" + entries.map { inner + jsonLiteral($0.key) + ": " + $0.value.json(indent: inner) }
         .joined(separator: ",\n") + "\n" + indent + "}"
     case .array(let values):
       if values.isEmpty { return "[]" }
       let inner = indent + "  "
       return "[\n" + values.map { inner + $0.json(indent: inner) }.joined(separator: ",\n") + "\n" + indent + "]"
-    case .string(let string): return jsonString(string)
+    case .string(let string): return jsonLiteral(string)
     case .bool(let value): return value ? "true" : "false"
     case .integer(let value): return String(value)
-    case .other(_, let text): return jsonString(text)
+    case .other(_, let text): return jsonLiteral(text)
     }
   }
 }
 
 /// `string` as a JSON string literal.
-public func jsonString(_ string: String) -> String {
+private func jsonLiteral(_ string: String) -> String {
   var result = "\""
   for scalar in string.unicodeScalars {
     switch scalar {
