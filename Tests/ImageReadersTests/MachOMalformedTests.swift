@@ -349,4 +349,43 @@ import Testing
     }
     #expect(outcomes.values > 0 && outcomes.errors > 0)
   }
+
+  /// Bit flips and overwrites inside the signed fixture's SuperBlob (blob index, CodeDirectory, both
+  /// entitlements blobs): the file still reads, and the signature and entitlements are values or FormatError.
+  @Test func signatureMutationsOnlyThrowFormatErrors() throws {
+    let name = "fixture-arm64-ios-signed"
+    let original = try MachOFixtures.bytes(name)
+    guard case .machO(let file) = try BinaryFile.parse(original), let range = file.codeSignatureRange else {
+      Issue.record("no signature"); return
+    }
+    var state: UInt64 = 0x5349_474E
+    func next() -> UInt64 {
+      state &+= 0x9E37_79B9_7F4A_7C15
+      var z = state
+      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+      return z ^ (z >> 31)
+    }
+    let start = Int(range.dataOffset)
+    // The index, the CodeDirectory header and the blobs up to the code hashes hold every decision.
+    let hot = min(Int(range.dataSize), 2048)
+    var outcomes = (good: 0, bad: 0)
+    for round in 0..<5_000 {
+      var bytes = original
+      if round % 2 == 0 {
+        for _ in 0..<(1 + next() % 3) { bytes[start + Int(next() % UInt64(hot))] ^= UInt8(1) << (next() % 8) }
+      } else {
+        let values: [UInt32] = [0, 8, 12, 0x7FFF_FFFF, 0xFFFF_FFFF, UInt32(truncatingIfNeeded: next())]
+        Self.put32(&bytes, at: start + Int(next() % UInt64(hot - 4)), values[Int(next() % 6)], bigEndian: true)
+      }
+      guard case .machO(let mutated) = try BinaryFile.parse(bytes) else { Issue.record("not thin"); return }
+      #expect(mutated.uuid == file.uuid)
+      switch mutated.codeSignature {
+      case .success(let signature)?:
+        do { _ = try signature.decodedEntitlements(); outcomes.good += 1 } catch { outcomes.bad += 1 }
+      default: outcomes.bad += 1
+      }
+    }
+    #expect(outcomes.good > 0 && outcomes.bad > 0)
+  }
 }
