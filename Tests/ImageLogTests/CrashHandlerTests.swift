@@ -60,11 +60,11 @@ import Testing
          frame0Function: "crash_breakpoint", callerFunction: "main"),
     Case(mode: "callnull", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
          frame0Function: nil, callerFunction: "crash_call_null"),
-    // glibc detects the double free inside _int_free holding the arena lock and aborts: the report
+    // glibc detects a corrupted chunk inside _int_free holding the arena lock and aborts: the report
     // is written while the crashing thread holds the allocator lock and three other threads loop in
     // malloc/free on the same (only) arena. A handler that allocated would hang here.
     Case(mode: "malloc", signal: SIGABRT, exceptionType: "SIGABRT (SI_TKILL)",
-         frame0Function: nil, callerFunction: "crash_double_free",
+         frame0Function: nil, callerFunction: "crash_corrupt_heap",
          environment: ["MALLOC_ARENA_MAX": "1", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"]),
   ]
 

@@ -135,15 +135,29 @@ static void *malloc_loop(void *unused) {
   return NULL;
 }
 
-/* Frees a 1 KiB chunk twice. With tcache off (GLIBC_TUNABLES=glibc.malloc.tcache_count=0) and one
-   arena (MALLOC_ARENA_MAX=1) glibc detects it inside _int_free with the arena lock held and calls
-   abort(): the crash handler runs while its own thread holds the allocator lock. */
-__attribute__((noinline)) void crash_double_free(void) {
-  char *volatile block = malloc(1024);
-  char *volatile guard = malloc(1024);  /* keeps block away from the top chunk */
-  free(block);
-  free(block);
-  free(guard);
+/* Corrupts the size of the chunk after a 1 KiB block, then frees the block. With tcache off
+   (GLIBC_TUNABLES=glibc.malloc.tcache_count=0) and one arena (MALLOC_ARENA_MAX=1) glibc finds it
+   in _int_free with the arena lock held ("free(): invalid next size (normal)") and calls abort():
+   the crash handler runs while its own thread holds the allocator lock the other threads want.
+   The two chunks are allocated before the other threads start, and checked to be neighbours. */
+static char *heap_block, *heap_next;
+
+static void prepare_heap_corruption(void) {
+  for (int attempt = 0; attempt < 64; attempt++) {
+    char *block = malloc(1024), *next = malloc(1024);
+    size_t size = ((size_t *)block)[-1] & ~(size_t)7;  /* the block's chunk size */
+    if (next == block + size) {
+      heap_block = block;
+      heap_next = next;
+      return;
+    }
+  }
+}
+
+__attribute__((noinline)) void crash_corrupt_heap(void) {
+  if (heap_block == NULL) return;
+  ((size_t *)heap_next)[-1] = 1;  /* the next chunk's size field: size 0, PREV_INUSE */
+  free(heap_block);
 }
 
 /* ---- churn: the table is never torn ----
@@ -322,6 +336,7 @@ int main(int argc, char **argv) {
   }
   pthread_t thread;
   if (strcmp(mode, "malloc") == 0) {
+    prepare_heap_corruption();
     for (int i = 0; i < 3; i++) pthread_create(&thread, NULL, malloc_loop, NULL);
     usleep(100 * 1000);
   }
@@ -333,7 +348,7 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "divide") == 0) crash_divide();
   else if (strcmp(mode, "breakpoint") == 0) crash_breakpoint();
   else if (strcmp(mode, "callnull") == 0) crash_call_null();
-  else if (strcmp(mode, "malloc") == 0) crash_double_free();
+  else if (strcmp(mode, "malloc") == 0) crash_corrupt_heap();
   else if (strcmp(mode, "thread") == 0 || strcmp(mode, "threadstack") == 0) {
     pthread_create(&thread, NULL, strcmp(mode, "thread") == 0 ? second_thread : second_thread_overflow, NULL);
     pthread_join(thread, NULL);
