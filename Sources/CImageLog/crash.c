@@ -15,7 +15,8 @@
    check reads it: a reader whose recheck saw the slot published was counted before the writer
    could have found the slot unpublished and checked its count. The reader never waits for the
    writer, so a crash that interrupts the writer on its own thread reads the last complete
-   snapshot at once.
+   snapshot at once. The slots' arrays are allocated (and grown) only by the writer, outside
+   signal context; capacity is not fixed.
 
    Frame-pointer walk. Each frame record is read with a probe rather than a load: the 16 bytes are
    written to a pipe created at install time and read back. write(2) returns EFAULT for memory that
@@ -205,13 +206,18 @@ static const il_table_slot *table_acquire(int *held) {
       return NULL;
     }
     atomic_fetch_add(&slot_readers[index], 1);
-    /* Still published: the writer cannot have started rebuilding it. After 64 lost races with a
-       writer publishing again and again, read it anyway rather than spin. */
-    if (atomic_load(&published_slot) == index || attempt == 64) {
+    /* Still published: the writer cannot have started rebuilding it. */
+    if (atomic_load(&published_slot) == index) {
       *held = index;
       return &slots[index];
     }
     atomic_fetch_sub(&slot_readers[index], 1);
+    /* 64 lost races with a writer publishing again and again (never seen): no table rather
+       than a spin or a slot being rebuilt. */
+    if (attempt == 64) {
+      *held = -1;
+      return NULL;
+    }
   }
 }
 
