@@ -193,6 +193,40 @@ import Testing
     #expect((counts["interrupted-updates"] ?? 0) > 0, "some snapshots were taken inside an update on the same thread")
   }
 
+  // MARK: round trip through imagelog symbolicate
+
+  /// The `imagelog` built beside this test binary, when it has the `symbolicate` command.
+  static let imagelogWithSymbolicate: String? = {
+    guard let executable = CrashReporterTests.selfExecutable() else { return nil }
+    let cli = executable.split(separator: "/").dropLast().joined(separator: "/")
+    let path = "/" + cli + "/imagelog"
+    guard access(path, X_OK) == 0,
+          let help = try? CrashTestSupport.run(path, ["symbolicate", "--help"], timeoutSeconds: 60),
+          help.exitCode == 0 else { return nil }
+    return path
+  }()
+
+  @Test(.enabled(if: compiler != nil && imagelogWithSymbolicate != nil, "needs cc and imagelog symbolicate"),
+        arguments: [("null", 0, "crash_null_dereference"), ("thread", 0, "crash_null_dereference"),
+                    ("abort", nil, "crash_abort"), ("callnull", 1, "crash_call_null")] as [(String, Int?, String)])
+  func symbolicateNamesTheCrashingFunction(mode: String, frame: Int?, function: String) throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash"
+    _ = try CrashTestSupport.run(program, [mode, reportPath, "\(directory)/maps"])
+    let result = try CrashTestSupport.run(Self.imagelogWithSymbolicate!, ["symbolicate", reportPath])
+    #expect(result.exitCode == 0, "\(result.stderr)")
+    let lines = result.stdout.split(separator: "\n").map(String.init)
+    let start = try #require(lines.firstIndex(of: "Thread 0 Crashed:"), "\(result.stdout)")
+    let frames = lines[(start + 1)...].prefix { !$0.isEmpty && $0.first?.isNumber == true }
+    if let frame {
+      let line = try #require(frames.first { $0.hasPrefix("\(frame) ") })
+      #expect(line.contains(" \(function) + "), "\(result.stdout)")
+    } else {
+      #expect(frames.contains { $0.contains(" \(function) + ") }, "\(result.stdout)")
+    }
+  }
+
   // MARK: aarch64, under qemu-user (when the cross compiler and qemu are installed)
 
   static let crossCompiler = CrashTestSupport.which("aarch64-linux-gnu-gcc")

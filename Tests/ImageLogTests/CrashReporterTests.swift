@@ -136,6 +136,13 @@ import Testing
       #expect(swiftFrames.count >= 2, "\(result.stderr.prefix(3000))")
       #expect(Array(report.frames.prefix(swiftFrames.count).map(\.address)) == swiftFrames)
     }
+    // Round trip: imagelog symbolicate names the Swift function in one of the frames.
+    if let cli = CrashHandlerTests.imagelogWithSymbolicate, testCase.mode != "stderr" {
+      let symbolicated = try CrashTestSupport.run(cli, ["symbolicate", reportPath])
+      #expect(symbolicated.exitCode == 0, "\(symbolicated.stderr)")
+      #expect(symbolicated.stdout.split(separator: "\n").contains { $0.contains(testCase.function) },
+              "\(symbolicated.stdout)")
+    }
     // The crashing Swift function is in a frame of the test binary (llvm-symbolizer prints the
     // mangled name, which contains the identifier).
     guard let symbolizer = CrashHandlerTests.symbolizer else { return }
