@@ -1,7 +1,8 @@
 /* Crash-time image table and crash handler.
 
    Everything reachable from the signal handler uses only async-signal-safe system calls (write,
-   read, getpid, gettid, clock_gettime, sigaction, rt_tgsigqueueinfo, nanosleep): no malloc, no
+   read, getpid, gettid, clock_gettime, sigaction, sigpending, rt_sigtimedwait, rt_tgsigqueueinfo,
+   nanosleep): no malloc, no
    stdio, no locks, no localtime; numbers are formatted by hand.
 
    The image table. Writers (the image observers) keep an authoritative list under a mutex and
@@ -695,7 +696,19 @@ static void crash_handler(int signal, siginfo_t *info, void *context) {
   int saved_errno = errno;
   pid_t self = (pid_t)syscall(SYS_gettid), expected = 0;
   if (atomic_compare_exchange_strong(&reporting_thread, &expected, self)) {
+    /* SIGPIPE is blocked while we run (sa_mask): a report descriptor that is a pipe nobody reads
+       fails with EPIPE instead of killing the process by SIGPIPE. The SIGPIPE that write raised
+       is taken back, so the process still dies by its own signal. */
+    sigset_t pending_before;
+    int had_sigpipe = sigpending(&pending_before) == 0 && sigismember(&pending_before, SIGPIPE) == 1;
     il_crash_write_report(atomic_load(&report_fd), signal, info, context);
+    if (!had_sigpipe) {
+      sigset_t pipe_only;
+      sigemptyset(&pipe_only);
+      sigaddset(&pipe_only, SIGPIPE);
+      struct timespec no_wait = {0, 0};
+      syscall(SYS_rt_sigtimedwait, &pipe_only, NULL, &no_wait, sizeof(uint64_t));
+    }
     restore_previous_actions();
     atomic_store(&installed, 0);
   } else if (expected != self) {
@@ -793,6 +806,7 @@ int il_crash_install(int fd) {
   action.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&action.sa_mask);
   for (int i = 0; i < IL_CRASH_SIGNAL_COUNT; i++) sigaddset(&action.sa_mask, crash_signals[i]);
+  sigaddset(&action.sa_mask, SIGPIPE);
   atomic_store(&reporting_thread, 0);
   for (int i = 0; i < IL_CRASH_SIGNAL_COUNT; i++) {
     if (sigaction(crash_signals[i], &action, &previous_actions[i]) != 0) {

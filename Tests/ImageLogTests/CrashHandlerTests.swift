@@ -172,6 +172,16 @@ import Testing
     #expect(CrashTestSupport.readFile("\(directory)/report.crash") == "")
   }
 
+  /// A report descriptor that is a pipe nobody reads: the write fails (EPIPE), and the process
+  /// still dies by SIGSEGV, not by the SIGPIPE the write raised.
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func brokenPipeKeepsTheOriginalSignal() throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let result = try CrashTestSupport.run(program, ["brokenpipe", "\(directory)/unused", "\(directory)/maps"])
+    #expect(result.terminationSignal == SIGSEGV)
+  }
+
   /// The table is never torn: 60,000 updates while another thread and a timer signal aimed at the
   /// updating thread itself (so it lands inside il_crash_table_add/remove) write it and check every
   /// snapshot line by line. A single-buffer table fails this (torn > 0); a reader that waited for

@@ -328,6 +328,12 @@ int main(int argc, char **argv) {
     sigaction(SIGSEGV, &action, NULL);
   }
   int fd = il_crash_open_report(argv[2]);
+  if (strcmp(mode, "brokenpipe") == 0) {  /* the report goes to a pipe nobody reads */
+    int ends[2];
+    if (pipe(ends) != 0) return 1;
+    close(ends[0]);
+    fd = ends[1];
+  }
   int error = fd < 0 ? -1 : il_crash_install(fd);
   if (strcmp(mode, "uninstalled") == 0 && error == 0) error = il_crash_uninstall();
   if (error != 0) {
@@ -341,7 +347,8 @@ int main(int argc, char **argv) {
     usleep(100 * 1000);
   }
   copy_maps(argv[3]);
-  if (strcmp(mode, "null") == 0 || strcmp(mode, "chained") == 0 || strcmp(mode, "uninstalled") == 0)
+  if (strcmp(mode, "null") == 0 || strcmp(mode, "chained") == 0 || strcmp(mode, "uninstalled") == 0 ||
+      strcmp(mode, "brokenpipe") == 0)
     crash_null_dereference();
   else if (strcmp(mode, "abort") == 0) crash_abort();
   else if (strcmp(mode, "stack") == 0) crash_recurse(0);
