@@ -16,6 +16,10 @@ import Synchronization
 /// frames (`N   image   0xADDR 0xLOAD + OFFSET`) and the `Binary Images` in the `crash` style.
 /// `imagelog symbolicate` reads it. The handler uses only async-signal-safe system calls: no
 /// allocation, no locks, no stdio; it works while the crashed thread holds the allocator's lock.
+/// The fault address is 0 for a signal that was sent (`abort`, `kill`: `si_code` <= 0). Only the
+/// crashing thread is reported; a second thread crashing meanwhile waits (up to about 10 s) for
+/// the first report, then goes to the previous handler. A report descriptor that fails (a pipe
+/// nobody reads) costs the report, not the process's own exit signal.
 ///
 /// Chaining: afterwards the handler puts back the handlers it found at install (Swift's
 /// backtracer, a debugger's or sanitizer's, the default) and re-raises the signal (a fault is
@@ -85,7 +89,10 @@ public enum CrashReporter {
   }
 
   /// Installs the crash handler, appending reports to `path` (created with mode 0644 if needed;
-  /// opened now, so a crash needs no `open`). Calling it again switches the report file.
+  /// opened now, so a crash needs no `open`). Calling it again switches the report file (the
+  /// previous descriptor stays open: a crash on another thread may be writing to it).
+  ///
+  /// Throws `InstallError` (`PATH: cannot open: REASON`) when the file cannot be opened.
   public static func install(writingTo path: String) throws(InstallError) {
     let fileDescriptor = il_crash_open_report(path)
     guard fileDescriptor >= 0 else { throw InstallError(path: path, code: errno, operation: "cannot open") }
