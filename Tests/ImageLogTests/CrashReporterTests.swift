@@ -31,17 +31,19 @@ import Testing
     let formatter = ImageFormatter(style: .crash)
     // Other suites may dlopen concurrently: compare as sets, retrying a few times on a race.
     var missing: Set<String> = [], extra: Set<String> = []
-    for _ in 0..<5 {
+    var counts = (table: 0, snapshot: -1)
+    for _ in 0..<40 {
       let expected = Set(LoadedImages.snapshot().map { formatter.format($0) })
       let table = Set(try Self.tableLines())
       missing = expected.subtracting(table)
       extra = table.subtracting(expected)
-      if missing.isEmpty && extra.isEmpty { break }
+      counts = (CrashReporter.imageTableCount, LoadedImages.snapshot().count)
+      if missing.isEmpty && extra.isEmpty && counts.table == counts.snapshot { break }
       usleep(50_000)
     }
     #expect(missing.isEmpty, "in the snapshot, not the table: \(missing)")
     #expect(extra.isEmpty, "in the table, not the snapshot: \(extra)")
-    #expect(CrashReporter.imageTableCount == LoadedImages.snapshot().count)
+    #expect(counts.table == counts.snapshot)
   }
 
   @Test(.enabled(if: CrashHandlerTests.compiler != nil, "needs cc or clang"))
