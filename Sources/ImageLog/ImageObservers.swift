@@ -115,9 +115,7 @@ final class ObserverCenter: Sendable {
   }
 
   private struct State {
-    var counters: LoaderCounters?
-    var loaded: [LoadedObjectKey: Image] = [:]
-    var order: [LoadedObjectKey] = []
+    var view = LoaderView()
     var observers: [Observer] = []
     var nextID = 0
     var queue: [Item] = []
@@ -142,7 +140,7 @@ final class ObserverCenter: Sendable {
       state.nextID += 1
       var inlineReplay: [Image]?
       let first: UInt64
-      let images = kind == .add ? state.order.compactMap { state.loaded[$0] } : []
+      let images = kind == .add ? state.view.images : []
       if kind == .add && !nested {
         first = state.nextSequence + 1
         let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
@@ -236,25 +234,13 @@ final class ObserverCenter: Sendable {
   /// Brings the view up to date with the loader and queues the differences for the observers that
   /// want them. Removes come first, in load order, then adds, in load order.
   private static func sync(_ state: inout State) {
-    if let counters = state.counters, counters == LoaderCounters.current() { return }
-    let walk = LoaderWalk.run(reusing: state.loaded, previousCounters: state.counters)
-    var current: [LoadedObjectKey: Image] = [:]
-    current.reserveCapacity(walk.objects.count)
-    for (key, image) in walk.objects where current[key] == nil { current[key] = image }
-    let wantsRemoves = state.observers.contains { $0.kind == .remove }
-    let wantsAdds = state.observers.contains { $0.kind == .add }
-    if state.counters != nil {
-      for key in state.order {
-        guard let old = state.loaded[key], current[key] != old else { continue }
-        if wantsRemoves { enqueue(&state, .removed, old) }
-      }
-      for (key, image) in walk.objects where state.loaded[key] != image && wantsAdds {
-        enqueue(&state, .added, image)
-      }
+    guard let changes = state.view.update() else { return }
+    if !changes.removed.isEmpty && state.observers.contains(where: { $0.kind == .remove }) {
+      for image in changes.removed { enqueue(&state, .removed, image) }
     }
-    state.loaded = current
-    state.order = walk.objects.map(\.key)
-    state.counters = walk.counters
+    if !changes.added.isEmpty && state.observers.contains(where: { $0.kind == .add }) {
+      for image in changes.added { enqueue(&state, .added, image) }
+    }
   }
 
   private static func enqueue(_ state: inout State, _ event: ImageEvent, _ image: Image) {

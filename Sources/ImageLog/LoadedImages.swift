@@ -16,28 +16,24 @@ public enum LoadedImages {
   public static func snapshot() -> [Image] {
     SnapshotCache.shared.images()
   }
+
+  /// `snapshot()` without the cache: every image decoded again from its program headers and notes.
+  /// For benchmarks (the cost `snapshot()` pays right after a `dlopen` or `dlclose`).
+  @_spi(Benchmarks) public static func uncachedSnapshot() -> [Image] {
+    LoaderView.capture()
+  }
 }
 
-/// The previous snapshot, reused while the loader's counters stay the same.
+/// The previous snapshot, kept up to date by `LoaderView` (nothing rebuilt while the counters stay).
 final class SnapshotCache: Sendable {
   static let shared = SnapshotCache()
 
-  private struct State {
-    var counters: LoaderCounters?
-    var entries: [LoadedObjectKey: Image] = [:]
-    var images: [Image] = []
-  }
-
-  private let state = Mutex(State())
+  private let view = Mutex(LoaderView())
 
   func images() -> [Image] {
-    state.withLock { state in
-      if let counters = state.counters, counters == LoaderCounters.current() { return state.images }
-      let walk = LoaderWalk.run(reusing: state.entries, previousCounters: state.counters)
-      state.counters = walk.counters
-      state.entries = Dictionary(walk.objects.map { ($0.key, $0.image) }, uniquingKeysWith: { first, _ in first })
-      state.images = walk.objects.map(\.image)
-      return state.images
+    view.withLock { view in
+      _ = view.update()
+      return view.images
     }
   }
 }

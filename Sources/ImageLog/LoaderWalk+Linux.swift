@@ -25,53 +25,141 @@ struct LoadedObjectKey: Hashable, Sendable {
   var programHeaders: UInt
 }
 
-/// One `dl_iterate_phdr` walk. Images are built inside the callback, while the loader's list lock
-/// guarantees the object is still mapped. Objects already known are not decoded again, but only while
-/// `dlpi_subs` has not moved: once anything was unloaded, a new object may sit at a freed address with
-/// its program headers where the old one's were, so every image is rebuilt from its own bytes.
-enum LoaderWalk {
-  struct Result {
-    var counters: LoaderCounters
-    var objects: [(key: LoadedObjectKey, image: Image)]
+/// The loader's list as last seen, brought up to date in place by one `dl_iterate_phdr` walk.
+///
+/// Images are built inside the walk's callback, while the loader's list lock guarantees the object is
+/// still mapped, and only for objects not seen before. Survivors keep their relative order in the
+/// loader's list (new objects are appended to their namespace), so the walk merges against the
+/// previous list with a cursor instead of hashing. Once anything was unloaded (`dlpi_subs` moved), a
+/// new object may sit at a freed address with its program headers where the old one's were, so a
+/// survivor is accepted only if its name, program header bytes and build-id bytes are unchanged
+/// (the same file at the same address: every `Image` field would come out equal).
+final class LoaderView {
+  private(set) var counters: LoaderCounters?
+  private(set) var keys: [LoadedObjectKey] = []
+  private(set) var images: [Image] = []
+  private var fingerprints: [Fingerprint] = []
+
+  /// What identifies the file behind a key: its loader name and program headers, copied.
+  struct Fingerprint {
+    var name: [UInt8]
+    var programHeaders: [UInt8]
   }
 
-  private final class Context {
-    let previous: [LoadedObjectKey: Image]
-    let previousCounters: LoaderCounters?
-    var reuse = false
-    var counters = LoaderCounters(adds: 0, subs: 0)
-    var objects: [(key: LoadedObjectKey, image: Image)] = []
-    var index = 0
-    init(previous: [LoadedObjectKey: Image], previousCounters: LoaderCounters?) {
-      self.previous = previous
-      self.previousCounters = previousCounters
-      objects.reserveCapacity(previous.count + 4)
-    }
+  /// What one update found.
+  struct Changes {
+    var removed: [Image] = []
+    var added: [Image] = []
   }
 
-  static func run(reusing previous: [LoadedObjectKey: Image] = [:], previousCounters: LoaderCounters? = nil) -> Result {
-    let context = Context(previous: previous, previousCounters: previousCounters)
-    withExtendedLifetime(context) {
+  /// Walks the loader's list and applies the differences; `nil` when the counters did not move.
+  func update() -> Changes? {
+    let walk = Walk(view: self)
+    withExtendedLifetime(walk) {
       _ = il_iterate_objects({ object, raw in
-        guard let object, let raw else { return 0 }
-        let context = Unmanaged<Context>.fromOpaque(raw).takeUnretainedValue()
-        let info = object.pointee
-        let index = context.index
-        context.index += 1
-        if index == 0 {
-          context.counters = LoaderCounters(adds: info.adds, subs: info.subs)
-          context.reuse = context.previousCounters?.subs == info.subs
-        }
-        let key = LoadedObjectKey(loadBias: info.load_bias, programHeaders: UInt(bitPattern: info.phdrs))
-        if context.reuse, let known = context.previous[key] {
-          context.objects.append((key, known))
-        } else if let image = LoaderImageBuilder.image(from: info, index: index) {
-          context.objects.append((key, image))
-        }
-        return 0
-      }, Unmanaged.passUnretained(context).toOpaque())
+        guard let object, let raw else { return 1 }
+        return Unmanaged<Walk>.fromOpaque(raw).takeUnretainedValue().visit(object.pointee)
+      }, Unmanaged.passUnretained(walk).toOpaque())
     }
-    return Result(counters: context.counters, objects: context.objects)
+    guard !walk.unchanged else { return nil }
+    // Whatever the walk did not reach again is gone.
+    if walk.cursor < keys.count {
+      walk.changes.removed += images[walk.cursor...]
+      keys.removeSubrange(walk.cursor...)
+      images.removeSubrange(walk.cursor...)
+      fingerprints.removeSubrange(walk.cursor...)
+    }
+    counters = walk.counters
+    return walk.changes
+  }
+
+  private final class Walk {
+    unowned let view: LoaderView
+    var counters = LoaderCounters(adds: 0, subs: 0)
+    var unchanged = false
+    var verify = false
+    var cursor = 0
+    var index = 0
+    var changes = Changes()
+
+    init(view: LoaderView) { self.view = view }
+
+    func visit(_ object: il_object) -> Int32 {
+      defer { index += 1 }
+      if index == 0 {
+        counters = LoaderCounters(adds: object.adds, subs: object.subs)
+        if view.counters == counters { unchanged = true; return 1 }
+        verify = view.counters?.subs != object.subs
+      }
+      let key = LoadedObjectKey(loadBias: object.load_bias, programHeaders: UInt(bitPattern: object.phdrs))
+      if cursor < view.keys.count, view.keys[cursor] == key, !verify || view.isSame(at: cursor, object) {
+        cursor += 1
+        return 0
+      }
+      var later = cursor + 1
+      while later < view.keys.count, !(view.keys[later] == key && (!verify || view.isSame(at: later, object))) {
+        later += 1
+      }
+      if later < view.keys.count {
+        // The objects between the cursor and the match were unloaded.
+        changes.removed += view.images[cursor..<later]
+        view.keys.removeSubrange(cursor..<later)
+        view.images.removeSubrange(cursor..<later)
+        view.fingerprints.removeSubrange(cursor..<later)
+        cursor += 1
+        return 0
+      }
+      guard let image = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
+      view.keys.insert(key, at: cursor)
+      view.images.insert(image, at: cursor)
+      view.fingerprints.insert(LoaderView.fingerprint(object), at: cursor)
+      changes.added.append(image)
+      cursor += 1
+      return 0
+    }
+  }
+
+  static func fingerprint(_ object: il_object) -> Fingerprint {
+    let name = object.name.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
+    // phnum is a UInt16: the product fits in Int.
+    let headers = object.phdrs.map {
+      Array(UnsafeRawBufferPointer(start: $0, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize))
+    } ?? []
+    return Fingerprint(name: name, programHeaders: headers)
+  }
+
+  /// Whether `object` is the same file, mapped the same way, as the entry at `position`.
+  private func isSame(at position: Int, _ object: il_object) -> Bool {
+    let known = fingerprints[position]
+    guard let phdrs = object.phdrs,
+          Self.equal(known.programHeaders, phdrs, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize)
+    else { return false }
+    if let name = object.name {
+      guard Self.equal(known.name, UnsafeRawPointer(name), count: strlen(name)) else { return false }
+    } else if !known.name.isEmpty {
+      return false
+    }
+    // Identical program headers at the same bias map the note at the same place: reading it is safe.
+    let image = images[position]
+    guard let buildID = image.buildID, let address = image.buildIDAddress,
+          let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: address)) else { return true }
+    return Self.equal(buildID.bytes, start, count: buildID.bytes.count)
+  }
+
+  /// Whether `stored` holds exactly the `count` bytes at `memory`.
+  private static func equal(_ stored: [UInt8], _ memory: UnsafeRawPointer, count: Int) -> Bool {
+    guard stored.count == count else { return false }
+    return stored.withUnsafeBytes { bytes in
+      guard let base = bytes.baseAddress else { return true }
+      return memcmp(base, memory, count) == 0
+    }
+  }
+
+  /// A fresh walk of everything (no previous view): for `uncachedSnapshot()` and tests.
+  static func capture() -> [Image] {
+    let view = LoaderView()
+    _ = view.update()
+    return view.images
   }
 }
 

@@ -214,6 +214,31 @@ struct ObserverTests {
     #expect(ImageFormatter(style: .logger).format(image).hasPrefix("Added: 0x\(hexDigits(image.loadAddress)) "))
   }
 
+  @Test(.enabled(if: haveTool("readelf"), "readelf is not installed"))
+  func aLibraryLoadedWhereAnotherWasUnloadedIsReportedAsItself() throws {
+    let libraries = try CoreTestLibraries.fresh("reuse")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    var addresses: [Address: [String]] = [:]
+    for _ in 0..<3 {
+      for path in [libraries.first, libraries.reenter] {
+        let handle = try #require(dlopen(path, RTLD_NOW | RTLD_LOCAL))
+        let image = try #require(LoadedImages.snapshot().first { $0.path == path })
+        #expect(image.buildID?.hex == (try readelfBuildID(path)))
+        addresses[image.loadAddress, default: []].append(path)
+        #expect(dlclose(handle) == 0)
+      }
+    }
+    // Each add has exactly its own remove, whatever address reuse the loader did.
+    let events = recorder.all.filter { !$0.1.path.hasSuffix("/libcore_second.so") }
+    #expect(events.count == 12)
+    for pair in stride(from: 0, to: events.count - 1, by: 2) {
+      #expect(events[pair].0 == .added && events[pair + 1].0 == .removed && events[pair].1 == events[pair + 1].1)
+    }
+  }
+
   @Test func stressLoadingWhileRegisteringAndCancelling() throws {
     let libraries = try CoreTestLibraries.fresh("stress")
     let mine = libraries.directory

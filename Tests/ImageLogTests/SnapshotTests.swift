@@ -144,7 +144,7 @@ struct SnapshotTests {
       #expect(first.map(\.loadAddress) == second.map(\.loadAddress) || first.count != second.count)
     }
     // A fresh walk builds the same values the cache returns.
-    let walked = LoaderWalk.run().objects.map(\.image)
+    let walked = LoaderView.capture()
     let cached = LoadedImages.snapshot()
     if walked.count == cached.count { #expect(Set(walked) == Set(cached)) }
   }
