@@ -42,7 +42,8 @@ final class LoaderView {
 
   /// What identifies the file behind a key: its loader name and program headers, copied.
   struct Fingerprint {
-    var name: [UInt8]
+    /// The loader's name when it differs from the image's path (`nil`: it is the path).
+    var name: [UInt8]?
     var programHeaders: [UInt8]
   }
 
@@ -112,15 +113,19 @@ final class LoaderView {
       guard let image = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
       view.keys.insert(key, at: cursor)
       view.images.insert(image, at: cursor)
-      view.fingerprints.insert(LoaderView.fingerprint(object), at: cursor)
+      view.fingerprints.insert(LoaderView.fingerprint(object, image: image), at: cursor)
       changes.added.append(image)
       cursor += 1
       return 0
     }
   }
 
-  static func fingerprint(_ object: il_object) -> Fingerprint {
-    let name = object.name.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
+  static func fingerprint(_ object: il_object, image: Image) -> Fingerprint {
+    // A library's path is its loader name: keep a copy only for the executable and the vDSO.
+    let name = object.name.map { name in
+      image.path.utf8.elementsEqual(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+        ? nil : Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+    } ?? []
     // phnum is a UInt16: the product fits in Int.
     let headers = object.phdrs.map {
       Array(UnsafeRawBufferPointer(start: $0, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize))
@@ -134,13 +139,14 @@ final class LoaderView {
     guard let phdrs = object.phdrs,
           Self.equal(known.programHeaders, phdrs, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize)
     else { return false }
-    if let name = object.name {
-      guard Self.equal(known.name, UnsafeRawPointer(name), count: strlen(name)) else { return false }
-    } else if !known.name.isEmpty {
-      return false
+    let image = images[position]
+    let name = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+    if let knownName = known.name {
+      guard knownName.elementsEqual(name) else { return false }
+    } else {
+      guard image.path.utf8.elementsEqual(name) else { return false }
     }
     // Identical program headers at the same bias map the note at the same place: reading it is safe.
-    let image = images[position]
     guard let buildID = image.buildID, let address = image.buildIDAddress,
           let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: address)) else { return true }
     return Self.equal(buildID.bytes, start, count: buildID.bytes.count)
@@ -231,10 +237,16 @@ enum LoaderImageBuilder {
     }
 
     let (buildID, buildIDAddress) = findBuildID(headers, bias: bias)
-    return Image(path: path, name: isVDSO ? "[vdso]" : nil, loadAddress: loadAddress, loadBias: bias,
+    return Image(path: path, name: isVDSO ? "[vdso]" : lastComponent(of: path), loadAddress: loadAddress, loadBias: bias,
                  textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                  architecture: architecture, isMainExecutable: isMain, buildIDAddress: buildIDAddress,
                  fileMappedRange: loadAddress..<max(fileEnd, loadAddress))
+  }
+
+  /// `Image.shortName(of:)` on the UTF-8 view ('/' is ASCII, so the index is a character boundary).
+  static func lastComponent(of path: String) -> String {
+    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
+    return String(path[path.utf8.index(after: slash)...])
   }
 
   static func roundUpToPage(_ value: UInt64) -> UInt64 {
@@ -257,15 +269,53 @@ enum LoaderImageBuilder {
       let address = bias &+ note.vmAddress
       guard let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: address)) else { continue }
       let reader = ByteReader(UnsafeRawBufferPointer(start: start, count: length), endian: .native)
-      let alignment = note.alignment == 8 ? 8 : 4
-      guard let found = try? ELFNote.buildIDNote(in: reader, alignment: alignment), !found.descriptor.isEmpty else {
-        continue
-      }
+      guard let found = try? buildIDNote(in: reader, alignment: note.alignment == 8 ? 8 : 4),
+            !found.descriptor.isEmpty else { continue }
       // descriptorOffset < length, which fits in Int and came from a UInt64: the sum cannot wrap in practice.
       return (BuildID(found.descriptor), address &+ UInt64(found.descriptorOffset))
     }
     return (nil, nil)
   }
+}
+
+extension LoaderImageBuilder {
+  /// The GNU build-id note in `area`: the same walk and checks as `ELFNote.buildIDNote` (12-byte
+  /// header, name and descriptor padded to `alignment`, every size checked against what is left), but
+  /// it copies only the build-id's descriptor instead of every note's name and descriptor: this runs
+  /// for every image in every snapshot. Tests check both agree on every loaded image.
+  static func buildIDNote(in area: ByteReader, alignment: Int) throws(FormatError) -> (descriptor: [UInt8], descriptorOffset: Int)? {
+    var reader = area
+    // Every note consumes at least 12 bytes: the loop is bounded by the area's size.
+    while reader.remaining >= 12 {
+      let nameSize = Int(try reader.read(UInt32.self))  // UInt32 -> Int is exact on 64-bit
+      let descriptorSize = Int(try reader.read(UInt32.self))
+      let type = try reader.read(UInt32.self)
+      let nameStart = reader.offset
+      guard nameSize <= reader.remaining else { throw .elf("note name size \(nameSize) runs past the note area") }
+      // "GNU" then NUL (or the field's end), as ELFNote's fixed-width name reads it.
+      var isGNU = false
+      if nameSize >= 3 {
+        let g = try reader.peek(UInt8.self, at: nameStart)
+        let n = try reader.peek(UInt8.self, at: nameStart + 1)
+        let u = try reader.peek(UInt8.self, at: nameStart + 2)
+        let end = nameSize == 3 ? 0 : try reader.peek(UInt8.self, at: nameStart + 3)
+        isGNU = g == 0x47 && n == 0x4E && u == 0x55 && end == 0
+      }
+      try reader.skip(min(padded(nameSize, alignment), reader.remaining))
+      let descriptorStart = reader.offset
+      guard descriptorSize <= reader.remaining else {
+        throw .elf("note descriptor size \(descriptorSize) runs past the note area")
+      }
+      if isGNU && type == ELFNote.gnuBuildIDType {
+        return (try reader.readBytes(descriptorSize), descriptorStart)
+      }
+      try reader.skip(min(padded(descriptorSize, alignment), reader.remaining))
+    }
+    return nil
+  }
+
+  // size < 2^32 and align is 4 or 8: the sum cannot overflow Int.
+  private static func padded(_ size: Int, _ align: Int) -> Int { (size + align - 1) & ~(align - 1) }
 }
 
 extension ByteReader.Endian {
