@@ -54,15 +54,39 @@ final class LoaderView {
   }
 
   /// Walks the loader's list and applies the differences; `nil` when the counters did not move.
+  ///
+  /// glibc counts every object added to or removed from a namespace list (`dlpi_adds`/`dlpi_subs`
+  /// move by one per object, failed loads included). A first walk matches objects by key only; when
+  /// the objects it found added and removed account exactly for how far the counters moved, no object
+  /// can have been replaced under an old key. Otherwise a second walk checks every survivor's
+  /// fingerprint and reports a replaced one as removed and added.
   func update() -> Changes? {
-    let walk = Walk(view: self)
+    let previous = counters
+    let first = walk(verify: false, force: false)
+    guard !first.unchanged else { return nil }
+    counters = first.counters
+    guard let previous, first.counters.subs != previous.subs else { return first.changes }
+    let added = UInt64(first.added), removed = UInt64(first.changes.removed.count)
+    if first.counters.adds &- previous.adds == added && first.counters.subs &- previous.subs == removed {
+      return first.changes
+    }
+    let second = walk(verify: true, force: true)
+    counters = second.counters
+    var changes = first.changes
+    changes.removed += second.changes.removed
+    changes.added += second.changes.added
+    return changes
+  }
+
+  private func walk(verify: Bool, force: Bool) -> Walk {
+    let walk = Walk(view: self, verify: verify, force: force)
     withExtendedLifetime(walk) {
       _ = il_iterate_objects({ object, raw in
         guard let object, let raw else { return 1 }
         return Unmanaged<Walk>.fromOpaque(raw).takeUnretainedValue().visit(object.pointee)
       }, Unmanaged.passUnretained(walk).toOpaque())
     }
-    guard !walk.unchanged else { return nil }
+    guard !walk.unchanged else { return walk }
     // Whatever the walk did not reach again is gone.
     if walk.cursor < keys.count {
       walk.changes.removed += images[walk.cursor...]
@@ -70,27 +94,32 @@ final class LoaderView {
       images.removeSubrange(walk.cursor...)
       fingerprints.removeSubrange(walk.cursor...)
     }
-    counters = walk.counters
-    return walk.changes
+    return walk
   }
 
   private final class Walk {
-    unowned let view: LoaderView
+    let view: LoaderView  // strong: the walk lives only during update(), and unowned costs a check per use
     var counters = LoaderCounters(adds: 0, subs: 0)
     var unchanged = false
-    var verify = false
+    let verify: Bool
+    let force: Bool
     var cursor = 0
     var index = 0
+    /// Objects seen for the first time, including any whose image could not be built.
+    var added = 0
     var changes = Changes()
 
-    init(view: LoaderView) { self.view = view }
+    init(view: LoaderView, verify: Bool, force: Bool) {
+      self.view = view
+      self.verify = verify
+      self.force = force
+    }
 
     func visit(_ object: il_object) -> Int32 {
       defer { index += 1 }
       if index == 0 {
         counters = LoaderCounters(adds: object.adds, subs: object.subs)
-        if view.counters == counters { unchanged = true; return 1 }
-        verify = view.counters?.subs != object.subs
+        if !force && view.counters == counters { unchanged = true; return 1 }
       }
       let key = LoadedObjectKey(loadBias: object.load_bias, programHeaders: UInt(bitPattern: object.phdrs))
       if cursor < view.keys.count, view.keys[cursor] == key, !verify || view.isSame(at: cursor, object) {
@@ -110,6 +139,7 @@ final class LoaderView {
         cursor += 1
         return 0
       }
+      added += 1
       guard let image = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
       view.keys.insert(key, at: cursor)
       view.images.insert(image, at: cursor)
@@ -122,10 +152,8 @@ final class LoaderView {
 
   static func fingerprint(_ object: il_object, image: Image) -> Fingerprint {
     // A library's path is its loader name: keep a copy only for the executable and the vDSO.
-    let name = object.name.map { name in
-      image.path.utf8.elementsEqual(UnsafeRawBufferPointer(start: name, count: strlen(name)))
-        ? nil : Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
-    } ?? []
+    let name: [UInt8]? = image.isMainExecutable || image.path == "[vdso]"
+      ? object.name.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? [] : nil
     // phnum is a UInt16: the product fits in Int.
     let headers = object.phdrs.map {
       Array(UnsafeRawBufferPointer(start: $0, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize))
@@ -142,9 +170,14 @@ final class LoaderView {
     let image = images[position]
     let name = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
     if let knownName = known.name {
-      guard knownName.elementsEqual(name) else { return false }
+      guard let base = name.baseAddress else { return knownName.isEmpty }
+      guard Self.equal(knownName, base, count: name.count) else { return false }
     } else {
-      guard image.path.utf8.elementsEqual(name) else { return false }
+      // A native String's UTF-8 is contiguous: one memcmp instead of a per-byte walk.
+      let same = image.path.utf8.withContiguousStorageIfAvailable { path in
+        path.count == name.count && (path.isEmpty || memcmp(path.baseAddress!, name.baseAddress!, path.count) == 0)
+      } ?? image.path.utf8.elementsEqual(name)
+      guard same else { return false }
     }
     // Identical program headers at the same bias map the note at the same place: reading it is safe.
     guard let buildID = image.buildID, let address = image.buildIDAddress,
@@ -179,6 +212,9 @@ enum LoaderImageBuilder {
     guard count > 0 else { return "" }
     return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }()
+
+  /// The last component of `executablePath`.
+  static let executableName: String = lastComponent(of: executablePath)
 
   /// `AT_SYSINFO_EHDR`: the vDSO's load address (0 when there is none).
   static let vdsoAddress: Address = il_vdso_address()
@@ -224,10 +260,21 @@ enum LoaderImageBuilder {
     let loadEnd = bias &+ layout.loadEndVMAddress
     guard loadAddress <= textEnd, loadAddress <= loadEnd else { return nil }
 
-    let name = object.name.map { String(cString: $0) } ?? ""  // the loader's own string, not file data
+    // The loader's own string (not file data): l_name.
+    let nameBytes = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
     let isVDSO = vdsoAddress != 0 && loadAddress == vdsoAddress
-    let isMain = index == 0 && name.isEmpty && !isVDSO
-    let path = isVDSO ? "[vdso]" : isMain ? executablePath : name
+    let isMain = index == 0 && nameBytes.isEmpty && !isVDSO
+    let path: String
+    let shortName: String
+    if isVDSO {
+      (path, shortName) = ("[vdso]", "[vdso]")
+    } else if isMain {
+      (path, shortName) = (executablePath, executableName)
+    } else {
+      path = String(decoding: nameBytes, as: UTF8.self)
+      let slash = nameBytes.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0
+      shortName = String(decoding: UnsafeRawBufferPointer(rebasing: nameBytes[slash...]), as: UTF8.self)
+    }
 
     var fileEnd = loadAddress
     for header in headers where header.type == ProgramHeader.load && header.fileSize > 0 {
@@ -237,7 +284,7 @@ enum LoaderImageBuilder {
     }
 
     let (buildID, buildIDAddress) = findBuildID(headers, bias: bias)
-    return Image(path: path, name: isVDSO ? "[vdso]" : lastComponent(of: path), loadAddress: loadAddress, loadBias: bias,
+    return Image(path: path, name: shortName, loadAddress: loadAddress, loadBias: bias,
                  textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                  architecture: architecture, isMainExecutable: isMain, buildIDAddress: buildIDAddress,
                  fileMappedRange: loadAddress..<max(fileEnd, loadAddress))
@@ -286,20 +333,23 @@ extension LoaderImageBuilder {
   static func buildIDNote(in area: ByteReader, alignment: Int) throws(FormatError) -> (descriptor: [UInt8], descriptorOffset: Int)? {
     var reader = area
     // Every note consumes at least 12 bytes: the loop is bounded by the area's size.
+    // `readWord` is not generic: across the module boundary the generic `read<T>` is not specialized
+    // and would look up type metadata for every field.
     while reader.remaining >= 12 {
-      let nameSize = Int(try reader.read(UInt32.self))  // UInt32 -> Int is exact on 64-bit
-      let descriptorSize = Int(try reader.read(UInt32.self))
-      let type = try reader.read(UInt32.self)
+      let nameSize = Int(try reader.readWord(is64Bit: false))  // a UInt32: exact in Int on 64-bit
+      let descriptorSize = Int(try reader.readWord(is64Bit: false))
+      let type = UInt32(truncatingIfNeeded: try reader.readWord(is64Bit: false))  // read as 32 bits
       let nameStart = reader.offset
       guard nameSize <= reader.remaining else { throw .elf("note name size \(nameSize) runs past the note area") }
       // "GNU" then NUL (or the field's end), as ELFNote's fixed-width name reads it.
       var isGNU = false
-      if nameSize >= 3 {
-        let g = try reader.peek(UInt8.self, at: nameStart)
-        let n = try reader.peek(UInt8.self, at: nameStart + 1)
-        let u = try reader.peek(UInt8.self, at: nameStart + 2)
-        let end = nameSize == 3 ? 0 : try reader.peek(UInt8.self, at: nameStart + 3)
-        isGNU = g == 0x47 && n == 0x4E && u == 0x55 && end == 0
+      if nameSize >= 4 {
+        var name = reader
+        try name.seek(to: nameStart)
+        let word = try name.readWord(is64Bit: false)
+        isGNU = word == (reader.endian == .little ? 0x0055_4E47 : 0x474E_5500)
+      } else if nameSize == 3 {
+        isGNU = try reader.bytes(at: nameStart, length: 3) == [0x47, 0x4E, 0x55]
       }
       try reader.skip(min(padded(nameSize, alignment), reader.remaining))
       let descriptorStart = reader.offset
