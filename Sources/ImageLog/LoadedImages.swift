@@ -32,7 +32,7 @@ final class SnapshotCache: Sendable {
 
   func images() -> [Image] {
     view.withLock { view in
-      _ = view.update()
+      _ = view.update(collectingChanges: false)
       return view.images
     }
   }

@@ -60,17 +60,17 @@ final class LoaderView {
   /// the objects it found added and removed account exactly for how far the counters moved, no object
   /// can have been replaced under an old key. Otherwise a second walk checks every survivor's
   /// fingerprint and reports a replaced one as removed and added.
-  func update() -> Changes? {
+  func update(collectingChanges collect: Bool = true) -> Changes? {
     let previous = counters
-    let first = walk(verify: false, force: false)
+    let first = walk(verify: false, force: false, collect: collect)
     guard !first.unchanged else { return nil }
     counters = first.counters
     guard let previous, first.counters.subs != previous.subs else { return first.changes }
-    let added = UInt64(first.added), removed = UInt64(first.changes.removed.count)
+    let added = UInt64(first.added), removed = UInt64(first.removed)
     if first.counters.adds &- previous.adds == added && first.counters.subs &- previous.subs == removed {
       return first.changes
     }
-    let second = walk(verify: true, force: true)
+    let second = walk(verify: true, force: true, collect: collect)
     counters = second.counters
     var changes = first.changes
     changes.removed += second.changes.removed
@@ -78,18 +78,19 @@ final class LoaderView {
     return changes
   }
 
-  private func walk(verify: Bool, force: Bool) -> Walk {
-    let walk = Walk(view: self, verify: verify, force: force)
+  private func walk(verify: Bool, force: Bool, collect: Bool) -> Walk {
+    let walk = Walk(view: self, verify: verify, force: force, collect: collect)
     withExtendedLifetime(walk) {
       _ = il_iterate_objects({ object, raw in
         guard let object, let raw else { return 1 }
-        return Unmanaged<Walk>.fromOpaque(raw).takeUnretainedValue().visit(object.pointee)
+        return Unmanaged<Walk>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.visit(object.pointee) }
       }, Unmanaged.passUnretained(walk).toOpaque())
     }
     guard !walk.unchanged else { return walk }
     // Whatever the walk did not reach again is gone.
     if walk.cursor < keys.count {
-      walk.changes.removed += images[walk.cursor...]
+      walk.removed += keys.count - walk.cursor
+      if collect { walk.changes.removed += images[walk.cursor...] }
       keys.removeSubrange(walk.cursor...)
       images.removeSubrange(walk.cursor...)
       fingerprints.removeSubrange(walk.cursor...)
@@ -103,13 +104,17 @@ final class LoaderView {
     var unchanged = false
     let verify: Bool
     let force: Bool
+    let collect: Bool
+    /// Objects gone, found before the end of the walk or after it.
+    var removed = 0
     var cursor = 0
     var index = 0
     /// Objects seen for the first time, including any whose image could not be built.
     var added = 0
     var changes = Changes()
 
-    init(view: LoaderView, verify: Bool, force: Bool) {
+    init(view: LoaderView, verify: Bool, force: Bool, collect: Bool) {
+      self.collect = collect
       self.view = view
       self.verify = verify
       self.force = force
@@ -132,7 +137,8 @@ final class LoaderView {
       }
       if later < view.keys.count {
         // The objects between the cursor and the match were unloaded.
-        changes.removed += view.images[cursor..<later]
+        removed += later - cursor
+        if collect { changes.removed += view.images[cursor..<later] }
         view.keys.removeSubrange(cursor..<later)
         view.images.removeSubrange(cursor..<later)
         view.fingerprints.removeSubrange(cursor..<later)
@@ -144,7 +150,7 @@ final class LoaderView {
       view.keys.insert(key, at: cursor)
       view.images.insert(image, at: cursor)
       view.fingerprints.insert(LoaderView.fingerprint(object, image: image), at: cursor)
-      changes.added.append(image)
+      if collect { changes.added.append(image) }
       cursor += 1
       return 0
     }
@@ -197,7 +203,7 @@ final class LoaderView {
   /// A fresh walk of everything (no previous view): for `uncachedSnapshot()` and tests.
   static func capture() -> [Image] {
     let view = LoaderView()
-    _ = view.update()
+    _ = view.update(collectingChanges: false)
     return view.images
   }
 }
@@ -212,6 +218,22 @@ enum LoaderImageBuilder {
     guard count > 0 else { return "" }
     return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }()
+
+  /// The `PT_LOAD` and `PT_NOTE` entries of a program header table (all an image needs); the
+  /// others are skipped after reading their type, which halves the decoding of a typical table.
+  static func loadAndNoteHeaders(_ table: ByteReader, count: Int) throws(FormatError) -> [ProgramHeader] {
+    var result: [ProgramHeader] = []
+    result.reserveCapacity(min(count, 8))
+    for index in 0..<count {
+      // index < count <= 65535 and the entry size is 56: the product fits in Int.
+      var entry = try table.slice(at: index * programHeaderSize, length: programHeaderSize)
+      let type = UInt32(truncatingIfNeeded: try entry.readWord(is64Bit: false))  // p_type is 32 bits
+      guard type == ProgramHeader.load || type == ProgramHeader.note else { continue }
+      try entry.seek(to: 0)
+      result.append(try ProgramHeader(&entry, is64Bit: is64Bit))
+    }
+    return result
+  }
 
   /// The last component of `executablePath`.
   static let executableName: String = lastComponent(of: executablePath)
@@ -251,7 +273,7 @@ enum LoaderImageBuilder {
     let count = Int(object.phnum)
     // phnum is a UInt16 and the entry size 56: the product fits in Int.
     let table = ByteReader(UnsafeRawBufferPointer(start: phdrs, count: count * programHeaderSize), endian: .native)
-    guard let headers = try? ProgramHeader.table(table, count: count, entrySize: programHeaderSize, is64Bit: is64Bit),
+    guard let headers = try? loadAndNoteHeaders(table, count: count),
           let layout = try? LoadLayout(headers) else { return nil }
     let bias = UInt64(object.load_bias)
     // Addresses wrap as the loader's do: the bias is a difference modulo 2^64.
