@@ -116,7 +116,10 @@ final class ObserverCenter: Sendable {
 
   private struct State {
     var view = LoaderView()
-    var observers: [Observer] = []
+    /// Registration order, one list per kind (delivery takes a copy of one list without filtering).
+    var addObservers: [Observer] = []
+    var removeObservers: [Observer] = []
+    var hasObservers: Bool { !addObservers.isEmpty || !removeObservers.isEmpty }
     var nextID = 0
     var queue: [Item] = []
     var head = 0
@@ -146,16 +149,17 @@ final class ObserverCenter: Sendable {
         let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
         state.queue.append(.replay(sequence: state.nextSequence, observer: observer, images: images))
         state.nextSequence += 1
-        state.observers.append(observer)
+        state.addObservers.append(observer)
       } else {
         // Inside a handler this thread is the deliverer: nothing else delivers concurrently, so
         // replaying here, before returning, keeps the observer's order.
         first = state.nextSequence
-        state.observers.append(Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first))
+        let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
+        if kind == .add { state.addObservers.append(observer) } else { state.removeObservers.append(observer) }
         if kind == .add { inlineReplay = images }
       }
       let (deliver, target) = Self.claimDelivery(&state)
-      return (state.observers[state.observers.count - 1], inlineReplay, deliver, target)
+      return ((kind == .add ? state.addObservers : state.removeObservers).last!, inlineReplay, deliver, target)
     }
     if let inlineReplay {
       for image in inlineReplay where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
@@ -164,7 +168,10 @@ final class ObserverCenter: Sendable {
     let id = observer.id
     return ObservationToken { [weak self] in
       observer.cancelled.store(true, ordering: .releasing)
-      self?.state.withLock { state in state.observers.removeAll { $0.id == id } }
+      self?.state.withLock { state in
+        state.addObservers.removeAll { $0.id == id }
+        state.removeObservers.removeAll { $0.id == id }
+      }
     }
   }
 
@@ -172,7 +179,7 @@ final class ObserverCenter: Sendable {
   func loaderChanged() {
     let nested = il_is_delivering() != 0
     let (deliver, target) = state.withLock { state -> (Bool, UInt64) in
-      guard !state.observers.isEmpty || state.head < state.queue.count else { return (false, 0) }
+      guard state.hasObservers || state.head < state.queue.count else { return (false, 0) }
       Self.sync(&state)
       return Self.claimDelivery(&state)
     }
@@ -213,15 +220,18 @@ final class ObserverCenter: Sendable {
         switch item {
         case .event(let sequence, let event, _):
           let kind: Kind = event == .added ? .add : .remove
-          return (item, state.observers.filter { $0.kind == kind && $0.firstSequence <= sequence })
+          _ = sequence  // recipients registered after the event are skipped while delivering
+          return (item, kind == .add ? state.addObservers : state.removeObservers)
         case .replay(_, let observer, _):
-          return (item, state.observers.contains { $0 === observer } ? [observer] : [])
+          return (item, state.addObservers.contains { $0 === observer } ? [observer] : [])
         }
       }
       guard let (item, recipients) = next else { return }
       switch item {
-      case .event(_, _, let image):
-        for observer in recipients where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
+      case .event(let sequence, _, let image):
+        for observer in recipients where observer.firstSequence <= sequence && !observer.cancelled.load(ordering: .acquiring) {
+          observer.handler(image)
+        }
       case .replay(_, let observer, let images):
         for image in images where !recipients.isEmpty && !observer.cancelled.load(ordering: .acquiring) {
           observer.handler(image)
@@ -235,10 +245,10 @@ final class ObserverCenter: Sendable {
   /// want them. Removes come first, in load order, then adds, in load order.
   private static func sync(_ state: inout State) {
     guard let changes = state.view.update() else { return }
-    if !changes.removed.isEmpty && state.observers.contains(where: { $0.kind == .remove }) {
+    if !changes.removed.isEmpty && !state.removeObservers.isEmpty {
       for image in changes.removed { enqueue(&state, .removed, image) }
     }
-    if !changes.added.isEmpty && state.observers.contains(where: { $0.kind == .add }) {
+    if !changes.added.isEmpty && !state.addObservers.isEmpty {
       for image in changes.added { enqueue(&state, .added, image) }
     }
   }
