@@ -4,9 +4,44 @@ import Synchronization
 ///
 /// `snapshot()` is the hot path: one `dl_iterate_phdr` walk, no file I/O, no per-image syscalls, and
 /// when the loader's `dlpi_adds`/`dlpi_subs` counters have not moved since the previous call it returns
-/// the previous values without rebuilding them. The observers (`onAdd`, `onRemove`) mirror dyld's
-/// `_dyld_register_func_for_add_image` / `_remove_image` and are called synchronously with
-/// `dlopen`/`dlclose`; see `ImageObservers.swift` for exactly when.
+/// the previous values without rebuilding them (after a `dlopen` it decodes only the new images). The
+/// observers (`onAdd`, `onRemove`) mirror dyld's `_dyld_register_func_for_add_image` / `_remove_image`
+/// and are called synchronously with `dlopen`/`dlclose`.
+///
+/// ## How the observers see `dlopen` and `dlclose`, and the limits of it
+/// The C shim defines `dlopen`, `dlmopen` and `dlclose`. Linked into the executable (SwiftPM links
+/// library targets statically), these definitions come first in the process's global symbol scope,
+/// and the static linker exports them because libc.so.6 defines the same names (glibc 2.34+; checked
+/// with GNU ld, gold and lld: no `--export-dynamic` flag is needed). Each forwards to libc's
+/// (`dlsym(RTLD_NEXT)`), then, if the call succeeded and is the outermost loader call on this thread,
+/// compares the loader's list with the observers' view and delivers the differences before returning.
+/// - Seen synchronously: `dlopen`/`dlmopen`/`dlclose` called from the executable (Swift or C) and from
+///   any shared library that resolves them through the global scope (the normal case: their calls bind
+///   to the executable's exported definitions).
+/// - Seen late (at the next `refresh()`, interposed `dlopen`/`dlclose`, or registration): loads that do
+///   not go through the exported symbols: glibc's internal loads (NSS modules, iconv/gconv modules,
+///   `libgcc_s` for unwinding), libraries linked `-Bsymbolic` or calling a `dlopen` pointer fetched from
+///   libc with `dlsym`, objects inside a `dlmopen` namespace (they bind to their own libc), and any
+///   process where ImageLog is not linked into the executable (a plugin, or `LD_PRELOAD`: the
+///   executable's own symbols always win, so only the executable can interpose).
+/// - A `dlopen` or `dlclose` made inside a constructor or destructor (the loader's lock is held there)
+///   is reported when the outermost call returns; one made inside an observer is reported right after
+///   that observer returns (so every observer keeps the loader's order).
+/// - glibc resolves a bare name (no `/`) along the *caller's* RPATH/RUNPATH and expands `$ORIGIN` to
+///   the caller's directory, taking the caller from `dlopen`'s return address, which the forwarding
+///   would make the executable. For a caller inside a shared library the shim therefore expands
+///   `$ORIGIN` itself (`dlinfo(RTLD_DI_ORIGIN)`), asks for an already loaded object of that name first
+///   (`RTLD_NOLOAD`), then tries the caller's own search directories (`dlinfo(RTLD_DI_SERINFO)`: its
+///   RPATH chain, `LD_LIBRARY_PATH`, its RUNPATH) before the ordinary search (ld.so.cache and the
+///   default directories, plus the executable's RUNPATH, which glibc would not use for that caller).
+///   In secure-execution mode (setuid) names are passed through unchanged.
+/// - Events are exact per object: a replaced object at a reused address is reported as removed and
+///   added, using the loader's per-object counters to know when to check. If another thread unloads
+///   and reloads the same file at the same address before this thread's `dlclose` has compared the
+///   lists, neither event is reported (the observers' view still equals the loader's list).
+/// - A handler must not wait for another thread that is itself inside `dlopen`/`dlclose`: that thread
+///   waits for the handler's events to be delivered (the price of synchronous delivery). After
+///   `fork()` in a multithreaded process the child must not `dlopen` before `exec` (as POSIX says).
 public enum LoadedImages {
   /// Every image loaded now, in load order: the main executable first, then the libraries the
   /// loader mapped at startup (the vDSO among them), then those `dlopen`ed since.

@@ -260,6 +260,46 @@ struct ObserverTests {
     }
   }
 
+  @Test func loadsThatBypassTheInterposersAreSeenAtRefresh() throws {
+    let libraries = try CoreTestLibraries.fresh("bypass")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    // libc's dlopen, as glibc's own internal loads (NSS, iconv modules) reach it: no hook runs.
+    let handle = try #require(il_real_dlopen(libraries.first, RTLD_NOW))
+    #expect(recorder.all.isEmpty)
+    #expect(LoadedImages.snapshot().contains { $0.path == libraries.first }, "snapshot() reads the loader directly")
+    LoadedImages.refresh()
+    #expect(recorder.events(.added, suffix: "/libcore_first.so").count == 1)
+    LoadedImages.refresh()
+    #expect(recorder.all.count == 1, "refresh() with nothing new delivers nothing")
+    #expect(il_real_dlclose(handle) == 0)
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so").isEmpty)
+    LoadedImages.refresh()
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so") == recorder.events(.added, suffix: "/libcore_first.so"))
+  }
+
+  @Test func logImagesWritesToStandardErrorByDefault() throws {
+    let libraries = try CoreTestLibraries.fresh("stderr")
+    let capture = libraries.directory + "/stderr.txt"
+    let file = open(capture, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    try #require(file >= 0)
+    let saved = dup(2)
+    dup2(file, 2)
+    let token = LoadedImages.logImages()
+    let handle = dlopen(libraries.first, RTLD_NOW)
+    if let handle { dlclose(handle) }
+    token.cancel()
+    dup2(saved, 2)
+    close(saved)
+    close(file)
+    try #require(handle != nil)
+    let lines = try readTextFile(capture).split(separator: "\n")
+    #expect(lines.contains { $0.hasPrefix("Added: 0x") && $0.contains(" \(LoadedImages.snapshot()[0].path) <") })
+    #expect(lines.filter { $0.contains(libraries.first) }.map { $0.split(separator: " ")[0] } == ["Added:", "Removed:"])
+  }
+
   @Test func stressLoadingWhileRegisteringAndCancelling() throws {
     let libraries = try CoreTestLibraries.fresh("stress")
     let mine = libraries.directory
