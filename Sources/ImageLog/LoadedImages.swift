@@ -21,11 +21,12 @@ import Synchronization
 /// - Seen late (at the next `refresh()`, interposed `dlopen`/`dlclose`, or registration): loads that do
 ///   not go through the exported symbols: glibc's internal loads (NSS modules, iconv/gconv modules,
 ///   `libgcc_s` for unwinding, all through `__libc_dlopen_mode`), code calling a `dlopen` pointer it
-///   fetched from libc itself (`dlsym(RTLD_NEXT, "dlopen")`, as other interposers do), objects inside
-///   a `dlmopen` namespace (they bind to that namespace's own libc), and every call when the shim is not
+///   fetched from libc itself (`dlsym(RTLD_NEXT, "dlopen")`, as other interposers do), and every call when the shim is not
 ///   ahead of libc in the global scope: it must be in the executable (the SwiftPM default) or, untested,
 ///   in a direct dependency or `LD_PRELOAD` library; in a plugin loaded with `dlopen` it interposes
 ///   nothing (observers still work through `refresh()`).
+/// - Never seen: images in another link-map namespace (`dlmopen` with `LM_ID_NEWLM`): `dl_iterate_phdr`
+///   reports only the caller's namespace, so neither `snapshot()` nor the observers list them.
 /// - A `dlopen` or `dlclose` made inside a constructor or destructor (the loader's lock is held there)
 ///   is reported when the outermost call returns; one made inside an observer is reported right after
 ///   that observer returns (so every observer keeps the loader's order).

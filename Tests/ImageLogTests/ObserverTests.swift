@@ -300,6 +300,29 @@ struct ObserverTests {
     #expect(lines.filter { $0.contains(libraries.first) }.map { $0.split(separator: " ")[0] } == ["Added:", "Removed:"])
   }
 
+  /// dl_iterate_phdr reports only the caller's link-map namespace, so images `dlmopen`ed into another
+  /// namespace are outside the list (a documented limit); they must not disturb what is reported.
+  @Test func dlmopenNamespacesAreOutsideTheListAndDisturbNothing() throws {
+    let libraries = try CoreTestLibraries.fresh("dlmopen")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    // Glibc's module map hides dlmopen (_GNU_SOURCE): look it up as a library would bind it, which
+    // finds the executable's interposer first. LM_ID_NEWLM is -1.
+    typealias DlmopenFunction = @convention(c) (Int, UnsafePointer<CChar>?, Int32) -> UnsafeMutableRawPointer?
+    let dlmopen = unsafeBitCast(try #require(dlsym(nil, "dlmopen")), to: DlmopenFunction.self)
+    let isolated = try #require(dlmopen(-1, libraries.second, RTLD_NOW), "\(String(cString: dlerror()))")
+    #expect(recorder.all.isEmpty)
+    #expect(!LoadedImages.snapshot().contains { $0.path.hasPrefix(libraries.directory) })
+    let first = try #require(dlopen(libraries.first, RTLD_NOW | RTLD_LOCAL))
+    #expect(recorder.all.map(\.1.path) == [libraries.first])
+    #expect(dlclose(isolated) == 0)
+    #expect(dlclose(first) == 0)
+    #expect(recorder.all.map { $0.0 } == [.added, .removed])
+    #expect(recorder.all.map(\.1.path) == [libraries.first, libraries.first])
+  }
+
   @Test func stressLoadingWhileRegisteringAndCancelling() throws {
     let libraries = try CoreTestLibraries.fresh("stress")
     let mine = libraries.directory
