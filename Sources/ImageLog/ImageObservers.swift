@@ -138,13 +138,16 @@ final class ObserverCenter: Sendable {
   func register(_ kind: Kind, _ handler: @escaping @Sendable (Image) -> Void) -> ObservationToken {
     _ = Self.hookInstalled
     let nested = il_is_delivering() != 0
+    // Inside a constructor or destructor run by dlopen/dlclose the loader's lock is held: queue the
+    // replay for the outermost dlopen/dlclose to deliver once the lock is released.
+    let insideLoader = il_loader_call_depth() > 0
     let (observer, inlineReplay, deliver, target) = state.withLock { state in
       Self.sync(&state)
       state.nextID += 1
       var inlineReplay: [Image]?
       let first: UInt64
       let images = kind == .add ? state.view.images : []
-      if kind == .add && !nested {
+      if kind == .add && (!nested || insideLoader) {
         first = state.nextSequence + 1
         let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
         state.queue.append(.replay(sequence: state.nextSequence, observer: observer, images: images))
@@ -158,13 +161,13 @@ final class ObserverCenter: Sendable {
         if kind == .add { state.addObservers.append(observer) } else { state.removeObservers.append(observer) }
         if kind == .add { inlineReplay = images }
       }
-      let (deliver, target) = Self.claimDelivery(&state)
+      let (deliver, target) = insideLoader ? (false, 0) : Self.claimDelivery(&state)
       return ((kind == .add ? state.addObservers : state.removeObservers).last!, inlineReplay, deliver, target)
     }
     if let inlineReplay {
       for image in inlineReplay where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
     }
-    finishDelivery(deliver: deliver, target: target, nested: nested)
+    finishDelivery(deliver: deliver, target: target, nested: nested || insideLoader)
     let id = observer.id
     return ObservationToken { [weak self] in
       observer.cancelled.store(true, ordering: .releasing)
@@ -178,12 +181,14 @@ final class ObserverCenter: Sendable {
   /// The hook after every outermost successful `dlopen`/`dlmopen`/`dlclose`, and `refresh()`.
   func loaderChanged() {
     let nested = il_is_delivering() != 0
+    // refresh() from a constructor or destructor: queue only (the loader's lock is held).
+    let insideLoader = il_loader_call_depth() > 0
     let (deliver, target) = state.withLock { state -> (Bool, UInt64) in
       guard state.hasObservers || state.head < state.queue.count else { return (false, 0) }
       Self.sync(&state)
-      return Self.claimDelivery(&state)
+      return insideLoader ? (false, 0) : Self.claimDelivery(&state)
     }
-    finishDelivery(deliver: deliver, target: target, nested: nested)
+    finishDelivery(deliver: deliver, target: target, nested: nested || insideLoader)
   }
 
   /// Whether the caller must deliver the queue (nobody is), and the number it must see delivered.

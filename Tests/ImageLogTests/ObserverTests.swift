@@ -37,6 +37,16 @@ let probeAfter: @convention(c) (UnsafeMutableRawPointer?) -> Void = { _ in
   probeSeen.withLock { $0.append(events) }
 }
 
+/// What the constructor hook did: an observer registered inside a constructor, and whether its
+/// handler ever ran with the loader's lock held.
+let constructorObserver = Mutex<(recorder: EventRecorder?, token: ObservationToken?)>((nil, nil))
+let constructorHook: @convention(c) () -> Void = {
+  guard let recorder = constructorObserver.withLock({ $0.recorder }) else { return }
+  let token = LoadedImages.onAdd { recorder.record(.added, $0) }
+  LoadedImages.refresh()
+  constructorObserver.withLock { $0.token = token }
+}
+
 typealias OpenFunction = @convention(c) (UnsafePointer<CChar>?, (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) -> UnsafeMutableRawPointer?
 typealias CloseFunction = @convention(c) (UnsafeMutableRawPointer?, (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) -> Int32
 
@@ -321,6 +331,29 @@ struct ObserverTests {
     #expect(dlclose(first) == 0)
     #expect(recorder.all.map { $0.0 } == [.added, .removed])
     #expect(recorder.all.map(\.1.path) == [libraries.first, libraries.first])
+  }
+
+  @Test func registeringOrRefreshingInsideAConstructorDefersDelivery() throws {
+    let libraries = try CoreTestLibraries.fresh("ctor")
+    let hookLibrary = try #require(dlopen(libraries.ctorHook, RTLD_NOW | RTLD_GLOBAL))
+    defer { dlclose(hookLibrary) }
+    let slot = try #require(dlsym(hookLibrary, "core_ctor_hook")).assumingMemoryBound(to: (@convention(c) () -> Void)?.self)
+    slot.pointee = constructorHook
+    defer { slot.pointee = nil }
+    let inside = EventRecorder(directory: libraries.directory)
+    constructorObserver.withLock { $0 = (inside, nil) }
+    let outside = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { outside.record(.added, $0) }
+    defer { added.cancel() }
+
+    let handle = try #require(dlopen(libraries.ctorCall, RTLD_NOW | RTLD_LOCAL), "\(String(cString: dlerror()))")
+    let token = try #require(constructorObserver.withLock { $0.token }, "the constructor ran the hook")
+    // Both observers heard of the library exactly once by the time dlopen returned, never from inside it.
+    #expect(inside.events(.added, suffix: "/libcore_ctorcall.so").count == 1)
+    #expect(outside.events(.added, suffix: "/libcore_ctorcall.so").count == 1)
+    #expect(inside.deepestLoaderCall == 0 && outside.deepestLoaderCall == 0)
+    token.cancel()
+    #expect(dlclose(handle) == 0)
   }
 
   @Test func stressLoadingWhileRegisteringAndCancelling() throws {
