@@ -27,7 +27,9 @@ extension LoadedImages {
   /// Calls `handler` once for every image loaded now, then once for every image loaded later, like
   /// `_dyld_register_func_for_add_image`.
   ///
-  /// The existing images are delivered before `onAdd` returns. A later `dlopen` (from Swift, or from
+  /// The existing images are delivered before `onAdd` returns (when called inside a constructor or
+  /// destructor that `dlopen`/`dlclose` is running, as soon as that outermost call returns instead:
+  /// no handler runs under the loader's lock). A later `dlopen` (from Swift, or from
   /// C in any shared library) returns only after every add observer has seen the images it mapped.
   /// Handlers are never called with the loader's lock or any lock of ours held: they may call
   /// `dlopen`, `dlclose`, `dladdr`, `snapshot()` or register and cancel observers. Events reach each
