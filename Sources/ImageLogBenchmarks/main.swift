@@ -2,6 +2,8 @@
 // and the tables go to BENCHMARKS.md. Each area adds its function to `benchmarks`.
 let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("snapshot and observers", snapshotBenchmark),
+  ("file", fileBenchmark),
+  ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
 ]
 
 var tables: [BenchmarkTable] = []
