@@ -349,7 +349,8 @@ enum LoaderImageBuilder {
 
 extension LoaderImageBuilder {
   /// The GNU build-id note in `area`: the same walk and checks as `ELFNote.buildIDNote` (12-byte
-  /// header, name and descriptor padded to `alignment`, every size checked against what is left), but
+  /// header, descriptor and next note at `alignment` boundaries, every size checked against what is
+  /// left), but
   /// it copies only the build-id's descriptor instead of every note's name and descriptor: this runs
   /// for every image in every snapshot. Tests check both agree on every loaded image.
   static func buildIDNote(in area: ByteReader, alignment: Int) throws(FormatError) -> (descriptor: [UInt8], descriptorOffset: Int)? {
@@ -373,20 +374,24 @@ extension LoaderImageBuilder {
       } else if nameSize == 3 {
         isGNU = try reader.bytes(at: nameStart, length: 3) == [0x47, 0x4E, 0x55]
       }
-      try reader.skip(min(padded(nameSize, alignment), reader.remaining))
-      let descriptorStart = reader.offset
+      // The descriptor starts at the first alignment boundary after the name, the next note at the
+      // first boundary after the descriptor (positions relative to the area), as ELFNote reads them.
+      // nameStart + nameSize <= reader.count (checked above): padding it cannot overflow Int.
+      let descriptorStart = min(padded(nameStart + nameSize, alignment), reader.count)
+      try reader.seek(to: descriptorStart)
       guard descriptorSize <= reader.remaining else {
         throw .elf("note descriptor size \(descriptorSize) runs past the note area")
       }
       if isGNU && type == ELFNote.gnuBuildIDType {
         return (try reader.readBytes(descriptorSize), descriptorStart)
       }
-      try reader.skip(min(padded(descriptorSize, alignment), reader.remaining))
+      try reader.skip(descriptorSize)
+      try reader.seek(to: min(padded(reader.offset, alignment), reader.count))
     }
     return nil
   }
 
-  // size < 2^32 and align is 4 or 8: the sum cannot overflow Int.
+  // Callers pass a position inside the area (<= its count < Int.max - 8): the sum cannot overflow.
   private static func padded(_ size: Int, _ align: Int) -> Int { (size + align - 1) & ~(align - 1) }
 }
 
