@@ -97,7 +97,9 @@ struct ObserverTests {
     defer { probeRecorder.withLock { $0 = nil } }
     let open = unsafeBitCast(try #require(dlsym(first, "core_first_open")), to: OpenFunction.self)
     let close = unsafeBitCast(try #require(dlsym(first, "core_first_close")), to: CloseFunction.self)
+    _ = dlerror()
     let second = try #require(open("libcore_second.so", probeAfter), "RUNPATH lookup from the library failed")
+    #expect(dlerror() == nil, "a successful dlopen leaves no error behind (the shim's RTLD_NOLOAD probe failed first)")
     let seenAfterOpen = try #require(probeSeen.withLock { $0.last })
     let secondAdds = seenAfterOpen.filter { $0.0 == .added && $0.1.path.hasSuffix("/deps/libcore_second.so") }
     #expect(secondAdds.count == 1, "the add observer ran before dlopen returned inside the library")
