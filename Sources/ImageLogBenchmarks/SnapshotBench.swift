@@ -25,10 +25,12 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
   }
   let snapshotTable = BenchmarkTable(
     title: "In-process image list",
-    notes: "`LoadedImages.snapshot()` (cached while the loader's dlpi_adds/dlpi_subs counters stay the same, "
-      + "and rebuilt from every image's program headers and PT_NOTE, as after a dlopen) against the Swift "
-      + "runtime's `Runtime.ImageMap.capture()` in the same process (\(imageCount) images; ImageMap lists "
-      + "\(mapCount)). Per call, median of batches of \(batch), best of 5 interleaved rounds.",
+    notes: "`LoadedImages.snapshot()` against the Swift runtime's `Runtime.ImageMap.capture()` in the same "
+      + "process (\(imageCount) images; ImageMap lists \(mapCount): it leaves out the vDSO). `snapshot()` returns "
+      + "the previous values while the loader's dlpi_adds/dlpi_subs counters stay the same and, after a dlopen, "
+      + "decodes only the new images; the rebuilt row decodes every image's program headers and PT_NOTE from "
+      + "scratch, as the first call in a process does. Per call, median of batches of \(batch), best of 5 "
+      + "interleaved rounds.",
     header: ["Operation", "Time per call", "vs ImageMap.capture()"],
     rows: [
       ["ImageMap.capture()", formatDuration(runtime), "1x"],
