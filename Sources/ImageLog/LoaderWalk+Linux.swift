@@ -40,11 +40,13 @@ final class LoaderView {
   private(set) var images: [Image] = []
   private var fingerprints: [Fingerprint] = []
 
-  /// What identifies the file behind a key: its loader name and program headers, copied.
+  /// What identifies the file behind a key: its loader name and the program headers its image was
+  /// built from (the `PT_LOAD` and `PT_NOTE` entries, already decoded: keeping them costs nothing).
   struct Fingerprint {
     /// The loader's name when it differs from the image's path (`nil`: it is the path).
     var name: [UInt8]?
-    var programHeaders: [UInt8]
+    var headerCount: UInt16
+    var headers: [ProgramHeader]
   }
 
   /// What one update found.
@@ -146,33 +148,28 @@ final class LoaderView {
         return 0
       }
       added += 1
-      guard let image = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
+      guard let (image, headers) = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
       view.keys.insert(key, at: cursor)
       view.images.insert(image, at: cursor)
-      view.fingerprints.insert(LoaderView.fingerprint(object, image: image), at: cursor)
+      view.fingerprints.insert(LoaderView.fingerprint(object, image: image, headers: headers), at: cursor)
       if collect { changes.added.append(image) }
       cursor += 1
       return 0
     }
   }
 
-  static func fingerprint(_ object: il_object, image: Image) -> Fingerprint {
+  static func fingerprint(_ object: il_object, image: Image, headers: [ProgramHeader]) -> Fingerprint {
     // A library's path is its loader name: keep a copy only for the executable and the vDSO.
     let name: [UInt8]? = image.isMainExecutable || image.path == "[vdso]"
       ? object.name.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? [] : nil
-    // phnum is a UInt16: the product fits in Int.
-    let headers = object.phdrs.map {
-      Array(UnsafeRawBufferPointer(start: $0, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize))
-    } ?? []
-    return Fingerprint(name: name, programHeaders: headers)
+    return Fingerprint(name: name, headerCount: object.phnum, headers: headers)
   }
 
   /// Whether `object` is the same file, mapped the same way, as the entry at `position`.
   private func isSame(at position: Int, _ object: il_object) -> Bool {
     let known = fingerprints[position]
-    guard let phdrs = object.phdrs,
-          Self.equal(known.programHeaders, phdrs, count: Int(object.phnum) * LoaderImageBuilder.programHeaderSize)
-    else { return false }
+    guard object.phnum == known.headerCount, let headers = LoaderImageBuilder.headers(of: object),
+          headers == known.headers else { return false }
     let image = images[position]
     let name = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
     if let knownName = known.name {
@@ -185,7 +182,8 @@ final class LoaderView {
       } ?? image.path.utf8.elementsEqual(name)
       guard same else { return false }
     }
-    // Identical program headers at the same bias map the note at the same place: reading it is safe.
+    // Identical PT_LOAD and PT_NOTE headers at the same bias map the note at the same place, inside a
+    // PT_LOAD's file bytes: reading it is safe.
     guard let buildID = image.buildID, let address = image.buildIDAddress,
           let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: address)) else { return true }
     return Self.equal(buildID.bytes, start, count: buildID.bytes.count)
@@ -268,13 +266,18 @@ enum LoaderImageBuilder {
   static let is64Bit = MemoryLayout<UInt>.size == 8
   static let programHeaderSize = is64Bit ? 56 : 32
 
-  static func image(from object: il_object, index: Int) -> Image? {
+  /// The `PT_LOAD` and `PT_NOTE` headers of a loaded object, or `nil` when they cannot be decoded.
+  static func headers(of object: il_object) -> [ProgramHeader]? {
     guard let phdrs = object.phdrs else { return nil }
     let count = Int(object.phnum)
     // phnum is a UInt16 and the entry size 56: the product fits in Int.
     let table = ByteReader(UnsafeRawBufferPointer(start: phdrs, count: count * programHeaderSize), endian: .native)
-    guard let headers = try? loadAndNoteHeaders(table, count: count),
-          let layout = try? LoadLayout(headers) else { return nil }
+    return try? loadAndNoteHeaders(table, count: count)
+  }
+
+  /// The image of a loaded object and the headers it was built from.
+  static func image(from object: il_object, index: Int) -> (Image, [ProgramHeader])? {
+    guard let headers = headers(of: object), let layout = try? LoadLayout(headers) else { return nil }
     let bias = UInt64(object.load_bias)
     // Addresses wrap as the loader's do: the bias is a difference modulo 2^64.
     let loadAddress = bias &+ layout.firstVMAddress
@@ -306,10 +309,11 @@ enum LoaderImageBuilder {
     }
 
     let (buildID, buildIDAddress) = findBuildID(headers, bias: bias)
-    return Image(path: path, name: shortName, loadAddress: loadAddress, loadBias: bias,
+    let image = Image(path: path, name: shortName, loadAddress: loadAddress, loadBias: bias,
                  textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                  architecture: architecture, isMainExecutable: isMain, buildIDAddress: buildIDAddress,
                  fileMappedRange: loadAddress..<max(fileEnd, loadAddress))
+    return (image, headers)
   }
 
   /// `Image.shortName(of:)` on the UTF-8 view ('/' is ASCII, so the index is a character boundary).
