@@ -35,10 +35,21 @@ struct LoadedObjectKey: Hashable, Sendable {
 /// survivor is accepted only if its name, program header bytes and build-id bytes are unchanged
 /// (the same file at the same address: every `Image` field would come out equal).
 final class LoaderView {
-  private(set) var counters: LoaderCounters?
-  private(set) var keys: [LoadedObjectKey] = []
-  private(set) var images: [Image] = []
-  private var fingerprints: [Fingerprint] = []
+  /// The view itself: a value the walk takes over (swapped out, so its arrays stay uniquely
+  /// referenced and are edited in place) and hands back.
+  struct List {
+    var counters: LoaderCounters?
+    var keys: [LoadedObjectKey] = []
+    var images: [Image] = []
+    var fingerprints: [Fingerprint] = []
+  }
+
+  private var list = List()
+
+  /// The loader's counters when the view was last brought up to date.
+  var counters: LoaderCounters? { list.counters }
+  /// The images, in the loader's order.
+  var images: [Image] { list.images }
 
   /// What identifies the file behind a key: its loader name and the program headers its image was
   /// built from (the `PT_LOAD` and `PT_NOTE` entries, already decoded: keeping them costs nothing).
@@ -63,45 +74,44 @@ final class LoaderView {
   /// can have been replaced under an old key. Otherwise a second walk checks every survivor's
   /// fingerprint and reports a replaced one as removed and added.
   func update(collectingChanges collect: Bool = true) -> Changes? {
-    let previous = counters
+    let previous = list.counters
     let first = walk(verify: false, force: false, collect: collect)
     guard !first.unchanged else { return nil }
-    counters = first.counters
     guard let previous, first.counters.subs != previous.subs else { return first.changes }
     let added = UInt64(first.added), removed = UInt64(first.removed)
     if first.counters.adds &- previous.adds == added && first.counters.subs &- previous.subs == removed {
       return first.changes
     }
     let second = walk(verify: true, force: true, collect: collect)
-    counters = second.counters
     var changes = first.changes
     changes.removed += second.changes.removed
     changes.added += second.changes.added
     return changes
   }
 
+  /// One `dl_iterate_phdr` walk over the list, which the walk owns meanwhile. The callback reaches the
+  /// walk through a typed pointer to this stack value: no reference counting or dynamic exclusivity
+  /// checks per object.
   private func walk(verify: Bool, force: Bool, collect: Bool) -> Walk {
-    let walk = Walk(view: self, verify: verify, force: force, collect: collect)
-    withExtendedLifetime(walk) {
+    var walk = Walk(verify: verify, force: force, collect: collect)
+    swap(&walk.list, &list)
+    withUnsafeMutablePointer(to: &walk) { pointer in
       _ = il_iterate_objects({ object, raw in
         guard let object, let raw else { return 1 }
-        return Unmanaged<Walk>.fromOpaque(raw)._withUnsafeGuaranteedRef { $0.visit(object.pointee) }
-      }, Unmanaged.passUnretained(walk).toOpaque())
+        // `raw` is the pointer to `walk` passed below, typed as it was created.
+        return UnsafeMutablePointer<Walk>(OpaquePointer(raw)).pointee.visit(object.pointee)
+      }, UnsafeMutableRawPointer(pointer))
     }
-    guard !walk.unchanged else { return walk }
-    // Whatever the walk did not reach again is gone.
-    if walk.cursor < keys.count {
-      walk.removed += keys.count - walk.cursor
-      if collect { walk.changes.removed += images[walk.cursor...] }
-      keys.removeSubrange(walk.cursor...)
-      images.removeSubrange(walk.cursor...)
-      fingerprints.removeSubrange(walk.cursor...)
+    if !walk.unchanged {
+      walk.finish()
+      walk.list.counters = walk.counters
     }
+    swap(&walk.list, &list)
     return walk
   }
 
-  private final class Walk {
-    let view: LoaderView  // strong: the walk lives only during update(), and unowned costs a check per use
+  private struct Walk {
+    var list = List()
     var counters = LoaderCounters(adds: 0, subs: 0)
     var unchanged = false
     let verify: Bool
@@ -115,46 +125,56 @@ final class LoaderView {
     var added = 0
     var changes = Changes()
 
-    init(view: LoaderView, verify: Bool, force: Bool, collect: Bool) {
-      self.collect = collect
-      self.view = view
+    init(verify: Bool, force: Bool, collect: Bool) {
       self.verify = verify
       self.force = force
+      self.collect = collect
     }
 
-    func visit(_ object: il_object) -> Int32 {
+    mutating func visit(_ object: il_object) -> Int32 {
       defer { index += 1 }
       if index == 0 {
         counters = LoaderCounters(adds: object.adds, subs: object.subs)
-        if !force && view.counters == counters { unchanged = true; return 1 }
+        if !force && list.counters == counters { unchanged = true; return 1 }
       }
       let key = LoadedObjectKey(loadBias: object.load_bias, programHeaders: UInt(bitPattern: object.phdrs))
-      if cursor < view.keys.count, view.keys[cursor] == key, !verify || view.isSame(at: cursor, object) {
+      if cursor < list.keys.count, list.keys[cursor] == key, !verify || LoaderView.isSame(list, at: cursor, object) {
         cursor += 1
         return 0
       }
       var later = cursor + 1
-      while later < view.keys.count, !(view.keys[later] == key && (!verify || view.isSame(at: later, object))) {
+      while later < list.keys.count,
+            !(list.keys[later] == key && (!verify || LoaderView.isSame(list, at: later, object))) {
         later += 1
       }
-      if later < view.keys.count {
+      if later < list.keys.count {
         // The objects between the cursor and the match were unloaded.
         removed += later - cursor
-        if collect { changes.removed += view.images[cursor..<later] }
-        view.keys.removeSubrange(cursor..<later)
-        view.images.removeSubrange(cursor..<later)
-        view.fingerprints.removeSubrange(cursor..<later)
+        if collect { changes.removed += list.images[cursor..<later] }
+        list.keys.removeSubrange(cursor..<later)
+        list.images.removeSubrange(cursor..<later)
+        list.fingerprints.removeSubrange(cursor..<later)
         cursor += 1
         return 0
       }
       added += 1
       guard let (image, headers) = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
-      view.keys.insert(key, at: cursor)
-      view.images.insert(image, at: cursor)
-      view.fingerprints.insert(LoaderView.fingerprint(object, image: image, headers: headers), at: cursor)
+      list.keys.insert(key, at: cursor)
+      list.fingerprints.insert(LoaderView.fingerprint(object, image: image, headers: headers), at: cursor)
       if collect { changes.added.append(image) }
+      list.images.insert(image, at: cursor)
       cursor += 1
       return 0
+    }
+
+    /// Whatever the walk did not reach again is gone.
+    mutating func finish() {
+      guard cursor < list.keys.count else { return }
+      removed += list.keys.count - cursor
+      if collect { changes.removed += list.images[cursor...] }
+      list.keys.removeSubrange(cursor...)
+      list.images.removeSubrange(cursor...)
+      list.fingerprints.removeSubrange(cursor...)
     }
   }
 
@@ -166,11 +186,11 @@ final class LoaderView {
   }
 
   /// Whether `object` is the same file, mapped the same way, as the entry at `position`.
-  private func isSame(at position: Int, _ object: il_object) -> Bool {
-    let known = fingerprints[position]
+  private static func isSame(_ list: List, at position: Int, _ object: il_object) -> Bool {
+    let known = list.fingerprints[position]
     guard object.phnum == known.headerCount, let headers = LoaderImageBuilder.headers(of: object),
           headers == known.headers else { return false }
-    let image = images[position]
+    let image = list.images[position]
     let name = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
     if let knownName = known.name {
       guard let base = name.baseAddress else { return knownName.isEmpty }
