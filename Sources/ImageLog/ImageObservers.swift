@@ -146,25 +146,27 @@ final class ObserverCenter: Sendable {
     let (observer, inlineReplay, deliver, target) = state.withLock { state in
       Self.sync(&state)
       state.nextID += 1
+      let observer: Observer
       var inlineReplay: [Image]?
-      let first: UInt64
-      let images = kind == .add ? state.view.images : []
-      if kind == .add && (!nested || insideLoader) {
-        first = state.nextSequence + 1
-        let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
-        state.queue.append(.replay(sequence: state.nextSequence, observer: observer, images: images))
-        state.nextSequence += 1
-        state.addObservers.append(observer)
-      } else {
+      switch kind {
+      case .remove:
+        observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: state.nextSequence)
+        state.removeObservers.append(observer)
+      case .add where nested && !insideLoader:
         // Inside a handler this thread is the deliverer: nothing else delivers concurrently, so
         // replaying here, before returning, keeps the observer's order.
-        first = state.nextSequence
-        let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
-        if kind == .add { state.addObservers.append(observer) } else { state.removeObservers.append(observer) }
-        if kind == .add { inlineReplay = images }
+        observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: state.nextSequence)
+        state.addObservers.append(observer)
+        inlineReplay = state.view.images
+      case .add:
+        // The replay is the item just before the first event this observer receives.
+        observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: state.nextSequence + 1)
+        state.queue.append(.replay(sequence: state.nextSequence, observer: observer, images: state.view.images))
+        state.nextSequence += 1
+        state.addObservers.append(observer)
       }
       let (deliver, target) = insideLoader ? (false, 0) : Self.claimDelivery(&state)
-      return ((kind == .add ? state.addObservers : state.removeObservers).last!, inlineReplay, deliver, target)
+      return (observer, inlineReplay, deliver, target)
     }
     if let inlineReplay {
       for image in inlineReplay where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
