@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import Testing
 
 /// Runs `arguments` (searched on PATH) and returns its status, standard output and standard error.
@@ -57,13 +58,28 @@ let repositoryRoot: String = {
   return path
 }()
 
-/// A fresh directory under /tmp.
+/// A fresh directory under /tmp, removed when the test process exits.
 func makeTemporaryDirectory(_ prefix: String) throws -> String {
   var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
   guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
     throw CoreTestError("mkdtemp failed")
   }
-  return String(cString: result)
+  let directory = String(cString: result)
+  let first = temporaryDirectories.withLock { list in
+    list.append(directory)
+    return list.count == 1
+  }
+  if first { atexit { removeTemporaryDirectories() } }
+  return directory
+}
+
+private let temporaryDirectories = Mutex<[String]>([])
+
+/// Libraries may still be mapped at exit: unlinking their files is harmless on Linux.
+private func removeTemporaryDirectories() {
+  for directory in temporaryDirectories.withLock({ $0 }) where directory.hasPrefix("/tmp/imagelog-") {
+    _ = try? runTool(["rm", "-rf", directory])
+  }
 }
 
 /// The canonical path of `path` (symlinks resolved), or `path` itself when it cannot be resolved.
