@@ -42,8 +42,9 @@ import Synchronization
 ///   added, using the loader's per-object counters to know when to check. If another thread unloads
 ///   and reloads the same file at the same address before this thread's `dlclose` has compared the
 ///   lists, neither event is reported (the observers' view still equals the loader's list).
-/// - A handler must not wait for another thread that is itself inside `dlopen`/`dlclose`: that thread
-///   waits for the handler's events to be delivered (the price of synchronous delivery). After
+/// - A handler must not wait for another thread that is itself inside `dlopen`, `dlclose`, `refresh()`
+///   or `onAdd`: that thread waits for the running delivery to reach its events (the price of
+///   synchronous delivery: one thread delivers at a time, to keep every observer's order). After
 ///   `fork()` in a multithreaded process the child must not `dlopen` before `exec` (as POSIX says).
 public enum LoadedImages {
   /// Every image loaded now, in load order: the main executable first, then the libraries the

@@ -339,9 +339,10 @@ struct ObserverTests {
     let libraries = try CoreTestLibraries.fresh("ctor")
     let hookLibrary = try #require(dlopen(libraries.ctorHook, RTLD_NOW | RTLD_GLOBAL))
     defer { dlclose(hookLibrary) }
-    let slot = try #require(dlsym(hookLibrary, "core_ctor_hook")).assumingMemoryBound(to: (@convention(c) () -> Void)?.self)
-    slot.pointee = constructorHook
-    defer { slot.pointee = nil }
+    typealias Hook = (@convention(c) () -> Void)?
+    let slot = try #require(dlsym(hookLibrary, "core_ctor_hook"))
+    slot.storeBytes(of: constructorHook as Hook, as: Hook.self)
+    defer { slot.storeBytes(of: nil as Hook, as: Hook.self) }
     let inside = EventRecorder(directory: libraries.directory)
     constructorObserver.withLock { $0 = (inside, nil) }
     let outside = EventRecorder(directory: libraries.directory)
