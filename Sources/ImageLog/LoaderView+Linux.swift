@@ -31,9 +31,10 @@ struct LoadedObjectKey: Hashable, Sendable {
 /// still mapped, and only for objects not seen before. Survivors keep their relative order in the
 /// loader's list (new objects are appended to their namespace), so the walk merges against the
 /// previous list with a cursor instead of hashing. Once anything was unloaded (`dlpi_subs` moved), a
-/// new object may sit at a freed address with its program headers where the old one's were, so a
-/// survivor is accepted only if its name, program header bytes and build-id bytes are unchanged
-/// (the same file at the same address: every `Image` field would come out equal).
+/// new object may sit at a freed address with its program headers where the old one's were; when the
+/// counters say that may have happened (see `update`), a survivor is accepted only if its name, its
+/// `PT_LOAD`/`PT_NOTE` headers and its build-id bytes are unchanged (the same file at the same
+/// address: every `Image` field would come out equal).
 final class LoaderView {
   /// The view itself: a value the walk takes over (swapped out, so its arrays stay uniquely
   /// referenced and are edited in place) and hands back.
