@@ -51,7 +51,9 @@ public enum LoadedImages {
   /// loader mapped at startup (the vDSO among them), then those `dlopen`ed since.
   ///
   /// Mirrors `dl_iterate_phdr(3)`. Images whose program headers cannot be decoded (never seen in
-  /// practice) are left out rather than guessed.
+  /// practice) are left out rather than guessed. Thread-safe; not async-signal-safe (it locks and
+  /// allocates): a crash handler should take its snapshot before the crash, or keep one up to date
+  /// with `onAdd`/`onRemove`.
   public static func snapshot() -> [Image] {
     SnapshotCache.shared.images()
   }
