@@ -123,7 +123,8 @@ final class ObserverCenter: Sendable {
     var removeObservers: [Observer] = []
     var hasObservers: Bool { !addObservers.isEmpty || !removeObservers.isEmpty }
     var nextID = 0
-    var queue: [Item] = []
+    /// Items from `head` on wait for delivery; delivered ones are taken out (nil) without copying.
+    var queue: [Item?] = []
     var head = 0
     var nextSequence: UInt64 = 1
     var delivering = false
@@ -224,13 +225,15 @@ final class ObserverCenter: Sendable {
           state.delivering = false
           return nil
         }
-        let item = state.queue[state.head]
+        var taken: Item? = nil
+        swap(&taken, &state.queue[state.head])
+        // Only the deliverer takes items, each once, at `head`: a nil here is a bug of ours.
+        guard let item = taken else { preconditionFailure("observer queue item taken twice") }
         state.head += 1
         switch item {
-        case .event(let sequence, let event, _):
-          let kind: Kind = event == .added ? .add : .remove
-          _ = sequence  // recipients registered after the event are skipped while delivering
-          return (item, kind == .add ? state.addObservers : state.removeObservers)
+        case .event(_, let event, _):
+          // Observers registered after the event are skipped while delivering (firstSequence).
+          return (item, event == .added ? state.addObservers : state.removeObservers)
         case .replay(_, let observer, _):
           return (item, state.addObservers.contains { $0 === observer } ? [observer] : [])
         }
