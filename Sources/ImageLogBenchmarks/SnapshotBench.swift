@@ -75,15 +75,16 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
     title: "Observer cost on a dlopen+dlclose cycle",
     notes: "One `dlopen(RTLD_NOW)` + `dlclose`: libc's directly (`il_real_dlopen`), through imagelog's interposers "
       + "with no observer, and with an add and a remove observer registered (every cycle delivers its add and "
-      + "remove events synchronously). Medians of \(cycles) cycles, each contender alternating with libc's cycle (the observed figure is scaled by the libc median taken in its own loop).",
+      + "remove events synchronously). Each contender's cycle alternates with libc's, \(cycles) pairs each; its time is libc's median plus the median of the paired differences.",
     header: ["Cycle", "Time", "Overhead vs libc"],
     rows: rows)
   return [snapshotTable, cycleTable]
 }
 
-/// The median dlopen+dlclose cycle of `path`: libc's, through the interposers, and with observers.
-/// Each contender is timed in alternation with libc's cycle in the same loop, so the machine's noise
-/// (other processes on these two cores) falls on both alike; each overhead is against its own libc median.
+/// The median dlopen+dlclose cycle of `path` with libc's functions, and what the interposers cost
+/// without and with observers. Each contender's cycle alternates with libc's in one loop and its cost
+/// is the median of the paired differences, so the machine's noise (other processes on these cores)
+/// falls on both sides of each pair alike.
 private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: Double, observed: Double, events: Int) {
   let clock = ContinuousClock()
   func seconds(_ duration: Duration) -> Double {
@@ -96,31 +97,30 @@ private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: D
   func wrappedCycle() -> Double {
     seconds(clock.measure { if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) } })
   }
-  var libcSamples: [Double] = [], bareSamples: [Double] = []
+  var libcSamples: [Double] = [], bareExtra: [Double] = []
   _ = realCycle(); _ = wrappedCycle()
   for _ in 0..<cycles {
-    libcSamples.append(realCycle())
-    bareSamples.append(wrappedCycle())
+    let libc = realCycle()
+    libcSamples.append(libc)
+    bareExtra.append(wrappedCycle() - libc)
   }
   let counter = Counter()
   let add = LoadedImages.onAdd { _ in counter.bump() }
   let remove = LoadedImages.onRemove { _ in counter.bump() }
-  var libcObservedSamples: [Double] = [], observedSamples: [Double] = []
+  var observedExtra: [Double] = []
   var events = 0
   for _ in 0..<cycles {
-    libcObservedSamples.append(realCycle())
+    let libc = realCycle()
+    libcSamples.append(libc)
     LoadedImages.refresh()  // untimed: libc's cycle bypassed the hook; catch up so the next cycle starts clean
     let before = counter.value
-    observedSamples.append(wrappedCycle())
+    observedExtra.append(wrappedCycle() - libc)
     events = counter.value - before
   }
   add.cancel()
   remove.cancel()
   let libc = median(libcSamples)
-  // The observed loop has its own libc median: scale its result to the first loop's baseline.
-  let bare = median(bareSamples)
-  let observed = median(observedSamples) / median(libcObservedSamples) * libc
-  return (libc, bare, observed, events)
+  return (libc, libc + median(bareExtra), libc + median(observedExtra), events)
 }
 
 private final class Counter: Sendable {
