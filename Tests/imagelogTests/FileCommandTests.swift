@@ -157,13 +157,14 @@ import ImageLog
     defer { Self.remove(folder) }
     Self.write(folder + "/out.json", Array(run.stdout.utf8))
     let script = "import json,sys; d=json.load(open(sys.argv[1])); s=d[0]; "
-      + "print(len(d), s['elf']['soname'], ','.join(s['dependencies']), s['elf']['runpath'], s['buildID'], s['textSize'], d[1]['elf']['interpreter'], d[1]['fileType'])"
+      + "print(len(d), s['elf']['soname'], ','.join(s['dependencies']), s['elf']['runpath'], s['buildID'], s['textSize'], d[1]['elf']['interpreter'], d[1]['fileType'], d[1]['uuid'], d[1]['textEnd'])"
     let parsed = try Self.spawn(["python3", "-c", script, folder + "/out.json"])
     #expect(parsed.status == 0, "python3 could not load the JSON: \(parsed.stderr)")
     let file = try Self.decode(path)
     let prog = try Self.decode(Self.fixtures + "/prog-x86_64")
     let expected = "2 \(file.soname ?? "") \(file.needed.joined(separator: ",")) \(file.runpath ?? "") "
-      + "\(file.buildID?.hex ?? "") \(file.textSize) \(prog.interpreter ?? "") pie\n"
+      + "\(file.buildID?.hex ?? "") \(file.textSize) \(prog.interpreter ?? "") pie \(prog.buildID?.uuid ?? "") "
+      + "0x\(hexDigits(prog.textVMRange.upperBound))\n"
     #expect(parsed.stdout == expected)
   }
 
