@@ -2,6 +2,7 @@
 // and the tables go to BENCHMARKS.md. Each area adds its function to `benchmarks`.
 let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("file", fileBenchmark),
+  ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
 ]
 
 var tables: [BenchmarkTable] = []
