@@ -274,8 +274,8 @@ import ImageLog
       return String(line[range.upperBound...].dropLast())
     }.first
     #expect(run.outLines.first == "\(path):")
-    #expect(run.outLines.contains("  interpreter:    \(interpreter ?? "?")"))
-    #expect(run.outLines.contains("  type:           pie"))
+    #expect(run.outLines.contains("  interpreter:   \(interpreter ?? "?")"))
+    #expect(run.outLines.contains("  type:          pie"))
     #expect(run.outLines.contains { $0.hasPrefix("    LOAD ") })
   }
 
@@ -349,5 +349,81 @@ extension FileCommandTests {
       compared += 1
     }
     #expect(compared >= 3)
+  }
+}
+
+extension FileCommandTests {
+  static let machO = root + "/Tests/ImageReadersTests/Fixtures/macho"
+
+  static func machOFixtures() -> [String] {
+    guard let directory = opendir(machO) else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      if !name.hasPrefix(".") { names.append(machO + "/" + name) }
+    }
+    return names.sorted()
+  }
+
+  @Test(.enabled(if: haveBinary && have("llvm-dwarfdump-14") && !machOFixtures().isEmpty,
+                 "needs the built imagelog, llvm-dwarfdump-14 and the Mach-O fixtures"))
+  func uuidLinesEqualLLVMDwarfdumpForMachO() throws {
+    // Thin and universal files and a .dSYM bundle: exactly llvm-dwarfdump's lines, in its order.
+    let paths = Self.machOFixtures()
+    let ours = try Self.imagelog(["file", "--uuid"] + paths)
+    let theirs = try Self.spawn(["llvm-dwarfdump-14", "--uuid"] + paths)
+    #expect(ours.status == 0)
+    #expect(ours.outLines.count == theirs.outLines.count && ours.outLines.count >= paths.count)
+    for (line, expected) in zip(ours.outLines, theirs.outLines) {
+      if expected.contains(" () ") {
+        // llvm-dwarfdump-14 has no name for some CPU subtypes (ppc7400) and prints "()": the UUID and
+        // the path must still agree.
+        #expect(line.prefix(42) == expected.prefix(42) && line.split(separator: " ").last == expected.split(separator: " ").last)
+      } else {
+        #expect(line == expected)
+      }
+    }
+  }
+
+  @Test(.enabled(if: haveBinary && have("python3") && access(machO + "/fixture-arm64-ios-signed", R_OK) == 0,
+                 "needs the built imagelog, python3 and the signed Mach-O fixture"))
+  func entitlementsAsStoredAndAsJSON() throws {
+    let path = Self.machO + "/fixture-arm64-ios-signed"
+    let source = Self.root + "/Scripts/fixtures-src/entitlements.plist"
+    let xml = try Self.imagelog(["file", "--entitlements", path])
+    #expect(xml.status == 0)
+    #expect(xml.stdout == (try Self.text(source)))
+    // The JSON form against python's plistlib reading the same plist.
+    let json = try Self.imagelog(["file", "--entitlements", "--format", "json", path])
+    #expect(json.status == 0)
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    Self.write(folder + "/e.json", Array(json.stdout.utf8))
+    let script = "import json,plistlib,sys; a=json.load(open(sys.argv[1])); b=plistlib.load(open(sys.argv[2],'rb')); "
+      + "print('same' if a==b else 'differ', len(a))"
+    let compared = try Self.spawn(["python3", "-c", script, folder + "/e.json", source])
+    #expect(compared.stdout.hasPrefix("same "), "\(compared.stdout) \(compared.stderr)")
+  }
+
+  @Test(.enabled(if: haveBinary && access(machO + "/universal-macos", R_OK) == 0, "needs the universal fixture"))
+  func brokenUniversalSliceIsReportedAndTheOthersShown() throws {
+    let original = try Self.bytes(Self.machO + "/universal-macos")
+    guard case .fat(let fat) = try BinaryFile.parse(original), fat.members.count == 2 else {
+      Issue.record("universal-macos is not a two-slice universal file")
+      return
+    }
+    // Overwrite the second slice's Mach-O magic.
+    var bytes = original
+    let second = Int(fat.members[1].fileOffset)
+    for index in 0..<4 { bytes[second + index] = 0x41 }
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    let path = folder + "/universal"
+    Self.write(path, bytes)
+    let run = try Self.imagelog(["file", path])
+    #expect(run.status == 1)
+    #expect(run.outLines.count == 1 && run.outLines.first?.contains(" \(fat.members[0].architecture)  <") == true)
+    #expect(run.errLines.count == 1 && run.errLines.first?.hasPrefix("imagelog: \(path) (\(fat.members[1].architecture)): ") == true)
   }
 }

@@ -74,7 +74,8 @@ struct FileCommand: Command {
     }
     var progress = ProgressLine(total: inputs.count)
     var json = JSONArrayPrinter()
-    if style == .json && !printUUIDs { json.begin() }
+    let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
+    if jsonArray { json.begin() }
     // One file at a time: reading on several threads was slower here, because every munmap in a
     // multi-threaded process flushes the other threads' TLBs.
     for input in inputs {
@@ -91,7 +92,7 @@ struct FileCommand: Command {
       }
     }
     progress.clear()
-    if style == .json && !printUUIDs { json.end() }
+    if jsonArray { json.end() }
     return failed ? .failure : .success
   }
 
@@ -129,6 +130,14 @@ struct FileCommand: Command {
   /// Prints one file's selected slices in the chosen style; false when something about it failed.
   func report(_ binary: BinaryFile, path: String, json: inout JSONArrayPrinter,
               progress: inout ProgressLine) -> Bool {
+    var ok = true
+    if case .fat(let universal) = binary {
+      // Slices that could not be read: one line each; the others are still shown.
+      let failures = renderUniversalFailures(universal, path: path)
+      if !failures.isEmpty { progress.clear() }
+      for line in failures { printError(line) }
+      ok = failures.isEmpty
+    }
     let slices = binary.slices
     var indices = Array(slices.indices)
     if let architecture {
@@ -140,7 +149,7 @@ struct FileCommand: Command {
         return false
       }
     }
-    if printEntitlements { return reportEntitlements(binary, path: path, indices: indices, progress: &progress) }
+    if printEntitlements { return reportEntitlements(binary, path: path, indices: indices, progress: &progress) && ok }
     let renderer = binary.formatRenderer as? FileDetailRendering
     for index in indices {
       let slice = slices[index]
@@ -162,7 +171,7 @@ struct FileCommand: Command {
         json.element(.object(members))
       }
     }
-    return true
+    return ok
   }
 
   func reportEntitlements(_ binary: BinaryFile, path: String, indices: [Int], progress: inout ProgressLine) -> Bool {
@@ -241,10 +250,11 @@ struct FileCommand: Command {
 }
 
 /// One `label:  value` line of the detailed view, values aligned in one column (label "" continues
-/// the previous line's list). Every format's renderer uses it so the columns agree.
+/// the previous line's list). Every format's renderer uses the same column (15, as
+/// `renderMachODetails` does) so the lines agree.
 func detailLine(_ label: String, _ value: String) -> String {
   let head = label.isEmpty ? "" : label + ":"
-  return head + String(repeating: " ", count: max(1, 16 - head.count)) + value
+  return head + String(repeating: " ", count: max(1, 15 - head.count)) + value
 }
 
 /// A format's own part of `imagelog file`'s detailed and JSON views: ELF's is in FileCommand+ELF.swift,
