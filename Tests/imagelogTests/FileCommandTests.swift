@@ -427,3 +427,18 @@ extension FileCommandTests {
     #expect(run.errLines.count == 1 && run.errLines.first?.hasPrefix("imagelog: \(path) (\(fat.members[1].architecture)): ") == true)
   }
 }
+
+extension FileCommandTests {
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func javaClassFilesAreNotUniversalBinaries() throws {
+    // cafebabe, minor 0, major 52 (Java 8): what file(1) calls "compiled Java class data".
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    Self.write(folder + "/Hello.class", [0xCA, 0xFE, 0xBA, 0xBE, 0x00, 0x00, 0x00, 0x34] + [UInt8](repeating: 0, count: 64))
+    let walk = try Self.imagelog(["file", "-r", folder])
+    #expect(walk.status == 0 && walk.stdout == "" && walk.stderr == "")
+    let named = try Self.imagelog(["file", folder + "/Hello.class"])
+    #expect(named.status == 1)
+    #expect(named.stderr == "imagelog: \(folder)/Hello.class: not an ELF or Mach-O file (magic 0xcafebabe)\n")
+  }
+}

@@ -123,8 +123,18 @@ struct FileCommand: Command {
     let file: MappedFile
     do { file = try MappedFile(path: path) } catch { return .failure(.open(error)) }
     return file.withReader { reader in
+      if isJavaClassFile(reader) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
       do throws(FormatError) { return .success(try BinaryFile.parse(reader)) } catch { return .failure(.format(error)) }
     }
+  }
+
+  /// Java class files share `FAT_MAGIC` (0xcafebabe); like LLVM's `identify_magic` and file(1), a
+  /// fourth header byte of 43 or more (a class file's major version) means "not universal", so folder
+  /// walks skip them silently.
+  static func isJavaClassFile(_ reader: ByteReader) -> Bool {
+    guard reader.count >= 8, let magic = try? reader.peek(UInt32.self, at: 0), let version = try? reader.peek(UInt8.self, at: 7)
+    else { return false }
+    return magic == 0xBEBA_FECA && version >= 43  // 0xcafebabe read little-endian
   }
 
   /// Prints one file's selected slices in the chosen style; false when something about it failed.
