@@ -261,6 +261,8 @@ import ImageLog
     #expect(run.status == 1)
     #expect(run.outLines.count == 1 && run.outLines.first?.contains(" arm64  <") == true)
     #expect(run.stderr == "imagelog: \(x86): no slice for architecture arm64 (has x86_64)\n")
+    let alias = try Self.imagelog(["file", "--arch", "aarch64", arm])
+    #expect(alias.status == 0 && alias.outLines.count == 1)
   }
 
   @Test(.enabled(if: haveBinary && FileCommandTests.have("readelf"), "needs the built imagelog and readelf"))

@@ -21,7 +21,8 @@ struct FileCommand: Command {
                               (link-time text range, END inclusive; 32 zeros without a build-id).
       --uuid                  Print 'UUID: XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX (arch) path' per slice,
                               as llvm-dwarfdump --uuid does (ELF: the build-id's first 16 bytes).
-      --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...).
+      --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...; aarch64,
+                              amd64, i686, powerpc64 are accepted too).
       --entitlements          Print a Mach-O slice's entitlements (as stored; JSON with --format json).
       -r, --recursive         Walk folders; files that are not ELF or Mach-O are skipped silently.
       -h, --help              Show help information.
@@ -151,7 +152,8 @@ struct FileCommand: Command {
     let slices = binary.slices
     var indices = Array(slices.indices)
     if let architecture {
-      indices = indices.filter { slices[$0].architecture == architecture }
+      let wanted = Self.canonicalArchitecture(architecture)
+      indices = indices.filter { Self.canonicalArchitecture(slices[$0].architecture) == wanted }
       if indices.isEmpty {
         progress.clear()
         let present = slices.map(\.architecture).joined(separator: ", ")
@@ -201,6 +203,19 @@ struct FileCommand: Command {
       }
     }
     return ok
+  }
+
+  /// `--arch` accepts the names other tools use for the same architecture (LLVM triples, Debian).
+  static func canonicalArchitecture(_ name: String) -> String {
+    switch name.lowercased() {
+    case "aarch64": "arm64"
+    case "amd64", "x86-64": "x86_64"
+    case "i486", "i586", "i686", "x86": "i386"
+    case "powerpc": "ppc"
+    case "powerpc64": "ppc64"
+    case "powerpc64le": "ppc64le"
+    default: name
+    }
   }
 
   /// `0xSTART - 0xEND name arch  <uuid> path`: Apple's Binary Images line for a slice, from its link-time
