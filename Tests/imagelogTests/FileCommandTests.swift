@@ -59,16 +59,7 @@ import ImageLog
   struct CLIError: Error, CustomStringConvertible { var description: String }
 
   static func text(_ path: String) throws -> String {
-    guard let file = fopen(path, "rb") else { throw CLIError(description: "cannot read \(path)") }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let count = fread(&buffer, 1, buffer.count, file)
-      if count <= 0 { break }
-      bytes += buffer[0..<count]
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    String(decoding: try bytes(path), as: UTF8.self)
   }
 
   static func temporaryFolder() throws -> String {
@@ -360,12 +351,12 @@ extension FileCommandTests {
   static func machOFixtures() -> [String] {
     guard let directory = opendir(machO) else { return [] }
     defer { closedir(directory) }
-    var names: [String] = []
+    var paths: [String] = []
     while let entry = readdir(directory) {
       let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-      if !name.hasPrefix(".") { names.append(machO + "/" + name) }
+      if !name.hasPrefix(".") { paths.append(machO + "/" + name) }
     }
-    return names.sorted()
+    return paths.sorted()
   }
 
   @Test(.enabled(if: haveBinary && have("llvm-dwarfdump-14") && !machOFixtures().isEmpty,
