@@ -52,7 +52,9 @@ func fileBenchmark() throws -> [BenchmarkTable] {
     notes: "Build-id, text size, SONAME and NEEDED of every ELF file under the folder, one process per tool "
       + "over the same file list, output discarded. Same answers checked first: "
       + (mismatches == 0 ? "all \(files.count) files agree." : "\(mismatches) files DISAGREE.")
-      + " Median of \(iterations) runs. Reproduce: `make bench`.",
+      + " Median of \(iterations) runs. Reproduce: `make bench`. Both are bound by per-file system calls: "
+      + "imagelog maps each file (MappedFile: stat, open, fstat, mmap, close, munmap and a few page faults), "
+      + "readelf reads it (about 20 lseek and read calls per file).",
     header: ["what", "time", "per file", "readelf time / this"],
     rows: [
       ["`readelf -n -d -lW FILES`", formatDuration(readelfSeconds), formatDuration(readelfSeconds / Double(files.count)), "1x"],
