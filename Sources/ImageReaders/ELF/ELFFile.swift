@@ -44,6 +44,7 @@ public struct ELFFile: Sendable {
     /// True when a `.gnu_debugdata` section (an xz-compressed MiniDebugInfo ELF) is present.
     public var hasGNUDebugData: Bool
 
+    /// A value with the given facts; the defaults say "nothing found".
     public init(hasDebugInfo: Bool = false, debugLinkFileName: String? = nil, debugLinkCRC: UInt32? = nil,
                 hasGNUDebugData: Bool = false) {
       self.hasDebugInfo = hasDebugInfo
