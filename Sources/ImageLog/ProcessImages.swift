@@ -19,7 +19,12 @@ public enum ProcessImages {
   /// Needs the access `ptrace(2)` calls `PTRACE_MODE_READ` for the maps, and
   /// `PTRACE_MODE_ATTACH` for the memory (the file is read when that is refused).
   public static func snapshot(of pid: Int32) throws(ProcessImagesError) -> [Image] {
-    var reader = ProcessMemoryReader(pid: pid)
+    try snapshot(of: pid, readingMemory: true)
+  }
+
+  /// `readingMemory: false` reads every header from the files, as when `process_vm_readv` is refused.
+  static func snapshot(of pid: Int32, readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
+    var reader = ProcessMemoryReader(pid: pid, readingMemory: readingMemory)
     let mappings = try readMappings(of: pid)
     let main = mainExecutableIdentity(of: pid)
     var images: [Image] = []
@@ -104,7 +109,10 @@ struct ProcessMemoryReader {
   /// How many bytes of the first page hold the ELF header and, almost always, the program headers.
   static let headerReadSize: UInt64 = 4096
 
-  init(pid: Int32) { self.pid = pid }
+  init(pid: Int32, readingMemory: Bool = true) {
+    self.pid = pid
+    memoryRefused = !readingMemory
+  }
 
   /// Up to `count` bytes at `address` (fewer when the range runs into unmapped memory), or `nil`
   /// when the memory cannot be read at all.
