@@ -10,6 +10,7 @@ enum ImageLogMain {
   static let commands: [any Command.Type] = [
     ListCommand.self,
     PidCommand.self,
+    RunCommand.self,
   ]
 
   static func main() {
