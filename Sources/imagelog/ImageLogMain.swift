@@ -11,6 +11,7 @@ enum ImageLogMain {
     ListCommand.self,
     PidCommand.self,
     RunCommand.self,
+    WatchCommand.self,
   ]
 
   static func main() {
