@@ -4,13 +4,14 @@ import ImageLog
 struct PidCommand: Command {
   static let name = "pid"
   static let abstract = "List the images of a running process (read from /proc/PID and its memory)."
-  static let usage = "imagelog pid <pid> [--format <style>]"
+  static let usage = "imagelog pid <pid> [--format <style>] [--full-build-ids]"
   static let helpSections = """
     ARGUMENTS:
       <pid>                   The process to inspect.
 
     OPTIONS:
       --format <style>        logger, crash, unstrip or json (default: crash).
+      --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
       -h, --help              Show help information.
 
     NOTES:
@@ -21,10 +22,10 @@ struct PidCommand: Command {
     """
 
   var pid: Int32
-  var style: ProcessOutputStyle
+  var formatter: ImageFormatter
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    style = try ProcessOutputStyle.parse(&scanner, command: Self.name, usage: Self.usage)
+    formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
     let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
     guard let first = rest.first else {
       throw UsageError(message: "Missing expected argument '<pid>'", commandName: Self.name, usage: Self.usage)
@@ -43,7 +44,10 @@ struct PidCommand: Command {
       printError("imagelog: \(error)")
       return .failure
     }
-    for image in images { printOutput(style.format(image)) }
+    var text = ""
+    for image in images { text += formatter.format(image) + "\n" }
+    if !text.isEmpty { text.removeLast() }
+    printOutput(text)
     return .success
   }
 }
@@ -54,4 +58,44 @@ func parsePID(_ text: String, command: String, usage: String) throws(UsageError)
     throw UsageError(message: "'\(text)' is not a process ID", commandName: command, usage: usage)
   }
   return pid
+}
+
+/// `--format <style>` and `--full-build-ids` for the process commands, as `imagelog list` reads them.
+func parseFormatter(_ scanner: inout ArgumentScanner, command: String, usage: String,
+                    default fallback: ImageFormatStyle) throws(UsageError) -> ImageFormatter {
+  let styleName = try scanner.option("--format", command: command, usage: usage) ?? fallback.rawValue
+  guard let style = ImageFormatStyle(rawValue: styleName) else {
+    let choices = ImageFormatStyle.allCases.map(\.rawValue).joined(separator: ", ")
+    throw UsageError(message: "Unknown format '\(styleName)' (expected one of: \(choices))",
+                     commandName: command, usage: usage)
+  }
+  return ImageFormatter(style: style, fullBuildIDs: scanner.flag("--full-build-ids"))
+}
+
+extension ImageFormatter {
+  /// One event line: the logger and JSON styles name the event themselves; the crash and unstrip
+  /// lines get an `Added: ` or `Removed: ` prefix.
+  func eventLine(_ image: Image, event: ImageEvent) -> String {
+    let line = format(image, event: event)
+    switch style {
+    case .logger, .json: return line
+    case .crash, .unstrip: return (event == .added ? "Added: " : "Removed: ") + line
+    }
+  }
+
+  /// `line` with when the image was added (since the program started) and how long the loader took
+  /// to map it; two more fields inside the object for JSON.
+  func withTiming(_ line: String, sinceStart: UInt64, step: UInt64) -> String {
+    if style == .json, line.hasSuffix("}") {
+      return String(line.dropLast()) + ",\"addedAtNanoseconds\":\(sinceStart),\"mapNanoseconds\":\(step)}"
+    }
+    return line + "  +\(milliseconds(sinceStart)) ms (mapped in \(milliseconds(step)) ms)"
+  }
+}
+
+/// Nanoseconds as milliseconds with three decimals.
+func milliseconds(_ nanoseconds: UInt64) -> String {
+  let micro = nanoseconds / 1000
+  let fraction = String(micro % 1000)
+  return "\(micro / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
 }

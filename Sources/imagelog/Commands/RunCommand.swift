@@ -7,17 +7,21 @@ import ImageLog
 struct RunCommand: Command {
   static let name = "run"
   static let abstract = "Run a command and report every image its loader adds and removes (LD_AUDIT)."
-  static let usage = "imagelog run [--timing] [--output <file>] [--format <style>] -- <command> [<argument> ...]"
+  static let usage = "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] -- <command> [<argument> ...]"
   static let helpSections = """
     ARGUMENTS:
       <command> [<argument> ...]
                               The program to run, searched on PATH, and its arguments.
 
     OPTIONS:
-      --timing                Add to each image when it was added (since the program started) and
-                              how long the loader took to find and map it.
+      --timing                Add to each image when it was added (ms since imagelog started the
+                              program) and how long the loader took to map it (since the previous
+                              image of the same dlopen or startup batch was mapped, or since the
+                              batch began: la_activity LA_ACT_ADD). Relocation and constructors
+                              run after the batch, so they count toward the next image's time.
       --output <file>         Write the events to <file> instead of standard error.
       --format <style>        logger, crash, unstrip or json (default: logger).
+      --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
       -h, --help              Show help information.
 
     NOTES:
@@ -35,12 +39,12 @@ struct RunCommand: Command {
   var arguments: [String]
   var timing: Bool
   var outputPath: String?
-  var style: ProcessOutputStyle
+  var formatter: ImageFormatter
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     timing = scanner.flag("--timing")
     outputPath = try scanner.option("--output", "-o", command: Self.name, usage: Self.usage)
-    style = try ProcessOutputStyle.parse(&scanner, command: Self.name, usage: Self.usage, default: .logger)
+    formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .logger)
     arguments = try scanner.positionals(command: Self.name, usage: Self.usage)
     guard !arguments.isEmpty else {
       throw UsageError(message: "Missing expected argument '<command>'", commandName: Self.name, usage: Self.usage)
@@ -79,9 +83,9 @@ struct RunCommand: Command {
       termination = try AuditedLaunch.run(arguments, module: module) { record in
         guard record.kind != .removedAtExit else { return }
         count += 1
-        var line = style.format(record.image, event: record.kind == .added ? "Added" : "Removed")
+        var line = formatter.eventLine(record.image, event: record.kind == .added ? .added : .removed)
         if timing, record.kind == .added {
-          line = style.appendTiming(to: line, since: record.nanosecondsSinceStart, step: record.stepNanoseconds)
+          line = formatter.withTiming(line, sinceStart: record.nanosecondsSinceStart, step: record.stepNanoseconds)
         }
         writeAll(line + "\n", to: output)
       }

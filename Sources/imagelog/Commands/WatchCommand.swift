@@ -6,7 +6,7 @@ import ImageLog
 struct WatchCommand: Command {
   static let name = "watch"
   static let abstract = "Print images as a running process loads and unloads them, until it exits."
-  static let usage = "imagelog watch <pid> [--interval <seconds>] [--format <style>]"
+  static let usage = "imagelog watch <pid> [--interval <seconds>] [--format <style>] [--full-build-ids]"
   static let helpSections = """
     ARGUMENTS:
       <pid>                   The process to watch.
@@ -14,6 +14,7 @@ struct WatchCommand: Command {
     OPTIONS:
       --interval <seconds>    How often to look (default: 0.5; at least 0.001).
       --format <style>        logger, crash, unstrip or json (default: logger).
+      --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
       -h, --help              Show help information.
 
     NOTES:
@@ -26,10 +27,10 @@ struct WatchCommand: Command {
 
   var pid: Int32
   var interval: Duration
-  var style: ProcessOutputStyle
+  var formatter: ImageFormatter
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    style = try ProcessOutputStyle.parse(&scanner, command: Self.name, usage: Self.usage, default: .logger)
+    formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .logger)
     let intervalText = try scanner.option("--interval", command: Self.name, usage: Self.usage)
     if let intervalText {
       guard let seconds = Double(intervalText), seconds.isFinite, seconds >= 0.001, seconds <= 86_400 else {
@@ -54,8 +55,8 @@ struct WatchCommand: Command {
     do {
       _ = try ProcessImages.watch(pid: pid, interval: interval) { change in
         switch change {
-        case .added(let image): printOutput(style.format(image, event: "Added"))
-        case .removed(let image): printOutput(style.format(image, event: "Removed"))
+        case .added(let image): printOutput(formatter.eventLine(image, event: .added))
+        case .removed(let image): printOutput(formatter.eventLine(image, event: .removed))
         }
         flushOutput()
       }
