@@ -5,21 +5,21 @@ import Testing
 /// `ProcessImages` against `eu-unstrip -n -p PID` on the same live process: start, size, build-id
 /// and build-id address for every ELF module.
 @Suite(.serialized) struct ProcessImagesTests {
-  static let haveUnstrip = toolExists("eu-unstrip")
+  static let haveUnstrip = processToolExists("eu-unstrip")
 
   /// Compares our snapshot with eu-unstrip's modules. eu-unstrip also lists non-ELF mapped files
   /// (locale archives, caches) with no build-id; those are not images and must not be in ours.
   func expectMatchesUnstrip(pid: pid_t, _ comment: String) throws -> [Image] {
     let images = try ProcessImages.snapshot(of: pid)
-    let unstrip = try runTool(["eu-unstrip", "-n", "-p", String(pid)])
+    let unstrip = try processRunTool(["eu-unstrip", "-n", "-p", String(pid)])
     try #require(unstrip.status == 0, "eu-unstrip failed on \(comment)")
-    let modules = UnstripModule.parse(unstrip.output)
+    let modules = ProcessUnstripModule.parse(unstrip.output)
     let ours = images.map {
-      UnstripModule(start: $0.fileMappedRange.lowerBound,
+      ProcessUnstripModule(start: $0.fileMappedRange.lowerBound,
                     size: $0.fileMappedRange.upperBound - $0.fileMappedRange.lowerBound,
                     buildID: $0.buildID?.hex, buildIDAddress: $0.buildIDAddress, name: "")
     }
-    func key(_ module: UnstripModule) -> String { module.description.split(separator: " ").prefix(2).joined(separator: " ") }
+    func key(_ module: ProcessUnstripModule) -> String { module.description.split(separator: " ").prefix(2).joined(separator: " ") }
     let ourKeys = Set(ours.map(key))
     for module in modules where module.buildID != nil {
       #expect(ourKeys.contains(key(module)), "\(comment): eu-unstrip has \(module), we do not")
@@ -35,7 +35,7 @@ import Testing
 
   @Test(.enabled(if: haveUnstrip, "eu-unstrip (elfutils) is not installed"))
   func sleepMatchesUnstrip() throws {
-    let child = try TestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
     defer { child.stop() }
     try child.wait(for: "ready")
     usleep(100_000)  // let exec finish
@@ -44,9 +44,9 @@ import Testing
     #expect(images.contains { $0.name.hasPrefix("libc.so") })
   }
 
-  @Test(.enabled(if: haveUnstrip && toolExists("python3"), "eu-unstrip or python3 missing"))
+  @Test(.enabled(if: haveUnstrip && processToolExists("python3"), "eu-unstrip or python3 missing"))
   func pythonWithSSLAndSQLiteMatchesUnstrip() throws {
-    let child = try TestChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    let child = try ProcessTestChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
     defer { child.stop() }
     try child.wait(for: "ready")
     let images = try expectMatchesUnstrip(pid: child.pid, "python3")
@@ -54,14 +54,14 @@ import Testing
     #expect(images.contains { $0.name.hasPrefix("_sqlite3") })
   }
 
-  @Test(.enabled(if: haveUnstrip && toolExists("swiftc"), "eu-unstrip or swiftc missing"))
+  @Test(.enabled(if: haveUnstrip && processToolExists("swiftc"), "eu-unstrip or swiftc missing"))
   func swiftProgramMatchesUnstrip() throws {
-    let directory = try makeTemporaryDirectory("process-swift")
-    defer { removeTree(directory) }
+    let directory = try processTemporaryDirectory("process-swift")
+    defer { processRemoveTree(directory) }
     let program = "\(directory)/sleeper"
-    let build = try runTool(["swiftc", "\(repositoryRoot())/Tests/Programs/process-swift-sleeper.swift", "-o", program])
+    let build = try processRunTool(["swiftc", "\(processRepositoryRoot())/Tests/Programs/process-swift-sleeper.swift", "-o", program])
     try #require(build.status == 0, "swiftc failed")
-    let child = try TestChild([program])
+    let child = try ProcessTestChild([program])
     defer { child.stop() }
     try child.wait(for: "ready")
     let images = try expectMatchesUnstrip(pid: child.pid, "Swift program")
@@ -71,13 +71,13 @@ import Testing
   /// An ELF32 (i386) static program on the 64-bit kernel: its header, build-id and 32-bit vDSO.
   @Test(.enabled(if: haveUnstrip && Self.canBuild32Bit, "cannot build a -m32 program (gcc -m32) or no IA-32 emulation"))
   func elf32ProcessMatchesUnstrip() throws {
-    let directory = try makeTemporaryDirectory("process-elf32")
-    defer { removeTree(directory) }
+    let directory = try processTemporaryDirectory("process-elf32")
+    defer { processRemoveTree(directory) }
     let program = "\(directory)/sleeper32"
-    let build = try runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie", "-Wl,--build-id",
-                             "\(repositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", program])
+    let build = try processRunTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie", "-Wl,--build-id",
+                             "\(processRepositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", program])
     try #require(build.status == 0)
-    let child = try TestChild(["sh", "-c", "echo ready; exec \(program)"])
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec \(program)"])
     defer { child.stop() }
     try child.wait(for: "ready")
     usleep(100_000)
@@ -86,19 +86,19 @@ import Testing
   }
 
   static let canBuild32Bit: Bool = {
-    guard let directory = try? makeTemporaryDirectory("process-m32") else { return false }
-    defer { removeTree(directory) }
-    let built = try? runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
-                              "\(repositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", "\(directory)/p"])
+    guard let directory = try? processTemporaryDirectory("process-m32") else { return false }
+    defer { processRemoveTree(directory) }
+    let built = try? processRunTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
+                              "\(processRepositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", "\(directory)/p"])
     guard built?.status == 0 else { return false }
     // Runs for ten minutes when the kernel has IA-32 emulation: killed by SIGTERM, the shell sees 143.
-    let run = try? runTool(["sh", "-c", "\(directory)/p & sleep 0.2; kill $!; wait $!; test $? -eq 143"])
+    let run = try? processRunTool(["sh", "-c", "\(directory)/p & sleep 0.2; kill $!; wait $!; test $? -eq 143"])
     return run?.status == 0
   }()
 
   /// With memory reads switched off, the files give the same images (the vDSO has no file).
   @Test func fileFallbackAgreesWithMemory() throws {
-    let child = try TestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
     defer { child.stop() }
     try child.wait(for: "ready")
     usleep(100_000)
@@ -108,18 +108,18 @@ import Testing
   }
 
   /// A library deleted after loading: read from memory, so its build-id is still right.
-  @Test(.enabled(if: toolExists("cc") && toolExists("readelf"), "cc or readelf missing"))
+  @Test(.enabled(if: processToolExists("cc") && processToolExists("readelf"), "cc or readelf missing"))
   func deletedLibraryKeepsItsBuildID() throws {
-    let directory = try makeTemporaryDirectory("process-deleted")
-    defer { removeTree(directory) }
+    let directory = try processTemporaryDirectory("process-deleted")
+    defer { processRemoveTree(directory) }
     let library = "\(directory)/libgone.so"
-    let source = "\(repositoryRoot())/Tests/Programs/process-dlopen-loop.c"
-    try #require(try runTool(["sh", "-c", "echo 'int gone(void){return 1;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(library)"]).status == 0)
-    try #require(try runTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
-    let notes = try runTool(["readelf", "-n", library]).output
+    let source = "\(processRepositoryRoot())/Tests/Programs/process-dlopen-loop.c"
+    try #require(try processRunTool(["sh", "-c", "echo 'int gone(void){return 1;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(library)"]).status == 0)
+    try #require(try processRunTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
+    let notes = try processRunTool(["readelf", "-n", library]).output
     let expected = notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init)
     // hold: load once and keep it loaded
-    let child = try TestChild(["\(directory)/loop", "hold", library])
+    let child = try ProcessTestChild(["\(directory)/loop", "hold", library])
     defer { child.stop() }
     try child.wait(for: "loaded")
     unlink(library)
@@ -133,11 +133,11 @@ import Testing
     // A PID above pid_max cannot exist.
     #expect(throws: ProcessImagesError.noSuchProcess(pid: 99_999_999)) { try ProcessImages.snapshot(of: 99_999_999) }
     // PID 2 is kthreadd on Linux (in the initial PID namespace).
-    if let stat = try? runTool(["cat", "/proc/2/stat"]), stat.output.contains("(kthreadd)") {
+    if let stat = try? processRunTool(["cat", "/proc/2/stat"]), stat.output.contains("(kthreadd)") {
       #expect(throws: ProcessImagesError.kernelThread(pid: 2, command: "kthreadd")) { try ProcessImages.snapshot(of: 2) }
     }
     // A zombie: our own child that has exited and that we have not reaped.
-    let zombie = try TestChild(["sh", "-c", "exec true"])
+    let zombie = try ProcessTestChild(["sh", "-c", "exec true"])
     var info = siginfo_t()
     waitid(P_PID, id_t(zombie.pid), &info, WEXITED | WNOWAIT)
     #expect(throws: ProcessImagesError.zombie(pid: zombie.pid, command: "true")) { try ProcessImages.snapshot(of: zombie.pid) }

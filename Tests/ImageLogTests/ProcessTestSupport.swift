@@ -2,7 +2,7 @@ import Glibc
 import Testing
 
 /// A program the process tests start, talk to through its standard output, and always reap.
-final class TestChild {
+final class ProcessTestChild {
   let pid: pid_t
   private let output: Int32
   private var reaped = false
@@ -11,7 +11,7 @@ final class TestChild {
   /// Starts `arguments` (searched on PATH) with standard output on a pipe; standard error inherited.
   init(_ arguments: [String], environment: [String]? = nil) throws {
     var ends: [Int32] = [0, 0]
-    guard pipe(&ends) == 0 else { throw TestFailure("pipe failed") }
+    guard pipe(&ends) == 0 else { throw ProcessTestFailure("pipe failed") }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -39,7 +39,7 @@ final class TestChild {
       ? posix_spawnp(&child, arguments[0], &actions, &attributes, &argv, environ)
       : posix_spawnp(&child, arguments[0], &actions, &attributes, &argv, &envp!)
     close(ends[1])
-    guard status == 0 else { close(ends[0]); throw TestFailure("cannot start \(arguments[0]): \(status)") }
+    guard status == 0 else { close(ends[0]); throw ProcessTestFailure("cannot start \(arguments[0]): \(status)") }
     pid = child
     output = ends[0]
   }
@@ -58,7 +58,7 @@ final class TestChild {
   /// Reads lines until one equals `line` (the child's "I am set up" signal).
   func wait(for line: String) throws {
     while let next = readLine() { if next == line { return } }
-    throw TestFailure("child \(pid) ended before printing \(line)")
+    throw ProcessTestFailure("child \(pid) ended before printing \(line)")
   }
 
   /// Kills (SIGKILL unless told otherwise) and reaps the child.
@@ -81,14 +81,14 @@ final class TestChild {
   deinit { stop() }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
+struct ProcessTestFailure: Error, CustomStringConvertible {
   var description: String
   init(_ description: String) { self.description = description }
 }
 
 /// Runs a command to completion and returns (status, stdout, stderr) — stderr through a temp file.
-func runTool(_ arguments: [String]) throws -> (status: Int32, output: String) {
-  let child = try TestChild(arguments)
+func processRunTool(_ arguments: [String]) throws -> (status: Int32, output: String) {
+  let child = try ProcessTestChild(arguments)
   var lines: [String] = []
   while let line = child.readLine() { lines.append(line) }
   child.reap()
@@ -96,30 +96,30 @@ func runTool(_ arguments: [String]) throws -> (status: Int32, output: String) {
 }
 
 /// True when `tool` is on PATH.
-func toolExists(_ tool: String) -> Bool {
-  (try? runTool(["sh", "-c", "command -v \(tool) >/dev/null"]).status) == 0
+func processToolExists(_ tool: String) -> Bool {
+  (try? processRunTool(["sh", "-c", "command -v \(tool) >/dev/null"]).status) == 0
 }
 
-/// A fresh directory under /tmp, removed by the caller with `removeTree`.
-func makeTemporaryDirectory(_ prefix: String) throws -> String {
+/// A fresh directory under /tmp, removed by the caller with `processRemoveTree`.
+func processTemporaryDirectory(_ prefix: String) throws -> String {
   var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
   guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-    throw TestFailure("mkdtemp failed")
+    throw ProcessTestFailure("mkdtemp failed")
   }
   return String(cString: made)
 }
 
-func removeTree(_ path: String) { _ = try? runTool(["rm", "-rf", path]) }
+func processRemoveTree(_ path: String) { _ = try? processRunTool(["rm", "-rf", path]) }
 
 /// The repository root, from this file's path.
-func repositoryRoot(_ file: String = #filePath) -> String {
+func processRepositoryRoot(_ file: String = #filePath) -> String {
   var parts = file.split(separator: "/", omittingEmptySubsequences: false)
   parts.removeLast(3)  // Tests/ImageLogTests/File.swift
   return parts.joined(separator: "/")
 }
 
 /// One module line of `eu-unstrip -n -p PID`: start, size, build-id (nil for "-"), build-id address.
-struct UnstripModule: Hashable, CustomStringConvertible {
+struct ProcessUnstripModule: Hashable, CustomStringConvertible {
   var start: UInt64
   var size: UInt64
   var buildID: String?
@@ -130,7 +130,7 @@ struct UnstripModule: Hashable, CustomStringConvertible {
     "0x\(String(start, radix: 16))+0x\(String(size, radix: 16)) \(buildID ?? "-")\(buildIDAddress.map { "@0x" + String($0, radix: 16) } ?? "") \(name)"
   }
 
-  static func parse(_ text: String) -> [UnstripModule] {
+  static func parse(_ text: String) -> [ProcessUnstripModule] {
     text.split(separator: "\n").compactMap { line in
       let fields = line.split(separator: " ", maxSplits: 4)
       guard fields.count >= 5, let plus = fields[0].firstIndex(of: "+") else { return nil }
@@ -143,7 +143,7 @@ struct UnstripModule: Hashable, CustomStringConvertible {
         buildID = String(parts[0])
         if parts.count == 2 { address = UInt64(parts[1].dropFirst(2), radix: 16) }
       }
-      return UnstripModule(start: start, size: size, buildID: buildID, buildIDAddress: address, name: String(fields[4]))
+      return ProcessUnstripModule(start: start, size: size, buildID: buildID, buildIDAddress: address, name: String(fields[4]))
     }
   }
 }
