@@ -268,12 +268,17 @@ static void clean_environment(const char *module_path) {
   *write_at = NULL;
 }
 
+/* Always accepts the interface version: a module that returns 0 is unloaded, and glibc asserts
+   (rtld.c unload_audit_module) when the module brought dependencies into its namespace, as ours
+   does (the Swift runtime SwiftPM links into every product). Without IMAGELOG_AUDIT_FD the module
+   stays loaded but inert. */
 unsigned int la_version(unsigned int version) {
+  unsigned int accepted = version < LAV_CURRENT ? version : LAV_CURRENT;
   const char *fd_text = getenv("IMAGELOG_AUDIT_FD");
-  if (fd_text == NULL || version < 1) return 0;  /* not started by imagelog run: stay out of the way */
+  if (fd_text == NULL) return accepted;
   char *end = NULL;
   long fd = strtol(fd_text, &end, 10);
-  if (end == fd_text || *end != '\0' || fd < 0 || fcntl((int)fd, F_GETFD) < 0) return 0;
+  if (end == fd_text || *end != '\0' || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_GETFD) < 0) return accepted;
   record_fd = (int)fd;
   fcntl(record_fd, F_SETFD, FD_CLOEXEC);  /* exec'd children do not inherit it */
   const char *start_text = getenv("IMAGELOG_AUDIT_START_NS");
@@ -289,7 +294,7 @@ unsigned int la_version(unsigned int version) {
   }
   mark_ns = now_ns();
   if (start_ns == 0) start_ns = mark_ns;
-  return version < LAV_CURRENT ? version : LAV_CURRENT;
+  return accepted;
 }
 
 void la_activity(uintptr_t *cookie, unsigned int flag) {

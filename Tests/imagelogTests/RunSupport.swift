@@ -180,3 +180,15 @@ struct ProcessTestPrograms {
 }
 
 let processTestHaveCC = processTestToolExists("cc")
+
+/// Where `needle` first occurs in `text` (no Foundation here).
+func processTestRange(of needle: String, in text: Substring) -> Range<String.Index>? {
+  var index = text.startIndex
+  while index < text.endIndex {
+    if text[index...].hasPrefix(needle) {
+      return index..<text.utf8.index(index, offsetBy: needle.utf8.count)
+    }
+    index = text.index(after: index)
+  }
+  return nil
+}
