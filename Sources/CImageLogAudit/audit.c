@@ -19,6 +19,17 @@
 #include <time.h>
 #include <unistd.h>
 
+/* SwiftPM links every product with the Swift driver, which adds swiftrt.o and -lswiftCore. Loaded
+   by LD_AUDIT, that would bring the Swift runtime, libstdc++ and a second libm into the audit
+   namespace of every program: about 5 ms at each start. So: swiftrt.o's two references to the
+   runtime are satisfied here (hidden, never called by anything that matters for a C library),
+   and an autolink entry (the Swift driver's own mechanism, read by swift-autolink-extract and put
+   before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module's
+   only dependency is then libc. */
+__asm__(".section .swift1_autolink_entries,\"e\"\n.asciz \"-Wl,--as-needed\"\n.previous\n");
+__attribute__((visibility("hidden"))) void swift_addNewDSOImage(const void *image) { (void)image; }
+__attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const char *name) { (void)name; return 0; }
+
 static int record_fd = -1;
 static pid_t own_pid;
 static uint64_t start_ns;
@@ -37,11 +48,34 @@ static uint64_t now_ns(void) {
   return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
-/* Copies `length` bytes at `address` of this process; 0 on success, -1 when any of it is unmapped. */
+/* The page holding the image being described: its ELF header, program headers and (nearly
+   always) build-id note, copied with one system call. The loader lock serializes its use. */
+static unsigned char header_page[4096];
+static uintptr_t header_page_address;
+static size_t header_page_size;
+
+/* Copies `length` bytes at `address` of this process; 0 on success, -1 when any of it is unmapped.
+   Served from header_page when it holds the range. */
 static int safe_read(uintptr_t address, void *buffer, size_t length) {
+  if (header_page_size != 0 && address >= header_page_address
+      && address - header_page_address <= header_page_size
+      && length <= header_page_size - (address - header_page_address)) {
+    memcpy(buffer, header_page + (address - header_page_address), length);
+    return 0;
+  }
   struct iovec local = { buffer, length };
   struct iovec remote = { (void *)address, length };
   return process_vm_readv(own_pid, &local, 1, &remote, 1, 0) == (ssize_t)length ? 0 : -1;
+}
+
+/* Loads header_page from the page at `address` (page-aligned); 0 on success. */
+static int load_header_page(uintptr_t address) {
+  header_page_size = 0;
+  size_t length = page_size < sizeof header_page ? page_size : sizeof header_page;
+  if (safe_read(address, header_page, length) != 0) return -1;
+  header_page_address = address;
+  header_page_size = length;
+  return 0;
 }
 
 /* ---- the record line, built without stdio ---- */
@@ -171,6 +205,7 @@ static int header_and_phdrs(struct link_map *map, uintptr_t *header, uintptr_t *
       uintptr_t at = pass == 0 ? candidates[step] : page - step * page_size;
       if (pass == 1 && at > page) break;  /* wrapped below zero */
       ElfW(Ehdr) ehdr;
+      if ((at & (page_size - 1)) != 0 || load_header_page(at) != 0) continue;
       if (safe_read(at, &ehdr, sizeof ehdr) != 0) continue;
       if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_phentsize != sizeof(ElfW(Phdr))) continue;
       uintptr_t table = at + ehdr.e_phoff;
@@ -202,6 +237,7 @@ static void report(char kind, struct link_map *map, Lmid_t lmid, uint64_t time, 
     /* The main executable: the kernel's AT_PHDR and AT_PHNUM. */
     is_main = 1;
     main_map = map;
+    header_page_size = 0;
     phdrs = getauxval(AT_PHDR);
     count = getauxval(AT_PHNUM);
     if (executable[0] == '\0') {
