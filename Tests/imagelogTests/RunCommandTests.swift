@@ -201,3 +201,19 @@ import Testing
     #expect(json.error.split(separator: "\n").allSatisfy { $0.contains("\"addedAtNanoseconds\":") && $0.hasSuffix("}") })
   }
 }
+
+extension RunCommandTests {
+  /// Paths with a space and a program whose directory name needs escaping come back whole.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func pathsWithSpacesSurvive() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let spaced = programs.directory + "/with space"
+    #expect(try runProcessTest(["sh", "-c", "mkdir '\(spaced)' && cp \(programs.loop) \(programs.libraryA) '\(spaced)/'"]).exitStatus == 0)
+    let result = try runProcessTest([processTestImagelog, "run", "--format", "json", "--",
+                                     spaced + "/loop", "cycle", "0", "1", spaced + "/liba.so"])
+    let lines = result.error.split(separator: "\n")
+    #expect(lines.first.flatMap { field("path", in: $0) } == spaced + "/loop")
+    #expect(lines.contains { field("path", in: $0) == spaced + "/liba.so" && field("event", in: $0) == "removed" })
+  }
+}
