@@ -129,6 +129,29 @@ import Testing
     #expect(gone?.buildID?.hex == expected)
   }
 
+  /// A library only visible in the process's own mount namespace: with memory reads off, the file
+  /// is still found, through /proc/PID/map_files or /proc/PID/root, and gives the right build-id.
+  @Test(.enabled(if: getuid() == 0 && processToolExists("unshare") && processToolExists("cc"),
+                 "needs root, unshare(1) and cc for a private mount namespace"))
+  func otherMountNamespaceIsReadThroughProc() throws {
+    let directory = try processTemporaryDirectory("process-mntns")
+    defer { processRemoveTree(directory) }
+    let source = "\(processRepositoryRoot())/Tests/Programs/process-dlopen-loop.c"
+    try #require(try processRunTool(["sh", "-c", "echo 'int hidden(void){return 7;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(directory)/libhidden.so && mkdir \(directory)/private"]).status == 0)
+    try #require(try processRunTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
+    let notes = try processRunTool(["readelf", "-n", "\(directory)/libhidden.so"]).output
+    let expected = notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init)
+    let child = try ProcessTestChild(["unshare", "-m", "sh", "-c",
+      "mount -t tmpfs none \(directory)/private && cp \(directory)/libhidden.so \(directory)/private/ && exec \(directory)/loop hold \(directory)/private/libhidden.so"])
+    defer { child.stop() }
+    do { try child.wait(for: "loaded") } catch { return }  // no permission to mount here: nothing to check
+    #expect(access("\(directory)/private/libhidden.so", F_OK) != 0, "the file is not visible from our namespace")
+    let images = try ProcessImages.snapshot(of: child.pid, readingMemory: false)
+    let hidden = images.first { $0.path == "\(directory)/private/libhidden.so" }
+    #expect(hidden?.buildID?.hex == expected)
+    #expect(hidden == (try ProcessImages.snapshot(of: child.pid)).first { $0.path == hidden?.path })
+  }
+
   @Test func errors() throws {
     // A PID above pid_max cannot exist.
     #expect(throws: ProcessImagesError.noSuchProcess(pid: 99_999_999)) { try ProcessImages.snapshot(of: 99_999_999) }
