@@ -33,7 +33,8 @@ __attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const
 static int record_fd = -1;
 static pid_t own_pid;
 static uint64_t start_ns;
-/* The start of the step that ends at the next la_objopen: la_activity(LA_ACT_ADD) or the previous
+/* The start of the step that ends at the next la_objopen: when the loader began looking for the
+   object (la_objsearch with LA_SER_ORIG, before it opens and maps the file), else the previous
    la_objopen. The loader serializes every call below under its lock. */
 static uint64_t mark_ns;
 static uintptr_t page_size = 4096;
@@ -333,10 +334,12 @@ unsigned int la_version(unsigned int version) {
   return accepted;
 }
 
-void la_activity(uintptr_t *cookie, unsigned int flag) {
+/* Called with LA_SER_ORIG when the loader starts looking for an object by the name it was asked
+   for (before each search-path candidate); the name is returned unchanged. */
+char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
   (void)cookie;
-  if (record_fd < 0) return;
-  if (flag == LA_ACT_ADD) mark_ns = now_ns();
+  if (record_fd >= 0 && flag == LA_SER_ORIG) mark_ns = now_ns();
+  return (char *)name;
 }
 
 unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {

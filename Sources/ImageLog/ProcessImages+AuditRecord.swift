@@ -18,8 +18,8 @@ public struct AuditRecord: Sendable, Equatable {
   public var pid: Int32
   /// Nanoseconds from when `imagelog run` started the program to this event.
   public var nanosecondsSinceStart: UInt64
-  /// For `.added`: nanoseconds the loader spent finding and mapping this image (since the previous
-  /// image was reported, or since it began this batch). 0 otherwise.
+  /// For `.added`: nanoseconds the loader spent finding, opening and mapping this image (since it
+  /// began searching for it: `la_objsearch`), before relocation and constructors. 0 otherwise.
   public var stepNanoseconds: UInt64
   /// The link-map namespace (`Lmid_t`; 0 is `LM_ID_BASE`).
   public var namespace: UInt64

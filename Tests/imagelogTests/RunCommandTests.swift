@@ -196,7 +196,7 @@ import Testing
     let result = try runProcessTest([processTestImagelog, "run", "--timing", "--", "true"])
     let lines = result.error.split(separator: "\n")
     #expect(!lines.isEmpty)
-    #expect(lines.allSatisfy { $0.hasPrefix("Added: ") && $0.contains(" ms (mapped in ") })
+    #expect(lines.allSatisfy { $0.hasPrefix("Added: ") && $0.contains(" ms (loaded in ") })
     let json = try runProcessTest([processTestImagelog, "run", "--timing", "--format", "json", "--", "true"])
     #expect(json.error.split(separator: "\n").allSatisfy { $0.contains("\"addedAtNanoseconds\":") && $0.hasSuffix("}") })
   }

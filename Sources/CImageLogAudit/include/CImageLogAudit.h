@@ -1,7 +1,8 @@
 #ifndef CIMAGELOGAUDIT_H
 #define CIMAGELOGAUDIT_H
 /* The rtld-audit module `imagelog run` loads with LD_AUDIT (see rtld-audit(7)). It exports
-   la_version, la_activity, la_objopen and la_objclose; nothing here is called from Swift.
+   la_version, la_objsearch (timing only), la_objopen and la_objclose; nothing here is
+   called from Swift.
 
    Environment (set by `imagelog run`, removed from the program's environment by the module):
      IMAGELOG_AUDIT_FD        descriptor to write records to (the module is inert without it)
@@ -13,6 +14,7 @@
          LOAD_END FILE_MAPPED_END BUILD_ID(hex bytes or -) BUILD_ID_ADDRESS(0 = none)
          E_MACHINE(dec) ELF_CLASS(32|64) IS_MAIN(0|1) PATH(rest of line, \\ and \xHH escaped)
    KIND: '+' added (la_objopen), '-' removed (la_objclose in dlclose), 'x' removed while the
-   process exits (_dl_fini). STEP_NS: for '+', the time since the previous object was reported or
-   the loader began this batch (la_activity LA_ACT_ADD): the time it took to find and map it. */
+   process exits (_dl_fini). STEP_NS: for '+', the time since the loader started looking for this
+   object (la_objsearch LA_SER_ORIG), or since the previous object was reported for the executable,
+   the loader and the vDSO, which are not searched: the time it took to find, open and map it. */
 #endif

@@ -87,9 +87,9 @@ extension ImageFormatter {
   /// to map it; two more fields inside the object for JSON.
   func withTiming(_ line: String, sinceStart: UInt64, step: UInt64) -> String {
     if style == .json, line.hasSuffix("}") {
-      return String(line.dropLast()) + ",\"addedAtNanoseconds\":\(sinceStart),\"mapNanoseconds\":\(step)}"
+      return String(line.dropLast()) + ",\"addedAtNanoseconds\":\(sinceStart),\"loadNanoseconds\":\(step)}"
     }
-    return line + "  +\(milliseconds(sinceStart)) ms (mapped in \(milliseconds(step)) ms)"
+    return line + "  +\(milliseconds(sinceStart)) ms (loaded in \(milliseconds(step)) ms)"
   }
 }
 

@@ -15,10 +15,9 @@ struct RunCommand: Command {
 
     OPTIONS:
       --timing                Add to each image when it was added (ms since imagelog started the
-                              program) and how long the loader took to map it (since the previous
-                              image of the same dlopen or startup batch was mapped, or since the
-                              batch began: la_activity LA_ACT_ADD). Relocation and constructors
-                              run after the batch, so they count toward the next image's time.
+                              program) and how long the loader took to find, open and map it (from
+                              the start of its search). Relocation and constructors come after; they
+                              show as the gap before the next image's time.
       --output <file>         Write the events to <file> instead of standard error.
       --format <style>        logger, crash, unstrip or json (default: logger).
       --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
