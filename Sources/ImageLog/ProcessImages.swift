@@ -139,7 +139,38 @@ struct ProcessMemoryReader {
        let image = try imageFromMemory(bytes, mapping: mapping, index: index, in: mappings) {
       return image
     }
+    if mapping.path == "[vdso]" {
+      // No file behind it. The kernel maps one vDSO image per ABI, so ours is the target's when the
+      // two executables have the same ELF class, byte order and machine.
+      guard let own = ownVDSO(size: mapping.end &- mapping.start), sameABI() else { return nil }
+      return try imageFromMemory(own, mapping: mapping, index: index, in: mappings)
+    }
     return imageFromFile(mapping: mapping, index: index, in: mappings)
+  }
+
+  /// This process's vDSO (`AT_SYSINFO_EHDR`), `size` bytes of it, or `nil`.
+  private func ownVDSO(size: UInt64) -> [UInt8]? {
+    let base = il_vdso_address()
+    guard base != 0, size > 0, size <= 1 << 20, let length = Int(exactly: size) else { return nil }
+    let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
+      let got = il_read_process_memory(getpid(), base, buffer.baseAddress, length)
+      initialized = got == length ? length : 0
+    }
+    return bytes.isEmpty ? nil : bytes
+  }
+
+  /// True when `/proc/PID/exe` and our executable agree on `EI_CLASS`, `EI_DATA` and `e_machine`.
+  private func sameABI() -> Bool {
+    func identity(_ path: String) -> [UInt8]? {
+      let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+      guard descriptor >= 0 else { return nil }
+      defer { close(descriptor) }
+      var bytes = [UInt8](repeating: 0, count: 20)
+      guard bytes.withUnsafeMutableBytes({ Glibc.read(descriptor, $0.baseAddress, 20) }) == 20 else { return nil }
+      return [bytes[4], bytes[5], bytes[18], bytes[19]]
+    }
+    guard let theirs = identity("/proc/\(pid)/exe"), let ours = identity("/proc/self/exe") else { return false }
+    return theirs == ours
   }
 
   /// Decodes the header page read from memory; program headers past it and notes are read as needed.
