@@ -317,7 +317,8 @@ unsigned int la_version(unsigned int version) {
   long fd = strtol(fd_text, &end, 10);
   if (end == fd_text || *end != '\0' || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_GETFD) < 0) return accepted;
   record_fd = (int)fd;
-  fcntl(record_fd, F_SETFD, FD_CLOEXEC);  /* exec'd children do not inherit it */
+  /* Unless asked to follow exec (IMAGELOG_AUDIT_FOLLOW), exec'd programs do not inherit it. */
+  if (getenv("IMAGELOG_AUDIT_FOLLOW") == NULL) fcntl(record_fd, F_SETFD, FD_CLOEXEC);
   const char *start_text = getenv("IMAGELOG_AUDIT_START_NS");
   start_ns = start_text != NULL ? strtoull(start_text, NULL, 10) : 0;
   own_pid = getpid();

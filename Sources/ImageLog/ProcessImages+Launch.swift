@@ -89,7 +89,12 @@ public enum AuditedLaunch {
   /// `onRecord` for every record of the program's own PID (in the order written), and returns how
   /// the program ended. While it runs, SIGINT and SIGQUIT are left to the program, and SIGTERM and
   /// SIGHUP sent to this process are passed on to it.
-  public static func run(_ arguments: [String], module: String,
+  ///
+  /// With `followingExec`, the module stays in the environment and its descriptor open across
+  /// `exec`, so programs the command runs (a wrapper script's real program, a shell's commands)
+  /// report too, each with its own PID, and every record is delivered. The wait still ends when the
+  /// command itself exits.
+  public static func run(_ arguments: [String], module: String, followingExec: Bool = false,
                          onRecord: (AuditRecord) -> Void) throws(LaunchError) -> Termination {
     guard let command = arguments.first else { throw .commandNotFound("") }
     guard let executable = resolve(command) else { throw .commandNotFound(command) }
@@ -111,8 +116,8 @@ public enum AuditedLaunch {
     clock_gettime(CLOCK_MONOTONIC, &start)
     let startNanoseconds = UInt64(start.tv_sec) * 1_000_000_000 + UInt64(start.tv_nsec)  // a monotonic clock is non-negative
     let audit = existingAudit.map { $0.isEmpty ? module : "\(module):\($0)" } ?? module
-    environment += ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)",
-                    "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)", "IMAGELOG_AUDIT_MODULE=\(module)"]
+    environment += ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
+    environment.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
@@ -144,7 +149,7 @@ public enum AuditedLaunch {
       let text = String(decoding: pending[...lastNewline], as: UTF8.self)
       pending.removeSubrange(...lastNewline)
       for line in text.split(separator: "\n") {
-        if let record = AuditRecord(line: line), record.pid == child { onRecord(record) }
+        if let record = AuditRecord(line: line), followingExec || record.pid == child { onRecord(record) }
       }
     }
     var buffer = [UInt8](repeating: 0, count: 65536)

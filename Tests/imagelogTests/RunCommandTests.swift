@@ -217,3 +217,22 @@ extension RunCommandTests {
     #expect(lines.contains { field("path", in: $0) == spaced + "/liba.so" && field("event", in: $0) == "removed" })
   }
 }
+
+extension RunCommandTests {
+  /// --follow-exec: a shell's command reports too, labelled with its PID; without it, only the shell.
+  @Test func followExecReportsProgramsTheCommandRuns() throws {
+    let followed = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "crash", "--",
+                                       "sh", "-c", "/bin/true; echo done"])
+    #expect(followed.exitStatus == 0)
+    #expect(followed.output == "done\n")
+    let lines = followed.error.split(separator: "\n")
+    #expect(lines.first?.hasPrefix("Added: 0x") == true)
+    #expect(lines.contains { $0.hasPrefix("[pid ") && $0.contains(" +true ") })
+    let json = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "json", "--",
+                                   "sh", "-c", "/bin/true; echo done"])
+    #expect(json.error.split(separator: "\n").contains { $0.hasPrefix("{\"pid\":") && $0.contains("\"name\":\"true\"") })
+    let plain = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--", "sh", "-c", "/bin/true; echo done"])
+    #expect(!plain.error.contains(" +true "))
+    #expect(!plain.error.contains("[pid "))
+  }
+}

@@ -8,6 +8,9 @@
      IMAGELOG_AUDIT_FD        descriptor to write records to (the module is inert without it)
      IMAGELOG_AUDIT_START_NS  CLOCK_MONOTONIC nanoseconds when the CLI started the program
      IMAGELOG_AUDIT_MODULE    this module's path as put first in LD_AUDIT, to take it out again
+                              (not set with --follow-exec: then LD_AUDIT and these stay)
+     IMAGELOG_AUDIT_FOLLOW    set with --follow-exec: the descriptor stays open across exec, so
+                              programs the command runs report too, each with its own PID
 
    Record: one line per event, fields separated by one space, numbers hex unless noted:
      IL1 KIND PID(dec) SINCE_START_NS(dec) STEP_NS(dec) LMID LINK_MAP BIAS LOAD_ADDRESS TEXT_END

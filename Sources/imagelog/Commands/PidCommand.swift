@@ -83,6 +83,12 @@ extension ImageFormatter {
     }
   }
 
+  /// `line` marked as coming from process `pid`: `[pid N] ` before it, or a `"pid"` field for JSON.
+  func labelled(_ line: String, pid: Int32) -> String {
+    if style == .json, line.hasPrefix("{") { return "{\"pid\":\(pid)," + line.dropFirst() }
+    return "[pid \(pid)] " + line
+  }
+
   /// `line` with when the image was added (since the program started) and how long the loader took
   /// to map it; two more fields inside the object for JSON.
   func withTiming(_ line: String, sinceStart: UInt64, step: UInt64) -> String {

@@ -7,7 +7,7 @@ import ImageLog
 struct RunCommand: Command {
   static let name = "run"
   static let abstract = "Run a command and report every image its loader adds and removes (LD_AUDIT)."
-  static let usage = "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] -- <command> [<argument> ...]"
+  static let usage = "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--follow-exec] -- <command> [<argument> ...]"
   static let helpSections = """
     ARGUMENTS:
       <command> [<argument> ...]
@@ -21,6 +21,9 @@ struct RunCommand: Command {
       --output <file>         Write the events to <file> instead of standard error.
       --format <style>        logger, crash, unstrip or json (default: logger).
       --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
+      --follow-exec           Also report the programs the command executes (a wrapper script's real
+                              program, a shell's commands): their lines start with [pid N] (JSON: a
+                              "pid" field). Without it, only the command's own process is reported.
       -h, --help              Show help information.
 
     NOTES:
@@ -30,18 +33,21 @@ struct RunCommand: Command {
       Images still loaded when the program exits are not reported as removed.
       The command's standard streams are untouched and its exit status is imagelog's; when it is
       killed by a signal, imagelog ends with the same signal. The module takes itself out of
-      LD_AUDIT, so programs the command executes are not followed; a forked child that does not
+      LD_AUDIT, so programs the command executes are not followed (see --follow-exec); a forked
+      child that does not
       execute keeps the module, and its events are not shown. Set-user-ID and set-group-ID programs
       (and programs with file capabilities) ignore LD_AUDIT: imagelog says so, and reports nothing.
     """
 
   var arguments: [String]
   var timing: Bool
+  var followExec: Bool
   var outputPath: String?
   var formatter: ImageFormatter
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     timing = scanner.flag("--timing")
+    followExec = scanner.flag("--follow-exec")
     outputPath = try scanner.option("--output", "-o", command: Self.name, usage: Self.usage)
     formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .logger)
     arguments = try scanner.positionals(command: Self.name, usage: Self.usage)
@@ -79,13 +85,17 @@ struct RunCommand: Command {
     var count = 0
     let termination: AuditedLaunch.Termination
     do {
-      termination = try AuditedLaunch.run(arguments, module: module) { record in
+      var commandPID: Int32?
+      termination = try AuditedLaunch.run(arguments, module: module, followingExec: followExec) { record in
         guard record.kind != .removedAtExit else { return }
         count += 1
         var line = formatter.eventLine(record.image, event: record.kind == .added ? .added : .removed)
         if timing, record.kind == .added {
           line = formatter.withTiming(line, sinceStart: record.nanosecondsSinceStart, step: record.stepNanoseconds)
         }
+        // The command's own process reports first; others (only with --follow-exec) are labelled.
+        if commandPID == nil { commandPID = record.pid }
+        if record.pid != commandPID { line = formatter.labelled(line, pid: record.pid) }
         writeAll(line + "\n", to: output)
       }
     } catch {
