@@ -8,8 +8,10 @@ internal import ImageReaders
 /// Headers, program headers and build-id notes are read from memory with `process_vm_readv(2)`,
 /// so a deleted or replaced file and the vDSO are described as they are mapped. When memory cannot
 /// be read (Yama's `ptrace_scope`, a process of another user), each file is read instead through
-/// `/proc/PID/map_files` or `/proc/PID/root` (so paths inside another mount namespace resolve).
-/// ELF32 processes on a 64-bit kernel are read as ELF32.
+/// `/proc/PID/map_files` or `/proc/PID/root` (so paths inside another mount namespace resolve),
+/// and the vDSO, which has no file, from this process's own vDSO when both executables have the
+/// same ABI (the kernel maps one vDSO image per ABI). ELF32 processes on a 64-bit kernel are read
+/// as ELF32. Files mapped at offset 0 that are not ELF (locale archives, caches) are not images.
 ///
 /// The fields are those of the in-process snapshot. `fileMappedRange` ends where the file's last
 /// mapping does, as `eu-unstrip -n -p PID` reports module sizes.
@@ -183,7 +185,8 @@ struct ProcessMemoryReader {
         let size = UInt64(header.programHeaderCount) * UInt64(header.programHeaderEntrySize)  // UInt16 * UInt16
         if let range = try? ByteReader.checkedRange(offset: header.programHeaderOffset, size: size,
                                                     limit: reader.count, "program headers") {
-          let table = try reader.slice(at: range.lowerBound, length: range.count)
+          var table = try reader.slice(at: range.lowerBound, length: range.count)
+          table.endian = header.endian
           return (header, try ProgramHeader.table(table, count: Int(header.programHeaderCount),
                                                    entrySize: Int(header.programHeaderEntrySize),
                                                    is64Bit: header.is64Bit))
