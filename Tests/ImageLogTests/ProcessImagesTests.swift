@@ -167,5 +167,10 @@ import Testing
     #expect(throws: ProcessImagesError.zombie(pid: zombie.pid, command: "true")) { try ProcessImages.snapshot(of: zombie.pid) }
     zombie.reap()
     #expect(ProcessImagesError.zombie(pid: 7, command: "true").description == "pid 7: true is a zombie (exited, not yet reaped): it has no images")
+    #expect(ProcessImagesError.exited(pid: 7).description == "pid 7: the process exited while its images were being read")
+    // A process that has exited and been reaped between two reads: gone, and it existed.
+    let quick = try ProcessTestChild(["true"])
+    quick.reap()
+    #expect(throws: ProcessImagesError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
   }
 }
