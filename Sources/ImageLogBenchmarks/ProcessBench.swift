@@ -64,8 +64,19 @@ func processBenchmarks() throws -> [BenchmarkTable] {
     var entry = environ
     while let pointer = entry.pointee { environment.append(String(cString: pointer)); entry += 1 }
     let audited = environment + ["LD_AUDIT=\(module)", "IMAGELOG_AUDIT_FD=\(sink)"]
+    // A do-nothing audit module: what the loader itself charges for auditing (a second libc in the
+    // audit namespace, the hooks), which no LD_AUDIT module can avoid.
+    let noop = "\(directory)/libnoop-audit.so"
+    let noopSource = "#include <link.h>\nunsigned int la_version(unsigned int v) { return v; }\n"
+      + "unsigned int la_objopen(struct link_map *m, Lmid_t l, uintptr_t *c) { return 0; }\n"
+    try benchWriteFile(noop + ".c", Array(noopSource.utf8))
+    guard try runProcess(["cc", "-O2", "-shared", "-fPIC", "-D_GNU_SOURCE", "-o", noop, noop + ".c"], discardOutput: true).status == 0 else {
+      throw BenchError("cc failed on the no-op audit module")
+    }
+    let noopAudited = environment + ["LD_AUDIT=\(noop)"]
     let iterations = 31
-    var plain: [Double] = [], underModule: [Double] = [], underRun: [Double] = [], startup: [Double] = []
+    var plain: [Double] = [], underNoop: [Double] = [], underModule: [Double] = [], underRun: [Double] = []
+    var startup: [Double] = []
     let clock = ContinuousClock()
     func seconds(_ duration: Duration) -> Double {
       Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
@@ -73,24 +84,28 @@ func processBenchmarks() throws -> [BenchmarkTable] {
     for round in 0...iterations {
       let a = try clock.measure { _ = try benchSpawn(command) }
       let b = try clock.measure { _ = try benchSpawn(command, environment: audited) }
+      let e = try clock.measure { _ = try benchSpawn(command, environment: noopAudited) }
       let c = try clock.measure { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--"] + command) }
       let d = try clock.measure { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--", "/bin/true"]) }
       if round == 0 { continue }  // warm-up
-      plain.append(seconds(a)); underModule.append(seconds(b)); underRun.append(seconds(c)); startup.append(seconds(d))
+      plain.append(seconds(a)); underModule.append(seconds(b)); underNoop.append(seconds(e)); underRun.append(seconds(c)); startup.append(seconds(d))
     }
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
     let (p, m, r, s) = (median(plain), median(underModule), median(underRun), median(startup))
+    let n = median(underNoop)
     let events = try runProcess([imagelog, "run", "--output", "/dev/stdout", "--"] + command)
     let count = events.output.split(separator: "\n").count
     func slowdown(_ value: Double) -> String { "\(rounded((value / p - 1) * 100))%" }
     tables.append(BenchmarkTable(
       title: "imagelog run: cost on a program loading 200 libraries",
       notes: "A C program that dlopens 200 tiny libraries and exits. Rows, interleaved, medians of \(iterations): "
-        + "plain; with the audit module reporting every image (`LD_AUDIT`, records to /dev/null): what the program "
-        + "itself pays; the whole `imagelog run --output /dev/null`, which adds imagelog's own start-up (the Swift "
+        + "plain; with a do-nothing audit module (cc-built, `la_version` and `la_objopen` only): the loader's own "
+        + "price for auditing; with our audit module reporting every image (`LD_AUDIT`, records to /dev/null): what "
+        + "the program itself pays; the whole `imagelog run --output /dev/null`, which adds imagelog's own start-up (the Swift "
         + "runtime) and reading and formatting the \(count) events; and `imagelog run -- /bin/true` for that fixed part alone.",
       header: ["run", "time", "slowdown"],
       rows: [["plain", formatDuration(p), "-"],
+             ["with a do-nothing audit module", formatDuration(n), slowdown(n)],
              ["with the audit module", formatDuration(m), slowdown(m)],
              ["imagelog run", formatDuration(r), slowdown(r)],
              ["imagelog run -- /bin/true (fixed cost)", formatDuration(s), "-"]]))
