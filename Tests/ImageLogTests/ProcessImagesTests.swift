@@ -174,3 +174,34 @@ import Testing
     #expect(throws: ProcessImagesError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
   }
 }
+
+extension ProcessImagesTests {
+  /// Our own process read from outside agrees with the in-process snapshot (dl_iterate_phdr) on every
+  /// field but the path, which the loader spells as it was asked (/lib64/...) and maps as resolved.
+  @Test func ownProcessAgreesWithTheInProcessSnapshot() throws {
+    let inside = LoadedImages.snapshot()
+    let outside = try ProcessImages.snapshot(of: getpid())
+    #expect(inside.count == outside.count)
+    for image in inside {
+      guard let other = outside.first(where: { $0.loadAddress == image.loadAddress }) else {
+        Issue.record("\(image.path) at 0x\(String(image.loadAddress, radix: 16)) is not in the /proc view")
+        continue
+      }
+      #expect(other.loadBias == image.loadBias, "\(image.path)")
+      #expect(other.textRange == image.textRange, "\(image.path)")
+      #expect(other.loadRange == image.loadRange, "\(image.path)")
+      #expect(other.fileMappedRange == image.fileMappedRange, "\(image.path)")
+      #expect(other.buildID == image.buildID, "\(image.path)")
+      #expect(other.buildIDAddress == image.buildIDAddress, "\(image.path)")
+      #expect(other.architecture == image.architecture, "\(image.path)")
+      #expect(other.isMainExecutable == image.isMainExecutable, "\(image.path)")
+      // The same file once symbolic links are resolved (libstdc++.so.6 -> libstdc++.so.6.0.30).
+      func resolved(_ path: String) -> String {
+        guard let real = realpath(path, nil) else { return path }
+        defer { free(real) }
+        return String(cString: real)
+      }
+      #expect(resolved(other.path) == resolved(image.path), "\(image.path) vs \(other.path)")
+    }
+  }
+}
