@@ -1,5 +1,5 @@
 /* A program for the process tests: loads and unloads libraries with dlopen/dlclose.
-     process-dlopen-loop hold LIB            load LIB, print "loaded", sleep until killed
+     process-dlopen-loop hold LIB            load LIB, print "pid N" and "loaded", sleep until killed
      process-dlopen-loop cycle DELAY_MS N LIB...
                                              N times: for each LIB dlopen, print "open NAME",
                                              sleep DELAY_MS, dlclose, print "close NAME", sleep DELAY_MS
@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc == 3 && strcmp(argv[1], "hold") == 0) {
     if (!dlopen(argv[2], RTLD_NOW)) { fprintf(stderr, "%s\n", dlerror()); return 1; }
-    printf("loaded\n");
+    printf("pid %d\nloaded\n", (int)getpid());
     for (;;) pause();
   }
   if (argc < 5 || strcmp(argv[1], "cycle") != 0) {

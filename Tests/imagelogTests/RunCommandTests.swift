@@ -236,3 +236,47 @@ extension RunCommandTests {
     #expect(!plain.error.contains("[pid "))
   }
 }
+
+extension RunCommandTests {
+  /// The module computes each image's fields in C from the link map and program headers: checked
+  /// against eu-unstrip on the same process while it still runs (start, size, build-id@address).
+  @Test(.enabled(if: processTestHaveCC && processTestToolExists("eu-unstrip"), "cc or eu-unstrip missing"))
+  func recordsMatchEuUnstripOnTheLiveProcess() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let events = programs.directory + "/events"
+    let run = try ProcessTestProgram([processTestImagelog, "run", "--format", "unstrip", "--output", events, "--",
+                                      programs.loop, "hold", programs.libraryA])
+    let pidLine = try #require(run.readLine())
+    try run.wait(for: "loaded")
+    let pid = try #require(Int32(pidLine.dropFirst(4)))
+    var ours: [Substring] = []
+    for _ in 0..<100 {  // the CLI writes the file a moment after the module writes the pipe
+      ours = processTestReadFile(events).split(separator: "\n")
+      if ours.contains(where: { $0.contains("liba.so") }) { break }
+      usleep(20_000)
+    }
+    let unstrip = try runProcessTest(["eu-unstrip", "-n", "-p", String(pid)])
+    let fromOutside = try runProcessTest([processTestImagelog, "pid", String(pid), "--format", "unstrip"])
+    run.signal(SIGTERM)  // passed on to the program; imagelog then ends the same way
+    _ = run.readAll()
+    run.reap()
+    #expect(run.rawStatus & 0x7f == SIGTERM)
+    func key(_ line: Substring) -> String { line.split(separator: " ").prefix(2).joined(separator: " ") }
+    func startAndID(_ line: Substring) -> String {
+      let fields = line.split(separator: " ")
+      return String(fields[0].prefix { $0 != "+" }) + " " + String(fields[1])
+    }
+    // The audit module's own namespace holds a second libc; when the kernel maps it right after the
+    // first, eu-unstrip merges the two into one module (it groups adjacent mappings of one inode),
+    // so its sizes are checked through `imagelog pid`, which eu-unstrip checks elsewhere.
+    let theirs = Set(unstrip.output.split(separator: "\n").map(startAndID))
+    let outside = Set(fromOutside.output.split(separator: "\n").map(key))
+    #expect(ours.count == 5, "executable, loader, vDSO, libc, liba.so: \(ours)")
+    for line in ours {
+      #expect(line.hasPrefix("Added: "))
+      #expect(theirs.contains(startAndID(line.dropFirst(7))), "\(line) not in eu-unstrip's \(theirs)")
+      #expect(outside.contains(key(line.dropFirst(7))), "\(line) not in imagelog pid's \(outside)")
+    }
+  }
+}
