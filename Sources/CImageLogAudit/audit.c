@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,14 +116,18 @@ static void put_path(line_buffer *line, const char *path) {
   }
 }
 
+/* The CLI passes one end of a socket pair: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the
+   program when imagelog has gone away. Any other descriptor (a file) gets write(2). Once the
+   reader is gone the module falls silent; the program goes on as if it were not there. */
 static void emit(line_buffer *line) {
   line->text[line->used++] = '\n';
   const char *cursor = line->text;
   size_t left = line->used;
-  while (left > 0) {
-    ssize_t written = write(record_fd, cursor, left);
+  while (left > 0 && record_fd >= 0) {
+    ssize_t written = send(record_fd, cursor, left, MSG_NOSIGNAL);
+    if (written < 0 && errno == ENOTSOCK) written = write(record_fd, cursor, left);
     if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;  /* the CLI went away: keep the program running, silently */
+    if (written <= 0) { record_fd = -1; return; }
     cursor += written;
     left -= (size_t)written;
   }

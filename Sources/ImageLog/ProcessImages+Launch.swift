@@ -5,7 +5,7 @@ internal import Glibc
 /// each image the dynamic loader adds or removes, from the executable, the loader and the vDSO on,
 /// before `main` runs. The Linux counterpart of `DYLD_PRINT_LIBRARIES`.
 ///
-/// The module writes to a pipe whose descriptor it gets in `IMAGELOG_AUDIT_FD`, so the program's
+/// The module writes to a socket whose descriptor it gets in `IMAGELOG_AUDIT_FD`, so the program's
 /// standard streams are untouched. It takes itself out of `LD_AUDIT` (and the descriptor is
 /// close-on-exec), so programs the command executes run without it. A child that forks without
 /// executing keeps the module; its records carry its own PID.
@@ -98,9 +98,14 @@ public enum AuditedLaunch {
                          onRecord: (AuditRecord) -> Void) throws(LaunchError) -> Termination {
     guard let command = arguments.first else { throw .commandNotFound("") }
     guard let executable = resolve(command) else { throw .commandNotFound(command) }
+    // A socket pair rather than a pipe: the module sends with MSG_NOSIGNAL, so if imagelog dies
+    // (say its output pipe closed) the program gets EPIPE, not a SIGPIPE that would kill it.
     var ends: [Int32] = [0, 0]
-    guard pipe(&ends) == 0 else { throw .system(operation: "pipe", errno: errno) }
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0 else {
+      throw .system(operation: "socketpair", errno: errno)
+    }
     let (readEnd, writeEnd) = (ends[0], ends[1])
+    shutdown(readEnd, Int32(SHUT_WR))
     _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
 
     var environment: [String] = []
@@ -165,18 +170,18 @@ public enum AuditedLaunch {
       defer { close(exitNotifier) }
       var descriptors = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0),
                          pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)]
-      var pipeOpen = true
+      var socketOpen = true
       while true {
-        descriptors[0].fd = pipeOpen ? readEnd : -1
+        descriptors[0].fd = socketOpen ? readEnd : -1
         let ready = poll(&descriptors, 2, -1)
         if ready < 0 { if errno == EINTR { continue }; break }
-        if pipeOpen, descriptors[0].revents != 0 { pipeOpen = readOnce() }
+        if socketOpen, descriptors[0].revents != 0 { socketOpen = readOnce() }
         if descriptors[1].revents != 0 { break }
       }
       // The program has exited: take what it wrote without waiting for a forked child that still
-      // holds the pipe open.
+      // holds the socket open.
       _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
-      while pipeOpen, readOnce() {}
+      while socketOpen, readOnce() {}
     } else {
       while readOnce() {}
     }

@@ -280,3 +280,20 @@ extension RunCommandTests {
     }
   }
 }
+
+extension RunCommandTests {
+  /// If imagelog dies while the program runs, the program does not die with it: the module gets
+  /// EPIPE (no SIGPIPE) and falls silent.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func programOutlivesImagelog() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/null", "--",
+                                      programs.loop, "cycle", "100", "3", programs.libraryA])
+    try run.wait(for: "ready")
+    run.signal(SIGKILL)  // only imagelog: the program is its child and keeps running
+    let rest = run.readAll()  // the program still writes to the pipe it inherited, until it exits
+    #expect(rest.last == "done", "the program finished its dlopen loop: \(rest)")
+    #expect(rest.filter { $0.hasPrefix("open ") }.count == 3)
+  }
+}
