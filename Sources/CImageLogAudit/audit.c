@@ -363,8 +363,12 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
 unsigned int la_objclose(uintptr_t *cookie) {
   if (record_fd < 0 || cookie == NULL) return 0;
   struct link_map *map = (struct link_map *)*cookie;
-  if (map == main_map) exiting = 1;
+  /* _dl_fini closes the main executable first: from then on the process is exiting, and the
+     images are not being unloaded in any sense a reader of the log cares about. One 'x' record
+     marks the moment; describing every image again would only slow the exit down. */
+  if (exiting) return 0;
   if (getpid() != own_pid) own_pid = getpid();
+  if (map == main_map) exiting = 1;
   report(exiting ? 'x' : '-', map, LM_ID_BASE, now_ns(), 0);
   return 0;
 }

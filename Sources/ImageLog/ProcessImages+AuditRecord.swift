@@ -9,7 +9,8 @@ public struct AuditRecord: Sendable, Equatable {
     case added
     /// `la_objclose` from `dlclose`: about to be unmapped.
     case removed
-    /// `la_objclose` from `_dl_fini`: the process is exiting.
+    /// `la_objclose` of the main executable from `_dl_fini`: the process is exiting (the module
+    /// reports no image after it).
     case removedAtExit
   }
 

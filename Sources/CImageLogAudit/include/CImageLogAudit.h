@@ -16,8 +16,8 @@
      IL1 KIND PID(dec) SINCE_START_NS(dec) STEP_NS(dec) LMID LINK_MAP BIAS LOAD_ADDRESS TEXT_END
          LOAD_END FILE_MAPPED_END BUILD_ID(hex bytes or -) BUILD_ID_ADDRESS(0 = none)
          E_MACHINE(dec) ELF_CLASS(32|64) IS_MAIN(0|1) PATH(rest of line, \\ and \xHH escaped)
-   KIND: '+' added (la_objopen), '-' removed (la_objclose in dlclose), 'x' removed while the
-   process exits (_dl_fini). STEP_NS: for '+', the time since the loader started looking for this
+   KIND: '+' added (la_objopen), '-' removed (la_objclose in dlclose), 'x' the main executable
+   closed by _dl_fini: the process is exiting (the images closed after it are not reported). STEP_NS: for '+', the time since the loader started looking for this
    object (la_objsearch LA_SER_ORIG), or since the previous object was reported for the executable,
    the loader and the vDSO, which are not searched: the time it took to find, open and map it. */
 #endif
