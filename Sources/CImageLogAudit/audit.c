@@ -116,13 +116,20 @@ static void put_path(line_buffer *line, const char *path) {
   }
 }
 
+/* Records wait here until the loader finishes a batch (la_activity LA_ACT_CONSISTENT) or the
+   next one would not fit: one send per batch instead of one per image (each send wakes the
+   reader). 4096 bytes, so every send is one unit a concurrent writer (a forked child) cannot
+   split; lines never straddle two sends. */
+static char pending[4096];
+static size_t pending_used;
+
 /* The CLI passes one end of a socket pair: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the
    program when imagelog has gone away. Any other descriptor (a file) gets write(2). Once the
    reader is gone the module falls silent; the program goes on as if it were not there. */
-static void emit(line_buffer *line) {
-  line->text[line->used++] = '\n';
-  const char *cursor = line->text;
-  size_t left = line->used;
+static void flush_pending(void) {
+  const char *cursor = pending;
+  size_t left = pending_used;
+  pending_used = 0;
   while (left > 0 && record_fd >= 0) {
     ssize_t written = send(record_fd, cursor, left, MSG_NOSIGNAL);
     if (written < 0 && errno == ENOTSOCK) written = write(record_fd, cursor, left);
@@ -131,6 +138,13 @@ static void emit(line_buffer *line) {
     cursor += written;
     left -= (size_t)written;
   }
+}
+
+static void emit(line_buffer *line) {
+  line->text[line->used++] = '\n';
+  if (line->used > sizeof pending - pending_used) flush_pending();
+  memcpy(pending + pending_used, line->text, line->used);  /* line->used < sizeof line->text < 4096 */
+  pending_used += line->used;
 }
 
 /* ---- the image's fields, from its program headers in memory ---- */
@@ -340,6 +354,12 @@ unsigned int la_version(unsigned int version) {
   return accepted;
 }
 
+/* The end of a batch of loads or unloads: the records go out. */
+void la_activity(uintptr_t *cookie, unsigned int flag) {
+  (void)cookie;
+  if (record_fd >= 0 && flag == LA_ACT_CONSISTENT) flush_pending();
+}
+
 /* Called with LA_SER_ORIG when the loader starts looking for an object by the name it was asked
    for (before each search-path candidate); the name is returned unchanged. */
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
@@ -370,5 +390,6 @@ unsigned int la_objclose(uintptr_t *cookie) {
   if (getpid() != own_pid) own_pid = getpid();
   if (map == main_map) exiting = 1;
   report(exiting ? 'x' : '-', map, LM_ID_BASE, now_ns(), 0);
+  if (exiting) flush_pending();  /* no LA_ACT_CONSISTENT will follow */
   return 0;
 }

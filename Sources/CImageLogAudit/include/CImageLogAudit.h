@@ -1,7 +1,7 @@
 #ifndef CIMAGELOGAUDIT_H
 #define CIMAGELOGAUDIT_H
 /* The rtld-audit module `imagelog run` loads with LD_AUDIT (see rtld-audit(7)). It exports
-   la_version, la_objsearch (timing only), la_objopen and la_objclose; nothing here is
+   la_version, la_activity (to send each batch's records), la_objsearch (timing only), la_objopen and la_objclose; nothing here is
    called from Swift.
 
    Environment (set by `imagelog run`, removed from the program's environment by the module):
