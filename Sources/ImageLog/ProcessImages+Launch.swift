@@ -175,8 +175,14 @@ public enum AuditedLaunch {
         descriptors[0].fd = socketOpen ? readEnd : -1
         let ready = poll(&descriptors, 2, -1)
         if ready < 0 { if errno == EINTR { continue }; break }
-        if socketOpen, descriptors[0].revents != 0 { socketOpen = readOnce() }
         if descriptors[1].revents != 0 { break }
+        if socketOpen, descriptors[0].revents != 0 {
+          socketOpen = readOnce()
+          // Let records gather for a millisecond before the next read: waking for each dlopen
+          // would take the CPU from the program at every one (the socket holds hundreds).
+          var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+          nanosleep(&pause, nil)
+        }
       }
       // The program has exited: take what it wrote without waiting for a forked child that still
       // holds the socket open.
