@@ -1,0 +1,134 @@
+import ImageLog
+
+/// Reads crash reports of every supported kind, telling them apart by their content.
+public enum ReportParser {
+  /// The largest report accepted (crash reports are kilobytes; a 64 MiB one is not a report).
+  public static let maximumSize = 64 << 20
+
+  /// Reads `text` as whichever kind of report it is. `images` are the `--image PATH@LOADADDR` images
+  /// for a list of bare addresses (ignored for other kinds).
+  ///
+  /// Throws only when nothing in the text is a report; unreadable parts of a report are named in
+  /// `problems` and the rest is still returned.
+  public static func parse(_ text: String, images: [CrashReport.Image] = []) throws(ReportError) -> CrashReport {
+    guard text.utf8.count <= maximumSize else {
+      throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
+    }
+    let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
+    if trimmed.first == "{" {
+      if let report = try parseJSONReport(trimmed) { return report }
+    }
+    let lines = splitLines(text)
+    if isSwiftBacktrace(lines) { return SwiftBacktraceParser.parse(lines) }
+    if isAppleStyle(lines) { return AppleCrashParser.parse(lines) }
+    if !images.isEmpty, let report = AddressListParser.parse(lines, images: images) { return report }
+    throw ReportError("not a crash report: no threads, frames or binary images found "
+                      + "(expected imagelog, Apple .crash or .ips, or Swift backtracer output)")
+  }
+
+  /// Lines without their terminators (`\n` or `\r\n`).
+  static func splitLines(_ text: String) -> [String] {
+    var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
+      line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
+    }
+    if lines.last == "" { lines.removeLast() }
+    return lines
+  }
+
+  /// `.ips` (a header line and a JSON body, or one JSON body), or a `.crash` behind a JSON header line.
+  static func parseJSONReport(_ text: Substring) throws(ReportError) -> CrashReport? {
+    let header: JSONValue
+    let rest: Substring
+    do {
+      (header, rest) = try JSONValue.parsePrefix(text)
+    } catch {
+      // A half-written .ips: say where it broke rather than falling back to text.
+      if text.contains("\"usedImages\"") || text.contains("\"bug_type\"") {
+        throw ReportError("unreadable .ips header: \(error)")
+      }
+      return nil
+    }
+    let body = rest.drop { $0.isWhitespace }
+    if body.isEmpty {
+      guard header["usedImages"] != nil || header["threads"] != nil else {
+        throw ReportError("a JSON document without threads or usedImages is not a crash report")
+      }
+      return try IPSParser.parse(header: nil, body: header)
+    }
+    if body.first == "{" {
+      do {
+        let document = try JSONValue.parse(body)
+        return try IPSParser.parse(header: header, body: document)
+      } catch let error as JSONError {
+        throw ReportError("unreadable .ips body (bug_type \(header["bug_type"]?.string ?? "?")): \(error)")
+      } catch let error as ReportError {
+        throw error
+      } catch {
+        throw ReportError("\(error)")
+      }
+    }
+    // bug_type 109 and friends: a one-line JSON header, then the classic text.
+    let lines = splitLines(String(text))
+    var report = AppleCrashParser.parse(lines)
+    report.ipsHeader = header
+    return report
+  }
+
+  static func isSwiftBacktrace(_ lines: [String]) -> Bool {
+    lines.contains { $0.hasPrefix("*** Program crashed:") || ($0.hasPrefix("Thread ") && $0.hasSuffix(" crashed:")) }
+  }
+
+  static func isAppleStyle(_ lines: [String]) -> Bool {
+    lines.contains { $0.hasPrefix("Binary Images:") || $0.hasPrefix("Crashed Thread:")
+      || (($0.hasPrefix("Thread ") || $0.hasPrefix("Last Exception Backtrace")) && $0.hasSuffix(":")) }
+  }
+
+  /// `0x` followed by hex digits (or bare hex digits when `requirePrefix` is false).
+  static func hexNumber(_ token: some StringProtocol, requirePrefix: Bool = true) -> UInt64? {
+    var digits = Substring(token)
+    if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) } else if requirePrefix { return nil }
+    guard !digits.isEmpty, digits.count <= 16 else { return nil }
+    return UInt64(digits, radix: 16)
+  }
+
+  /// Architecture names as crash reports write them (`ARM-64`, `X86-64 (Native)`, `x86_64`).
+  static func architectureName(_ text: some StringProtocol) -> String? {
+    let word = text.split(separator: " ").first.map { $0.lowercased() } ?? ""
+    switch word {
+    case "arm-64", "arm64": return "arm64"
+    case "arm64e": return "arm64e"
+    case "x86-64", "x86_64": return "x86_64"
+    case "x86_64h": return "x86_64h"
+    case "x86", "i386": return "i386"
+    case "arm", "armv7": return "armv7"
+    case "armv7s": return "armv7s"
+    case "armv7k": return "armv7k"
+    case "arm64_32": return "arm64_32"
+    case "aarch64": return "arm64"
+    default: return nil
+    }
+  }
+
+  static let knownArchitectures: Set<String> = ["arm64", "arm64e", "x86_64", "x86_64h", "i386", "armv7",
+                                                 "armv7s", "armv7k", "arm64_32", "armv6", "armv7m", "armv7em", "ppc"]
+
+  /// Assigns each frame without an image the image whose address range contains it (then the one
+  /// named like the frame's image column, when the report gave a name).
+  static func attachImages(_ report: inout CrashReport, frameImageNames: [Int: String]) {
+    for index in report.frames.indices where report.frames[index].imageIndex == nil {
+      let address = report.frames[index].address
+      if let found = report.images.firstIndex(where: { image in
+        guard let end = image.endAddress else { return false }
+        return address >= image.loadAddress && address <= end
+      }) {
+        report.frames[index].imageIndex = found
+      } else if let name = frameImageNames[index], let found = report.images.firstIndex(where: { $0.name == name }) {
+        report.frames[index].imageIndex = found
+      } else if let found = report.images.indices.filter({
+        report.images[$0].endAddress == nil && report.images[$0].loadAddress <= address
+      }).max(by: { report.images[$0].loadAddress < report.images[$1].loadAddress }) {
+        report.frames[index].imageIndex = found  // an image of unknown size: the nearest one below
+      }
+    }
+  }
+}
