@@ -18,19 +18,24 @@ public final class DebugFileLocator {
   /// Files under the search paths that could not be read, with why (shown once, in the summary).
   public private(set) var unreadable: [(path: String, problem: String)] = []
 
-  /// `systemDirectories: false` leaves out `/usr/lib/debug` and the debuginfod cache (tests).
-  public init(searchPaths: [String], systemDirectories: Bool = true) {
+  /// `systemDirectories: false` leaves out `/usr/lib/debug` and the debuginfod cache; explicit
+  /// `buildIDDirectories` and `debuginfodCaches` replace them.
+  public init(searchPaths: [String], systemDirectories: Bool = true, buildIDDirectories: [String]? = nil,
+              debuginfodCaches: [String]? = nil) {
     self.searchPaths = searchPaths
-    if systemDirectories {
-      buildIDDirectories = ["/usr/lib/debug"]
+    if let buildIDDirectories, let debuginfodCaches {
+      self.buildIDDirectories = buildIDDirectories
+      self.debuginfodCaches = debuginfodCaches
+    } else if systemDirectories {
+      self.buildIDDirectories = ["/usr/lib/debug"]
       var caches: [String] = []
       if let explicit = FileSystem.environment("DEBUGINFOD_CACHE_PATH") { caches.append(explicit) }
       if let xdg = FileSystem.environment("XDG_CACHE_HOME") { caches.append(xdg + "/debuginfod_client") }
       if let home = FileSystem.environment("HOME") { caches.append(home + "/.cache/debuginfod_client") }
-      debuginfodCaches = caches
+      self.debuginfodCaches = caches
     } else {
-      buildIDDirectories = []
-      debuginfodCaches = []
+      self.buildIDDirectories = []
+      self.debuginfodCaches = []
     }
   }
 

@@ -6,6 +6,9 @@ public struct SymbolicationOptions: Sendable {
   public var searchPaths: [String] = []
   /// Also look in `/usr/lib/debug/.build-id` and the debuginfod client cache.
   public var systemDirectories = true
+  /// Replace the system `.build-id` folders and debuginfod caches (tests; `nil`: the system's).
+  public var buildIDDirectories: [String]? = nil
+  public var debuginfodCaches: [String]? = nil
   /// How symbol names are written.
   public var demangle: Demangler.Style = .simplified
   /// Ask `llvm-symbolizer` for file:line:column and inlined frames.
@@ -88,7 +91,8 @@ public struct SymbolicatedReport: Sendable {
 /// `llvm-symbolizer` for lines), names demangled.
 public enum Symbolicator {
   public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions()) -> SymbolicatedReport {
-    let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories)
+    let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
+                                   buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
     var files: [Int: SymbolFile] = [:]
