@@ -1,0 +1,131 @@
+import Testing
+
+/// `imagelog symbolicate` and `Scripts/symbolicate` as a user runs them: output, errors, exit status.
+@Suite struct SymbolicateCommandTests {
+  static let libswiftCore = "/opt/swift/usr/lib/swift/linux/libswiftCore.so"
+  static let haveTools = SymbolicateCLI.have("llvm-nm") && SymbolicateCLI.have("llvm-symbolizer")
+
+  @Test func helpIsTheSameBothWays() throws {
+    let direct = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--help"])
+    let viaHelp = try symbolicateRun([SymbolicateCLI.executable, "help", "symbolicate"])
+    #expect(direct.exitCode == 0)
+    #expect(direct.output == viaHelp.output)
+    #expect(direct.output.contains("USAGE: imagelog symbolicate"))
+  }
+
+  @Test(arguments: [
+    [String](), ["--format", "bogus", "report.txt"], ["--image", "no-address", "0x1"], ["--demangle", "odd", "r"],
+    ["a.crash", "b.crash"], ["--bogus", "r"],
+  ])
+  func usageErrors(arguments: [String]) throws {
+    let result = try symbolicateRun([SymbolicateCLI.executable, "symbolicate"] + arguments)
+    #expect(result.exitCode == 64)
+    #expect(result.error.hasPrefix("Error: "))
+    #expect(result.output.isEmpty)
+  }
+
+  @Test func unreadableReportsFailWithOneLine() throws {
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    let garbage = directory + "/garbage.txt"
+    try SymbolicateCLI.write(garbage, "this is\nnot a crash report\n\u{1}\u{2}\u{3}")
+    for (path, message) in [(garbage, "not a crash report"), (directory + "/missing.crash", "No such file or directory"),
+                            (directory, "is a directory")] {
+      let result = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", path])
+      #expect(result.exitCode == 1)
+      #expect(result.error.hasPrefix("imagelog: \(path): "))
+      #expect(result.error.contains(message))
+      #expect(result.error.split(separator: "\n").count == 1)
+    }
+  }
+
+  /// Bare addresses in one large Swift library, symbol tables only: the function of each agrees with
+  /// llvm-symbolizer's on the same addresses.
+  @Test(.enabled(if: haveTools && SymbolicateCLI.have(libswiftCore), "needs llvm-nm, llvm-symbolizer and libswiftCore.so"))
+  func bareAddressesAgreeWithLLVMSymbolizer() throws {
+    let symbols = try SymbolicateCLI.functionSymbols(Self.libswiftCore)
+    try #require(symbols.count > 1000)
+    let picked = stride(from: 0, to: symbols.count, by: symbols.count / 60).map { symbols[$0].0 + 1 }
+    let load: UInt64 = 0x7f00_0000_0000  // the library's first PT_LOAD is at 0
+    let result = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-demangle", "--no-lines",
+                                     "--image", "\(Self.libswiftCore)@0x\(String(load, radix: 16))"]
+                                    + picked.map { "0x" + String($0 + load, radix: 16) })
+    #expect(result.exitCode == 0, "\(result.error)")
+    let ours = result.output.split(separator: "\n").prefix(picked.count).map { line -> String in
+      let words = line.split(separator: " ")
+      return words.count > 1 ? String(words[1]) : ""
+    }
+    let theirs = try SymbolicateCLI.llvmSymbolizerNames(Self.libswiftCore, picked)
+    #expect(ours == theirs)
+  }
+
+  /// An imagelog crash report over imagelog's own executable, recorded at a path that no longer exists:
+  /// Scripts/symbolicate finds the binary by its build-id in the folder given, and the functions and
+  /// lines agree with llvm-symbolizer's. A wrong build-id is reported as a mismatch instead.
+  @Test(.enabled(if: haveTools && SymbolicateCLI.have("readelf"), "needs llvm-nm, llvm-symbolizer and readelf"))
+  func scriptSymbolicatesAnImagelogReport() throws {
+    let binary = SymbolicateCLI.executable
+    let notes = try symbolicateRun(["readelf", "-n", binary]).output
+    let buildID = try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last)
+    let symbols = try SymbolicateCLI.functionSymbols(binary).filter { $0.1.hasPrefix("$s8imagelog") }
+    try #require(symbols.count >= 5)
+    let picked = (0..<5).map { symbols[$0 * (symbols.count / 5)].0 + 4 }
+    let load: UInt64 = 0x5555_5555_4000
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    try #require(try symbolicateRun(["mkdir", "-p", directory + "/builds/x"]).status == 0)
+    try #require(try symbolicateRun(["cp", binary, directory + "/builds/x/imagelog"]).status == 0)
+    func report(_ id: String) -> String {
+      var text = """
+        Process:         imagelog [4242]
+        Path:            /gone/imagelog
+        OS Version:      Linux 6.1.0 x86_64
+        Exception Type:  SIGSEGV (SEGV_MAPERR)
+        Exception Codes: signal 11, code 1, address 0x0000000000000000
+        Crashed Thread:  0  tid 4242
+
+        Thread 0 Crashed:
+
+        """
+      for (index, address) in picked.enumerated() {
+        text += "\(index)   imagelog                      0x\(String(load + address, radix: 16)) 0x\(String(load, radix: 16)) + \(address)\n"
+      }
+      text += "\nBinary Images:\n0x\(String(load, radix: 16)) - 0x\(String(load + 0xFFFFFF, radix: 16)) +imagelog x86_64  <\(id)> /gone/imagelog\n"
+      return text
+    }
+    let good = directory + "/good.crash"
+    try SymbolicateCLI.write(good, report(String(buildID.prefix(32))))
+    let script = SymbolicateCLI.packageRoot + "/Scripts/symbolicate"
+    let result = try symbolicateRun([script, "--format", "json", "--demangle", "none", good, directory + "/builds"],
+                                    environment: ["IMAGELOG": binary])
+    #expect(result.exitCode == 0, "\(result.error)")
+    let frames = result.output.split(separator: "\n").filter { $0.hasPrefix("{\"thread\"") }
+    try #require(frames.count == picked.count, "\(result.output)")
+    let lookups = picked.enumerated().map { $0.offset == 0 ? $0.element : $0.element - 1 }
+    let expected = try SymbolicateCLI.llvmSymbolizerNames(binary, lookups)
+    for (frame, name) in zip(frames, expected) {
+      #expect(frame.contains("\"symbol\":\"\(name)\""), "\(frame)")
+      #expect(frame.contains("\"status\":\"symbolicated\""))
+    }
+    let lines = try symbolicateRun(["llvm-symbolizer", "--no-inlines", "--obj=" + binary] + lookups.map { "0x" + String($0, radix: 16) })
+    let expectedLines = lines.output.split(separator: "\n").enumerated().filter { $0.offset % 2 == 1 }
+      .map { $0.element.split(separator: ":").dropLast().last.map(String.init) ?? "" }
+    for (frame, line) in zip(frames, expectedLines) where line != "0" {
+      #expect(frame.contains("\"line\":\(line),"), "\(frame)")
+    }
+
+    let bad = directory + "/bad.crash"
+    try SymbolicateCLI.write(bad, report("0123456789abcdef0123456789abcdef"))
+    let mismatch = try symbolicateRun([script, bad, directory + "/builds"], environment: ["IMAGELOG": binary])
+    #expect(mismatch.exitCode == 0)
+    #expect(mismatch.output.contains("[UUID mismatch: report 0123456789abcdef0123456789abcdef, file \(buildID) \(directory)/builds/x/imagelog]"))
+    #expect(mismatch.output.contains("  mismatch:   imagelog report <0123456789abcdef0123456789abcdef> file <\(buildID)>"))
+  }
+
+  @Test func scriptHelpAndErrors() throws {
+    let script = SymbolicateCLI.packageRoot + "/Scripts/symbolicate"
+    let help = try symbolicateRun([script, "--help"])
+    #expect(help.exitCode == 0)
+    #expect(help.output.contains("USAGE: Scripts/symbolicate"))
+    #expect(try symbolicateRun([script]).exitCode == 64)
+    #expect(try symbolicateRun([script, "/nonexistent/crash.txt"]).exitCode == 1)
+  }
+}
