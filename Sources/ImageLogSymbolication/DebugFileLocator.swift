@@ -94,13 +94,22 @@ public final class DebugFileLocator {
         }
       }
     }
-    if let best = matches.max(by: { score($0.0) < score($1.0) }) { return .found(best.0, how: best.1) }
+    // Names from the file with the fullest symbol table, lines from one with DWARF (they may differ:
+    // a stripped binary and its .debug file, a binary and a dSYM without symbols).
+    if var best = matches.max(by: { symbolScore($0.0) < symbolScore($1.0) }) {
+      if !best.0.hasDebugInfo, let debug = matches.first(where: { $0.0.hasDebugInfo }) {
+        best.0.debugInfoPath = debug.0.path
+        best.0.debugInfoIsUniversal = debug.0.isUniversalSlice
+        best.0.hasDebugInfo = true
+      }
+      return .found(best.0, how: best.1)
+    }
     if let (fileID, path) = mismatch { return .mismatch(reportID: identity.text, fileID: fileID, path: path) }
     return .missing
   }
 
-  private func score(_ file: SymbolFile) -> Int {
-    (file.hasDebugInfo ? 4 : 0) + (file.hasFullSymbolTable ? 2 : 0) + (file.symbols.count > 0 ? 1 : 0)
+  private func symbolScore(_ file: SymbolFile) -> Int {
+    (file.symbols.count > 0 ? 4 : 0) + (file.hasFullSymbolTable ? 2 : 0) + (file.hasDebugInfo ? 1 : 0)
   }
 
   /// The slices of the file at `path`, read once and cached; `nil` when it is not a readable binary.

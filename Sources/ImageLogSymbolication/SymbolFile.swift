@@ -25,8 +25,17 @@ public struct SymbolFile: Sendable {
   /// than only exported symbols.
   public var hasFullSymbolTable: Bool
 
-  /// The name `llvm-symbolizer` takes for this slice.
-  public var symbolizerObjectName: String { isUniversalSlice ? "\(path):\(architecture)" : path }
+  /// A separate file with this slice's DWARF (a dSYM or `.debug` file with the same identity), when
+  /// the symbols came from one file and the debug info from another.
+  public var debugInfoPath: String?
+  public var debugInfoIsUniversal = false
+
+  /// The name `llvm-symbolizer` takes for the file with this slice's DWARF (`path:arch` for a slice of
+  /// a universal file).
+  public var symbolizerObjectName: String {
+    let file = debugInfoPath ?? path
+    return (debugInfoPath == nil ? isUniversalSlice : debugInfoIsUniversal) ? "\(file):\(architecture)" : file
+  }
 
   /// Reads every slice of the file at `path`. Throws when the file cannot be mapped or is neither ELF
   /// nor Mach-O.

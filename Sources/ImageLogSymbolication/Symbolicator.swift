@@ -85,6 +85,8 @@ public struct SymbolicatedReport: Sendable {
   public var images: [ImageResolution]
   /// Notes on what could not be done (no `llvm-symbolizer`, unreadable search paths).
   public var notes: [String]
+  /// For images whose DWARF came from another file than their symbols: image index to that file.
+  public var debugFiles: [Int: String] = [:]
 }
 
 /// Resolves a report's frames: each image by identity, each address through the symbol table (and
@@ -97,12 +99,14 @@ public enum Symbolicator {
     var notes: [String] = []
     var files: [Int: SymbolFile] = [:]
     var resolutions: [ImageResolution] = []
+    var debugFiles: [Int: String] = [:]
     let usedImages = Set(report.frames.compactMap(\.imageIndex)).sorted()
     for imageIndex in usedImages {
       let image = report.images[imageIndex]
       switch locator.locate(image, architecture: report.architecture ?? options.architecture) {
       case .found(let file, let how):
         files[imageIndex] = file
+        if let debug = file.debugInfoPath { debugFiles[imageIndex] = debug }
         resolutions.append(ImageResolution(imageIndex: imageIndex, status: .found(path: file.path, how: how)))
       case .unverified(let file):
         files[imageIndex] = file
@@ -189,6 +193,6 @@ public enum Symbolicator {
         notes.append("no file:line information: llvm-symbolizer not found on PATH")
       }
     }
-    return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes)
+    return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes, debugFiles: debugFiles)
   }
 }

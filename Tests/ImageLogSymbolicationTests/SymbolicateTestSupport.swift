@@ -81,3 +81,25 @@ let packageRoot: String = {
   for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]) }
   return path
 }()
+
+/// Whole-file reads and writes for test inputs made by patching fixtures.
+enum SymbolFileBytes {
+  static func read(_ path: String) throws -> [UInt8] {
+    guard let file = fopen(path, "rb") else { throw TestError("cannot read \(path)") }
+    defer { fclose(file) }
+    var result: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = fread(&buffer, 1, buffer.count, file)
+      if count == 0 { break }
+      result += buffer[0..<count]
+    }
+    return result
+  }
+
+  static func write(_ bytes: [UInt8], to path: String) throws {
+    guard let file = fopen(path, "wb") else { throw TestError("cannot write \(path)") }
+    defer { fclose(file) }
+    guard fwrite(bytes, 1, bytes.count, file) == bytes.count else { throw TestError("short write to \(path)") }
+  }
+}
