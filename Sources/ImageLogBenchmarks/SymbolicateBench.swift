@@ -15,7 +15,7 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
   addresses.reserveCapacity(20_000)
   for index in 0..<20_000 {
     let symbol = symbols[(index &* 7919) % symbols.count]  // spread over the whole table
-    addresses.append(symbol.address + UInt64(index % 16))
+    addresses.append(symbol.address + (symbol.size > 0 ? UInt64(index) % symbol.size : 0))  // inside the symbol
   }
   let load: UInt64 = 0x7f00_0000_0000
   let directory = "/tmp/imagelog-bench-symbolicate-\(getpid())"
@@ -29,9 +29,9 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
   let cli = (CommandLine.arguments[0].hasPrefix("/") ? "/" : "") + (imagelog.isEmpty ? "." : imagelog) + "/imagelog"
 
   var rows: [[String]] = []
-  let demangler = Demangler(style: .simplified)
   var resolved = 0
   let inProcess = try medianSeconds(iterations: 5) {
+    let demangler = Demangler(style: .simplified)  // a fresh cache each run
     guard let fresh = try SymbolFile.load(path: library).first else { return }
     resolved = 0
     for address in addresses {

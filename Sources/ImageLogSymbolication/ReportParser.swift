@@ -21,7 +21,11 @@ public enum ReportParser {
     let lines = splitLines(text)
     if isSwiftBacktrace(lines) { return SwiftBacktraceParser.parse(lines) }
     if isAppleStyle(lines) { return AppleCrashParser.parse(lines) }
-    if !images.isEmpty, let report = AddressListParser.parse(lines, images: images) { return report }
+    if let report = AddressListParser.parse(lines, images: images) { return report }
+    if images.isEmpty, lines.contains(where: { line in line.split(separator: " ").contains { hexNumber($0) != nil } }),
+       lines.allSatisfy({ line in line.split(separator: " ").allSatisfy { hexNumber($0) != nil } }) {
+      throw ReportError("addresses without images: give --image PATH@LOADADDR or image lines in imagelog's formats")
+    }
     throw ReportError("not a crash report: no threads, frames or binary images found "
                       + "(expected imagelog, Apple .crash or .ips, or Swift backtracer output)")
   }

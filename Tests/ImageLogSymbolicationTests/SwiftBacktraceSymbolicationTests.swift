@@ -69,6 +69,37 @@ struct SwiftBacktraceSymbolicationTests {
     }
   }
 
+  /// An image list as imagelog's formatter writes it (crash, logger and unstrip styles) followed by
+  /// bare addresses: the same names as the backtracer's.
+  @Test(arguments: ["crash", "logger", "unstrip"])
+  func formatterImageListWithAddresses(style: String) throws {
+    let backtrace = try ReportParser.parse(try CrashPrograms.crash("null", symbolicate: "off"))
+    let expected = CrashPrograms.crashedThreadFrames(try CrashPrograms.crash("null", symbolicate: "full"))
+    var text = ""
+    for image in backtrace.images {
+      let id = try #require(image.identity)
+      let end = image.endAddress ?? image.loadAddress
+      let path = image.path ?? image.name
+      switch style {
+      case "crash": text += "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(end)) \(image.name) x86_64  <\(BuildID(id.bytes).compactUUID)> \(path)\n"
+      case "logger": text += "Added: 0x\(hexDigits(image.loadAddress)) (0x\(hexDigits(end - image.loadAddress + 1))) \(path) <\(BuildID(id.bytes).uuid)>\n"
+      default: text += "0x\(hexDigits(image.loadAddress))+0x\(hexDigits(end - image.loadAddress + 1)) \(id.hex)@0x\(hexDigits(image.loadAddress + 0x318)) \(path) - \(path)\n"
+      }
+    }
+    // Lookups are as for a PC: give the return addresses' calls (address - 1), as a script would.
+    for frame in backtrace.frames where frame.thread == backtrace.crashedThread {
+      text += "0x" + hexDigits(frame.isReturnAddress ? frame.address - 1 : frame.address) + "\n"
+    }
+    let report = try ReportParser.parse(text)
+    #expect(report.format == .addresses)
+    #expect(report.images.count == backtrace.images.count)
+    var options = SymbolicationOptions()
+    options.systemDirectories = false
+    let result = Symbolicator.symbolicate(report, options: options)
+    #expect(result.images.allSatisfy { if case .found = $0.status { true } else { false } })
+    #expect(result.frames.map { $0.functions.last?.name ?? "???" } == expected.map(\.name))
+  }
+
   /// A report image whose identity differs from the file at its path: never used, reported with both ids.
   @Test func wrongIdentityIsAMismatch() throws {
     let unsymbolicated = try CrashPrograms.crash("null", symbolicate: "off")

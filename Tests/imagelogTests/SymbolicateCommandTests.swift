@@ -56,6 +56,20 @@ import Testing
     }
     let theirs = try SymbolicateCLI.llvmSymbolizerNames(Self.libswiftCore, picked)
     #expect(ours == theirs)
+
+    // The same through an image list in imagelog's crash style (as `imagelog list --format crash`
+    // writes it) and addresses after it on the command line: matched by build-id.
+    let notes = try symbolicateRun(["readelf", "-n", Self.libswiftCore]).output
+    let buildID = try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last)
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    let list = directory + "/images.txt"
+    try SymbolicateCLI.write(list, "0x\(String(load, radix: 16)) - 0x\(String(load + 0xFFFFFFF, radix: 16)) libswiftCore.so x86_64  "
+                                   + "<\(buildID.prefix(32))> \(Self.libswiftCore)\n")
+    let viaList = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-demangle", "--no-lines", list]
+                                     + picked.map { "0x" + String($0 + load, radix: 16) })
+    #expect(viaList.exitCode == 0, "\(viaList.error)")
+    #expect(viaList.output.split(separator: "\n").prefix(picked.count).map { String($0.split(separator: " ")[1]) } == theirs)
+    #expect(viaList.output.contains("1 of 1 images found"))
   }
 
   /// An imagelog crash report over imagelog's own executable, recorded at a path that no longer exists:

@@ -14,7 +14,8 @@ struct SymbolicateCommand: Command {
                               imagelog's report, Apple .crash (also behind a JSON header line),
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off),
                               or a list of addresses (with --image).
-      <address>               With --image: addresses to look up (0x...), instead of a report file.
+      <address>               Addresses to look up (0x...): with --image, or after a file listing
+                              images in imagelog's formats (imagelog list --format crash|logger|unstrip).
 
     OPTIONS:
       --search <path>         A folder (searched recursively) or file holding binaries and debug files:
@@ -72,16 +73,15 @@ struct SymbolicateCommand: Command {
     if scanner.flag("--no-lines") { options.lineInfo = false }
     if scanner.flag("--no-system-debug") { options.systemDirectories = false }
     let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
-    if !images.isEmpty, !rest.isEmpty, rest.allSatisfy({ $0.hasPrefix("0x") || $0.hasPrefix("0X") }) {
-      addresses = rest
-    } else {
-      guard rest.count == 1 else {
-        throw UsageError(message: rest.isEmpty ? "Missing a crash report (or --image and addresses)"
-                                               : "Give one report at a time (got \(rest.count) arguments)",
-                         commandName: Self.name, usage: Self.usage)
-      }
-      reportPath = rest[0]
+    addresses = rest.filter { $0.hasPrefix("0x") || $0.hasPrefix("0X") }
+    let files = rest.filter { !($0.hasPrefix("0x") || $0.hasPrefix("0X")) }
+    guard files.count <= 1 else {
+      throw UsageError(message: "Give one report at a time (got \(files.count))", commandName: Self.name, usage: Self.usage)
     }
+    guard !files.isEmpty || (!addresses.isEmpty && !images.isEmpty) else {
+      throw UsageError(message: "Missing a crash report (or --image and addresses)", commandName: Self.name, usage: Self.usage)
+    }
+    reportPath = files.first
     for image in images where Self.imageSpec(image) == nil {
       throw UsageError(message: "--image '\(image)' is not <path>@<hex load address>", commandName: Self.name, usage: Self.usage)
     }
@@ -116,16 +116,15 @@ struct SymbolicateCommand: Command {
       reportImages.append(CrashReport.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
                                             endAddress: end, identity: identity, architecture: options.architecture))
     }
-    let text: String
+    var text = ""
     let source = reportPath ?? "<arguments>"
     if let reportPath {
       do { text = try ReportReading.readText(reportPath) } catch {
         printError("imagelog: \(reportPath): \(error)")
         return .failure
       }
-    } else {
-      text = addresses.joined(separator: "\n")
     }
+    if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
     let report: CrashReport
     do { report = try ReportParser.parse(text, images: reportImages) } catch {
       printError("imagelog: \(source): \(error)")
