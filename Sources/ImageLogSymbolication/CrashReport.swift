@@ -13,6 +13,8 @@ public struct CrashReport: Sendable {
     case appleIPS = "ips"
     /// Swift's backtracer output (`SWIFT_BACKTRACE=...,symbolicate=off`).
     case swiftBacktrace = "swift-backtrace"
+    /// Swift's backtracer output in JSON (`SWIFT_BACKTRACE=...,format=json`).
+    case swiftBacktraceJSON = "swift-backtrace-json"
     /// Bare addresses with images given on the command line.
     case addresses
   }
@@ -87,6 +89,9 @@ public struct CrashReport: Sendable {
   /// For `.ips`: the header line and the body document.
   public var ipsHeader: JSONValue?
   public var ipsBody: JSONValue?
+  /// For the backtracer's JSON: the text before the document, and the document.
+  public var preamble: String = ""
+  public var document: JSONValue?
 
   public init(format: Format, lines: [String] = [], threads: [Thread] = [], frames: [Frame] = [], images: [Image] = [],
               architecture: String? = nil, problems: [String] = []) {

@@ -19,10 +19,13 @@ extension SymbolicatedReport {
   public func formatted(_ style: ReportStyle) -> String {
     switch style {
     case .json: return jsonText()
-    case .crash: return report.format == .appleIPS ? classicText() + summary() : inPlaceText() + summary()
+    case .crash:
+      let structured = report.format == .appleIPS || report.format == .swiftBacktraceJSON
+      return (structured ? classicText() : inPlaceText()) + summary()
     case .report:
       switch report.format {
       case .appleIPS: return ipsText()
+      case .swiftBacktraceJSON: return swiftJSONText()
       case .addresses: return addressText() + summary()
       default: return inPlaceText() + summary()
       }
@@ -256,6 +259,41 @@ extension SymbolicatedReport {
     var out = ""
     if let header = report.ipsHeader { out += header.serialized() + "\n" }
     return out + body.serialized(indent: 2) + "\n"
+  }
+
+  /// The backtracer's JSON with each symbolicated frame filled in as `symbolicate=full` fills it:
+  /// `symbol` (as stored), `offset`, `description` (`name + offset`), `image`, `sourceLocation`;
+  /// inlined frames are inserted before their caller with `"inlined": true`.
+  func swiftJSONText() -> String {
+    guard var document = report.document else { return report.preamble }
+    var results: [Int: [Int: SymbolicatedFrame]] = [:]
+    for (frame, result) in zip(report.frames, frames) { if let thread = frame.ipsThread { results[thread, default: [:]][frame.index] = result } }
+    if case .array(var threads)? = document["threads"] {
+      for (threadIndex, byFrame) in results where threads.indices.contains(threadIndex) {
+        guard case .array(let original)? = threads[threadIndex]["frames"] else { continue }
+        var updated: [JSONValue] = []
+        for (frameIndex, frame) in original.enumerated() {
+          guard let result = byFrame[frameIndex], result.status == .symbolicated else { updated.append(frame); continue }
+          for function in result.functions {
+            var entry = frame
+            if function.isInlined { entry.set("inlined", .bool(true)) }
+            if let raw = function.rawName ?? function.name { entry.set("symbol", .string(raw)) }
+            if let offset = function.offset { entry.set("offset", .number(String(offset))) }
+            let name = function.name ?? "???"
+            entry.set("description", .string(function.offset.map { "\(name) + \($0)" } ?? name))
+            if let image = result.imageName { entry.set("image", .string(image)) }
+            if let file = function.file, let line = function.line {
+              entry.set("sourceLocation", .object([("file", .string(file)), ("line", .number(String(line))),
+                                                   ("column", .number(String(function.column ?? 0)))]))
+            }
+            updated.append(entry)
+          }
+        }
+        threads[threadIndex].set("frames", .array(updated))
+      }
+      document.set("threads", .array(threads))
+    }
+    return report.preamble + document.serialized() + "\n"
   }
 
   /// The classic `.crash` text of an `.ips` report: header fields, threads, `Binary Images:`.

@@ -14,6 +14,7 @@ public enum ReportParser {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
+    if SwiftBacktraceJSONParser.detect(text) { return try SwiftBacktraceJSONParser.parse(text) }
     let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
     if trimmed.first == "{" {
       if let report = try parseJSONReport(trimmed) { return report }

@@ -153,7 +153,7 @@ public enum Symbolicator {
         result.status = .symbolicated
         // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
         // reports from the address itself.
-        let displayAddress = report.format == .swiftBacktrace ? lookup : file.imageBaseVMAddress &+ offset
+        let displayAddress = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON ? lookup : file.imageBaseVMAddress &+ offset
         result.functions = [SymbolicatedFrame.Function(name: demangler.demangle(symbol.name), rawName: symbol.name,
                                                        offset: displayAddress &- symbol.address, file: nil, line: nil,
                                                        column: nil, isInlined: false)]

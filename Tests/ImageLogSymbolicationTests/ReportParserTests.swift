@@ -57,6 +57,28 @@ import ImageReaders
     }
     """
 
+  static let swiftJSON = """
+    Fatal error: boom
+
+    *** Signal 4: Backtracing from 0x7f0000001000... done ***
+
+    { "timestamp": "2026-11-23T08:53:10Z", "kind": "crashReport", "description": "Illegal instruction", "architecture": "x86_64", "threads": [ { "name": "main", "crashed": true, "frames": [ { "kind": "programCounter", "address": "0x00007f0000001000" }, { "kind": "returnAddress", "address": "0x000055550000153e" }, { "kind": "truncated" } ] }, { "frames": [ { "kind": "asyncResumePoint", "address": "0x0000555500001600" } ] } ], "omittedImages": 3, "images": [ { "name": "app", "buildId": "167ddc45f2bbbc485434077cf70e879175008f62", "path": "/tmp/app", "baseAddress": "0x0000555500000000", "endOfText": "0x0000555500002000" }, { "name": "libswiftCore.so", "buildId": "b521f25fdeacf504eca83d97c7308e8fc11be729", "path": "/opt/lib/libswiftCore.so", "baseAddress": "0x00007f0000000000", "endOfText": "0x00007f0000400000" } ], "backtraceTime": 0.01 }
+    """
+
+  @Test func swiftBacktraceJSON() throws {
+    let report = try ReportParser.parse(Self.swiftJSON)
+    #expect(report.format == .swiftBacktraceJSON)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    #expect(report.preamble.hasPrefix("Fatal error: boom\n"))
+    #expect(report.architecture == "x86_64")
+    #expect(report.frames.map(\.address) == [0x7f0000001000, 0x55550000153e, 0x555500001600])
+    #expect(report.frames.map(\.isReturnAddress) == [false, true, false])
+    #expect(report.frames.map(\.imageIndex) == [1, 0, 0])
+    #expect(report.threads.map(\.crashed) == [true, false])
+    #expect(report.images[1].identity?.hex == "b521f25fdeacf504eca83d97c7308e8fc11be729")
+    #expect(report.images[0].endAddress == 0x555500001fff)
+  }
+
   @Test func appleCrashVariants() throws {
     let report = try ReportParser.parse(Self.appleCrash)
     #expect(report.format == .appleCrash)
@@ -206,7 +228,7 @@ import ImageReaders
   @Test func everyTruncationAndByteFlipOnlyThrows() {
     var rng = SplitMix64(seed: 0x5EED)
     let crashWithHeader = #"{"bug_type":"109"}"# + "\n" + ReportParserTests.appleCrash
-    for original in [ReportParserTests.appleCrash, ReportParserTests.ips, crashWithHeader] {
+    for original in [ReportParserTests.appleCrash, ReportParserTests.ips, crashWithHeader, ReportParserTests.swiftJSON] {
       let bytes = Array(original.utf8)
       for length in stride(from: 0, through: bytes.count, by: 7) { parseAnything(Array(bytes.prefix(length))) }
       for _ in 0..<400 {

@@ -1,5 +1,5 @@
 import Testing
-import ImageLogSymbolication
+@testable import ImageLogSymbolication
 import ImageReaders
 
 /// Crashes real Swift programs with Swift's backtracer set to `symbolicate=off`, symbolicates the
@@ -67,6 +67,33 @@ struct SwiftBacktraceSymbolicationTests {
       let offset = expectation.offset + (frame.isReturnAddress ? 1 : 0)
       #expect(rendered.contains("\(expectation.name) + \(offset)\(shown)"), "\(rendered)")
     }
+  }
+
+  /// The backtracer's JSON format: frames filled in exactly as `symbolicate=full,format=json` fills them.
+  @Test func jsonFormatMatchesTheBacktracer() throws {
+    let off = try CrashPrograms.crash("index", symbolicate: "off,format=json")
+    let full = try CrashPrograms.crash("index", symbolicate: "full,format=json")
+    let report = try ReportParser.parse(off)
+    #expect(report.format == .swiftBacktraceJSON)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    var options = SymbolicationOptions()
+    options.systemDirectories = false
+    let ours = try SwiftBacktraceJSONParser.parse(Symbolicator.symbolicate(report, options: options).formatted(.report)).document
+    let theirs = try SwiftBacktraceJSONParser.parse(full).document
+    func frames(_ document: JSONValue?) -> [JSONValue] {
+      (document?["threads"]?.array?.first { $0["crashed"] == .bool(true) }?["frames"]?.array ?? []).map { frame in
+        var copy = frame
+        copy.remove("address")  // each run has its own addresses
+        if case .object(let location)? = frame["sourceLocation"], case .string(let file)? = frame["sourceLocation"]?["file"] {
+          // llvm-symbolizer joins a relative DW_AT_name to DW_AT_comp_dir; the backtracer does not.
+          copy.set("sourceLocation", .object(location.map { $0.0 == "file" ? ("file", .string(file.split(separator: "/").suffix(3).joined(separator: "/"))) : $0 }))
+        }
+        return copy
+      }
+    }
+    let expected = frames(theirs)
+    try #require(!expected.isEmpty)
+    #expect(frames(ours) == expected)
   }
 
   /// An image list as imagelog's formatter writes it (crash, logger and unstrip styles) followed by

@@ -12,7 +12,8 @@ struct SymbolicateCommand: Command {
     ARGUMENTS:
       <report>                A crash report file, or - for standard input. The kind is detected:
                               imagelog's report, Apple .crash (also behind a JSON header line),
-                              Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off),
+                              Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
+                              text or format=json),
                               or a list of addresses (with --image).
       <address>               Addresses to look up (0x...): with --image, or after a file listing
                               images in imagelog's formats (imagelog list --format crash|logger|unstrip).
@@ -23,8 +24,9 @@ struct SymbolicateCommand: Command {
       --image <path>@<addr>   The image at <path> was loaded at <addr> (hex): for bare addresses.
                               Repeatable.
       --format <style>        report (default: the report's own layout, frames symbolicated in place;
-                              for .ips the JSON with symbol/symbolLocation filled in), json (one object
-                              per frame), or crash (classic .crash text, for .ips).
+                              for .ips the JSON with symbol/symbolLocation filled in, for the
+                              backtracer's JSON its symbolicate=full fields), json (one object per
+                              frame), or crash (classic .crash text, for the JSON kinds).
       --arch <name>           The architecture that picks universal slices when the report has none.
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
                               full (swift demangle style), or none.
@@ -136,7 +138,7 @@ struct SymbolicateCommand: Command {
     }
     let result = Symbolicator.symbolicate(report, options: options)
     var output = result.formatted(style)
-    if style == .report, report.format == .appleIPS {
+    if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
       // The JSON stays valid: the summary goes to standard error.
       printError(String(result.summary().drop { $0 == "\n" }))
     }
