@@ -27,13 +27,14 @@ enum AppleCrashParser {
       }
       if line.hasPrefix("Thread "), let heading = threadHeading(line) {
         switch heading {
-        case .frames(let number, let crashed):
+        case let .frames(number, crashed, name):
           section = .thread(number)
           currentThread = number
           if let existing = report.threads.firstIndex(where: { $0.number == number }) {
             report.threads[existing].crashed = report.threads[existing].crashed || crashed
+            if let name { report.threads[existing].name = name }
           } else {
-            report.threads.append(CrashReport.Thread(number: number, crashed: crashed, name: nil))
+            report.threads.append(CrashReport.Thread(number: number, crashed: crashed, name: name))
           }
         case .name(let number, let name):
           report.threads.append(CrashReport.Thread(number: number, crashed: false, name: name))
@@ -85,21 +86,27 @@ enum AppleCrashParser {
 
   enum Section: Equatable { case header, thread(Int), images }
 
-  enum Heading { case frames(Int, crashed: Bool), name(Int, String), state }
+  enum Heading { case frames(Int, crashed: Bool, name: String?), name(Int, String), state }
 
   /// `Thread 3:`, `Thread 0 Crashed:`, `Thread 0 name:  Dispatch queue: ...`,
-  /// `Thread 0 crashed with ARM Thread State (64-bit):`.
+  /// `Thread 0 crashed with ARM Thread State (64-bit):`, and macOS 12's `Thread 0 Crashed::  Dispatch
+  /// queue: com.apple.main-thread` / `Thread 1::  Dispatch queue: ...` (the name after a double colon).
   static func threadHeading(_ line: String) -> Heading? {
-    let words = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-    guard words.count >= 2 else { return nil }
-    let numberWord = words[1].hasSuffix(":") ? words[1].dropLast() : words[1]
-    guard let number = Int(numberWord) else { return nil }
-    if words.count == 2 { return words[1].hasSuffix(":") ? .frames(number, crashed: false) : nil }
-    let rest = words[2]
-    if rest == "Crashed:" { return .frames(number, crashed: true) }
-    if rest.hasPrefix("name:") { return .name(number, String(rest.dropFirst(5).drop { $0 == " " })) }
-    if rest.hasPrefix("crashed with") || rest.contains("Thread State") { return .state }
-    return nil
+    var rest = line.dropFirst("Thread ".count)
+    let digits = rest.prefix { $0.isASCII && $0.isNumber }
+    guard let number = Int(digits) else { return nil }
+    rest = rest.dropFirst(digits.count)
+    if rest.hasPrefix(" name:") { return .name(number, String(rest.dropFirst(6).drop { $0 == " " })) }
+    if rest.hasPrefix(" crashed with") || rest.contains("Thread State") { return .state }
+    var crashed = false
+    if rest.hasPrefix(" Crashed") { crashed = true; rest = rest.dropFirst(8) }
+    guard rest.hasPrefix(":") else { return nil }
+    rest = rest.dropFirst()
+    if rest.hasPrefix(":") {
+      let name = rest.dropFirst().trimmingSpaces
+      return .frames(number, crashed: crashed, name: name.isEmpty ? nil : name)
+    }
+    return rest.trimmingSpaces.isEmpty ? .frames(number, crashed: crashed, name: nil) : nil
   }
 
   static func field(_ line: String, _ name: String) -> Substring? {

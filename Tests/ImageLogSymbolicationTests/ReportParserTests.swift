@@ -103,6 +103,37 @@ import ImageReaders
     #expect(report.crashedThread == 0)
   }
 
+  /// macOS 12+ text (translated from .ips): `Thread 0 Crashed::  Dispatch queue: ...`, addresses
+  /// right-aligned without zero padding, `(*)` versions, dashed UUIDs.
+  @Test func newStyleThreadsAndFrames() throws {
+    let text = """
+      Process:               MyApp [1234]
+      Code Type:             X86-64 (Native)
+      Crashed Thread:        0  Dispatch queue: com.apple.main-thread
+
+      Thread 0 Crashed::  Dispatch queue: com.apple.main-thread
+      0   MyApp                         \t       0x10d5c2f50 0x10d5c1000 + 8016
+      1   libdyld.dylib                 \t    0x7fff2035c621 start + 1
+
+      Thread 1::  com.apple.NSURLConnectionLoader
+      0   libsystem_kernel.dylib        \t    0x7fff2030a2ba mach_msg_trap + 10
+
+
+      Binary Images:
+             0x10d5c1000 -        0x10d5c4fff com.example.MyApp (1.0) <C299A741-488A-3656-A410-A7BE59926B13> /Applications/MyApp.app/Contents/MacOS/MyApp
+          0x7fff2035b000 -     0x7fff2035cfff libdyld.dylib (*) <5E4F7D4A-9B2C-3F1E-8D7A-1B2C3D4E5F60> /usr/lib/system/libdyld.dylib
+      """
+    let report = try ReportParser.parse(text)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    #expect(report.architecture == "x86_64")
+    #expect(report.threads.map(\.number) == [0, 1])
+    #expect(report.threads.map(\.crashed) == [true, false])
+    #expect(report.threads.map(\.name) == ["Dispatch queue: com.apple.main-thread", "com.apple.NSURLConnectionLoader"])
+    #expect(report.frames.map(\.address) == [0x10d5c2f50, 0x7fff2035c621, 0x7fff2030a2ba])
+    #expect(report.frames.map(\.imageIndex) == [0, 1, nil])
+    #expect(report.images.map(\.name) == ["com.example.MyApp", "libdyld.dylib"])
+  }
+
   @Test func crashBehindAJSONHeader() throws {
     let header = #"{"app_name":"MyApp","timestamp":"2026-11-23 09:00:00.00 +0000","bug_type":"109","name":"MyApp"}"#
     let report = try ReportParser.parse(header + "\n" + Self.appleCrash)

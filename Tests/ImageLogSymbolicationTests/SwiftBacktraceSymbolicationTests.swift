@@ -152,7 +152,7 @@ struct SwiftBacktraceSymbolicationTests {
   }
 
   /// The report's binary is stripped; the symbols and lines come from its separate debug file, found in a
-  /// `.build-id` tree by the build-id alone and in a `--search` folder.
+  /// `.build-id` tree by the build-id alone, in the debuginfod client cache, and in a `--search` folder.
   @Test(.enabled(if: haveTool("llvm-objcopy-14") || haveTool("objcopy"), "needs objcopy"))
   func strippedBinaryWithSeparateDebugFile() throws {
     let original = try CrashPrograms.crasher.get()
@@ -173,11 +173,18 @@ struct SwiftBacktraceSymbolicationTests {
     let hex = identity.hex
     #expect(try runProcess(["mkdir", "-p", tree + "/.build-id/" + hex.prefix(2)]).status == 0)
     #expect(try runProcess(["cp", debug, tree + "/.build-id/" + hex.prefix(2) + "/" + hex.dropFirst(2) + ".debug"]).status == 0)
-    for useTree in [true, false] {
+    let cache = directory + "/debuginfod_client"
+    #expect(try runProcess(["mkdir", "-p", cache + "/" + hex]).status == 0)
+    #expect(try runProcess(["cp", debug, cache + "/" + hex + "/debuginfo"]).status == 0)
+    for place in ["tree", "debuginfod", "search"] {
+      let useTree = place
       var options = SymbolicationOptions()
-      if useTree {
+      if place == "tree" {
         options.buildIDDirectories = [tree]
         options.debuginfodCaches = []
+      } else if place == "debuginfod" {
+        options.buildIDDirectories = []
+        options.debuginfodCaches = [cache]
       } else {
         options.systemDirectories = false
         let search = directory + "/search"
