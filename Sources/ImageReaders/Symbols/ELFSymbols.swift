@@ -41,6 +41,7 @@ extension SymbolTable {
       let type = info & 0xF
       let binding = info >> 4
       guard isCodeType(type), sectionIndex != 0, sectionIndex != 0xFFF1, nameOffset != 0 else { continue }
+      // UInt32 -> Int is exact on 64-bit; nameLength checks the offset against the table.
       guard let length = nameLength(in: names, at: Int(nameOffset)), length > 0 else { continue }
       let first = names[Int(nameOffset)]
       if first == UInt8(ascii: "$"), length == 2 || (length > 2 && names[Int(nameOffset) + 2] == UInt8(ascii: ".")) {

@@ -29,6 +29,7 @@ extension SymbolTable {
       let value = is64Bit ? try reader.read(UInt64.self) : UInt64(try reader.read(UInt32.self))
       // N_STAB 0xe0, N_TYPE 0x0e, N_SECT 0x0e
       guard type & 0xE0 == 0, type & 0x0E == 0x0E, section != 0, nameOffset != 0 else { continue }
+      // UInt32 -> Int is exact on 64-bit; nameLength checks the offset against the table.
       guard var length = nameLength(in: names, at: Int(nameOffset)), length > 0 else { continue }
       var offset = Int(nameOffset)
       if names[offset] == UInt8(ascii: "_"), length > 1 { offset += 1; length -= 1 }
