@@ -1,0 +1,191 @@
+/* dlopen/dlmopen/dlclose interposers: the synchronous half of the image observers.
+ *
+ * Linked into an executable, these definitions come first in the global lookup scope, so calls from
+ * the executable always reach them, and calls from a shared library reach them when the executable
+ * exports the symbol (the static linker exports `dlopen` by itself because libswiftCore.so refers to
+ * it; `dlclose` needs `-Xlinker --export-dynamic-symbol=dlclose`, see Package.swift). Each forwards
+ * to the next definition (libc's) and then, when the call succeeded and is the outermost loader call
+ * on this thread (so the loader's lock is not held: constructors and destructors run under it),
+ * calls the hook Swift installed.
+ *
+ * glibc resolves a bare name (no '/') and `$ORIGIN` against the *caller's* RPATH/RUNPATH and
+ * directory, taking the caller from dlopen's return address. Forwarding makes the executable that
+ * caller, so for a caller inside a shared library il_open_for redoes that part: `$ORIGIN` becomes the
+ * caller's origin, and a bare name is looked up along the caller's RPATH/LD_LIBRARY_PATH/RUNPATH
+ * directories (dlinfo RTLD_DI_SERINFO) before falling back to the ordinary search. */
+#define _GNU_SOURCE
+#include "CImageLog.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+typedef void *(*il_dlopen_fn)(const char *, int);
+typedef void *(*il_dlmopen_fn)(Lmid_t, const char *, int);
+typedef int (*il_dlclose_fn)(void *);
+typedef void (*il_hook_fn)(void);
+
+static _Atomic(il_hook_fn) il_hook;
+static _Atomic(il_dlopen_fn) il_next_dlopen;
+static _Atomic(il_dlmopen_fn) il_next_dlmopen;
+static _Atomic(il_dlclose_fn) il_next_dlclose;
+static __thread int il_depth;
+
+/* dlsym(RTLD_NEXT) finds the definition after ours (libc's); racing threads store the same value. */
+static il_dlopen_fn il_dlopen_next(void) {
+  il_dlopen_fn next = atomic_load_explicit(&il_next_dlopen, memory_order_acquire);
+  if (!next) {
+    next = (il_dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
+    atomic_store_explicit(&il_next_dlopen, next, memory_order_release);
+  }
+  return next;
+}
+
+static il_dlmopen_fn il_dlmopen_next(void) {
+  il_dlmopen_fn next = atomic_load_explicit(&il_next_dlmopen, memory_order_acquire);
+  if (!next) {
+    next = (il_dlmopen_fn)dlsym(RTLD_NEXT, "dlmopen");
+    atomic_store_explicit(&il_next_dlmopen, next, memory_order_release);
+  }
+  return next;
+}
+
+static il_dlclose_fn il_dlclose_next(void) {
+  il_dlclose_fn next = atomic_load_explicit(&il_next_dlclose, memory_order_acquire);
+  if (!next) {
+    next = (il_dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
+    atomic_store_explicit(&il_next_dlclose, next, memory_order_release);
+  }
+  return next;
+}
+
+void il_set_loader_hook(void (*hook)(void)) { atomic_store_explicit(&il_hook, hook, memory_order_release); }
+
+int il_loader_call_depth(void) { return il_depth; }
+
+void *il_real_dlopen(const char *file, int mode) { return il_dlopen_next()(file, mode); }
+
+int il_real_dlclose(void *handle) { return il_dlclose_next()(handle); }
+
+static void il_notify(void) {
+  il_hook_fn hook = atomic_load_explicit(&il_hook, memory_order_acquire);
+  if (!hook) return;
+  int saved = errno;
+  hook();
+  errno = saved;
+}
+
+/* Replaces `$ORIGIN` and `${ORIGIN}` in `file` with `origin`; NULL when out of memory. */
+static char *il_expand_origin(const char *file, const char *origin) {
+  size_t origin_length = strlen(origin);
+  size_t capacity = strlen(file) + 1;
+  for (const char *p = strchr(file, '$'); p; p = strchr(p + 1, '$')) capacity += origin_length;
+  char *result = malloc(capacity);
+  if (!result) return NULL;
+  char *out = result;
+  const char *p = file;
+  while (*p) {
+    size_t skip = 0;
+    if (strncmp(p, "${ORIGIN}", 9) == 0) {
+      skip = 9;
+    } else if (strncmp(p, "$ORIGIN", 7) == 0) {
+      char next = p[7];
+      int identifier = (next >= 'A' && next <= 'Z') || (next >= 'a' && next <= 'z') ||
+                       (next >= '0' && next <= '9') || next == '_';
+      if (!identifier) skip = 7;
+    }
+    if (skip) {
+      memcpy(out, origin, origin_length);
+      out += origin_length;
+      p += skip;
+    } else {
+      *out++ = *p++;
+    }
+  }
+  *out = '\0';
+  return result;
+}
+
+/* Tries `dir/name` for each of the caller's non-default search directories. */
+static void *il_open_along(struct link_map *caller, const char *name, int mode, il_dlopen_fn next) {
+  Dl_serinfo size_info;
+  if (dlinfo(caller, RTLD_DI_SERINFOSIZE, &size_info) != 0 || size_info.dls_size == 0) return NULL;
+  Dl_serinfo *info = malloc(size_info.dls_size);
+  if (!info) return NULL;
+  if (dlinfo(caller, RTLD_DI_SERINFOSIZE, info) != 0 || dlinfo(caller, RTLD_DI_SERINFO, info) != 0) {
+    free(info);
+    return NULL;
+  }
+  void *handle = NULL;
+  char candidate[PATH_MAX];
+  for (unsigned int index = 0; index < info->dls_cnt && !handle; index++) {
+    const Dl_serpath *entry = &info->dls_serpath[index];
+    if (entry->dls_flags & LA_SER_DEFAULT) continue;  /* the ordinary search covers these, cache first */
+    size_t dir_length = strlen(entry->dls_name);
+    if (dir_length + 1 + strlen(name) + 1 > sizeof candidate) continue;
+    memcpy(candidate, entry->dls_name, dir_length);
+    candidate[dir_length] = '/';
+    strcpy(candidate + dir_length + 1, name);
+    if (access(candidate, F_OK) == 0) handle = next(candidate, mode);
+  }
+  free(info);
+  return handle;
+}
+
+/* dlopen as glibc would do it for a call made at `caller`. */
+static void *il_open_for(const void *caller, const char *file, int mode) {
+  il_dlopen_fn next = il_dlopen_next();
+  if (!file || (!strchr(file, '$') && strchr(file, '/')) || getauxval(AT_SECURE)) return next(file, mode);
+  struct link_map *map = NULL;
+  Dl_info info;
+  if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map || !map->l_name || !map->l_name[0]) {
+    return next(file, mode);  /* the main executable (or unknown): glibc uses the main map too */
+  }
+  void *handle = NULL;
+  char *expanded = NULL;
+  const char *name = file;
+  if (strchr(file, '$')) {
+    char origin[PATH_MAX];
+    if (dlinfo(map, RTLD_DI_ORIGIN, origin) == 0 && (expanded = il_expand_origin(file, origin))) name = expanded;
+  }
+  if (strchr(name, '/')) {
+    handle = next(name, mode);
+  } else {
+    /* glibc first matches names of objects already loaded; RTLD_NOLOAD asks exactly that. */
+    handle = next(name, mode | RTLD_NOLOAD);
+    if (!handle) handle = il_open_along(map, name, mode, next);
+    if (!handle) handle = next(name, mode);
+  }
+  free(expanded);
+  return handle;
+}
+
+void *dlopen(const char *file, int mode) {
+  const void *caller = __builtin_return_address(0);
+  il_depth++;
+  void *handle = il_open_for(caller, file, mode);
+  il_depth--;
+  if (handle && il_depth == 0) il_notify();
+  return handle;
+}
+
+void *dlmopen(Lmid_t namespace_id, const char *file, int mode) {
+  il_depth++;
+  void *handle = il_dlmopen_next()(namespace_id, file, mode);
+  il_depth--;
+  if (handle && il_depth == 0) il_notify();
+  return handle;
+}
+
+int dlclose(void *handle) {
+  il_depth++;
+  int result = il_dlclose_next()(handle);
+  il_depth--;
+  if (result == 0 && il_depth == 0) il_notify();
+  return result;
+}

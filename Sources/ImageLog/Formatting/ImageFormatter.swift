@@ -1,0 +1,128 @@
+import ImageReaders
+
+/// How `ImageFormatter` writes one image.
+public enum ImageFormatStyle: String, CaseIterable, Sendable {
+  /// The classic image logger: `Added: 0xLOAD (0xTEXTSIZE) /path <UUID>`.
+  case logger
+  /// Apple "Binary Images": `0xSTART - 0xEND [+]name arch  <id> /path`.
+  case crash
+  /// `eu-unstrip -n -p PID`: `0xSTART+0xSIZE BUILDID@0xADDR FILE DEBUGFILE NAME`.
+  case unstrip
+  /// JSON Lines: one object per image with stable field names.
+  case json
+}
+
+/// Whether an image is being reported as loaded or unloaded.
+public enum ImageEvent: Sendable {
+  case added
+  case removed
+}
+
+/// Formats one image as one line (no newline) in a given style.
+///
+/// - `logger`: `Added: 0x7f3a1c200000 (0x5d3000) /usr/lib/x86_64-linux-gnu/libstdc++.so.6 <1A2B3C4D-...>`:
+///   load address, text size in hex, path, the build-id's UUID form (`BuildID.uuid`; all zeros when the
+///   image has no build-id). `Removed:` for `.removed`.
+/// - `crash`: `0xSTART - 0xEND +name arch  <id> /path`: START the load address, END the last byte of
+///   the text range (inclusive, as Apple's and PLCrashReporter's are), `+` only before the main
+///   executable, two spaces before `<`, id = the first 16 build-id bytes as 32 lowercase hex digits
+///   (`BuildID.compactUUID`; zeros when there is none), or the whole build-id with `fullBuildIDs`.
+/// - `unstrip`: as `eu-unstrip -n -p PID` prints a module: START the load address, SIZE up to the end of
+///   the last file-backed page (`Image.fileMappedRange`), the full build-id with `@` the address of its
+///   bytes (`-` when none), the file, `-` for the debug file (we do no file I/O to look for one),
+///   and the name (the path; `[vdso]` for the vDSO).
+/// - `json`: `{"event":"added","path":...,"name":...,"loadAddress":"0x...","loadBias":"0x...",
+///   "textStart":"0x...","textEnd":"0x...","textSize":N,"loadEnd":"0x...","loadSize":N,
+///   "fileMappedEnd":"0x...","buildID":"hex"|null,"uuid":...|null,"debugID":...|null,
+///   "buildIDAddress":"0x..."|null,"architecture":"x86_64","isMainExecutable":false}`. Addresses are hex
+///   strings (JSON numbers lose 64-bit precision), ends are exclusive, sizes are numbers.
+public struct ImageFormatter: Sendable {
+  public var style: ImageFormatStyle
+  /// In the `crash` style, print the whole build-id between `<` and `>` instead of its first 16 bytes.
+  public var fullBuildIDs: Bool
+
+  public init(style: ImageFormatStyle, fullBuildIDs: Bool = false) {
+    self.style = style
+    self.fullBuildIDs = fullBuildIDs
+  }
+
+  /// One line for `image`, without a newline.
+  public func format(_ image: Image, event: ImageEvent = .added) -> String {
+    switch style {
+    case .logger: logger(image, event: event)
+    case .crash: crash(image)
+    case .unstrip: unstrip(image)
+    case .json: json(image, event: event)
+    }
+  }
+
+  private static let zeroUUID = "00000000-0000-0000-0000-000000000000"
+
+  private func logger(_ image: Image, event: ImageEvent) -> String {
+    let verb = event == .added ? "Added:" : "Removed:"
+    return "\(verb) 0x\(hexDigits(image.loadAddress)) (0x\(hexDigits(image.textSize))) \(image.path) "
+      + "<\(image.buildID?.uuid ?? Self.zeroUUID)>"
+  }
+
+  private func crash(_ image: Image) -> String {
+    // END is inclusive; an empty text range (never seen) prints START as END.
+    let end = image.textSize == 0 ? image.loadAddress : image.textRange.upperBound - 1
+    let id = image.buildID.map { fullBuildIDs ? $0.hex : $0.compactUUID } ?? String(repeating: "0", count: 32)
+    let plus = image.isMainExecutable ? "+" : ""
+    return "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(end)) \(plus)\(image.name) \(image.architecture)  "
+      + "<\(id)> \(image.path)"
+  }
+
+  private func unstrip(_ image: Image) -> String {
+    // elfutils prints the size with "%#" PRIx64, which writes a zero size as "0".
+    let size = image.fileMappedRange.upperBound - image.fileMappedRange.lowerBound
+    var line = "0x\(hexDigits(image.loadAddress))+\(size == 0 ? "0" : "0x" + hexDigits(size)) "
+    if let buildID = image.buildID, !buildID.bytes.isEmpty {
+      line += buildID.hex
+      if let address = image.buildIDAddress, address != 0 { line += "@0x\(hexDigits(address))" }
+    } else {
+      line += "-"
+    }
+    return line + " \(image.path.isEmpty ? "-" : image.path) - \(image.path.isEmpty ? image.name : image.path)"
+  }
+
+  private func json(_ image: Image, event: ImageEvent) -> String {
+    func hex(_ value: UInt64) -> String { "\"0x\(hexDigits(value))\"" }
+    var fields: [String] = []
+    fields.append("\"event\":\(event == .added ? "\"added\"" : "\"removed\"")")
+    fields.append("\"path\":\(jsonString(image.path))")
+    fields.append("\"name\":\(jsonString(image.name))")
+    fields.append("\"loadAddress\":\(hex(image.loadAddress))")
+    fields.append("\"loadBias\":\(hex(image.loadBias))")
+    fields.append("\"textStart\":\(hex(image.textRange.lowerBound))")
+    fields.append("\"textEnd\":\(hex(image.textRange.upperBound))")
+    fields.append("\"textSize\":\(image.textSize)")
+    fields.append("\"loadEnd\":\(hex(image.loadRange.upperBound))")
+    fields.append("\"loadSize\":\(image.loadSize)")
+    fields.append("\"fileMappedEnd\":\(hex(image.fileMappedRange.upperBound))")
+    fields.append("\"buildID\":\(image.buildID.map { "\"\($0.hex)\"" } ?? "null")")
+    fields.append("\"uuid\":\(image.buildID.map { "\"\($0.uuid)\"" } ?? "null")")
+    fields.append("\"debugID\":\(image.buildID.map { "\"\($0.debugID)\"" } ?? "null")")
+    fields.append("\"buildIDAddress\":\(image.buildIDAddress.map(hex) ?? "null")")
+    fields.append("\"architecture\":\(jsonString(image.architecture))")
+    fields.append("\"isMainExecutable\":\(image.isMainExecutable)")
+    return "{" + fields.joined(separator: ",") + "}"
+  }
+}
+
+/// `text` as a JSON string literal: quotes, backslashes and control characters escaped.
+func jsonString(_ text: String) -> String {
+  var result = "\""
+  for scalar in text.unicodeScalars {
+    switch scalar {
+    case "\"": result += "\\\""
+    case "\\": result += "\\\\"
+    case "\n": result += "\\n"
+    case "\r": result += "\\r"
+    case "\t": result += "\\t"
+    case _ where scalar.value < 0x20: result += "\\u" + hexDigits(UInt64(scalar.value), width: 4)
+    default: result.unicodeScalars.append(scalar)
+    }
+  }
+  return result + "\""
+}

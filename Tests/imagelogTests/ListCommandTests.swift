@@ -1,0 +1,179 @@
+import FoundationEssentials
+import Glibc
+import Testing
+
+/// Runs the built `imagelog` (next to this test bundle in .build/<triple>/debug) with `arguments`.
+fileprivate func runImagelog(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+  try runListTool([imagelogBinary] + arguments)
+}
+
+fileprivate let imagelogBinary: String = {
+  var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+  let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+  let me = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  return String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/imagelog"
+}()
+
+fileprivate func runListTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+  let directory = String(cString: mkdtemp(strdup("/tmp/imagelog-list-XXXXXX")))
+  let outPath = directory + "/out", errPath = directory + "/err"
+  var actions = posix_spawn_file_actions_t()
+  posix_spawn_file_actions_init(&actions)
+  defer { posix_spawn_file_actions_destroy(&actions) }
+  posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+  posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+  var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+  defer { for pointer in argv { free(pointer) } }
+  var pid: pid_t = 0
+  guard posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else {
+    throw ListTestError("cannot run \(arguments[0])")
+  }
+  var status: Int32 = 0
+  while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+  let output = try readWhole(outPath), error = try readWhole(errPath)
+  unlink(outPath); unlink(errPath); rmdir(directory)
+  return ((status >> 8) & 0xff, output, error)
+}
+
+fileprivate func readWhole(_ path: String) throws -> String {
+  guard let file = fopen(path, "r") else { throw ListTestError("cannot open \(path)") }
+  defer { fclose(file) }
+  var bytes: [UInt8] = []
+  var buffer = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let count = fread(&buffer, 1, buffer.count, file)
+    if count <= 0 { break }
+    bytes += buffer[0..<count]
+  }
+  return String(decoding: bytes, as: UTF8.self)
+}
+
+fileprivate struct ListTestError: Error, CustomStringConvertible {
+  var description: String
+  init(_ description: String) { self.description = description }
+}
+
+fileprivate func lines(_ text: String) -> [Substring] { text.split(separator: "\n") }
+
+fileprivate func readelfBuildIDOf(_ path: String) throws -> String? {
+  let result = try runListTool(["readelf", "-n", path])
+  for line in lines(result.output) {
+    let tokens = line.split(separator: " ")
+    if let index = tokens.firstIndex(of: "ID:"), index > 0, tokens[index - 1] == "Build", index + 1 < tokens.count {
+      return String(tokens[index + 1])
+    }
+  }
+  return nil
+}
+
+fileprivate let haveReadelf = (try? runListTool(["sh", "-c", "command -v readelf"]).status) == 0
+
+fileprivate struct ListedImage: Decodable {
+  var event: String
+  var path: String
+  var name: String
+  var loadAddress: String
+  var textEnd: String
+  var buildID: String?
+  var architecture: String
+  var isMainExecutable: Bool
+}
+
+@Suite("imagelog list")
+struct ListCommandTests {
+  /// `0xSTART - 0xEND [+]name arch  <32 hex> path`, split into its parts.
+  fileprivate func crashFields(_ line: Substring) -> (start: UInt64, end: UInt64, name: String, id: String, path: String)? {
+    let parts = line.split(separator: " ", maxSplits: 6, omittingEmptySubsequences: false)
+    guard parts.count == 7, parts[1] == "-", parts[5] == "", parts[6].hasPrefix("<"),
+          let close = parts[6].firstIndex(of: ">"),
+          let start = UInt64(parts[0].dropFirst(2), radix: 16), let end = UInt64(parts[2].dropFirst(2), radix: 16)
+    else { return nil }
+    let id = String(parts[6][parts[6].index(after: parts[6].startIndex)..<close])
+    return (start, end, String(parts[3]), id, String(parts[6][parts[6].index(close, offsetBy: 2)...]))
+  }
+
+  @Test func noArgumentsListsOwnImagesInCrashStyle() throws {
+    let result = try runImagelog([])
+    #expect(result.status == 0)
+    #expect(result.error.isEmpty)
+    let listed = lines(result.output)
+    #expect(listed.count > 3)
+    let fields = listed.compactMap(crashFields)
+    #expect(fields.count == listed.count, "every line has the crash shape")
+    let main = try #require(fields.first)
+    #expect(main.name == "+imagelog")
+    #expect(main.path == imagelogBinary)
+    #expect(main.start < main.end)
+    #expect(fields.filter { $0.name.hasPrefix("+") }.count == 1)
+    #expect(fields.contains { $0.path == "[vdso]" && $0.name == "[vdso]" })
+    #expect(fields.contains { $0.name.hasPrefix("libc.so") })
+    #expect(fields.allSatisfy { $0.id.count == 32 })
+    // The same images with the subcommand word.
+    let named = try runImagelog(["list"])
+    #expect(named.status == 0)
+    #expect(lines(named.output).compactMap(crashFields).map(\.path) == fields.map(\.path))
+  }
+
+  @Test(.enabled(if: haveReadelf, "readelf is not installed"))
+  func buildIDsAgreeWithReadelfAndFullBuildIDsPrintsThemWhole() throws {
+    let short = lines(try runImagelog([]).output).compactMap(crashFields)
+    let full = lines(try runImagelog(["--full-build-ids"]).output).compactMap(crashFields)
+    #expect(short.count == full.count)
+    for image in full where image.path.hasPrefix("/") {
+      let readelf = try readelfBuildIDOf(image.path)
+      #expect(image.id == readelf, "\(image.path)")
+      #expect(short.first { $0.path == image.path }?.id == readelf.map { String($0.prefix(32)) })
+    }
+  }
+
+  @Test func everyFormat() throws {
+    let crash = lines(try runImagelog(["--format", "crash"]).output)
+    #expect(crash.compactMap(crashFields).count == crash.count)
+
+    let logger = try runImagelog(["--format", "logger"])
+    #expect(logger.status == 0)
+    let loggerLines = lines(logger.output)
+    #expect(loggerLines.count == crash.count)
+    #expect(loggerLines.allSatisfy { $0.hasPrefix("Added: 0x") && $0.contains(" (0x") && $0.hasSuffix(">") })
+    #expect(loggerLines.first?.contains(" \(imagelogBinary) <") == true)
+
+    let unstrip = try runImagelog(["--format=unstrip"])
+    #expect(unstrip.status == 0)
+    let unstripLines = lines(unstrip.output)
+    #expect(unstripLines.count == crash.count)
+    for line in unstripLines {
+      let columns = line.split(separator: " ")
+      #expect(columns.count == 5, "\(line)")
+      #expect(columns[0].hasPrefix("0x") && columns[0].contains("+0x"))
+      #expect(columns[1] == "-" || columns[1].contains("@0x"))
+      #expect(columns[3] == "-")
+    }
+
+    let json = try runImagelog(["--format", "json"])
+    #expect(json.status == 0)
+    let decoded = try lines(json.output).map { try JSONDecoder().decode(ListedImage.self, from: Data($0.utf8)) }
+    #expect(decoded.count == crash.count)
+    #expect(decoded.first?.isMainExecutable == true && decoded.first?.path == imagelogBinary)
+    #expect(decoded.dropFirst().allSatisfy { !$0.isMainExecutable && $0.event == "added" })
+  }
+
+  @Test func usageErrorsExit64() throws {
+    for arguments in [["--bogus"], ["--format", "nope"], ["list", "extra"], ["--format"]] {
+      let result = try runImagelog(arguments)
+      #expect(result.status == 64, "\(arguments)")
+      #expect(result.output.isEmpty, "\(arguments)")
+      #expect(result.error.contains("Usage: imagelog"), "\(arguments)")
+    }
+    #expect(try runImagelog(["--bogus"]).error.hasPrefix("Error: Unknown option '--bogus'"))
+  }
+
+  @Test func helpAndVersion() throws {
+    let help = try runImagelog(["list", "--help"])
+    #expect(help.status == 0)
+    #expect(help.output.contains("--format <style>"))
+    #expect(help.output.contains("--full-build-ids"))
+    #expect(try runImagelog(["help", "list"]).output == help.output)
+    let version = try runImagelog(["--version"])
+    #expect(version.status == 0 && !version.output.isEmpty)
+  }
+}
