@@ -134,6 +134,28 @@ import Testing
     #expect(mismatch.output.contains("  mismatch:   imagelog report <0123456789abcdef0123456789abcdef> file <\(buildID)>"))
   }
 
+  /// `imagelog list --format crash|logger|unstrip` output (imagelog's own images in one run) followed
+  /// by addresses in imagelog's executable: each resolves to llvm-symbolizer's function.
+  @Test(.enabled(if: haveTools, "needs llvm-nm and llvm-symbolizer"), arguments: ["crash", "logger", "unstrip"])
+  func imageListFromTheFormatter(style: String) throws {
+    let binary = SymbolicateCLI.executable
+    let list = try symbolicateRun([binary, "list", "--format", style])
+    try #require(list.exitCode == 0, "\(list.error)")
+    let mainLine = try #require(list.output.split(separator: "\n").first { $0.contains(binary) })
+    let loadText = mainLine.split(whereSeparator: { $0 == " " || $0 == "+" })[style == "logger" ? 1 : 0]
+    let load = try #require(UInt64(loadText.dropFirst(2), radix: 16))
+    let symbols = try SymbolicateCLI.functionSymbols(binary).filter { $0.1.hasPrefix("$s8imagelog") }
+    try #require(symbols.count > 10)
+    let picked = stride(from: 0, to: symbols.count, by: symbols.count / 10).map { symbols[$0].0 + 1 }
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    try SymbolicateCLI.write(directory + "/images.txt", list.output)
+    let result = try symbolicateRun([binary, "symbolicate", "--demangle", "none", "--no-lines", directory + "/images.txt"]
+                                    + picked.map { "0x" + String($0 + load, radix: 16) })
+    #expect(result.exitCode == 0, "\(result.error)")
+    let ours = result.output.split(separator: "\n").prefix(picked.count).map { String($0.split(separator: " ")[1]) }
+    #expect(ours == (try SymbolicateCLI.llvmSymbolizerNames(binary, picked)))
+  }
+
   @Test func scriptHelpAndErrors() throws {
     let script = SymbolicateCLI.packageRoot + "/Scripts/symbolicate"
     let help = try symbolicateRun([script, "--help"])
