@@ -26,6 +26,19 @@ bench:
 fixtures:
 	Scripts/make-fixtures
 
+# libFuzzer over BinaryFile.parse: Tests/Fuzz compiled with Sources/ImageReaders into one module (no
+# package target), seeded with every committed fixture. FUZZ_SECONDS=600 make fuzz for a longer run.
+FUZZ_SECONDS ?= 60
+FUZZ_DIR ?= .build-fuzz
+fuzz:
+	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
+	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz \
+	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
+	cd Tests/ImageReadersTests/Fixtures && find . -type f ! -name '.*' | while read -r f; do \
+	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-$$(echo "$${f#./}" | tr / -)"; done
+	$(FUZZ_DIR)/fuzz-binary-file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
+
 install:
 	$(SWIFT) build -c release --product imagelog
 	$(SWIFT) build -c release --product ImageLogAudit

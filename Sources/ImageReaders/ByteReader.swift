@@ -106,6 +106,18 @@ public struct ByteReader {
     return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
   }
 
+  /// The length in bytes of the NUL-terminated string at `position` (the NUL not counted); the NUL must
+  /// come before the end of the bytes.
+  public func cStringLength(at position: Int) throws(FormatError) -> Int {
+    guard position >= 0, position < bytes.count else {
+      throw .outOfRange(start: position, length: 1, limit: bytes.count)
+    }
+    var end = position
+    while end < bytes.count, bytes[end] != 0 { end += 1 }
+    guard end < bytes.count else { throw .unterminatedString(at: position) }
+    return end - position
+  }
+
   /// Calls `body` with the raw bytes; for hashing or copying, never for typed loads.
   public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
     try body(bytes)

@@ -9,6 +9,7 @@ enum ImageLogMain {
   /// Every subcommand; the first is the default, run when no subcommand word is given.
   static let commands: [any Command.Type] = [
     ListCommand.self,
+    FileCommand.self,
     SymbolicateCommand.self,
   ]
 

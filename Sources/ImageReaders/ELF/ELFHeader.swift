@@ -76,8 +76,19 @@ public struct ELFHeader: Sendable, Equatable {
 }
 
 /// The architecture name crash tooling uses for an ELF `e_machine` (`x86_64`, `arm64`, `i386`, ...).
-public func elfArchitectureName(machine: UInt16, is64Bit: Bool, flags: UInt32 = 0) -> String {
-  switch machine {
+/// With `endian`, the names that differ by byte order say so as LLVM's triples do (`ppc64le`,
+/// `mipsel`, `mips64el`, `aarch64_be`, `armeb`); without it they are the plain names.
+public func elfArchitectureName(machine: UInt16, is64Bit: Bool, flags: UInt32 = 0,
+                                endian: ByteReader.Endian? = nil) -> String {
+  switch (machine, endian) {
+  case (8, .little?): return is64Bit ? "mips64el" : "mipsel"
+  case (21, .little?): return "ppc64le"
+  case (20, .little?): return "ppcle"
+  case (183, .big?): return "aarch64_be"
+  case (40, .big?): return "armeb"
+  default: break
+  }
+  return switch machine {
   case 3: "i386"
   case 62: "x86_64"
   case 183: "arm64"
@@ -85,7 +96,7 @@ public func elfArchitectureName(machine: UInt16, is64Bit: Bool, flags: UInt32 = 
   case 8: is64Bit ? "mips64" : "mips"
   case 20: "ppc"
   case 21: "ppc64"
-  case 22: "s390x"
+  case 22: is64Bit ? "s390x" : "s390"
   case 243: is64Bit ? "riscv64" : "riscv32"
   case 258: "loongarch64"
   case 2: is64Bit ? "sparc64" : "sparc"

@@ -12,29 +12,33 @@ public struct ELFNote: Sendable, Equatable {
   /// `NT_GNU_BUILD_ID`
   public static let gnuBuildIDType: UInt32 = 3
 
-  /// Decodes every note in `area` (a PT_NOTE segment or SHT_NOTE section). Name and descriptor are
-  /// padded to `alignment` (4, or 8 for 8-aligned note segments). The loop ends when the area does,
-  /// and every note consumes at least 12 bytes, so it is bounded by the area's size.
+  /// Decodes every note in `area` (a PT_NOTE segment or SHT_NOTE section). The descriptor starts at
+  /// the first `alignment` boundary after the name, and the next note at the first boundary after the
+  /// descriptor (4, or 8 for 8-aligned note segments such as `.note.gnu.property`), as glibc and
+  /// readelf lay them out; positions are relative to the area, which the linker aligns. Every note
+  /// consumes at least 12 bytes, so the loop is bounded by the area's size.
   public static func notes(in area: ByteReader, alignment: Int = 4) throws(FormatError) -> [ELFNote] {
     let align = alignment == 8 ? 8 : 4
     var reader = area
     var result: [ELFNote] = []
     while reader.remaining >= 12 {
+      let noteStart = reader.offset
       let nameSize = Int(try reader.read(UInt32.self))  // UInt32 -> Int is exact on 64-bit
       let descriptorSize = Int(try reader.read(UInt32.self))
       let type = try reader.read(UInt32.self)
       let nameStart = reader.offset
       guard nameSize <= reader.remaining else {
-        throw .elf("note name size \(nameSize) at offset \(nameStart) runs past the note area (\(reader.remaining) left)")
+        throw .elf("note at offset \(noteStart): name size \(nameSize) runs past the note area (\(reader.remaining) bytes left)")
       }
       let name = try reader.fixedString(at: nameStart, width: nameSize)
-      try reader.skip(min(padded(nameSize, align), reader.remaining))
-      let descriptorStart = reader.offset
+      // nameStart + nameSize <= area.count (checked above), so padding it cannot overflow Int.
+      let descriptorStart = min(padded(nameStart + nameSize, align), reader.count)
+      try reader.seek(to: descriptorStart)
       guard descriptorSize <= reader.remaining else {
-        throw .elf("note descriptor size \(descriptorSize) at offset \(descriptorStart) runs past the note area (\(reader.remaining) left)")
+        throw .elf("note at offset \(noteStart): descriptor size \(descriptorSize) runs past the note area (\(reader.remaining) bytes left)")
       }
       let descriptor = try reader.readBytes(descriptorSize)
-      try reader.skip(min(padded(descriptorSize, align) - descriptorSize, reader.remaining))
+      try reader.seek(to: min(padded(reader.offset, align), reader.count))
       result.append(ELFNote(name: name, type: type, descriptor: descriptor, descriptorOffset: descriptorStart))
     }
     return result
@@ -45,6 +49,6 @@ public struct ELFNote: Sendable, Equatable {
     try notes(in: area, alignment: alignment).first { $0.name == "GNU" && $0.type == gnuBuildIDType }
   }
 
-  // size < 2^32 on every caller, so the sum cannot overflow Int.
+  // Callers pass a position inside the area (<= its count < Int.max - 8), so the sum cannot overflow.
   private static func padded(_ size: Int, _ align: Int) -> Int { (size + align - 1) & ~(align - 1) }
 }

@@ -65,7 +65,8 @@ public struct ProgramHeader: Sendable, Equatable {
     var result: [ProgramHeader] = []
     result.reserveCapacity(min(count, table.count / entrySize))
     for index in 0..<count {
-      // index < count <= 65535 and entrySize <= 65535: the product fits in Int.
+      // index < count and entrySize <= 65535, and count is UInt16 or bounded by the table's bytes by
+      // the caller (PN_XNUM): the product fits in Int.
       var entry = try table.slice(at: index * entrySize, length: entrySize)
       result.append(try ProgramHeader(&entry, is64Bit: is64Bit))
     }

@@ -1,0 +1,176 @@
+internal import Glibc
+import ImageLog
+import ImageReaders
+
+/// `imagelog file` against `readelf -n -d -lW` over every ELF file under the system library folder:
+/// build-id, text size, SONAME and NEEDED. Both get the same file list in one process each; the
+/// answers are compared before anything is timed, and the in-process reader is timed as well.
+func fileBenchmark() throws -> [BenchmarkTable] {
+  let folder = "/usr/lib/x86_64-linux-gnu"
+  let files = elfFiles(under: folder)
+  guard !files.isEmpty else { throw BenchError("no ELF files under \(folder)") }
+  guard haveTool("readelf") else { throw BenchError("readelf is not installed (binutils)") }
+  let cli = imagelogExecutable()
+  guard access(cli, X_OK) == 0 else { throw BenchError("\(cli) is not built") }
+
+  // Same answers first: every file's build-id, text size, SONAME and NEEDED from both tools.
+  let ours = try runProcess([cli, "file", "--format", "json"] + files)
+  let theirs = try runProcess(["readelf", "-n", "-d", "-lW"] + files)
+  let ourAnswers = answersFromJSON(ours.output)
+  let readelfAnswers = answersFromReadelf(theirs.output)
+  var mismatches = 0
+  for path in files where ourAnswers[path] != readelfAnswers[path] {
+    mismatches += 1
+    if mismatches <= 5 {
+      printProgress("bench: \(path): imagelog \(String(describing: ourAnswers[path])) readelf \(String(describing: readelfAnswers[path]))")
+    }
+  }
+
+  let iterations = 7
+  let cliSeconds = try medianSeconds(iterations: iterations) {
+    _ = try runProcess([cli, "file", "--format", "json"] + files, discardOutput: true)
+  }
+  let crashSeconds = try medianSeconds(iterations: iterations) {
+    _ = try runProcess([cli, "file"] + files, discardOutput: true)
+  }
+  let readelfSeconds = try medianSeconds(iterations: iterations) {
+    _ = try runProcess(["readelf", "-n", "-d", "-lW"] + files, discardOutput: true)
+  }
+  var checksum = 0
+  let inProcessSeconds = medianSeconds(iterations: iterations) {
+    for path in files {
+      guard let mapped = try? MappedFile(path: path) else { continue }
+      let parsed: BinaryFile? = mapped.withReader { reader in try? BinaryFile.parse(reader) }
+      if case .elf(let file)? = parsed { checksum &+= file.needed.count &+ Int(file.textSize & 0xFF) }
+    }
+  }
+  _ = checksum
+
+  func ratio(_ seconds: Double) -> String { "\(rounded(readelfSeconds / seconds))x" }
+  let table = BenchmarkTable(
+    title: "imagelog file vs readelf (\(files.count) ELF files under \(folder))",
+    notes: "Build-id, text size, SONAME and NEEDED of every ELF file under the folder, one process per tool "
+      + "over the same file list, output discarded. Same answers checked first: "
+      + (mismatches == 0 ? "all \(files.count) files agree." : "\(mismatches) files DISAGREE.")
+      + " Median of \(iterations) runs. Reproduce: `make bench`.",
+    header: ["what", "time", "per file", "readelf time / this"],
+    rows: [
+      ["`readelf -n -d -lW FILES`", formatDuration(readelfSeconds), formatDuration(readelfSeconds / Double(files.count)), "1x"],
+      ["`imagelog file --format json FILES`", formatDuration(cliSeconds), formatDuration(cliSeconds / Double(files.count)), ratio(cliSeconds)],
+      ["`imagelog file FILES` (crash lines)", formatDuration(crashSeconds), formatDuration(crashSeconds / Double(files.count)), ratio(crashSeconds)],
+      ["in-process MappedFile + BinaryFile.parse", formatDuration(inProcessSeconds), formatDuration(inProcessSeconds / Double(files.count)), ratio(inProcessSeconds)],
+    ])
+  return [table]
+}
+
+/// What both tools are asked, per file.
+struct FileAnswers: Equatable, CustomStringConvertible {
+  var buildID = ""
+  var textSize: UInt64 = 0
+  var soname = ""
+  var needed: [String] = []
+  var description: String { "build-id \(buildID) text \(textSize) soname \(soname) needed \(needed)" }
+}
+
+/// The imagelog executable next to this benchmark (same configuration).
+func imagelogExecutable() -> String {
+  let me = CommandLine.arguments[0]
+  guard let slash = me.lastIndex(of: "/") else { return "imagelog" }
+  return String(me[..<slash]) + "/imagelog"
+}
+
+/// Regular files (not links) under `folder` whose first bytes are `\x7fELF`, sorted.
+func elfFiles(under folder: String) -> [String] {
+  var result: [String] = []
+  var pending = [folder]
+  while let current = pending.popLast() {
+    guard let directory = opendir(current) else { continue }
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      if name == "." || name == ".." { continue }
+      let path = current + "/" + name
+      var info = stat()
+      guard lstat(path, &info) == 0 else { continue }
+      switch info.st_mode & S_IFMT {
+      case S_IFDIR: pending.append(path)
+      case S_IFREG:
+        guard let file = fopen(path, "rb") else { continue }
+        var magic = [UInt8](repeating: 0, count: 4)
+        if fread(&magic, 1, 4, file) == 4 && magic == [0x7F, 0x45, 0x4C, 0x46] { result.append(path) }
+        fclose(file)
+      default: continue
+      }
+    }
+    closedir(directory)
+  }
+  return result.sorted()
+}
+
+/// Build-id, text size, SONAME and NEEDED per path from `imagelog file --format json` (one object a line).
+func answersFromJSON(_ output: String) -> [String: FileAnswers] {
+  func string(_ line: Substring, _ key: String) -> String? {
+    guard let range = line.firstRange(of: "\"\(key)\":\"") else { return nil }
+    let rest = line[range.upperBound...]
+    return rest.firstIndex(of: "\"").map { String(rest[..<$0]) }
+  }
+  var result: [String: FileAnswers] = [:]
+  for line in output.split(separator: "\n") where line.hasPrefix("{") {
+    guard let path = string(line, "path") else { continue }
+    var answers = FileAnswers()
+    answers.buildID = string(line, "buildID") ?? ""
+    answers.soname = string(line, "installName") ?? ""
+    if let range = line.firstRange(of: "\"textSize\":") {
+      answers.textSize = UInt64(line[range.upperBound...].prefix { $0.isNumber }) ?? 0
+    }
+    if let range = line.firstRange(of: "\"dependencies\":["), let close = line[range.upperBound...].firstIndex(of: "]") {
+      answers.needed = line[range.upperBound..<close].split(separator: ",").map { String($0.dropFirst().dropLast()) }
+    }
+    result[path] = answers
+  }
+  return result
+}
+
+/// The same answers from `readelf -n -d -lW`: text size from the PT_LOADs as imagelog's Image defines it
+/// (first PT_LOAD page-aligned to the end of the last executable one).
+func answersFromReadelf(_ output: String) -> [String: FileAnswers] {
+  var result: [String: FileAnswers] = [:]
+  var path: String?
+  var answers = FileAnswers()
+  var first: UInt64?
+  var textEnd: UInt64 = 0
+  func finish() {
+    guard let path else { return }
+    if let first { answers.textSize = max(textEnd, first) - first }
+    result[path] = answers
+  }
+  for line in output.split(separator: "\n") {
+    if line.hasPrefix("File: ") {
+      finish()
+      path = String(line.dropFirst(6))
+      answers = FileAnswers()
+      first = nil
+      textEnd = 0
+      continue
+    }
+    let words = line.split(separator: " ")
+    if words.first == "LOAD", words.count >= 8 {
+      let vaddr = UInt64(words[2].dropFirst(2), radix: 16) ?? 0
+      let memsz = UInt64(words[5].dropFirst(2), radix: 16) ?? 0
+      let align = UInt64(words.last!.dropFirst(2), radix: 16) ?? 1
+      let start = align > 1 ? vaddr & ~(align - 1) : vaddr
+      first = min(first ?? start, start)
+      if words[6..<(words.count - 1)].contains(where: { $0.contains("E") }) { textEnd = max(textEnd, vaddr + memsz) }
+    }
+    if let range = line.firstRange(of: "Build ID: "), answers.buildID.isEmpty {
+      answers.buildID = String(line[range.upperBound...])
+    }
+    if line.contains("(NEEDED)"), let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]") {
+      answers.needed.append(String(line[line.index(after: open)..<close]))
+    }
+    if line.contains("(SONAME)"), let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]") {
+      answers.soname = String(line[line.index(after: open)..<close])
+    }
+  }
+  finish()
+  return result
+}

@@ -1,0 +1,127 @@
+/// One entry of an ELF dynamic array (`ElfN_Dyn`).
+public struct ELFDynamicEntry: Sendable, Equatable {
+  /// `d_tag` (signed in the format; processor- and OS-specific tags are large positive values here).
+  public var tag: UInt64
+  /// `d_un`: a value or a link-time address, depending on the tag.
+  public var value: UInt64
+
+  /// `DT_NULL`, `DT_NEEDED`, `DT_STRTAB`, `DT_STRSZ`, `DT_SONAME`, `DT_RPATH`, `DT_RUNPATH`, `DT_FLAGS_1`
+  public static let null: UInt64 = 0, needed: UInt64 = 1, stringTable: UInt64 = 5, stringTableSize: UInt64 = 10,
+                    soname: UInt64 = 14, rpath: UInt64 = 15, runpath: UInt64 = 29, flags1: UInt64 = 0x6FFF_FFFB
+
+  public init(tag: UInt64, value: UInt64) {
+    self.tag = tag
+    self.value = value
+  }
+}
+
+/// The dynamic linking facts of an ELF file: `DT_SONAME`, `DT_NEEDED`, `DT_RPATH`, `DT_RUNPATH`,
+/// `DT_FLAGS_1`, read from `PT_DYNAMIC` (else the `.dynamic` section), with strings from
+/// `DT_STRTAB` mapped through the `PT_LOAD` that contains it (else the `.dynstr` section).
+public struct ELFDynamicInfo: Sendable, Equatable {
+  /// The dynamic array up to (not including) `DT_NULL`.
+  public var entries: [ELFDynamicEntry] = []
+  /// `DT_SONAME`
+  public var soname: String?
+  /// `DT_NEEDED`, in order.
+  public var needed: [String] = []
+  /// `DT_RPATH` (several joined with `:`).
+  public var rpath: String?
+  /// `DT_RUNPATH` (several joined with `:`).
+  public var runpath: String?
+  /// `DT_FLAGS_1`
+  public var flags1: UInt64?
+
+  /// Reads the dynamic information of `file`; empty when there is no dynamic array. A separate debug
+  /// file (whose `.dynamic` is `SHT_NOBITS`) has none, as readelf says.
+  public init(_ file: ByteReader, header: ELFHeader, programHeaders: [ProgramHeader],
+              sections: [ELFSection]) throws(FormatError) {
+    let dynamicSection = sections.first { $0.type == ELFSection.dynamicType }
+      ?? sections.first { $0.name == ".dynamic" }
+    if let dynamicSection, dynamicSection.type == ELFSection.noBitsType { return }
+    let area: Range<Int>
+    if let segment = programHeaders.first(where: { $0.type == ProgramHeader.dynamic }) {
+      area = try ByteReader.checkedRange(offset: segment.fileOffset, size: segment.fileSize, limit: file.count,
+                                         "PT_DYNAMIC")
+    } else if let dynamicSection, let range = dynamicSection.fileRange {
+      area = range
+    } else {
+      return
+    }
+    let entrySize = header.is64Bit ? 16 : 8
+    var reader = try file.slice(at: area.lowerBound, length: area.count)
+    reader.endian = header.endian
+    let count = reader.count / entrySize  // the loop is bounded by the area's size
+    entries.reserveCapacity(min(count, 256))
+    for _ in 0..<count {
+      let tag = try reader.readWord(is64Bit: header.is64Bit)
+      let value = try reader.readWord(is64Bit: header.is64Bit)
+      if tag == ELFDynamicEntry.null { break }
+      entries.append(ELFDynamicEntry(tag: tag, value: value))
+    }
+    flags1 = entries.last { $0.tag == ELFDynamicEntry.flags1 }?.value
+    guard entries.contains(where: { Self.namesString($0.tag) }) else { return }
+    let strings = try Self.stringTable(file, entries: entries, programHeaders: programHeaders,
+                                       sections: sections, dynamicSection: dynamicSection)
+    var rpaths: [String] = []
+    var runpaths: [String] = []
+    for (index, entry) in entries.enumerated() where Self.namesString(entry.tag) {
+      guard let offset = Int(exactly: entry.value), offset < strings.count else {
+        throw .elf("dynamic entry \(index): string offset 0x\(hexDigits(entry.value)) is past the dynamic string table (\(strings.count) bytes)")
+      }
+      let string = try strings.cString(at: offset)
+      switch entry.tag {
+      case ELFDynamicEntry.needed: needed.append(string)
+      case ELFDynamicEntry.soname: soname = soname ?? string
+      case ELFDynamicEntry.rpath: rpaths.append(string)
+      default: runpaths.append(string)
+      }
+    }
+    rpath = rpaths.isEmpty ? nil : rpaths.joined(separator: ":")
+    runpath = runpaths.isEmpty ? nil : runpaths.joined(separator: ":")
+  }
+
+  /// True for the tags whose value is an offset in the dynamic string table.
+  static func namesString(_ tag: UInt64) -> Bool {
+    tag == ELFDynamicEntry.needed || tag == ELFDynamicEntry.soname || tag == ELFDynamicEntry.rpath
+      || tag == ELFDynamicEntry.runpath
+  }
+
+  /// The dynamic string table: `DT_STRTAB`/`DT_STRSZ` through the `PT_LOAD` holding that address,
+  /// else the section `.dynamic` links to, else `.dynstr`.
+  static func stringTable(_ file: ByteReader, entries: [ELFDynamicEntry], programHeaders: [ProgramHeader],
+                          sections: [ELFSection], dynamicSection: ELFSection?) throws(FormatError) -> ByteReader {
+    if let address = entries.first(where: { $0.tag == ELFDynamicEntry.stringTable })?.value,
+       let offset = fileOffset(ofVMAddress: address, programHeaders: programHeaders) {
+      let available = offset.segmentRemaining
+      let size = entries.first { $0.tag == ELFDynamicEntry.stringTableSize }?.value ?? available
+      let range = try ByteReader.checkedRange(offset: offset.fileOffset, size: size, limit: file.count,
+                                              "dynamic string table (DT_STRTAB 0x\(hexDigits(address)))")
+      return try file.slice(at: range.lowerBound, length: range.count)
+    }
+    var table: ELFSection?
+    if let dynamicSection, Int(exactly: dynamicSection.link).map({ $0 > 0 && $0 < sections.count }) == true {
+      table = sections[Int(dynamicSection.link)]  // UInt32 -> Int is exact; bounds checked above
+    }
+    table = table ?? sections.first { $0.name == ".dynstr" }
+    guard let table, let range = table.fileRange else {
+      throw .elf("dynamic entries name strings but no dynamic string table is in the file")
+    }
+    return try file.slice(at: range.lowerBound, length: range.count)
+  }
+
+  /// The file offset of a link-time address inside some `PT_LOAD`'s file-backed part, and how many
+  /// file bytes of that segment follow it; `nil` when no `PT_LOAD` holds it.
+  static func fileOffset(ofVMAddress address: UInt64,
+                         programHeaders: [ProgramHeader]) -> (fileOffset: UInt64, segmentRemaining: UInt64)? {
+    for segment in programHeaders where segment.type == ProgramHeader.load {
+      guard address >= segment.vmAddress else { continue }
+      let delta = address - segment.vmAddress  // address >= vmAddress, checked above
+      guard delta < segment.fileSize else { continue }
+      let (offset, overflow) = segment.fileOffset.addingReportingOverflow(delta)
+      guard !overflow else { continue }
+      return (offset, segment.fileSize - delta)  // delta < fileSize, checked above
+    }
+    return nil
+  }
+}

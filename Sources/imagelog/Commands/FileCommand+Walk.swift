@@ -1,0 +1,133 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Expands `imagelog file`'s arguments into the files to read: named paths as given, a `.dSYM` bundle
+/// as the DWARF files in its `Contents/Resources/DWARF` (with or without `-r`), and with `-r` the
+/// regular files under named folders, in name order. Symbolic links are followed, but a folder
+/// already visited (same device and inode) is never entered again, so link loops end.
+enum FileWalker {
+  /// A file to read and whether a folder walk found it (walks skip non-binaries silently).
+  struct Input {
+    var path: String
+    var fromWalk: Bool
+  }
+
+  private struct FileID: Hashable {
+    var device: UInt64
+    var inode: UInt64
+  }
+
+  static func expand(_ paths: [String], recursive: Bool,
+                     onError: (_ path: String, _ problem: String) -> Void) -> [Input] {
+    var inputs: [Input] = []
+    var visited: Set<FileID> = []
+    for path in paths {
+      var info = stat()
+      let isFolder = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+      if isFolder, let dwarf = dSYMContents(path) {
+        // The files inside a bundle the user named are named too: each problem is reported.
+        let before = inputs.count
+        walk(dwarf, into: &inputs, visited: &visited, onError: onError)
+        for index in before..<inputs.count { inputs[index].fromWalk = false }
+        if inputs.count == before { onError(path, "no DWARF files in the dSYM bundle") }
+      } else if recursive, isFolder {
+        walk(path, info: info, into: &inputs, visited: &visited, onError: onError)
+      } else {
+        inputs.append(Input(path: path, fromWalk: false))
+      }
+    }
+    return inputs
+  }
+
+  /// `Foo.dSYM/Contents/Resources/DWARF` when `path` is a dSYM bundle that has that folder.
+  static func dSYMContents(_ path: String) -> String? {
+    let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
+    guard trimmed.lowercased().hasSuffix(".dsym") else { return nil }
+    let dwarf = trimmed + "/Contents/Resources/DWARF"
+    var info = stat()
+    guard stat(dwarf, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return nil }
+    return dwarf
+  }
+
+  private static func walk(_ folder: String, into inputs: inout [Input], visited: inout Set<FileID>,
+                           onError: (_ path: String, _ problem: String) -> Void) {
+    var info = stat()
+    guard stat(folder, &info) == 0 else { return }
+    walk(folder, info: info, into: &inputs, visited: &visited, onError: onError)
+  }
+
+  private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,
+                           onError: (_ path: String, _ problem: String) -> Void) {
+    guard visited.insert(FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))).inserted else { return }
+    guard let directory = opendir(folder) else {
+      onError(folder, "cannot open directory: \(String(cString: strerror(errno)))")
+      return
+    }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    closedir(directory)
+    names.sort()
+    let prefix = folder.hasSuffix("/") ? folder : folder + "/"
+    for name in names {
+      let path = prefix + name
+      var entryInfo = stat()
+      guard stat(path, &entryInfo) == 0 else { continue }  // a dangling link or a file gone since readdir
+      switch entryInfo.st_mode & S_IFMT {
+      case S_IFDIR: walk(path, info: entryInfo, into: &inputs, visited: &visited, onError: onError)
+      case S_IFREG: inputs.append(Input(path: path, fromWalk: true))
+      default: continue  // FIFOs, sockets, devices are never binaries to read
+      }
+    }
+  }
+}
+
+/// `[n/total] path` on standard error, redrawn in place, only when standard error is a terminal and
+/// the run has already taken half a second; cleared before any other line is written. The environment
+/// variable `IMAGELOG_PROGRESS_DELAY_MS` changes the half second (the tests set 0).
+struct ProgressLine {
+  private let total: Int
+  private var done = 0
+  private let enabled: Bool
+  private let clock = ContinuousClock()
+  private let start: ContinuousClock.Instant
+  private let delay: Duration
+  private var lastDraw: ContinuousClock.Instant?
+  private var shown = false
+
+  init(total: Int) {
+    self.total = total
+    enabled = standardErrorIsTerminal
+    start = clock.now
+    let configured = getenv("IMAGELOG_PROGRESS_DELAY_MS").flatMap { Int(String(cString: $0)) }
+    delay = .milliseconds(configured ?? 500)
+  }
+
+  mutating func tick(_ path: String) {
+    done += 1
+    guard enabled else { return }
+    let now = clock.now
+    guard now - start >= delay else { return }
+    if let lastDraw, now - lastDraw < .milliseconds(100) { return }
+    lastDraw = now
+    shown = true
+    writeStandardError("\r\u{1B}[K[\(done)/\(total)] \(path)")
+  }
+
+  mutating func clear() {
+    guard shown else { return }
+    shown = false
+    lastDraw = nil
+    writeStandardError("\r\u{1B}[K")
+  }
+
+  private func writeStandardError(_ text: String) {
+    var text = text
+    text.withUTF8 { buffer in _ = write(2, buffer.baseAddress, buffer.count) }
+  }
+}

@@ -1,0 +1,54 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+@testable import ImageReaders
+
+/// The ELF file kind (executable, PIE, shared object, relocatable) against file(1), for the fixtures,
+/// the system libraries and the programs in /usr/bin.
+@Suite struct ELFFileKindTests {
+  /// file(1)'s words for each kind.
+  static func kind(fromFileDescription text: Substring) -> String? {
+    if text.contains("pie executable") { return "pie" }
+    if text.contains("shared object") { return "shared-object" }
+    if text.contains("LSB executable") || text.contains("MSB executable") { return "executable" }
+    if text.contains("relocatable") { return "relocatable" }
+    if text.contains("core file") { return "core" }
+    return nil
+  }
+
+  static func programs() -> [String] {
+    guard let directory = opendir("/usr/bin") else { return [] }
+    defer { closedir(directory) }
+    var result: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      let path = "/usr/bin/" + name
+      var info = stat()
+      if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, ELFSystemLibraryTests.isELF(path) { result.append(path) }
+    }
+    return result.sorted()
+  }
+
+  @Test(.enabled(if: Tools.have("file"), "needs file(1)"))
+  func kindMatchesFile() throws {
+    let paths = Fixtures.all(in: "elf").map(Fixtures.path) + ELFSystemLibraryTests.libraries() + Self.programs()
+    var compared = 0
+    for start in stride(from: 0, to: paths.count, by: 200) {
+      let batch = Array(paths[start..<min(start + 200, paths.count)])
+      let output = try Tools.run(["file", "-N", "-F", "\t"] + batch).output
+      for line in output.split(separator: "\n") {
+        guard let tab = line.firstIndex(of: "\t") else { continue }
+        let path = String(line[..<tab])
+        guard let expected = Self.kind(fromFileDescription: line[tab...]) else { continue }
+        let file = try withMappedFile(path) { reader -> ELFFile in
+          guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+          return file
+        }
+        #expect(file.kind.name == expected, "\(path): file(1) says \(line[tab...])")
+        compared += 1
+      }
+    }
+    #expect(compared > paths.count / 2)
+  }
+}

@@ -1,0 +1,135 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ImageReaders
+
+/// The committed fixture files, found from this source file's path (no Bundle, no Foundation).
+/// `Fixtures/elf` comes from Scripts/make-elf-fixtures; other formats add their own folders.
+enum Fixtures {
+  /// The absolute path of the Fixtures folder next to this file.
+  static let directory: String = {
+    let file = "\(#filePath)"
+    let folder = file.lastIndex(of: "/").map { String(file[..<$0]) } ?? "."
+    return folder + "/Fixtures"
+  }()
+
+  /// The absolute path of a fixture named relative to the Fixtures folder (`elf/libdep-x86_64.so`).
+  static func path(_ name: String) -> String { directory + "/" + name }
+
+  /// The bytes of a fixture (or of any file when `name` is absolute).
+  static func bytes(_ name: String) throws -> [UInt8] {
+    try readFile(name.hasPrefix("/") ? name : path(name))
+  }
+
+  /// Every fixture file, recursively, as names relative to the Fixtures folder, sorted.
+  static var all: [String] { files(under: directory, relativeTo: directory + "/").sorted() }
+
+  /// The fixtures in one subfolder (`elf`), as names relative to the Fixtures folder, sorted.
+  static func all(in folder: String) -> [String] {
+    files(under: path(folder), relativeTo: directory + "/").sorted()
+  }
+
+  private static func files(under folder: String, relativeTo prefix: String) -> [String] {
+    guard let handle = opendir(folder) else { return [] }
+    defer { closedir(handle) }
+    var result: [String] = []
+    while let entry = readdir(handle) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      if name.hasPrefix(".") { continue }
+      let full = folder + "/" + name
+      var info = stat()
+      guard lstat(full, &info) == 0 else { continue }
+      if info.st_mode & S_IFMT == S_IFDIR {
+        result += files(under: full, relativeTo: prefix)
+      } else if info.st_mode & S_IFMT == S_IFREG {
+        result.append(String(full.dropFirst(prefix.count)))
+      }
+    }
+    return result
+  }
+}
+
+struct TestIOError: Error, CustomStringConvertible {
+  var description: String
+}
+
+/// Reads a whole file (tests only; the readers themselves map files).
+func readFile(_ path: String) throws -> [UInt8] {
+  guard let file = fopen(path, "rb") else { throw TestIOError(description: "cannot open \(path)") }
+  defer { fclose(file) }
+  var result: [UInt8] = []
+  var buffer = [UInt8](repeating: 0, count: 1 << 16)
+  while true {
+    let count = buffer.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
+    if count <= 0 { break }
+    result += buffer[0..<count]
+  }
+  return result
+}
+
+/// Runs the real tools tests compare against.
+enum Tools {
+  /// True when `tool` is on PATH.
+  static func have(_ tool: String) -> Bool {
+    (try? run(["sh", "-c", "command -v \(tool) >/dev/null"]).status) == 0
+  }
+
+  /// Runs `arguments` (searched on PATH) and returns the exit status and standard output
+  /// (standard error is discarded).
+  static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    var ends: [Int32] = [0, 0]
+    guard pipe(&ends) == 0 else { throw TestIOError(description: "pipe failed") }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addclose(&actions, ends[0])
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ)
+    close(ends[1])
+    guard spawned == 0 else { close(ends[0]); throw TestIOError(description: "cannot run \(arguments[0])") }
+    var output: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+      let count = buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
+      if count <= 0 { break }
+      output += buffer[0..<count]
+    }
+    close(ends[0])
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return ((status >> 8) & 0xFF, String(decoding: output, as: UTF8.self))
+  }
+}
+
+/// A small seeded generator, so a failing mutation reproduces.
+struct SplitMix64: RandomNumberGenerator {
+  private var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+/// Maps `path` read-only and calls `body` with a reader over it (large system libraries are not
+/// copied into arrays). Throws when the file cannot be opened or is empty.
+func withMappedFile<R>(_ path: String, _ body: (ByteReader) throws -> R) throws -> R {
+  let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+  guard descriptor >= 0 else { throw TestIOError(description: "cannot open \(path)") }
+  defer { close(descriptor) }
+  var info = stat()
+  guard fstat(descriptor, &info) == 0, info.st_size > 0 else { throw TestIOError(description: "empty \(path)") }
+  let size = Int(info.st_size)
+  guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), base != MAP_FAILED else {
+    throw TestIOError(description: "cannot map \(path)")
+  }
+  defer { munmap(base, size) }
+  return try body(ByteReader(UnsafeRawBufferPointer(start: base, count: size)))
+}

@@ -1,0 +1,94 @@
+import Testing
+@testable import ImageReaders
+
+/// Seeded truncations, bit flips and field overwrites over every committed fixture (all formats,
+/// recursively): `BinaryFile.parse` must return a value or throw `FormatError`, never trap or hang.
+/// A trap would kill the test process, so reaching the end is the assertion; the counts are checked
+/// so the test cannot pass by doing nothing.
+@Suite struct MutationTests {
+  static let perFixture = 1000
+
+  /// Values that break readers most often: zero, all ones, sign bits, just past common sizes.
+  static let extremes: [UInt64] = [0, 1, 0xFF, 0xFFFF, 0xFFFF_FFFF, 0x7FFF_FFFF, 0x8000_0000, UInt64.max,
+                                   UInt64.max - 1, 0x8000_0000_0000_0000, 0x1000, 0x10000, 0xFFFF_FFF0]
+
+  enum Mutation: CaseIterable { case truncate, flipBits, overwrite, overwriteHeader, combined }
+
+  static func mutate(_ original: [UInt8], _ kind: Mutation, _ rng: inout SplitMix64) -> [UInt8] {
+    var bytes = original
+    func overwrite(near limit: Int) {
+      guard !bytes.isEmpty else { return }
+      let width = [1, 2, 4, 8].randomElement(using: &rng)!
+      let position = Int.random(in: 0..<max(1, min(limit, bytes.count)), using: &rng) & ~(width - 1)
+      let value = Bool.random(using: &rng) ? extremes.randomElement(using: &rng)! : rng.next()
+      for index in 0..<width where position + index < bytes.count {
+        let shift = Bool.random(using: &rng) ? index * 8 : (width - 1 - index) * 8  // either byte order
+        bytes[position + index] = UInt8(truncatingIfNeeded: value >> UInt64(shift))
+      }
+    }
+    switch kind {
+    case .truncate:
+      bytes = Array(bytes.prefix(Int.random(in: 0...bytes.count, using: &rng)))
+    case .flipBits:
+      for _ in 0..<Int.random(in: 1...8, using: &rng) where !bytes.isEmpty {
+        let index = Int.random(in: 0..<bytes.count, using: &rng)
+        bytes[index] ^= 1 << UInt8.random(in: 0...7, using: &rng)
+      }
+    case .overwrite:
+      for _ in 0..<Int.random(in: 1...3, using: &rng) { overwrite(near: bytes.count) }
+    case .overwriteHeader:
+      // Headers and tables sit near the start (ELF header, program headers, Mach-O load commands).
+      overwrite(near: 512)
+    case .combined:
+      overwrite(near: 512)
+      overwrite(near: bytes.count)
+      if Bool.random(using: &rng) { bytes = Array(bytes.prefix(Int.random(in: 0...bytes.count, using: &rng))) }
+    }
+    return bytes
+  }
+
+  /// Parses and then touches everything a caller would: summaries, and for ELF every section's contents.
+  static func exercise(_ bytes: [UInt8]) -> Bool {
+    do {
+      let binary = try BinaryFile.parse(bytes)
+      for slice in binary.slices {
+        _ = slice.buildID?.uuid
+        _ = slice.textVMRange.upperBound - slice.textVMRange.lowerBound  // not .count: it traps past Int.max
+        _ = slice.loadVMRange.upperBound - slice.loadVMRange.lowerBound
+      }
+      if case .elf(let file) = binary {
+        bytes.withUnsafeBytes { raw in
+          for section in file.sections { _ = try? file.contents(of: section, in: ByteReader(raw)) }
+        }
+      }
+      return true
+    } catch {
+      return false  // typed throws: the error can only be a FormatError
+    }
+  }
+
+  @Test func everyFixtureSurvivesMutations() throws {
+    let names = Fixtures.all
+    try #require(!names.isEmpty, "no fixtures found under \(Fixtures.directory)")
+    var rng = SplitMix64(seed: 0x1D1D_2026)
+    var parsed = 0
+    var rejected = 0
+    for name in names {
+      let original = try Fixtures.bytes(name)
+      for round in 0..<Self.perFixture {
+        let kind = Mutation.allCases[round % Mutation.allCases.count]
+        if Self.exercise(Self.mutate(original, kind, &rng)) { parsed += 1 } else { rejected += 1 }
+      }
+    }
+    #expect(parsed + rejected == names.count * Self.perFixture)
+    #expect(rejected > 0 && parsed > 0, "mutations should both break and spare files (\(parsed) parsed, \(rejected) rejected)")
+  }
+
+  @Test func everyTruncationOfOneFixtureOnlyThrows() throws {
+    // Every prefix of a small shared library: each table and note cut at every byte.
+    let original = try Fixtures.bytes("elf/libfixture-x86_64.so")
+    var rejected = 0
+    for length in 0..<original.count where !Self.exercise(Array(original.prefix(length))) { rejected += 1 }
+    #expect(rejected > original.count / 2)
+  }
+}

@@ -1,0 +1,352 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+import ImageReaders
+import ImageLog
+
+/// `imagelog file`, run as a process: standard output, standard error and the exit status, on the
+/// committed fixtures, folders, a FIFO, an empty file, a text file and a truncated binary.
+@Suite struct FileCommandTests {
+  static let root: String = {
+    var path = "\(#filePath)"
+    for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
+    return path  // Tests/imagelogTests/FileCommandTests.swift -> package root
+  }()
+  static let binary = root + "/.build/debug/imagelog"
+  static let fixtures = root + "/Tests/ImageReadersTests/Fixtures/elf"
+  static var haveBinary: Bool { access(binary, X_OK) == 0 }
+
+  struct Run {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+    var outLines: [String] { stdout.split(separator: "\n").map(String.init) }
+    var errLines: [String] { stderr.split(separator: "\n").map(String.init) }
+  }
+
+  /// Runs `imagelog` with `arguments`, standard output and error captured through temporary files.
+  static func imagelog(_ arguments: [String]) throws -> Run {
+    try spawn([binary] + arguments)
+  }
+
+  static func spawn(_ arguments: [String], stdinPath: String = "/dev/null") throws -> Run {
+    let folder = try temporaryFolder()
+    let outPath = folder + "/out", errPath = folder + "/err"
+    defer { unlink(outPath); unlink(errPath); rmdir(folder) }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var pid: pid_t = 0
+    guard posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else {
+      throw CLIError(description: "cannot run \(arguments[0])")
+    }
+    var status: Int32 = 0
+    waitpid(pid, &status, 0)
+    return Run(status: (status >> 8) & 0xFF, stdout: try text(outPath), stderr: try text(errPath))
+  }
+
+  /// True when `tool` is on PATH.
+  static func have(_ tool: String) -> Bool {
+    (try? spawn(["sh", "-c", "command -v \(tool)"]).status) == 0
+  }
+
+  struct CLIError: Error, CustomStringConvertible { var description: String }
+
+  static func text(_ path: String) throws -> String {
+    guard let file = fopen(path, "rb") else { throw CLIError(description: "cannot read \(path)") }
+    defer { fclose(file) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = fread(&buffer, 1, buffer.count, file)
+      if count <= 0 { break }
+      bytes += buffer[0..<count]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  static func temporaryFolder() throws -> String {
+    var template = Array("/tmp/imagelog-file-test-XXXXXX".utf8CString)
+    guard let made = mkdtemp(&template) else { throw CLIError(description: "mkdtemp failed") }
+    return String(cString: made)
+  }
+
+  static func remove(_ folder: String) {
+    _ = try? spawn(["rm", "-rf", folder])
+  }
+
+  static func write(_ path: String, _ bytes: [UInt8]) {
+    guard let file = fopen(path, "wb") else { return }
+    _ = fwrite(bytes, 1, bytes.count, file)
+    fclose(file)
+  }
+
+  static func decode(_ path: String) throws -> ELFFile {
+    guard case .elf(let file) = try BinaryFile.parse(try Self.bytes(path)) else { throw CLIError(description: "not ELF") }
+    return file
+  }
+
+  static func bytes(_ path: String) throws -> [UInt8] {
+    guard let file = fopen(path, "rb") else { throw CLIError(description: "cannot read \(path)") }
+    defer { fclose(file) }
+    var result: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = fread(&buffer, 1, buffer.count, file)
+      if count <= 0 { break }
+      result += buffer[0..<count]
+    }
+    return result
+  }
+
+  static let sample = ["libfixture-x86_64.so", "prog-ppc64", "libdep-mips.so", "static-i386", "libfixture-aarch64.so"]
+  static let noBuildID = "libnobuildid-x86_64.so"
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog (swift build)"))
+  func crashLinesForFixtures() throws {
+    let paths = (Self.sample + [Self.noBuildID]).map { Self.fixtures + "/" + $0 }
+    let run = try Self.imagelog(["file"] + paths)
+    #expect(run.status == 0)
+    #expect(run.stderr == "")
+    #expect(run.outLines.count == paths.count)
+    for (line, path) in zip(run.outLines, paths) {
+      let file = try Self.decode(path)
+      let name = String(path[path.index(after: path.lastIndex(of: "/")!)...])
+      let end = file.textVMRange.upperBound - 1
+      let uuid = file.buildID.map { $0.compactUUID } ?? String(repeating: "0", count: 32)
+      #expect(line == "0x\(hexDigits(file.textVMRange.lowerBound)) - 0x\(hexDigits(end)) \(name) \(file.architecture)  <\(uuid)> \(path)")
+    }
+  }
+
+  @Test(.enabled(if: haveBinary && FileCommandTests.have("readelf"), "needs the built imagelog and readelf"))
+  func uuidLinesCarryReadelfsBuildID() throws {
+    let paths = Self.sample.map { Self.fixtures + "/" + $0 } + [Self.fixtures + "/libnobuildid-x86_64.so"]
+    let run = try Self.imagelog(["file", "--uuid"] + paths)
+    #expect(run.status == 0)
+    // No line for the file without a build-id, as llvm-dwarfdump --uuid prints none without LC_UUID.
+    #expect(run.outLines.count == Self.sample.count)
+    for (line, path) in zip(run.outLines, paths) {
+      let notes = try Self.spawn(["readelf", "-n", path]).stdout
+      let hex = notes.split(separator: "\n").compactMap { line -> String? in
+        guard let range = line.firstRange(of: "Build ID: ") else { return nil }
+        return String(line[range.upperBound...])
+      }.first ?? ""
+      // llvm-dwarfdump's form: the first 16 bytes, uppercase, dashed 8-4-4-4-12.
+      var dashed = ""
+      for (index, character) in hex.prefix(32).uppercased().enumerated() {
+        if [8, 12, 16, 20].contains(index) { dashed.append("-") }
+        dashed.append(character)
+      }
+      let arch = try Self.decode(path).architecture
+      #expect(line == "UUID: \(dashed) (\(arch)) \(path)")
+    }
+  }
+
+  @Test(.enabled(if: haveBinary && FileCommandTests.have("python3"), "needs the built imagelog and python3 (JSON oracle)"))
+  func jsonIsValidAndCarriesTheFields() throws {
+    let path = Self.fixtures + "/libfixture-x86_64.so"
+    let run = try Self.imagelog(["file", "--format", "json", path, Self.fixtures + "/prog-x86_64"])
+    #expect(run.status == 0)
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    Self.write(folder + "/out.json", Array(run.stdout.utf8))
+    let script = "import json,sys; d=json.load(open(sys.argv[1])); s=d[0]; "
+      + "print(len(d), s['elf']['soname'], ','.join(s['dependencies']), s['elf']['runpath'], s['buildID'], s['textSize'], d[1]['elf']['interpreter'], d[1]['fileType'])"
+    let parsed = try Self.spawn(["python3", "-c", script, folder + "/out.json"])
+    #expect(parsed.status == 0, "python3 could not load the JSON: \(parsed.stderr)")
+    let file = try Self.decode(path)
+    let prog = try Self.decode(Self.fixtures + "/prog-x86_64")
+    let expected = "2 \(file.soname ?? "") \(file.needed.joined(separator: ",")) \(file.runpath ?? "") "
+      + "\(file.buildID?.hex ?? "") \(file.textSize) \(prog.interpreter ?? "") pie\n"
+    #expect(parsed.stdout == expected)
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func badInputsGiveOneLineEachAndStatusOne() throws {
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    let good = Self.fixtures + "/libdep-x86_64.so"
+    let original = try Self.bytes(good)
+    Self.write(folder + "/empty", [])
+    Self.write(folder + "/text", Array("just some text\n".utf8))
+    Self.write(folder + "/truncated.so", Array(original.prefix(1000)))
+    mkfifo(folder + "/fifo", 0o600)
+    mkdir(folder + "/dir", 0o700)
+    let paths = ["empty", "text", "fifo", "dir", "truncated.so", "missing"].map { folder + "/" + $0 }
+    let run = try Self.imagelog(["file", good] + paths)
+    #expect(run.status == 1)
+    #expect(run.outLines.count == 1 && run.outLines.first?.hasSuffix(" " + good) == true)
+    #expect(run.errLines.count == 6)
+    let errors = Dictionary(uniqueKeysWithValues: zip(paths, run.errLines))
+    #expect(errors[folder + "/empty"] == "imagelog: \(folder)/empty: empty file")
+    #expect(errors[folder + "/text"] == "imagelog: \(folder)/text: not an ELF or Mach-O file (magic 0x6a757374)")
+    #expect(errors[folder + "/fifo"] == "imagelog: \(folder)/fifo: is a FIFO, not a regular file")
+    #expect(errors[folder + "/dir"] == "imagelog: \(folder)/dir: is a directory, not a regular file")
+    #expect(errors[folder + "/missing"] == "imagelog: \(folder)/missing: cannot open: No such file or directory")
+    // The truncated library's section headers (at its end) are past the 1000 bytes left.
+    let truncated = errors[folder + "/truncated.so"] ?? ""
+    #expect(truncated.hasPrefix("imagelog: \(folder)/truncated.so: section header table"))
+    #expect(truncated.hasSuffix("past end (1000 bytes)"))
+  }
+
+  /// As root every file is readable, so the run drops to user nobody (65534) through setpriv.
+  static var canTestUnreadable: Bool { haveBinary && (geteuid() != 0 || have("setpriv")) }
+
+  @Test(.enabled(if: canTestUnreadable, "needs the built imagelog, and setpriv when running as root"))
+  func unreadableFileIsReported() throws {
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    chmod(folder, 0o755)
+    Self.write(folder + "/secret", try Self.bytes(Self.fixtures + "/libdep-x86_64.so"))
+    chmod(folder + "/secret", 0)
+    let good = Self.fixtures + "/libdep-x86_64.so"
+    let prefix = geteuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+    let run = try Self.spawn(prefix + [Self.binary, "file", folder + "/secret", good])
+    #expect(run.status == 1)
+    #expect(run.stderr == "imagelog: \(folder)/secret: cannot open: Permission denied\n")
+    #expect(run.outLines.count == 1)
+  }
+
+  @Test(.enabled(if: haveBinary && have("script"), "needs the built imagelog and script(1) for a terminal"))
+  func progressLineOnlyOnATerminal() throws {
+    // script(1) gives the command a pseudo-terminal for standard error; the delay is lowered to 0 so
+    // the test does not depend on how long the run takes.
+    let folder = Self.root + "/Tests/ImageReadersTests/Fixtures"
+    let command = "IMAGELOG_PROGRESS_DELAY_MS=0 \(Self.binary) file -r \(folder)"
+    let run = try Self.spawn(["script", "-q", "-e", "-c", command, "/dev/null"])
+    #expect(run.status == 0)
+    #expect(run.stdout.contains("\r\u{1B}[K[1/"), "no progress line on the terminal")
+    let plain = try Self.spawn(["sh", "-c", command])
+    #expect(plain.stderr == "")
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func recursiveWalkSkipsNonBinariesAndLinkLoops() throws {
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    mkdir(folder + "/sub", 0o700)
+    Self.write(folder + "/sub/liba.so", try Self.bytes(Self.fixtures + "/libdep-x86_64.so"))
+    Self.write(folder + "/b-prog", try Self.bytes(Self.fixtures + "/prog-mips"))
+    Self.write(folder + "/readme.txt", Array("not a binary\n".utf8))
+    Self.write(folder + "/empty", [])
+    mkfifo(folder + "/sub/fifo", 0o600)
+    symlink("..", folder + "/sub/loop")            // a loop back to the top
+    symlink(folder + "/sub", folder + "/sub-link") // the same folder by another name
+    let run = try Self.imagelog(["file", "-r", folder])
+    #expect(run.status == 0)
+    #expect(run.stderr == "")
+    #expect(run.outLines.count == 2, "each binary once: \(run.outLines)")
+    #expect(run.outLines.first?.hasSuffix(" \(folder)/b-prog") == true)
+    #expect(run.outLines.last?.hasSuffix(" \(folder)/sub/liba.so") == true)
+
+    // A broken binary found by the walk is still reported.
+    Self.write(folder + "/sub/broken.so", Array(try Self.bytes(Self.fixtures + "/libdep-x86_64.so").prefix(200)))
+    let broken = try Self.imagelog(["file", "-r", folder])
+    #expect(broken.status == 1)
+    #expect(broken.errLines.count == 1 && broken.errLines.first?.hasPrefix("imagelog: \(folder)/sub/broken.so: ") == true)
+    #expect(broken.outLines.count == 2)
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func archSelectsSlices() throws {
+    let arm = Self.fixtures + "/libfixture-aarch64.so", x86 = Self.fixtures + "/libfixture-x86_64.so"
+    let run = try Self.imagelog(["file", "--arch", "arm64", arm, x86])
+    #expect(run.status == 1)
+    #expect(run.outLines.count == 1 && run.outLines.first?.contains(" arm64  <") == true)
+    #expect(run.stderr == "imagelog: \(x86): no slice for architecture arm64 (has x86_64)\n")
+  }
+
+  @Test(.enabled(if: haveBinary && FileCommandTests.have("readelf"), "needs the built imagelog and readelf"))
+  func detailedViewShowsELFFacts() throws {
+    let path = Self.fixtures + "/prog-x86_64"
+    let run = try Self.imagelog(["file", "--format", "detailed", path])
+    #expect(run.status == 0)
+    let program = try Self.spawn(["readelf", "-lW", path]).stdout
+    let interpreter = program.split(separator: "\n").compactMap { line -> String? in
+      guard let range = line.firstRange(of: "[Requesting program interpreter: ") else { return nil }
+      return String(line[range.upperBound...].dropLast())
+    }.first
+    #expect(run.outLines.first == "\(path):")
+    #expect(run.outLines.contains("  interpreter:    \(interpreter ?? "?")"))
+    #expect(run.outLines.contains("  type:           pie"))
+    #expect(run.outLines.contains { $0.hasPrefix("    LOAD ") })
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func usageErrorsAndHelp() throws {
+    let none = try Self.imagelog(["file"])
+    #expect(none.status == 64)
+    #expect(none.errLines.first == "Error: Missing expected argument '<path> ...'")
+    let bad = try Self.imagelog(["file", "--format", "xml", "x"])
+    #expect(bad.status == 64)
+    let unknown = try Self.imagelog(["file", "--bogus", "x"])
+    #expect(unknown.status == 64)
+    let help = try Self.imagelog(["help", "file"])
+    let flag = try Self.imagelog(["file", "--help"])
+    #expect(help.status == 0 && help.stdout == flag.stdout && help.stdout.hasPrefix("OVERVIEW: "))
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func noProgressLineWhenStandardErrorIsNotATerminal() throws {
+    let run = try Self.imagelog(["file", "-r", Self.root + "/Tests/ImageReadersTests/Fixtures"])
+    #expect(run.status == 0)
+    #expect(run.stderr == "")
+    #expect(run.outLines.count >= 30)
+  }
+}
+
+extension FileCommandTests {
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func dSYMBundleListsItsDWARFFiles() throws {
+    // The bundle layout is what matters here (the macho fixtures hold real Mach-O dSYMs): any binary
+    // in Contents/Resources/DWARF is read, other files in the bundle are not.
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    let bundle = folder + "/libfixture.so.dSYM"
+    for part in ["", "/Contents", "/Contents/Resources", "/Contents/Resources/DWARF"] { mkdir(bundle + part, 0o700) }
+    Self.write(bundle + "/Contents/Info.plist", Array("<plist/>\n".utf8))
+    Self.write(bundle + "/Contents/Resources/DWARF/libfixture.so", try Self.bytes(Self.fixtures + "/libsplit-x86_64.debug"))
+    let run = try Self.imagelog(["file", "--uuid", bundle])
+    let file = try Self.decode(Self.fixtures + "/libsplit-x86_64.debug")
+    #expect(run.status == 0)
+    #expect(run.stdout == "UUID: \(file.buildID?.uuid ?? "?") (\(file.architecture)) \(bundle)/Contents/Resources/DWARF/libfixture.so\n")
+
+    let empty = folder + "/Empty.dSYM"
+    for part in ["", "/Contents", "/Contents/Resources", "/Contents/Resources/DWARF"] { mkdir(empty + part, 0o700) }
+    let none = try Self.imagelog(["file", empty])
+    #expect(none.status == 1)
+    #expect(none.stderr == "imagelog: \(empty): no DWARF files in the dSYM bundle\n")
+  }
+
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func entitlementsOfAnELFFileIsAnError() throws {
+    let path = Self.fixtures + "/libdep-x86_64.so"
+    let run = try Self.imagelog(["file", "--entitlements", path])
+    #expect(run.status == 1)
+    #expect(run.stderr == "imagelog: \(path): entitlements are stored only in Mach-O code signatures\n")
+  }
+}
+
+extension FileCommandTests {
+  @Test func fileViewMatchesTheInProcessImages() throws {
+    // Every file-backed image loaded in this test process, read again from its file: the link-time
+    // text and load spans shifted by the load bias, and the build-id, must be what the loader shows.
+    var compared = 0
+    for image in LoadedImages.snapshot() where image.path.hasPrefix("/") {
+      guard let bytes = try? Self.bytes(image.path), case .elf(let file)? = try? BinaryFile.parse(bytes) else { continue }
+      #expect(file.textVMRange.lowerBound &+ image.loadBias == image.textRange.lowerBound, "\(image.path): text start")
+      #expect(file.textSize == image.textSize, "\(image.path): text size")
+      #expect(file.loadVMRange.upperBound &+ image.loadBias == image.loadRange.upperBound, "\(image.path): load end")
+      #expect(file.buildID == image.buildID, "\(image.path): build-id")
+      #expect(file.architecture == image.architecture, "\(image.path): architecture")
+      compared += 1
+    }
+    #expect(compared >= 3)
+  }
+}
