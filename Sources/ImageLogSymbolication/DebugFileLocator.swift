@@ -70,6 +70,19 @@ public final class DebugFileLocator {
         mismatch = (file.buildID?.hex ?? "none", path)
       }
     }
+    // `.gnu_debuglink`, where GDB looks: beside the binary, in its .debug/ folder, and under each
+    // debug root with the binary's folder appended. Used only when the build-id matches too.
+    for (file, _) in matches {
+      guard let link = file.debugLink, !link.contains("/") else { continue }
+      let folder = file.path.contains("/") ? String(file.path[..<(file.path.lastIndex(of: "/") ?? file.path.endIndex)]) : "."
+      var places = [folder + "/" + link, folder + "/.debug/" + link]
+      places += buildIDDirectories.map { $0 + (folder.hasPrefix("/") ? "" : "/") + folder + "/" + link }
+      for place in places where place != file.path {
+        for candidate in slices(place) ?? [] where candidate.buildID.map({ identity.match($0) != .different }) ?? false {
+          matches.append((candidate, ".gnu_debuglink"))
+        }
+      }
+    }
     for directory in buildIDDirectories {
       for path in buildIDTreeCandidates(directory, identity) {
         for file in slices(path) ?? [] where file.buildID.map({ identity.match($0) != .different }) ?? false {

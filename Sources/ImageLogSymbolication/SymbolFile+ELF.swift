@@ -9,7 +9,8 @@ extension SymbolFile {
     return SymbolFile(path: path, architecture: file.architecture, isUniversalSlice: false, buildID: file.buildID,
                       imageBaseVMAddress: load.lowerBound, loadSize: load.isEmpty ? nil : load.upperBound - load.lowerBound,
                       symbols: symbols, hasDebugInfo: file.debugInfo.hasDebugInfo,
-                      hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType })
+                      hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType },
+                      debugLink: file.debugInfo.debugLinkFileName)
   }
 }
 

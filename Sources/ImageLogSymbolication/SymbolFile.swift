@@ -25,6 +25,8 @@ public struct SymbolFile: Sendable {
   /// than only exported symbols.
   public var hasFullSymbolTable: Bool
 
+  /// The `.gnu_debuglink` file name of a stripped ELF file, when it has one.
+  public var debugLink: String?
   /// A separate file with this slice's DWARF (a dSYM or `.debug` file with the same identity), when
   /// the symbols came from one file and the debug info from another.
   public var debugInfoPath: String?

@@ -176,8 +176,12 @@ struct SwiftBacktraceSymbolicationTests {
     let cache = directory + "/debuginfod_client"
     #expect(try runProcess(["mkdir", "-p", cache + "/" + hex]).status == 0)
     #expect(try runProcess(["cp", debug, cache + "/" + hex + "/debuginfo"]).status == 0)
-    for place in ["tree", "debuginfod", "search"] {
-      let useTree = place
+    // A debug link beside the binary: `objcopy --add-gnu-debuglink`, as distributions ship.
+    let linked = directory + "/linked"
+    #expect(try runProcess(["mkdir", "-p", linked + "/.debug"]).status == 0)
+    #expect(try runProcess(["cp", debug, linked + "/.debug/crasher.debug"]).status == 0)
+    #expect(try runProcess([objcopy, "--add-gnu-debuglink=" + debug, stripped, linked + "/symbolicate-crasher"]).status == 0)
+    for place in ["tree", "debuginfod", "search", "debuglink"] {
       var options = SymbolicationOptions()
       if place == "tree" {
         options.buildIDDirectories = [tree]
@@ -185,6 +189,8 @@ struct SwiftBacktraceSymbolicationTests {
       } else if place == "debuginfod" {
         options.buildIDDirectories = []
         options.debuginfodCaches = [cache]
+      } else if place == "debuglink" {
+        options.systemDirectories = false
       } else {
         options.systemDirectories = false
         let search = directory + "/search"
@@ -192,11 +198,17 @@ struct SwiftBacktraceSymbolicationTests {
         #expect(try runProcess(["cp", debug, search + "/deep/er/crasher.debug"]).status == 0)
         options.searchPaths = [search]
       }
-      let result = Symbolicator.symbolicate(report, options: options)
+      var placed = report
+      if place == "debuglink" {
+        for index in placed.images.indices where placed.images[index].name == "symbolicate-crasher" {
+          placed.images[index].path = linked + "/symbolicate-crasher"
+        }
+      }
+      let result = Symbolicator.symbolicate(placed, options: options)
       let names = zip(report.frames, result.frames).filter { $0.0.thread == report.crashedThread }.map { $0.1.functions.last?.name ?? "???" }
-      #expect(names == expected.map(\.name), "tree: \(useTree)")
+      #expect(names == expected.map(\.name), "\(place)")
       let lines = result.frames.compactMap { $0.functions.last?.line }
-      #expect(lines.count == expected.compactMap(\.location).count, "tree: \(useTree)")
+      #expect(lines.count == expected.compactMap(\.location).count, "\(place)")
     }
   }
 
