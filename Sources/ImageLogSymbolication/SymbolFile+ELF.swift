@@ -13,9 +13,3 @@ extension SymbolFile {
                       debugLink: file.debugInfo.debugLinkFileName)
   }
 }
-
-extension SymbolFile {
-  static func machO(_ reader: ByteReader, path: String, withSymbols: Bool) throws(FormatError) -> [SymbolFile] {
-    throw .machO("Mach-O symbol reading is not available yet")
-  }
-}

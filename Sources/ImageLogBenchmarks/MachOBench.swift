@@ -1,0 +1,129 @@
+internal import Glibc
+import ImageLog
+import ImageReaders
+
+/// UUID and `__TEXT` of every slice of the Mach-O fixtures (and of any files named in
+/// `IMAGELOG_BENCH_MACHO`, colon-separated), read by imagelog and by `llvm-otool-14 -l` over the same
+/// files. The answers are compared slice by slice before anything is timed.
+func machOBenchmark() throws -> [BenchmarkTable] {
+  let otool = "llvm-otool-14"
+  guard haveTool(otool), haveTool("llvm-objdump-14") else {
+    printProgress("bench: \(otool) not installed; Mach-O benchmark skipped")
+    return []
+  }
+  var paths = listFiles("Tests/ImageReadersTests/Fixtures/macho").filter { isMachO($0) }
+  if let extra = getenv("IMAGELOG_BENCH_MACHO") {
+    paths += String(cString: extra).split(separator: ":").map(String.init).filter { isMachO($0) }
+  }
+  guard !paths.isEmpty else { throw BenchError("no Mach-O files found (run from the package root)") }
+
+  // Same answers: imagelog's UUID and __TEXT range per slice against otool -l's (its --arch=all spelling,
+  // since llvm-otool-14 shows only the host slice of a universal file).
+  let ours = try paths.flatMap { try readSlices($0) }
+  let theirs = try otoolSlices(paths)
+  let sliceCount = ours.count
+  guard ours == theirs else {
+    let mismatch = zip(ours, theirs).first { $0 != $1 }.map { "ours \($0.0), otool \($0.1)" } ?? "\(ours.count) vs \(theirs.count) slices"
+    throw BenchError("imagelog and llvm-otool disagree: \(mismatch)")
+  }
+
+  let iterations = 15
+  let library = try medianSeconds(iterations: iterations) { for path in paths { _ = try readSlices(path) } }
+  let peer = try medianSeconds(iterations: iterations) {
+    _ = try runProcess([otool, "-l"] + paths, discardOutput: true)
+  }
+  var rows = [
+    ["llvm-otool-14 -l (one process, all files)", formatDuration(peer), "1x"],
+    ["ImageReaders in process (map + parse + summary)", formatDuration(library), rounded(peer / library) + "x"],
+  ]
+  let cli = ".build/release/imagelog"
+  if access(cli, X_OK) == 0, (try? runProcess([cli, "file", "--uuid"] + paths, discardOutput: true).status) == 0 {
+    let process = try medianSeconds(iterations: iterations) {
+      _ = try runProcess([cli, "file", "--uuid"] + paths, discardOutput: true)
+    }
+    rows.insert(["imagelog file --uuid (one process, all files)", formatDuration(process), rounded(peer / process) + "x"],
+                at: 1)
+  }
+  return [BenchmarkTable(
+    title: "Mach-O: UUID and __TEXT of every slice",
+    notes: "\(paths.count) Mach-O files (\(sliceCount) slices: thin, FAT_MAGIC and FAT_MAGIC_64) from "
+      + "Tests/ImageReadersTests/Fixtures/macho plus IMAGELOG_BENCH_MACHO. Same answers checked first: every "
+      + "slice's LC_UUID and __TEXT vmaddr/vmsize equal what llvm-otool -l prints. Goal: at least 10x llvm-otool.",
+    header: ["reader", "median of \(iterations)", "speed-up"],
+    rows: rows)]
+}
+
+/// One slice's answer: architecture-independent so both sides compare in file order.
+private struct SliceAnswer: Equatable, CustomStringConvertible {
+  var uuid: String
+  var textAddress: UInt64
+  var textSize: UInt64
+  var description: String { "\(uuid) __TEXT 0x\(hexDigits(textAddress))+0x\(hexDigits(textSize))" }
+}
+
+private func readSlices(_ path: String) throws -> [SliceAnswer] {
+  let file = try MappedFile(path: path)
+  return try file.withReader { reader throws(FormatError) in
+    try BinaryFile.parse(reader).slices.map {
+      SliceAnswer(uuid: $0.buildID?.uuid ?? "", textAddress: $0.textVMRange.lowerBound,
+                  textSize: UInt64($0.textVMRange.count))
+    }
+  }
+}
+
+/// UUID and __TEXT per slice from `llvm-otool -l` output (objdump's all-slices spelling of it).
+private func otoolSlices(_ paths: [String]) throws -> [SliceAnswer] {
+  var answers: [SliceAnswer] = []
+  for path in paths {
+    let output = try runProcess(["llvm-objdump-14", "--macho", "--private-headers", "--non-verbose", "--arch=all", path]).output
+    var current: SliceAnswer?
+    var inText = false
+    for line in output.split(separator: "\n") {
+      let words = line.split(separator: " ")
+      if line == "Mach header" {
+        if let slice = current { answers.append(slice) }
+        current = SliceAnswer(uuid: "", textAddress: 0, textSize: 0)
+      } else if words.first == "segname" {
+        // An object file's one unnamed segment holds __TEXT,__text: imagelog's summary uses it as the text.
+        inText = (words.count > 1 && words[1] == "__TEXT") || (words.count == 1 && current?.textSize == 0)
+      } else if words.first == "cmd" || words.first == "sectname" {
+        inText = false
+      } else if inText, words.count == 2, words[0] == "vmaddr" {
+        current?.textAddress = UInt64(words[1].dropFirst(2), radix: 16) ?? 0
+      } else if inText, words.count == 2, words[0] == "vmsize" {
+        current?.textSize = UInt64(words[1].dropFirst(2), radix: 16) ?? 0
+      } else if words.count == 2, words[0] == "uuid" {
+        current?.uuid = String(words[1])
+      }
+    }
+    if let slice = current { answers.append(slice) }
+  }
+  return answers
+}
+
+private func isMachO(_ path: String) -> Bool {
+  guard let file = fopen(path, "rb") else { return false }
+  defer { fclose(file) }
+  var magic: UInt32 = 0
+  guard fread(&magic, 4, 1, file) == 1 else { return false }
+  return [0xFEED_FACE, 0xFEED_FACF, 0xCEFA_EDFE, 0xCFFA_EDFE, 0xBEBA_FECA, 0xBFBA_FECA].contains(magic)
+}
+
+/// Regular files under `folder`, recursively, in name order.
+private func listFiles(_ folder: String) -> [String] {
+  guard let directory = opendir(folder) else { return [] }
+  var names: [String] = []
+  while let entry = readdir(directory) {
+    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    if !name.hasPrefix(".") { names.append(name) }
+  }
+  closedir(directory)
+  var files: [String] = []
+  for name in names.sorted() {
+    let path = folder + "/" + name
+    var info = stat()
+    guard stat(path, &info) == 0 else { continue }
+    if info.st_mode & S_IFMT == S_IFDIR { files += listFiles(path) } else if info.st_mode & S_IFMT == S_IFREG { files.append(path) }
+  }
+  return files
+}
