@@ -97,7 +97,9 @@ public final class DebugFileLocator {
         }
       }
     }
-    if !searchPaths.isEmpty {
+    // A match with DWARF and a full symbol table needs nothing more; otherwise keep looking.
+    let complete = matches.contains { $0.0.hasDebugInfo && $0.0.hasFullSymbolTable }
+    if !searchPaths.isEmpty && !complete {
       for file in searchIndex() {
         guard let id = file.buildID else { continue }
         if identity.match(id) != .different {
