@@ -14,7 +14,9 @@ enum AddressListParser {
         report.images.append(image)
         continue
       }
-      for word in line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "," }) {
+      let words = line.utf8.split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: ",") }
+      for wordBytes in words {
+        let word = Substring(wordBytes)
         guard let address = ReportParser.hexNumber(word) else {
           wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address")
           continue

@@ -103,8 +103,9 @@ extension SymbolicatedReport {
 
   func addressText() -> String {
     var out = ""
+    out.reserveCapacity(report.frames.count * 96)
     for (frame, result) in zip(report.frames, frames) {
-      var text = "0x" + hexDigits(frame.address, width: 16)
+      var text = Self.paddedHex(frame.address)
       switch result.status {
       case .symbolicated:
         for (index, function) in result.functions.enumerated() {
@@ -351,6 +352,21 @@ extension SymbolicatedReport {
       out += image.name + " " + (image.architecture ?? report.architecture ?? "") + "  <" + uuid + "> " + (image.path ?? "???") + "\n"
     }
     return out
+  }
+}
+
+extension SymbolicatedReport {
+  /// `0x` and 16 lowercase hex digits, without the intermediate strings of `String(_:radix:)`.
+  static func paddedHex(_ value: UInt64) -> String {
+    let digits: [UInt8] = Array("0123456789abcdef".utf8)
+    var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 18)
+    bytes[1] = UInt8(ascii: "x")
+    var remaining = value
+    for index in stride(from: 17, through: 2, by: -1) {
+      bytes[index] = digits[Int(remaining & 0xF)]
+      remaining >>= 4
+    }
+    return String(decoding: bytes, as: UTF8.self)
   }
 }
 

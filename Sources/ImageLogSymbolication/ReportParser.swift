@@ -14,7 +14,9 @@ public enum ReportParser {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
-    if SwiftBacktraceJSONParser.detect(text) { return try SwiftBacktraceJSONParser.parse(text) }
+    if text.utf8.contains(UInt8(ascii: "{")), SwiftBacktraceJSONParser.detect(text) {
+      return try SwiftBacktraceJSONParser.parse(text)
+    }
     let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
     if trimmed.first == "{" {
       if let report = try parseJSONReport(trimmed) { return report }
@@ -33,8 +35,10 @@ public enum ReportParser {
 
   /// Lines without their terminators (`\n` or `\r\n`).
   static func splitLines(_ text: String) -> [String] {
-    var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
-      line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
+    // On UTF-8 bytes: a long address list splits without grapheme breaking.
+    var lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line -> String in
+      let bytes = line.last == UInt8(ascii: "\r") ? line.dropLast() : line
+      return String(Substring(bytes))
     }
     if lines.last == "" { lines.removeLast() }
     return lines
