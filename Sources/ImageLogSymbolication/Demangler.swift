@@ -51,9 +51,10 @@ public final class Demangler {
   }
 
   /// The readable form of `name`, or `name` itself when it is not mangled (or demangling fails).
-  public func demangle(_ name: String) -> String {
+  /// `cached: false` skips the name-keyed cache, for callers that cache by address themselves.
+  public func demangle(_ name: String, cached: Bool = true) -> String {
     guard style != .none, Self.looksMangled(name) else { return name }
-    if let cached = cache[name] { return cached }
+    if cached, let known = cache[name] { return known }
     let result = name.withCString { pointer -> String? in
       let length = strlen(pointer)
       switch style {
@@ -75,7 +76,7 @@ public final class Demangler {
       }
     }
     let demangled = result ?? name
-    cache[name] = demangled
+    if cached { cache[name] = demangled }
     return demangled
   }
 

@@ -121,6 +121,8 @@ public enum Symbolicator {
 
     var results: [SymbolicatedFrame] = []
     results.reserveCapacity(report.frames.count)
+    // Demangled names by image and symbol address: integer keys hash far faster than the names.
+    var names: [Int: [UInt64: String]] = [:]
     var queries: [(object: String, address: UInt64)] = []
     var queryFrames: [Int] = []
     for (frameIndex, frame) in report.frames.enumerated() {
@@ -154,7 +156,14 @@ public enum Symbolicator {
         // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
         // reports from the address itself.
         let displayAddress = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON ? lookup : file.imageBaseVMAddress &+ offset
-        result.functions = [SymbolicatedFrame.Function(name: demangler.demangle(symbol.name), rawName: symbol.name,
+        let name: String
+        if let known = names[imageIndex]?[symbol.address] {
+          name = known
+        } else {
+          name = demangler.demangle(symbol.name, cached: false)
+          names[imageIndex, default: [:]][symbol.address] = name
+        }
+        result.functions = [SymbolicatedFrame.Function(name: name, rawName: symbol.name,
                                                        offset: displayAddress &- symbol.address, file: nil, line: nil,
                                                        column: nil, isInlined: false)]
         if options.lineInfo && file.hasDebugInfo {
@@ -179,7 +188,7 @@ public enum Symbolicator {
             real.column = outer.column
             var functions: [SymbolicatedFrame.Function] = []
             for inlined in locations.dropLast() {
-              functions.append(SymbolicatedFrame.Function(name: inlined.function.map(demangler.demangle), rawName: inlined.function,
+              functions.append(SymbolicatedFrame.Function(name: inlined.function.map { demangler.demangle($0) }, rawName: inlined.function,
                                                           offset: nil, file: inlined.file, line: inlined.line,
                                                           column: inlined.column, isInlined: true))
             }

@@ -26,10 +26,10 @@ struct DemanglerTests {
     let simplified = Demangler(style: .simplified)
     let full = Demangler(style: .full)
     let none = Demangler(style: .none)
-    #expect(names.map(simplified.demangle) == (try Self.tool(["swift-demangle", "--simplified", "--compact"], names)))
+    #expect(names.map { simplified.demangle($0) } == (try Self.tool(["swift-demangle", "--simplified", "--compact"], names)))
     // The runtime's swift_demangle writes types without sugar (`Swift.Dictionary<A, B>`, not `[A : B]`).
-    #expect(names.map(full.demangle) == (try Self.tool(["swift-demangle", "--compact", "--no-sugar"], names)))
-    #expect(names.map(none.demangle) == names)
+    #expect(names.map { full.demangle($0) } == (try Self.tool(["swift-demangle", "--compact", "--no-sugar"], names)))
+    #expect(names.map { none.demangle($0) } == names)
   }
 
   @Test func cppNamesMatchCxxfilt() throws {
@@ -37,8 +37,8 @@ struct DemanglerTests {
     let names = try Self.names(try #require(library), prefix: "_ZN", every: 100)
     try #require(names.count >= 50)
     let expected = try Self.tool(["c++filt"], names)
-    #expect(names.map(Demangler(style: .full).demangle) == expected)
-    #expect(names.map(Demangler(style: .simplified).demangle) == expected)
+    #expect(names.map { Demangler(style: .full).demangle($0) } == expected)
+    #expect(names.map { Demangler(style: .simplified).demangle($0) } == expected)
   }
 
   @Test func plainNamesStay() {
