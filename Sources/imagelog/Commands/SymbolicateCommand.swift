@@ -13,8 +13,8 @@ struct SymbolicateCommand: Command {
       <report>                A crash report file, or - for standard input. The kind is detected:
                               imagelog's report, Apple .crash (also behind a JSON header line),
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
-                              text or format=json),
-                              or a list of addresses (with --image).
+                              text or format=json), or a list of addresses (with --image or image
+                              lines as imagelog list writes them).
       <address>               Addresses to look up (0x...): with --image, or after a file listing
                               images in imagelog's formats (imagelog list --format crash|logger|unstrip).
 
