@@ -105,23 +105,28 @@ extension SymbolicatedReport {
     var out = ""
     out.reserveCapacity(report.frames.count * 96)
     for (frame, result) in zip(report.frames, frames) {
-      var text = Self.paddedHex(frame.address)
+      out += Self.paddedHex(frame.address)
+      let image = result.imageName ?? "???"
       switch result.status {
       case .symbolicated:
         for (index, function) in result.functions.enumerated() {
-          if index > 0 { text += "\n" + String(repeating: " ", count: 18) }
-          text += " " + (function.name ?? "???") + (function.offset.map { " + \($0)" } ?? "")
-          text += " (in \(result.imageName ?? "???"))"
-          if let file = function.file, let line = function.line { text += " (\(file):\(line):\(function.column ?? 0))" }
-          if function.isInlined { text += " [inlined]" }
+          if index > 0 { out += "\n                  " }
+          out += " "
+          out += function.name ?? "???"
+          if let offset = function.offset { out += " + "; out += String(offset) }
+          out += " (in "; out += image; out += ")"
+          if let file = function.file, let line = function.line {
+            out += " ("; out += file; out += ":"; out += String(line); out += ":"; out += String(function.column ?? 0); out += ")"
+          }
+          if function.isInlined { out += " [inlined]" }
         }
       case let .mismatch(reportID, fileID, path):
-        text += " ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
-      case .noImage: text += " ??? (no image contains this address)"
-      case .missingImage: text += " ??? (in \(result.imageName ?? "???")) [image file not found]"
-      case .noSymbol: text += " ??? (in \(result.imageName ?? "???")) + \(result.imageOffset ?? 0)"
+        out += " ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
+      case .noImage: out += " ??? (no image contains this address)"
+      case .missingImage: out += " ??? (in \(image)) [image file not found]"
+      case .noSymbol: out += " ??? (in \(image)) + \(result.imageOffset ?? 0)"
       }
-      out += text + "\n"
+      out += "\n"
     }
     return out
   }
@@ -145,7 +150,8 @@ extension SymbolicatedReport {
     }
     let mismatched = images.filter { if case .mismatch = $0.status { true } else { false } }.count
     let missing = images.filter { $0.status == .missing }.count
-    let symbolicated = frames.filter { $0.status == .symbolicated }.count
+    var symbolicated = 0
+    for frame in frames { if case .symbolicated = frame.status { symbolicated += 1 } }
     var text = "\n-- symbolicated by imagelog: \(symbolicated) of \(frames.count) frames; "
     text += "\(found) of \(images.count) images found, \(missing) missing, \(mismatched) mismatched\n"
     for line in lines { text += line + "\n" }
