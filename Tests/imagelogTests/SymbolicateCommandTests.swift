@@ -156,6 +156,22 @@ import Testing
     #expect(ours == (try SymbolicateCLI.llvmSymbolizerNames(binary, picked)))
   }
 
+  /// A missing --search folder is an error (exit 1, one line naming it) that stops nothing else; `-`
+  /// reads the report from standard input.
+  @Test(.enabled(if: SymbolicateCLI.have(libswiftCore), "needs libswiftCore.so"))
+  func missingSearchPathAndStandardInput() throws {
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    let addresses = directory + "/addresses.txt"
+    try SymbolicateCLI.write(addresses, "0x7f0000200000\n")
+    let image = "--image=\(Self.libswiftCore)@0x7f0000000000"
+    let result = try symbolicateRun(["sh", "-c", "\"$0\" symbolicate --no-lines --search /nonexistent/folder \"$1\" - < \"$2\"",
+                                     SymbolicateCLI.executable, image, addresses])
+    #expect(result.exitCode == 1)
+    #expect(result.error == "imagelog: /nonexistent/folder: no such file or directory\n")
+    #expect(result.output.hasPrefix("0x00007f0000200000 "))
+    #expect(result.output.contains("(in libswiftCore.so)"))
+  }
+
   @Test func scriptHelpAndErrors() throws {
     let script = SymbolicateCLI.packageRoot + "/Scripts/symbolicate"
     let help = try symbolicateRun([script, "--help"])
