@@ -52,6 +52,22 @@ enum IPSParser {
                                                ipsThread: threadIndex))
       }
     }
+    // An uncaught exception's backtrace, as thread -1 (the text report's `Last Exception Backtrace:`).
+    if let frames = body["lastExceptionBacktrace"]?.array {
+      report.threads.append(CrashReport.Thread(number: -1, crashed: false, name: "Last Exception Backtrace"))
+      for (frameIndex, frame) in frames.enumerated() {
+        guard let imageIndex = frame["imageIndex"]?.integer, report.images.indices.contains(imageIndex),
+              let offset = frame["imageOffset"]?.unsigned else {
+          report.problems.append("lastExceptionBacktrace[\(frameIndex)]: no usable imageIndex/imageOffset")
+          continue
+        }
+        let (address, overflow) = report.images[imageIndex].loadAddress.addingReportingOverflow(offset)
+        guard !overflow else { continue }
+        report.frames.append(CrashReport.Frame(thread: -1, index: frameIndex, address: address, imageIndex: imageIndex,
+                                               isReturnAddress: frameIndex > 0, line: nil, symbolColumn: nil,
+                                               reportedSymbol: frame["symbol"]?.string, ipsThread: -1))
+      }
+    }
     if body["threads"] == nil { report.problems.append("no threads in the .ips body") }
     return report
   }

@@ -237,31 +237,12 @@ extension SymbolicatedReport {
     if case .array(var threads)? = body["threads"] {
       for (threadIndex, entries) in byThread where threads.indices.contains(threadIndex) {
         guard case .array(let original)? = threads[threadIndex]["frames"] else { continue }
-        var updated: [JSONValue] = []
-        let results = Dictionary(entries, uniquingKeysWith: { first, _ in first })
-        for (frameIndex, var frame) in original.enumerated() {
-          guard let result = results[frameIndex], result.status == .symbolicated, let real = result.functions.last else {
-            updated.append(frame)
-            continue
-          }
-          for inlined in result.functions.dropLast() {
-            var copy = frame
-            copy.set("inline", .bool(true))
-            if let name = inlined.name { copy.set("symbol", .string(name)) }
-            copy.remove("symbolLocation")
-            if let file = inlined.file { copy.set("sourceFile", .string(Image.shortName(of: file))) }
-            if let line = inlined.line { copy.set("sourceLine", .number(String(line))) }
-            updated.append(copy)
-          }
-          if let name = real.name { frame.set("symbol", .string(name)) }
-          if let offset = real.offset { frame.set("symbolLocation", .number(String(offset))) }
-          if let file = real.file { frame.set("sourceFile", .string(Image.shortName(of: file))) }
-          if let line = real.line { frame.set("sourceLine", .number(String(line))) }
-          updated.append(frame)
-        }
-        threads[threadIndex].set("frames", .array(updated))
+        threads[threadIndex].set("frames", .array(Self.filledIPSFrames(original, entries)))
       }
       body.set("threads", .array(threads))
+    }
+    if let entries = byThread[-1], case .array(let original)? = body["lastExceptionBacktrace"] {
+      body.set("lastExceptionBacktrace", .array(Self.filledIPSFrames(original, entries)))
     }
     var out = ""
     if let header = report.ipsHeader { out += header.serialized() + "\n" }
@@ -303,6 +284,34 @@ extension SymbolicatedReport {
     return report.preamble + document.serialized() + "\n"
   }
 
+  /// `.ips` frames with `symbol`, `symbolLocation`, `sourceFile`, `sourceLine` filled in from `entries`
+  /// (frame index, answer); inlined functions become frames of their own with `"inline": true`.
+  static func filledIPSFrames(_ original: [JSONValue], _ entries: [(Int, SymbolicatedFrame)]) -> [JSONValue] {
+    var updated: [JSONValue] = []
+    let results = Dictionary(entries, uniquingKeysWith: { first, _ in first })
+    for (frameIndex, var frame) in original.enumerated() {
+      guard let result = results[frameIndex], result.status == .symbolicated, let real = result.functions.last else {
+        updated.append(frame)
+        continue
+      }
+      for inlined in result.functions.dropLast() {
+        var copy = frame
+        copy.set("inline", .bool(true))
+        if let name = inlined.name { copy.set("symbol", .string(name)) }
+        copy.remove("symbolLocation")
+        if let file = inlined.file { copy.set("sourceFile", .string(Image.shortName(of: file))) }
+        if let line = inlined.line { copy.set("sourceLine", .number(String(line))) }
+        updated.append(copy)
+      }
+      if let name = real.name { frame.set("symbol", .string(name)) }
+      if let offset = real.offset { frame.set("symbolLocation", .number(String(offset))) }
+      if let file = real.file { frame.set("sourceFile", .string(Image.shortName(of: file))) }
+      if let line = real.line { frame.set("sourceLine", .number(String(line))) }
+      updated.append(frame)
+    }
+    return updated
+  }
+
   /// The classic `.crash` text of an `.ips` report: header fields, threads, `Binary Images:`.
   func classicText() -> String {
     let body = report.ipsBody ?? .object([])
@@ -330,8 +339,12 @@ extension SymbolicatedReport {
     for (frame, result) in zip(report.frames, frames) { resultsByThread[frame.thread, default: []].append((frame, result)) }
     for thread in report.threads {
       out += "\n"
-      if let name = thread.name { out += "Thread \(thread.number) name:  \(name)\n" }
-      out += "Thread \(thread.number)\(thread.crashed ? " Crashed" : ""):\n"
+      if thread.number == -1 {
+        out += "Last Exception Backtrace:\n"
+      } else {
+        if let name = thread.name { out += "Thread \(thread.number) name:  \(name)\n" }
+        out += "Thread \(thread.number)\(thread.crashed ? " Crashed" : ""):\n"
+      }
       for (frame, result) in resultsByThread[thread.number] ?? [] {
         let imageName = result.imageName ?? "???"
         let head = String(frame.index).padding(4) + imageName.padding(30) + "\t0x" + hexDigits(frame.address, width: 16) + " "

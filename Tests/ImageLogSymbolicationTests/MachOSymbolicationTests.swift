@@ -54,7 +54,8 @@ struct MachOSymbolicationTests {
     for name in ours { #expect(rendered.contains(" \(name) + 2")) }
   }
 
-  /// The `.ips` form of the same crash: `symbol` and `symbolLocation` filled in, the rest kept.
+  /// The `.ips` form of the same crash: `symbol` and `symbolLocation` filled in (threads and the last
+  /// exception backtrace), the rest kept; `--format crash` writes the classic text, which reads back.
   @Test func ipsOverAUniversalFile() throws {
     let path = MachOFixtures.directory + "/universal-macos"
     for slice in try MachOFixtures.slices(path) {
@@ -66,6 +67,7 @@ struct MachOSymbolicationTests {
         ("procName", .string("universal-macos")), ("cpuType", .string(slice.architecture == "x86_64" ? "X86-64" : "ARM-64")),
         ("faultingThread", .number("0")),
         ("threads", .array([.object([("triggered", .bool(true)), ("frames", .array(frames))])])),
+        ("lastExceptionBacktrace", .array(frames)),
         ("usedImages", .array([.object([("arch", .string(slice.architecture)), ("base", .number(String(base))),
                                         ("size", .number("65536")), ("uuid", .string(slice.uuid.lowercased())),
                                         ("path", .string(path)), ("name", .string("universal-macos"))])])),
@@ -79,6 +81,14 @@ struct MachOSymbolicationTests {
       let lookups = functions.enumerated().map { $0.offset == 0 ? $0.element + 8 : $0.element + 7 }
       #expect(outFrames.map { $0["symbol"]?.string ?? "??" } == (try MachOFixtures.llvmSymbolizer("\(path):\(slice.architecture)", lookups)))
       #expect(outFrames.map { $0["symbolLocation"]?.integer } == functions.map { _ in 8 })
+      let exceptionFrames = try #require(document["lastExceptionBacktrace"]?.array)
+      #expect(exceptionFrames.map { $0["symbol"]?.string ?? "??" } == outFrames.map { $0["symbol"]?.string ?? "??" })
+
+      let classic = Symbolicator.symbolicate(report, options: options).formatted(.crash)
+      #expect(classic.contains("Last Exception Backtrace:\n"))
+      let reread = try ReportParser.parse(classic)
+      #expect(reread.threads.map(\.number) == [0, -1])
+      #expect(reread.frames.map(\.address) == report.frames.map(\.address))
     }
   }
 
