@@ -121,14 +121,24 @@ public enum ReportParser {
   static let knownArchitectures: Set<String> = ["arm64", "arm64e", "x86_64", "x86_64h", "i386", "armv7",
                                                  "armv7s", "armv7k", "arm64_32", "armv6", "armv7m", "armv7em", "ppc"]
 
-  /// Assigns each frame without an image the image whose address range contains it (then the one
-  /// named like the frame's image column, when the report gave a name).
+  /// Assigns each frame without an image the image whose address range contains it (the narrowest,
+  /// when ranges overlap; never an image with neither identity nor path, such as Apple's
+  /// `0x0 - 0xffffffffffffffff ???`), then the one named like the frame's image column.
   static func attachImages(_ report: inout CrashReport, frameImageNames: [Int: String]) {
+    let ranged = report.images.indices.filter { index in
+      let image = report.images[index]
+      return image.endAddress != nil && (image.identity != nil || image.path != nil)
+    }
     for index in report.frames.indices where report.frames[index].imageIndex == nil {
       let address = report.frames[index].address
-      if let found = report.images.firstIndex(where: { image in
-        guard let end = image.endAddress else { return false }
-        return address >= image.loadAddress && address <= end
+      let containing = ranged.filter { candidate in
+        let image = report.images[candidate]
+        return address >= image.loadAddress && address <= (image.endAddress ?? 0)
+      }
+      // Every candidate contains the address, so its end is not below its start.
+      if let found = containing.min(by: {
+        (report.images[$0].endAddress ?? 0) - report.images[$0].loadAddress
+          < (report.images[$1].endAddress ?? 0) - report.images[$1].loadAddress
       }) {
         report.frames[index].imageIndex = found
       } else if let name = frameImageNames[index], let found = report.images.firstIndex(where: { $0.name == name }) {

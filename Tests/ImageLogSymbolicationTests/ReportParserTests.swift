@@ -99,6 +99,9 @@ import ImageReaders
     #expect(report.frames.map(\.thread) == [0, 0, 0, 1])
     #expect(report.frames.map(\.isReturnAddress) == [false, true, true, false])
     #expect(report.frames[0].reportedSymbol == "__pthread_kill + 8")
+    // An address in no listed image is not given to the all-covering `???` image.
+    let stray = try ReportParser.parse(Self.appleCrash.replacingFirst("0x00000001e1c3e0c4 start_wqthread", with: "0x00000009e1c3e0c4 start_wqthread"))
+    #expect(stray.frames[3].imageIndex == 3)  // still found by its image column's name
     #expect(report.frames[1].reportedSymbol == nil)
     #expect(report.crashedThread == 0)
   }
