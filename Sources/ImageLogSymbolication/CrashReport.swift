@@ -34,6 +34,7 @@ public struct CrashReport: Sendable {
     /// The architecture the report names for the image (Mach-O slice selection), when it does.
     public var architecture: String?
 
+    /// An image as a report (or `--image`) gives it.
     public init(name: String, path: String?, loadAddress: Address, endAddress: Address?, identity: ImageIdentity?,
                 architecture: String?) {
       self.name = name
@@ -71,16 +72,23 @@ public struct CrashReport: Sendable {
 
   /// One thread's heading.
   public struct Thread: Sendable, Equatable {
+    /// The thread's number as the report writes it (-1: Apple's `Last Exception Backtrace`).
     public var number: Int
+    /// True for the thread the report marks as crashed.
     public var crashed: Bool
+    /// The thread's or its queue's name, when the report gives one.
     public var name: String?
   }
 
+  /// The kind of report this was read as.
   public var format: Format
   /// The report's lines, without line terminators.
   public var lines: [String]
+  /// Thread headings in report order.
   public var threads: [Thread]
+  /// Every frame of every thread, in report order.
   public var frames: [Frame]
+  /// The images the report lists (`Binary Images`, `usedImages`, `Images`).
   public var images: [Image]
   /// The report's architecture (`Code Type:`, the ips `cpuType`, the Swift `Platform:` line).
   public var architecture: String?
@@ -88,11 +96,14 @@ public struct CrashReport: Sendable {
   public var problems: [String]
   /// For `.ips`: the header line and the body document.
   public var ipsHeader: JSONValue?
+  /// The `.ips` body document.
   public var ipsBody: JSONValue?
   /// For the backtracer's JSON: the text before the document, and the document.
   public var preamble: String = ""
+  /// The backtracer's JSON document.
   public var document: JSONValue?
 
+  /// A report of `format` made of these parts (tests and callers that build reports).
   public init(format: Format, lines: [String] = [], threads: [Thread] = [], frames: [Frame] = [], images: [Image] = [],
               architecture: String? = nil, problems: [String] = []) {
     self.format = format
@@ -111,5 +122,6 @@ public struct CrashReport: Sendable {
 /// Why a text could not be read as a crash report at all.
 public struct ReportError: Error, Equatable, Sendable, CustomStringConvertible {
   public var description: String
+  /// An error with this one-line description.
   public init(_ description: String) { self.description = description }
 }

@@ -15,6 +15,7 @@ public final class Demangler {
     case none
   }
 
+  /// How this demangler writes names.
   public let style: Style
   private var cache: [String: String] = [:]
 
@@ -32,6 +33,7 @@ public final class Demangler {
   private let swiftDemangle: SwiftDemangle?
   private let cxaDemangle: CxaDemangle?
 
+  /// A demangler writing names in `style`; looks the runtime's demanglers up once.
   public init(style: Style) {
     self.style = style
     let handle = dlopen(nil, RTLD_NOW)

@@ -13,6 +13,7 @@ public indirect enum JSONValue: Sendable, Equatable {
   /// Members in document order; a repeated key keeps both members (lookups see the first).
   case object([(String, JSONValue)])
 
+  /// Structural equality; objects compare member by member, in order.
   public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
     switch (lhs, rhs) {
     case (.null, .null): true
@@ -63,7 +64,9 @@ public indirect enum JSONValue: Sendable, Equatable {
 
 /// Why a JSON text could not be read: the byte offset and what was expected.
 public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// The byte offset where reading stopped.
   public var offset: Int
+  /// What was expected there.
   public var problem: String
   public var description: String { "invalid JSON at byte \(offset): \(problem)" }
 }

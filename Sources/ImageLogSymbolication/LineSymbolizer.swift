@@ -11,8 +11,11 @@ public struct LineSymbolizer: Sendable {
   public struct Location: Sendable, Equatable {
     /// The function as DWARF names it (linkage name when there is one, mangled).
     public var function: String?
+    /// The source file as DWARF names it (joined to the compilation directory).
     public var file: String
+    /// 1-based line.
     public var line: Int
+    /// 1-based column; 0 when unknown.
     public var column: Int
   }
 
@@ -34,6 +37,7 @@ public struct LineSymbolizer: Sendable {
     return nil
   }
 
+  /// A symbolizer that runs the tool at `executable`.
   public init(executable: String) { self.executable = executable }
 
   /// Looks up every `(object, address)` query in one run; the answer for a query is `[]` when the tool

@@ -30,6 +30,7 @@ public struct SymbolFile: Sendable {
   /// A separate file with this slice's DWARF (a dSYM or `.debug` file with the same identity), when
   /// the symbols came from one file and the debug info from another.
   public var debugInfoPath: String?
+  /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
   public var debugInfoIsUniversal = false
 
   /// The name `llvm-symbolizer` takes for the file with this slice's DWARF (`path:arch` for a slice of

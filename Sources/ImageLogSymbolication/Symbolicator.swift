@@ -8,6 +8,7 @@ public struct SymbolicationOptions: Sendable {
   public var systemDirectories = true
   /// Replace the system `.build-id` folders and debuginfod caches (tests; `nil`: the system's).
   public var buildIDDirectories: [String]? = nil
+  /// Replace the debuginfod client caches searched (tests; `nil`: the user's).
   public var debuginfodCaches: [String]? = nil
   /// How symbol names are written.
   public var demangle: Demangler.Style = .simplified
@@ -18,6 +19,7 @@ public struct SymbolicationOptions: Sendable {
   /// The architecture to pick universal slices by when neither the report nor the image says.
   public var architecture: String? = nil
 
+  /// The defaults: system debug folders, simplified names, lines when `llvm-symbolizer` is found.
   public init() {}
 }
 
@@ -31,13 +33,17 @@ public struct SymbolicatedFrame: Sendable, Equatable {
     public var rawName: String?
     /// Bytes from the function's start to the frame's address (the real function only).
     public var offset: UInt64?
+    /// The source file, when DWARF gives one.
     public var file: String?
+    /// The source line (1-based), when known.
     public var line: Int?
+    /// The source column (1-based; 0 when unknown).
     public var column: Int?
     /// True for a function inlined into the next one.
     public var isInlined: Bool
   }
 
+  /// What became of the frame.
   public enum Status: Sendable, Equatable {
     /// Resolved to a symbol.
     case symbolicated
@@ -53,9 +59,11 @@ public struct SymbolicatedFrame: Sendable, Equatable {
 
   /// Index into the report's `frames`.
   public var frameIndex: Int
+  /// What became of the frame.
   public var status: Status
   /// The image's name and the frame's offset in it.
   public var imageName: String?
+  /// The frame's offset from the image's load address.
   public var imageOffset: UInt64?
   /// The link-time address looked up (after `- 1` for return addresses).
   public var lookupAddress: UInt64?
@@ -65,6 +73,7 @@ public struct SymbolicatedFrame: Sendable, Equatable {
 
 /// How each image with frames was resolved.
 public struct ImageResolution: Sendable, Equatable {
+  /// Where the image's file was found, or why not.
   public enum Status: Sendable, Equatable {
     case found(path: String, how: String)
     case unverified(path: String)
@@ -73,11 +82,13 @@ public struct ImageResolution: Sendable, Equatable {
   }
   /// Index into the report's `images`.
   public var imageIndex: Int
+  /// Where the image's file was found, or why not.
   public var status: Status
 }
 
 /// A report with its answers.
 public struct SymbolicatedReport: Sendable {
+  /// The report as read.
   public var report: CrashReport
   /// One per report frame, in the report's order.
   public var frames: [SymbolicatedFrame]
@@ -92,6 +103,8 @@ public struct SymbolicatedReport: Sendable {
 /// Resolves a report's frames: each image by identity, each address through the symbol table (and
 /// `llvm-symbolizer` for lines), names demangled.
 public enum Symbolicator {
+  /// Symbolicates every frame of `report`: files are found once per image, all line queries go to
+  /// one `llvm-symbolizer` run. Never throws: what cannot be done is in each frame's status and `notes`.
   public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions()) -> SymbolicatedReport {
     let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
                                    buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
