@@ -10,6 +10,7 @@ enum ImageLogMain {
   static let commands: [any Command.Type] = [
     ListCommand.self,
     FileCommand.self,
+    SymbolicateCommand.self,
     PidCommand.self,
     RunCommand.self,
     WatchCommand.self,
