@@ -107,20 +107,8 @@ struct RunCommand: Command {
     }
     fflush(nil)
     switch termination {
-    case .exited(let status):
-      // The command's status is ours; ExitStatus has only imagelog's own three values.
-      exit(status)
-    case .signaled(let signalNumber, _):
-      // End the same way, without a second core file.
-      var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
-      setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
-      signal(signalNumber, SIG_DFL)
-      var unblock = sigset_t()
-      sigemptyset(&unblock)
-      sigaddset(&unblock, signalNumber)
-      sigprocmask(SIG_UNBLOCK, &unblock, nil)
-      raise(signalNumber)
-      exit(128 + signalNumber)
+    case .exited(let status): return .exited(status)
+    case .signaled(let signalNumber, _): return .signaled(signalNumber)
     }
   }
 }
