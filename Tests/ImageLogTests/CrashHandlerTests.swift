@@ -172,6 +172,20 @@ import Testing
     #expect(CrashTestSupport.readFile("\(directory)/report.crash") == "")
   }
 
+  /// The handler formats the date by hand (no localtime/gmtime in a signal handler): every day
+  /// from 1970 to 2200 against glibc's gmtime_r + strftime.
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func handMadeDateMatchesGmtime() throws {
+    let root = CrashTestSupport.packageRoot
+    let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-dates"
+    let compiled = try CrashTestSupport.run(Self.compiler!, ["-O1", "-pthread", "-I", "\(root)/Sources/CImageLog/include",
+                                                             "\(root)/Tests/Programs/crash-dates.c", "-o", output])
+    try #require(compiled.exitCode == 0, "\(compiled.stderr)")
+    let result = try CrashTestSupport.run(output, [])
+    #expect(result.exitCode == 0)
+    #expect(result.stdout.hasSuffix("mismatches=0\n"), "\(result.stdout)")
+  }
+
   /// A report descriptor that is a pipe nobody reads: the write fails (EPIPE), and the process
   /// still dies by SIGSEGV, not by the SIGPIPE the write raised.
   @Test(.enabled(if: compiler != nil, "needs cc or clang"))
