@@ -196,7 +196,7 @@ import Testing
     #expect(result.terminationSignal == SIGSEGV)
   }
 
-  /// The table is never torn: 60,000 updates while another thread and a timer signal aimed at the
+  /// The table is never torn: at least 60,000 updates while another thread and a timer signal aimed at the
   /// updating thread itself (so it lands inside il_crash_table_add/remove) write it and check every
   /// snapshot line by line. A single-buffer table fails this (torn > 0); a reader that waited for
   /// the writer would hang it.

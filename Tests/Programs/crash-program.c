@@ -278,15 +278,20 @@ static int churn(void) {
   long reads = 0;
   pthread_t reader;
   pthread_create(&reader, NULL, reader_loop, &reads);
-  for (int update = 0; update < CHURN_UPDATES; update++) {
-    fake_add((update + FAKE_LIVE) % FAKE_COUNT);
-    fake_remove(update % FAKE_COUNT);
+  /* At least CHURN_UPDATES pairs, and on a loaded machine more (up to 10x) until the reader thread
+     has run and a signal has landed inside an update. */
+  int updates = 0;
+  while (updates < CHURN_UPDATES ||
+         (updates < 10 * CHURN_UPDATES && (*(volatile long *)&reads == 0 || interrupted_updates == 0))) {
+    fake_add((updates + FAKE_LIVE) % FAKE_COUNT);
+    fake_remove(updates % FAKE_COUNT);
+    updates++;
   }
   struct itimerspec stop = {{0, 0}, {0, 0}};
   timer_settime(timer, 0, &stop, NULL);
   churn_done = 1;
   pthread_join(reader, NULL);
-  printf("updates=%d reader-snapshots=%ld signal-snapshots=%d interrupted-updates=%d torn=%d\n", CHURN_UPDATES * 2,
+  printf("updates=%d reader-snapshots=%ld signal-snapshots=%d interrupted-updates=%d torn=%d\n", updates * 2,
          reads, (int)signal_snapshots, (int)interrupted_updates, (int)torn);
   return torn == 0 ? 0 : 1;
 }
