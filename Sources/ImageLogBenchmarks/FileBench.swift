@@ -40,10 +40,18 @@ func fileBenchmark() throws -> [BenchmarkTable] {
         if case .elf(let file)? = parsed { checksum &+= file.needed.count &+ Int(file.textSize & 0xFF) }
       }
     },
+    {
+      for path in files {
+        guard let bytes = try? FileBytes(path: path) else { continue }
+        let parsed: ELFFile? = bytes.withRanges { ranges in try? ELFFile(source: ranges) }
+        if let parsed { checksum &+= parsed.needed.count &+ Int(parsed.textSize & 0xFF) }
+      }
+    },
   ]
   let medians = try interleavedMedians(contenders, iterations: iterations)
   _ = checksum
   let (readelfSeconds, cliSeconds, crashSeconds, inProcessSeconds) = (medians[0], medians[1], medians[2], medians[3])
+  let rangesSeconds = medians[4]
 
   func ratio(_ seconds: Double) -> String { "\(rounded(readelfSeconds / seconds))x" }
   let table = BenchmarkTable(
@@ -60,6 +68,7 @@ func fileBenchmark() throws -> [BenchmarkTable] {
       ["`imagelog file --format json FILES`", formatDuration(cliSeconds), formatDuration(cliSeconds / Double(files.count)), ratio(cliSeconds)],
       ["`imagelog file FILES` (crash lines)", formatDuration(crashSeconds), formatDuration(crashSeconds / Double(files.count)), ratio(crashSeconds)],
       ["in-process MappedFile + BinaryFile.parse", formatDuration(inProcessSeconds), formatDuration(inProcessSeconds / Double(files.count)), ratio(inProcessSeconds)],
+      ["in-process FileBytes + ELFFile(source:), one thread", formatDuration(rangesSeconds), formatDuration(rangesSeconds / Double(files.count)), ratio(rangesSeconds)],
     ])
   return [table]
 }

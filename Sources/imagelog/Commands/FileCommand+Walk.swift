@@ -24,6 +24,12 @@ enum FileWalker {
     var inputs: [Input] = []
     var visited: Set<FileID> = []
     for path in paths {
+      // Only a folder is walked or opened as a bundle. Without -r, a path whose name is not `*.dSYM`
+      // goes straight to the reader, whose fstat refuses folders: no stat call per named file.
+      guard recursive || mayNameBundle(path) else {
+        inputs.append(Input(path: path, fromWalk: false))
+        continue
+      }
       var info = stat()
       let isFolder = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
       if isFolder, DSYMBundle.isBundle(path) {
@@ -42,6 +48,17 @@ enum FileWalker {
       }
     }
     return inputs
+  }
+
+  /// True when `path` ends in `.dSYM` (any case), trailing slashes ignored: `DSYMBundle.isBundle`'s
+  /// name test, on the UTF-8 bytes.
+  static func mayNameBundle(_ path: String) -> Bool {
+    var name = path.utf8[...]
+    while name.count > 1, name.last == UInt8(ascii: "/") { name = name.dropLast() }
+    let suffix = Array(".dsym".utf8)
+    guard name.count >= suffix.count else { return false }
+    // ASCII letters fold to lowercase with 0x20; "." has the bit already.
+    return zip(name.suffix(suffix.count), suffix).allSatisfy { $0 | 0x20 == $1 }
   }
 
   private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,
