@@ -32,7 +32,7 @@ public final class FileBytes: @unchecked Sendable {
   }
 
   /// The smallest `pread`: headers, program headers and notes of most files sit in the first pages.
-  static let readUnit = 4096
+  nonisolated(unsafe) static var readUnit = getenv("FP_UNIT").map { Int(atoi($0)) } ?? 4096
   /// The first read: the ELF header, program headers and notes of typical files.
   nonisolated(unsafe) static var headReadSize = getenv("FP_HEAD").map { Int(atoi($0)) } ?? 16384
   /// A read that ends this close to the end of the file reads the rest of it, and at least this much.

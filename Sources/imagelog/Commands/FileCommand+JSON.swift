@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
 /// A JSON value written by hand (no Foundation in the CLI's hot path): strings are escaped as RFC 8259
 /// requires, numbers are unsigned integers, objects keep their members' order.
 enum JSONValue {
@@ -21,7 +25,7 @@ enum JSONValue {
   func write(into result: inout [UInt8]) {
     switch self {
     case .string(let string): Self.writeString(string, into: &result)
-    case .number(let number): JSONWriter.appendDecimal(number, to: &result)
+    case .number(let number): result += String(number).utf8
     case .bool(let bool): result += (bool ? "true" : "false").utf8
     case .null: result += "null".utf8
     case .array(let elements):
@@ -102,9 +106,15 @@ struct JSONArrayPrinter {
   }
 }
 
-/// Writes UTF-8 `bytes` and a newline to standard output, through `printOutput` so the order holds.
+/// Writes UTF-8 `bytes` (which hold no NUL: JSON escapes control characters) and a newline to
+/// standard output with `puts`, into the stdio buffer Swift's `print` writes to, so the order holds.
 func writeOutputLine(_ bytes: [UInt8]) {
-  printOutput(String(decoding: bytes, as: UTF8.self))
+  let line = [CChar](unsafeUninitializedCapacity: bytes.count + 1) { buffer, initialized in
+    bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(buffer).copyMemory(from: $0) }
+    buffer[bytes.count] = 0
+    initialized = bytes.count + 1
+  }
+  _ = puts(line)
 }
 
 /// Fast hex text for the JSON and detailed views (BuildID's own forms build one String per byte).
@@ -165,56 +175,67 @@ enum HexText {
 
 /// Writes compact JSON straight into bytes, with no tree of values in between: the views of files
 /// that are printed by the thousand (ELF's, and the members every slice has) are written with it.
-/// Commas are placed by the writer: a value or key after another value gets one.
-struct JSONWriter {
-  private(set) var bytes: [UInt8] = []
+/// Commas are placed by the writer: a value or key after another value gets one. The bytes live in
+/// one growing buffer written through a pointer (an `Array` append per byte checks uniqueness and
+/// capacity each time).
+struct JSONWriter: ~Copyable {
+  private var buffer: UnsafeMutableRawBufferPointer
+  private var count = 0
   private var needsComma = false
 
-  init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
+  init(capacity: Int = 2048) {
+    buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 64), alignment: 1)
+  }
+
+  deinit { buffer.deallocate() }
+
+  /// The JSON text written so far.
+  var bytes: [UInt8] { Array(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
 
   mutating func beginObject() {
     separate()
-    bytes.append(UInt8(ascii: "{"))
+    put(UInt8(ascii: "{"))
     needsComma = false
   }
 
   mutating func endObject() {
-    bytes.append(UInt8(ascii: "}"))
+    put(UInt8(ascii: "}"))
     needsComma = true
   }
 
   mutating func beginArray() {
     separate()
-    bytes.append(UInt8(ascii: "["))
+    put(UInt8(ascii: "["))
     needsComma = false
   }
 
   mutating func endArray() {
-    bytes.append(UInt8(ascii: "]"))
+    put(UInt8(ascii: "]"))
     needsComma = true
   }
 
   /// `"key":` (keys are identifiers: nothing to escape); the value comes next.
   mutating func key(_ key: StaticString) {
     separate()
-    bytes.append(UInt8(ascii: "\""))
-    key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-    bytes.append(UInt8(ascii: "\""))
-    bytes.append(UInt8(ascii: ":"))
+    reserve(key.utf8CodeUnitCount + 3)
+    put(UInt8(ascii: "\""))
+    key.withUTF8Buffer { putAll(UnsafeRawBufferPointer($0)) }
+    put(UInt8(ascii: "\""))
+    put(UInt8(ascii: ":"))
     needsComma = false
   }
 
   /// A key that is not a literal (the members a format's renderer returns).
   mutating func key(_ key: String) {
     separate()
-    JSONValue.writeString(key, into: &bytes)
-    bytes.append(UInt8(ascii: ":"))
+    putString(key)
+    put(UInt8(ascii: ":"))
     needsComma = false
   }
 
   mutating func string(_ string: String) {
     separate()
-    JSONValue.writeString(string, into: &bytes)
+    putString(string)
     needsComma = true
   }
 
@@ -225,85 +246,129 @@ struct JSONWriter {
 
   mutating func number(_ number: UInt64) {
     separate()
-    Self.appendDecimal(number, to: &bytes)
+    reserve(20)  // UInt64.max has 20 digits
+    var digits = 1
+    var rest = number / 10
+    while rest > 0 {
+      digits += 1
+      rest /= 10
+    }
+    var value = number
+    for index in stride(from: count + digits - 1, through: count, by: -1) {
+      buffer[index] = UInt8(ascii: "0") + UInt8(value % 10)
+      value /= 10
+    }
+    count += digits
     needsComma = true
   }
 
   mutating func bool(_ value: Bool) {
     separate()
-    bytes += value ? [UInt8(ascii: "t"), UInt8(ascii: "r"), UInt8(ascii: "u"), UInt8(ascii: "e")]
-      : [UInt8(ascii: "f"), UInt8(ascii: "a"), UInt8(ascii: "l"), UInt8(ascii: "s"), UInt8(ascii: "e")]
+    putLiteral(value ? "true" : "false")
     needsComma = true
   }
 
   mutating func null() {
     separate()
-    bytes += [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")]
+    putLiteral("null")
     needsComma = true
   }
 
   /// `"0x…"`: the value in lowercase hex without leading zeros (`HexText.address`).
   mutating func address(_ value: UInt64) {
     separate()
-    bytes.append(UInt8(ascii: "\""))
-    bytes.append(UInt8(ascii: "0"))
-    bytes.append(UInt8(ascii: "x"))
     let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
+    reserve(width + 4)
+    put(UInt8(ascii: "\""))
+    put(UInt8(ascii: "0"))
+    put(UInt8(ascii: "x"))
     for index in stride(from: width - 1, through: 0, by: -1) {
-      bytes.append(HexText.digit(Int((value >> UInt64(4 * index)) & 0xF)))
+      put(HexText.digit(Int((value >> UInt64(4 * index)) & 0xF)))
     }
-    bytes.append(UInt8(ascii: "\""))
+    put(UInt8(ascii: "\""))
     needsComma = true
   }
 
   /// Every byte as two lowercase hex digits, quoted (`HexText.bytes`).
   mutating func hexString(_ data: [UInt8]) {
     separate()
-    bytes.append(UInt8(ascii: "\""))
+    reserve(data.count * 2 + 2)
+    put(UInt8(ascii: "\""))
     for byte in data {
-      bytes.append(HexText.digit(Int(byte >> 4)))
-      bytes.append(HexText.digit(Int(byte & 0xF)))
+      put(HexText.digit(Int(byte >> 4)))
+      put(HexText.digit(Int(byte & 0xF)))
     }
-    bytes.append(UInt8(ascii: "\""))
+    put(UInt8(ascii: "\""))
     needsComma = true
   }
 
   /// The first 16 bytes (zero-padded) as an uppercase dashed UUID, quoted (`HexText.uuid`).
   mutating func uuidString(_ data: [UInt8]) {
     separate()
-    bytes.append(UInt8(ascii: "\""))
+    reserve(38)
+    put(UInt8(ascii: "\""))
     for index in 0..<16 {
-      if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
+      if index == 4 || index == 6 || index == 8 || index == 10 { put(UInt8(ascii: "-")) }
       let byte = index < data.count ? data[index] : 0
-      bytes.append(HexText.upperDigit(Int(byte >> 4)))
-      bytes.append(HexText.upperDigit(Int(byte & 0xF)))
+      put(HexText.upperDigit(Int(byte >> 4)))
+      put(HexText.upperDigit(Int(byte & 0xF)))
     }
-    bytes.append(UInt8(ascii: "\""))
+    put(UInt8(ascii: "\""))
     needsComma = true
   }
 
   /// A value of the tree form (a format's own members).
   mutating func value(_ value: JSONValue) {
     separate()
-    value.write(into: &bytes)
+    var text: [UInt8] = []
+    value.write(into: &text)
+    text.withUnsafeBytes { putAll($0) }
     needsComma = true
   }
 
   private mutating func separate() {
-    if needsComma { bytes.append(UInt8(ascii: ",")) }
+    if needsComma { put(UInt8(ascii: ",")) }
   }
 
-  /// The decimal digits of `number`, without a String in between.
-  static func appendDecimal(_ number: UInt64, to bytes: inout [UInt8]) {
-    withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in  // UInt64.max has 20 digits
-      var value = number
-      var index = buffer.count
-      repeat {
-        index -= 1
-        buffer[index] = UInt8(ascii: "0") + UInt8(value % 10)
-        value /= 10
-      } while value > 0
-      bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[index...]))
+  /// Makes room for `extra` more bytes.
+  private mutating func reserve(_ extra: Int) {
+    guard extra > buffer.count - count else { return }
+    let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(buffer.count * 2, count + extra), alignment: 1)
+    grown.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+    buffer.deallocate()
+    buffer = grown
+  }
+
+  private mutating func put(_ byte: UInt8) {
+    reserve(1)
+    buffer[count] = byte
+    count += 1
+  }
+
+  private mutating func putAll(_ bytes: UnsafeRawBufferPointer) {
+    reserve(bytes.count)
+    UnsafeMutableRawBufferPointer(rebasing: buffer[count..<count + bytes.count]).copyMemory(from: bytes)
+    count += bytes.count
+  }
+
+  private mutating func putLiteral(_ text: StaticString) {
+    text.withUTF8Buffer { putAll(UnsafeRawBufferPointer($0)) }
+  }
+
+  /// `string` quoted, with `"`, `\` and control characters escaped as `JSONValue.writeString` does.
+  private mutating func putString(_ string: String) {
+    var contiguous = string
+    contiguous.withUTF8 { utf8 in
+      if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+        reserve(utf8.count + 2)
+        put(UInt8(ascii: "\""))
+        putAll(UnsafeRawBufferPointer(utf8))
+        put(UInt8(ascii: "\""))
+      } else {
+        var text: [UInt8] = []
+        JSONValue.writeString(string, into: &text)
+        text.withUnsafeBytes { putAll($0) }
+      }
     }
   }
 }
