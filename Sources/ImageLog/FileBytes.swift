@@ -32,14 +32,14 @@ public final class FileBytes: @unchecked Sendable {
   }
 
   /// The smallest `pread`: headers, program headers and notes of most files sit in the first pages.
-  nonisolated(unsafe) static var readUnit = getenv("FP_UNIT").map { Int(atoi($0)) } ?? 4096
+  static let readUnit = 1024
   /// The first read: the ELF header, program headers and notes of typical files.
-  nonisolated(unsafe) static var headReadSize = getenv("FP_HEAD").map { Int(atoi($0)) } ?? 16384
+  static let headReadSize = 4096
   /// A read that ends this close to the end of the file reads the rest of it, and at least this much.
-  nonisolated(unsafe) static var tailReadSize = getenv("FP_TAIL").map { Int(atoi($0)) } ?? 8192
+  static let tailReadSize = 4096
   /// Ranges larger than this are mapped instead of copied (a big library's `.dynstr` of megabytes
   /// of which a few names are read).
-  nonisolated(unsafe) static var largestRead = getenv("FP_LARGE").map { Int(atoi($0)) } ?? 128 * 1024
+  static let largestRead = 32 * 1024
 
   /// Opens `path` for reading. Directories, FIFOs, devices and sockets are refused before any read:
   /// the open does not block (`O_NONBLOCK`) and `fstat` of the descriptor says what it is.

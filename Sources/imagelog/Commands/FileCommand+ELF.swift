@@ -64,7 +64,7 @@ extension ELFFile: FileDetailRendering {
     for segment in programHeaders {
       json.beginObject()
       json.key("type")
-      json.string(Self.segmentTypeName(segment.type))
+      json.string(Self.segmentTypeName(segment.type))  // literals: no copy
       json.key("offset")
       json.address(segment.fileOffset)
       json.key("vmAddress")
@@ -74,7 +74,7 @@ extension ELFFile: FileDetailRendering {
       json.key("vmSize")
       json.number(segment.vmSize)
       json.key("flags")
-      json.string(Self.flagText(segment.flags))
+      json.literal(Self.flagTexts[Int(segment.flags & 7)])
       json.endObject()
     }
     json.endArray()
@@ -115,6 +115,9 @@ extension ELFFile: FileDetailRendering {
     default: "0x" + hexDigits(UInt64(type))
     }
   }
+
+  /// `flagText` of the flags 0...7 (`PF_X` 1, `PF_W` 2, `PF_R` 4), for writers that take literals.
+  static let flagTexts: [StaticString] = ["---", "--X", "-W-", "-WX", "R--", "R-X", "RW-", "RWX"]
 
   static func flagText(_ flags: UInt32) -> String {
     (flags & 4 != 0 ? "R" : "-") + (flags & 2 != 0 ? "W" : "-") + (flags & 1 != 0 ? "X" : "-")

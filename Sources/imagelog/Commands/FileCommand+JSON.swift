@@ -226,7 +226,7 @@ struct JSONWriter: ~Copyable {
   }
 
   /// A key that is not a literal (the members a format's renderer returns).
-  mutating func key(_ key: String) {
+  mutating func key(named key: String) {
     separate()
     putString(key)
     put(UInt8(ascii: ":"))
@@ -236,6 +236,16 @@ struct JSONWriter: ~Copyable {
   mutating func string(_ string: String) {
     separate()
     putString(string)
+    needsComma = true
+  }
+
+  /// A string literal that needs no escaping (ASCII letters, digits and punctuation other than `"` and `\\`).
+  mutating func literal(_ text: StaticString) {
+    separate()
+    reserve(text.utf8CodeUnitCount + 2)
+    put(UInt8(ascii: "\""))
+    putLiteral(text)
+    put(UInt8(ascii: "\""))
     needsComma = true
   }
 
@@ -326,25 +336,32 @@ struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  @inline(__always)
   private mutating func separate() {
     if needsComma { put(UInt8(ascii: ",")) }
   }
 
   /// Makes room for `extra` more bytes.
+  @inline(__always)
   private mutating func reserve(_ extra: Int) {
-    guard extra > buffer.count - count else { return }
+    if extra > buffer.count - count { grow(extra) }
+  }
+
+  private mutating func grow(_ extra: Int) {
     let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(buffer.count * 2, count + extra), alignment: 1)
     grown.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
     buffer.deallocate()
     buffer = grown
   }
 
+  @inline(__always)
   private mutating func put(_ byte: UInt8) {
     reserve(1)
     buffer[count] = byte
     count += 1
   }
 
+  @inline(__always)
   private mutating func putAll(_ bytes: UnsafeRawBufferPointer) {
     reserve(bytes.count)
     UnsafeMutableRawBufferPointer(rebasing: buffer[count..<count + bytes.count]).copyMemory(from: bytes)

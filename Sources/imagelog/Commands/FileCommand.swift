@@ -228,7 +228,7 @@ struct FileCommand: Command {
         writer.beginObject()
         Self.writeCommonJSONMembers(slice, path: path, into: &writer)
         for (key, value) in renderer?.jsonMembers(slice: index) ?? [] {
-          writer.key(key)
+          writer.key(named: key)
           writer.value(value)
         }
         writer.endObject()
