@@ -6,7 +6,6 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
 ]
 
-runFileExperimentIfAsked()
 var tables: [BenchmarkTable] = []
 for benchmark in benchmarks {
   printProgress("bench: \(benchmark.name)")
