@@ -3,7 +3,9 @@
 let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("snapshot and observers", snapshotBenchmark),
   ("file", fileBenchmark),
+  ("symbolicate", symbolicateBenchmarks),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
+  ("other processes", processBenchmarks),
 ]
 
 var tables: [BenchmarkTable] = []
