@@ -5,10 +5,13 @@ import Synchronization
 
 extension FileCommand {
   /// How many threads read files: one per processor up to four, and one for short lists, where
-  /// starting a thread costs more than it saves.
+  /// starting a thread costs more than it saves. The environment variable `IMAGELOG_THREADS` sets the
+  /// number (1 to 16) for long lists (`make bench` shows the one-thread figure with it).
   static func readerThreads(for fileCount: Int) -> Int {
     guard fileCount >= 16 else { return 1 }
-    if let forced = getenv("FP_THREADS") { return Int(atoi(forced)) }
+    if let text = getenv("IMAGELOG_THREADS"), let forced = Int(String(cString: text)), (1...16).contains(forced) {
+      return forced
+    }
     let processors = sysconf(Int32(_SC_NPROCESSORS_ONLN))
     return max(1, min(4, processors, fileCount / 8))
   }
@@ -45,7 +48,7 @@ private func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
   var thread = pthread_t()
   let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
   let started = pthread_create(&thread, nil, { context in
-    // Balances passRetained below: the thread owns the body.
+    // The thread owns the body: takeRetainedValue balances the passRetained that made `context`.
     guard let context else { return nil }
     Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().body()
     return nil
