@@ -56,7 +56,7 @@ extension ELFFile: FileDetailRendering {
     json.key("debugLink")
     json.string(debugInfo.debugLinkFileName)
     json.key("debugLinkCRC")
-    json.string(debugInfo.debugLinkCRC.map { "0x" + hexDigits(UInt64($0), width: 8) })
+    if let crc = debugInfo.debugLinkCRC { json.hex32(crc) } else { json.null() }
     json.key("gnuDebugData")
     json.bool(debugInfo.hasGNUDebugData)
     json.key("segments")

@@ -176,64 +176,74 @@ enum HexText {
 /// Writes compact JSON straight into bytes, with no tree of values in between: the views of files
 /// that are printed by the thousand (ELF's, and the members every slice has) are written with it.
 /// Commas are placed by the writer: a value or key after another value gets one. The bytes live in
-/// one growing buffer written through a pointer (an `Array` append per byte checks uniqueness and
-/// capacity each time).
+/// one buffer that each write first makes room in, then stores into through a pointer (an `Array`
+/// append per byte checks uniqueness and capacity every time).
 struct JSONWriter: ~Copyable {
-  private var buffer: UnsafeMutableRawBufferPointer
+  private var base: UnsafeMutablePointer<UInt8>
+  private var capacity: Int
   private var count = 0
   private var needsComma = false
 
   init(capacity: Int = 2048) {
-    buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(capacity, 64), alignment: 1)
+    self.capacity = max(capacity, 64)
+    base = UnsafeMutablePointer<UInt8>.allocate(capacity: self.capacity)
   }
 
-  deinit { buffer.deallocate() }
+  deinit { base.deallocate() }
 
   /// The JSON text written so far.
-  var bytes: [UInt8] { Array(UnsafeRawBufferPointer(rebasing: buffer[0..<count])) }
+  var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
   mutating func beginObject() {
+    reserve(2)
     separate()
-    put(UInt8(ascii: "{"))
+    store(UInt8(ascii: "{"))
     needsComma = false
   }
 
   mutating func endObject() {
-    put(UInt8(ascii: "}"))
+    reserve(1)
+    store(UInt8(ascii: "}"))
     needsComma = true
   }
 
   mutating func beginArray() {
+    reserve(2)
     separate()
-    put(UInt8(ascii: "["))
+    store(UInt8(ascii: "["))
     needsComma = false
   }
 
   mutating func endArray() {
-    put(UInt8(ascii: "]"))
+    reserve(1)
+    store(UInt8(ascii: "]"))
     needsComma = true
   }
 
   /// `"key":` (keys are identifiers: nothing to escape); the value comes next.
   mutating func key(_ key: StaticString) {
+    let length = key.utf8CodeUnitCount
+    reserve(length + 4)
     separate()
-    reserve(key.utf8CodeUnitCount + 3)
-    put(UInt8(ascii: "\""))
-    key.withUTF8Buffer { putAll(UnsafeRawBufferPointer($0)) }
-    put(UInt8(ascii: "\""))
-    put(UInt8(ascii: ":"))
+    store(UInt8(ascii: "\""))
+    storeAll(key.utf8Start, length)
+    store(UInt8(ascii: "\""))
+    store(UInt8(ascii: ":"))
     needsComma = false
   }
 
   /// A key that is not a literal (the members a format's renderer returns).
   mutating func key(named key: String) {
+    reserve(1)
     separate()
     putString(key)
-    put(UInt8(ascii: ":"))
+    reserve(1)
+    store(UInt8(ascii: ":"))
     needsComma = false
   }
 
   mutating func string(_ string: String) {
+    reserve(1)
     separate()
     putString(string)
     needsComma = true
@@ -241,11 +251,12 @@ struct JSONWriter: ~Copyable {
 
   /// A string literal that needs no escaping (ASCII letters, digits and punctuation other than `"` and `\\`).
   mutating func literal(_ text: StaticString) {
+    let length = text.utf8CodeUnitCount
+    reserve(length + 3)
     separate()
-    reserve(text.utf8CodeUnitCount + 2)
-    put(UInt8(ascii: "\""))
-    putLiteral(text)
-    put(UInt8(ascii: "\""))
+    store(UInt8(ascii: "\""))
+    storeAll(text.utf8Start, length)
+    store(UInt8(ascii: "\""))
     needsComma = true
   }
 
@@ -255,8 +266,8 @@ struct JSONWriter: ~Copyable {
   }
 
   mutating func number(_ number: UInt64) {
+    reserve(21)  // a comma and UInt64.max's 20 digits
     separate()
-    reserve(20)  // UInt64.max has 20 digits
     var digits = 1
     var rest = number / 10
     while rest > 0 {
@@ -264,127 +275,154 @@ struct JSONWriter: ~Copyable {
       rest /= 10
     }
     var value = number
-    for index in stride(from: count + digits - 1, through: count, by: -1) {
-      buffer[index] = UInt8(ascii: "0") + UInt8(value % 10)
+    var index = count + digits
+    repeat {
+      index -= 1
+      base[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
       value /= 10
-    }
+    } while index > count
     count += digits
     needsComma = true
   }
 
   mutating func bool(_ value: Bool) {
+    reserve(6)
     separate()
-    putLiteral(value ? "true" : "false")
+    let text: StaticString = value ? "true" : "false"
+    storeAll(text.utf8Start, text.utf8CodeUnitCount)
     needsComma = true
   }
 
   mutating func null() {
+    reserve(5)
     separate()
-    putLiteral("null")
+    let text: StaticString = "null"
+    storeAll(text.utf8Start, text.utf8CodeUnitCount)
     needsComma = true
   }
 
   /// `"0x…"`: the value in lowercase hex without leading zeros (`HexText.address`).
   mutating func address(_ value: UInt64) {
-    separate()
     let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
-    reserve(width + 4)
-    put(UInt8(ascii: "\""))
-    put(UInt8(ascii: "0"))
-    put(UInt8(ascii: "x"))
-    for index in stride(from: width - 1, through: 0, by: -1) {
-      put(HexText.digit(Int((value >> UInt64(4 * index)) & 0xF)))
+    reserve(width + 5)
+    separate()
+    store(UInt8(ascii: "\""))
+    store(UInt8(ascii: "0"))
+    store(UInt8(ascii: "x"))
+    for index in 0..<width {
+      base[count + index] = HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(4 * (width - 1 - index))) & 0xF))
     }
-    put(UInt8(ascii: "\""))
+    count += width
+    store(UInt8(ascii: "\""))
+    needsComma = true
+  }
+
+  /// `"0x"` and `value` as 8 lowercase hex digits, quoted (`"0x" + hexDigits(value, width: 8)`).
+  mutating func hex32(_ value: UInt32) {
+    reserve(13)
+    separate()
+    store(UInt8(ascii: "\""))
+    store(UInt8(ascii: "0"))
+    store(UInt8(ascii: "x"))
+    for shift in stride(from: 28, through: 0, by: -4) { store(HexText.digit(Int((value >> UInt32(shift)) & 0xF))) }
+    store(UInt8(ascii: "\""))
     needsComma = true
   }
 
   /// Every byte as two lowercase hex digits, quoted (`HexText.bytes`).
   mutating func hexString(_ data: [UInt8]) {
+    reserve(data.count * 2 + 3)
     separate()
-    reserve(data.count * 2 + 2)
-    put(UInt8(ascii: "\""))
+    store(UInt8(ascii: "\""))
     for byte in data {
-      put(HexText.digit(Int(byte >> 4)))
-      put(HexText.digit(Int(byte & 0xF)))
+      store(HexText.digit(Int(byte >> 4)))
+      store(HexText.digit(Int(byte & 0xF)))
     }
-    put(UInt8(ascii: "\""))
+    store(UInt8(ascii: "\""))
     needsComma = true
   }
 
   /// The first 16 bytes (zero-padded) as an uppercase dashed UUID, quoted (`HexText.uuid`).
   mutating func uuidString(_ data: [UInt8]) {
+    reserve(39)
     separate()
-    reserve(38)
-    put(UInt8(ascii: "\""))
+    store(UInt8(ascii: "\""))
     for index in 0..<16 {
-      if index == 4 || index == 6 || index == 8 || index == 10 { put(UInt8(ascii: "-")) }
+      if index == 4 || index == 6 || index == 8 || index == 10 { store(UInt8(ascii: "-")) }
       let byte = index < data.count ? data[index] : 0
-      put(HexText.upperDigit(Int(byte >> 4)))
-      put(HexText.upperDigit(Int(byte & 0xF)))
+      store(HexText.upperDigit(Int(byte >> 4)))
+      store(HexText.upperDigit(Int(byte & 0xF)))
     }
-    put(UInt8(ascii: "\""))
+    store(UInt8(ascii: "\""))
     needsComma = true
   }
 
   /// A value of the tree form (a format's own members).
   mutating func value(_ value: JSONValue) {
+    reserve(1)
     separate()
     var text: [UInt8] = []
     value.write(into: &text)
-    text.withUnsafeBytes { putAll($0) }
+    text.withUnsafeBufferPointer { putAll($0) }
     needsComma = true
   }
 
+  /// Writes a comma when a value came before; the caller reserved room for it.
   @inline(__always)
   private mutating func separate() {
-    if needsComma { put(UInt8(ascii: ",")) }
+    if needsComma { store(UInt8(ascii: ",")) }
   }
 
-  /// Makes room for `extra` more bytes.
+  /// Makes room for `extra` more bytes: every `store` below is preceded by a `reserve` that counts it.
   @inline(__always)
   private mutating func reserve(_ extra: Int) {
-    if extra > buffer.count - count { grow(extra) }
+    if extra > capacity - count { grow(extra) }
   }
 
   private mutating func grow(_ extra: Int) {
-    let grown = UnsafeMutableRawBufferPointer.allocate(byteCount: max(buffer.count * 2, count + extra), alignment: 1)
-    grown.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-    buffer.deallocate()
-    buffer = grown
+    let newCapacity = max(capacity * 2, count + extra)
+    let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+    grown.initialize(from: base, count: count)
+    base.deallocate()
+    base = grown
+    capacity = newCapacity
   }
 
   @inline(__always)
-  private mutating func put(_ byte: UInt8) {
-    reserve(1)
-    buffer[count] = byte
+  private mutating func store(_ byte: UInt8) {
+    base[count] = byte
     count += 1
   }
 
   @inline(__always)
-  private mutating func putAll(_ bytes: UnsafeRawBufferPointer) {
+  private mutating func storeAll(_ bytes: UnsafePointer<UInt8>, _ length: Int) {
+    (base + count).update(from: bytes, count: length)
+    count += length
+  }
+
+  private mutating func putAll(_ bytes: UnsafeBufferPointer<UInt8>) {
     reserve(bytes.count)
-    UnsafeMutableRawBufferPointer(rebasing: buffer[count..<count + bytes.count]).copyMemory(from: bytes)
-    count += bytes.count
+    if let start = bytes.baseAddress { storeAll(start, bytes.count) }
   }
 
-  private mutating func putLiteral(_ text: StaticString) {
-    text.withUTF8Buffer { putAll(UnsafeRawBufferPointer($0)) }
-  }
-
-  /// `string` quoted, with `"`, `\` and control characters escaped as `JSONValue.writeString` does.
+  /// `string` quoted, with `"`, `\\` and control characters escaped as `JSONValue.writeString` does.
   private mutating func putString(_ string: String) {
     var contiguous = string
     contiguous.withUTF8 { utf8 in
-      if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+      var plain = true
+      for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+        plain = false
+        break
+      }
+      if plain {
         reserve(utf8.count + 2)
-        put(UInt8(ascii: "\""))
-        putAll(UnsafeRawBufferPointer(utf8))
-        put(UInt8(ascii: "\""))
+        store(UInt8(ascii: "\""))
+        if let start = utf8.baseAddress { storeAll(start, utf8.count) }
+        store(UInt8(ascii: "\""))
       } else {
         var text: [UInt8] = []
         JSONValue.writeString(string, into: &text)
-        text.withUnsafeBytes { putAll($0) }
+        text.withUnsafeBufferPointer { putAll($0) }
       }
     }
   }
