@@ -67,6 +67,20 @@ import ImageReaders
     #expect(parsed.stdout.split(separator: "\n").map(String.init) == expected)
   }
 
+  /// More files than one batch of reports (FileCommand.batchSize, 1024): the same small library named
+  /// 1,100 times, with missing files around the batch boundary.
+  @Test(.enabled(if: CLI.haveBinary, "needs the built imagelog"))
+  func orderHoldsAcrossBatches() throws {
+    let library = CLI.fixtures + "/libfixture-x86_64.so"
+    var paths = [String](repeating: library, count: 1_100)
+    let missing = [5, 1_022, 1_023, 1_024, 1_025, 1_099]
+    for index in missing { paths[index] = "/nonexistent/imagelog-order-\(index)" }
+    let run = try CLI.imagelog(["file", "--uuid"] + paths)
+    #expect(run.status == 1)
+    #expect(run.outLines.count == paths.count - missing.count)
+    #expect(run.errLines == missing.map { "imagelog: /nonexistent/imagelog-order-\($0): cannot open: No such file or directory" })
+  }
+
   @Test(.enabled(if: CLI.haveBinary, "needs the built imagelog"))
   func optionsMaySitAmongThePaths() throws {
     let folder = try CLI.temporaryFolder()

@@ -31,6 +31,9 @@ struct FileCommand: Command {
       0 when every file was read, 1 when any failed (each failure is one line on standard error), 64 for usage errors.
     """
 
+  /// How many files are read ahead of the one being printed, at most.
+  static let batchSize = 1024
+
   /// How each slice is printed.
   enum Style: String, CaseIterable {
     case crash, detailed, json
@@ -78,21 +81,27 @@ struct FileCommand: Command {
     let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
     if jsonArray { json.begin() }
     // Files are read and rendered on several threads (pread: no mappings to tear down, so no TLB
-    // shootdowns between them) and printed here, in order.
+    // shootdowns between them) and printed here, in order. A batch at a time, so a long walk whose
+    // output is read slowly holds at most one batch of reports.
     let command = self
-    forEachInOrder(count: inputs.count, threads: Self.readerThreads(for: inputs.count),
-                   work: { index in command.report(inputs[index]) }) { index, report in
-      progress.tick(inputs[index].path)
-      for line in report.lines {
-        switch line {
-        case .output(let text): printOutput(text)
-        case .jsonElement(let bytes): json.element(bytes)
-        case .error(let text):
-          progress.clear()
-          printError(text)
+    let threads = Self.readerThreads(for: inputs.count)
+    var batchStart = 0
+    while batchStart < inputs.count {
+      let batch = Array(inputs[batchStart..<min(batchStart + Self.batchSize, inputs.count)])
+      batchStart += batch.count
+      forEachInOrder(count: batch.count, threads: threads, work: { index in command.report(batch[index]) }) { index, report in
+        progress.tick(batch[index].path)
+        for line in report.lines {
+          switch line {
+          case .output(let text): printOutput(text)
+          case .jsonElement(let bytes): json.element(bytes)
+          case .error(let text):
+            progress.clear()
+            printError(text)
+          }
         }
+        if report.failed { failed = true }
       }
-      if report.failed { failed = true }
     }
     progress.clear()
     if jsonArray { json.end() }
