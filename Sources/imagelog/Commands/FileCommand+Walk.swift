@@ -53,12 +53,16 @@ enum FileWalker {
   /// True when `path` ends in `.dSYM` (any case), trailing slashes ignored: `DSYMBundle.isBundle`'s
   /// name test, on the UTF-8 bytes.
   static func mayNameBundle(_ path: String) -> Bool {
-    var name = path.utf8[...]
-    while name.count > 1, name.last == UInt8(ascii: "/") { name = name.dropLast() }
-    let suffix = Array(".dsym".utf8)
-    guard name.count >= suffix.count else { return false }
-    // ASCII letters fold to lowercase with 0x20; "." has the bit already.
-    return zip(name.suffix(suffix.count), suffix).allSatisfy { $0 | 0x20 == $1 }
+    var path = path
+    return path.withUTF8 { bytes in
+      var end = bytes.count
+      while end > 1, bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }
+      let suffix: [UInt8] = [UInt8(ascii: "."), UInt8(ascii: "d"), UInt8(ascii: "s"), UInt8(ascii: "y"), UInt8(ascii: "m")]
+      guard end >= suffix.count else { return false }
+      // ASCII letters fold to lowercase with 0x20; "." has the bit already.
+      for index in 0..<suffix.count where bytes[end - suffix.count + index] | 0x20 != suffix[index] { return false }
+      return true
+    }
   }
 
   private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,
