@@ -81,40 +81,19 @@ enum JSONValue {
 struct JSONArrayPrinter {
   private var pending: [UInt8]?
 
-  mutating func begin() { printOutput("[") }
-
-  mutating func element(_ value: JSONValue) {
-    var text: [UInt8] = []
-    text.reserveCapacity(1024)
-    value.write(into: &text)
-    element(text)
-  }
+  mutating func begin(_ output: inout OutputLines) { output.line("[") }
 
   /// Adds an element already written as compact JSON text.
-  mutating func element(_ text: [UInt8]) {
-    if var pending {
-      pending.append(UInt8(ascii: ","))
-      writeOutputLine(pending)
-    }
+  mutating func element(_ text: [UInt8], _ output: inout OutputLines) {
+    if let pending { output.line(pending, suffix: UInt8(ascii: ",")) }
     pending = text
   }
 
-  mutating func end() {
-    if let pending { writeOutputLine(pending) }
+  mutating func end(_ output: inout OutputLines) {
+    if let pending { output.line(pending) }
     pending = nil
-    printOutput("]")
+    output.line("]")
   }
-}
-
-/// Writes UTF-8 `bytes` (which hold no NUL: JSON escapes control characters) and a newline to
-/// standard output with `puts`, into the stdio buffer Swift's `print` writes to, so the order holds.
-func writeOutputLine(_ bytes: [UInt8]) {
-  let line = [CChar](unsafeUninitializedCapacity: bytes.count + 1) { buffer, initialized in
-    bytes.withUnsafeBytes { UnsafeMutableRawBufferPointer(buffer).copyMemory(from: $0) }
-    buffer[bytes.count] = 0
-    initialized = bytes.count + 1
-  }
-  _ = puts(line)
 }
 
 /// Fast hex text for the JSON and detailed views (BuildID's own forms build one String per byte).

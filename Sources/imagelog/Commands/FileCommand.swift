@@ -79,7 +79,8 @@ struct FileCommand: Command {
     var progress = ProgressLine(total: inputs.count)
     var json = JSONArrayPrinter()
     let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
-    if jsonArray { json.begin() }
+    var output = OutputLines()
+    if jsonArray { json.begin(&output) }
     // Files are read and rendered on several threads (pread: no mappings to tear down, so no TLB
     // shootdowns between them) and printed here, in order. A batch at a time, so a long walk whose
     // output is read slowly holds at most one batch of reports.
@@ -93,8 +94,8 @@ struct FileCommand: Command {
         progress.tick(batch[index].path)
         for line in report.lines {
           switch line {
-          case .output(let text): printOutput(text)
-          case .jsonElement(let bytes): json.element(bytes)
+          case .output(let text): output.line(text)
+          case .jsonElement(let bytes): json.element(bytes, &output)
           case .error(let text):
             progress.clear()
             printError(text)
@@ -104,7 +105,8 @@ struct FileCommand: Command {
       }
     }
     progress.clear()
-    if jsonArray { json.end() }
+    if jsonArray { json.end(&output) }
+    output.flush()
     return failed ? .failure : .success
   }
 
