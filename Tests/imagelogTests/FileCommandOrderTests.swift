@@ -81,6 +81,21 @@ import ImageReaders
     #expect(run.errLines == missing.map { "imagelog: /nonexistent/imagelog-order-\($0): cannot open: No such file or directory" })
   }
 
+  /// On a terminal, output is written line by line, so results and errors appear in argument order
+  /// (to a pipe or file it is gathered into large writes).
+  @Test(.enabled(if: CLI.haveBinary && CLI.have("script"), "needs the built imagelog and script(1) for a terminal"))
+  func onATerminalResultsAndErrorsInterleaveInOrder() throws {
+    let library = CLI.fixtures + "/libfixture-x86_64.so"
+    let missing = "/nonexistent/imagelog-terminal"
+    let command = "\(CLI.binary) file --uuid \(library) \(missing) \(library)"
+    let run = try CLI.spawn(["script", "-q", "-e", "-c", command, "/dev/null"])
+    #expect(run.status == 1)
+    let lines = run.stdout.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }).map(String.init)
+    #expect(lines.count == 3)
+    #expect(lines.first?.hasPrefix("UUID: ") == true && lines.last?.hasPrefix("UUID: ") == true)
+    #expect(lines.dropFirst().first == "imagelog: \(missing): cannot open: No such file or directory")
+  }
+
   @Test(.enabled(if: CLI.haveBinary, "needs the built imagelog"))
   func optionsMaySitAmongThePaths() throws {
     let folder = try CLI.temporaryFolder()
