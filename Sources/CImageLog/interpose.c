@@ -1,12 +1,13 @@
 /* dlopen/dlmopen/dlclose interposers: the synchronous half of the image observers.
  *
  * Linked into an executable, these definitions come first in the global lookup scope, so calls from
- * the executable always reach them, and calls from a shared library reach them when the executable
- * exports the symbol (the static linker exports `dlopen` by itself because libswiftCore.so refers to
- * it; `dlclose` needs `-Xlinker --export-dynamic-symbol=dlclose`, see Package.swift). Each forwards
- * to the next definition (libc's) and then, when the call succeeded and is the outermost loader call
- * on this thread (so the loader's lock is not held: constructors and destructors run under it),
- * calls the hook Swift installed.
+ * the executable always reach them, and calls from a shared library reach them because the executable
+ * exports them: GNU ld, gold and lld all put an executable's definition in .dynsym when a shared
+ * library it links against (libc.so.6, glibc 2.34+) defines the same name, so no --export-dynamic
+ * flag is needed (the tests check the test binary's .dynsym). Each forwards to the next definition
+ * (libc's) and then, when the call succeeded and is the outermost loader call on this thread (so the
+ * loader's lock is not held: constructors and destructors run under it), calls the hook Swift
+ * installed. A failed call does not notify, so dlerror() still reports the failure.
  *
  * glibc resolves a bare name (no '/') and `$ORIGIN` against the *caller's* RPATH/RUNPATH and
  * directory, taking the caller from dlopen's return address. Forwarding makes the executable that

@@ -30,9 +30,10 @@ public struct Image: Hashable, Sendable {
   public var isMainExecutable: Bool
   /// Where the build-id bytes themselves are mapped (the `@0xADDR` of `eu-unstrip -n`), or `nil`.
   public var buildIDAddress: Address?
-  /// From `loadAddress` to the end of the last page backed by the file (`p_offset + p_filesz` of the
-  /// last `PT_LOAD`, page-rounded): the module span elfutils reports for a live process, which leaves
-  /// out the zero-filled tail of the data segment.
+  /// From `loadAddress` to the end of the last page backed by the file: `loadBias + p_vaddr + p_filesz`
+  /// of the `PT_LOAD` (with file bytes) that ends highest, rounded up to the page size. This is the
+  /// module span `eu-unstrip -n -p PID` reports for a live process (elfutils ends a module at its last
+  /// file-backed mapping in /proc/PID/maps), which leaves out the zero-filled tail of the data segment.
   public var fileMappedRange: Range<Address>
 
   /// The size of `textRange` in bytes.

@@ -27,7 +27,9 @@ extension LoadedImages {
   /// Calls `handler` once for every image loaded now, then once for every image loaded later, like
   /// `_dyld_register_func_for_add_image`.
   ///
-  /// The existing images are delivered before `onAdd` returns. A later `dlopen` (from Swift, or from
+  /// The existing images are delivered before `onAdd` returns (when called inside a constructor or
+  /// destructor that `dlopen`/`dlclose` is running, as soon as that outermost call returns instead:
+  /// no handler runs under the loader's lock). A later `dlopen` (from Swift, or from
   /// C in any shared library) returns only after every add observer has seen the images it mapped.
   /// Handlers are never called with the loader's lock or any lock of ours held: they may call
   /// `dlopen`, `dlclose`, `dladdr`, `snapshot()` or register and cancel observers. Events reach each
@@ -115,12 +117,14 @@ final class ObserverCenter: Sendable {
   }
 
   private struct State {
-    var counters: LoaderCounters?
-    var loaded: [LoadedObjectKey: Image] = [:]
-    var order: [LoadedObjectKey] = []
-    var observers: [Observer] = []
+    var view = LoaderView()
+    /// Registration order, one list per kind (delivery takes a copy of one list without filtering).
+    var addObservers: [Observer] = []
+    var removeObservers: [Observer] = []
+    var hasObservers: Bool { !addObservers.isEmpty || !removeObservers.isEmpty }
     var nextID = 0
-    var queue: [Item] = []
+    /// Items from `head` on wait for delivery; delivered ones are taken out (nil) without copying.
+    var queue: [Item?] = []
     var head = 0
     var nextSequence: UInt64 = 1
     var delivering = false
@@ -137,48 +141,59 @@ final class ObserverCenter: Sendable {
   func register(_ kind: Kind, _ handler: @escaping @Sendable (Image) -> Void) -> ObservationToken {
     _ = Self.hookInstalled
     let nested = il_is_delivering() != 0
+    // Inside a constructor or destructor run by dlopen/dlclose the loader's lock is held: queue the
+    // replay for the outermost dlopen/dlclose to deliver once the lock is released.
+    let insideLoader = il_loader_call_depth() > 0
     let (observer, inlineReplay, deliver, target) = state.withLock { state in
       Self.sync(&state)
       state.nextID += 1
+      let observer: Observer
       var inlineReplay: [Image]?
-      let first: UInt64
-      let images = kind == .add ? state.order.compactMap { state.loaded[$0] } : []
-      if kind == .add && !nested {
-        first = state.nextSequence + 1
-        let observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first)
-        state.queue.append(.replay(sequence: state.nextSequence, observer: observer, images: images))
-        state.nextSequence += 1
-        state.observers.append(observer)
-      } else {
+      switch kind {
+      case .remove:
+        observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: state.nextSequence)
+        state.removeObservers.append(observer)
+      case .add where nested && !insideLoader:
         // Inside a handler this thread is the deliverer: nothing else delivers concurrently, so
         // replaying here, before returning, keeps the observer's order.
-        first = state.nextSequence
-        state.observers.append(Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: first))
-        if kind == .add { inlineReplay = images }
+        observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: state.nextSequence)
+        state.addObservers.append(observer)
+        inlineReplay = state.view.images
+      case .add:
+        // The replay is the item just before the first event this observer receives.
+        observer = Observer(id: state.nextID, kind: kind, handler: handler, firstSequence: state.nextSequence + 1)
+        state.queue.append(.replay(sequence: state.nextSequence, observer: observer, images: state.view.images))
+        state.nextSequence += 1
+        state.addObservers.append(observer)
       }
-      let (deliver, target) = Self.claimDelivery(&state)
-      return (state.observers[state.observers.count - 1], inlineReplay, deliver, target)
+      let (deliver, target) = insideLoader ? (false, 0) : Self.claimDelivery(&state)
+      return (observer, inlineReplay, deliver, target)
     }
     if let inlineReplay {
       for image in inlineReplay where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
     }
-    finishDelivery(deliver: deliver, target: target, nested: nested)
+    finishDelivery(deliver: deliver, target: target, nested: nested || insideLoader)
     let id = observer.id
     return ObservationToken { [weak self] in
       observer.cancelled.store(true, ordering: .releasing)
-      self?.state.withLock { state in state.observers.removeAll { $0.id == id } }
+      self?.state.withLock { state in
+        state.addObservers.removeAll { $0.id == id }
+        state.removeObservers.removeAll { $0.id == id }
+      }
     }
   }
 
   /// The hook after every outermost successful `dlopen`/`dlmopen`/`dlclose`, and `refresh()`.
   func loaderChanged() {
     let nested = il_is_delivering() != 0
+    // refresh() from a constructor or destructor: queue only (the loader's lock is held).
+    let insideLoader = il_loader_call_depth() > 0
     let (deliver, target) = state.withLock { state -> (Bool, UInt64) in
-      guard !state.observers.isEmpty || state.head < state.queue.count else { return (false, 0) }
+      guard state.hasObservers || state.head < state.queue.count else { return (false, 0) }
       Self.sync(&state)
-      return Self.claimDelivery(&state)
+      return insideLoader ? (false, 0) : Self.claimDelivery(&state)
     }
-    finishDelivery(deliver: deliver, target: target, nested: nested)
+    finishDelivery(deliver: deliver, target: target, nested: nested || insideLoader)
   }
 
   /// Whether the caller must deliver the queue (nobody is), and the number it must see delivered.
@@ -210,20 +225,25 @@ final class ObserverCenter: Sendable {
           state.delivering = false
           return nil
         }
-        let item = state.queue[state.head]
+        var taken: Item? = nil
+        swap(&taken, &state.queue[state.head])
+        // Only the deliverer takes items, each once, at `head`: a nil here is a bug of ours.
+        guard let item = taken else { preconditionFailure("observer queue item taken twice") }
         state.head += 1
         switch item {
-        case .event(let sequence, let event, _):
-          let kind: Kind = event == .added ? .add : .remove
-          return (item, state.observers.filter { $0.kind == kind && $0.firstSequence <= sequence })
+        case .event(_, let event, _):
+          // Observers registered after the event are skipped while delivering (firstSequence).
+          return (item, event == .added ? state.addObservers : state.removeObservers)
         case .replay(_, let observer, _):
-          return (item, state.observers.contains { $0 === observer } ? [observer] : [])
+          return (item, state.addObservers.contains { $0 === observer } ? [observer] : [])
         }
       }
       guard let (item, recipients) = next else { return }
       switch item {
-      case .event(_, _, let image):
-        for observer in recipients where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
+      case .event(let sequence, _, let image):
+        for observer in recipients where observer.firstSequence <= sequence && !observer.cancelled.load(ordering: .acquiring) {
+          observer.handler(image)
+        }
       case .replay(_, let observer, let images):
         for image in images where !recipients.isEmpty && !observer.cancelled.load(ordering: .acquiring) {
           observer.handler(image)
@@ -236,25 +256,13 @@ final class ObserverCenter: Sendable {
   /// Brings the view up to date with the loader and queues the differences for the observers that
   /// want them. Removes come first, in load order, then adds, in load order.
   private static func sync(_ state: inout State) {
-    if let counters = state.counters, counters == LoaderCounters.current() { return }
-    let walk = LoaderWalk.run(reusing: state.loaded, previousCounters: state.counters)
-    var current: [LoadedObjectKey: Image] = [:]
-    current.reserveCapacity(walk.objects.count)
-    for (key, image) in walk.objects where current[key] == nil { current[key] = image }
-    let wantsRemoves = state.observers.contains { $0.kind == .remove }
-    let wantsAdds = state.observers.contains { $0.kind == .add }
-    if state.counters != nil {
-      for key in state.order {
-        guard let old = state.loaded[key], current[key] != old else { continue }
-        if wantsRemoves { enqueue(&state, .removed, old) }
-      }
-      for (key, image) in walk.objects where state.loaded[key] != image && wantsAdds {
-        enqueue(&state, .added, image)
-      }
+    guard let changes = state.view.update() else { return }
+    if !changes.removed.isEmpty && !state.removeObservers.isEmpty {
+      for image in changes.removed { enqueue(&state, .removed, image) }
     }
-    state.loaded = current
-    state.order = walk.objects.map(\.key)
-    state.counters = walk.counters
+    if !changes.added.isEmpty && !state.addObservers.isEmpty {
+      for image in changes.added { enqueue(&state, .added, image) }
+    }
   }
 
   private static func enqueue(_ state: inout State, _ event: ImageEvent, _ image: Image) {

@@ -1,8 +1,11 @@
 // `make bench`: every benchmark measures imagelog and a real peer side by side in this one run,
 // and the tables go to BENCHMARKS.md. Each area adds its function to `benchmarks`.
 let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
+  ("snapshot and observers", snapshotBenchmark),
   ("file", fileBenchmark),
+  ("symbolicate", symbolicateBenchmarks),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
+  ("other processes", processBenchmarks),
 ]
 
 var tables: [BenchmarkTable] = []

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import Testing
 
 /// Runs `arguments` (searched on PATH) and returns its status, standard output and standard error.
@@ -57,13 +58,28 @@ let repositoryRoot: String = {
   return path
 }()
 
-/// A fresh directory under /tmp.
+/// A fresh directory under /tmp, removed when the test process exits.
 func makeTemporaryDirectory(_ prefix: String) throws -> String {
   var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
   guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
     throw CoreTestError("mkdtemp failed")
   }
-  return String(cString: result)
+  let directory = String(cString: result)
+  let first = temporaryDirectories.withLock { list in
+    list.append(directory)
+    return list.count == 1
+  }
+  if first { atexit { removeTemporaryDirectories() } }
+  return directory
+}
+
+private let temporaryDirectories = Mutex<[String]>([])
+
+/// Libraries may still be mapped at exit: unlinking their files is harmless on Linux.
+private func removeTemporaryDirectories() {
+  for directory in temporaryDirectories.withLock({ $0 }) where directory.hasPrefix("/tmp/imagelog-") {
+    _ = try? runTool(["rm", "-rf", directory])
+  }
 }
 
 /// The canonical path of `path` (symlinks resolved), or `path` itself when it cannot be resolved.
@@ -95,12 +111,15 @@ func parseHex(_ text: some StringProtocol) -> UInt64? {
 
 /// The small C libraries the observer tests load, built once per test run with cc:
 /// `dir/libcore_first.so` (RUNPATH `$ORIGIN/deps`), `dir/deps/libcore_second.so`,
-/// `dir/libcore_reenter.so` (RUNPATH `$ORIGIN/deps`, dlopens libcore_second.so from its constructor).
+/// `dir/libcore_reenter.so` (RUNPATH `$ORIGIN/deps`, dlopens libcore_second.so from its constructor),
+/// `dir/deps/libcore_ctorhook.so` and `dir/libcore_ctorcall.so` (its constructor calls the hook).
 struct CoreTestLibraries: Sendable {
   var directory: String
   var first: String { directory + "/libcore_first.so" }
   var second: String { directory + "/deps/libcore_second.so" }
   var reenter: String { directory + "/libcore_reenter.so" }
+  var ctorHook: String { directory + "/deps/libcore_ctorhook.so" }
+  var ctorCall: String { directory + "/libcore_ctorcall.so" }
 
   static let built: Result<CoreTestLibraries, CoreTestError> = {
     do {
@@ -112,6 +131,8 @@ struct CoreTestLibraries: Sendable {
         cc -shared -fPIC -o '\(directory)/deps/libcore_second.so' '\(programs)/core-second.c'
         cc -shared -fPIC -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/deps' -o '\(directory)/libcore_first.so' '\(programs)/core-first.c'
         cc -shared -fPIC -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/deps' -o '\(directory)/libcore_reenter.so' '\(programs)/core-reenter.c'
+        cc -shared -fPIC -o '\(directory)/deps/libcore_ctorhook.so' '\(programs)/core-ctorhook.c'
+        cc -shared -fPIC -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/deps' -o '\(directory)/libcore_ctorcall.so' '\(programs)/core-ctorcall.c' -L'\(directory)/deps' -lcore_ctorhook
         """
       let result = try runTool(["sh", "-c", script])
       guard result.status == 0 else { return .failure(CoreTestError("cc failed: \(result.error)")) }

@@ -37,6 +37,16 @@ let probeAfter: @convention(c) (UnsafeMutableRawPointer?) -> Void = { _ in
   probeSeen.withLock { $0.append(events) }
 }
 
+/// What the constructor hook did: an observer registered inside a constructor, and whether its
+/// handler ever ran with the loader's lock held.
+let constructorObserver = Mutex<(recorder: EventRecorder?, token: ObservationToken?)>((nil, nil))
+let constructorHook: @convention(c) () -> Void = {
+  guard let recorder = constructorObserver.withLock({ $0.recorder }) else { return }
+  let token = LoadedImages.onAdd { recorder.record(.added, $0) }
+  LoadedImages.refresh()
+  constructorObserver.withLock { $0.token = token }
+}
+
 typealias OpenFunction = @convention(c) (UnsafePointer<CChar>?, (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) -> UnsafeMutableRawPointer?
 typealias CloseFunction = @convention(c) (UnsafeMutableRawPointer?, (@convention(c) (UnsafeMutableRawPointer?) -> Void)?) -> Int32
 
@@ -87,7 +97,9 @@ struct ObserverTests {
     defer { probeRecorder.withLock { $0 = nil } }
     let open = unsafeBitCast(try #require(dlsym(first, "core_first_open")), to: OpenFunction.self)
     let close = unsafeBitCast(try #require(dlsym(first, "core_first_close")), to: CloseFunction.self)
+    _ = dlerror()
     let second = try #require(open("libcore_second.so", probeAfter), "RUNPATH lookup from the library failed")
+    #expect(dlerror() == nil, "a successful dlopen leaves no error behind (the shim's RTLD_NOLOAD probe failed first)")
     let seenAfterOpen = try #require(probeSeen.withLock { $0.last })
     let secondAdds = seenAfterOpen.filter { $0.0 == .added && $0.1.path.hasSuffix("/deps/libcore_second.so") }
     #expect(secondAdds.count == 1, "the add observer ran before dlopen returned inside the library")
@@ -212,6 +224,139 @@ struct ObserverTests {
     #expect(mine.last?.hasPrefix("Removed: 0x") == true)
     #expect(mine.first?.dropFirst("Added: ".count) == mine.last?.dropFirst("Removed: ".count))
     #expect(ImageFormatter(style: .logger).format(image).hasPrefix("Added: 0x\(hexDigits(image.loadAddress)) "))
+  }
+
+  @Test(.enabled(if: haveTool("readelf"), "readelf is not installed"))
+  func aLibraryLoadedWhereAnotherWasUnloadedIsReportedAsItself() throws {
+    let libraries = try CoreTestLibraries.fresh("reuse")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    var addresses: [Address: [String]] = [:]
+    for _ in 0..<3 {
+      for path in [libraries.first, libraries.reenter] {
+        let handle = try #require(dlopen(path, RTLD_NOW | RTLD_LOCAL))
+        let image = try #require(LoadedImages.snapshot().first { $0.path == path })
+        #expect(image.buildID?.hex == (try readelfBuildID(path)))
+        addresses[image.loadAddress, default: []].append(path)
+        #expect(dlclose(handle) == 0)
+      }
+    }
+    // Each add has exactly its own remove, whatever address reuse the loader did.
+    let events = recorder.all.filter { !$0.1.path.hasSuffix("/libcore_second.so") }
+    #expect(events.count == 12)
+    for pair in stride(from: 0, to: events.count - 1, by: 2) {
+      #expect(events[pair].0 == .added && events[pair + 1].0 == .removed && events[pair].1 == events[pair + 1].1)
+    }
+  }
+
+  @Test func aViewUpdatedAcrossAnUnloadAndALoadReportsBoth() throws {
+    let libraries = try CoreTestLibraries.fresh("view")
+    for _ in 0..<5 {
+      let view = LoaderView()
+      _ = view.update()
+      let first = try #require(dlopen(libraries.first, RTLD_NOW | RTLD_LOCAL))
+      let opened = try #require(view.update())
+      let firstImage = try #require(opened.added.first { $0.path == libraries.first })
+      // Unload one and load others (likely where it was) with no update in between.
+      #expect(dlclose(first) == 0)
+      let reenter = try #require(dlopen(libraries.reenter, RTLD_NOW | RTLD_LOCAL))
+      let changes = try #require(view.update())
+      #expect(changes.removed.filter { $0.path.hasPrefix(libraries.directory) } == [firstImage])
+      #expect(Set(changes.added.map(\.path).filter { $0.hasPrefix(libraries.directory) }) == [libraries.reenter, libraries.second])
+      #expect(view.images == LoaderView.capture(), "the updated view equals a fresh walk")
+      #expect(dlclose(reenter) == 0)
+      let closed = try #require(view.update())
+      #expect(Set(closed.removed.map(\.path).filter { $0.hasPrefix(libraries.directory) }) == [libraries.reenter, libraries.second])
+    }
+  }
+
+  @Test func loadsThatBypassTheInterposersAreSeenAtRefresh() throws {
+    let libraries = try CoreTestLibraries.fresh("bypass")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    // libc's dlopen, as glibc's own internal loads (NSS, iconv modules) reach it: no hook runs.
+    let handle = try #require(il_real_dlopen(libraries.first, RTLD_NOW))
+    #expect(recorder.all.isEmpty)
+    #expect(LoadedImages.snapshot().contains { $0.path == libraries.first }, "snapshot() reads the loader directly")
+    LoadedImages.refresh()
+    #expect(recorder.events(.added, suffix: "/libcore_first.so").count == 1)
+    LoadedImages.refresh()
+    #expect(recorder.all.count == 1, "refresh() with nothing new delivers nothing")
+    #expect(il_real_dlclose(handle) == 0)
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so").isEmpty)
+    LoadedImages.refresh()
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so") == recorder.events(.added, suffix: "/libcore_first.so"))
+  }
+
+  @Test func logImagesWritesToStandardErrorByDefault() throws {
+    let libraries = try CoreTestLibraries.fresh("stderr")
+    let capture = libraries.directory + "/stderr.txt"
+    let file = open(capture, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    try #require(file >= 0)
+    let saved = dup(2)
+    dup2(file, 2)
+    let token = LoadedImages.logImages()
+    let handle = dlopen(libraries.first, RTLD_NOW)
+    if let handle { dlclose(handle) }
+    token.cancel()
+    dup2(saved, 2)
+    close(saved)
+    close(file)
+    try #require(handle != nil)
+    let lines = try readTextFile(capture).split(separator: "\n")
+    #expect(lines.contains { $0.hasPrefix("Added: 0x") && $0.contains(" \(LoadedImages.snapshot()[0].path) <") })
+    #expect(lines.filter { $0.contains(libraries.first) }.map { $0.split(separator: " ")[0] } == ["Added:", "Removed:"])
+  }
+
+  /// dl_iterate_phdr reports only the caller's link-map namespace, so images `dlmopen`ed into another
+  /// namespace are outside the list (a documented limit); they must not disturb what is reported.
+  @Test func dlmopenNamespacesAreOutsideTheListAndDisturbNothing() throws {
+    let libraries = try CoreTestLibraries.fresh("dlmopen")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    // Glibc's module map hides dlmopen (_GNU_SOURCE): look it up as a library would bind it, which
+    // finds the executable's interposer first. LM_ID_NEWLM is -1.
+    typealias DlmopenFunction = @convention(c) (Int, UnsafePointer<CChar>?, Int32) -> UnsafeMutableRawPointer?
+    let dlmopen = unsafeBitCast(try #require(dlsym(nil, "dlmopen")), to: DlmopenFunction.self)
+    let isolated = try #require(dlmopen(-1, libraries.second, RTLD_NOW), "\(String(cString: dlerror()))")
+    #expect(recorder.all.isEmpty)
+    #expect(!LoadedImages.snapshot().contains { $0.path.hasPrefix(libraries.directory) })
+    let first = try #require(dlopen(libraries.first, RTLD_NOW | RTLD_LOCAL))
+    #expect(recorder.all.map(\.1.path) == [libraries.first])
+    #expect(dlclose(isolated) == 0)
+    #expect(dlclose(first) == 0)
+    #expect(recorder.all.map { $0.0 } == [.added, .removed])
+    #expect(recorder.all.map(\.1.path) == [libraries.first, libraries.first])
+  }
+
+  @Test func registeringOrRefreshingInsideAConstructorDefersDelivery() throws {
+    let libraries = try CoreTestLibraries.fresh("ctor")
+    let hookLibrary = try #require(dlopen(libraries.ctorHook, RTLD_NOW | RTLD_GLOBAL))
+    defer { dlclose(hookLibrary) }
+    typealias Hook = (@convention(c) () -> Void)?
+    let slot = try #require(dlsym(hookLibrary, "core_ctor_hook"))
+    slot.storeBytes(of: constructorHook as Hook, as: Hook.self)
+    defer { slot.storeBytes(of: nil as Hook, as: Hook.self) }
+    let inside = EventRecorder(directory: libraries.directory)
+    constructorObserver.withLock { $0 = (inside, nil) }
+    let outside = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { outside.record(.added, $0) }
+    defer { added.cancel() }
+
+    let handle = try #require(dlopen(libraries.ctorCall, RTLD_NOW | RTLD_LOCAL), "\(String(cString: dlerror()))")
+    let token = try #require(constructorObserver.withLock { $0.token }, "the constructor ran the hook")
+    // Both observers heard of the library exactly once by the time dlopen returned, never from inside it.
+    #expect(inside.events(.added, suffix: "/libcore_ctorcall.so").count == 1)
+    #expect(outside.events(.added, suffix: "/libcore_ctorcall.so").count == 1)
+    #expect(inside.deepestLoaderCall == 0 && outside.deepestLoaderCall == 0)
+    token.cancel()
+    #expect(dlclose(handle) == 0)
   }
 
   @Test func stressLoadingWhileRegisteringAndCancelling() throws {

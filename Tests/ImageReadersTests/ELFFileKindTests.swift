@@ -18,11 +18,8 @@ import Testing
   }
 
   static func programs() -> [String] {
-    guard let directory = opendir("/usr/bin") else { return [] }
-    defer { closedir(directory) }
     var result: [String] = []
-    while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    for name in directoryNames("/usr/bin") {
       let path = "/usr/bin/" + name
       var info = stat()
       if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, ELFSystemLibraryTests.isELF(path) { result.append(path) }

@@ -200,3 +200,17 @@ extension ELFMalformedTests {
     #expect(file.needed.isEmpty && file.soname == nil)
   }
 }
+
+extension ELFMalformedTests {
+  @Test func cutAwaySectionTableMeansNoSections() throws {
+    // sstrip-style: e_shoff left behind, e_shnum and e_shentsize 0. The segments still give everything.
+    var image = ELFTestImage()
+    image.set16(image.shnumOffset, 0)
+    image.set16(image.shoffOffset + 18, 0)  // e_shentsize
+    image.set16(image.shstrndxOffset, 0)
+    let file = try Self.decode(image.bytes)
+    #expect(file.sections.isEmpty)
+    #expect(file.buildID?.bytes == ELFTestImage.buildID)
+    #expect(file.needed == ["libneeded.so.1"])
+  }
+}

@@ -11,13 +11,7 @@ import Testing
 
   /// Top-level `*.so` and `*.so.*` names that resolve to a regular ELF file, one name per real file.
   static func libraries() -> [String] {
-    guard let directory = opendir(folder) else { return [] }
-    defer { closedir(directory) }
-    var names: [String] = []
-    while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-      if name.hasSuffix(".so") || name.contains(".so.") { names.append(name) }
-    }
+    let names = directoryNames(folder).filter { $0.hasSuffix(".so") || $0.contains(".so.") }
     var seen: Set<String> = []
     var result: [String] = []
     for name in names.sorted() {
@@ -88,21 +82,14 @@ extension ELFSystemLibraryTests {
   /// program headers) named by their build-id, the layout gdb and debuginfod use.
   static func debugFiles() -> [(path: String, buildID: String)] {
     let root = "/usr/lib/debug/.build-id"
-    guard let top = opendir(root) else { return [] }
-    defer { closedir(top) }
     var result: [(String, String)] = []
-    while let entry = readdir(top) {
-      let prefix = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-      guard prefix.count == 2, let folder = opendir(root + "/" + prefix) else { continue }
-      while let file = readdir(folder) {
-        let name = withUnsafeBytes(of: file.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        guard name.hasSuffix(".debug") else { continue }
+    for prefix in directoryNames(root) where prefix.count == 2 {
+      for name in directoryNames(root + "/" + prefix) where name.hasSuffix(".debug") {
         let path = root + "/" + prefix + "/" + name
         var info = stat()
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
         result.append((path, prefix + String(name.dropLast(6))))
       }
-      closedir(folder)
     }
     return result.sorted { $0.0 < $1.0 }
   }

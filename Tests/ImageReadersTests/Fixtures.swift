@@ -30,12 +30,8 @@ enum Fixtures {
   }
 
   private static func files(under folder: String, relativeTo prefix: String) -> [String] {
-    guard let handle = opendir(folder) else { return [] }
-    defer { closedir(handle) }
     var result: [String] = []
-    while let entry = readdir(handle) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-      if name.hasPrefix(".") { continue }
+    for name in directoryNames(folder) where !name.hasPrefix(".") {
       let full = folder + "/" + name
       var info = stat()
       guard lstat(full, &info) == 0 else { continue }
@@ -47,6 +43,18 @@ enum Fixtures {
     }
     return result
   }
+}
+
+/// The names in `folder` (without `.` and `..`), unsorted; empty when it cannot be opened.
+func directoryNames(_ folder: String) -> [String] {
+  guard let handle = opendir(folder) else { return [] }
+  defer { closedir(handle) }
+  var names: [String] = []
+  while let entry = readdir(handle) {
+    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    if name != "." && name != ".." { names.append(name) }
+  }
+  return names
 }
 
 struct TestIOError: Error, CustomStringConvertible {

@@ -6,7 +6,7 @@ import Testing
 /// A trap would kill the test process, so reaching the end is the assertion; the counts are checked
 /// so the test cannot pass by doing nothing.
 @Suite struct MutationTests {
-  static let perFixture = 1000
+  static let perFixture = 600
 
   /// Values that break readers most often: zero, all ones, sign bits, just past common sizes.
   static let extremes: [UInt64] = [0, 1, 0xFF, 0xFFFF, 0xFFFF_FFFF, 0x7FFF_FFFF, 0x8000_0000, UInt64.max,

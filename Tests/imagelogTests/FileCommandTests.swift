@@ -59,16 +59,7 @@ import ImageLog
   struct CLIError: Error, CustomStringConvertible { var description: String }
 
   static func text(_ path: String) throws -> String {
-    guard let file = fopen(path, "rb") else { throw CLIError(description: "cannot read \(path)") }
-    defer { fclose(file) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let count = fread(&buffer, 1, buffer.count, file)
-      if count <= 0 { break }
-      bytes += buffer[0..<count]
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    String(decoding: try bytes(path), as: UTF8.self)
   }
 
   static func temporaryFolder() throws -> String {
@@ -157,13 +148,14 @@ import ImageLog
     defer { Self.remove(folder) }
     Self.write(folder + "/out.json", Array(run.stdout.utf8))
     let script = "import json,sys; d=json.load(open(sys.argv[1])); s=d[0]; "
-      + "print(len(d), s['elf']['soname'], ','.join(s['dependencies']), s['elf']['runpath'], s['buildID'], s['textSize'], d[1]['elf']['interpreter'], d[1]['fileType'])"
+      + "print(len(d), s['elf']['soname'], ','.join(s['dependencies']), s['elf']['runpath'], s['buildID'], s['textSize'], d[1]['elf']['interpreter'], d[1]['fileType'], d[1]['uuid'], d[1]['textEnd'])"
     let parsed = try Self.spawn(["python3", "-c", script, folder + "/out.json"])
     #expect(parsed.status == 0, "python3 could not load the JSON: \(parsed.stderr)")
     let file = try Self.decode(path)
     let prog = try Self.decode(Self.fixtures + "/prog-x86_64")
     let expected = "2 \(file.soname ?? "") \(file.needed.joined(separator: ",")) \(file.runpath ?? "") "
-      + "\(file.buildID?.hex ?? "") \(file.textSize) \(prog.interpreter ?? "") pie\n"
+      + "\(file.buildID?.hex ?? "") \(file.textSize) \(prog.interpreter ?? "") pie \(prog.buildID?.uuid ?? "") "
+      + "0x\(hexDigits(prog.textVMRange.upperBound))\n"
     #expect(parsed.stdout == expected)
   }
 
@@ -260,6 +252,8 @@ import ImageLog
     #expect(run.status == 1)
     #expect(run.outLines.count == 1 && run.outLines.first?.contains(" arm64  <") == true)
     #expect(run.stderr == "imagelog: \(x86): no slice for architecture arm64 (has x86_64)\n")
+    let alias = try Self.imagelog(["file", "--arch", "aarch64", arm])
+    #expect(alias.status == 0 && alias.outLines.count == 1)
   }
 
   @Test(.enabled(if: haveBinary && FileCommandTests.have("readelf"), "needs the built imagelog and readelf"))
@@ -273,8 +267,8 @@ import ImageLog
       return String(line[range.upperBound...].dropLast())
     }.first
     #expect(run.outLines.first == "\(path):")
-    #expect(run.outLines.contains("  interpreter:    \(interpreter ?? "?")"))
-    #expect(run.outLines.contains("  type:           pie"))
+    #expect(run.outLines.contains("  interpreter:   \(interpreter ?? "?")"))
+    #expect(run.outLines.contains("  type:          pie"))
     #expect(run.outLines.contains { $0.hasPrefix("    LOAD ") })
   }
 
@@ -348,5 +342,96 @@ extension FileCommandTests {
       compared += 1
     }
     #expect(compared >= 3)
+  }
+}
+
+extension FileCommandTests {
+  static let machO = root + "/Tests/ImageReadersTests/Fixtures/macho"
+
+  static func machOFixtures() -> [String] {
+    guard let directory = opendir(machO) else { return [] }
+    defer { closedir(directory) }
+    var paths: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      if !name.hasPrefix(".") { paths.append(machO + "/" + name) }
+    }
+    return paths.sorted()
+  }
+
+  @Test(.enabled(if: haveBinary && have("llvm-dwarfdump-14") && !machOFixtures().isEmpty,
+                 "needs the built imagelog, llvm-dwarfdump-14 and the Mach-O fixtures"))
+  func uuidLinesEqualLLVMDwarfdumpForMachO() throws {
+    // Thin and universal files and a .dSYM bundle: exactly llvm-dwarfdump's lines, in its order.
+    let paths = Self.machOFixtures()
+    let ours = try Self.imagelog(["file", "--uuid"] + paths)
+    let theirs = try Self.spawn(["llvm-dwarfdump-14", "--uuid"] + paths)
+    #expect(ours.status == 0)
+    #expect(ours.outLines.count == theirs.outLines.count && ours.outLines.count >= paths.count)
+    for (line, expected) in zip(ours.outLines, theirs.outLines) {
+      if expected.contains(" () ") {
+        // llvm-dwarfdump-14 has no name for some CPU subtypes (ppc7400) and prints "()": the UUID and
+        // the path must still agree.
+        #expect(line.prefix(42) == expected.prefix(42) && line.split(separator: " ").last == expected.split(separator: " ").last)
+      } else {
+        #expect(line == expected)
+      }
+    }
+  }
+
+  @Test(.enabled(if: haveBinary && have("python3") && access(machO + "/fixture-arm64-ios-signed", R_OK) == 0,
+                 "needs the built imagelog, python3 and the signed Mach-O fixture"))
+  func entitlementsAsStoredAndAsJSON() throws {
+    let path = Self.machO + "/fixture-arm64-ios-signed"
+    let source = Self.root + "/Scripts/fixtures-src/entitlements.plist"
+    let xml = try Self.imagelog(["file", "--entitlements", path])
+    #expect(xml.status == 0)
+    #expect(xml.stdout == (try Self.text(source)))
+    // The JSON form against python's plistlib reading the same plist.
+    let json = try Self.imagelog(["file", "--entitlements", "--format", "json", path])
+    #expect(json.status == 0)
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    Self.write(folder + "/e.json", Array(json.stdout.utf8))
+    let script = "import json,plistlib,sys; a=json.load(open(sys.argv[1])); b=plistlib.load(open(sys.argv[2],'rb')); "
+      + "print('same' if a==b else 'differ', len(a))"
+    let compared = try Self.spawn(["python3", "-c", script, folder + "/e.json", source])
+    #expect(compared.stdout.hasPrefix("same "), "\(compared.stdout) \(compared.stderr)")
+  }
+
+  @Test(.enabled(if: haveBinary && access(machO + "/universal-macos", R_OK) == 0, "needs the universal fixture"))
+  func brokenUniversalSliceIsReportedAndTheOthersShown() throws {
+    let original = try Self.bytes(Self.machO + "/universal-macos")
+    guard case .fat(let fat) = try BinaryFile.parse(original), fat.members.count == 2 else {
+      Issue.record("universal-macos is not a two-slice universal file")
+      return
+    }
+    // Overwrite the second slice's Mach-O magic.
+    var bytes = original
+    let second = Int(fat.members[1].fileOffset)
+    for index in 0..<4 { bytes[second + index] = 0x41 }
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    let path = folder + "/universal"
+    Self.write(path, bytes)
+    let run = try Self.imagelog(["file", path])
+    #expect(run.status == 1)
+    #expect(run.outLines.count == 1 && run.outLines.first?.contains(" \(fat.members[0].architecture)  <") == true)
+    #expect(run.errLines.count == 1 && run.errLines.first?.hasPrefix("imagelog: \(path) (\(fat.members[1].architecture)): ") == true)
+  }
+}
+
+extension FileCommandTests {
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func javaClassFilesAreNotUniversalBinaries() throws {
+    // cafebabe, minor 0, major 52 (Java 8): what file(1) calls "compiled Java class data".
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    Self.write(folder + "/Hello.class", [0xCA, 0xFE, 0xBA, 0xBE, 0x00, 0x00, 0x00, 0x34] + [UInt8](repeating: 0, count: 64))
+    let walk = try Self.imagelog(["file", "-r", folder])
+    #expect(walk.status == 0 && walk.stdout == "" && walk.stderr == "")
+    let named = try Self.imagelog(["file", folder + "/Hello.class"])
+    #expect(named.status == 1)
+    #expect(named.stderr == "imagelog: \(folder)/Hello.class: not an ELF or Mach-O file (magic 0xcafebabe)\n")
   }
 }

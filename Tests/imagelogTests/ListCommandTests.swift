@@ -4,7 +4,10 @@ import Testing
 
 /// Runs the built `imagelog` (next to this test bundle in .build/<triple>/debug) with `arguments`.
 fileprivate func runImagelog(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-  try runListTool([imagelogBinary] + arguments)
+  guard access(imagelogBinary, X_OK) == 0 else {
+    throw ListTestError("\(imagelogBinary) is not built: run `swift build` (make test does) before these tests")
+  }
+  return try runListTool([imagelogBinary] + arguments)
 }
 
 fileprivate let imagelogBinary: String = {

@@ -9,6 +9,7 @@ public struct ELFDynamicEntry: Sendable, Equatable {
   public static let null: UInt64 = 0, needed: UInt64 = 1, stringTable: UInt64 = 5, stringTableSize: UInt64 = 10,
                     soname: UInt64 = 14, rpath: UInt64 = 15, runpath: UInt64 = 29, flags1: UInt64 = 0x6FFF_FFFB
 
+  /// An entry with `tag` and `value` (tests and hand-built tables).
   public init(tag: UInt64, value: UInt64) {
     self.tag = tag
     self.value = value

@@ -44,6 +44,7 @@ public struct ELFFile: Sendable {
     /// True when a `.gnu_debugdata` section (an xz-compressed MiniDebugInfo ELF) is present.
     public var hasGNUDebugData: Bool
 
+    /// A value with the given facts; the defaults say "nothing found".
     public init(hasDebugInfo: Bool = false, debugLinkFileName: String? = nil, debugLinkCRC: UInt32? = nil,
                 hasGNUDebugData: Bool = false) {
       self.hasDebugInfo = hasDebugInfo
@@ -184,7 +185,10 @@ extension ELFFile {
   static func readTables(_ file: ByteReader, header: ELFHeader) throws(FormatError) -> Tables {
     var sections: [ELFSection] = []
     var first: ELFSection?
-    if header.sectionHeaderOffset != 0 {
+    // e_shoff set with e_shnum and e_shentsize both 0 is a table that was cut away (sstrip), not one
+    // whose count lives in section 0: there are no sections, as readelf says.
+    let noTable = header.sectionHeaderCount == 0 && header.sectionHeaderEntrySize == 0
+    if header.sectionHeaderOffset != 0 && !noTable {
       let entrySize = Int(header.sectionHeaderEntrySize)
       guard entrySize >= header.expectedSectionHeaderSize else {
         throw .elf("e_shentsize \(entrySize) is smaller than \(header.expectedSectionHeaderSize), the ELF class's section header")

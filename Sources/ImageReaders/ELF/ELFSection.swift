@@ -59,6 +59,7 @@ public struct ELFSection: Sendable, Equatable {
     return lower..<lower + length  // length <= Int.max - lower, checked above
   }
 
+  /// A section with the given header fields (tests and hand-built tables; files use `ELFFile`).
   public init(index: Int, name: String, nameOffset: UInt32, type: UInt32, flags: UInt64, vmAddress: UInt64,
               fileOffset: UInt64, size: UInt64, link: UInt32, info: UInt32, alignment: UInt64,
               entrySize: UInt64) {

@@ -48,6 +48,7 @@ public struct ProgramHeader: Sendable, Equatable {
     }
   }
 
+  /// A program header with the given fields (in-memory headers, tests).
   public init(type: UInt32, flags: UInt32, fileOffset: UInt64, vmAddress: UInt64,
               fileSize: UInt64, vmSize: UInt64, alignment: UInt64) {
     self.type = type; self.flags = flags; self.fileOffset = fileOffset; self.vmAddress = vmAddress

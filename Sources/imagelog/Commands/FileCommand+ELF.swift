@@ -23,34 +23,36 @@ extension ELFFile: FileDetailRendering {
   }
 
   func jsonMembers(slice index: Int) -> [(String, JSONValue)] {
-    [
-      ("elf", .object([
-        ("class", .number(header.is64Bit ? 64 : 32)),
-        ("endian", .string(header.endian == .little ? "little" : "big")),
-        ("machine", .number(UInt64(header.machine))),
-        ("entry", .string("0x" + hexDigits(header.entry))),
-        ("interpreter", interpreter.map { .string($0) } ?? .null),
-        ("soname", soname.map { .string($0) } ?? .null),
-        ("needed", .array(needed.map { .string($0) })),
-        ("rpath", rpath.map { .string($0) } ?? .null),
-        ("runpath", runpath.map { .string($0) } ?? .null),
-        ("debugInfo", .bool(debugInfo.hasDebugInfo)),
-        ("debugLink", debugInfo.debugLinkFileName.map { .string($0) } ?? .null),
-        ("debugLinkCRC", debugInfo.debugLinkCRC.map { .string("0x" + hexDigits(UInt64($0), width: 8)) } ?? .null),
-        ("gnuDebugData", .bool(debugInfo.hasGNUDebugData)),
-        ("segments", .array(programHeaders.map { segment in
-          .object([
-            ("type", .string(Self.segmentTypeName(segment.type))),
-            ("offset", .string("0x" + hexDigits(segment.fileOffset))),
-            ("vmAddress", .string("0x" + hexDigits(segment.vmAddress))),
-            ("fileSize", .number(segment.fileSize)),
-            ("vmSize", .number(segment.vmSize)),
-            ("flags", .string(Self.flagText(segment.flags))),
-          ])
-        })),
-        ("sectionCount", .number(UInt64(sections.count))),
-      ])),
+    let segments: [JSONValue] = programHeaders.map { segment in
+      let members: [(String, JSONValue)] = [
+        ("type", .string(Self.segmentTypeName(segment.type))),
+        ("offset", .string(HexText.address(segment.fileOffset))),
+        ("vmAddress", .string(HexText.address(segment.vmAddress))),
+        ("fileSize", .number(segment.fileSize)),
+        ("vmSize", .number(segment.vmSize)),
+        ("flags", .string(Self.flagText(segment.flags))),
+      ]
+      return .object(members)
+    }
+    let crc: JSONValue = debugInfo.debugLinkCRC.map { .string("0x" + hexDigits(UInt64($0), width: 8)) } ?? .null
+    let members: [(String, JSONValue)] = [
+      ("class", .number(header.is64Bit ? 64 : 32)),
+      ("endian", .string(header.endian == .little ? "little" : "big")),
+      ("machine", .number(UInt64(header.machine))),
+      ("entry", .string(HexText.address(header.entry))),
+      ("interpreter", interpreter.map { .string($0) } ?? .null),
+      ("soname", soname.map { .string($0) } ?? .null),
+      ("needed", .array(needed.map { .string($0) })),
+      ("rpath", rpath.map { .string($0) } ?? .null),
+      ("runpath", runpath.map { .string($0) } ?? .null),
+      ("debugInfo", .bool(debugInfo.hasDebugInfo)),
+      ("debugLink", debugInfo.debugLinkFileName.map { .string($0) } ?? .null),
+      ("debugLinkCRC", crc),
+      ("gnuDebugData", .bool(debugInfo.hasGNUDebugData)),
+      ("segments", .array(segments)),
+      ("sectionCount", .number(UInt64(sections.count))),
     ]
+    return [("elf", .object(members))]
   }
 
   private var debugInfoText: String {

@@ -98,3 +98,49 @@ struct JSONArrayPrinter {
 func writeOutputLine(_ bytes: [UInt8]) {
   printOutput(String(decoding: bytes, as: UTF8.self))
 }
+
+/// Fast hex text for the JSON and detailed views (BuildID's own forms build one String per byte).
+enum HexText {
+  private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+  /// Every byte as two lowercase hex digits (`BuildID.hex`).
+  static func bytes(_ bytes: [UInt8]) -> String {
+    String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+      for (index, byte) in bytes.enumerated() {
+        buffer[2 * index] = digits[Int(byte >> 4)]
+        buffer[2 * index + 1] = digits[Int(byte & 0xF)]
+      }
+      return bytes.count * 2
+    }
+  }
+
+  /// The first 16 bytes (zero-padded) as an uppercase dashed UUID (`BuildID.uuid`).
+  static func uuid(_ bytes: [UInt8]) -> String {
+    String(unsafeUninitializedCapacity: 36) { buffer in
+      var out = 0
+      for index in 0..<16 {
+        if index == 4 || index == 6 || index == 8 || index == 10 { buffer[out] = UInt8(ascii: "-"); out += 1 }
+        let byte = index < bytes.count ? bytes[index] : 0
+        buffer[out] = upper(digits[Int(byte >> 4)])
+        buffer[out + 1] = upper(digits[Int(byte & 0xF)])
+        out += 2
+      }
+      return out
+    }
+  }
+
+  /// `0x` and the value in lowercase hex without leading zeros.
+  static func address(_ value: UInt64) -> String {
+    let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
+    return String(unsafeUninitializedCapacity: width + 2) { buffer in
+      buffer[0] = UInt8(ascii: "0")
+      buffer[1] = UInt8(ascii: "x")
+      for index in 0..<width {
+        buffer[2 + index] = digits[Int((value >> UInt64(4 * (width - 1 - index))) & 0xF)]
+      }
+      return width + 2
+    }
+  }
+
+  private static func upper(_ digit: UInt8) -> UInt8 { digit >= UInt8(ascii: "a") ? digit - 32 : digit }
+}

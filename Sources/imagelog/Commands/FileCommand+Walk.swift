@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 internal import Glibc
 #endif
+import ImageLog
 
 /// Expands `imagelog file`'s arguments into the files to read: named paths as given, a `.dSYM` bundle
 /// as the DWARF files in its `Contents/Resources/DWARF` (with or without `-r`), and with `-r` the
@@ -25,12 +26,15 @@ enum FileWalker {
     for path in paths {
       var info = stat()
       let isFolder = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
-      if isFolder, let dwarf = dSYMContents(path) {
+      if isFolder, DSYMBundle.isBundle(path) {
         // The files inside a bundle the user named are named too: each problem is reported.
-        let before = inputs.count
-        walk(dwarf, into: &inputs, visited: &visited, onError: onError)
-        for index in before..<inputs.count { inputs[index].fromWalk = false }
-        if inputs.count == before { onError(path, "no DWARF files in the dSYM bundle") }
+        do {
+          let files = try DSYMBundle.dwarfFiles(inBundle: path)
+          if files.isEmpty { onError(path, "no DWARF files in the dSYM bundle") }
+          inputs += files.map { Input(path: $0, fromWalk: false) }
+        } catch {
+          onError(path, error.description)
+        }
       } else if recursive, isFolder {
         walk(path, info: info, into: &inputs, visited: &visited, onError: onError)
       } else {
@@ -38,23 +42,6 @@ enum FileWalker {
       }
     }
     return inputs
-  }
-
-  /// `Foo.dSYM/Contents/Resources/DWARF` when `path` is a dSYM bundle that has that folder.
-  static func dSYMContents(_ path: String) -> String? {
-    let trimmed = path.hasSuffix("/") ? String(path.dropLast()) : path
-    guard trimmed.lowercased().hasSuffix(".dsym") else { return nil }
-    let dwarf = trimmed + "/Contents/Resources/DWARF"
-    var info = stat()
-    guard stat(dwarf, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { return nil }
-    return dwarf
-  }
-
-  private static func walk(_ folder: String, into inputs: inout [Input], visited: inout Set<FileID>,
-                           onError: (_ path: String, _ problem: String) -> Void) {
-    var info = stat()
-    guard stat(folder, &info) == 0 else { return }
-    walk(folder, info: info, into: &inputs, visited: &visited, onError: onError)
   }
 
   private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,

@@ -21,7 +21,8 @@ struct FileCommand: Command {
                               (link-time text range, END inclusive; 32 zeros without a build-id).
       --uuid                  Print 'UUID: XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX (arch) path' per slice,
                               as llvm-dwarfdump --uuid does (ELF: the build-id's first 16 bytes).
-      --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...).
+      --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...; aarch64,
+                              amd64, i686, powerpc64 are accepted too).
       --entitlements          Print a Mach-O slice's entitlements (as stored; JSON with --format json).
       -r, --recursive         Walk folders; files that are not ELF or Mach-O are skipped silently.
       -h, --help              Show help information.
@@ -74,7 +75,8 @@ struct FileCommand: Command {
     }
     var progress = ProgressLine(total: inputs.count)
     var json = JSONArrayPrinter()
-    if style == .json && !printUUIDs { json.begin() }
+    let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
+    if jsonArray { json.begin() }
     // One file at a time: reading on several threads was slower here, because every munmap in a
     // multi-threaded process flushes the other threads' TLBs.
     for input in inputs {
@@ -91,7 +93,7 @@ struct FileCommand: Command {
       }
     }
     progress.clear()
-    if style == .json && !printUUIDs { json.end() }
+    if jsonArray { json.end() }
     return failed ? .failure : .success
   }
 
@@ -122,17 +124,36 @@ struct FileCommand: Command {
     let file: MappedFile
     do { file = try MappedFile(path: path) } catch { return .failure(.open(error)) }
     return file.withReader { reader in
+      if isJavaClassFile(reader) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
       do throws(FormatError) { return .success(try BinaryFile.parse(reader)) } catch { return .failure(.format(error)) }
     }
+  }
+
+  /// Java class files share `FAT_MAGIC` (0xcafebabe); like LLVM's `identify_magic` and file(1), a
+  /// fourth header byte of 43 or more (a class file's major version) means "not universal", so folder
+  /// walks skip them silently.
+  static func isJavaClassFile(_ reader: ByteReader) -> Bool {
+    guard reader.count >= 8, let magic = try? reader.peek(UInt32.self, at: 0), let version = try? reader.peek(UInt8.self, at: 7)
+    else { return false }
+    return magic == 0xBEBA_FECA && version >= 43  // 0xcafebabe read little-endian
   }
 
   /// Prints one file's selected slices in the chosen style; false when something about it failed.
   func report(_ binary: BinaryFile, path: String, json: inout JSONArrayPrinter,
               progress: inout ProgressLine) -> Bool {
+    var ok = true
+    if case .fat(let universal) = binary {
+      // Slices that could not be read: one line each; the others are still shown.
+      let failures = renderUniversalFailures(universal, path: path)
+      if !failures.isEmpty { progress.clear() }
+      for line in failures { printError(line) }
+      ok = failures.isEmpty
+    }
     let slices = binary.slices
     var indices = Array(slices.indices)
     if let architecture {
-      indices = indices.filter { slices[$0].architecture == architecture }
+      let wanted = Self.canonicalArchitecture(architecture)
+      indices = indices.filter { Self.canonicalArchitecture(slices[$0].architecture) == wanted }
       if indices.isEmpty {
         progress.clear()
         let present = slices.map(\.architecture).joined(separator: ", ")
@@ -140,7 +161,7 @@ struct FileCommand: Command {
         return false
       }
     }
-    if printEntitlements { return reportEntitlements(binary, path: path, indices: indices, progress: &progress) }
+    if printEntitlements { return reportEntitlements(binary, path: path, indices: indices, progress: &progress) && ok }
     let renderer = binary.formatRenderer as? FileDetailRendering
     for index in indices {
       let slice = slices[index]
@@ -162,7 +183,7 @@ struct FileCommand: Command {
         json.element(.object(members))
       }
     }
-    return true
+    return ok
   }
 
   func reportEntitlements(_ binary: BinaryFile, path: String, indices: [Int], progress: inout ProgressLine) -> Bool {
@@ -182,6 +203,19 @@ struct FileCommand: Command {
       }
     }
     return ok
+  }
+
+  /// `--arch` accepts the names other tools use for the same architecture (LLVM triples, Debian).
+  static func canonicalArchitecture(_ name: String) -> String {
+    switch name.lowercased() {
+    case "aarch64": "arm64"
+    case "amd64", "x86-64": "x86_64"
+    case "i486", "i586", "i686", "x86": "i386"
+    case "powerpc": "ppc"
+    case "powerpc64": "ppc64"
+    case "powerpc64le": "ppc64le"
+    default: name
+    }
   }
 
   /// `0xSTART - 0xEND name arch  <uuid> path`: Apple's Binary Images line for a slice, from its link-time
@@ -226,13 +260,13 @@ struct FileCommand: Command {
       ("path", .string(path)),
       ("architecture", .string(slice.architecture)),
       ("fileType", .string(slice.fileType)),
-      ("buildID", slice.buildID.map { .string($0.hex) } ?? .null),
-      ("uuid", slice.buildID.map { .string($0.uuid) } ?? .null),
-      ("textStart", .string("0x" + hexDigits(slice.textVMRange.lowerBound))),
-      ("textEnd", .string("0x" + hexDigits(slice.textVMRange.upperBound))),
+      ("buildID", slice.buildID.map { .string(HexText.bytes($0.bytes)) } ?? .null),
+      ("uuid", slice.buildID.map { .string(HexText.uuid($0.bytes)) } ?? .null),
+      ("textStart", .string(HexText.address(slice.textVMRange.lowerBound))),
+      ("textEnd", .string(HexText.address(slice.textVMRange.upperBound))),
       ("textSize", .number(slice.textVMRange.upperBound - slice.textVMRange.lowerBound)),
-      ("loadStart", .string("0x" + hexDigits(slice.loadVMRange.lowerBound))),
-      ("loadEnd", .string("0x" + hexDigits(slice.loadVMRange.upperBound))),
+      ("loadStart", .string(HexText.address(slice.loadVMRange.lowerBound))),
+      ("loadEnd", .string(HexText.address(slice.loadVMRange.upperBound))),
       ("installName", slice.installName.map { .string($0) } ?? .null),
       ("dependencies", .array(slice.dependencies.map { .string($0) })),
       ("fileOffset", .number(slice.fileOffset)),
@@ -241,10 +275,11 @@ struct FileCommand: Command {
 }
 
 /// One `label:  value` line of the detailed view, values aligned in one column (label "" continues
-/// the previous line's list). Every format's renderer uses it so the columns agree.
+/// the previous line's list). Every format's renderer uses the same column (15, as
+/// `renderMachODetails` does) so the lines agree.
 func detailLine(_ label: String, _ value: String) -> String {
   let head = label.isEmpty ? "" : label + ":"
-  return head + String(repeating: " ", count: max(1, 16 - head.count)) + value
+  return head + String(repeating: " ", count: max(1, 15 - head.count)) + value
 }
 
 /// A format's own part of `imagelog file`'s detailed and JSON views: ELF's is in FileCommand+ELF.swift,

@@ -1,0 +1,84 @@
+import ImageLog
+
+/// Bare addresses (`0x7f3a1c2013a4`, one or more per line) to be resolved in images given on the
+/// command line with `--image PATH@LOADADDR`, or listed in the same text the way imagelog's
+/// formatter writes them (`crash`: `0xSTART - 0xEND name arch  <uuid> /path`; `logger`:
+/// `Added: 0xLOAD (0xSIZE) /path <UUID>`; `unstrip`: `0xSTART+0xSIZE BUILDID@0xADDR FILE DEBUG NAME`).
+enum AddressListParser {
+  static func parse(_ lines: [String], images: [CrashReport.Image]) -> CrashReport? {
+    var report = CrashReport(format: .addresses, lines: lines, images: images)
+    report.threads = [CrashReport.Thread(number: 0, crashed: true, name: nil)]
+    var wordProblems: [String] = []
+    for (lineIndex, line) in lines.enumerated() {
+      if let image = formatterImage(line) {
+        report.images.append(image)
+        continue
+      }
+      let words = line.utf8.split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: ",") }
+      for wordBytes in words {
+        let word = Substring(wordBytes)
+        guard let address = ReportParser.hexNumber(word) else {
+          wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address")
+          continue
+        }
+        report.frames.append(CrashReport.Frame(thread: 0, index: report.frames.count, address: address, imageIndex: nil,
+                                               isReturnAddress: false, line: lineIndex, symbolColumn: nil,
+                                               reportedSymbol: nil, ipsThread: nil))
+      }
+    }
+    guard !report.frames.isEmpty, !report.images.isEmpty else { return nil }
+    report.problems = Array(wordProblems.prefix(20))
+    if wordProblems.count > 20 { report.problems.append("\(wordProblems.count - 20) more words that are not addresses") }
+    ReportParser.attachImages(&report, frameImageNames: [:])
+    return report
+  }
+
+  /// One image line of imagelog's formatter (crash, logger or unstrip style), or `nil`.
+  static func formatterImage(_ line: String) -> CrashReport.Image? {
+    // Most lines of a long address list are addresses: decide without allocating.
+    guard line.utf8.contains(UInt8(ascii: " ")) || line.utf8.contains(UInt8(ascii: "+")) else { return nil }
+    let text = line.trimmingSpaces
+    if text.hasPrefix("Added: ") || text.hasPrefix("Removed: ") { return loggerImage(text) }
+    if text.hasPrefix("0x"), text.contains(" - "), text.contains("<"), let image = AppleCrashParser.binaryImage(text) {
+      return image
+    }
+    if text.hasPrefix("0x"), let plus = text.firstIndex(of: "+"), text[..<plus].allSatisfy({ !$0.isWhitespace }) {
+      return unstripImage(text)
+    }
+    return nil
+  }
+
+  /// `Added: 0x7fd77d1a8000 (0x3fbe0) /opt/swift/usr/lib/swift/linux/libswiftSwiftOnoneSupport.so <69B6BDCC-...>`
+  static func loggerImage(_ text: String) -> CrashReport.Image? {
+    let words = text.split(separator: " ", maxSplits: 3)
+    guard words.count == 4, let load = ReportParser.hexNumber(words[1]),
+          words[2].hasPrefix("("), words[2].hasSuffix(")"), let size = ReportParser.hexNumber(words[2].dropFirst().dropLast())
+    else { return nil }
+    var rest = Substring(words[3])
+    var identity: ImageIdentity?
+    if rest.hasSuffix(">"), let open = rest.lastIndex(of: "<") {
+      identity = ImageIdentity(rest[rest.index(after: open)..<rest.index(before: rest.endIndex)])
+      rest = rest[..<open]
+    }
+    let path = rest.trimmingSpaces
+    guard !path.isEmpty else { return nil }
+    return CrashReport.Image(name: Image.shortName(of: path), path: path, loadAddress: load,
+                             endAddress: size > 0 ? load &+ (size - 1) : nil, identity: identity, architecture: nil)
+  }
+
+  /// `0x55f9cfda6000+0x60000 4e03921f...@0x55f9cfda6318 /path/file - /path/module` (eu-unstrip -n).
+  static func unstripImage(_ text: String) -> CrashReport.Image? {
+    let words = text.split(separator: " ")
+    guard words.count >= 3 else { return nil }
+    let span = words[0].split(separator: "+")
+    guard span.count == 2, let start = ReportParser.hexNumber(span[0]), let size = ReportParser.hexNumber(span[1]) else { return nil }
+    let idText = words[1].split(separator: "@").first ?? ""
+    let identity = idText == "-" ? nil : ImageIdentity(idText)
+    guard identity != nil || idText == "-" else { return nil }
+    let module = words.count >= 5 ? String(words[4]) : nil
+    let file = String(words[2])
+    let path = module.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (file.hasPrefix("/") ? file : nil)
+    return CrashReport.Image(name: Image.shortName(of: path ?? module ?? file), path: path, loadAddress: start,
+                             endAddress: size > 0 ? start &+ (size - 1) : nil, identity: identity, architecture: nil)
+  }
+}

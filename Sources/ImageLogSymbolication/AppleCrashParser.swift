@@ -1,0 +1,209 @@
+import ImageLog
+
+/// Apple's `.crash` text and imagelog's own report, which follows its layout: `Thread N:` headings,
+/// `INDEX  IMAGE  0xADDRESS  REST` frames, and a `Binary Images:` section.
+enum AppleCrashParser {
+  static func parse(_ lines: [String]) -> CrashReport {
+    var report = CrashReport(format: .appleCrash, lines: lines)
+    var section: Section = .header
+    var frameImageNames: [Int: String] = [:]
+    var crashedFromHeader: Int?
+    var currentThread = 0
+    var sawLinux = false
+    for (lineIndex, line) in lines.enumerated() {
+      let trimmed = line.drop { $0 == " " || $0 == "\t" }
+      if lineIndex == 0, line.hasPrefix("{") { continue }  // the JSON header line
+      if trimmed.isEmpty {
+        if section == .images && !report.images.isEmpty { section = .header }
+        if case .thread = section { section = .header }
+        continue
+      }
+      if line.hasPrefix("Binary Images:") { section = .images; continue }
+      if line.hasPrefix("Last Exception Backtrace:") {
+        section = .thread(-1)
+        currentThread = -1
+        report.threads.append(CrashReport.Thread(number: -1, crashed: false, name: "Last Exception Backtrace"))
+        continue
+      }
+      if line.hasPrefix("Thread "), let heading = threadHeading(line) {
+        switch heading {
+        case let .frames(number, crashed, name):
+          section = .thread(number)
+          currentThread = number
+          if let existing = report.threads.firstIndex(where: { $0.number == number }) {
+            report.threads[existing].crashed = report.threads[existing].crashed || crashed
+            if let name { report.threads[existing].name = name }
+          } else {
+            report.threads.append(CrashReport.Thread(number: number, crashed: crashed, name: name))
+          }
+        case .name(let number, let name):
+          report.threads.append(CrashReport.Thread(number: number, crashed: false, name: name))
+          section = .header
+        case .state:
+          section = .header
+        }
+        continue
+      }
+      switch section {
+      case .header:
+        if let value = field(line, "Crashed Thread:") {
+          crashedFromHeader = value.split(separator: " ").first.flatMap { Int($0) }
+        } else if let value = field(line, "Code Type:") {
+          report.architecture = ReportParser.architectureName(value)
+        } else if let value = field(line, "OS Version:"), value.hasPrefix("Linux") {
+          sawLinux = true
+          report.architecture = report.architecture ?? value.split(separator: " ").last.map(String.init)
+        } else if let value = field(line, "Exception Codes:"), value.hasPrefix("signal") {
+          sawLinux = true
+        }
+      case .thread:
+        guard let parsed = frame(line) else {
+          report.problems.append("line \(lineIndex + 1): unreadable frame '\(line.prefix(80))'")
+          continue
+        }
+        var frame = parsed.frame
+        frame.thread = currentThread
+        frame.line = lineIndex
+        if let name = parsed.imageName { frameImageNames[report.frames.count] = name }
+        report.frames.append(frame)
+      case .images:
+        if line.hasPrefix("EOF") { section = .header; continue }
+        guard let image = binaryImage(line) else {
+          report.problems.append("line \(lineIndex + 1): unreadable binary image '\(line.prefix(80))'")
+          continue
+        }
+        report.images.append(image)
+      }
+    }
+    if let crashedFromHeader, let index = report.threads.firstIndex(where: { $0.number == crashedFromHeader }) {
+      report.threads[index].crashed = true
+    }
+    if sawLinux { report.format = .imagelog }
+    ReportParser.attachImages(&report, frameImageNames: frameImageNames)
+    if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }
+    return report
+  }
+
+  enum Section: Equatable { case header, thread(Int), images }
+
+  enum Heading { case frames(Int, crashed: Bool, name: String?), name(Int, String), state }
+
+  /// `Thread 3:`, `Thread 0 Crashed:`, `Thread 0 name:  Dispatch queue: ...`,
+  /// `Thread 0 crashed with ARM Thread State (64-bit):`, and macOS 12's `Thread 0 Crashed::  Dispatch
+  /// queue: com.apple.main-thread` / `Thread 1::  Dispatch queue: ...` (the name after a double colon).
+  static func threadHeading(_ line: String) -> Heading? {
+    var rest = line.dropFirst("Thread ".count)
+    let digits = rest.prefix { $0.isASCII && $0.isNumber }
+    guard let number = Int(digits) else { return nil }
+    rest = rest.dropFirst(digits.count)
+    if rest.hasPrefix(" name:") { return .name(number, String(rest.dropFirst(6).drop { $0 == " " })) }
+    if rest.hasPrefix(" crashed with") || rest.contains("Thread State") { return .state }
+    var crashed = false
+    if rest.hasPrefix(" Crashed") { crashed = true; rest = rest.dropFirst(8) }
+    guard rest.hasPrefix(":") else { return nil }
+    rest = rest.dropFirst()
+    if rest.hasPrefix(":") {
+      let name = rest.dropFirst().trimmingSpaces
+      return .frames(number, crashed: crashed, name: name.isEmpty ? nil : name)
+    }
+    return rest.trimmingSpaces.isEmpty ? .frames(number, crashed: crashed, name: nil) : nil
+  }
+
+  static func field(_ line: String, _ name: String) -> Substring? {
+    guard line.hasPrefix(name) else { return nil }
+    return line.dropFirst(name.count).drop { $0 == " " || $0 == "\t" }
+  }
+
+  /// `0   libsystem_kernel.dylib   0x00000001a2b3c4d8 __pthread_kill + 8` or
+  /// `0   MyApp   0x000000010064db08 0x100104000 + 5544712`. The image name may contain spaces.
+  static func frame(_ line: String) -> (frame: CrashReport.Frame, imageName: String?)? {
+    let characters = Array(line)
+    var position = 0
+    while position < characters.count, characters[position] == " " { position += 1 }
+    let numberStart = position
+    while position < characters.count, characters[position].isASCII, characters[position].isNumber { position += 1 }
+    guard position > numberStart, let index = Int(String(characters[numberStart..<position])) else { return nil }
+    // Find the first whitespace-delimited `0x...` token after the image name.
+    var tokenStart: Int?
+    var scan = position
+    while scan < characters.count {
+      while scan < characters.count, characters[scan] == " " || characters[scan] == "\t" { scan += 1 }
+      let start = scan
+      while scan < characters.count, characters[scan] != " ", characters[scan] != "\t" { scan += 1 }
+      if start < scan, ReportParser.hexNumber(String(characters[start..<scan])) != nil, start > position + 1 {
+        tokenStart = start
+        break
+      }
+    }
+    guard let tokenStart else { return nil }
+    var tokenEnd = tokenStart
+    while tokenEnd < characters.count, characters[tokenEnd] != " ", characters[tokenEnd] != "\t" { tokenEnd += 1 }
+    guard let address = ReportParser.hexNumber(String(characters[tokenStart..<tokenEnd])) else { return nil }
+    let name = String(characters[position..<tokenStart]).trimmingSpaces
+    var symbolColumn = tokenEnd
+    while symbolColumn < characters.count, characters[symbolColumn] == " " { symbolColumn += 1 }
+    let rest = String(characters[symbolColumn...])
+    let reported: String? = rest.hasPrefix("0x") || rest.isEmpty || rest == "???" ? nil : rest
+    let frame = CrashReport.Frame(thread: 0, index: index, address: address, imageIndex: nil,
+                                  isReturnAddress: index > 0, line: nil, symbolColumn: tokenEnd + 1,
+                                  reportedSymbol: reported, ipsThread: nil)
+    return (frame, name.isEmpty || name == "???" ? nil : name)
+  }
+
+  /// One `Binary Images:` line in any of its variants:
+  /// `0x100104000 -        0x100657fff +MyApp arm64  <c299a741488a3656a410a7be59926b13> /path`,
+  /// `       0x1a2b3c000 -        0x1a2b73fff libsystem_kernel.dylib (*) <C299A741-...> /usr/lib/...`,
+  /// `0x10d5c1000 - 0x10d5c4fff +com.example.app (1.0 - 1) <UUID> /path`, `??? (*) <0000...> ???`.
+  static func binaryImage(_ line: String) -> CrashReport.Image? {
+    let text = line.drop { $0 == " " || $0 == "\t" }
+    guard let dash = text.firstRange(of: " - ") ?? text.firstRange(of: "-") else { return nil }
+    guard let start = ReportParser.hexNumber(text[..<dash.lowerBound].trimmingSpaces) else { return nil }
+    let afterDash = text[dash.upperBound...].drop { $0 == " " }
+    let endToken = afterDash.prefix { $0 != " " }
+    let end = ReportParser.hexNumber(endToken)
+    var rest = afterDash.dropFirst(endToken.count).drop { $0 == " " }
+    var identity: ImageIdentity?
+    var path: String?
+    var middle: Substring
+    if let open = rest.lastIndex(of: "<"), let close = rest[open...].firstIndex(of: ">") {
+      identity = ImageIdentity(rest[rest.index(after: open)..<close])
+      middle = rest[..<open]
+      let pathText = rest[rest.index(after: close)...].trimmingSpaces
+      path = pathText.isEmpty || pathText == "???" ? nil : pathText
+    } else {
+      // No identity: the path is the last word that starts with `/`.
+      if let slash = rest.firstRange(of: " /") {
+        path = String(rest[rest.index(after: slash.lowerBound)...]).trimmingSpaces
+        middle = rest[..<slash.lowerBound]
+      } else {
+        middle = rest
+      }
+    }
+    var head = middle.trimmingSpaces[...]
+    if head.hasPrefix("+") { head = head.dropFirst() }
+    if head.hasSuffix(")"), let open = head.lastIndex(of: "(") { head = head[..<open] }
+    var words = head.split(separator: " ")
+    var architecture: String?
+    if words.count > 1, let last = words.last, ReportParser.knownArchitectures.contains(String(last)) {
+      architecture = String(last)
+      words.removeLast()
+    }
+    rest = words.joined(separator: " ")[...]
+    let name = rest.isEmpty ? (path.map(Image.shortName(of:)) ?? "???") : String(rest)
+    return CrashReport.Image(name: name, path: path, loadAddress: start, endAddress: end,
+                             identity: identity, architecture: architecture)
+  }
+}
+
+extension StringProtocol {
+  var trimmingSpaces: String {
+    let scalars = unicodeScalars.drop { $0 == " " || $0 == "\t" }
+    var end = scalars.endIndex
+    while end > scalars.startIndex {
+      let before = scalars.index(before: end)
+      guard scalars[before] == " " || scalars[before] == "\t" else { break }
+      end = before
+    }
+    return String(String.UnicodeScalarView(scalars[..<end]))
+  }
+}

@@ -1,0 +1,94 @@
+internal import Glibc
+
+/// Turns mangled Swift and C++ names into readable ones, with the demanglers the process already has:
+/// the Swift runtime's `_swift_backtrace_demangle` (the simplified names Swift's backtracer and
+/// Apple's crash reports print, C++ included) or `swift_demangle`, and `__cxa_demangle` from
+/// libstdc++. Each is looked up with `dlsym`; a missing one leaves names as they are.
+public final class Demangler {
+  /// How names are written.
+  public enum Style: String, Sendable, CaseIterable {
+    /// `Crasher.run(_:)`, as Swift's backtracer and Apple's symbolicated reports write names.
+    case simplified
+    /// `crasher.Crasher.run(Swift.String) -> Swift.Int`, as `swift demangle` writes them.
+    case full
+    /// The names as stored in the file.
+    case none
+  }
+
+  /// How this demangler writes names.
+  public let style: Style
+  private var cache: [String: String] = [:]
+
+  private typealias BacktraceDemangle = @convention(c) (
+    UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<CInt>?
+  ) -> UnsafeMutablePointer<CChar>?
+  private typealias SwiftDemangle = @convention(c) (
+    UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32
+  ) -> UnsafeMutablePointer<CChar>?
+  private typealias CxaDemangle = @convention(c) (
+    UnsafePointer<CChar>?, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<CInt>?
+  ) -> UnsafeMutablePointer<CChar>?
+
+  private let backtraceDemangle: BacktraceDemangle?
+  private let swiftDemangle: SwiftDemangle?
+  private let cxaDemangle: CxaDemangle?
+
+  /// A demangler writing names in `style`; looks the runtime's demanglers up once.
+  public init(style: Style) {
+    self.style = style
+    let handle = dlopen(nil, RTLD_NOW)
+    func symbol<T>(_ name: String, as type: T.Type) -> T? {
+      guard let address = dlsym(handle, name) else { return nil }
+      return unsafeBitCast(address, to: type)
+    }
+    backtraceDemangle = symbol("_swift_backtrace_demangle", as: BacktraceDemangle.self)
+    swiftDemangle = symbol("swift_demangle", as: SwiftDemangle.self)
+    cxaDemangle = symbol("__cxa_demangle", as: CxaDemangle.self)
+  }
+
+  /// Which demanglers were found (for `--help` and the report's notes).
+  public var available: [String] {
+    [backtraceDemangle != nil ? "_swift_backtrace_demangle" : nil, swiftDemangle != nil ? "swift_demangle" : nil,
+     cxaDemangle != nil ? "__cxa_demangle" : nil].compactMap { $0 }
+  }
+
+  /// The readable form of `name`, or `name` itself when it is not mangled (or demangling fails).
+  /// `cached: false` skips the name-keyed cache, for callers that cache by address themselves.
+  public func demangle(_ name: String, cached: Bool = true) -> String {
+    guard style != .none, Self.looksMangled(name) else { return name }
+    if cached, let known = cache[name] { return known }
+    let result = name.withCString { pointer -> String? in
+      let length = strlen(pointer)
+      switch style {
+      case .simplified:
+        if let backtraceDemangle {
+          var status: CInt = 0
+          if let output = backtraceDemangle(pointer, length, nil, nil, &status) { return Self.take(output) }
+        }
+        fallthrough
+      case .full:
+        if name.hasPrefix("_Z") {
+          var status: CInt = 0
+          if let cxaDemangle, let output = cxaDemangle(pointer, nil, nil, &status), status == 0 { return Self.take(output) }
+        } else if let swiftDemangle, let output = swiftDemangle(pointer, length, nil, nil, 0) {
+          return Self.take(output)
+        }
+        return nil
+      case .none: return nil
+      }
+    }
+    let demangled = result ?? name
+    if cached { cache[name] = demangled }
+    return demangled
+  }
+
+  static func looksMangled(_ name: String) -> Bool {
+    name.hasPrefix("$s") || name.hasPrefix("$S") || name.hasPrefix("_T") || name.hasPrefix("_Z")
+      || name.hasPrefix("$e") || name.hasPrefix("@__swiftmacro") || name.hasPrefix("_$s")
+  }
+
+  private static func take(_ pointer: UnsafeMutablePointer<CChar>) -> String {
+    defer { free(pointer) }
+    return String(cString: pointer)
+  }
+}

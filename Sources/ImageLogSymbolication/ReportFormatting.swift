@@ -1,0 +1,394 @@
+import ImageLog
+import ImageReaders
+
+/// Writes a symbolicated report: in place (the report as it came, each frame's symbol part replaced,
+/// same layout, the way `symbolicatecrash` does), as JSON (one object per frame), or for `.ips` as
+/// the classic `.crash` text.
+public enum ReportStyle: String, Sendable, CaseIterable {
+  /// The report's own layout (for `.ips`: the JSON with `symbol`/`symbolLocation` filled in).
+  case report
+  /// `{"format":…, "frames":[one object per frame], "images":[…]}`.
+  case json
+  /// Apple's classic `.crash` text.
+  case crash
+}
+
+extension SymbolicatedReport {
+  /// The whole output for `style`, ending with a newline. For the text styles the summary of missing
+  /// and mismatched images is at the end; JSON carries it in `images`.
+  public func formatted(_ style: ReportStyle) -> String {
+    switch style {
+    case .json: return jsonText()
+    case .crash:
+      let structured = report.format == .appleIPS || report.format == .swiftBacktraceJSON
+      return (structured ? classicText() : inPlaceText()) + summary()
+    case .report:
+      switch report.format {
+      case .appleIPS: return ipsText()
+      case .swiftBacktraceJSON: return swiftJSONText()
+      case .addresses: return addressText() + summary()
+      default: return inPlaceText() + summary()
+      }
+    }
+  }
+
+  // MARK: In place
+
+  func inPlaceText() -> String {
+    var framesByLine: [Int: [Int]] = [:]
+    for (index, frame) in report.frames.enumerated() { if let line = frame.line { framesByLine[line, default: []].append(index) } }
+    var out = ""
+    for (lineIndex, line) in report.lines.enumerated() {
+      guard let frameIndices = framesByLine[lineIndex], frameIndices.count == 1,
+            let column = report.frames[frameIndices[0]].symbolColumn else {
+        out += line + "\n"
+        continue
+      }
+      let frame = report.frames[frameIndices[0]]
+      let result = frames[frameIndices[0]]
+      let prefix = paddedPrefix(line, column)
+      switch result.status {
+      case .symbolicated:
+        for function in result.functions {
+          if function.isInlined, report.format == .swiftBacktrace {
+            out += inlinedSwiftPrefix(prefix) + describe(function, image: result.imageName) + "\n"
+          } else {
+            out += prefix + describe(function, image: result.imageName) + "\n"
+          }
+        }
+      case let .mismatch(reportID, fileID, path):
+        out += line + "  [UUID mismatch: report \(reportID), file \(fileID) \(path)]\n"
+      default:
+        _ = frame
+        out += line + "\n"
+      }
+    }
+    return out
+  }
+
+  /// The line up to the symbol column (padded when the line ended at the address).
+  func paddedPrefix(_ line: String, _ column: Int) -> String {
+    let head = String(line.prefix(column))
+    return head.count < column ? head + String(repeating: " ", count: column - head.count) : head
+  }
+
+  /// `1 [ra] 0x…` becomes `1 [inlined] 0x…` for an inlined frame, as the backtracer writes them.
+  func inlinedSwiftPrefix(_ prefix: String) -> String {
+    for flag in ["[ra]", "[async]"] {
+      if let range = prefix.firstRange(of: flag) {
+        var copy = prefix
+        copy.replaceSubrange(range, with: "[inlined]")
+        return copy
+      }
+    }
+    var copy = prefix
+    if let range = copy.firstRange(of: "     0x") { copy.replaceSubrange(range, with: " [inlined] 0x") }
+    return copy
+  }
+
+  /// One function in the report's own style: Apple's `name + 184 (main.swift:16)`, the Swift
+  /// backtracer's `name + 184 in image at /path/main.swift:16:17`.
+  func describe(_ function: SymbolicatedFrame.Function, image: String?) -> String {
+    let name = function.name ?? "???"
+    let offset = function.offset.map { " + \($0)" } ?? ""
+    if report.format == .swiftBacktrace {
+      var text = name + offset + " in " + (image ?? "???")
+      if let file = function.file, let line = function.line { text += " at \(file):\(line):\(function.column ?? 0)" }
+      return text
+    }
+    var text = name + offset
+    if let file = function.file, let line = function.line { text += " (\(Image.shortName(of: file)):\(line))" }
+    return text
+  }
+
+  func addressText() -> String {
+    var out = ""
+    out.reserveCapacity(report.frames.count * 96)
+    for (frame, result) in zip(report.frames, frames) {
+      out += Self.paddedHex(frame.address)
+      let image = result.imageName ?? "???"
+      switch result.status {
+      case .symbolicated:
+        for (index, function) in result.functions.enumerated() {
+          if index > 0 { out += "\n                  " }
+          out += " "
+          out += function.name ?? "???"
+          if let offset = function.offset { out += " + "; out += String(offset) }
+          out += " (in "; out += image; out += ")"
+          if let file = function.file, let line = function.line {
+            out += " ("; out += file; out += ":"; out += String(line); out += ":"; out += String(function.column ?? 0); out += ")"
+          }
+          if function.isInlined { out += " [inlined]" }
+        }
+      case let .mismatch(reportID, fileID, path):
+        out += " ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
+      case .noImage: out += " ??? (no image contains this address)"
+      case .missingImage: out += " ??? (in \(image)) [image file not found]"
+      case .noSymbol: out += " ??? (in \(image)) + \(result.imageOffset ?? 0)"
+      }
+      out += "\n"
+    }
+    return out
+  }
+
+  // MARK: Summary
+
+  /// The closing summary: how many images were found, and each missing or mismatched one.
+  public func summary() -> String {
+    var found = 0
+    var lines: [String] = []
+    for resolution in images {
+      let image = report.images[resolution.imageIndex]
+      let id = image.identity.map { " <\($0.text)>" } ?? ""
+      switch resolution.status {
+      case .found: found += 1
+      case .unverified(let path): found += 1; lines.append("  unverified: \(image.name) (no identity in the report) \(path)")
+      case .missing: lines.append("  missing:    \(image.name)\(id)\(image.path.map { " " + $0 } ?? "")")
+      case let .mismatch(reportID, fileID, path):
+        lines.append("  mismatch:   \(image.name) report <\(reportID)> file <\(fileID)> \(path)")
+      }
+    }
+    let mismatched = images.filter { if case .mismatch = $0.status { true } else { false } }.count
+    let missing = images.filter { $0.status == .missing }.count
+    var symbolicated = 0
+    for frame in frames { if case .symbolicated = frame.status { symbolicated += 1 } }
+    var text = "\n-- symbolicated by imagelog: \(symbolicated) of \(frames.count) frames; "
+    text += "\(found) of \(images.count) images found, \(missing) missing, \(mismatched) mismatched\n"
+    for line in lines { text += line + "\n" }
+    for problem in report.problems { text += "  unreadable: \(problem)\n" }
+    for note in notes { text += "  note: \(note)\n" }
+    return text
+  }
+
+  // MARK: JSON
+
+  func jsonText() -> String {
+    var out = "{\"format\":\"\(report.format.rawValue)\",\"frames\":["
+    for (index, (frame, result)) in zip(report.frames, frames).enumerated() {
+      out += (index == 0 ? "\n" : ",\n") + frameJSON(frame, result).serialized()
+    }
+    out += "\n],\"images\":["
+    for (index, resolution) in images.enumerated() {
+      let image = report.images[resolution.imageIndex]
+      var members: [(String, JSONValue)] = [("name", .string(image.name)), ("loadAddress", .string("0x" + hexDigits(image.loadAddress)))]
+      if let identity = image.identity { members.append(("reportID", .string(identity.text))) }
+      switch resolution.status {
+      case let .found(path, how): members += [("status", .string("found")), ("file", .string(path)), ("via", .string(how))]
+      case .unverified(let path): members += [("status", .string("unverified")), ("file", .string(path))]
+      case .missing: members.append(("status", .string("missing")))
+      case let .mismatch(_, fileID, path):
+        members += [("status", .string("uuid-mismatch")), ("fileID", .string(fileID)), ("file", .string(path))]
+      }
+      out += (index == 0 ? "\n" : ",\n") + JSONValue.object(members).serialized()
+    }
+    out += "\n],\"problems\":" + JSONValue.array(report.problems.map { .string($0) }).serialized()
+    out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
+    return out
+  }
+
+  func frameJSON(_ frame: CrashReport.Frame, _ result: SymbolicatedFrame) -> JSONValue {
+    var members: [(String, JSONValue)] = [
+      ("thread", .number(String(frame.thread))), ("frame", .number(String(frame.index))),
+      ("address", .string("0x" + hexDigits(frame.address, width: 16))),
+    ]
+    if let name = result.imageName { members.append(("image", .string(name))) }
+    if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
+    let status: String
+    switch result.status {
+    case .symbolicated: status = "symbolicated"
+    case .noSymbol: status = "no-symbol"
+    case .noImage: status = "no-image"
+    case .missingImage: status = "missing-image"
+    case let .mismatch(reportID, fileID, path):
+      status = "uuid-mismatch"
+      members += [("reportID", .string(reportID)), ("fileID", .string(fileID)), ("file", .string(path))]
+    }
+    members.append(("status", .string(status)))
+    if let real = result.functions.last {
+      members += functionMembers(real)
+      let inlined = result.functions.dropLast()
+      if !inlined.isEmpty { members.append(("inlined", .array(inlined.map { .object(functionMembers($0)) }))) }
+    }
+    return .object(members)
+  }
+
+  func functionMembers(_ function: SymbolicatedFrame.Function) -> [(String, JSONValue)] {
+    var members: [(String, JSONValue)] = []
+    if let name = function.name { members.append(("symbol", .string(name))) }
+    if let raw = function.rawName, raw != function.name { members.append(("mangledSymbol", .string(raw))) }
+    if let offset = function.offset { members.append(("symbolOffset", .number(String(offset)))) }
+    if let file = function.file { members.append(("file", .string(file))) }
+    if let line = function.line { members.append(("line", .number(String(line)))) }
+    if let column = function.column { members.append(("column", .number(String(column)))) }
+    return members
+  }
+
+  // MARK: .ips
+
+  /// The `.ips` header line and body with each symbolicated frame's `symbol`, `symbolLocation`,
+  /// `sourceFile` and `sourceLine` filled in (inlined frames inserted before it with `"inline": true`),
+  /// as Apple's symbolicated reports have them.
+  func ipsText() -> String {
+    guard var body = report.ipsBody else { return "" }
+    var byThread: [Int: [(Int, SymbolicatedFrame)]] = [:]
+    for (frame, result) in zip(report.frames, frames) {
+      if let thread = frame.ipsThread { byThread[thread, default: []].append((frame.index, result)) }
+    }
+    if case .array(var threads)? = body["threads"] {
+      for (threadIndex, entries) in byThread where threads.indices.contains(threadIndex) {
+        guard case .array(let original)? = threads[threadIndex]["frames"] else { continue }
+        threads[threadIndex].set("frames", .array(Self.filledIPSFrames(original, entries)))
+      }
+      body.set("threads", .array(threads))
+    }
+    if let entries = byThread[-1], case .array(let original)? = body["lastExceptionBacktrace"] {
+      body.set("lastExceptionBacktrace", .array(Self.filledIPSFrames(original, entries)))
+    }
+    var out = ""
+    if let header = report.ipsHeader { out += header.serialized() + "\n" }
+    return out + body.serialized(indent: 2) + "\n"
+  }
+
+  /// The backtracer's JSON with each symbolicated frame filled in as `symbolicate=full` fills it:
+  /// `symbol` (as stored), `offset`, `description` (`name + offset`), `image`, `sourceLocation`;
+  /// inlined frames are inserted before their caller with `"inlined": true`.
+  func swiftJSONText() -> String {
+    guard var document = report.document else { return report.preamble }
+    var results: [Int: [Int: SymbolicatedFrame]] = [:]
+    for (frame, result) in zip(report.frames, frames) { if let thread = frame.ipsThread { results[thread, default: [:]][frame.index] = result } }
+    if case .array(var threads)? = document["threads"] {
+      for (threadIndex, byFrame) in results where threads.indices.contains(threadIndex) {
+        guard case .array(let original)? = threads[threadIndex]["frames"] else { continue }
+        var updated: [JSONValue] = []
+        for (frameIndex, frame) in original.enumerated() {
+          guard let result = byFrame[frameIndex], result.status == .symbolicated else { updated.append(frame); continue }
+          for function in result.functions {
+            var entry = frame
+            if function.isInlined { entry.set("inlined", .bool(true)) }
+            if let raw = function.rawName ?? function.name { entry.set("symbol", .string(raw)) }
+            if let offset = function.offset { entry.set("offset", .number(String(offset))) }
+            let name = function.name ?? "???"
+            entry.set("description", .string(function.offset.map { "\(name) + \($0)" } ?? name))
+            if let image = result.imageName { entry.set("image", .string(image)) }
+            if let file = function.file, let line = function.line {
+              entry.set("sourceLocation", .object([("file", .string(file)), ("line", .number(String(line))),
+                                                   ("column", .number(String(function.column ?? 0)))]))
+            }
+            updated.append(entry)
+          }
+        }
+        threads[threadIndex].set("frames", .array(updated))
+      }
+      document.set("threads", .array(threads))
+    }
+    return report.preamble + document.serialized() + "\n"
+  }
+
+  /// `.ips` frames with `symbol`, `symbolLocation`, `sourceFile`, `sourceLine` filled in from `entries`
+  /// (frame index, answer); inlined functions become frames of their own with `"inline": true`.
+  static func filledIPSFrames(_ original: [JSONValue], _ entries: [(Int, SymbolicatedFrame)]) -> [JSONValue] {
+    var updated: [JSONValue] = []
+    let results = Dictionary(entries, uniquingKeysWith: { first, _ in first })
+    for (frameIndex, var frame) in original.enumerated() {
+      guard let result = results[frameIndex], result.status == .symbolicated, let real = result.functions.last else {
+        updated.append(frame)
+        continue
+      }
+      for inlined in result.functions.dropLast() {
+        var copy = frame
+        copy.set("inline", .bool(true))
+        if let name = inlined.name { copy.set("symbol", .string(name)) }
+        copy.remove("symbolLocation")
+        if let file = inlined.file { copy.set("sourceFile", .string(Image.shortName(of: file))) }
+        if let line = inlined.line { copy.set("sourceLine", .number(String(line))) }
+        updated.append(copy)
+      }
+      if let name = real.name { frame.set("symbol", .string(name)) }
+      if let offset = real.offset { frame.set("symbolLocation", .number(String(offset))) }
+      if let file = real.file { frame.set("sourceFile", .string(Image.shortName(of: file))) }
+      if let line = real.line { frame.set("sourceLine", .number(String(line))) }
+      updated.append(frame)
+    }
+    return updated
+  }
+
+  /// The classic `.crash` text of an `.ips` report: header fields, threads, `Binary Images:`.
+  func classicText() -> String {
+    let body = report.ipsBody ?? .object([])
+    var out = ""
+    func field(_ name: String, _ value: String?) {
+      guard let value, !value.isEmpty else { return }
+      out += name + ":" + String(repeating: " ", count: max(1, 23 - name.count)) + value + "\n"
+    }
+    let pid = body["pid"]?.integer.map { " [\($0)]" } ?? ""
+    field("Process", (body["procName"]?.string).map { $0 + pid })
+    field("Path", body["procPath"]?.string)
+    field("Identifier", body["bundleInfo"]?["CFBundleIdentifier"]?.string)
+    field("Code Type", body["cpuType"]?.string)
+    field("OS Version", report.ipsHeader?["os_version"]?.string)
+    field("Date/Time", body["captureTime"]?.string)
+    if let exception = body["exception"] {
+      let type = exception["type"]?.string ?? ""
+      let signal = exception["signal"]?.string.map { " (\($0))" } ?? ""
+      field("Exception Type", type + signal)
+      field("Exception Subtype", exception["subtype"]?.string)
+      field("Exception Codes", exception["codes"]?.string)
+    }
+    field("Crashed Thread", report.crashedThread.map(String.init))
+    var resultsByThread: [Int: [(CrashReport.Frame, SymbolicatedFrame)]] = [:]
+    for (frame, result) in zip(report.frames, frames) { resultsByThread[frame.thread, default: []].append((frame, result)) }
+    for thread in report.threads {
+      out += "\n"
+      if thread.number == -1 {
+        out += "Last Exception Backtrace:\n"
+      } else {
+        if let name = thread.name { out += "Thread \(thread.number) name:  \(name)\n" }
+        out += "Thread \(thread.number)\(thread.crashed ? " Crashed" : ""):\n"
+      }
+      for (frame, result) in resultsByThread[thread.number] ?? [] {
+        let imageName = result.imageName ?? "???"
+        let head = String(frame.index).padding(4) + imageName.padding(30) + "\t0x" + hexDigits(frame.address, width: 16) + " "
+        switch result.status {
+        case .symbolicated:
+          for function in result.functions { out += head + describe(function, image: imageName) + "\n" }
+        default:
+          let base = frame.imageIndex.map { report.images[$0].loadAddress } ?? 0
+          var line = head + (frame.reportedSymbol ?? "0x\(hexDigits(base)) + \(result.imageOffset ?? 0)")
+          if case let .mismatch(reportID, fileID, path) = result.status {
+            line += "  [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
+          }
+          out += line + "\n"
+        }
+      }
+    }
+    out += "\n\nBinary Images:\n"
+    for image in report.images {
+      let start = "0x" + hexDigits(image.loadAddress)
+      let end = "0x" + hexDigits(image.endAddress ?? image.loadAddress)
+      let uuid = image.identity.map { BuildID($0.bytes).uuid.lowercased() } ?? "00000000-0000-0000-0000-000000000000"
+      out += String(repeating: " ", count: max(0, 18 - start.count)) + start + " - "
+      out += String(repeating: " ", count: max(0, 18 - end.count)) + end + " "
+      out += image.name + " " + (image.architecture ?? report.architecture ?? "") + "  <" + uuid + "> " + (image.path ?? "???") + "\n"
+    }
+    return out
+  }
+}
+
+extension SymbolicatedReport {
+  /// `0x` and 16 lowercase hex digits, without the intermediate strings of `String(_:radix:)`.
+  static func paddedHex(_ value: UInt64) -> String {
+    let digits: [UInt8] = Array("0123456789abcdef".utf8)
+    var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 18)
+    bytes[1] = UInt8(ascii: "x")
+    var remaining = value
+    for index in stride(from: 17, through: 2, by: -1) {
+      bytes[index] = digits[Int(remaining & 0xF)]
+      remaining >>= 4
+    }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+}
+
+extension String {
+  func padding(_ width: Int) -> String { count >= width ? self + " " : self + String(repeating: " ", count: width - count) }
+}

@@ -1,0 +1,153 @@
+import ImageLog
+
+/// Reads crash reports of every supported kind, telling them apart by their content.
+public enum ReportParser {
+  /// The largest report accepted (crash reports are kilobytes; a 64 MiB one is not a report).
+  public static let maximumSize = 64 << 20
+
+  /// Reads `text` as whichever kind of report it is. `images` are the `--image PATH@LOADADDR` images
+  /// for a list of bare addresses (ignored for other kinds).
+  ///
+  /// Throws only when nothing in the text is a report; unreadable parts of a report are named in
+  /// `problems` and the rest is still returned.
+  public static func parse(_ text: String, images: [CrashReport.Image] = []) throws(ReportError) -> CrashReport {
+    guard text.utf8.count <= maximumSize else {
+      throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
+    }
+    if text.utf8.contains(UInt8(ascii: "{")), SwiftBacktraceJSONParser.detect(text) {
+      return try SwiftBacktraceJSONParser.parse(text)
+    }
+    let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
+    if trimmed.first == "{" {
+      if let report = try parseJSONReport(trimmed) { return report }
+    }
+    let lines = splitLines(text)
+    if isSwiftBacktrace(lines) { return SwiftBacktraceParser.parse(lines) }
+    if isAppleStyle(lines) { return AppleCrashParser.parse(lines) }
+    if let report = AddressListParser.parse(lines, images: images) { return report }
+    if images.isEmpty, lines.contains(where: { line in line.split(separator: " ").contains { hexNumber($0) != nil } }),
+       lines.allSatisfy({ line in line.split(separator: " ").allSatisfy { hexNumber($0) != nil } }) {
+      throw ReportError("addresses without images: give --image PATH@LOADADDR or image lines in imagelog's formats")
+    }
+    throw ReportError("not a crash report: no threads, frames or binary images found "
+                      + "(expected imagelog, Apple .crash or .ips, or Swift backtracer output)")
+  }
+
+  /// Lines without their terminators (`\n` or `\r\n`).
+  static func splitLines(_ text: String) -> [String] {
+    // On UTF-8 bytes: a long address list splits without grapheme breaking.
+    var lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line -> String in
+      let bytes = line.last == UInt8(ascii: "\r") ? line.dropLast() : line
+      return String(Substring(bytes))
+    }
+    if lines.last == "" { lines.removeLast() }
+    return lines
+  }
+
+  /// `.ips` (a header line and a JSON body, or one JSON body), or a `.crash` behind a JSON header line.
+  static func parseJSONReport(_ text: Substring) throws(ReportError) -> CrashReport? {
+    let header: JSONValue
+    let rest: Substring
+    do {
+      (header, rest) = try JSONValue.parsePrefix(text)
+    } catch {
+      // A half-written .ips: say where it broke rather than falling back to text.
+      if text.contains("\"usedImages\"") || text.contains("\"bug_type\"") {
+        throw ReportError("unreadable .ips header: \(error)")
+      }
+      return nil
+    }
+    let body = rest.drop { $0.isWhitespace }
+    if body.isEmpty {
+      guard header["usedImages"] != nil || header["threads"] != nil else {
+        throw ReportError("a JSON document without threads or usedImages is not a crash report")
+      }
+      return try IPSParser.parse(header: nil, body: header)
+    }
+    if body.first == "{" {
+      do {
+        let document = try JSONValue.parse(body)
+        return try IPSParser.parse(header: header, body: document)
+      } catch let error as JSONError {
+        throw ReportError("unreadable .ips body (bug_type \(header["bug_type"]?.string ?? "?")): \(error)")
+      } catch let error as ReportError {
+        throw error
+      } catch {
+        throw ReportError("\(error)")
+      }
+    }
+    // bug_type 109 and friends: a one-line JSON header, then the classic text.
+    let lines = splitLines(String(text))
+    var report = AppleCrashParser.parse(lines)
+    report.ipsHeader = header
+    return report
+  }
+
+  static func isSwiftBacktrace(_ lines: [String]) -> Bool {
+    lines.contains { $0.hasPrefix("*** Program crashed:") || ($0.hasPrefix("Thread ") && $0.hasSuffix(" crashed:")) }
+  }
+
+  static func isAppleStyle(_ lines: [String]) -> Bool {
+    lines.contains { $0.hasPrefix("Binary Images:") || $0.hasPrefix("Crashed Thread:")
+      || (($0.hasPrefix("Thread ") || $0.hasPrefix("Last Exception Backtrace")) && $0.hasSuffix(":")) }
+  }
+
+  /// `0x` followed by hex digits (or bare hex digits when `requirePrefix` is false).
+  static func hexNumber(_ token: some StringProtocol, requirePrefix: Bool = true) -> UInt64? {
+    var digits = Substring(token)
+    if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) } else if requirePrefix { return nil }
+    guard !digits.isEmpty, digits.count <= 16 else { return nil }
+    return UInt64(digits, radix: 16)
+  }
+
+  /// Architecture names as crash reports write them (`ARM-64`, `X86-64 (Native)`, `x86_64`).
+  static func architectureName(_ text: some StringProtocol) -> String? {
+    let word = text.split(separator: " ").first.map { $0.lowercased() } ?? ""
+    switch word {
+    case "arm-64", "arm64": return "arm64"
+    case "arm64e": return "arm64e"
+    case "x86-64", "x86_64": return "x86_64"
+    case "x86_64h": return "x86_64h"
+    case "x86", "i386": return "i386"
+    case "arm", "armv7": return "armv7"
+    case "armv7s": return "armv7s"
+    case "armv7k": return "armv7k"
+    case "arm64_32": return "arm64_32"
+    case "aarch64": return "arm64"
+    default: return nil
+    }
+  }
+
+  static let knownArchitectures: Set<String> = ["arm64", "arm64e", "x86_64", "x86_64h", "i386", "armv7",
+                                                 "armv7s", "armv7k", "arm64_32", "armv6", "armv7m", "armv7em", "ppc"]
+
+  /// Assigns each frame without an image the image whose address range contains it (the narrowest,
+  /// when ranges overlap; never an image with neither identity nor path, such as Apple's
+  /// `0x0 - 0xffffffffffffffff ???`), then the one named like the frame's image column.
+  static func attachImages(_ report: inout CrashReport, frameImageNames: [Int: String]) {
+    let ranged = report.images.indices.filter { index in
+      let image = report.images[index]
+      return image.endAddress != nil && (image.identity != nil || image.path != nil)
+    }
+    for index in report.frames.indices where report.frames[index].imageIndex == nil {
+      let address = report.frames[index].address
+      let containing = ranged.filter { candidate in
+        let image = report.images[candidate]
+        return address >= image.loadAddress && address <= (image.endAddress ?? 0)
+      }
+      // Every candidate contains the address, so its end is not below its start.
+      if let found = containing.min(by: {
+        (report.images[$0].endAddress ?? 0) - report.images[$0].loadAddress
+          < (report.images[$1].endAddress ?? 0) - report.images[$1].loadAddress
+      }) {
+        report.frames[index].imageIndex = found
+      } else if let name = frameImageNames[index], let found = report.images.firstIndex(where: { $0.name == name }) {
+        report.frames[index].imageIndex = found
+      } else if let found = report.images.indices.filter({
+        report.images[$0].endAddress == nil && report.images[$0].loadAddress <= address
+      }).max(by: { report.images[$0].loadAddress < report.images[$1].loadAddress }) {
+        report.frames[index].imageIndex = found  // an image of unknown size: the nearest one below
+      }
+    }
+  }
+}

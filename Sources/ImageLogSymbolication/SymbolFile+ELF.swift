@@ -1,0 +1,15 @@
+import ImageReaders
+
+extension SymbolFile {
+  /// An ELF file: build-id, where its first `PT_LOAD` maps, `.symtab`/`.dynsym`, DWARF presence.
+  static func elf(_ reader: ByteReader, path: String, withSymbols: Bool) throws(FormatError) -> SymbolFile {
+    let file = try ELFFile(reader)
+    let symbols = withSymbols ? try SymbolTable.elf(file, bytes: reader) : SymbolTable()
+    let load = file.loadVMRange
+    return SymbolFile(path: path, architecture: file.architecture, isUniversalSlice: false, buildID: file.buildID,
+                      imageBaseVMAddress: load.lowerBound, loadSize: load.isEmpty ? nil : load.upperBound - load.lowerBound,
+                      symbols: symbols, hasDebugInfo: file.debugInfo.hasDebugInfo,
+                      hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType },
+                      debugLink: file.debugInfo.debugLinkFileName)
+  }
+}

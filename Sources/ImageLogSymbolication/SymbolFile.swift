@@ -1,0 +1,67 @@
+import ImageLog
+public import ImageReaders
+
+/// One architecture slice of a binary or debug file on disk, decoded for symbolication: its identity,
+/// the link-time address a report's load address corresponds to, and its symbol table.
+public struct SymbolFile: Sendable {
+  /// The file's path.
+  public var path: String
+  /// For a slice of a universal file, the architecture that picks it (`llvm-symbolizer`'s `path:arch`).
+  public var architecture: String
+  /// True when the file came from a universal file (several slices).
+  public var isUniversalSlice: Bool
+  /// GNU build-id or `LC_UUID`.
+  public var buildID: BuildID?
+  /// The link-time address of a report's image load address: ELF's first `PT_LOAD`, page-aligned
+  /// (where the ELF header maps); Mach-O's `__TEXT` `vmaddr`.
+  public var imageBaseVMAddress: UInt64
+  /// The span the image covers once loaded (from its load address), when the file says.
+  public var loadSize: UInt64?
+  /// The function symbols.
+  public var symbols: SymbolTable
+  /// True when the file has DWARF (`.debug_info`, or `__DWARF` in a dSYM), so lines can be looked up.
+  public var hasDebugInfo: Bool
+  /// True when the symbols came from a full symbol table (`.symtab`, `LC_SYMTAB` with locals) rather
+  /// than only exported symbols.
+  public var hasFullSymbolTable: Bool
+
+  /// The `.gnu_debuglink` file name of a stripped ELF file, when it has one.
+  public var debugLink: String?
+  /// A separate file with this slice's DWARF (a dSYM or `.debug` file with the same identity), when
+  /// the symbols came from one file and the debug info from another.
+  public var debugInfoPath: String?
+  /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
+  public var debugInfoIsUniversal = false
+
+  /// The name `llvm-symbolizer` takes for the file with this slice's DWARF (`path:arch` for a slice of
+  /// a universal file).
+  public var symbolizerObjectName: String {
+    let file = debugInfoPath ?? path
+    return (debugInfoPath == nil ? isUniversalSlice : debugInfoIsUniversal) ? "\(file):\(architecture)" : file
+  }
+
+  /// Reads every slice of the file at `path`. Throws when the file cannot be mapped or is neither ELF
+  /// nor Mach-O.
+  public static func load(path: String, withSymbols: Bool = true) throws -> [SymbolFile] {
+    let mapped = try MappedFile(path: path)
+    return try mapped.withReader { reader throws -> [SymbolFile] in try load(reader, path: path, withSymbols: withSymbols) }
+  }
+
+  static func load(_ reader: ByteReader, path: String, withSymbols: Bool) throws(FormatError) -> [SymbolFile] {
+    guard reader.count >= 4 else { throw .tooShort(count: reader.count) }
+    if try reader.peek(UInt32.self, at: 0) == ELFHeader.magic {
+      return [try elf(reader, path: path, withSymbols: withSymbols)]
+    }
+    return try machO(reader, path: path, withSymbols: withSymbols)
+  }
+
+  /// The slice of `slices` for `architecture` (exact, then `arm64e`/`arm64` and `x86_64h`/`x86_64`
+  /// as equivalents); a lone slice when the architecture is unknown.
+  public static func slice(_ slices: [SymbolFile], architecture: String?) -> SymbolFile? {
+    guard let architecture else { return slices.count == 1 ? slices[0] : nil }
+    if let exact = slices.first(where: { $0.architecture == architecture }) { return exact }
+    let family: [String: String] = ["arm64e": "arm64", "arm64": "arm64e", "x86_64h": "x86_64", "x86_64": "x86_64h"]
+    if let other = family[architecture], let near = slices.first(where: { $0.architecture == other }) { return near }
+    return slices.count == 1 && !slices[0].isUniversalSlice ? slices[0] : nil
+  }
+}

@@ -1,1 +1,0 @@
-// Crash report parsing and address-to-symbol resolution (issue 5) live in this target.

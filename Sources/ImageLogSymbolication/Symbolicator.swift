@@ -1,0 +1,220 @@
+import ImageLog
+
+/// What symbolication does beyond the report itself.
+public struct SymbolicationOptions: Sendable {
+  /// Folders (and files) to search for binaries and debug files.
+  public var searchPaths: [String] = []
+  /// Also look in `/usr/lib/debug/.build-id` and the debuginfod client cache.
+  public var systemDirectories = true
+  /// Replace the system `.build-id` folders and debuginfod caches (tests; `nil`: the system's).
+  public var buildIDDirectories: [String]? = nil
+  /// Replace the debuginfod client caches searched (tests; `nil`: the user's).
+  public var debuginfodCaches: [String]? = nil
+  /// How symbol names are written.
+  public var demangle: Demangler.Style = .simplified
+  /// Ask `llvm-symbolizer` for file:line:column and inlined frames.
+  public var lineInfo = true
+  /// The `llvm-symbolizer` to use; `nil` finds one on `PATH`.
+  public var symbolizer: LineSymbolizer? = nil
+  /// The architecture to pick universal slices by when neither the report nor the image says.
+  public var architecture: String? = nil
+
+  /// The defaults: system debug folders, simplified names, lines when `llvm-symbolizer` is found.
+  public init() {}
+}
+
+/// The answer for one frame.
+public struct SymbolicatedFrame: Sendable, Equatable {
+  /// One function the frame is in: the innermost inlined one first, the real function last.
+  public struct Function: Sendable, Equatable {
+    /// The name, demangled as asked; `nil` when unknown.
+    public var name: String?
+    /// The name as stored in the file.
+    public var rawName: String?
+    /// Bytes from the function's start to the frame's address (the real function only).
+    public var offset: UInt64?
+    /// The source file, when DWARF gives one.
+    public var file: String?
+    /// The source line (1-based), when known.
+    public var line: Int?
+    /// The source column (1-based; 0 when unknown).
+    public var column: Int?
+    /// True for a function inlined into the next one.
+    public var isInlined: Bool
+  }
+
+  /// What became of the frame.
+  public enum Status: Sendable, Equatable {
+    /// Resolved to a symbol.
+    case symbolicated
+    /// The image was found, but no symbol covers the address.
+    case noSymbol
+    /// No image in the report contains the address.
+    case noImage
+    /// No file with the image's identity was found.
+    case missingImage
+    /// The only file found has another identity.
+    case mismatch(reportID: String, fileID: String, path: String)
+  }
+
+  /// Index into the report's `frames`.
+  public var frameIndex: Int
+  /// What became of the frame.
+  public var status: Status
+  /// The image's name and the frame's offset in it.
+  public var imageName: String?
+  /// The frame's offset from the image's load address.
+  public var imageOffset: UInt64?
+  /// The link-time address looked up (after `- 1` for return addresses).
+  public var lookupAddress: UInt64?
+  /// The functions, innermost first; empty unless symbolicated.
+  public var functions: [Function]
+}
+
+/// How each image with frames was resolved.
+public struct ImageResolution: Sendable, Equatable {
+  /// Where the image's file was found, or why not.
+  public enum Status: Sendable, Equatable {
+    case found(path: String, how: String)
+    case unverified(path: String)
+    case mismatch(reportID: String, fileID: String, path: String)
+    case missing
+  }
+  /// Index into the report's `images`.
+  public var imageIndex: Int
+  /// Where the image's file was found, or why not.
+  public var status: Status
+}
+
+/// A report with its answers.
+public struct SymbolicatedReport: Sendable {
+  /// The report as read.
+  public var report: CrashReport
+  /// One per report frame, in the report's order.
+  public var frames: [SymbolicatedFrame]
+  /// One per image that frames point into, in image order.
+  public var images: [ImageResolution]
+  /// Notes on what could not be done (no `llvm-symbolizer`, unreadable search paths).
+  public var notes: [String]
+  /// For images whose DWARF came from another file than their symbols: image index to that file.
+  public var debugFiles: [Int: String] = [:]
+}
+
+/// Resolves a report's frames: each image by identity, each address through the symbol table (and
+/// `llvm-symbolizer` for lines), names demangled.
+public enum Symbolicator {
+  /// Symbolicates every frame of `report`: files are found once per image, all line queries go to
+  /// one `llvm-symbolizer` run. Never throws: what cannot be done is in each frame's status and `notes`.
+  public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions()) -> SymbolicatedReport {
+    let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
+                                   buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+    let demangler = Demangler(style: options.demangle)
+    var notes: [String] = []
+    var files: [Int: SymbolFile] = [:]
+    var resolutions: [ImageResolution] = []
+    var debugFiles: [Int: String] = [:]
+    let usedImages = Set(report.frames.compactMap(\.imageIndex)).sorted()
+    for imageIndex in usedImages {
+      let image = report.images[imageIndex]
+      switch locator.locate(image, architecture: report.architecture ?? options.architecture) {
+      case .found(let file, let how):
+        files[imageIndex] = file
+        if let debug = file.debugInfoPath { debugFiles[imageIndex] = debug }
+        resolutions.append(ImageResolution(imageIndex: imageIndex, status: .found(path: file.path, how: how)))
+      case .unverified(let file):
+        files[imageIndex] = file
+        resolutions.append(ImageResolution(imageIndex: imageIndex, status: .unverified(path: file.path)))
+      case let .mismatch(reportID, fileID, path):
+        resolutions.append(ImageResolution(imageIndex: imageIndex, status: .mismatch(reportID: reportID, fileID: fileID, path: path)))
+      case .missing:
+        resolutions.append(ImageResolution(imageIndex: imageIndex, status: .missing))
+      }
+    }
+    for (path, problem) in locator.unreadable { notes.append("\(path): \(problem)") }
+
+    var results: [SymbolicatedFrame] = []
+    results.reserveCapacity(report.frames.count)
+    // Demangled names by image and symbol address: integer keys hash far faster than the names.
+    var names: [Int: [UInt64: String]] = [:]
+    var queries: [(object: String, address: UInt64)] = []
+    var queryFrames: [Int] = []
+    for (frameIndex, frame) in report.frames.enumerated() {
+      var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
+                                     lookupAddress: nil, functions: [])
+      guard let imageIndex = frame.imageIndex, report.images.indices.contains(imageIndex) else {
+        results.append(result)
+        continue
+      }
+      let image = report.images[imageIndex]
+      result.imageName = image.name
+      let (offset, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
+      if !below { result.imageOffset = offset }
+      guard let file = files[imageIndex] else {
+        if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
+          result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
+        } else {
+          result.status = .missingImage
+        }
+        results.append(result)
+        continue
+      }
+      guard !below else { result.status = .noSymbol; results.append(result); continue }
+      // Return addresses point after the call: look up the call itself.
+      let adjusted = frame.isReturnAddress && offset > 0 ? offset - 1 : offset
+      let (lookup, overflow) = file.imageBaseVMAddress.addingReportingOverflow(adjusted)
+      guard !overflow else { result.status = .noSymbol; results.append(result); continue }
+      result.lookupAddress = lookup
+      if let symbol = file.symbols.symbol(containing: lookup) {
+        result.status = .symbolicated
+        // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
+        // reports from the address itself.
+        let displayAddress = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON ? lookup : file.imageBaseVMAddress &+ offset
+        let name: String
+        if let known = names[imageIndex]?[symbol.address] {
+          name = known
+        } else {
+          name = demangler.demangle(symbol.name, cached: false)
+          names[imageIndex, default: [:]][symbol.address] = name
+        }
+        result.functions = [SymbolicatedFrame.Function(name: name, rawName: symbol.name,
+                                                       offset: displayAddress &- symbol.address, file: nil, line: nil,
+                                                       column: nil, isInlined: false)]
+        if options.lineInfo && file.hasDebugInfo {
+          queries.append((file.symbolizerObjectName, lookup))
+          queryFrames.append(results.count)
+        }
+      } else {
+        result.status = .noSymbol
+      }
+      results.append(result)
+    }
+
+    if !queries.isEmpty {
+      if let symbolizer = options.symbolizer ?? LineSymbolizer.find() {
+        do {
+          let answers = try symbolizer.symbolize(queries)
+          for (resultIndex, locations) in zip(queryFrames, answers) where !locations.isEmpty {
+            var real = results[resultIndex].functions[0]
+            let outer = locations[locations.count - 1]
+            real.file = outer.file
+            real.line = outer.line
+            real.column = outer.column
+            var functions: [SymbolicatedFrame.Function] = []
+            for inlined in locations.dropLast() {
+              functions.append(SymbolicatedFrame.Function(name: inlined.function.map { demangler.demangle($0) }, rawName: inlined.function,
+                                                          offset: nil, file: inlined.file, line: inlined.line,
+                                                          column: inlined.column, isInlined: true))
+            }
+            functions.append(real)
+            results[resultIndex].functions = functions
+          }
+        } catch {
+          notes.append("no file:line information: \(error)")
+        }
+      } else {
+        notes.append("no file:line information: llvm-symbolizer not found on PATH")
+      }
+    }
+    return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes, debugFiles: debugFiles)
+  }
+}

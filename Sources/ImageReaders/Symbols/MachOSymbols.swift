@@ -1,0 +1,75 @@
+extension SymbolTable {
+  /// Decodes a Mach-O `LC_SYMTAB` symbol table (`nlist`/`nlist_64` entries) and, when given, the
+  /// `LC_FUNCTION_STARTS` data, into one table of link-time addresses.
+  ///
+  /// Keeps section-defined symbols (`N_SECT`, not `N_STAB`); drops the one leading `_` the C ABI adds.
+  /// Function starts not named by a symbol become unnamed entries (`func_0xADDR`), so a stripped
+  /// binary still resolves to function granularity. `textVMAddress` is `__TEXT`'s `vmaddr`, where
+  /// the function-start deltas begin.
+  public static func machO(symbols: ByteReader, count: Int, strings: ByteReader, is64Bit: Bool,
+                           functionStarts: ByteReader? = nil,
+                           textVMAddress: UInt64 = 0) throws(FormatError) -> SymbolTable {
+    let entrySize = is64Bit ? 16 : 12
+    guard count >= 0, count <= symbols.count / entrySize else {
+      throw .machO("LC_SYMTAB nsyms \(count) needs \(UInt64(count) &* UInt64(entrySize)) bytes, \(symbols.count) available")
+    }
+    let names = copyStrings(strings)
+    guard names.count <= Int(UInt32.max) else {
+      throw .limitExceeded("string table size", value: UInt64(names.count), limit: UInt64(UInt32.max))
+    }
+    var entries: [Entry] = []
+    entries.reserveCapacity(count)  // checked against the table's bytes above
+    var named = Set<UInt64>()
+    for index in 0..<count {
+      var reader = try symbols.slice(at: index * entrySize, length: entrySize)  // index < count <= bytes / size
+      let nameOffset = try reader.read(UInt32.self)
+      let type = try reader.read(UInt8.self)
+      let section = try reader.read(UInt8.self)
+      let description = try reader.read(UInt16.self)
+      let value = is64Bit ? try reader.read(UInt64.self) : UInt64(try reader.read(UInt32.self))
+      // N_STAB 0xe0, N_TYPE 0x0e, N_SECT 0x0e
+      guard type & 0xE0 == 0, type & 0x0E == 0x0E, section != 0, nameOffset != 0 else { continue }
+      // UInt32 -> Int is exact on 64-bit; nameLength checks the offset against the table.
+      guard var length = nameLength(in: names, at: Int(nameOffset)), length > 0 else { continue }
+      var offset = Int(nameOffset)
+      if names[offset] == UInt8(ascii: "_"), length > 1 { offset += 1; length -= 1 }
+      // Thumb functions have N_ARM_THUMB_DEF (0x0008); their addresses are as written.
+      _ = description
+      let external: UInt8 = type & 0x01 != 0 ? 0 : 1  // N_EXT
+      entries.append(Entry(address: value, size: 0, nameOffset: UInt32(offset),
+                           nameLength: UInt32(length), rank: external))
+      named.insert(value)
+    }
+    if let functionStarts {
+      for start in try functionStartAddresses(functionStarts, textVMAddress: textVMAddress) where !named.contains(start) {
+        entries.append(Entry(address: start, size: 0, nameOffset: 0, nameLength: 0, rank: 9))
+      }
+    }
+    return SymbolTable(entries: entries, names: names)
+  }
+
+  /// Decodes `LC_FUNCTION_STARTS`: ULEB128 deltas, the first from `textVMAddress`, ending at a 0 delta
+  /// or the end of the data. Each delta takes at least one byte, so the loop is bounded by the size.
+  public static func functionStartAddresses(_ data: ByteReader, textVMAddress: UInt64) throws(FormatError) -> [UInt64] {
+    var reader = data
+    var address = textVMAddress
+    var result: [UInt64] = []
+    while reader.remaining > 0 {
+      var delta: UInt64 = 0
+      var shift: UInt64 = 0
+      while true {
+        let byte = try reader.read(UInt8.self)
+        guard shift < 64 else { throw .machO("LC_FUNCTION_STARTS: ULEB128 longer than 64 bits at offset \(reader.offset - 1)") }
+        delta |= UInt64(byte & 0x7F) << shift
+        shift += 7
+        if byte & 0x80 == 0 { break }
+      }
+      if delta == 0 { break }
+      let (next, overflow) = address.addingReportingOverflow(delta)
+      guard !overflow else { throw .machO("LC_FUNCTION_STARTS: address overflows at offset \(reader.offset)") }
+      address = next
+      result.append(address)
+    }
+    return result
+  }
+}

@@ -1,0 +1,149 @@
+import ImageLog
+import ImageLogSymbolication
+import ImageReaders
+
+/// `imagelog symbolicate`: names, files and lines for the addresses in a crash report.
+struct SymbolicateCommand: Command {
+  static let name = "symbolicate"
+  static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace) or bare addresses."
+  static let usage = "imagelog symbolicate [--search <path> ...] [--image <path>@<load-address> ...] [--format <style>] "
+    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] <report> | <address> ..."
+  static let helpSections = """
+    ARGUMENTS:
+      <report>                A crash report file, or - for standard input. The kind is detected:
+                              imagelog's report, Apple .crash (also behind a JSON header line),
+                              Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
+                              text or format=json), or a list of addresses (with --image or image
+                              lines as imagelog list writes them).
+      <address>               Addresses to look up (0x...): with --image, or after a file listing
+                              images in imagelog's formats (imagelog list --format crash|logger|unstrip).
+
+    OPTIONS:
+      --search <path>         A folder (searched recursively) or file holding binaries and debug files:
+                              ELF, Mach-O, universal files, .dSYM bundles. Repeatable.
+      --image <path>@<addr>   The image at <path> was loaded at <addr> (hex): for bare addresses.
+                              Repeatable.
+      --format <style>        report (default: the report's own layout, frames symbolicated in place;
+                              for .ips the JSON with symbol/symbolLocation filled in, for the
+                              backtracer's JSON its symbolicate=full fields), json (one object per
+                              frame), or crash (classic .crash text, for the JSON kinds).
+      --arch <name>           The architecture that picks universal slices when the report has none.
+      --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
+                              full (swift demangle style), or none.
+      --no-demangle           Same as --demangle none.
+      --no-lines              Symbol tables only: do not run llvm-symbolizer for file:line.
+      --no-system-debug       Do not look in /usr/lib/debug/.build-id or the debuginfod cache.
+      -h, --help              Show help information.
+
+    MATCHING:
+      Files are matched by identity (GNU build-id or LC_UUID, in any form: full, 16-byte UUID prefix,
+      dashed or compact, any case, Breakpad/Sentry debug-id), never by name. Candidates: the path the
+      report recorded, --search paths, /usr/lib/debug/.build-id/xx/yyyy.debug, and the debuginfod client
+      cache ($DEBUGINFOD_CACHE_PATH, ~/.cache/debuginfod_client). A file with another identity is never
+      used: its frames say "UUID mismatch" and the summary at the end lists missing and mismatched images.
+
+    LINES:
+      File, line, column and inlined frames come from DWARF through one llvm-symbolizer process (found on
+      PATH, or $LLVM_SYMBOLIZER_PATH) run in batch mode for the whole report. Without it, or with
+      --no-lines, frames get function + offset from the symbol tables only.
+    """
+
+  var reportPath: String?
+  var addresses: [String] = []
+  var images: [String] = []
+  var style: ReportStyle = .report
+  var options = SymbolicationOptions()
+
+  init(_ scanner: inout ArgumentScanner) throws(UsageError) {
+    options.searchPaths = try scanner.options("--search", command: Self.name, usage: Self.usage)
+    images = try scanner.options("--image", command: Self.name, usage: Self.usage)
+    if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
+      guard let chosen = ReportStyle(rawValue: format) else {
+        throw UsageError(message: "Unknown format '\(format)' (report, json or crash)", commandName: Self.name, usage: Self.usage)
+      }
+      style = chosen
+    }
+    options.architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
+    if let demangle = try scanner.option("--demangle", command: Self.name, usage: Self.usage) {
+      guard let chosen = Demangler.Style(rawValue: demangle) else {
+        throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
+                         commandName: Self.name, usage: Self.usage)
+      }
+      options.demangle = chosen
+    }
+    if scanner.flag("--no-demangle") { options.demangle = .none }
+    if scanner.flag("--no-lines") { options.lineInfo = false }
+    if scanner.flag("--no-system-debug") { options.systemDirectories = false }
+    let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
+    addresses = rest.filter { $0.hasPrefix("0x") || $0.hasPrefix("0X") }
+    let files = rest.filter { !($0.hasPrefix("0x") || $0.hasPrefix("0X")) }
+    guard files.count <= 1 else {
+      throw UsageError(message: "Give one report at a time (got \(files.count))", commandName: Self.name, usage: Self.usage)
+    }
+    guard !files.isEmpty || (!addresses.isEmpty && !images.isEmpty) else {
+      throw UsageError(message: "Missing a crash report (or --image and addresses)", commandName: Self.name, usage: Self.usage)
+    }
+    reportPath = files.first
+    for image in images where Self.imageSpec(image) == nil {
+      throw UsageError(message: "--image '\(image)' is not <path>@<hex load address>", commandName: Self.name, usage: Self.usage)
+    }
+  }
+
+  /// `PATH@0xADDRESS` (the last `@` splits, so paths may contain one).
+  static func imageSpec(_ text: String) -> (path: String, loadAddress: UInt64)? {
+    guard let at = text.lastIndex(of: "@") else { return nil }
+    var digits = text[text.index(after: at)...]
+    if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) }
+    guard !digits.isEmpty, let address = UInt64(digits, radix: 16), at > text.startIndex else { return nil }
+    return (String(text[..<at]), address)
+  }
+
+  func run() throws -> ExitStatus {
+    var status = ExitStatus.success
+    var reportImages: [CrashReport.Image] = []
+    for spec in images {
+      guard let (path, loadAddress) = Self.imageSpec(spec) else { continue }
+      var identity: ImageIdentity?
+      var end: UInt64?
+      do {
+        let slices = try SymbolFile.load(path: path, withSymbols: false)
+        if let file = SymbolFile.slice(slices, architecture: options.architecture) {
+          identity = file.buildID.map(ImageIdentity.init)
+          end = file.loadSize.map { loadAddress &+ $0 &- 1 }
+        }
+      } catch {
+        printError("imagelog: \(path): \(error)")
+        status = .failure
+      }
+      reportImages.append(CrashReport.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
+                                            endAddress: end, identity: identity, architecture: options.architecture))
+    }
+    var text = ""
+    let source = reportPath ?? "<arguments>"
+    if let reportPath {
+      do { text = try ReportReading.readText(reportPath) } catch {
+        printError("imagelog: \(reportPath): \(error)")
+        return .failure
+      }
+    }
+    if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
+    let report: CrashReport
+    do { report = try ReportParser.parse(text, images: reportImages) } catch {
+      printError("imagelog: \(source): \(error)")
+      return .failure
+    }
+    for path in options.searchPaths where !ReportReading.exists(path) {
+      printError("imagelog: \(path): no such file or directory")
+      status = .failure
+    }
+    let result = Symbolicator.symbolicate(report, options: options)
+    var output = result.formatted(style)
+    if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
+      // The JSON stays valid: the summary goes to standard error.
+      printError(String(result.summary().drop { $0 == "\n" }))
+    }
+    if output.hasSuffix("\n") { output.removeLast() }
+    printOutput(output)
+    return status
+  }
+}

@@ -1,1 +1,0 @@
-// Tests for this target live in this folder, one file per suite.

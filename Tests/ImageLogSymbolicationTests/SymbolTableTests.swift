@@ -1,0 +1,82 @@
+import Testing
+@testable import ImageLogSymbolication
+import ImageReaders
+
+/// Symbol tables of every ELF and Mach-O fixture (all classes, both byte orders, universal slices)
+/// against `llvm-nm` and `llvm-symbolizer`, and mutated fixtures that may only throw.
+@Suite struct SymbolTableTests {
+  static let fixtures = packageRoot + "/Tests/ImageReadersTests/Fixtures"
+
+  static func files(_ folder: String) -> [String] {
+    (try? runProcess(["sh", "-c", "ls \(fixtures)/\(folder)"]).output.split(separator: "\n").map { "\(fixtures)/\(folder)/\($0)" }) ?? []
+  }
+
+  /// Each function symbol `llvm-nm` lists resolves to a symbol starting there, named as
+  /// `llvm-symbolizer` names that address (it picks among aliases the same way).
+  @Test(.enabled(if: haveTool("llvm-nm-14") && haveTool("llvm-symbolizer"), "needs llvm-nm-14 and llvm-symbolizer"))
+  func functionsAgreeWithLLVM() throws {
+    var checked = 0
+    for path in Self.files("elf") + Self.files("macho") where !path.hasSuffix(".o") && !path.hasSuffix(".dSYM") {
+      guard let slices = try? SymbolFile.load(path: path) else { continue }
+      for slice in slices {
+        let arch = slice.isUniversalSlice ? ["-arch", slice.architecture] : []
+        let nm = try runProcess(["llvm-nm-14", "--defined-only"] + arch + [path]).output
+        let addresses = Set(nm.split(separator: "\n").compactMap { line -> UInt64? in
+          let words = line.split(separator: " ")
+          guard words.count == 3, words[1] == "T" || words[1] == "t", !words[2].hasPrefix("$"),
+                words[2] != "__mh_execute_header" else { return nil }
+          return UInt64(words[0], radix: 16)
+        }).sorted()
+        guard !addresses.isEmpty else { continue }
+        let object = slice.isUniversalSlice ? "\(path):\(slice.architecture)" : path
+        let output = try runProcess(["llvm-symbolizer", "--no-demangle", "--no-inlines", "--obj=" + object]
+                                    + addresses.map { "0x" + String($0, radix: 16) }).output
+        let names = output.split(separator: "\n").enumerated().filter { $0.offset % 2 == 0 }.map { String($0.element) }
+        for (address, name) in zip(addresses, names) {
+          let symbol = slice.symbols.symbol(containing: address)
+          #expect(symbol?.address == address, "\(object) 0x\(String(address, radix: 16))")
+          #expect(symbol?.name == name, "\(object) 0x\(String(address, radix: 16))")
+          checked += 1
+        }
+      }
+    }
+    #expect(checked > 50)
+  }
+
+  /// Truncated and bit-flipped fixtures: symbol reading throws or returns, never traps.
+  @Test func mutatedFixturesOnlyThrow() throws {
+    var rng = SplitMix64(seed: 0x5_1AB)
+    for path in Self.files("elf") + Self.files("macho") where !path.hasSuffix(".dSYM") {
+      guard let original = try? SymbolFileBytes.read(path), original.count > 64 else { continue }
+      for round in 0..<150 {
+        var bytes = round % 3 == 0 ? Array(original.prefix(Int.random(in: 0...original.count, using: &rng))) : original
+        if round % 3 != 0 {
+          for _ in 0..<Int.random(in: 1...6, using: &rng) where !bytes.isEmpty {
+            bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= 1 << UInt8.random(in: 0...7, using: &rng)
+          }
+        }
+        let result: Result<[SymbolFile], FormatError> = bytes.withUnsafeBytes { raw in
+          Result { () throws(FormatError) -> [SymbolFile] in try SymbolFile.load(ByteReader(raw), path: path, withSymbols: true) }
+        }
+        if case .success(let slices) = result {
+          for slice in slices { _ = slice.symbols.symbol(containing: slice.imageBaseVMAddress &+ 0x100) }
+        }
+      }
+    }
+  }
+
+  @Test func malformedSymbolTables() {
+    let bytes: [UInt8] = Array(repeating: 0xFF, count: 40)
+    bytes.withUnsafeBytes { raw in
+      let reader = ByteReader(raw)
+      #expect(throws: FormatError.elf("symbol table sh_entsize 8 is smaller than 24")) {
+        try SymbolTable.elf(symbols: reader, strings: reader, entrySize: 8, is64Bit: true)
+      }
+      #expect(throws: FormatError.machO("LC_SYMTAB nsyms 3 needs 48 bytes, 40 available")) {
+        try SymbolTable.machO(symbols: reader, count: 3, strings: reader, is64Bit: true)
+      }
+      // A ULEB128 delta longer than 64 bits.
+      #expect(throws: FormatError.self) { try SymbolTable.functionStartAddresses(reader, textVMAddress: 0) }
+    }
+  }
+}

@@ -1,0 +1,1 @@
+int symbolicate_null_deref(int *pointer);
