@@ -110,7 +110,7 @@ struct FileCommand: Command {
     return failed ? .failure : .success
   }
 
-  /// Why a path could not be read: the file could not be mapped, or its bytes are not a binary we read.
+  /// Why a path could not be read: the file could not be opened or read, or its bytes are not a binary we read.
   enum Problem: Error, Sendable, CustomStringConvertible {
     case open(MappedFile.OpenError)
     case format(FormatError)
