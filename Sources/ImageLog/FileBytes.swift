@@ -108,10 +108,12 @@ public final class FileBytes: @unchecked Sendable {
   /// A short read means the file shrank since it was opened: `.truncated`.
   private func read(_ start: Int, _ length: Int) throws(FormatError) -> Chunk {
     let unit = Self.readUnit
-    // 0 <= start <= start + length <= count, and count + unit cannot overflow for a real file size.
+    // The caller proved 0 <= start <= start + length <= count. Every bound below is moved up by at
+    // most the room left before `count`, so no sum can overflow, whatever size fstat reported.
     var lower = start - start % unit
     var upper = start + length
-    upper = min(count, max(upper + (unit - upper % unit) % unit, chunks.isEmpty ? Self.headReadSize : 0))
+    upper += min((unit - upper % unit) % unit, count - upper)
+    upper = max(upper, min(count, chunks.isEmpty ? Self.headReadSize : 0))
     if count - upper < Self.tailReadSize && upper - lower <= Self.largestRead - Self.tailReadSize {
       let tail = max(0, min(lower, count - Self.tailReadSize))
       lower = tail - tail % unit
