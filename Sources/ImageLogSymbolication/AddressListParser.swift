@@ -9,21 +9,33 @@ enum AddressListParser {
     var report = CrashReport(format: .addresses, lines: lines, images: images)
     report.threads = [CrashReport.Thread(number: 0, crashed: true, name: nil)]
     var wordProblems: [String] = []
+    report.frames.reserveCapacity(lines.count)  // one address a line is the usual list
     for (lineIndex, line) in lines.enumerated() {
       if let image = formatterImage(line) {
         report.images.append(image)
         continue
       }
-      let words = line.utf8.split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: ",") }
-      for wordBytes in words {
-        let word = Substring(wordBytes)
-        guard let address = ReportParser.hexNumber(word) else {
-          wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address")
-          continue
+      var line = line
+      line.withUTF8 { bytes in
+        // Words on bytes, addresses read without making a string.
+        var end = 0
+        while end < bytes.count {
+          // Words are separated by spaces, tabs and commas (empty words are skipped).
+          guard !isSeparator(bytes[end]) else { end += 1; continue }
+          let start = end
+          while end < bytes.count, !isSeparator(bytes[end]) { end += 1 }
+          let wordBytes = UnsafeBufferPointer(rebasing: bytes[start..<end])
+          var address = ReportParser.plainHexNumber(wordBytes)
+          if address == nil {  // the slow path: signs, non-ASCII, or not an address at all
+            let word = String(decoding: wordBytes, as: UTF8.self)
+            address = ReportParser.hexNumber(word)
+            if address == nil { wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address") }
+          }
+          guard let address else { continue }
+          report.frames.append(CrashReport.Frame(thread: 0, index: report.frames.count, address: address, imageIndex: nil,
+                                                 isReturnAddress: false, line: lineIndex, symbolColumn: nil,
+                                                 reportedSymbol: nil, ipsThread: nil))
         }
-        report.frames.append(CrashReport.Frame(thread: 0, index: report.frames.count, address: address, imageIndex: nil,
-                                               isReturnAddress: false, line: lineIndex, symbolColumn: nil,
-                                               reportedSymbol: nil, ipsThread: nil))
       }
     }
     guard !report.frames.isEmpty, !report.images.isEmpty else { return nil }
@@ -31,6 +43,10 @@ enum AddressListParser {
     if wordProblems.count > 20 { report.problems.append("\(wordProblems.count - 20) more words that are not addresses") }
     ReportParser.attachImages(&report, frameImageNames: [:])
     return report
+  }
+
+  static func isSeparator(_ byte: UInt8) -> Bool {
+    byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: ",")
   }
 
   /// One image line of imagelog's formatter (crash, logger or unstrip style), or `nil`.

@@ -19,8 +19,10 @@ public final class Demangler {
   public let style: Style
   private var cache: [String: String] = [:]
 
+  // The mangled name is a plain `const char *`: taken as a raw pointer, so bytes borrowed from a symbol
+  // table go in without rebinding memory.
   private typealias BacktraceDemangle = @convention(c) (
-    UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<CInt>?
+    UnsafeRawPointer?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UnsafeMutablePointer<CInt>?
   ) -> UnsafeMutablePointer<CChar>?
   private typealias SwiftDemangle = @convention(c) (
     UnsafePointer<CChar>?, Int, UnsafeMutablePointer<CChar>?, UnsafeMutablePointer<Int>?, UInt32
@@ -32,6 +34,10 @@ public final class Demangler {
   private let backtraceDemangle: BacktraceDemangle?
   private let swiftDemangle: SwiftDemangle?
   private let cxaDemangle: CxaDemangle?
+  /// Reused output for `_swift_backtrace_demangle`, which copies into a buffer it is given (and never
+  /// reallocates it), so a name costs no allocation beyond its Swift string.
+  private var buffer: UnsafeMutablePointer<CChar>?
+  private var bufferSize = 0
 
   /// A demangler writing names in `style`; looks the runtime's demanglers up once.
   public init(style: Style) {
@@ -45,6 +51,8 @@ public final class Demangler {
     swiftDemangle = symbol("swift_demangle", as: SwiftDemangle.self)
     cxaDemangle = symbol("__cxa_demangle", as: CxaDemangle.self)
   }
+
+  deinit { buffer?.deallocate() }
 
   /// Which demanglers were found (for `--help` and the report's notes).
   public var available: [String] {
@@ -80,6 +88,45 @@ public final class Demangler {
     let demangled = result ?? name
     if cached { cache[name] = demangled }
     return demangled
+  }
+
+  /// The readable form of the raw name in `bytes` (a symbol table's bytes: a NUL must follow them in
+  /// memory, as `SymbolTable.withRawName(at:_:)` guarantees), or `nil` when the name stays as it is
+  /// (not mangled, demangling failed, or style `none`). Uncached: same answers as `demangle(_:)`.
+  public func demangle(rawName bytes: UnsafeRawBufferPointer) -> String? {
+    guard style != .none, let start = bytes.baseAddress, Self.looksMangled(bytes) else { return nil }
+    if style == .simplified, let backtraceDemangle {
+      if bufferSize == 0 {
+        buffer = .allocate(capacity: 1024)
+        bufferSize = 1024
+      }
+      for _ in 0..<2 {  // a second try only after growing to the size the first one asked for
+        guard let buffer else { break }
+        var size = bufferSize
+        var status: CInt = 0
+        guard let output = backtraceDemangle(start, bytes.count, buffer, &size, &status) else { break }
+        if output != buffer { return Self.take(output) }  // not ours: a malloc'd result
+        if size <= bufferSize {
+          return String(decoding: UnsafeRawBufferPointer(start: buffer, count: strnlen(buffer, bufferSize)), as: UTF8.self)
+        }
+        // Truncated: `size` is what the whole name needs (with its NUL).
+        buffer.deallocate()
+        self.buffer = .allocate(capacity: size)
+        bufferSize = size
+      }
+    }
+    let name = String(decoding: bytes, as: UTF8.self)
+    let demangled = demangle(name, cached: false)
+    return demangled == name ? nil : demangled
+  }
+
+  static func looksMangled(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    func starts(_ prefix: StaticString) -> Bool {
+      prefix.utf8CodeUnitCount <= bytes.count
+        && prefix.withUTF8Buffer { prefix in zip(prefix, bytes).allSatisfy { $0 == $1 } }
+    }
+    return starts("$s") || starts("$S") || starts("_T") || starts("_Z") || starts("$e") || starts("@__swiftmacro")
+      || starts("_$s")
   }
 
   static func looksMangled(_ name: String) -> Bool {

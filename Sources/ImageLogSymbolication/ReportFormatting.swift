@@ -26,10 +26,20 @@ extension SymbolicatedReport {
       switch report.format {
       case .appleIPS: return ipsText()
       case .swiftBacktraceJSON: return swiftJSONText()
-      case .addresses: return addressText() + summary()
+      case .addresses: return String(decoding: formattedUTF8(style), as: UTF8.self)
       default: return inPlaceText() + summary()
       }
     }
+  }
+
+  /// `formatted(style)` as UTF-8 bytes, ready to write. A list of addresses (thousands of lines) is
+  /// written straight into bytes, with no string per line.
+  public func formattedUTF8(_ style: ReportStyle) -> [UInt8] {
+    guard style == .report, report.format == .addresses else { return Array(formatted(style).utf8) }
+    var out = UTF8Output(capacity: frames.count * 96 + 256)
+    addressLines(into: &out)
+    out.append(summary())
+    return out.bytes
   }
 
   // MARK: In place
@@ -101,34 +111,34 @@ extension SymbolicatedReport {
     return text
   }
 
-  func addressText() -> String {
-    var out = ""
-    out.reserveCapacity(report.frames.count * 96)
+  /// One line per address: `0x…  name + offset (in image)`, with file:line and inlined frames when known.
+  func addressLines(into out: inout UTF8Output) {
     for (frame, result) in zip(report.frames, frames) {
-      out += Self.paddedHex(frame.address)
+      out.appendPaddedHex(frame.address)
       let image = result.imageName ?? "???"
       switch result.status {
       case .symbolicated:
         for (index, function) in result.functions.enumerated() {
-          if index > 0 { out += "\n                  " }
-          out += " "
-          out += function.name ?? "???"
-          if let offset = function.offset { out += " + "; out += String(offset) }
-          out += " (in "; out += image; out += ")"
+          if index > 0 { out.append("\n                  " as StaticString) }
+          out.append(byte: UInt8(ascii: " "))
+          if let name = function.name { out.append(name) } else { out.append("???" as StaticString) }
+          if let offset = function.offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
+          out.append(" (in " as StaticString); out.append(image); out.append(byte: UInt8(ascii: ")"))
           if let file = function.file, let line = function.line {
-            out += " ("; out += file; out += ":"; out += String(line); out += ":"; out += String(function.column ?? 0); out += ")"
+            out.append(" (" as StaticString); out.append(file); out.append(byte: UInt8(ascii: ":"))
+            out.appendDecimal(UInt64(clamping: line)); out.append(byte: UInt8(ascii: ":"))
+            out.appendDecimal(UInt64(clamping: function.column ?? 0)); out.append(byte: UInt8(ascii: ")"))
           }
-          if function.isInlined { out += " [inlined]" }
+          if function.isInlined { out.append(" [inlined]" as StaticString) }
         }
       case let .mismatch(reportID, fileID, path):
-        out += " ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
-      case .noImage: out += " ??? (no image contains this address)"
-      case .missingImage: out += " ??? (in \(image)) [image file not found]"
-      case .noSymbol: out += " ??? (in \(image)) + \(result.imageOffset ?? 0)"
+        out.append(" ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]")
+      case .noImage: out.append(" ??? (no image contains this address)" as StaticString)
+      case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
+      case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
       }
-      out += "\n"
+      out.append(byte: UInt8(ascii: "\n"))
     }
-    return out
   }
 
   // MARK: Summary
@@ -371,21 +381,6 @@ extension SymbolicatedReport {
       out += image.name + " " + (image.architecture ?? report.architecture ?? "") + "  <" + uuid + "> " + (image.path ?? "???") + "\n"
     }
     return out
-  }
-}
-
-extension SymbolicatedReport {
-  /// `0x` and 16 lowercase hex digits, without the intermediate strings of `String(_:radix:)`.
-  static func paddedHex(_ value: UInt64) -> String {
-    let digits: [UInt8] = Array("0123456789abcdef".utf8)
-    var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 18)
-    bytes[1] = UInt8(ascii: "x")
-    var remaining = value
-    for index in stride(from: 17, through: 2, by: -1) {
-      bytes[index] = digits[Int(remaining & 0xF)]
-      remaining >>= 4
-    }
-    return String(decoding: bytes, as: UTF8.self)
   }
 }
 

@@ -134,10 +134,9 @@ public enum Symbolicator {
 
     var results: [SymbolicatedFrame] = []
     results.reserveCapacity(report.frames.count)
-    // Demangled names by image and symbol address: integer keys hash far faster than the names.
-    var names: [Int: [UInt64: String]] = [:]
-    var queries: [(object: String, address: UInt64)] = []
-    var queryFrames: [Int] = []
+    // Frames to look up, by image: each image's symbol table is then walked with no per-frame copy.
+    var lookups: [Int: [(frame: Int, offset: UInt64, lookup: UInt64)]] = [:]
+    let bases = files.mapValues(\.imageBaseVMAddress)  // not a copy of each file per frame
     for (frameIndex, frame) in report.frames.enumerated() {
       var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
                                      lookupAddress: nil, functions: [])
@@ -149,7 +148,7 @@ public enum Symbolicator {
       result.imageName = image.name
       let (offset, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
       if !below { result.imageOffset = offset }
-      guard let file = files[imageIndex] else {
+      guard let base = bases[imageIndex] else {
         if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
           result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
         } else {
@@ -158,41 +157,54 @@ public enum Symbolicator {
         results.append(result)
         continue
       }
-      guard !below else { result.status = .noSymbol; results.append(result); continue }
+      result.status = .noSymbol
+      guard !below else { results.append(result); continue }
       // Return addresses point after the call: look up the call itself.
       let adjusted = frame.isReturnAddress && offset > 0 ? offset - 1 : offset
-      let (lookup, overflow) = file.imageBaseVMAddress.addingReportingOverflow(adjusted)
-      guard !overflow else { result.status = .noSymbol; results.append(result); continue }
+      let (lookup, overflow) = base.addingReportingOverflow(adjusted)
+      guard !overflow else { results.append(result); continue }
       result.lookupAddress = lookup
-      if let symbol = file.symbols.symbol(containing: lookup) {
-        result.status = .symbolicated
-        // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
-        // reports from the address itself.
-        let displayAddress = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON ? lookup : file.imageBaseVMAddress &+ offset
-        let name: String
-        if let known = names[imageIndex]?[symbol.address] {
-          name = known
-        } else {
-          name = demangler.demangle(symbol.name, cached: false)
-          names[imageIndex, default: [:]][symbol.address] = name
-        }
-        result.functions = [SymbolicatedFrame.Function(name: name, rawName: symbol.name,
-                                                       offset: displayAddress &- symbol.address, file: nil, line: nil,
-                                                       column: nil, isInlined: false)]
-        if options.lineInfo && file.hasDebugInfo {
-          queries.append((file.symbolizerObjectName, lookup))
-          queryFrames.append(results.count)
-        }
-      } else {
-        result.status = .noSymbol
-      }
+      lookups[imageIndex, default: []].append((results.count, offset, lookup))
       results.append(result)
     }
+
+    // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
+    // reports from the address itself.
+    let offsetFromLookup = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON
+    var queries: [(frame: Int, object: String, address: UInt64)] = []
+    for (imageIndex, frameLookups) in lookups.sorted(by: { $0.key < $1.key }) {
+      guard let file = files[imageIndex] else { continue }
+      let table = file.symbols
+      let wantLines = options.lineInfo && file.hasDebugInfo
+      let object = wantLines ? file.symbolizerObjectName : ""
+      // In address order: the binary searches walk the table (and its names) forwards, and frames in
+      // the same function are neighbours, so each distinct function is decoded and demangled once.
+      var last: (symbol: Int, raw: String, name: String)?
+      for (frameIndex, offset, lookup) in frameLookups.sorted(by: { $0.lookup < $1.lookup }) {
+        guard let symbolIndex = table.index(containing: lookup) else { continue }
+        let raw: String, name: String
+        if let last, last.symbol == symbolIndex {
+          (raw, name) = (last.raw, last.name)
+        } else {
+          raw = table.symbol(at: symbolIndex).name
+          name = table.withRawName(at: symbolIndex) { demangler.demangle(rawName: $0) } ?? raw
+          last = (symbolIndex, raw, name)
+        }
+        let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
+        results[frameIndex].status = .symbolicated
+        results[frameIndex].functions = [SymbolicatedFrame.Function(
+          name: name, rawName: raw, offset: displayAddress &- table.address(at: symbolIndex), file: nil, line: nil,
+          column: nil, isInlined: false)]
+        if wantLines { queries.append((frameIndex, object, lookup)) }
+      }
+    }
+    queries.sort { $0.frame < $1.frame }  // llvm-symbolizer is asked in report order
+    let queryFrames = queries.map(\.frame)
 
     if !queries.isEmpty {
       if let symbolizer = options.symbolizer ?? LineSymbolizer.find() {
         do {
-          let answers = try symbolizer.symbolize(queries)
+          let answers = try symbolizer.symbolize(queries.map { ($0.object, $0.address) })
           for (resultIndex, locations) in zip(queryFrames, answers) where !locations.isEmpty {
             var real = results[resultIndex].functions[0]
             let outer = locations[locations.count - 1]

@@ -47,6 +47,13 @@ public struct SymbolTable: Sendable {
   /// whose end is at or below `address` does not contain it (as `llvm-symbolizer` decides); an
   /// unsized one extends to the next symbol. `nil` below the first symbol.
   public func symbol(containing address: UInt64) -> Symbol? {
+    index(containing: address).map { symbol(at: $0) }
+  }
+
+  /// The position (in address order, `0..<count`) of the symbol containing `address`, as
+  /// `symbol(containing:)` decides, without decoding its name: callers that look up many addresses
+  /// key their caches by it.
+  public func index(containing address: UInt64) -> Int? {
     var low = 0
     var high = entries.count
     while low < high {  // first entry with start > address
@@ -55,8 +62,30 @@ public struct SymbolTable: Sendable {
     }
     guard low > 0 else { return nil }
     let entry = entries[low - 1]
-    if entry.size > 0, address - entry.address >= entry.size { return nil }
+    if entry.size > 0, address - entry.address >= entry.size { return nil }  // address >= entry.address here
+    return low - 1
+  }
+
+  /// The symbol at `index` (`0..<count`, address order). Traps outside that range, as arrays do.
+  public func symbol(at index: Int) -> Symbol {
+    let entry = entries[index]
     return Symbol(name: name(of: entry), address: entry.address, size: entry.size)
+  }
+
+  /// The link-time start address of the symbol at `index` (`0..<count`).
+  public func address(at index: Int) -> UInt64 { entries[index].address }
+
+  /// Calls `body` with the bytes of the raw name of the symbol at `index` (`0..<count`) as stored in
+  /// the file, without copying them; a NUL byte follows them in memory, so they can go to C
+  /// demanglers as they are. Empty for an unnamed function start (whose `symbol(at:)` name is
+  /// `func_0xADDR`). The bytes are valid only inside `body`.
+  public func withRawName<R>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    let entry = entries[index]
+    guard entry.nameLength > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+    return try names.withUnsafeBytes { all in
+      // Offsets were checked against `names` when the entry was made: the name and its NUL are inside.
+      try body(UnsafeRawBufferPointer(rebasing: all[Int(entry.nameOffset)..<Int(entry.nameOffset) + Int(entry.nameLength)]))
+    }
   }
 
   /// Every symbol in address order (tests and tools).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
 import ImageLog
 import ImageLogSymbolication
 import ImageReaders
@@ -137,13 +140,27 @@ struct SymbolicateCommand: Command {
       status = .failure
     }
     let result = Symbolicator.symbolicate(report, options: options)
-    var output = result.formatted(style)
+    var output = result.formattedUTF8(style)
     if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
       // The JSON stays valid: the summary goes to standard error.
       printError(String(result.summary().drop { $0 == "\n" }))
     }
-    if output.hasSuffix("\n") { output.removeLast() }
-    printOutput(output)
+    if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
+    Self.writeStandardOutput(output)
     return status
+  }
+
+  /// Writes `bytes` to standard output with write(2), as few calls as the pipe takes: an output of
+  /// 20,000 lines is one buffer, not 20,000 `print`s or one giant `String`.
+  static func writeStandardOutput(_ bytes: [UInt8]) {
+    bytes.withUnsafeBytes { buffer in
+      var offset = 0
+      while offset < buffer.count {
+        let written = write(1, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+        if written < 0, errno == EINTR { continue }
+        guard written > 0 else { return }  // a closed pipe or a full disk: nothing more can be said there
+        offset += written  // written <= count - offset
+      }
+    }
   }
 }
