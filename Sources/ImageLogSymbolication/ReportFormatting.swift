@@ -113,31 +113,46 @@ extension SymbolicatedReport {
 
   /// One line per address: `0x…  name + offset (in image)`, with file:line and inlined frames when known.
   func addressLines(into out: inout UTF8Output) {
-    for (frame, result) in zip(report.frames, frames) {
-      out.appendPaddedHex(frame.address)
-      let image = result.imageName ?? "???"
-      switch result.status {
-      case .symbolicated:
-        for (index, function) in result.functions.enumerated() {
-          if index > 0 { out.append("\n                  " as StaticString) }
-          out.append(byte: UInt8(ascii: " "))
-          if let name = function.name { out.append(name) } else { out.append("???" as StaticString) }
-          if let offset = function.offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
-          out.append(" (in " as StaticString); out.append(image); out.append(byte: UInt8(ascii: ")"))
-          if let file = function.file, let line = function.line {
-            out.append(" (" as StaticString); out.append(file); out.append(byte: UInt8(ascii: ":"))
-            out.appendDecimal(UInt64(clamping: line)); out.append(byte: UInt8(ascii: ":"))
-            out.appendDecimal(UInt64(clamping: function.column ?? 0)); out.append(byte: UInt8(ascii: ")"))
-          }
-          if function.isInlined { out.append(" [inlined]" as StaticString) }
+    // By index, reading fields in place: iterating copies of the frames would retain every string of
+    // every frame.
+    for index in 0..<min(report.frames.count, frames.count) {
+      out.appendPaddedHex(report.frames[index].address)
+      if case .symbolicated = frames[index].status {
+        for inlined in frames[index].inlinedFunctions {
+          appendFunction(inlined, image: frames[index].imageName, into: &out)
+          out.append("\n                  " as StaticString)
         }
-      case let .mismatch(reportID, fileID, path):
-        out.append(" ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]")
-      case .noImage: out.append(" ??? (no image contains this address)" as StaticString)
-      case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
-      case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
+        if let function = frames[index].function { appendFunction(function, image: frames[index].imageName, into: &out) }
+      } else {
+        appendUnresolved(frames[index], into: &out)
       }
       out.append(byte: UInt8(ascii: "\n"))
+    }
+  }
+
+  private func appendFunction(_ function: borrowing SymbolicatedFrame.Function, image: String?, into out: inout UTF8Output) {
+    out.append(byte: UInt8(ascii: " "))
+    if let name = function.name { out.append(name) } else { out.append("???" as StaticString) }
+    if let offset = function.offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
+    out.append(" (in " as StaticString)
+    if let image { out.append(image) } else { out.append("???" as StaticString) }
+    out.append(byte: UInt8(ascii: ")"))
+    if let file = function.file, let line = function.line {
+      out.append(" (" as StaticString); out.append(file); out.append(byte: UInt8(ascii: ":"))
+      out.appendDecimal(UInt64(clamping: line)); out.append(byte: UInt8(ascii: ":"))
+      out.appendDecimal(UInt64(clamping: function.column ?? 0)); out.append(byte: UInt8(ascii: ")"))
+    }
+    if function.isInlined { out.append(" [inlined]" as StaticString) }
+  }
+
+  private func appendUnresolved(_ result: borrowing SymbolicatedFrame, into out: inout UTF8Output) {
+    let image = result.imageName ?? "???"
+    switch result.status {
+    case .symbolicated: break
+    case let .mismatch(reportID, fileID, path): out.append(" ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]")
+    case .noImage: out.append(" ??? (no image contains this address)" as StaticString)
+    case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
+    case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
     }
   }
 

@@ -68,7 +68,32 @@ public struct SymbolicatedFrame: Sendable, Equatable {
   /// The link-time address looked up (after `- 1` for return addresses).
   public var lookupAddress: UInt64?
   /// The functions, innermost first; empty unless symbolicated.
-  public var functions: [Function]
+  public var functions: [Function] {
+    get { function.map { inlinedFunctions + [$0] } ?? inlinedFunctions }
+    set {
+      function = newValue.last
+      inlinedFunctions = Array(newValue.dropLast())
+    }
+  }
+  /// The real function (the last of `functions`), when symbolicated. Stored in the frame itself: a
+  /// report of 20,000 addresses then costs no array per frame to build, read and free.
+  public private(set) var function: Function?
+  /// The functions inlined into `function`, innermost first (from DWARF; usually none).
+  public private(set) var inlinedFunctions: [Function] = []
+
+  init(frameIndex: Int, status: Status, imageName: String?, imageOffset: UInt64?, lookupAddress: UInt64?) {
+    self.frameIndex = frameIndex
+    self.status = status
+    self.imageName = imageName
+    self.imageOffset = imageOffset
+    self.lookupAddress = lookupAddress
+  }
+
+  /// Sets the real function alone (no inlined ones).
+  mutating func setFunction(_ function: Function) {
+    self.function = function
+    inlinedFunctions = []
+  }
 }
 
 /// How each image with frames was resolved.
@@ -139,7 +164,7 @@ public enum Symbolicator {
     let bases = files.mapValues(\.imageBaseVMAddress)  // not a copy of each file per frame
     for (frameIndex, frame) in report.frames.enumerated() {
       var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
-                                     lookupAddress: nil, functions: [])
+                                     lookupAddress: nil)
       guard let imageIndex = frame.imageIndex, report.images.indices.contains(imageIndex) else {
         results.append(result)
         continue
@@ -192,9 +217,9 @@ public enum Symbolicator {
         }
         let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
         results[frameIndex].status = .symbolicated
-        results[frameIndex].functions = [SymbolicatedFrame.Function(
+        results[frameIndex].setFunction(SymbolicatedFrame.Function(
           name: name, rawName: raw, offset: displayAddress &- table.address(at: symbolIndex), file: nil, line: nil,
-          column: nil, isInlined: false)]
+          column: nil, isInlined: false))
         if wantLines { queries.append((frameIndex, object, lookup)) }
       }
     }
@@ -206,7 +231,7 @@ public enum Symbolicator {
         do {
           let answers = try symbolizer.symbolize(queries.map { ($0.object, $0.address) })
           for (resultIndex, locations) in zip(queryFrames, answers) where !locations.isEmpty {
-            var real = results[resultIndex].functions[0]
+            guard var real = results[resultIndex].function else { continue }
             let outer = locations[locations.count - 1]
             real.file = outer.file
             real.line = outer.line

@@ -6,8 +6,10 @@ struct UTF8Output {
   init(capacity: Int) { bytes.reserveCapacity(capacity) }
 
   mutating func append(_ text: String) {
-    var text = text
-    text.withUTF8 { bytes.append(contentsOf: $0) }  // native strings: no copy of `text` is made
+    // Native and small strings lend their bytes; others (bridged) go through the view.
+    if text.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil {
+      bytes.append(contentsOf: text.utf8)
+    }
   }
 
   mutating func append(_ text: StaticString) {

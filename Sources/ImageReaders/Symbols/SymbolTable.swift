@@ -30,13 +30,16 @@ public struct SymbolTable: Sendable {
   /// The number of distinct symbol addresses.
   public var count: Int { entries.count }
 
-  init(entries: [Entry], names: [UInt8]) {
-    var sorted = entries
+  init(entries: consuming [Entry], names: [UInt8]) {
+    var sorted = entries  // the caller's array, sorted and thinned in place: no copies of the table
     sorted.sort { $0.address != $1.address ? $0.address < $1.address : $0.rank < $1.rank }
-    var unique: [Entry] = []
-    unique.reserveCapacity(sorted.count)
-    for entry in sorted where unique.last?.address != entry.address { unique.append(entry) }
-    self.entries = unique
+    var kept = 0
+    for index in sorted.indices where kept == 0 || sorted[kept - 1].address != sorted[index].address {
+      sorted[kept] = sorted[index]  // kept <= index
+      kept += 1
+    }
+    sorted.removeLast(sorted.count - kept)
+    self.entries = sorted
     self.names = names
   }
 
