@@ -52,7 +52,7 @@ enum AddressListParser {
   /// One image line of imagelog's formatter (crash, logger or unstrip style), or `nil`.
   static func formatterImage(_ line: String) -> CrashReport.Image? {
     // Most lines of a long address list are addresses: decide without allocating.
-    guard line.utf8.contains(UInt8(ascii: " ")) || line.utf8.contains(UInt8(ascii: "+")) else { return nil }
+    guard line.utf8.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "+") }) else { return nil }
     let text = line.trimmingSpaces
     if text.hasPrefix("Added: ") || text.hasPrefix("Removed: ") { return loggerImage(text) }
     if text.hasPrefix("0x"), text.contains(" - "), text.contains("<"), let image = AppleCrashParser.binaryImage(text) {

@@ -36,7 +36,7 @@ extension SymbolicatedReport {
   /// written straight into bytes, with no string per line.
   public func formattedUTF8(_ style: ReportStyle) -> [UInt8] {
     guard style == .report, report.format == .addresses else { return Array(formatted(style).utf8) }
-    var out = UTF8Output(capacity: frames.count * 96 + 256)
+    var out = UTF8Output(capacity: frames.count * 160 + 256)  // untouched capacity costs no page
     addressLines(into: &out)
     out.append(summary())
     return out.bytes
@@ -119,10 +119,17 @@ extension SymbolicatedReport {
       out.appendPaddedHex(report.frames[index].address)
       if case .symbolicated = frames[index].status {
         for inlined in frames[index].inlinedFunctions {
-          appendFunction(inlined, image: frames[index].imageName, into: &out)
+          appendFunction(name: inlined.name, offset: inlined.offset, image: frames[index].imageName, file: inlined.file,
+                         line: inlined.line, column: inlined.column, isInlined: inlined.isInlined, into: &out)
           out.append("\n                  " as StaticString)
         }
-        if let function = frames[index].function { appendFunction(function, image: frames[index].imageName, into: &out) }
+        if frames[index].function != nil {
+          // Field by field: a copy of the function would retain (and touch) each of its strings.
+          appendFunction(name: frames[index].function?.name, offset: frames[index].function?.offset,
+                         image: frames[index].imageName, file: frames[index].function?.file,
+                         line: frames[index].function?.line, column: frames[index].function?.column,
+                         isInlined: frames[index].function?.isInlined ?? false, into: &out)
+        }
       } else {
         appendUnresolved(frames[index], into: &out)
       }
@@ -130,19 +137,20 @@ extension SymbolicatedReport {
     }
   }
 
-  private func appendFunction(_ function: borrowing SymbolicatedFrame.Function, image: String?, into out: inout UTF8Output) {
+  private func appendFunction(name: String?, offset: UInt64?, image: String?, file: String?, line: Int?, column: Int?,
+                              isInlined: Bool, into out: inout UTF8Output) {
     out.append(byte: UInt8(ascii: " "))
-    if let name = function.name { out.append(name) } else { out.append("???" as StaticString) }
-    if let offset = function.offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
+    if let name { out.append(name) } else { out.append("???" as StaticString) }
+    if let offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
     out.append(" (in " as StaticString)
     if let image { out.append(image) } else { out.append("???" as StaticString) }
     out.append(byte: UInt8(ascii: ")"))
-    if let file = function.file, let line = function.line {
+    if let file, let line {
       out.append(" (" as StaticString); out.append(file); out.append(byte: UInt8(ascii: ":"))
-      out.appendDecimal(UInt64(clamping: line)); out.append(byte: UInt8(ascii: ":"))
-      out.appendDecimal(UInt64(clamping: function.column ?? 0)); out.append(byte: UInt8(ascii: ")"))
+      out.appendDecimal(line); out.append(byte: UInt8(ascii: ":"))
+      out.appendDecimal(column ?? 0); out.append(byte: UInt8(ascii: ")"))
     }
-    if function.isInlined { out.append(" [inlined]" as StaticString) }
+    if isInlined { out.append(" [inlined]" as StaticString) }
   }
 
   private func appendUnresolved(_ result: borrowing SymbolicatedFrame, into out: inout UTF8Output) {

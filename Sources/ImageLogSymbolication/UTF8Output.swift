@@ -33,6 +33,12 @@ struct UTF8Output {
     }
   }
 
+  /// `value` in decimal, with a `-` when negative (as `String(value)`).
+  mutating func appendDecimal(_ value: Int) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    appendDecimal(UInt64(value.magnitude))  // UInt is at most 64 bits: exact
+  }
+
   /// `0x` and `value` as 16 lowercase hex digits.
   mutating func appendPaddedHex(_ value: UInt64) {
     bytes.append(UInt8(ascii: "0"))
