@@ -113,27 +113,31 @@ extension SymbolicatedReport {
 
   /// One line per address: `0x…  name + offset (in image)`, with file:line and inlined frames when known.
   func addressLines(into out: inout UTF8Output) {
-    // By index, reading fields in place: iterating copies of the frames would retain every string of
-    // every frame.
-    for index in 0..<min(report.frames.count, frames.count) {
-      out.appendPaddedHex(report.frames[index].address)
-      if case .symbolicated = frames[index].status {
-        for inlined in frames[index].inlinedFunctions {
-          appendFunction(name: inlined.name, offset: inlined.offset, image: frames[index].imageName, file: inlined.file,
-                         line: inlined.line, column: inlined.column, isInlined: inlined.isInlined, into: &out)
-          out.append("\n                  " as StaticString)
+    // Frames are read in place through buffer pointers: copies of the frames (or of their functions)
+    // would retain, and so touch, every string of every frame.
+    report.frames.withUnsafeBufferPointer { reportFrames in
+      frames.withUnsafeBufferPointer { results in
+        for index in 0..<min(reportFrames.count, results.count) {
+          out.appendPaddedHex(reportFrames[index].address)
+          if case .symbolicated = results[index].status {
+            for inlined in results[index].inlinedFunctions {
+              appendFunction(name: inlined.name, offset: inlined.offset, image: results[index].imageName,
+                             file: inlined.file, line: inlined.line, column: inlined.column,
+                             isInlined: inlined.isInlined, into: &out)
+              out.append("\n                  " as StaticString)
+            }
+            if results[index].hasFunction {
+              appendFunction(name: results[index].realFunction.name, offset: results[index].realFunction.offset,
+                             image: results[index].imageName, file: results[index].realFunction.file,
+                             line: results[index].realFunction.line, column: results[index].realFunction.column,
+                             isInlined: results[index].realFunction.isInlined, into: &out)
+            }
+          } else {
+            appendUnresolved(results[index], into: &out)
+          }
+          out.append(byte: UInt8(ascii: "\n"))
         }
-        if frames[index].function != nil {
-          // Field by field: a copy of the function would retain (and touch) each of its strings.
-          appendFunction(name: frames[index].function?.name, offset: frames[index].function?.offset,
-                         image: frames[index].imageName, file: frames[index].function?.file,
-                         line: frames[index].function?.line, column: frames[index].function?.column,
-                         isInlined: frames[index].function?.isInlined ?? false, into: &out)
-        }
-      } else {
-        appendUnresolved(frames[index], into: &out)
       }
-      out.append(byte: UInt8(ascii: "\n"))
     }
   }
 

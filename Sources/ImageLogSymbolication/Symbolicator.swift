@@ -69,17 +69,20 @@ public struct SymbolicatedFrame: Sendable, Equatable {
   public var lookupAddress: UInt64?
   /// The functions, innermost first; empty unless symbolicated.
   public var functions: [Function] {
-    get { function.map { inlinedFunctions + [$0] } ?? inlinedFunctions }
+    get { hasFunction ? inlinedFunctions + [realFunction] : inlinedFunctions }
     set {
-      function = newValue.last
+      if let last = newValue.last { setFunction(last) } else { clearFunction() }
       inlinedFunctions = Array(newValue.dropLast())
     }
   }
-  /// The real function (the last of `functions`), when symbolicated. Stored in the frame itself: a
-  /// report of 20,000 addresses then costs no array per frame to build, read and free.
-  public private(set) var function: Function?
+  /// The real function (the last of `functions`), when symbolicated.
+  public var function: Function? { hasFunction ? realFunction : nil }
   /// The functions inlined into `function`, innermost first (from DWARF; usually none).
   public private(set) var inlinedFunctions: [Function] = []
+  // Stored in the frame itself, not optional: a report of 20,000 addresses costs no array per frame
+  // to build and free, and its output reads the names in place, without copying whole functions.
+  var realFunction = Function(name: nil, rawName: nil, offset: nil, file: nil, line: nil, column: nil, isInlined: false)
+  var hasFunction = false
 
   init(frameIndex: Int, status: Status, imageName: String?, imageOffset: UInt64?, lookupAddress: UInt64?) {
     self.frameIndex = frameIndex
@@ -91,8 +94,14 @@ public struct SymbolicatedFrame: Sendable, Equatable {
 
   /// Sets the real function alone (no inlined ones).
   mutating func setFunction(_ function: Function) {
-    self.function = function
+    realFunction = function
+    hasFunction = true
     inlinedFunctions = []
+  }
+
+  private mutating func clearFunction() {
+    realFunction = Function(name: nil, rawName: nil, offset: nil, file: nil, line: nil, column: nil, isInlined: false)
+    hasFunction = false
   }
 }
 
