@@ -211,23 +211,26 @@ public enum Symbolicator {
       let table = file.symbols
       let wantLines = options.lineInfo && file.hasDebugInfo
       let object = wantLines ? file.symbolizerObjectName : ""
-      // In address order: the binary searches walk the table (and its names) forwards, and frames in
-      // the same function are neighbours, so each distinct function is decoded and demangled once.
-      var last: (symbol: Int, raw: String, name: String)?
-      for (frameIndex, offset, lookup) in frameLookups.sorted(by: { $0.lookup < $1.lookup }) {
+      // First in address order: the binary searches walk the table forwards, and frames in the same
+      // function are neighbours, so each distinct function is found, decoded and demangled once.
+      // Then in frame order, so the results are written front to back.
+      var order = frameLookups.enumerated().map { (lookup: $0.element.lookup, position: $0.offset) }
+      order.sort { $0.lookup < $1.lookup }
+      var symbols: [Int] = []
+      var functionOfLookup = [Int](repeating: -1, count: frameLookups.count)
+      for (lookup, position) in order {
         guard let symbolIndex = table.index(containing: lookup) else { continue }
-        let raw: String, name: String
-        if let last, last.symbol == symbolIndex {
-          (raw, name) = (last.raw, last.name)
-        } else {
-          raw = table.symbol(at: symbolIndex).name
-          name = table.withRawName(at: symbolIndex) { demangler.demangle(rawName: $0) } ?? raw
-          last = (symbolIndex, raw, name)
-        }
+        if symbols.last != symbolIndex { symbols.append(symbolIndex) }
+        functionOfLookup[position] = symbols.count - 1
+      }
+      let names = Self.names(of: symbols, in: table, demangler: demangler)
+      let functions = zip(symbols, names).map { (raw: $1.raw, name: $1.name, address: table.address(at: $0)) }
+      for (position, (frameIndex, offset, lookup)) in frameLookups.enumerated() where functionOfLookup[position] >= 0 {
+        let function = functions[functionOfLookup[position]]
         let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
         results[frameIndex].status = .symbolicated
         results[frameIndex].setFunction(SymbolicatedFrame.Function(
-          name: name, rawName: raw, offset: displayAddress &- table.address(at: symbolIndex), file: nil, line: nil,
+          name: function.name, rawName: function.raw, offset: displayAddress &- function.address, file: nil, line: nil,
           column: nil, isInlined: false))
         if wantLines { queries.append((frameIndex, object, lookup)) }
       }
