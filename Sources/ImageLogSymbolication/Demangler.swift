@@ -38,10 +38,15 @@ public final class Demangler {
   /// reallocates it), so a name costs no allocation beyond its Swift string.
   private var buffer: UnsafeMutablePointer<CChar>?
   private var bufferSize = 0
+  private let initialBufferSize: Int
 
   /// A demangler writing names in `style`; looks the runtime's demanglers up once.
-  public init(style: Style) {
+  public convenience init(style: Style) { self.init(style: style, initialBufferSize: 1024) }
+
+  /// `initialBufferSize`: the first output buffer's size (tests make it tiny, so names outgrow it).
+  init(style: Style, initialBufferSize: Int) {
     self.style = style
+    self.initialBufferSize = max(1, initialBufferSize)
     let handle = dlopen(nil, RTLD_NOW)
     func symbol<T>(_ name: String, as type: T.Type) -> T? {
       guard let address = dlsym(handle, name) else { return nil }
@@ -97,8 +102,8 @@ public final class Demangler {
     guard style != .none, let start = bytes.baseAddress, Self.looksMangled(bytes) else { return nil }
     if style == .simplified, let backtraceDemangle {
       if bufferSize == 0 {
-        buffer = .allocate(capacity: 1024)
-        bufferSize = 1024
+        buffer = .allocate(capacity: initialBufferSize)
+        bufferSize = initialBufferSize
       }
       for _ in 0..<2 {  // a second try only after growing to the size the first one asked for
         guard let buffer else { break }

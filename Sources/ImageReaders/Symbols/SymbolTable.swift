@@ -22,6 +22,9 @@ public struct SymbolTable: Sendable {
     var nameLength: UInt32
     /// Lower is preferred when several symbols share an address.
     var rank: UInt8
+    /// The position in the file's table: among aliases of equal rank and size the later one wins,
+    /// as in `llvm-symbolizer` (a stable sort by address and size, keeping the last).
+    var order: UInt32 = 0
   }
 
   var entries: [Entry]
@@ -32,7 +35,12 @@ public struct SymbolTable: Sendable {
 
   init(entries: consuming [Entry], names: [UInt8]) {
     var sorted = entries  // the caller's array, sorted and thinned in place: no copies of the table
-    sorted.sort { $0.address != $1.address ? $0.address < $1.address : $0.rank < $1.rank }
+    sorted.sort {
+      if $0.address != $1.address { return $0.address < $1.address }
+      if $0.rank != $1.rank { return $0.rank < $1.rank }
+      if $0.size != $1.size { return $0.size > $1.size }  // the largest, as llvm-symbolizer picks
+      return $0.order > $1.order
+    }
     var kept = 0
     for index in sorted.indices where kept == 0 || sorted[kept - 1].address != sorted[index].address {
       sorted[kept] = sorted[index]  // kept <= index
