@@ -110,9 +110,10 @@ public final class Demangler {
         var size = bufferSize
         var status: CInt = 0
         guard let output = backtraceDemangle(start, bytes.count, buffer, &size, &status) else { break }
-        if output != buffer { return Self.take(output) }  // not ours: a malloc'd result
+        if output != buffer { return Self.changed(Self.take(output), from: bytes) }  // not ours: a malloc'd result
         if size <= bufferSize {
-          return String(decoding: UnsafeRawBufferPointer(start: buffer, count: strnlen(buffer, bufferSize)), as: UTF8.self)
+          let result = UnsafeRawBufferPointer(start: buffer, count: strnlen(buffer, bufferSize))
+          return result.elementsEqual(bytes) ? nil : String(decoding: result, as: UTF8.self)
         }
         // Truncated: `size` is what the whole name needs (with its NUL).
         buffer.deallocate()
@@ -123,6 +124,10 @@ public final class Demangler {
     let name = String(decoding: bytes, as: UTF8.self)
     let demangled = demangle(name, cached: false)
     return demangled == name ? nil : demangled
+  }
+
+  private static func changed(_ name: String, from bytes: UnsafeRawBufferPointer) -> String? {
+    name.utf8.elementsEqual(bytes) ? nil : name
   }
 
   static func looksMangled(_ bytes: UnsafeRawBufferPointer) -> Bool {
