@@ -26,7 +26,11 @@ extension SymbolicatedReport {
       switch report.format {
       case .appleIPS: return ipsText()
       case .swiftBacktraceJSON: return swiftJSONText()
-      case .addresses: return String(decoding: formattedUTF8(style), as: UTF8.self)
+      case .addresses:
+        var out = UTF8Output(capacity: frames.count * 160 + 256)
+        addressLines(into: &out) { _ in }
+        out.append(summary())
+        return out.text
       default: return inPlaceText() + summary()
       }
     }
@@ -35,11 +39,25 @@ extension SymbolicatedReport {
   /// `formatted(style)` as UTF-8 bytes, ready to write. A list of addresses (thousands of lines) is
   /// written straight into bytes, with no string per line.
   public func formattedUTF8(_ style: ReportStyle) -> [UInt8] {
-    guard style == .report, report.format == .addresses else { return Array(formatted(style).utf8) }
-    var out = UTF8Output(capacity: frames.count * 160 + 256)  // untouched capacity costs no page
-    addressLines(into: &out)
+    var bytes: [UInt8] = []
+    write(style, chunkSize: .max) { bytes.append(contentsOf: $0) }
+    return bytes
+  }
+
+  /// `formatted(style)` handed to `write` in pieces of about `chunkSize` bytes (at least one, none
+  /// empty), in order. A list of addresses is formatted a chunk at a time into one reused buffer, so
+  /// its output never exists whole in memory; other styles come as one piece.
+  public func write(_ style: ReportStyle, chunkSize: Int = 1 << 16, to write: (UnsafeRawBufferPointer) -> Void) {
+    guard style == .report, report.format == .addresses else {
+      var text = formatted(style)
+      text.withUTF8 { if !$0.isEmpty { write(UnsafeRawBufferPointer($0)) } }
+      return
+    }
+    let limit = max(1, chunkSize)
+    var out = UTF8Output(capacity: min(limit, frames.count * 160) + 256)  // untouched capacity costs no page
+    addressLines(into: &out) { out in out.drain(over: limit, to: write) }
     out.append(summary())
-    return out.bytes
+    out.drain(over: 0, to: write)
   }
 
   // MARK: In place
@@ -112,7 +130,7 @@ extension SymbolicatedReport {
   }
 
   /// One line per address: `0x…  name + offset (in image)`, with file:line and inlined frames when known.
-  func addressLines(into out: inout UTF8Output) {
+  func addressLines(into out: inout UTF8Output, afterEachLine: (inout UTF8Output) -> Void) {
     // Frames are read in place through buffer pointers: copies of the frames (or of their functions)
     // would retain, and so touch, every string of every frame.
     report.frames.withUnsafeBufferPointer { reportFrames in
@@ -136,6 +154,7 @@ extension SymbolicatedReport {
             appendUnresolved(results[index], into: &out)
           }
           out.append(byte: UInt8(ascii: "\n"))
+          afterEachLine(&out)
         }
       }
     }

@@ -224,14 +224,13 @@ public enum Symbolicator {
         functionOfLookup[position] = symbols.count - 1
       }
       let names = Self.names(of: symbols, in: table, demangler: demangler)
-      let functions = zip(symbols, names).map { (raw: $1.raw, name: $1.name, address: table.address(at: $0)) }
       for (position, (frameIndex, offset, lookup)) in frameLookups.enumerated() where functionOfLookup[position] >= 0 {
-        let function = functions[functionOfLookup[position]]
+        let function = functionOfLookup[position]
         let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
         results[frameIndex].status = .symbolicated
         results[frameIndex].setFunction(SymbolicatedFrame.Function(
-          name: function.name, rawName: function.raw, offset: displayAddress &- function.address, file: nil, line: nil,
-          column: nil, isInlined: false))
+          name: names[function].name, rawName: names[function].raw,
+          offset: displayAddress &- table.address(at: symbols[function]), file: nil, line: nil, column: nil, isInlined: false))
         if wantLines { queries.append((frameIndex, object, lookup)) }
       }
     }

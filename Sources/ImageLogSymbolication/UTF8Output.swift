@@ -49,6 +49,14 @@ struct UTF8Output {
     }
   }
 
+  /// Hands the bytes to `write` and empties the buffer (keeping its capacity) once there are more
+  /// than `limit` of them.
+  mutating func drain(over limit: Int, to write: (UnsafeRawBufferPointer) -> Void) {
+    guard bytes.count > limit else { return }
+    bytes.withUnsafeBytes { write($0) }
+    bytes.removeAll(keepingCapacity: true)
+  }
+
   /// The text, decoded once.
   var text: String { String(decoding: bytes, as: UTF8.self) }
 }
