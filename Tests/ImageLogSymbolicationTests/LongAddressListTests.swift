@@ -67,6 +67,35 @@ struct LongAddressListTests {
     #expect(result.formattedUTF8(.report) == Array(result.formatted(.report).utf8))
   }
 
+  /// Written in chunks of any size, the output is `formatted(style)`, piece by piece, in every style.
+  @Test func chunkedOutputIsTheWholeOutput() throws {
+    let file = try #require(try SymbolFile.load(path: Self.library).first)
+    let addresses = Array(Self.addresses(file).prefix(300)) + [0x10]  // and one below every symbol
+    let image = CrashReport.Image(name: "libswiftCore.so", path: Self.library, loadAddress: Self.load, endAddress: nil,
+                                  identity: file.buildID.map(ImageIdentity.init), architecture: nil)
+    let report = try ReportParser.parse(addresses.map { "0x" + String($0 + Self.load, radix: 16) }.joined(separator: " "),
+                                        images: [image])
+    var options = SymbolicationOptions()
+    options.lineInfo = false
+    options.systemDirectories = false
+    let result = Symbolicator.symbolicate(report, options: options)
+    for style in ReportStyle.allCases {
+      let whole = Array(result.formatted(style).utf8)
+      #expect(result.formattedUTF8(style) == whole)
+      for chunkSize in [1, 100, 1 << 16] {
+        var bytes: [UInt8] = []
+        var pieces = 0
+        result.write(style, chunkSize: chunkSize) { piece in
+          #expect(!piece.isEmpty)
+          bytes += piece
+          pieces += 1
+        }
+        #expect(bytes == whole, "\(style) \(chunkSize)")
+        if style == .report, chunkSize == 1 { #expect(pieces == addresses.count + 1) }  // a line at a time, then the summary
+      }
+    }
+  }
+
   /// Split over any number of chunks, the names come back the same and in order.
   @Test func parallelNamesEqualSequentialOnes() throws {
     let file = try #require(try SymbolFile.load(path: Self.library).first)
