@@ -93,7 +93,7 @@ public struct SymbolicatedFrame: Sendable, Equatable {
   }
 
   /// Sets the real function alone (no inlined ones).
-  mutating func setFunction(_ function: Function) {
+  mutating func setFunction(_ function: consuming Function) {
     realFunction = function
     hasFunction = true
     inlinedFunctions = []
@@ -217,20 +217,37 @@ public enum Symbolicator {
       var order = frameLookups.enumerated().map { (lookup: $0.element.lookup, position: $0.offset) }
       order.sort { $0.lookup < $1.lookup }
       var symbols: [Int] = []
+      var starts: [UInt64] = []
+      var uses: [Int] = []  // frames left to fill with each function
       var functionOfLookup = [Int](repeating: -1, count: frameLookups.count)
       for (lookup, position) in order {
         guard let symbolIndex = table.index(containing: lookup) else { continue }
-        if symbols.last != symbolIndex { symbols.append(symbolIndex) }
+        if symbols.last != symbolIndex {
+          symbols.append(symbolIndex)
+          starts.append(table.address(at: symbolIndex))
+          uses.append(0)
+        }
+        uses[uses.count - 1] += 1
         functionOfLookup[position] = symbols.count - 1
       }
-      let names = Self.names(of: symbols, in: table, demangler: demangler)
+      var names = Self.names(of: symbols, in: table, demangler: demangler)
       for (position, (frameIndex, offset, lookup)) in frameLookups.enumerated() where functionOfLookup[position] >= 0 {
         let function = functionOfLookup[position]
+        // The last frame in a function takes its names over instead of sharing them: no reference
+        // counting for the usual one frame per function.
+        var raw = "", name = ""
+        uses[function] -= 1
+        if uses[function] == 0 {
+          swap(&raw, &names[function].raw)
+          swap(&name, &names[function].name)
+        } else {
+          (raw, name) = names[function]
+        }
         let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
         results[frameIndex].status = .symbolicated
         results[frameIndex].setFunction(SymbolicatedFrame.Function(
-          name: names[function].name, rawName: names[function].raw,
-          offset: displayAddress &- table.address(at: symbols[function]), file: nil, line: nil, column: nil, isInlined: false))
+          name: consume name, rawName: consume raw, offset: displayAddress &- starts[function], file: nil, line: nil,
+          column: nil, isInlined: false))
         if wantLines { queries.append((frameIndex, object, lookup)) }
       }
     }
