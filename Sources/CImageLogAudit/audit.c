@@ -1,2 +1,395 @@
-/* rtld-audit module: see CImageLogAudit.h. */
+/* rtld-audit module for `imagelog run`: see CImageLogAudit.h for the record format.
+ *
+ * Constraints: the loader calls us with its lock held, before the program's libc is set up, and in
+ * a namespace of our own. So: no malloc (nothing to free), no stdio, no locks; every record is one
+ * write(2) of less than PIPE_BUF bytes to the descriptor the CLI passed, which is atomic on a pipe.
+ * Memory is read with process_vm_readv on ourselves, which fails with EFAULT instead of faulting
+ * when an address is not mapped. */
+#define _GNU_SOURCE
 #include "CImageLogAudit.h"
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* SwiftPM links every product with the Swift driver, which adds swiftrt.o and -lswiftCore. Loaded
+   by LD_AUDIT, that would bring the Swift runtime, libstdc++ and a second libm into the audit
+   namespace of every program: about 5 ms at each start. So: swiftrt.o's two references to the
+   runtime are satisfied here (hidden, never called by anything that matters for a C library),
+   and an autolink entry (the Swift driver's own mechanism, read by swift-autolink-extract and put
+   before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module's
+   only dependency is then libc. */
+__asm__(".section .swift1_autolink_entries,\"e\"\n.asciz \"-Wl,--as-needed\"\n.previous\n");
+__attribute__((visibility("hidden"))) void swift_addNewDSOImage(const void *image) { (void)image; }
+__attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const char *name) { (void)name; return 0; }
+
+static int record_fd = -1;
+static pid_t own_pid;
+static uint64_t start_ns;
+/* The start of the step that ends at the next la_objopen: when the loader began looking for the
+   object (la_objsearch with LA_SER_ORIG, before it opens and maps the file), else the previous
+   la_objopen. The loader serializes every call below under its lock. */
+static uint64_t mark_ns;
+static uintptr_t page_size = 4096;
+/* The program's own link map: the first object of the base namespace, with an empty name. */
+static struct link_map *main_map;
+/* Set once the main executable is closed: that only happens in _dl_fini, as the process exits. */
+static int exiting;
+
+static uint64_t now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* The page holding the image being described: its ELF header, program headers and (nearly
+   always) build-id note, copied with one system call. The loader lock serializes its use. */
+static unsigned char header_page[4096];
+static uintptr_t header_page_address;
+static size_t header_page_size;
+
+/* Copies `length` bytes at `address` of this process; 0 on success, -1 when any of it is unmapped.
+   Served from header_page when it holds the range. */
+static int safe_read(uintptr_t address, void *buffer, size_t length) {
+  if (header_page_size != 0 && address >= header_page_address
+      && address - header_page_address <= header_page_size
+      && length <= header_page_size - (address - header_page_address)) {
+    memcpy(buffer, header_page + (address - header_page_address), length);
+    return 0;
+  }
+  struct iovec local = { buffer, length };
+  struct iovec remote = { (void *)address, length };
+  return process_vm_readv(own_pid, &local, 1, &remote, 1, 0) == (ssize_t)length ? 0 : -1;
+}
+
+/* Loads header_page from the page at `address` (page-aligned); 0 on success. */
+static int load_header_page(uintptr_t address) {
+  header_page_size = 0;
+  size_t length = page_size < sizeof header_page ? page_size : sizeof header_page;
+  if (safe_read(address, header_page, length) != 0) return -1;
+  header_page_address = address;
+  header_page_size = length;
+  return 0;
+}
+
+/* ---- the record line, built without stdio ---- */
+
+typedef struct { char text[3584]; size_t used; } line_buffer;
+
+static void put_text(line_buffer *line, const char *text, size_t length) {
+  size_t room = sizeof line->text - 2 - line->used;  /* keeps room for '\n' */
+  if (length > room) length = room;
+  memcpy(line->text + line->used, text, length);
+  line->used += length;
+}
+
+static void put_string(line_buffer *line, const char *text) { put_text(line, text, strlen(text)); }
+
+static void put_hex(line_buffer *line, uint64_t value) {
+  char digits[17];
+  int count = 0;
+  do { digits[16 - count++] = "0123456789abcdef"[value & 15]; value >>= 4; } while (value != 0);
+  put_text(line, digits + 17 - count, (size_t)count);
+}
+
+static void put_decimal(line_buffer *line, uint64_t value) {
+  char digits[21];
+  int count = 0;
+  do { digits[20 - count++] = (char)('0' + value % 10); value /= 10; } while (value != 0);
+  put_text(line, digits + 21 - count, (size_t)count);
+}
+
+/* A path with backslash, newline and other control bytes escaped, so the line stays one line. */
+static void put_path(line_buffer *line, const char *path) {
+  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+    if (*p == '\\') put_text(line, "\\\\", 2);
+    else if (*p < 0x20 || *p == 0x7f) { put_text(line, "\\x", 2); put_text(line, &"0123456789abcdef"[*p >> 4], 1); put_text(line, &"0123456789abcdef"[*p & 15], 1); }
+    else put_text(line, (const char *)p, 1);
+  }
+}
+
+/* Records wait here until the loader finishes a batch (la_activity LA_ACT_CONSISTENT) or the
+   next one would not fit: one send per batch instead of one per image (each send wakes the
+   reader). 4096 bytes, so every send is one unit a concurrent writer (a forked child) cannot
+   split; lines never straddle two sends. */
+static char pending[4096];
+static size_t pending_used;
+
+/* The CLI passes one end of a socket pair: send(MSG_NOSIGNAL) cannot raise SIGPIPE in the
+   program when imagelog has gone away. Any other descriptor (a file) gets write(2). Once the
+   reader is gone the module falls silent; the program goes on as if it were not there. */
+static void flush_pending(void) {
+  const char *cursor = pending;
+  size_t left = pending_used;
+  pending_used = 0;
+  while (left > 0 && record_fd >= 0) {
+    ssize_t written = send(record_fd, cursor, left, MSG_NOSIGNAL);
+    if (written < 0 && errno == ENOTSOCK) written = write(record_fd, cursor, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) { record_fd = -1; return; }
+    cursor += written;
+    left -= (size_t)written;
+  }
+}
+
+static void emit(line_buffer *line) {
+  line->text[line->used++] = '\n';
+  if (line->used > sizeof pending - pending_used) flush_pending();
+  memcpy(pending + pending_used, line->text, line->used);  /* line->used < sizeof line->text < 4096 */
+  pending_used += line->used;
+}
+
+/* ---- the image's fields, from its program headers in memory ---- */
+
+typedef struct {
+  uint64_t bias, load_address, text_end, load_end, file_mapped_end, build_id_address;
+  unsigned char build_id[64];
+  size_t build_id_size;
+  uint16_t machine;
+  unsigned char elf_class;
+} image_fields;
+
+/* Reads the program headers at `phdrs` and fills the layout and build-id. */
+static int describe(uintptr_t header, uintptr_t phdrs, size_t count, uint64_t bias, image_fields *out) {
+  uint64_t first = UINT64_MAX, text_end = 0, load_end = 0, file_end = 0;
+  out->bias = bias;
+  out->build_id_size = 0;
+  out->build_id_address = 0;
+  if (count > 4096) return -1;
+  for (size_t index = 0; index < count; index++) {
+    ElfW(Phdr) phdr;
+    if (safe_read(phdrs + index * sizeof phdr, &phdr, sizeof phdr) != 0) return -1;
+    if (phdr.p_type == PT_LOAD) {
+      uint64_t align = phdr.p_align > 1 && (phdr.p_align & (phdr.p_align - 1)) == 0 ? phdr.p_align : 1;
+      uint64_t start = phdr.p_vaddr & ~(align - 1);
+      uint64_t end = phdr.p_vaddr + phdr.p_memsz;
+      uint64_t mapped = (phdr.p_vaddr + phdr.p_filesz + page_size - 1) & ~(uint64_t)(page_size - 1);
+      if (start < first) first = start;
+      if (end > load_end) load_end = end;
+      if (mapped > file_end) file_end = mapped;
+      if ((phdr.p_flags & PF_X) && end > text_end) text_end = end;
+    } else if (phdr.p_type == PT_NOTE && out->build_id_size == 0) {
+      /* Walk the notes in place: each header is read on its own, so nothing is buffered. */
+      uint64_t note = bias + phdr.p_vaddr, end = note + phdr.p_memsz;
+      uint64_t align = phdr.p_align == 8 ? 8 : 4;
+      for (int step = 0; step < 256 && end - note >= sizeof(ElfW(Nhdr)); step++) {
+        ElfW(Nhdr) nhdr;
+        if (safe_read(note, &nhdr, sizeof nhdr) != 0) break;
+        uint64_t name = note + sizeof nhdr;
+        uint64_t desc = name + ((nhdr.n_namesz + align - 1) & ~(align - 1));
+        uint64_t next = desc + ((nhdr.n_descsz + align - 1) & ~(align - 1));
+        if (next > end || next <= note) break;
+        char owner[4];
+        if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 && nhdr.n_descsz <= sizeof out->build_id
+            && safe_read(name, owner, 4) == 0 && memcmp(owner, "GNU", 4) == 0
+            && safe_read(desc, out->build_id, nhdr.n_descsz) == 0) {
+          out->build_id_size = nhdr.n_descsz;
+          out->build_id_address = desc;
+          break;
+        }
+        note = next;
+      }
+    }
+  }
+  if (first == UINT64_MAX) return -1;
+  if (text_end < first) text_end = first;
+  out->load_address = bias + first;
+  out->text_end = bias + text_end;
+  out->load_end = bias + load_end;
+  out->file_mapped_end = bias + file_end;
+  if (header != 0) {
+    ElfW(Ehdr) ehdr;
+    if (safe_read(header, &ehdr, sizeof ehdr) == 0) { out->machine = ehdr.e_machine; out->elf_class = ehdr.e_ident[EI_CLASS]; }
+  }
+  return 0;
+}
+
+/* Finds the ELF header of a loaded object from its link map: the loader's bias is the header's
+   address for the usual ET_DYN object linked at 0; otherwise look below the dynamic section for
+   the header whose PT_DYNAMIC is this object's l_ld. */
+static int header_and_phdrs(struct link_map *map, uintptr_t *header, uintptr_t *phdrs, size_t *count) {
+  uintptr_t candidates[2] = { map->l_addr, 0 };
+  int candidate_count = map->l_addr != 0 ? 1 : 0;
+  for (int pass = 0; pass < 2; pass++) {
+    uintptr_t limit = pass == 0 ? (uintptr_t)candidate_count : 16384;
+    uintptr_t page = ((uintptr_t)map->l_ld & ~(page_size - 1));
+    for (uintptr_t step = 0; step < limit; step++) {
+      uintptr_t at = pass == 0 ? candidates[step] : page - step * page_size;
+      if (pass == 1 && at > page) break;  /* wrapped below zero */
+      ElfW(Ehdr) ehdr;
+      if ((at & (page_size - 1)) != 0 || load_header_page(at) != 0) continue;
+      if (safe_read(at, &ehdr, sizeof ehdr) != 0) continue;
+      if (memcmp(ehdr.e_ident, ELFMAG, SELFMAG) != 0 || ehdr.e_phentsize != sizeof(ElfW(Phdr))) continue;
+      uintptr_t table = at + ehdr.e_phoff;
+      /* Accept it when its PT_DYNAMIC, relocated by l_addr, is l_ld. */
+      for (size_t index = 0; index < ehdr.e_phnum; index++) {
+        ElfW(Phdr) phdr;
+        if (safe_read(table + index * sizeof phdr, &phdr, sizeof phdr) != 0) break;
+        if (phdr.p_type == PT_DYNAMIC && map->l_addr + phdr.p_vaddr == (uintptr_t)map->l_ld) {
+          *header = at; *phdrs = table; *count = ehdr.e_phnum;
+          return 0;
+        }
+      }
+    }
+  }
+  return -1;
+}
+
+/* The kind is '+' (added), '-' (removed) or 'x' (removed while the process exits). */
+static void report(char kind, struct link_map *map, Lmid_t lmid, uint64_t time, uint64_t duration) {
+  static char executable[4096];
+  image_fields fields;
+  memset(&fields, 0, sizeof fields);
+  uintptr_t header = 0, phdrs = 0;
+  size_t count = 0;
+  const char *path = map->l_name;
+  int is_main = 0;
+  if (map == main_map || (main_map == NULL && lmid == LM_ID_BASE && (path == NULL || path[0] == '\0')
+                          && getauxval(AT_PHDR) != 0)) {
+    /* The main executable: the kernel's AT_PHDR and AT_PHNUM. */
+    is_main = 1;
+    main_map = map;
+    header_page_size = 0;
+    phdrs = getauxval(AT_PHDR);
+    count = getauxval(AT_PHNUM);
+    if (executable[0] == '\0') {
+      ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
+      executable[length > 0 ? length : 0] = '\0';
+    }
+    path = executable;
+  } else if (header_and_phdrs(map, &header, &phdrs, &count) != 0) {
+    return;  /* not an object we can describe; say nothing rather than something wrong */
+  }
+  if (header != 0 && header == getauxval(AT_SYSINFO_EHDR)) path = "[vdso]";
+  if (path == NULL) path = "";
+  if (describe(header, phdrs, count, map->l_addr, &fields) != 0) return;
+  if (is_main) {
+    header = fields.load_address;
+    ElfW(Ehdr) ehdr;
+    if (safe_read(header, &ehdr, sizeof ehdr) == 0) { fields.machine = ehdr.e_machine; fields.elf_class = ehdr.e_ident[EI_CLASS]; }
+  }
+  line_buffer line;
+  line.used = 0;
+  put_text(&line, "IL1 ", 4);
+  put_text(&line, &kind, 1);
+  put_text(&line, " ", 1); put_decimal(&line, (uint64_t)own_pid);
+  put_text(&line, " ", 1); put_decimal(&line, time >= start_ns ? time - start_ns : 0);
+  put_text(&line, " ", 1); put_decimal(&line, duration);
+  put_text(&line, " ", 1); put_hex(&line, (uint64_t)lmid);
+  put_text(&line, " ", 1); put_hex(&line, (uint64_t)(uintptr_t)map);
+  put_text(&line, " ", 1); put_hex(&line, fields.bias);
+  put_text(&line, " ", 1); put_hex(&line, fields.load_address);
+  put_text(&line, " ", 1); put_hex(&line, fields.text_end);
+  put_text(&line, " ", 1); put_hex(&line, fields.load_end);
+  put_text(&line, " ", 1); put_hex(&line, fields.file_mapped_end);
+  put_text(&line, " ", 1);
+  if (fields.build_id_size == 0) put_text(&line, "-", 1);
+  for (size_t index = 0; index < fields.build_id_size; index++) {
+    put_text(&line, &"0123456789abcdef"[fields.build_id[index] >> 4], 1);
+    put_text(&line, &"0123456789abcdef"[fields.build_id[index] & 15], 1);
+  }
+  put_text(&line, " ", 1); put_hex(&line, fields.build_id_address);
+  put_text(&line, " ", 1); put_decimal(&line, fields.machine);
+  put_text(&line, " ", 1); put_decimal(&line, fields.elf_class == ELFCLASS32 ? 32 : 64);
+  put_text(&line, " ", 1); put_decimal(&line, (uint64_t)is_main);
+  put_text(&line, " ", 1); put_path(&line, path);
+  emit(&line);
+}
+
+/* ---- the environment: what the CLI passed, and what the program's children must not inherit ---- */
+
+/* Removes our module from LD_AUDIT in place (the strings live on the initial stack, shared with the
+   program's libc), and drops the IMAGELOG_AUDIT_* variables, so the program's children run plain. */
+static void clean_environment(const char *module_path) {
+  size_t module_length = strlen(module_path);
+  char **write_at = environ;
+  for (char **read_at = environ; *read_at != NULL; read_at++) {
+    char *entry = *read_at;
+    if (strncmp(entry, "IMAGELOG_AUDIT_", 15) == 0) continue;
+    if (strncmp(entry, "LD_AUDIT=", 9) == 0 && strncmp(entry + 9, module_path, module_length) == 0) {
+      char *rest = entry + 9 + module_length;
+      if (*rest == '\0') continue;
+      if (*rest == ':') memmove(entry + 9, rest + 1, strlen(rest + 1) + 1);
+    }
+    *write_at++ = entry;
+  }
+  *write_at = NULL;
+}
+
+/* Always accepts the interface version: a module that returns 0 is unloaded, and glibc asserts
+   (rtld.c unload_audit_module) when the module brought dependencies into its namespace, as ours
+   does (the Swift runtime SwiftPM links into every product). Without IMAGELOG_AUDIT_FD the module
+   stays loaded but inert. */
+unsigned int la_version(unsigned int version) {
+  unsigned int accepted = version < LAV_CURRENT ? version : LAV_CURRENT;
+  const char *fd_text = getenv("IMAGELOG_AUDIT_FD");
+  if (fd_text == NULL) return accepted;
+  char *end = NULL;
+  long fd = strtol(fd_text, &end, 10);
+  if (end == fd_text || *end != '\0' || fd < 0 || fd > 1 << 20 || fcntl((int)fd, F_GETFD) < 0) return accepted;
+  record_fd = (int)fd;
+  /* Unless asked to follow exec (IMAGELOG_AUDIT_FOLLOW), exec'd programs do not inherit it. */
+  if (getenv("IMAGELOG_AUDIT_FOLLOW") == NULL) fcntl(record_fd, F_SETFD, FD_CLOEXEC);
+  const char *start_text = getenv("IMAGELOG_AUDIT_START_NS");
+  start_ns = start_text != NULL ? strtoull(start_text, NULL, 10) : 0;
+  own_pid = getpid();
+  long size = sysconf(_SC_PAGESIZE);
+  if (size > 0) page_size = (uintptr_t)size;
+  const char *module_path = getenv("IMAGELOG_AUDIT_MODULE");
+  if (module_path != NULL) {
+    static char saved[4096];
+    size_t length = strlen(module_path);
+    if (length < sizeof saved) { memcpy(saved, module_path, length + 1); clean_environment(saved); }
+  }
+  mark_ns = now_ns();
+  if (start_ns == 0) start_ns = mark_ns;
+  return accepted;
+}
+
+/* The end of a batch of loads or unloads: the records go out. */
+void la_activity(uintptr_t *cookie, unsigned int flag) {
+  (void)cookie;
+  if (record_fd >= 0 && flag == LA_ACT_CONSISTENT) flush_pending();
+}
+
+/* Called with LA_SER_ORIG when the loader starts looking for an object by the name it was asked
+   for (before each search-path candidate); the name is returned unchanged. */
+char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
+  (void)cookie;
+  if (record_fd >= 0 && flag == LA_SER_ORIG) mark_ns = now_ns();
+  return (char *)name;
+}
+
+unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
+  (void)cookie;
+  if (record_fd < 0) return 0;
+  if (getpid() != own_pid) own_pid = getpid();  /* a forked child: its records carry its own pid */
+  uint64_t time = now_ns();
+  report('+', map, lmid, time, time >= mark_ns ? time - mark_ns : 0);
+  mark_ns = now_ns();  /* the next object's step starts after our own work */
+  return 0;  /* no LA_FLG_BINDTO/BINDFROM: symbol binding is not audited, so no PLT trampolines */
+}
+
+/* The loader starts each cookie as the object's link map (and we never change it). The object is
+   still mapped here, so the record carries the same fields as its add. */
+unsigned int la_objclose(uintptr_t *cookie) {
+  if (record_fd < 0 || cookie == NULL) return 0;
+  struct link_map *map = (struct link_map *)*cookie;
+  /* _dl_fini closes the main executable first: from then on the process is exiting, and the
+     images are not being unloaded in any sense a reader of the log cares about. One 'x' record
+     marks the moment; describing every image again would only slow the exit down. */
+  if (exiting) return 0;
+  if (getpid() != own_pid) own_pid = getpid();
+  if (map == main_map) exiting = 1;
+  report(exiting ? 'x' : '-', map, LM_ID_BASE, now_ns(), 0);
+  if (exiting) flush_pending();  /* no LA_ACT_CONSISTENT will follow */
+  return 0;
+}

@@ -5,6 +5,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("file", fileBenchmark),
   ("symbolicate", symbolicateBenchmarks),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
+  ("other processes", processBenchmarks),
 ]
 
 var tables: [BenchmarkTable] = []

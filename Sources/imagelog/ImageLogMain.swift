@@ -11,6 +11,9 @@ enum ImageLogMain {
     ListCommand.self,
     FileCommand.self,
     SymbolicateCommand.self,
+    PidCommand.self,
+    RunCommand.self,
+    WatchCommand.self,
   ]
 
   static func main() {
@@ -27,7 +30,8 @@ enum ImageLogMain {
       status = .failure
     }
     fflush(nil)  // flushes every output stream, stdout included
-    exit(status.rawValue)
+    if case .signaled(let signalNumber) = status { endBySignal(signalNumber) }
+    exit(status.code)
   }
 
   static func dispatch(_ scanner: inout ArgumentScanner) throws -> ExitStatus {
@@ -79,4 +83,16 @@ enum ImageLogMain {
     text += "\n  See 'imagelog help <subcommand>' for detailed help."
     return text
   }
+}
+
+/// Ends the process by `signalNumber` as the child it ran did, without writing a second core file.
+func endBySignal(_ signalNumber: Int32) {
+  var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
+  setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
+  signal(signalNumber, SIG_DFL)
+  var unblock = sigset_t()
+  sigemptyset(&unblock)
+  sigaddset(&unblock, signalNumber)
+  sigprocmask(SIG_UNBLOCK, &unblock, nil)
+  raise(signalNumber)
 }

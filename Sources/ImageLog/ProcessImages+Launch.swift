@@ -1,0 +1,208 @@
+internal import CImageLog
+internal import Glibc
+
+/// Runs a program with the rtld-audit module in `LD_AUDIT` and hands over every record it writes:
+/// each image the dynamic loader adds or removes, from the executable, the loader and the vDSO on,
+/// before `main` runs. The Linux counterpart of `DYLD_PRINT_LIBRARIES`.
+///
+/// The module writes to a socket whose descriptor it gets in `IMAGELOG_AUDIT_FD`, so the program's
+/// standard streams are untouched. It takes itself out of `LD_AUDIT` (and the descriptor is
+/// close-on-exec), so programs the command executes run without it. A child that forks without
+/// executing keeps the module; its records carry its own PID.
+public enum AuditedLaunch {
+  /// How the program ended, as `waitpid(2)` says.
+  public enum Termination: Sendable, Equatable {
+    /// `exit(status)` or a return from `main`.
+    case exited(Int32)
+    /// Killed by a signal (`coreDumped` when it left a core).
+    case signaled(Int32, coreDumped: Bool)
+  }
+
+  /// Why the program could not be run. `description` is one line.
+  public enum LaunchError: Error, Equatable, Sendable, CustomStringConvertible {
+    case moduleNotFound(searched: [String])
+    case commandNotFound(String)
+    case cannotStart(String, errno: Int32)
+    case system(operation: String, errno: Int32)
+
+    public var description: String {
+      switch self {
+      case .moduleNotFound(let searched):
+        "cannot find the audit module libImageLogAudit.so (looked at \(searched.joined(separator: ", "))); "
+          + "build it with 'swift build --product ImageLogAudit' or install with 'make install'"
+      case .commandNotFound(let command): "\(command): command not found"
+      case let .cannotStart(command, code): "\(command): cannot run: \(String(cString: strerror(code)))"
+      case let .system(operation, code): "\(operation): \(String(cString: strerror(code)))"
+      }
+    }
+  }
+
+  /// The module's file name, as SwiftPM builds the `ImageLogAudit` product and `make install` copies it.
+  public static let moduleFileName = "libImageLogAudit.so"
+
+  /// Where the module is looked for: next to `executable` (`.build/debug/`), then in
+  /// `PREFIX/lib/imagelog/` for an executable in `PREFIX/bin/`. Symbolic links are resolved first.
+  public static func moduleCandidates(forExecutable executable: String) -> [String] {
+    let real = realPath(executable) ?? executable
+    guard let slash = real.lastIndex(of: "/") else { return [moduleFileName] }
+    let directory = String(real[..<slash])
+    var candidates = ["\(directory)/\(moduleFileName)"]
+    if let parentSlash = directory.lastIndex(of: "/") {
+      candidates.append("\(directory[..<parentSlash])/lib/imagelog/\(moduleFileName)")
+    }
+    return candidates
+  }
+
+  /// The first of `moduleCandidates` that exists, as an absolute path.
+  public static func findModule(forExecutable executable: String) throws(LaunchError) -> String {
+    let candidates = moduleCandidates(forExecutable: executable)
+    for candidate in candidates where access(candidate, R_OK) == 0 {
+      return realPath(candidate) ?? candidate
+    }
+    throw .moduleNotFound(searched: candidates)
+  }
+
+  /// The file `command` runs: itself when it contains a `/`, else the first executable on `PATH`.
+  public static func resolve(_ command: String) -> String? {
+    if command.contains("/") { return access(command, X_OK) == 0 ? command : nil }
+    let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
+    for directory in path.split(separator: ":", omittingEmptySubsequences: false) {
+      let candidate = (directory.isEmpty ? "." : String(directory)) + "/" + command
+      var info = stat()
+      if stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG, access(candidate, X_OK) == 0 {
+        return candidate
+      }
+    }
+    return nil
+  }
+
+  /// True when running `path` changes the user or group ID (set-user-ID or set-group-ID to someone
+  /// else): the kernel sets `AT_SECURE`, and the loader then ignores `LD_AUDIT`.
+  public static func isSecureExecution(_ path: String) -> Bool {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return false }
+    return (info.st_mode & S_ISUID != 0 && info.st_uid != getuid())
+      || (info.st_mode & S_ISGID != 0 && info.st_gid != getgid())
+  }
+
+  /// Starts `arguments` (the first is searched on `PATH`) with the module at `module`, calls
+  /// `onRecord` for every record of the program's own PID (in the order written), and returns how
+  /// the program ended. While it runs, SIGINT and SIGQUIT are left to the program, and SIGTERM and
+  /// SIGHUP sent to this process are passed on to it.
+  ///
+  /// With `followingExec`, the module stays in the environment and its descriptor open across
+  /// `exec`, so programs the command runs (a wrapper script's real program, a shell's commands)
+  /// report too, each with its own PID, and every record is delivered. The wait still ends when the
+  /// command itself exits.
+  public static func run(_ arguments: [String], module: String, followingExec: Bool = false,
+                         onRecord: (AuditRecord) -> Void) throws(LaunchError) -> Termination {
+    guard let command = arguments.first else { throw .commandNotFound("") }
+    guard let executable = resolve(command) else { throw .commandNotFound(command) }
+    // A socket pair rather than a pipe: the module sends with MSG_NOSIGNAL, so if imagelog dies
+    // (say its output pipe closed) the program gets EPIPE, not a SIGPIPE that would kill it.
+    var ends: [Int32] = [0, 0]
+    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0 else {
+      throw .system(operation: "socketpair", errno: errno)
+    }
+    let (readEnd, writeEnd) = (ends[0], ends[1])
+    shutdown(readEnd, Int32(SHUT_WR))
+    _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+
+    var environment: [String] = []
+    var existingAudit: String?
+    var entry = environ
+    while let pointer = entry.pointee {
+      let text = String(cString: pointer)
+      if text.hasPrefix("LD_AUDIT=") { existingAudit = String(text.dropFirst(9)) }
+      else if !text.hasPrefix("IMAGELOG_AUDIT_") { environment.append(text) }
+      entry += 1
+    }
+    var start = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &start)
+    let startNanoseconds = UInt64(start.tv_sec) * 1_000_000_000 + UInt64(start.tv_nsec)  // a monotonic clock is non-negative
+    let audit = existingAudit.map { $0.isEmpty ? module : "\(module):\($0)" } ?? module
+    environment += ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
+    environment.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
+
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+    var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
+    defer { for pointer in argv + envp { free(pointer) } }
+    var child: pid_t = 0
+    let spawned = posix_spawn(&child, executable, nil, &attributes, &argv, &envp)
+    close(writeEnd)
+    guard spawned == 0 else {
+      close(readEnd)
+      throw .cannotStart(command, errno: spawned)
+    }
+    il_forward_termination_signals(child)
+    defer { close(readEnd) }
+
+    var pending: [UInt8] = []
+    func deliver(_ bytes: UnsafeRawBufferPointer) {
+      pending.append(contentsOf: bytes)
+      guard let lastNewline = pending.lastIndex(of: 0x0A) else { return }
+      let text = String(decoding: pending[...lastNewline], as: UTF8.self)
+      pending.removeSubrange(...lastNewline)
+      for line in text.split(separator: "\n") {
+        if let record = AuditRecord(line: line), followingExec || record.pid == child { onRecord(record) }
+      }
+    }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    /// Reads what is there; false at end of file (or when nothing is left and `blocking` is false).
+    func readOnce() -> Bool {
+      let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+      if count > 0 { buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }; return true }
+      return count < 0 && errno == EINTR
+    }
+
+    let exitNotifier = il_pidfd_open(child)
+    if exitNotifier >= 0 {
+      defer { close(exitNotifier) }
+      var descriptors = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0),
+                         pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)]
+      var socketOpen = true
+      while true {
+        descriptors[0].fd = socketOpen ? readEnd : -1
+        let ready = poll(&descriptors, 2, -1)
+        if ready < 0 { if errno == EINTR { continue }; break }
+        if descriptors[1].revents != 0 { break }
+        if socketOpen, descriptors[0].revents != 0 {
+          socketOpen = readOnce()
+          // Let records gather for a millisecond before the next read: waking for each dlopen
+          // would take the CPU from the program at every one (the socket holds hundreds).
+          var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
+          nanosleep(&pause, nil)
+        }
+      }
+      // The program has exited: take what it wrote without waiting for a forked child that still
+      // holds the socket open.
+      _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
+      while socketOpen, readOnce() {}
+    } else {
+      while readOnce() {}
+    }
+    var status: Int32 = 0
+    while waitpid(child, &status, 0) < 0 {
+      guard errno == EINTR else { throw .system(operation: "waitpid", errno: errno) }
+    }
+    // WIFEXITED / WTERMSIG / WCOREDUMP, spelled out: they are macros.
+    let signal = status & 0x7f
+    return signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal, coreDumped: status & 0x80 != 0)
+  }
+
+  static func realPath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+}

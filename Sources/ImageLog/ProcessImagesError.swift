@@ -1,0 +1,44 @@
+internal import Glibc
+
+/// Why another process's images could not be read. `description` is one line that names the PID.
+public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConvertible {
+  /// `/proc/PID` does not exist (`ESRCH`).
+  case noSuchProcess(pid: Int32)
+  /// The kernel refused to show the process's mappings or memory (`EACCES`/`EPERM`).
+  case permissionDenied(pid: Int32, reading: String)
+  /// The process went away between two reads.
+  case exited(pid: Int32)
+  /// A kernel thread: no user address space, so no images.
+  case kernelThread(pid: Int32, command: String)
+  /// A zombie: it exited and its parent has not reaped it, so its address space is gone.
+  case zombie(pid: Int32, command: String)
+  /// Any other system call failure.
+  case system(pid: Int32, operation: String, errno: Int32)
+
+  /// The PID the error is about.
+  public var pid: Int32 {
+    switch self {
+    case .noSuchProcess(let pid), .exited(let pid): pid
+    case .permissionDenied(let pid, _), .kernelThread(let pid, _), .zombie(let pid, _): pid
+    case .system(let pid, _, _): pid
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .noSuchProcess(let pid):
+      "pid \(pid): no such process"
+    case let .permissionDenied(pid, reading):
+      "pid \(pid): permission denied reading \(reading): run as the process's user (with "
+        + "/proc/sys/kernel/yama/ptrace_scope 0 for a process that is not your child), as root, or with CAP_SYS_PTRACE"
+    case .exited(let pid):
+      "pid \(pid): the process exited while its images were being read"
+    case let .kernelThread(pid, command):
+      "pid \(pid): \(command) is a kernel thread: it has no images"
+    case let .zombie(pid, command):
+      "pid \(pid): \(command) is a zombie (exited, not yet reaped): it has no images"
+    case let .system(pid, operation, code):
+      "pid \(pid): \(operation): \(String(cString: strerror(code)))"
+    }
+  }
+}

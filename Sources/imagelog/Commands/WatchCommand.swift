@@ -1,0 +1,74 @@
+internal import Glibc
+
+import ImageLog
+
+/// `imagelog watch PID`: images as they come and go in a running process.
+struct WatchCommand: Command {
+  static let name = "watch"
+  static let abstract = "Print images as a running process loads and unloads them, until it exits."
+  static let usage = "imagelog watch <pid> [--interval <seconds>] [--format <style>] [--full-build-ids]"
+  static let helpSections = """
+    ARGUMENTS:
+      <pid>                   The process to watch.
+
+    OPTIONS:
+      --interval <seconds>    How often to look (default: 0.5; at least 0.001).
+      --format <style>        logger, crash, unstrip or json (default: logger).
+      --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
+      -h, --help              Show help information.
+
+    NOTES:
+      Prints an Added: line for every image loaded at the start, then Added:/Removed: lines as
+      images come and go. Exits 0 when the process exits; stops on Ctrl-C (SIGINT) or SIGTERM.
+      This polls /proc/PID/maps: an image loaded and unloaded within one interval is missed; one
+      that stays loaded for longer than the interval is always reported. For every event, use
+      'imagelog run'.
+    """
+
+  var pid: Int32
+  var interval: Duration
+  var formatter: ImageFormatter
+
+  init(_ scanner: inout ArgumentScanner) throws(UsageError) {
+    formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .logger)
+    let intervalText = try scanner.option("--interval", command: Self.name, usage: Self.usage)
+    if let intervalText {
+      guard let seconds = Double(intervalText), seconds.isFinite, seconds >= 0.001, seconds <= 86_400 else {
+        throw UsageError(message: "The value '\(intervalText)' is invalid for '--interval <seconds>'",
+                         commandName: Self.name, usage: Self.usage)
+      }
+      interval = .nanoseconds(Int64(seconds * 1e9))  // seconds <= 86400, so the product fits
+    } else {
+      interval = .milliseconds(500)
+    }
+    let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
+    guard let first = rest.first else {
+      throw UsageError(message: "Missing expected argument '<pid>'", commandName: Self.name, usage: Self.usage)
+    }
+    guard rest.count == 1 else {
+      throw UsageError(message: "Unexpected argument '\(rest[1])'", commandName: Self.name, usage: Self.usage)
+    }
+    pid = try parsePID(first, command: Self.name, usage: Self.usage)
+  }
+
+  func run() throws -> ExitStatus {
+    do {
+      _ = try ProcessImages.watch(pid: pid, interval: interval) { change in
+        switch change {
+        case .added(let image): printOutput(formatter.eventLine(image, event: .added))
+        case .removed(let image): printOutput(formatter.eventLine(image, event: .removed))
+        }
+        flushOutput()
+      }
+    } catch {
+      printError("imagelog: \(error)")
+      return .failure
+    }
+    return .success
+  }
+}
+
+/// Pushes standard output's buffer out, so a reader of a pipe sees each event as it happens.
+func flushOutput() {
+  fflush(nil)  // every stream; naming `stdout` is a concurrency error in Swift 6
+}

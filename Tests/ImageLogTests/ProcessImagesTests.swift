@@ -1,0 +1,207 @@
+import Glibc
+import Testing
+@testable import ImageLog
+
+/// `ProcessImages` against `eu-unstrip -n -p PID` on the same live process: start, size, build-id
+/// and build-id address for every ELF module.
+@Suite(.serialized) struct ProcessImagesTests {
+  static let haveUnstrip = processToolExists("eu-unstrip")
+
+  /// Compares our snapshot with eu-unstrip's modules. eu-unstrip also lists non-ELF mapped files
+  /// (locale archives, caches) with no build-id; those are not images and must not be in ours.
+  func expectMatchesUnstrip(pid: pid_t, _ comment: String) throws -> [Image] {
+    let images = try ProcessImages.snapshot(of: pid)
+    let unstrip = try processRunTool(["eu-unstrip", "-n", "-p", String(pid)])
+    try #require(unstrip.status == 0, "eu-unstrip failed on \(comment)")
+    let modules = ProcessUnstripModule.parse(unstrip.output)
+    let ours = images.map {
+      ProcessUnstripModule(start: $0.fileMappedRange.lowerBound,
+                    size: $0.fileMappedRange.upperBound - $0.fileMappedRange.lowerBound,
+                    buildID: $0.buildID?.hex, buildIDAddress: $0.buildIDAddress, name: "")
+    }
+    func key(_ module: ProcessUnstripModule) -> String { module.description.split(separator: " ").prefix(2).joined(separator: " ") }
+    let ourKeys = Set(ours.map(key))
+    for module in modules where module.buildID != nil {
+      #expect(ourKeys.contains(key(module)), "\(comment): eu-unstrip has \(module), we do not")
+    }
+    let theirKeys = Set(modules.map(key))
+    for (module, image) in zip(ours, images) {
+      #expect(theirKeys.contains(key(module)), "\(comment): we have \(module) \(image.path), eu-unstrip does not")
+    }
+    #expect(images.filter(\.isMainExecutable).count == 1, "\(comment): exactly one main executable")
+    #expect(images.contains { $0.path == "[vdso]" }, "\(comment): the vDSO is listed")
+    return images
+  }
+
+  @Test(.enabled(if: haveUnstrip, "eu-unstrip (elfutils) is not installed"))
+  func sleepMatchesUnstrip() throws {
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    usleep(100_000)  // let exec finish
+    let images = try expectMatchesUnstrip(pid: child.pid, "sleep")
+    #expect(images.first { $0.isMainExecutable }?.name == "sleep")
+    #expect(images.contains { $0.name.hasPrefix("libc.so") })
+  }
+
+  @Test(.enabled(if: haveUnstrip && processToolExists("python3"), "eu-unstrip or python3 missing"))
+  func pythonWithSSLAndSQLiteMatchesUnstrip() throws {
+    let child = try ProcessTestChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let images = try expectMatchesUnstrip(pid: child.pid, "python3")
+    #expect(images.contains { $0.name.hasPrefix("libssl") || $0.name.hasPrefix("_ssl") })
+    #expect(images.contains { $0.name.hasPrefix("_sqlite3") })
+  }
+
+  @Test(.enabled(if: haveUnstrip && processToolExists("swiftc"), "eu-unstrip or swiftc missing"))
+  func swiftProgramMatchesUnstrip() throws {
+    let directory = try processTemporaryDirectory("process-swift")
+    defer { processRemoveTree(directory) }
+    let program = "\(directory)/sleeper"
+    let build = try processRunTool(["swiftc", "\(processRepositoryRoot())/Tests/Programs/process-swift-sleeper.swift", "-o", program])
+    try #require(build.status == 0, "swiftc failed")
+    let child = try ProcessTestChild([program])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let images = try expectMatchesUnstrip(pid: child.pid, "Swift program")
+    #expect(images.contains { $0.name == "libswiftCore.so" })
+  }
+
+  /// An ELF32 (i386) static program on the 64-bit kernel: its header, build-id and 32-bit vDSO.
+  @Test(.enabled(if: haveUnstrip && Self.canBuild32Bit, "cannot build a -m32 program (gcc -m32) or no IA-32 emulation"))
+  func elf32ProcessMatchesUnstrip() throws {
+    let directory = try processTemporaryDirectory("process-elf32")
+    defer { processRemoveTree(directory) }
+    let program = "\(directory)/sleeper32"
+    let build = try processRunTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie", "-Wl,--build-id",
+                             "\(processRepositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", program])
+    try #require(build.status == 0)
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec \(program)"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    usleep(100_000)
+    let images = try expectMatchesUnstrip(pid: child.pid, "ELF32 program")
+    #expect(images.allSatisfy { $0.architecture == "i386" })
+  }
+
+  static let canBuild32Bit: Bool = {
+    guard let directory = try? processTemporaryDirectory("process-m32") else { return false }
+    defer { processRemoveTree(directory) }
+    let built = try? processRunTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
+                              "\(processRepositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", "\(directory)/p"])
+    guard built?.status == 0 else { return false }
+    // Runs for ten minutes when the kernel has IA-32 emulation: killed by SIGTERM, the shell sees 143.
+    let run = try? processRunTool(["sh", "-c", "\(directory)/p & sleep 0.2; kill $!; wait $!; test $? -eq 143"])
+    return run?.status == 0
+  }()
+
+  /// With memory reads switched off, the files give the same images, and the vDSO (which has no
+  /// file) comes from our own copy of it.
+  @Test func fileFallbackAgreesWithMemory() throws {
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    usleep(100_000)
+    let fromMemory = try ProcessImages.snapshot(of: child.pid)
+    let fromFiles = try ProcessImages.snapshot(of: child.pid, readingMemory: false)
+    #expect(fromFiles == fromMemory)
+  }
+
+  /// A library deleted after loading: read from memory, so its build-id is still right.
+  @Test(.enabled(if: processToolExists("cc") && processToolExists("readelf"), "cc or readelf missing"))
+  func deletedLibraryKeepsItsBuildID() throws {
+    let directory = try processTemporaryDirectory("process-deleted")
+    defer { processRemoveTree(directory) }
+    let library = "\(directory)/libgone.so"
+    let source = "\(processRepositoryRoot())/Tests/Programs/process-dlopen-loop.c"
+    try #require(try processRunTool(["sh", "-c", "echo 'int gone(void){return 1;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(library)"]).status == 0)
+    try #require(try processRunTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
+    let notes = try processRunTool(["readelf", "-n", library]).output
+    let expected = notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init)
+    // hold: load once and keep it loaded
+    let child = try ProcessTestChild(["\(directory)/loop", "hold", library])
+    defer { child.stop() }
+    try child.wait(for: "loaded")
+    unlink(library)
+    let images = try ProcessImages.snapshot(of: child.pid)
+    let gone = images.first { $0.path.hasPrefix(library) }
+    #expect(gone?.path == "\(library) (deleted)")
+    #expect(gone?.buildID?.hex == expected)
+  }
+
+  /// A library only visible in the process's own mount namespace: with memory reads off, the file
+  /// is still found, through /proc/PID/map_files or /proc/PID/root, and gives the right build-id.
+  @Test(.enabled(if: getuid() == 0 && processToolExists("unshare") && processToolExists("cc"),
+                 "needs root, unshare(1) and cc for a private mount namespace"))
+  func otherMountNamespaceIsReadThroughProc() throws {
+    let directory = try processTemporaryDirectory("process-mntns")
+    defer { processRemoveTree(directory) }
+    let source = "\(processRepositoryRoot())/Tests/Programs/process-dlopen-loop.c"
+    try #require(try processRunTool(["sh", "-c", "echo 'int hidden(void){return 7;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(directory)/libhidden.so && mkdir \(directory)/private"]).status == 0)
+    try #require(try processRunTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
+    let notes = try processRunTool(["readelf", "-n", "\(directory)/libhidden.so"]).output
+    let expected = notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init)
+    let child = try ProcessTestChild(["unshare", "-m", "sh", "-c",
+      "mount -t tmpfs none \(directory)/private && cp \(directory)/libhidden.so \(directory)/private/ && exec \(directory)/loop hold \(directory)/private/libhidden.so"])
+    defer { child.stop() }
+    do { try child.wait(for: "loaded") } catch { return }  // no permission to mount here: nothing to check
+    #expect(access("\(directory)/private/libhidden.so", F_OK) != 0, "the file is not visible from our namespace")
+    let images = try ProcessImages.snapshot(of: child.pid, readingMemory: false)
+    let hidden = images.first { $0.path == "\(directory)/private/libhidden.so" }
+    #expect(hidden?.buildID?.hex == expected)
+    #expect(hidden == (try ProcessImages.snapshot(of: child.pid)).first { $0.path == hidden?.path })
+  }
+
+  @Test func errors() throws {
+    // A PID above pid_max cannot exist.
+    #expect(throws: ProcessImagesError.noSuchProcess(pid: 99_999_999)) { try ProcessImages.snapshot(of: 99_999_999) }
+    // PID 2 is kthreadd on Linux (in the initial PID namespace).
+    if let stat = try? processRunTool(["cat", "/proc/2/stat"]), stat.output.contains("(kthreadd)") {
+      #expect(throws: ProcessImagesError.kernelThread(pid: 2, command: "kthreadd")) { try ProcessImages.snapshot(of: 2) }
+    }
+    // A zombie: our own child that has exited and that we have not reaped.
+    let zombie = try ProcessTestChild(["sh", "-c", "exec true"])
+    var info = siginfo_t()
+    waitid(P_PID, id_t(zombie.pid), &info, WEXITED | WNOWAIT)
+    #expect(throws: ProcessImagesError.zombie(pid: zombie.pid, command: "true")) { try ProcessImages.snapshot(of: zombie.pid) }
+    zombie.reap()
+    #expect(ProcessImagesError.zombie(pid: 7, command: "true").description == "pid 7: true is a zombie (exited, not yet reaped): it has no images")
+    #expect(ProcessImagesError.exited(pid: 7).description == "pid 7: the process exited while its images were being read")
+    // A process that has exited and been reaped between two reads: gone, and it existed.
+    let quick = try ProcessTestChild(["true"])
+    quick.reap()
+    #expect(throws: ProcessImagesError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
+  }
+}
+
+extension ProcessImagesTests {
+  /// Our own process read from outside agrees with the in-process snapshot (dl_iterate_phdr) on every
+  /// field but the path, which the loader spells as it was asked (/lib64/...) and maps as resolved.
+  @Test func ownProcessAgreesWithTheInProcessSnapshot() throws {
+    let inside = LoadedImages.snapshot()
+    let outside = try ProcessImages.snapshot(of: getpid())
+    #expect(inside.count == outside.count)
+    for image in inside {
+      guard let other = outside.first(where: { $0.loadAddress == image.loadAddress }) else {
+        Issue.record("\(image.path) at 0x\(String(image.loadAddress, radix: 16)) is not in the /proc view")
+        continue
+      }
+      #expect(other.loadBias == image.loadBias, "\(image.path)")
+      #expect(other.textRange == image.textRange, "\(image.path)")
+      #expect(other.loadRange == image.loadRange, "\(image.path)")
+      #expect(other.fileMappedRange == image.fileMappedRange, "\(image.path)")
+      #expect(other.buildID == image.buildID, "\(image.path)")
+      #expect(other.buildIDAddress == image.buildIDAddress, "\(image.path)")
+      #expect(other.architecture == image.architecture, "\(image.path)")
+      #expect(other.isMainExecutable == image.isMainExecutable, "\(image.path)")
+      // The same file once symbolic links are resolved (libstdc++.so.6 -> libstdc++.so.6.0.30).
+      func resolved(_ path: String) -> String {
+        guard let real = realpath(path, nil) else { return path }
+        defer { free(real) }
+        return String(cString: real)
+      }
+      #expect(resolved(other.path) == resolved(image.path), "\(image.path) vs \(other.path)")
+    }
+  }
+}

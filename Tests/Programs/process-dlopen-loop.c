@@ -1,0 +1,47 @@
+/* A program for the process tests: loads and unloads libraries with dlopen/dlclose.
+     process-dlopen-loop hold LIB            load LIB, print "pid N" and "loaded", sleep until killed
+     process-dlopen-loop cycle DELAY_MS N LIB...
+                                             N times: for each LIB dlopen, print "open NAME",
+                                             sleep DELAY_MS, dlclose, print "close NAME", sleep DELAY_MS
+   Prints "ready" first and "done" last; exits with status 3 so the exit status is checked too. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void pause_ms(long ms) {
+  struct timespec duration = { ms / 1000, (ms % 1000) * 1000000L };
+  while (nanosleep(&duration, &duration) != 0) {}
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc == 3 && strcmp(argv[1], "hold") == 0) {
+    if (!dlopen(argv[2], RTLD_NOW)) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    printf("pid %d\nloaded\n", (int)getpid());
+    for (;;) pause();
+  }
+  if (argc < 5 || strcmp(argv[1], "cycle") != 0) {
+    fprintf(stderr, "usage: %s hold LIB | cycle DELAY_MS N LIB...\n", argv[0]);
+    return 64;
+  }
+  long delay = atol(argv[2]);
+  long rounds = atol(argv[3]);
+  printf("ready\n");
+  pause_ms(delay);
+  for (long round = 0; round < rounds; round++) {
+    for (int index = 4; index < argc; index++) {
+      void *handle = dlopen(argv[index], RTLD_NOW | RTLD_LOCAL);
+      if (!handle) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+      printf("open %s\n", argv[index]);
+      pause_ms(delay);
+      dlclose(handle);
+      printf("close %s\n", argv[index]);
+      pause_ms(delay);
+    }
+  }
+  printf("done\n");
+  return 3;
+}

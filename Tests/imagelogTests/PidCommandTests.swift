@@ -1,0 +1,106 @@
+import Glibc
+import Testing
+
+/// `imagelog pid`: output against eu-unstrip on the same process, every style, and the errors.
+@Suite(.serialized) struct PidCommandTests {
+  static let haveUnstrip = processTestToolExists("eu-unstrip")
+
+  /// "0xSTART+0xSIZE BUILDID@0xADDR" of each unstrip line.
+  func moduleKeys(_ text: String) -> [String] {
+    text.split(separator: "\n").map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
+  }
+
+  @Test(.enabled(if: haveUnstrip && processTestToolExists("python3"), "eu-unstrip or python3 missing"))
+  func unstripStyleMatchesEuUnstrip() throws {
+    let child = try ProcessTestProgram(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    try child.wait(for: "ready")
+    let ours = try runProcessTest([processTestImagelog, "pid", String(child.pid), "--format", "unstrip"])
+    let theirs = try runProcessTest(["eu-unstrip", "-n", "-p", String(child.pid)])
+    #expect(ours.exitStatus == 0)
+    #expect(ours.error == "")
+    // eu-unstrip also lists mapped files that are not ELF (locale archives, caches), with no build-id.
+    let expected = Set(moduleKeys(theirs.output).filter { !$0.hasSuffix(" -") })
+    let got = moduleKeys(ours.output)
+    #expect(Set(got) == expected)
+    #expect(got.count == expected.count)
+    // Each line has the file and name columns too: "- NAME" after the path.
+    for line in ours.output.split(separator: "\n") { #expect(line.split(separator: " ").count == 5, "\(line)") }
+  }
+
+  @Test func everyStyleListsTheSameImages() throws {
+    let child = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+    try child.wait(for: "ready")
+    usleep(100_000)
+    let pid = String(child.pid)
+    let crash = try runProcessTest([processTestImagelog, "pid", pid])
+    let logger = try runProcessTest([processTestImagelog, "pid", pid, "--format", "logger"])
+    let json = try runProcessTest([processTestImagelog, "pid", pid, "--format", "json"])
+    let crashLines = crash.output.split(separator: "\n")
+    #expect(crash.exitStatus == 0)
+    #expect(crashLines.count >= 4)  // sleep, libc, vDSO, loader
+    #expect(crashLines.filter { $0.contains(" +sleep ") }.count == 1)
+    #expect(crashLines.contains { $0.contains(" [vdso] ") })
+    #expect(logger.output.split(separator: "\n").allSatisfy { $0.hasPrefix("Added: 0x") })
+    #expect(logger.output.split(separator: "\n").count == crashLines.count)
+    #expect(json.output.split(separator: "\n").allSatisfy { $0.hasPrefix("{\"event\":\"added\"") && $0.hasSuffix("}") })
+    // The start addresses agree across styles.
+    let starts = crashLines.map { $0.split(separator: " ")[0] }
+    let loggerStarts = logger.output.split(separator: "\n").map { $0.split(separator: " ")[1] }
+    #expect(starts == loggerStarts)
+  }
+
+  @Test func noSuchProcess() throws {
+    let result = try runProcessTest([processTestImagelog, "pid", "99999999"])
+    #expect(result.exitStatus == 1)
+    #expect(result.error == "imagelog: pid 99999999: no such process\n")
+    #expect(result.output == "")
+  }
+
+  @Test func kernelThread() throws {
+    let stat = processTestReadFile("/proc/2/stat")
+    guard stat.contains("(kthreadd)") else { return }  // PID 2 is kthreadd only in the initial PID namespace
+    let result = try runProcessTest([processTestImagelog, "pid", "2"])
+    #expect(result.exitStatus == 1)
+    #expect(result.error == "imagelog: pid 2: kthreadd is a kernel thread: it has no images\n")
+  }
+
+  @Test func zombie() throws {
+    // sh forks `true` and then sleeps without reaping it (exec replaces the shell, and sleep never waits).
+    let child = try ProcessTestProgram(["sh", "-c", "/bin/true & echo $!; exec sleep 600"])
+    let zombiePID = try #require(child.readLine())
+    usleep(200_000)
+    let result = try runProcessTest([processTestImagelog, "pid", zombiePID])
+    #expect(result.exitStatus == 1)
+    #expect(result.error == "imagelog: pid \(zombiePID): true is a zombie (exited, not yet reaped): it has no images\n")
+  }
+
+  /// As root, the same check from the other side: `nobody` may not read root's process.
+  @Test(.enabled(if: processTestToolExists("setpriv") || getuid() != 0, "needs setpriv to drop root"))
+  func permissionDenied() throws {
+    let target: ProcessTestProgram?
+    let result: ProcessTestResult
+    if getuid() == 0 {
+      target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+      try target?.wait(for: "ready")
+      result = try runProcessTest(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   processTestImagelog, "pid", String(target?.pid ?? 1)])
+    } else {
+      target = nil
+      result = try runProcessTest([processTestImagelog, "pid", "1"])
+    }
+    let pid = target.map { String($0.pid) } ?? "1"
+    #expect(result.exitStatus == 1)
+    #expect(result.error.hasPrefix("imagelog: pid \(pid): permission denied reading /proc/\(pid)/maps: run as the process's user"))
+    #expect(result.error.contains("CAP_SYS_PTRACE"))
+    #expect(result.error.split(separator: "\n").count == 1)
+  }
+
+  @Test func usageErrors() throws {
+    #expect(try runProcessTest([processTestImagelog, "pid"]).exitStatus == 64)
+    #expect(try runProcessTest([processTestImagelog, "pid", "abc"]).exitStatus == 64)
+    #expect(try runProcessTest([processTestImagelog, "pid", "1", "--format", "xml"]).exitStatus == 64)
+    let help = try runProcessTest([processTestImagelog, "help", "pid"])
+    #expect(help.output == (try runProcessTest([processTestImagelog, "pid", "--help"])).output)
+    #expect(help.output.hasPrefix("OVERVIEW: "))
+  }
+}

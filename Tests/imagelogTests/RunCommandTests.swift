@@ -1,0 +1,299 @@
+import Glibc
+import Testing
+
+/// `imagelog run`: events from the rtld-audit module, checked against the loader's own
+/// `LD_DEBUG=libs,files` trace of the same run.
+@Suite(.serialized) struct RunCommandTests {
+  /// A JSON line's string field (our own flat output: no nesting, no escaped quotes in these fields).
+  func field(_ name: String, in line: Substring) -> String? {
+    let key = "\"" + name + "\":"
+    guard let range = processTestRange(of: key, in: line) else { return nil }
+    var rest: Substring = line[range.upperBound...]
+    if rest.hasPrefix("\"") {
+      rest = rest.dropFirst()
+      guard let end = rest.firstIndex(of: "\"") else { return nil }
+      return String(rest[..<end])
+    }
+    guard let end = rest.firstIndex(where: { $0 == "," || $0 == "}" }) else { return nil }
+    return String(rest[..<end])
+  }
+
+  /// The loader's add/remove sequence for one process from an LD_DEBUG=libs,files trace:
+  /// "add 0xBASE" at "generating link map" (the next line has base: l_addr), "remove PATH" at
+  /// "destroying link map". The main executable, the loader and the vDSO get no such lines.
+  func loaderEvents(_ trace: String) -> [String] {
+    var events: [String] = []
+    let lines = trace.split(separator: "\n")
+    for (index, line) in lines.enumerated() {
+      // Namespace 0 only: "[1]" is the audit module's own namespace, which the loader does not report to it.
+      guard processTestRange(of: " [0];  ", in: line) != nil else { continue }
+      if line.hasSuffix("generating link map"), index + 1 < lines.count,
+         let base = processTestRange(of: "base: 0x", in: lines[index + 1]) {
+        let digits = lines[index + 1][base.upperBound...].prefix { $0.isHexDigit }
+        events.append("add 0x" + String(UInt64(digits, radix: 16) ?? 0, radix: 16))
+      } else if line.hasSuffix("destroying link map"), let file = processTestRange(of: "file=", in: line) {
+        let rest = line[file.upperBound...]
+        let end = processTestRange(of: " [", in: rest)?.lowerBound ?? rest.endIndex
+        events.append("remove " + String(rest[..<end]))
+      }
+    }
+    return events
+  }
+
+  /// Our events in the same terms, leaving out the three images the loader does not trace.
+  func ourEvents(_ jsonLines: String) -> [String] {
+    jsonLines.split(separator: "\n").compactMap { line in
+      guard let event = field("event", in: line), let path = field("path", in: line),
+            let bias = field("loadBias", in: line), let main = field("isMainExecutable", in: line) else { return nil }
+      if main == "true" || path == "[vdso]" || path.contains("/ld-linux") { return nil }
+      return event == "added" ? "add \(bias)" : "remove \(path)"
+    }
+  }
+
+  /// Runs `command` under `imagelog run --format json --output FILE` with LD_DEBUG=libs,files
+  /// writing the loader's trace per process; returns our lines, the command's trace and result.
+  func runTraced(_ command: [String], in directory: String) throws -> (ours: String, trace: String, result: ProcessTestResult) {
+    let events = directory + "/events.jsonl"
+    let environment = currentEnvironment().filter { !$0.hasPrefix("LD_DEBUG") }
+      + ["LD_DEBUG=libs,files", "LD_DEBUG_OUTPUT=\(directory)/ld-debug"]
+    let result = try runProcessTest([processTestImagelog, "run", "--format", "json", "--output", events, "--"] + command,
+                                    environment: environment)
+    // One trace file per process (ld-debug.PID): imagelog's own and the command's.
+    let listing = try runProcessTest(["sh", "-c", "ls \(directory)/ld-debug.*"]).output.split(separator: "\n")
+    let program = command[0].split(separator: "/").last.map(String.init) ?? command[0]
+    let trace = listing.map { processTestReadFile(String($0)) }.first {
+      $0.contains("initialize program: ") && !$0.contains("initialize program: \(processTestImagelog)")
+        && $0.contains(program)
+    }
+    return (processTestReadFile(events), trace ?? "", result)
+  }
+
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func cProgramEventsMatchTheLoaderTrace() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let run = try runTraced([programs.loop, "cycle", "0", "2", programs.libraryA, "libz.so.1", programs.libraryB],
+                            in: programs.directory)
+    #expect(run.result.exitStatus == 3, "the command's exit status passes through")
+    #expect(run.result.output.hasSuffix("done\n"))
+    let expected = loaderEvents(run.trace)
+    #expect(expected.filter { $0.hasPrefix("remove ") }.count == 6, "6 dlcloses traced: \(expected)")
+    #expect(expected.filter { $0.hasPrefix("add ") }.count == 7, "libc and 6 dlopens traced: \(expected)")
+    #expect(ourEvents(run.ours) == expected)
+    // The first three events: the executable, the loader and the vDSO, before anything else.
+    let lines = run.ours.split(separator: "\n")
+    try #require(lines.count >= 4)
+    #expect(field("path", in: lines[0]) == programs.loop)
+    #expect(field("isMainExecutable", in: lines[0]) == "true")
+    #expect(field("path", in: lines[1])?.contains("ld-linux") == true)
+    #expect(field("path", in: lines[2]) == "[vdso]")
+    #expect(lines.allSatisfy { field("buildID", in: $0) != "null" })
+  }
+
+  @Test(.enabled(if: processTestToolExists("python3"), "python3 missing"))
+  func pythonCtypesEventsMatchTheLoaderTrace() throws {
+    var template = Array("/tmp/imagelog-run-python-XXXXXX".utf8CString)
+    let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+    defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
+    let script = """
+      import ctypes, _ctypes
+      for name in ("libuuid.so.1", "libexpat.so.1", "libuuid.so.1"):
+          try:
+              handle = ctypes.CDLL(name)._handle
+          except OSError:
+              continue
+          _ctypes.dlclose(handle)
+      print("done")
+      """
+    let python = try #require(try runProcessTest(["sh", "-c", "command -v python3"]).output.split(separator: "\n").first)
+    // pyenv's python3 is a shell script that execs the real one: resolve it so the audit module follows.
+    let real = String(try runProcessTest([String(python), "-c", "import sys; print(sys.executable)"]).output
+      .split(separator: "\n").first ?? "python3")
+    let run = try runTraced([real, "-c", script], in: directory)
+    #expect(run.result.exitStatus == 0)
+    #expect(run.result.output == "done\n")
+    let expected = loaderEvents(run.trace)
+    #expect(expected.contains { $0.hasPrefix("remove ") }, "a library ctypes loaded was unloaded")
+    #expect(ourEvents(run.ours) == expected)
+  }
+
+  /// The module changes nothing: same output, same error output, same status, with and without it.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func programBehavesTheSameUnderRun() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let command = [programs.loop, "cycle", "0", "50", programs.libraryA, programs.libraryB, "libz.so.1"]
+    let plain = try runProcessTest(command)
+    let audited = try runProcessTest([processTestImagelog, "run", "--output", programs.directory + "/events", "--"] + command)
+    #expect(plain.exitStatus == 3)
+    #expect(audited.exitStatus == plain.exitStatus)
+    #expect(audited.output == plain.output)
+    #expect(audited.error == plain.error)
+    let events = processTestReadFile(programs.directory + "/events").split(separator: "\n")
+    #expect(events.filter { $0.hasPrefix("Added: ") && $0.contains("liba.so") }.count == 50)
+    #expect(events.filter { $0.hasPrefix("Removed: ") && $0.contains("liba.so") }.count == 50)
+  }
+
+  @Test func exitStatusAndSignalsPassThrough() throws {
+    #expect(try runProcessTest([processTestImagelog, "run", "--", "sh", "-c", "exit 7"]).exitStatus == 7)
+    let killed = try runProcessTest([processTestImagelog, "run", "--", "sh", "-c", "kill -TERM $$"])
+    #expect(killed.signal == SIGTERM)
+    // The events go to standard error by default, the program's output stays on standard output.
+    let echo = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--", "sh", "-c", "echo hello"])
+    #expect(echo.output == "hello\n")
+    #expect(echo.error.split(separator: "\n").first?.hasPrefix("Added: 0x") == true)
+  }
+
+  @Test func childrenDoNotInheritTheModule() throws {
+    let result = try runProcessTest([processTestImagelog, "run", "--", "sh", "-c", "env; ls /proc/self/fd"])
+    #expect(!result.output.contains("LD_AUDIT="))
+    #expect(!result.output.contains("IMAGELOG_AUDIT"))
+    // Only sh's own images: env is not followed.
+    #expect(!result.error.contains("/env "))
+  }
+
+  @Test(.enabled(if: getuid() == 0, "needs root to make a set-user-ID program owned by someone else"))
+  func setUserIDProgramIsReported() throws {
+    var template = Array("/tmp/imagelog-run-setuid-XXXXXX".utf8CString)
+    let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+    defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
+    let program = directory + "/true-setuid"
+    let made = try runProcessTest(["sh", "-c", "cp /bin/true \(program) && chown 65534 \(program) && chmod 4755 \(program) && chmod 755 \(directory)"])
+    try #require(made.exitStatus == 0)
+    let result = try runProcessTest([processTestImagelog, "run", "--", program])
+    #expect(result.exitStatus == 0)
+    #expect(result.error.contains("imagelog: \(program): set-user-ID or set-group-ID program: the dynamic loader ignores LD_AUDIT"))
+  }
+
+  @Test func moduleIsFoundNextToTheBinaryOrInPrefixLib() throws {
+    var template = Array("/tmp/imagelog-run-install-XXXXXX".utf8CString)
+    let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+    defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
+    let binDirectory = processTestImagelog[..<(processTestImagelog.lastIndex(of: "/") ?? processTestImagelog.startIndex)]
+    let setup = try runProcessTest(["sh", "-c", """
+      mkdir -p \(directory)/alone \(directory)/prefix/bin \(directory)/prefix/lib/imagelog &&
+      cp \(processTestImagelog) \(directory)/alone/ && cp \(processTestImagelog) \(directory)/prefix/bin/ &&
+      cp \(binDirectory)/libImageLogAudit.so \(directory)/prefix/lib/imagelog/
+      """])
+    try #require(setup.exitStatus == 0)
+    let alone = try runProcessTest(["\(directory)/alone/imagelog", "run", "--", "true"])
+    #expect(alone.exitStatus == 1)
+    #expect(alone.error.hasPrefix("imagelog: cannot find the audit module libImageLogAudit.so"))
+    let installed = try runProcessTest(["\(directory)/prefix/bin/imagelog", "run", "--", "true"])
+    #expect(installed.exitStatus == 0)
+    #expect(installed.error.contains("Added: "))
+  }
+
+  @Test func usageErrors() throws {
+    #expect(try runProcessTest([processTestImagelog, "run"]).exitStatus == 64)
+    #expect(try runProcessTest([processTestImagelog, "run", "--format", "xml", "--", "true"]).exitStatus == 64)
+    let missing = try runProcessTest([processTestImagelog, "run", "--", "no-such-command-imagelog"])
+    #expect(missing.exitStatus == 1)
+    #expect(missing.error == "imagelog: no-such-command-imagelog: command not found\n")
+  }
+
+  @Test func timingAddsWhenAndHowLong() throws {
+    let result = try runProcessTest([processTestImagelog, "run", "--timing", "--", "true"])
+    let lines = result.error.split(separator: "\n")
+    #expect(!lines.isEmpty)
+    #expect(lines.allSatisfy { $0.hasPrefix("Added: ") && $0.contains(" ms (loaded in ") })
+    let json = try runProcessTest([processTestImagelog, "run", "--timing", "--format", "json", "--", "true"])
+    #expect(json.error.split(separator: "\n").allSatisfy { $0.contains("\"addedAtNanoseconds\":") && $0.hasSuffix("}") })
+  }
+}
+
+extension RunCommandTests {
+  /// Paths with a space and a program whose directory name needs escaping come back whole.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func pathsWithSpacesSurvive() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let spaced = programs.directory + "/with space"
+    #expect(try runProcessTest(["sh", "-c", "mkdir '\(spaced)' && cp \(programs.loop) \(programs.libraryA) '\(spaced)/'"]).exitStatus == 0)
+    let result = try runProcessTest([processTestImagelog, "run", "--format", "json", "--",
+                                     spaced + "/loop", "cycle", "0", "1", spaced + "/liba.so"])
+    let lines = result.error.split(separator: "\n")
+    #expect(lines.first.flatMap { field("path", in: $0) } == spaced + "/loop")
+    #expect(lines.contains { field("path", in: $0) == spaced + "/liba.so" && field("event", in: $0) == "removed" })
+  }
+}
+
+extension RunCommandTests {
+  /// --follow-exec: a shell's command reports too, labelled with its PID; without it, only the shell.
+  @Test func followExecReportsProgramsTheCommandRuns() throws {
+    let followed = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "crash", "--",
+                                       "sh", "-c", "/bin/true; echo done"])
+    #expect(followed.exitStatus == 0)
+    #expect(followed.output == "done\n")
+    let lines = followed.error.split(separator: "\n")
+    #expect(lines.first?.hasPrefix("Added: 0x") == true)
+    #expect(lines.contains { $0.hasPrefix("[pid ") && $0.contains(" +true ") })
+    let json = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "json", "--",
+                                   "sh", "-c", "/bin/true; echo done"])
+    #expect(json.error.split(separator: "\n").contains { $0.hasPrefix("{\"pid\":") && $0.contains("\"name\":\"true\"") })
+    let plain = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--", "sh", "-c", "/bin/true; echo done"])
+    #expect(!plain.error.contains(" +true "))
+    #expect(!plain.error.contains("[pid "))
+  }
+}
+
+extension RunCommandTests {
+  /// The module computes each image's fields in C from the link map and program headers: checked
+  /// against eu-unstrip on the same process while it still runs (start, size, build-id@address).
+  @Test(.enabled(if: processTestHaveCC && processTestToolExists("eu-unstrip"), "cc or eu-unstrip missing"))
+  func recordsMatchEuUnstripOnTheLiveProcess() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let events = programs.directory + "/events"
+    let run = try ProcessTestProgram([processTestImagelog, "run", "--format", "unstrip", "--output", events, "--",
+                                      programs.loop, "hold", programs.libraryA])
+    let pidLine = try #require(run.readLine())
+    try run.wait(for: "loaded")
+    let pid = try #require(Int32(pidLine.dropFirst(4)))
+    var ours: [Substring] = []
+    for _ in 0..<100 {  // the CLI writes the file a moment after the module writes the pipe
+      ours = processTestReadFile(events).split(separator: "\n")
+      if ours.contains(where: { $0.contains("liba.so") }) { break }
+      usleep(20_000)
+    }
+    let unstrip = try runProcessTest(["eu-unstrip", "-n", "-p", String(pid)])
+    let fromOutside = try runProcessTest([processTestImagelog, "pid", String(pid), "--format", "unstrip"])
+    run.signal(SIGTERM)  // passed on to the program; imagelog then ends the same way
+    _ = run.readAll()
+    run.reap()
+    #expect(run.rawStatus & 0x7f == SIGTERM)
+    func key(_ line: Substring) -> String { line.split(separator: " ").prefix(2).joined(separator: " ") }
+    func startAndID(_ line: Substring) -> String {
+      let fields = line.split(separator: " ")
+      return String(fields[0].prefix { $0 != "+" }) + " " + String(fields[1])
+    }
+    // The audit module's own namespace holds a second libc; when the kernel maps it right after the
+    // first, eu-unstrip merges the two into one module (it groups adjacent mappings of one inode),
+    // so its sizes are checked through `imagelog pid`, which eu-unstrip checks elsewhere.
+    let theirs = Set(unstrip.output.split(separator: "\n").map(startAndID))
+    let outside = Set(fromOutside.output.split(separator: "\n").map(key))
+    #expect(ours.count == 5, "executable, loader, vDSO, libc, liba.so: \(ours)")
+    for line in ours {
+      #expect(line.hasPrefix("Added: "))
+      #expect(theirs.contains(startAndID(line.dropFirst(7))), "\(line) not in eu-unstrip's \(theirs)")
+      #expect(outside.contains(key(line.dropFirst(7))), "\(line) not in imagelog pid's \(outside)")
+    }
+  }
+}
+
+extension RunCommandTests {
+  /// If imagelog dies while the program runs, the program does not die with it: the module gets
+  /// EPIPE (no SIGPIPE) and falls silent.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func programOutlivesImagelog() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/null", "--",
+                                      programs.loop, "cycle", "100", "3", programs.libraryA])
+    try run.wait(for: "ready")
+    run.signal(SIGKILL)  // only imagelog: the program is its child and keeps running
+    let rest = run.readAll()  // the program still writes to the pipe it inherited, until it exits
+    #expect(rest.last == "done", "the program finished its dlopen loop: \(rest)")
+    #expect(rest.filter { $0.hasPrefix("open ") }.count == 3)
+  }
+}

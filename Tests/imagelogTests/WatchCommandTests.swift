@@ -1,0 +1,60 @@
+import Glibc
+import Testing
+
+/// `imagelog watch`: a C program that dlopens and dlcloses slowly, seen from outside.
+@Suite(.serialized) struct WatchCommandTests {
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func seesLibrariesComeAndGoThenExitsWithTheProcess() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    // Each library stays loaded 400 ms and the watch polls every 20 ms: far inside the documented limit.
+    let target = try ProcessTestProgram([programs.loop, "cycle", "400", "1", programs.libraryA, programs.libraryB])
+    try target.wait(for: "ready")
+    let watch = try ProcessTestProgram([processTestImagelog, "watch", String(target.pid), "--interval", "0.02",
+                                        "--format", "unstrip"])
+    let first = try #require(watch.readLine())
+    #expect(first.hasPrefix("Added: 0x"))
+    let targetOutput = target.readAll()  // until the program exits
+    #expect(targetOutput.last == "done")
+    target.reap()
+    let lines = [first] + watch.readAll()
+    watch.reap()
+    #expect(watch.rawStatus == 0, "watch exits 0 when the process exits")
+    // The initial images, the main executable among them.
+    #expect(lines.contains { $0.hasPrefix("Added: ") && $0.contains(" \(programs.loop) ") })
+    #expect(lines.contains { $0.hasPrefix("Added: ") && $0.contains(" [vdso] ") })
+    let events = lines.filter { $0.contains(programs.libraryA) || $0.contains(programs.libraryB) }
+      .map { line -> String in
+        let verb = line.hasPrefix("Added: ") ? "Added" : "Removed"
+        return verb + " " + (line.contains("liba.so") ? "a" : "b")
+      }
+    #expect(events == ["Added a", "Removed a", "Added b", "Removed b"])
+    // Each event line is the unstrip line of that image: the build-id readelf reports.
+    let readelf = try runProcessTest(["readelf", "-n", programs.libraryA]).output
+    let buildID = readelf.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last
+    if let buildID { #expect(lines.contains { $0.contains(programs.libraryA) && $0.contains(" \(buildID)@0x") }) }
+  }
+
+  @Test func stopsCleanlyOnInterrupt() throws {
+    let target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+    try target.wait(for: "ready")
+    usleep(100_000)
+    let watch = try ProcessTestProgram([processTestImagelog, "watch", String(target.pid), "--interval", "5"])
+    #expect(watch.readLine()?.hasPrefix("Added: 0x") == true)
+    watch.signal(SIGINT)  // arrives during the 5-second sleep: must end it, not wait it out
+    _ = watch.readAll()
+    watch.reap()
+    #expect(watch.rawStatus == 0)
+  }
+
+  @Test func errorsAndUsage() throws {
+    let missing = try runProcessTest([processTestImagelog, "watch", "99999999"])
+    #expect(missing.exitStatus == 1)
+    #expect(missing.error == "imagelog: pid 99999999: no such process\n")
+    #expect(try runProcessTest([processTestImagelog, "watch", "1", "--interval", "0"]).exitStatus == 64)
+    #expect(try runProcessTest([processTestImagelog, "watch", "1", "--interval", "soon"]).exitStatus == 64)
+    #expect(try runProcessTest([processTestImagelog, "watch"]).exitStatus == 64)
+    let help = try runProcessTest([processTestImagelog, "watch", "--help"]).output
+    #expect(help.contains("an image loaded and unloaded within one interval is missed"))
+  }
+}
