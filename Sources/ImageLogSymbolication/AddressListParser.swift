@@ -11,13 +11,9 @@ enum AddressListParser {
     var wordProblems: [String] = []
     report.frames.reserveCapacity(lines.count)  // one address a line is the usual list
     for (lineIndex, line) in lines.enumerated() {
-      if let image = formatterImage(line) {
-        report.images.append(image)
-        continue
-      }
       var line = line
-      line.withUTF8 { bytes in
-        // Words on bytes, addresses read without making a string.
+      // Words on bytes, addresses read without making a string.
+      func readWords(_ bytes: UnsafeBufferPointer<UInt8>) {
         var end = 0
         while end < bytes.count {
           // Words are separated by spaces, tabs and commas (empty words are skipped).
@@ -37,6 +33,18 @@ enum AddressListParser {
                                                  reportedSymbol: nil, ipsThread: nil))
         }
       }
+      // Most lines of a long address list are one address: no space or `+`, so not an image line.
+      let done = line.withUTF8 { bytes in
+        guard !bytes.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "+") }) else { return false }
+        readWords(bytes)
+        return true
+      }
+      if done { continue }
+      if let image = formatterImage(line) {
+        report.images.append(image)
+        continue
+      }
+      line.withUTF8 { readWords($0) }
     }
     guard !report.frames.isEmpty, !report.images.isEmpty else { return nil }
     report.problems = Array(wordProblems.prefix(20))

@@ -14,7 +14,9 @@ public enum ReportParser {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
-    if text.utf8.contains(UInt8(ascii: "{")), SwiftBacktraceJSONParser.detect(text) {
+    let hasBrace = text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) }
+      ?? text.utf8.contains(UInt8(ascii: "{"))
+    if hasBrace, SwiftBacktraceJSONParser.detect(text) {
       return try SwiftBacktraceJSONParser.parse(text)
     }
     let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }

@@ -169,18 +169,19 @@ public enum Symbolicator {
     var results: [SymbolicatedFrame] = []
     results.reserveCapacity(report.frames.count)
     // Frames to look up, by image: each image's symbol table is then walked with no per-frame copy.
-    var lookups: [Int: [(frame: Int, offset: UInt64, lookup: UInt64)]] = [:]
-    let bases = files.mapValues(\.imageBaseVMAddress)  // not a copy of each file per frame
-    for (frameIndex, frame) in report.frames.enumerated() {
+    // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
+    var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: report.images.count)
+    var bases = [UInt64?](repeating: nil, count: report.images.count)
+    for (imageIndex, file) in files where bases.indices.contains(imageIndex) { bases[imageIndex] = file.imageBaseVMAddress }
+    for frameIndex in report.frames.indices {
       var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
                                      lookupAddress: nil)
-      guard let imageIndex = frame.imageIndex, report.images.indices.contains(imageIndex) else {
+      guard let imageIndex = report.frames[frameIndex].imageIndex, report.images.indices.contains(imageIndex) else {
         results.append(result)
         continue
       }
-      let image = report.images[imageIndex]
-      result.imageName = image.name
-      let (offset, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
+      result.imageName = report.images[imageIndex].name
+      let (offset, below) = report.frames[frameIndex].address.subtractingReportingOverflow(report.images[imageIndex].loadAddress)
       if !below { result.imageOffset = offset }
       guard let base = bases[imageIndex] else {
         if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
@@ -194,11 +195,11 @@ public enum Symbolicator {
       result.status = .noSymbol
       guard !below else { results.append(result); continue }
       // Return addresses point after the call: look up the call itself.
-      let adjusted = frame.isReturnAddress && offset > 0 ? offset - 1 : offset
+      let adjusted = report.frames[frameIndex].isReturnAddress && offset > 0 ? offset - 1 : offset
       let (lookup, overflow) = base.addingReportingOverflow(adjusted)
       guard !overflow else { results.append(result); continue }
       result.lookupAddress = lookup
-      lookups[imageIndex, default: []].append((results.count, offset, lookup))
+      lookups[imageIndex].append((results.count, offset, lookup))
       results.append(result)
     }
 
@@ -206,7 +207,7 @@ public enum Symbolicator {
     // reports from the address itself.
     let offsetFromLookup = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON
     var queries: [(frame: Int, object: String, address: UInt64)] = []
-    for (imageIndex, frameLookups) in lookups.sorted(by: { $0.key < $1.key }) {
+    for (imageIndex, frameLookups) in lookups.enumerated() where !frameLookups.isEmpty {
       guard let file = files[imageIndex] else { continue }
       let table = file.symbols
       let wantLines = options.lineInfo && file.hasDebugInfo
