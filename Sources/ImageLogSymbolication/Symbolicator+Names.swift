@@ -15,8 +15,9 @@ extension Symbolicator {
   /// the same, in the same order, however it was split.
   static func names(of symbols: [Int], in table: SymbolTable, demangler: Demangler) -> [(raw: String, name: String)] {
     let processors = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+    // A few chunks per core: a core taken by another process then delays only a small piece.
     let chunks = symbols.count < parallelNamesThreshold || processors < 2
-      ? 1 : min(Int(processors), 8, symbols.count / (parallelNamesThreshold / 2))  // processors >= 2 here
+      ? 1 : min(Int(processors) * 4, 32, symbols.count / (parallelNamesThreshold / 4))  // processors >= 2 here
     guard chunks > 1 else { return symbols.map { name(of: $0, in: table, demangler: demangler) } }
     let style = demangler.style
     return [(raw: String, name: String)](unsafeUninitializedCapacity: symbols.count) { buffer, initialized in
