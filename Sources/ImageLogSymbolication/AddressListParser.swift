@@ -9,7 +9,8 @@ enum AddressListParser {
     var report = CrashReport(format: .addresses, lines: lines, images: images)
     report.threads = [CrashReport.Thread(number: 0, crashed: true, name: nil)]
     var wordProblems: [String] = []
-    report.frames.reserveCapacity(lines.count)  // one address a line is the usual list
+    // One address a line is the usual list; a file of empty lines must not reserve for frames it lacks.
+    report.frames.reserveCapacity(min(lines.count, 1 << 16))
     for (lineIndex, line) in lines.enumerated() {
       var line = line
       // Words on bytes, addresses read without making a string.

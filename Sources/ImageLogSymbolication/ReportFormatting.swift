@@ -27,7 +27,7 @@ extension SymbolicatedReport {
       case .appleIPS: return ipsText()
       case .swiftBacktraceJSON: return swiftJSONText()
       case .addresses:
-        var out = UTF8Output(capacity: frames.count * 160 + 256)
+        var out = UTF8Output(capacity: min(frames.count, 1 << 16) * 160 + 256)  // grows past that
         addressLines(into: &out) { _ in }
         out.append(summary())
         return out.text

@@ -21,21 +21,22 @@ extension Symbolicator {
     guard chunks > 1 else { return symbols.map { name(of: $0, in: table, demangler: demangler) } }
     let style = demangler.style
     return [(raw: String, name: String)](unsafeUninitializedCapacity: symbols.count) { buffer, initialized in
-      let output = SendableOutput(base: buffer.baseAddress)
       symbols.withUnsafeBufferPointer { symbols in
-        let input = SendableInput(base: symbols.baseAddress, count: symbols.count)
+        // Not empty (chunks > 1), so both have a base address.
+        guard let symbolBase = symbols.baseAddress, let outputBase = buffer.baseAddress else { return }
+        let input = SendableInput(base: symbolBase, count: symbols.count)
+        let output = SendableOutput(base: outputBase)
         DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
           // Chunk `chunk` owns positions lower..<upper of the output: no two chunks touch one element.
           let lower = input.count * chunk / chunks
           let upper = input.count * (chunk + 1) / chunks
           let chunkDemangler = Demangler(style: style)  // its own output buffer
-          guard let symbolBase = input.base, let outputBase = output.base else { return }
           for position in lower..<upper {
-            (outputBase + position).initialize(to: name(of: symbolBase[position], in: table, demangler: chunkDemangler))
+            (output.base + position).initialize(to: name(of: input.base[position], in: table, demangler: chunkDemangler))
           }
         }
+        initialized = symbols.count  // every chunk ran to completion: concurrentPerform returns after all
       }
-      initialized = symbols.count  // every chunk ran to completion: concurrentPerform returns after all
     }
   }
 
@@ -49,10 +50,10 @@ extension Symbolicator {
 // Pointers handed to `concurrentPerform`'s workers, which read `SendableInput` and write disjoint
 // ranges of `SendableOutput` (see `names(of:in:demangler:)`).
 private struct SendableInput: @unchecked Sendable {
-  let base: UnsafePointer<Int>?
+  let base: UnsafePointer<Int>
   let count: Int
 }
 
 private struct SendableOutput: @unchecked Sendable {
-  let base: UnsafeMutablePointer<(raw: String, name: String)>?
+  let base: UnsafeMutablePointer<(raw: String, name: String)>
 }
