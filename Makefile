@@ -23,7 +23,9 @@ bench:
 	$(SWIFT) build -c release
 	$(SWIFT) run -c release ImageLogBenchmarks
 
+# Regenerates the committed fixtures (needs clang, ld.lld, ld64.lld-14, llvm-lipo-14, python3).
 fixtures:
+	Scripts/make-elf-fixtures
 	Scripts/make-fixtures
 
 # libFuzzer over BinaryFile.parse: Tests/Fuzz compiled with Sources/ImageReaders into one module (no

@@ -22,7 +22,10 @@ let package = Package(
     .target(name: "ImageLog", dependencies: ["CImageLog", "ImageReaders"]),
     // Crash report parsing and address-to-symbol resolution.
     .target(name: "ImageLogSymbolication", dependencies: ["ImageLog", "ImageReaders", "CImageLog"]),
-    .executableTarget(name: "imagelog", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication"]),
+    // The Swift runtime linked in (as `--static-swift-stdlib`): a run over a few files is mostly process
+    // start-up, and loading libswiftCore and its companions costs more than the work (`make bench`).
+    .executableTarget(name: "imagelog", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication"],
+                      linkerSettings: [.unsafeFlags(["-static-stdlib"])]),
     // `make bench`: side-by-side measurements against real peers; writes BENCHMARKS.md.
     .executableTarget(name: "ImageLogBenchmarks",
                       dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLog"]),

@@ -15,12 +15,15 @@ public final class MappedFile: @unchecked Sendable {
     case system(operation: String, errno: Int32)
     case notRegularFile(kind: String)
     case empty
+    /// Fewer bytes could be read than the file had when it was opened (`FileBytes`).
+    case shrank(size: Int)
 
     public var description: String {
       switch self {
       case let .system(operation, code): "\(operation): \(String(cString: strerror(code)))"
       case .notRegularFile(let kind): "is a \(kind), not a regular file"
       case .empty: "empty file"
+      case .shrank(let size): "file shrank while being read (it had \(size) bytes)"
       }
     }
   }
@@ -52,7 +55,8 @@ public final class MappedFile: @unchecked Sendable {
     try body(ByteReader(UnsafeRawBufferPointer(start: base, count: count)))
   }
 
-  private static func kindName(_ mode: mode_t) -> String? {
+  /// What a file that is not regular is, in the words of the errors; nil for a regular file.
+  static func kindName(_ mode: mode_t) -> String? {
     switch mode & S_IFMT {
     case S_IFREG: nil
     case S_IFDIR: "directory"

@@ -21,10 +21,10 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// The first 16 bytes as `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`, uppercase.
-  public var uuid: String { Self.dashed(uuidBytes).uppercased() }
+  public var uuid: String { Self.dashed(bytes, uppercase: true) }
 
   /// The first 16 bytes as 32 lowercase hex digits, as Apple's legacy "Binary Images" lines write UUIDs.
-  public var compactUUID: String { Self.hex(uuidBytes[...]) }
+  public var compactUUID: String { bytes.count >= 16 ? Self.hex(bytes.prefix(16)) : Self.hex(uuidBytes[...]) }
 
   /// Breakpad/Sentry debug-id: the UUID with its first three fields byte-swapped, uppercase and dashed.
   public var debugID: String {
@@ -32,25 +32,46 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
     swapped[0..<4].reverse()
     swapped[4..<6].reverse()
     swapped[6..<8].reverse()
-    return Self.dashed(swapped).uppercased()
+    return Self.dashed(swapped, uppercase: true)
   }
 
   public var description: String { hex }
 
+  /// The hex digits, indexed by a nibble.
+  private static let digits: StaticString = "0123456789abcdef", upperDigits: StaticString = "0123456789ABCDEF"
+
+  // Two digits a byte written straight into the string's storage: one allocation, no per-byte Strings.
   static func hex(_ bytes: ArraySlice<UInt8>) -> String {
-    var result = ""
-    result.reserveCapacity(bytes.count * 2)
-    for byte in bytes { result += hexDigits(UInt64(byte), width: 2) }
-    return result
+    String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
+      digits.withUTF8Buffer { digit in
+        var out = 0
+        for byte in bytes {
+          buffer[out] = digit[Int(byte >> 4)]
+          buffer[out + 1] = digit[Int(byte & 0xF)]
+          out += 2  // the capacity is 2 * bytes.count
+        }
+        return out
+      }
+    }
   }
 
-  static func dashed(_ sixteen: [UInt8]) -> String {
-    let hex = Self.hex(sixteen[...])
-    var result = ""
-    for (index, character) in hex.enumerated() {
-      if index == 8 || index == 12 || index == 16 || index == 20 { result.append("-") }
-      result.append(character)
+  /// The first 16 of `bytes` (zero-padded) as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+  static func dashed(_ sixteen: [UInt8], uppercase: Bool = false) -> String {
+    String(unsafeUninitializedCapacity: 36) { buffer in
+      (uppercase ? upperDigits : digits).withUTF8Buffer { digit in
+        var out = 0
+        for index in 0..<16 {
+          if index == 4 || index == 6 || index == 8 || index == 10 {
+            buffer[out] = UInt8(ascii: "-")
+            out += 1
+          }
+          let byte = index < sixteen.count ? sixteen[index] : 0
+          buffer[out] = digit[Int(byte >> 4)]
+          buffer[out + 1] = digit[Int(byte & 0xF)]
+          out += 2  // 16 * 2 digits and 4 dashes: 36
+        }
+        return out
+      }
     }
-    return result
   }
 }

@@ -34,23 +34,35 @@ struct ArgumentScanner {
 
   /// True when any of `names` is present before `--`.
   func contains(_ names: String...) -> Bool {
-    arguments.contains { names.contains($0) }
+    arguments.contains { Self.isOption($0) && names.contains($0) }
   }
 
   /// Removes every occurrence of a flag; true when there was at least one.
   mutating func flag(_ names: String...) -> Bool {
     let before = arguments.count
-    arguments.removeAll { names.contains($0) }
+    arguments.removeAll { Self.isOption($0) && names.contains($0) }
     return arguments.count != before
   }
 
-  /// Removes every `--name value` / `--name=value` and returns the values in order.
+  /// Removes every `--name value` / `--name=value` for any of `names` and returns the values in the
+  /// order given. One pass over the arguments, whatever the number of names; an argument that does
+  /// not start with `-` is never compared (paths are most of a long command line).
   mutating func options(_ names: String..., command: String, usage: String) throws(UsageError) -> [String] {
+    try options(names, command: command, usage: usage)
+  }
+
+  private mutating func options(_ names: [String], command: String, usage: String) throws(UsageError) -> [String] {
     var values: [String] = []
     var index = 0
     var kept: [String] = []
+    kept.reserveCapacity(arguments.count)
     while index < arguments.count {
       let argument = arguments[index]
+      guard Self.isOption(argument) else {
+        kept.append(argument)
+        index += 1
+        continue
+      }
       if names.contains(argument) {
         guard index + 1 < arguments.count else {
           throw UsageError(message: "Missing value for '\(argument) <value>'", commandName: command, usage: usage)
@@ -59,7 +71,7 @@ struct ArgumentScanner {
         index += 2
         continue
       }
-      if let equals = argument.firstIndex(of: "="), names.contains(String(argument[..<equals])) {
+      if let equals = argument.utf8.firstIndex(of: UInt8(ascii: "=")), names.contains(String(argument[..<equals])) {
         values.append(String(argument[argument.index(after: equals)...]))
         index += 1
         continue
@@ -71,16 +83,20 @@ struct ArgumentScanner {
     return values
   }
 
-  /// The last value of an option that may be given more than once; `nil` when absent.
+  /// The last value given for an option that may be given more than once (under any of its names);
+  /// `nil` when absent.
   mutating func option(_ names: String..., command: String, usage: String) throws(UsageError) -> String? {
-    var values: [String] = []
-    for name in names { values += try options(name, command: command, usage: usage) }
-    return values.last
+    try options(names, command: command, usage: usage).last
+  }
+
+  /// True for an argument that starts with `-` (checked on the UTF-8 bytes: no Character work).
+  private static func isOption(_ argument: String) -> Bool {
+    argument.utf8.first == UInt8(ascii: "-")
   }
 
   /// What is left: positional arguments (then those after `--`). An unknown option is a usage error.
   mutating func positionals(command: String, usage: String) throws(UsageError) -> [String] {
-    if let unknown = arguments.first(where: { $0.hasPrefix("-") && $0 != "-" }) {
+    if let unknown = arguments.first(where: { Self.isOption($0) && $0 != "-" }) {
       throw UsageError(message: "Unknown option '\(unknown)'", commandName: command, usage: usage)
     }
     defer { arguments = []; afterTerminator = [] }

@@ -37,6 +37,12 @@ public struct ELFDynamicInfo: Sendable, Equatable {
   /// file (whose `.dynamic` is `SHT_NOBITS`) has none, as readelf says.
   public init(_ file: ByteReader, header: ELFHeader, programHeaders: [ProgramHeader],
               sections: [ELFSection]) throws(FormatError) {
+    try self.init(source: file, header: header, programHeaders: programHeaders, sections: sections)
+  }
+
+  /// Reads the dynamic information from the file bytes `file` fetches, as `init(_:header:programHeaders:sections:)`.
+  public init<Source: RandomAccessBytes>(source file: Source, header: ELFHeader, programHeaders: [ProgramHeader],
+                                         sections: [ELFSection]) throws(FormatError) {
     let dynamicSection = sections.first { $0.type == ELFSection.dynamicType }
       ?? sections.first { $0.name == ".dynamic" }
     if let dynamicSection, dynamicSection.type == ELFSection.noBitsType { return }
@@ -90,7 +96,7 @@ public struct ELFDynamicInfo: Sendable, Equatable {
 
   /// The dynamic string table: `DT_STRTAB`/`DT_STRSZ` through the `PT_LOAD` holding that address,
   /// else the section `.dynamic` links to, else `.dynstr`.
-  static func stringTable(_ file: ByteReader, entries: [ELFDynamicEntry], programHeaders: [ProgramHeader],
+  static func stringTable<Source: RandomAccessBytes>(_ file: Source, entries: [ELFDynamicEntry], programHeaders: [ProgramHeader],
                           sections: [ELFSection], dynamicSection: ELFSection?) throws(FormatError) -> ByteReader {
     if let address = entries.first(where: { $0.tag == ELFDynamicEntry.stringTable })?.value,
        let offset = fileOffset(ofVMAddress: address, programHeaders: programHeaders) {

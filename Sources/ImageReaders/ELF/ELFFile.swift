@@ -99,8 +99,16 @@ public struct ELFFile: Sendable {
 
   /// Decodes the ELF file in `bytes` (the whole file: offsets are file offsets).
   public init(_ bytes: ByteReader) throws(FormatError) {
-    header = try ELFHeader(bytes)
-    var file = bytes
+    try self.init(source: bytes)
+  }
+
+  /// Decodes the ELF file whose bytes `source` fetches (offsets are file offsets): the same checks
+  /// and the same values or errors as `init(_:)` over the whole file in memory, reading only the
+  /// header, the program and section header tables and what they point to.
+  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+    // An ELF header is at most 64 bytes; a shorter file is passed whole, so errors name its size.
+    header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
+    var file = source
     file.endian = header.endian
     let tables = try Self.readTables(file, header: header)
     programHeaders = tables.programHeaders
@@ -109,7 +117,7 @@ public struct ELFFile: Sendable {
     architecture = elfArchitectureName(machine: header.machine, is64Bit: header.is64Bit, endian: header.endian)
     interpreter = try Self.readInterpreter(file, programHeaders: programHeaders)
     buildID = try Self.readBuildID(file, programHeaders: programHeaders, sections: sections)
-    let dynamic = try ELFDynamicInfo(file, header: header, programHeaders: programHeaders, sections: sections)
+    let dynamic = try ELFDynamicInfo(source: file, header: header, programHeaders: programHeaders, sections: sections)
     soname = dynamic.soname
     needed = dynamic.needed
     rpath = dynamic.rpath
@@ -182,7 +190,7 @@ extension ELFFile {
   }
 
   /// Reads the section header table (with names) and the program header table.
-  static func readTables(_ file: ByteReader, header: ELFHeader) throws(FormatError) -> Tables {
+  static func readTables<Source: RandomAccessBytes>(_ file: Source, header: ELFHeader) throws(FormatError) -> Tables {
     var sections: [ELFSection] = []
     var first: ELFSection?
     // e_shoff set with e_shnum and e_shentsize both 0 is a table that was cut away (sstrip), not one
@@ -245,7 +253,7 @@ extension ELFFile {
 
   /// Fills in section names from the section name table; a name must start inside the table and end
   /// with a NUL inside it.
-  static func nameSections(_ sections: inout [ELFSection], file: ByteReader, header: ELFHeader) throws(FormatError) {
+  static func nameSections<Source: RandomAccessBytes>(_ sections: inout [ELFSection], file: Source, header: ELFHeader) throws(FormatError) {
     var nameIndex = Int(header.sectionNameTableIndex)
     if header.sectionNameTableIndex == extendedSectionIndex, let first = sections.first {
       nameIndex = Int(first.link)  // UInt32 -> Int is exact on 64-bit
@@ -269,17 +277,17 @@ extension ELFFile {
     }
   }
 
-  static func readInterpreter(_ file: ByteReader, programHeaders: [ProgramHeader]) throws(FormatError) -> String? {
+  static func readInterpreter<Source: RandomAccessBytes>(_ file: Source, programHeaders: [ProgramHeader]) throws(FormatError) -> String? {
     guard let segment = programHeaders.first(where: { $0.type == ProgramHeader.interpreter }) else { return nil }
     let range = try ByteReader.checkedRange(offset: segment.fileOffset, size: segment.fileSize, limit: file.count,
                                             "PT_INTERP")
-    return try file.fixedString(at: range.lowerBound, width: range.count)
+    return try file.slice(at: range.lowerBound, length: range.count).fixedString(at: 0, width: range.count)
   }
 
   /// The build-id from the `PT_NOTE` segments (what the loader maps), else from the note sections.
   /// A broken note segment is an error unless a note section still yields a build-id (separate debug
   /// files keep program headers whose note offsets no longer point at notes).
-  static func readBuildID(_ file: ByteReader, programHeaders: [ProgramHeader],
+  static func readBuildID<Source: RandomAccessBytes>(_ file: Source, programHeaders: [ProgramHeader],
                           sections: [ELFSection]) throws(FormatError) -> BuildID? {
     var segmentError: FormatError?
     for segment in programHeaders where segment.type == ProgramHeader.note && segment.fileSize > 0 {
@@ -311,9 +319,13 @@ extension ELFFile {
     return nil
   }
 
-  static func readDebugInfo(_ file: ByteReader, sections: [ELFSection]) throws(FormatError) -> DebugInfo {
+  static func readDebugInfo<Source: RandomAccessBytes>(_ file: Source, sections: [ELFSection]) throws(FormatError) -> DebugInfo {
     var info = DebugInfo()
     for section in sections {
+      // Only names of 11, 12 or 14 bytes can match below: most sections are passed over without
+      // comparing strings (a library has dozens of sections, and thousands are read in a run).
+      let nameLength = section.name.utf8.count
+      guard nameLength == 11 || nameLength == 12 || nameLength == 14 else { continue }
       switch section.name {
       case ".debug_info", ".zdebug_info":
         if section.occupiesFile { info.hasDebugInfo = true }

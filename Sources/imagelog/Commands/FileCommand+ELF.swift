@@ -23,36 +23,64 @@ extension ELFFile: FileDetailRendering {
   }
 
   func jsonMembers(slice index: Int) -> [(String, JSONValue)] {
-    let segments: [JSONValue] = programHeaders.map { segment in
-      let members: [(String, JSONValue)] = [
-        ("type", .string(Self.segmentTypeName(segment.type))),
-        ("offset", .string(HexText.address(segment.fileOffset))),
-        ("vmAddress", .string(HexText.address(segment.vmAddress))),
-        ("fileSize", .number(segment.fileSize)),
-        ("vmSize", .number(segment.vmSize)),
-        ("flags", .string(Self.flagText(segment.flags))),
-      ]
-      return .object(members)
+    var json = JSONWriter()
+    writeJSON(into: &json)
+    return [("elf", .raw(json.bytes))]
+  }
+
+  /// The `elf` object of `--format json`, written straight into bytes (thousands of files per run).
+  func writeJSON(into json: inout JSONWriter) {
+    json.beginObject()
+    json.key("class")
+    json.number(header.is64Bit ? 64 : 32)
+    json.key("endian")
+    json.string(header.endian == .little ? "little" : "big")
+    json.key("machine")
+    json.number(UInt64(header.machine))
+    json.key("entry")
+    json.address(header.entry)
+    json.key("interpreter")
+    json.string(interpreter)
+    json.key("soname")
+    json.string(soname)
+    json.key("needed")
+    json.beginArray()
+    for name in needed { json.string(name) }
+    json.endArray()
+    json.key("rpath")
+    json.string(rpath)
+    json.key("runpath")
+    json.string(runpath)
+    json.key("debugInfo")
+    json.bool(debugInfo.hasDebugInfo)
+    json.key("debugLink")
+    json.string(debugInfo.debugLinkFileName)
+    json.key("debugLinkCRC")
+    if let crc = debugInfo.debugLinkCRC { json.hex32(crc) } else { json.null() }
+    json.key("gnuDebugData")
+    json.bool(debugInfo.hasGNUDebugData)
+    json.key("segments")
+    json.beginArray()
+    for segment in programHeaders {
+      json.beginObject()
+      json.key("type")
+      json.string(Self.segmentTypeName(segment.type))  // literals: no copy
+      json.key("offset")
+      json.address(segment.fileOffset)
+      json.key("vmAddress")
+      json.address(segment.vmAddress)
+      json.key("fileSize")
+      json.number(segment.fileSize)
+      json.key("vmSize")
+      json.number(segment.vmSize)
+      json.key("flags")
+      json.literal(Self.flagTexts[Int(segment.flags & 7)])
+      json.endObject()
     }
-    let crc: JSONValue = debugInfo.debugLinkCRC.map { .string("0x" + hexDigits(UInt64($0), width: 8)) } ?? .null
-    let members: [(String, JSONValue)] = [
-      ("class", .number(header.is64Bit ? 64 : 32)),
-      ("endian", .string(header.endian == .little ? "little" : "big")),
-      ("machine", .number(UInt64(header.machine))),
-      ("entry", .string(HexText.address(header.entry))),
-      ("interpreter", interpreter.map { .string($0) } ?? .null),
-      ("soname", soname.map { .string($0) } ?? .null),
-      ("needed", .array(needed.map { .string($0) })),
-      ("rpath", rpath.map { .string($0) } ?? .null),
-      ("runpath", runpath.map { .string($0) } ?? .null),
-      ("debugInfo", .bool(debugInfo.hasDebugInfo)),
-      ("debugLink", debugInfo.debugLinkFileName.map { .string($0) } ?? .null),
-      ("debugLinkCRC", crc),
-      ("gnuDebugData", .bool(debugInfo.hasGNUDebugData)),
-      ("segments", .array(segments)),
-      ("sectionCount", .number(UInt64(sections.count))),
-    ]
-    return [("elf", .object(members))]
+    json.endArray()
+    json.key("sectionCount")
+    json.number(UInt64(sections.count))
+    json.endObject()
   }
 
   private var debugInfoText: String {
@@ -87,6 +115,9 @@ extension ELFFile: FileDetailRendering {
     default: "0x" + hexDigits(UInt64(type))
     }
   }
+
+  /// `flagText` of the flags 0...7 (`PF_X` 1, `PF_W` 2, `PF_R` 4), for writers that take literals.
+  static let flagTexts: [StaticString] = ["---", "--X", "-W-", "-WX", "R--", "R-X", "RW-", "RWX"]
 
   static func flagText(_ flags: UInt32) -> String {
     (flags & 4 != 0 ? "R" : "-") + (flags & 2 != 0 ? "W" : "-") + (flags & 1 != 0 ? "X" : "-")

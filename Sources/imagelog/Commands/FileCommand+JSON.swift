@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
 /// A JSON value written by hand (no Foundation in the CLI's hot path): strings are escaped as RFC 8259
 /// requires, numbers are unsigned integers, objects keep their members' order.
 enum JSONValue {
@@ -7,6 +11,8 @@ enum JSONValue {
   case null
   case array([JSONValue])
   case object([(String, JSONValue)])
+  /// JSON text already written (by a `JSONWriter`), copied as is.
+  case raw([UInt8])
 
   /// The compact text of this value.
   var text: String {
@@ -38,6 +44,7 @@ enum JSONValue {
         value.write(into: &result)
       }
       result.append(UInt8(ascii: "}"))
+    case .raw(let text): result += text
     }
   }
 
@@ -74,29 +81,19 @@ enum JSONValue {
 struct JSONArrayPrinter {
   private var pending: [UInt8]?
 
-  mutating func begin() { printOutput("[") }
+  mutating func begin(_ output: inout OutputLines) { output.line("[") }
 
-  mutating func element(_ value: JSONValue) {
-    if var pending {
-      pending.append(UInt8(ascii: ","))
-      writeOutputLine(pending)
-    }
-    var text: [UInt8] = []
-    text.reserveCapacity(1024)
-    value.write(into: &text)
+  /// Adds an element already written as compact JSON text.
+  mutating func element(_ text: [UInt8], _ output: inout OutputLines) {
+    if let pending { output.line(pending, suffix: UInt8(ascii: ",")) }
     pending = text
   }
 
-  mutating func end() {
-    if let pending { writeOutputLine(pending) }
+  mutating func end(_ output: inout OutputLines) {
+    if let pending { output.line(pending) }
     pending = nil
-    printOutput("]")
+    output.line("]")
   }
-}
-
-/// Writes UTF-8 `bytes` and a newline to standard output, through `printOutput` so the order holds.
-func writeOutputLine(_ bytes: [UInt8]) {
-  printOutput(String(decoding: bytes, as: UTF8.self))
 }
 
 /// Fast hex text for the JSON and detailed views (BuildID's own forms build one String per byte).
@@ -143,4 +140,269 @@ enum HexText {
   }
 
   private static func upper(_ digit: UInt8) -> UInt8 { digit >= UInt8(ascii: "a") ? digit - 32 : digit }
+
+  /// The uppercase hex digit for `nibble` (0...15).
+  static func upperDigit(_ nibble: Int) -> UInt8 {
+    UInt8(truncatingIfNeeded: nibble < 10 ? 48 + nibble : 55 + nibble)  // "A" - 10 is 55
+  }
+
+  /// The lowercase hex digit for `nibble` (0...15).
+  static func digit(_ nibble: Int) -> UInt8 {
+    UInt8(truncatingIfNeeded: nibble < 10 ? 48 + nibble : 87 + nibble)  // "0" is 48, "a" - 10 is 87
+  }
+}
+
+/// Writes compact JSON straight into bytes, with no tree of values in between: the views of files
+/// that are printed by the thousand (ELF's, and the members every slice has) are written with it.
+/// Commas are placed by the writer: a value or key after another value gets one. The bytes live in
+/// one buffer that each write first makes room in, then stores into through a pointer (an `Array`
+/// append per byte checks uniqueness and capacity every time).
+struct JSONWriter: ~Copyable {
+  private var base: UnsafeMutablePointer<UInt8>
+  private var capacity: Int
+  private var count = 0
+  private var needsComma = false
+
+  init(capacity: Int = 2048) {
+    self.capacity = max(capacity, 64)
+    base = UnsafeMutablePointer<UInt8>.allocate(capacity: self.capacity)
+  }
+
+  deinit { base.deallocate() }
+
+  /// The JSON text written so far.
+  var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+  mutating func beginObject() {
+    reserve(2)
+    separate()
+    store(UInt8(ascii: "{"))
+    needsComma = false
+  }
+
+  mutating func endObject() {
+    reserve(1)
+    store(UInt8(ascii: "}"))
+    needsComma = true
+  }
+
+  mutating func beginArray() {
+    reserve(2)
+    separate()
+    store(UInt8(ascii: "["))
+    needsComma = false
+  }
+
+  mutating func endArray() {
+    reserve(1)
+    store(UInt8(ascii: "]"))
+    needsComma = true
+  }
+
+  /// `"key":` (keys are identifiers: nothing to escape); the value comes next.
+  mutating func key(_ key: StaticString) {
+    let length = key.utf8CodeUnitCount
+    reserve(length + 4)
+    separate()
+    store(UInt8(ascii: "\""))
+    storeAll(key.utf8Start, length)
+    store(UInt8(ascii: "\""))
+    store(UInt8(ascii: ":"))
+    needsComma = false
+  }
+
+  /// A key that is not a literal (the members a format's renderer returns).
+  mutating func key(named key: String) {
+    reserve(1)
+    separate()
+    putString(key)
+    reserve(1)
+    store(UInt8(ascii: ":"))
+    needsComma = false
+  }
+
+  mutating func string(_ string: String) {
+    reserve(1)
+    separate()
+    putString(string)
+    needsComma = true
+  }
+
+  /// A string literal that needs no escaping (ASCII letters, digits and punctuation other than `"` and `\\`).
+  mutating func literal(_ text: StaticString) {
+    let length = text.utf8CodeUnitCount
+    reserve(length + 3)
+    separate()
+    store(UInt8(ascii: "\""))
+    storeAll(text.utf8Start, length)
+    store(UInt8(ascii: "\""))
+    needsComma = true
+  }
+
+  /// A string, or `null` when absent.
+  mutating func string(_ string: String?) {
+    if let string { self.string(string) } else { null() }
+  }
+
+  mutating func number(_ number: UInt64) {
+    reserve(21)  // a comma and UInt64.max's 20 digits
+    separate()
+    var digits = 1
+    var rest = number / 10
+    while rest > 0 {
+      digits += 1
+      rest /= 10
+    }
+    var value = number
+    var index = count + digits
+    repeat {
+      index -= 1
+      base[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+      value /= 10
+    } while index > count
+    count += digits
+    needsComma = true
+  }
+
+  mutating func bool(_ value: Bool) {
+    reserve(6)
+    separate()
+    let text: StaticString = value ? "true" : "false"
+    storeAll(text.utf8Start, text.utf8CodeUnitCount)
+    needsComma = true
+  }
+
+  mutating func null() {
+    reserve(5)
+    separate()
+    let text: StaticString = "null"
+    storeAll(text.utf8Start, text.utf8CodeUnitCount)
+    needsComma = true
+  }
+
+  /// `"0x…"`: the value in lowercase hex without leading zeros (`HexText.address`).
+  mutating func address(_ value: UInt64) {
+    let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
+    reserve(width + 5)
+    separate()
+    store(UInt8(ascii: "\""))
+    store(UInt8(ascii: "0"))
+    store(UInt8(ascii: "x"))
+    for index in 0..<width {
+      base[count + index] = HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(4 * (width - 1 - index))) & 0xF))
+    }
+    count += width
+    store(UInt8(ascii: "\""))
+    needsComma = true
+  }
+
+  /// `"0x"` and `value` as 8 lowercase hex digits, quoted (`"0x" + hexDigits(value, width: 8)`).
+  mutating func hex32(_ value: UInt32) {
+    reserve(13)
+    separate()
+    store(UInt8(ascii: "\""))
+    store(UInt8(ascii: "0"))
+    store(UInt8(ascii: "x"))
+    for shift in stride(from: 28, through: 0, by: -4) { store(HexText.digit(Int((value >> UInt32(shift)) & 0xF))) }
+    store(UInt8(ascii: "\""))
+    needsComma = true
+  }
+
+  /// Every byte as two lowercase hex digits, quoted (`HexText.bytes`).
+  mutating func hexString(_ data: [UInt8]) {
+    reserve(data.count * 2 + 3)
+    separate()
+    store(UInt8(ascii: "\""))
+    for byte in data {
+      store(HexText.digit(Int(byte >> 4)))
+      store(HexText.digit(Int(byte & 0xF)))
+    }
+    store(UInt8(ascii: "\""))
+    needsComma = true
+  }
+
+  /// The first 16 bytes (zero-padded) as an uppercase dashed UUID, quoted (`HexText.uuid`).
+  mutating func uuidString(_ data: [UInt8]) {
+    reserve(39)
+    separate()
+    store(UInt8(ascii: "\""))
+    for index in 0..<16 {
+      if index == 4 || index == 6 || index == 8 || index == 10 { store(UInt8(ascii: "-")) }
+      let byte = index < data.count ? data[index] : 0
+      store(HexText.upperDigit(Int(byte >> 4)))
+      store(HexText.upperDigit(Int(byte & 0xF)))
+    }
+    store(UInt8(ascii: "\""))
+    needsComma = true
+  }
+
+  /// A value of the tree form (a format's own members).
+  mutating func value(_ value: JSONValue) {
+    reserve(1)
+    separate()
+    var text: [UInt8] = []
+    value.write(into: &text)
+    text.withUnsafeBufferPointer { putAll($0) }
+    needsComma = true
+  }
+
+  /// Writes a comma when a value came before; the caller reserved room for it.
+  @inline(__always)
+  private mutating func separate() {
+    if needsComma { store(UInt8(ascii: ",")) }
+  }
+
+  /// Makes room for `extra` more bytes: every `store` below is preceded by a `reserve` that counts it.
+  @inline(__always)
+  private mutating func reserve(_ extra: Int) {
+    if extra > capacity - count { grow(extra) }
+  }
+
+  private mutating func grow(_ extra: Int) {
+    let newCapacity = max(capacity * 2, count + extra)
+    let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+    grown.initialize(from: base, count: count)
+    base.deallocate()
+    base = grown
+    capacity = newCapacity
+  }
+
+  @inline(__always)
+  private mutating func store(_ byte: UInt8) {
+    base[count] = byte
+    count += 1
+  }
+
+  @inline(__always)
+  private mutating func storeAll(_ bytes: UnsafePointer<UInt8>, _ length: Int) {
+    (base + count).update(from: bytes, count: length)
+    count += length
+  }
+
+  private mutating func putAll(_ bytes: UnsafeBufferPointer<UInt8>) {
+    reserve(bytes.count)
+    if let start = bytes.baseAddress { storeAll(start, bytes.count) }
+  }
+
+  /// `string` quoted, with `"`, `\\` and control characters escaped as `JSONValue.writeString` does.
+  private mutating func putString(_ string: String) {
+    var contiguous = string
+    contiguous.withUTF8 { utf8 in
+      var plain = true
+      for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+        plain = false
+        break
+      }
+      if plain {
+        reserve(utf8.count + 2)
+        store(UInt8(ascii: "\""))
+        if let start = utf8.baseAddress { storeAll(start, utf8.count) }
+        store(UInt8(ascii: "\""))
+      } else {
+        var text: [UInt8] = []
+        JSONValue.writeString(string, into: &text)
+        text.withUnsafeBufferPointer { putAll($0) }
+      }
+    }
+  }
 }

@@ -24,6 +24,12 @@ enum FileWalker {
     var inputs: [Input] = []
     var visited: Set<FileID> = []
     for path in paths {
+      // Only a folder is walked or opened as a bundle. Without -r, a path whose name is not `*.dSYM`
+      // goes straight to the reader, whose fstat refuses folders: no stat call per named file.
+      guard recursive || mayNameBundle(path) else {
+        inputs.append(Input(path: path, fromWalk: false))
+        continue
+      }
       var info = stat()
       let isFolder = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
       if isFolder, DSYMBundle.isBundle(path) {
@@ -42,6 +48,21 @@ enum FileWalker {
       }
     }
     return inputs
+  }
+
+  /// True when `path` ends in `.dSYM` (any case), trailing slashes ignored: `DSYMBundle.isBundle`'s
+  /// name test, on the UTF-8 bytes.
+  static func mayNameBundle(_ path: String) -> Bool {
+    var path = path
+    return path.withUTF8 { bytes in
+      var end = bytes.count
+      while end > 1, bytes[end - 1] == UInt8(ascii: "/") { end -= 1 }
+      let suffix: [UInt8] = [UInt8(ascii: "."), UInt8(ascii: "d"), UInt8(ascii: "s"), UInt8(ascii: "y"), UInt8(ascii: "m")]
+      guard end >= suffix.count else { return false }
+      // ASCII letters fold to lowercase with 0x20; "." has the bit already.
+      for index in 0..<suffix.count where bytes[end - suffix.count + index] | 0x20 != suffix[index] { return false }
+      return true
+    }
   }
 
   private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,

@@ -31,6 +31,9 @@ struct FileCommand: Command {
       0 when every file was read, 1 when any failed (each failure is one line on standard error), 64 for usage errors.
     """
 
+  /// How many files are read ahead of the one being printed, at most.
+  static let batchSize = 1024
+
   /// How each slice is printed.
   enum Style: String, CaseIterable {
     case crash, detailed, json
@@ -76,28 +79,38 @@ struct FileCommand: Command {
     var progress = ProgressLine(total: inputs.count)
     var json = JSONArrayPrinter()
     let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
-    if jsonArray { json.begin() }
-    // One file at a time: reading on several threads was slower here, because every munmap in a
-    // multi-threaded process flushes the other threads' TLBs.
-    for input in inputs {
-      progress.tick(input.path)
-      switch Self.read(input.path) {
-      case .failure(let problem):
-        // A walk only reports files that look like binaries; named paths report every problem.
-        if input.fromWalk && problem.meansNotABinary { continue }
-        progress.clear()
-        printError("imagelog: \(input.path): \(problem)")
-        failed = true
-      case .success(let binary):
-        if !report(binary, path: input.path, json: &json, progress: &progress) { failed = true }
+    var output = OutputLines()
+    if jsonArray { json.begin(&output) }
+    // Files are read and rendered on several threads (pread: no mappings to tear down, so no TLB
+    // shootdowns between them) and printed here, in order. A batch at a time, so a long walk whose
+    // output is read slowly holds at most one batch of reports.
+    let command = self
+    let threads = Self.readerThreads(for: inputs.count)
+    var batchStart = 0
+    while batchStart < inputs.count {
+      let batch = Array(inputs[batchStart..<min(batchStart + Self.batchSize, inputs.count)])
+      batchStart += batch.count
+      forEachInOrder(count: batch.count, threads: threads, work: { index in command.report(batch[index]) }) { index, report in
+        progress.tick(batch[index].path)
+        for line in report.lines {
+          switch line {
+          case .output(let text): output.line(text)
+          case .jsonElement(let bytes): json.element(bytes, &output)
+          case .error(let text):
+            progress.clear()
+            printError(text)
+          }
+        }
+        if report.failed { failed = true }
       }
     }
     progress.clear()
-    if jsonArray { json.end() }
+    if jsonArray { json.end(&output) }
+    output.flush()
     return failed ? .failure : .success
   }
 
-  /// Why a path could not be read: the file could not be mapped, or its bytes are not a binary we read.
+  /// Why a path could not be read: the file could not be opened or read, or its bytes are not a binary we read.
   enum Problem: Error, Sendable, CustomStringConvertible {
     case open(MappedFile.OpenError)
     case format(FormatError)
@@ -118,14 +131,26 @@ struct FileCommand: Command {
     }
   }
 
-  /// Maps `path` and decodes it. The mapping is released before this returns: the decoded value
-  /// keeps no reference to the bytes.
+  /// Reads and decodes `path`. An ELF file is decoded from the ranges its parser asks for (`FileBytes`:
+  /// a few `pread` calls); anything else is read whole. The bytes are released before this returns:
+  /// the decoded value keeps no reference to them.
   static func read(_ path: String) -> Result<BinaryFile, Problem> {
-    let file: MappedFile
-    do { file = try MappedFile(path: path) } catch { return .failure(.open(error)) }
-    return file.withReader { reader in
-      if isJavaClassFile(reader) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
-      do throws(FormatError) { return .success(try BinaryFile.parse(reader)) } catch { return .failure(.format(error)) }
+    let file: FileBytes
+    do { file = try FileBytes(path: path) } catch { return .failure(.open(error)) }
+    return file.withRanges { ranges in
+      do throws(FormatError) {
+        let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
+        if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
+          return .success(.elf(try ELFFile(source: ranges)))
+        }
+        let whole = try ranges.slice(at: 0, length: ranges.count)
+        if isJavaClassFile(whole) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
+        return .success(try BinaryFile.parse(whole))
+      } catch {
+        // A read that failed or came back short (the file shrank) is the system's problem, not the bytes'.
+        if let readError = file.readError { return .failure(.open(readError)) }
+        return .failure(.format(error))
+      }
     }
   }
 
@@ -138,16 +163,46 @@ struct FileCommand: Command {
     return magic == 0xBEBA_FECA && version >= 43  // 0xcafebabe read little-endian
   }
 
-  /// Prints one file's selected slices in the chosen style; false when something about it failed.
-  func report(_ binary: BinaryFile, path: String, json: inout JSONArrayPrinter,
-              progress: inout ProgressLine) -> Bool {
-    var ok = true
+  /// What one file prints, in order, and whether anything about it failed: made on a reader thread,
+  /// printed by the thread that reports files in order.
+  struct FileReport: Sendable {
+    enum Line: Sendable {
+      /// A line (or lines) for standard output.
+      case output(String)
+      /// One compact JSON value, an element of the `--format json` array.
+      case jsonElement([UInt8])
+      /// A one-line diagnostic for standard error.
+      case error(String)
+    }
+
+    var lines: [Line] = []
+    var failed = false
+
+    mutating func fail(_ message: String) {
+      lines.append(.error(message))
+      failed = true
+    }
+  }
+
+  /// Reads `input` and renders what it prints.
+  func report(_ input: FileWalker.Input) -> FileReport {
+    switch Self.read(input.path) {
+    case .failure(let problem):
+      var report = FileReport()
+      // A walk only reports files that look like binaries; named paths report every problem.
+      if !(input.fromWalk && problem.meansNotABinary) { report.fail("imagelog: \(input.path): \(problem)") }
+      return report
+    case .success(let binary):
+      return report(binary, path: input.path)
+    }
+  }
+
+  /// Renders one file's selected slices in the chosen style.
+  func report(_ binary: BinaryFile, path: String) -> FileReport {
+    var report = FileReport()
     if case .fat(let universal) = binary {
       // Slices that could not be read: one line each; the others are still shown.
-      let failures = renderUniversalFailures(universal, path: path)
-      if !failures.isEmpty { progress.clear() }
-      for line in failures { printError(line) }
-      ok = failures.isEmpty
+      for line in renderUniversalFailures(universal, path: path) { report.fail(line) }
     }
     let slices = binary.slices
     var indices = Array(slices.indices)
@@ -155,54 +210,57 @@ struct FileCommand: Command {
       let wanted = Self.canonicalArchitecture(architecture)
       indices = indices.filter { Self.canonicalArchitecture(slices[$0].architecture) == wanted }
       if indices.isEmpty {
-        progress.clear()
         let present = slices.map(\.architecture).joined(separator: ", ")
-        printError("imagelog: \(path): no slice for architecture \(architecture) (has \(present.isEmpty ? "none" : present))")
-        return false
+        report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(present.isEmpty ? "none" : present))")
+        return report
       }
     }
-    if printEntitlements { return reportEntitlements(binary, path: path, indices: indices, progress: &progress) && ok }
+    if printEntitlements {
+      reportEntitlements(binary, path: path, indices: indices, into: &report)
+      return report
+    }
     let renderer = binary.formatRenderer as? FileDetailRendering
     for index in indices {
       let slice = slices[index]
       if printUUIDs {
         // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
-        if let buildID = slice.buildID { printOutput("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)") }
+        if let buildID = slice.buildID { report.lines.append(.output("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)")) }
         continue
       }
       switch style {
       case .crash:
-        printOutput(Self.crashLine(slice, path: path))
+        report.lines.append(.output(Self.crashLine(slice, path: path)))
       case .detailed:
         var lines = Self.commonDetailedLines(slice, path: path, sliceCount: slices.count)
         lines += (renderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
-        printOutput(lines.joined(separator: "\n") + "\n")
+        report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
       case .json:
-        var members = Self.commonJSONMembers(slice, path: path)
-        members += renderer?.jsonMembers(slice: index) ?? []
-        json.element(.object(members))
+        var writer = JSONWriter()
+        writer.beginObject()
+        Self.writeCommonJSONMembers(slice, path: path, into: &writer)
+        for (key, value) in renderer?.jsonMembers(slice: index) ?? [] {
+          writer.key(named: key)
+          writer.value(value)
+        }
+        writer.endObject()
+        report.lines.append(.jsonElement(writer.bytes))
       }
     }
-    return ok
+    return report
   }
 
-  func reportEntitlements(_ binary: BinaryFile, path: String, indices: [Int], progress: inout ProgressLine) -> Bool {
+  func reportEntitlements(_ binary: BinaryFile, path: String, indices: [Int], into report: inout FileReport) {
     guard let source = binary.formatRenderer as? EntitlementsRendering else {
-      progress.clear()
-      printError("imagelog: \(path): entitlements are stored only in Mach-O code signatures")
-      return false
+      report.fail("imagelog: \(path): entitlements are stored only in Mach-O code signatures")
+      return
     }
-    var ok = true
     for index in indices {
       do {
-        if let text = try source.entitlements(slice: index, json: style == .json) { printOutput(text) }
+        if let text = try source.entitlements(slice: index, json: style == .json) { report.lines.append(.output(text)) }
       } catch {
-        progress.clear()
-        printError("imagelog: \(path): \(error)")
-        ok = false
+        report.fail("imagelog: \(path): \(error)")
       }
     }
-    return ok
   }
 
   /// `--arch` accepts the names other tools use for the same architecture (LLVM triples, Debian).
@@ -255,22 +313,35 @@ struct FileCommand: Command {
   }
 
   /// The JSON members every format has (from `SliceSummary`); addresses as hex strings, sizes as numbers.
-  static func commonJSONMembers(_ slice: SliceSummary, path: String) -> [(String, JSONValue)] {
-    [
-      ("path", .string(path)),
-      ("architecture", .string(slice.architecture)),
-      ("fileType", .string(slice.fileType)),
-      ("buildID", slice.buildID.map { .string(HexText.bytes($0.bytes)) } ?? .null),
-      ("uuid", slice.buildID.map { .string(HexText.uuid($0.bytes)) } ?? .null),
-      ("textStart", .string(HexText.address(slice.textVMRange.lowerBound))),
-      ("textEnd", .string(HexText.address(slice.textVMRange.upperBound))),
-      ("textSize", .number(slice.textVMRange.upperBound - slice.textVMRange.lowerBound)),
-      ("loadStart", .string(HexText.address(slice.loadVMRange.lowerBound))),
-      ("loadEnd", .string(HexText.address(slice.loadVMRange.upperBound))),
-      ("installName", slice.installName.map { .string($0) } ?? .null),
-      ("dependencies", .array(slice.dependencies.map { .string($0) })),
-      ("fileOffset", .number(slice.fileOffset)),
-    ]
+  static func writeCommonJSONMembers(_ slice: SliceSummary, path: String, into json: inout JSONWriter) {
+    json.key("path")
+    json.string(path)
+    json.key("architecture")
+    json.string(slice.architecture)
+    json.key("fileType")
+    json.string(slice.fileType)
+    json.key("buildID")
+    if let buildID = slice.buildID { json.hexString(buildID.bytes) } else { json.null() }
+    json.key("uuid")
+    if let buildID = slice.buildID { json.uuidString(buildID.bytes) } else { json.null() }
+    json.key("textStart")
+    json.address(slice.textVMRange.lowerBound)
+    json.key("textEnd")
+    json.address(slice.textVMRange.upperBound)
+    json.key("textSize")
+    json.number(slice.textVMRange.upperBound - slice.textVMRange.lowerBound)
+    json.key("loadStart")
+    json.address(slice.loadVMRange.lowerBound)
+    json.key("loadEnd")
+    json.address(slice.loadVMRange.upperBound)
+    json.key("installName")
+    json.string(slice.installName)
+    json.key("dependencies")
+    json.beginArray()
+    for dependency in slice.dependencies { json.string(dependency) }
+    json.endArray()
+    json.key("fileOffset")
+    json.number(slice.fileOffset)
   }
 }
 
