@@ -52,8 +52,11 @@ public final class Demangler {
       guard let address = dlsym(handle, name) else { return nil }
       return unsafeBitCast(address, to: type)
     }
+    // A runtime linked in statically (`-static-stdlib`, as the imagelog executable is) keeps its symbols
+    // out of the dynamic table, where dlsym cannot see them: then the linked ones are called directly.
     backtraceDemangle = symbol("_swift_backtrace_demangle", as: BacktraceDemangle.self)
-    swiftDemangle = symbol("swift_demangle", as: SwiftDemangle.self)
+      ?? { linkedBacktraceDemangle($0, $1, $2, $3, $4) }
+    swiftDemangle = symbol("swift_demangle", as: SwiftDemangle.self) ?? { linkedSwiftDemangle($0, $1, $2, $3, $4) }
     cxaDemangle = symbol("__cxa_demangle", as: CxaDemangle.self)
   }
 
@@ -149,3 +152,18 @@ public final class Demangler {
     return String(cString: pointer)
   }
 }
+
+// The runtime's C entry points, bound at link time (as the standard library binds `swift_demangle` for
+// its own `_stdlib_demangleImpl`): pointer and integer arguments pass the same way under the Swift and
+// C calling conventions.
+@_silgen_name("_swift_backtrace_demangle")
+private func linkedBacktraceDemangle(
+  _ mangledName: UnsafeRawPointer?, _ length: Int, _ outputBuffer: UnsafeMutablePointer<CChar>?,
+  _ outputBufferSize: UnsafeMutablePointer<Int>?, _ status: UnsafeMutablePointer<CInt>?
+) -> UnsafeMutablePointer<CChar>?
+
+@_silgen_name("swift_demangle")
+private func linkedSwiftDemangle(
+  _ mangledName: UnsafePointer<CChar>?, _ length: Int, _ outputBuffer: UnsafeMutablePointer<CChar>?,
+  _ outputBufferSize: UnsafeMutablePointer<Int>?, _ flags: UInt32
+) -> UnsafeMutablePointer<CChar>?
