@@ -9,7 +9,12 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
   let library = "/opt/swift/usr/lib/swift/linux/libswiftCore.so"
   guard FileSystemProbe.exists(library) else { throw BenchError("\(library) not found") }
   guard let file = try SymbolFile.load(path: library).first else { throw BenchError("\(library): no slice") }
-  let symbols = file.symbols.symbols
+  // Code addresses, as a crash report has: symbols in executable sections (SHF_EXECINSTR), not the
+  // labels of data sections (`_edata`, `__start_swift5_...`) that llvm-symbolizer names by data symbols.
+  let code = try MappedFile(path: library).withReader { reader in
+    try ELFFile(reader).sections.filter { $0.flags & 0x4 != 0 }.map { $0.vmAddress..<($0.vmAddress &+ $0.size) }
+  }
+  let symbols = file.symbols.symbols.filter { symbol in code.contains { $0.contains(symbol.address) } }
   guard symbols.count > 1000 else { throw BenchError("\(library): only \(symbols.count) symbols") }
   var addresses: [UInt64] = []
   addresses.reserveCapacity(20_000)
@@ -37,26 +42,51 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
   options.lineInfo = false
   options.systemDirectories = false
   let inProcess = try medianSeconds(iterations: 5) {
-    // The library path end to end: parse, identity check, symbol table, lookups, demangling.
+    // The library path end to end: parse, identity check, symbol table, lookups, demangling, output bytes.
     let report = try ReportParser.parse(addressText, images: [image])
     let result = Symbolicator.symbolicate(report, options: options)
     resolved = result.frames.filter { $0.status == .symbolicated }.count
+    _ = result.formattedUTF8(.report)
   }
-  rows.append(["imagelog API (parse, load symbols, lookup, simplified demangle)", formatDuration(inProcess), "\(resolved) / 20000"])
-  if FileSystemProbe.exists(cli) {
-    let command = "\(cli) symbolicate --no-lines --image \(library)@0x\(String(load, radix: 16)) - < \(runtimeFile)"
-    let seconds = try medianSeconds(iterations: 5) { _ = try runProcess(["sh", "-c", command], discardOutput: true) }
-    rows.append(["`imagelog symbolicate --no-lines --image ...` (process)", formatDuration(seconds), "demangled"])
-  }
-  if haveTool("llvm-symbolizer") {
-    let command = "llvm-symbolizer --obj=\(library) < \(addressFile)"
-    let seconds = try medianSeconds(iterations: 5) { _ = try runProcess(["sh", "-c", command], discardOutput: true) }
-    rows.append(["`llvm-symbolizer --obj=libswiftCore.so` (process)", formatDuration(seconds), "Swift names not demangled"])
+  rows.append(["imagelog API (parse, load symbols, lookup, simplified demangle, output bytes)", formatDuration(inProcess),
+               "", "\(resolved) / 20000 resolved"])
+  let imageOption = "--image \(library)@0x\(String(load, radix: 16))"
+  let ours = "\(cli) symbolicate --no-lines \(imageOption) - < \(runtimeFile) > /dev/null"
+  let theirs = "llvm-symbolizer --obj=\(library) < \(addressFile) > /dev/null"
+  var agreement = ""
+  if FileSystemProbe.exists(cli) && haveTool("llvm-symbolizer") {
+    // The same function for every address, where both name one (raw names: llvm-symbolizer does not
+    // demangle Swift).
+    let ourNames = try runProcess(["sh", "-c", "\(cli) symbolicate --no-lines --no-demangle \(imageOption) - < \(runtimeFile)"])
+      .output.split(separator: "\n").prefix(addresses.count).map { $0.split(separator: " ").dropFirst().first.map(String.init) ?? "" }
+    let theirNames = try runProcess(["sh", "-c", "llvm-symbolizer --no-demangle --obj=\(library) < \(addressFile)"])
+      .output.split(separator: "\n").enumerated().filter { $0.offset % 2 == 0 }.map { String($0.element) }
+    let same = zip(ourNames, theirNames).filter { $0 == $1 }.count
+    let differing = zip(addresses, zip(ourNames, theirNames)).filter { $1.0 != $1.1 }
+      .prefix(3).map { "0x\(String($0.0, radix: 16)): \($0.1.0) / \($0.1.1)" }
+    agreement = " Function names: \(same) of \(addresses.count) identical to llvm-symbolizer's (raw names compared)"
+      + (differing.isEmpty ? "." : "; differing, ours / llvm-symbolizer's: " + differing.joined(separator: "; ") + ".")
+    // Interleaved rounds, so both see the same machine: medians of wall-clock and of CPU time (user +
+    // system: imagelog demangles on every core for a long list, so its CPU time can exceed its wall time).
+    var samples: [[(wall: Double, cpu: Double)]] = [[], []]
+    _ = try timedShell(ours)
+    _ = try timedShell(theirs)
+    for _ in 0..<15 {
+      samples[0].append(try timedShell(ours))
+      samples[1].append(try timedShell(theirs))
+    }
+    let wall = samples.map { median($0.map(\.wall)) }
+    let cpu = samples.map { median($0.map(\.cpu)) }
+    rows.append(["`imagelog symbolicate --no-lines --image ...` (process)", formatDuration(wall[0]), formatDuration(cpu[0]),
+                 "demangled; \(rounded(wall[0] / wall[1] * 100))% of llvm-symbolizer's wall time"])
+    rows.append(["`llvm-symbolizer --obj=libswiftCore.so` (process)", formatDuration(wall[1]), formatDuration(cpu[1]),
+                 "Swift names not demangled"])
   }
   var tables = [BenchmarkTable(
     title: "Symbolication: 20,000 addresses in libswiftCore.so (symbol tables only)",
-    notes: "Addresses spread over the library's \(symbols.count) function symbols. Medians of 5 runs.",
-    header: ["tool", "time", "notes"], rows: rows)]
+    notes: "Addresses spread over the library's \(symbols.count) function symbols in executable sections. Processes: medians of 15 interleaved "
+      + "rounds (each through `sh -c`, output to /dev/null); API: median of 5 runs.\(agreement)",
+    header: ["tool", "wall", "CPU", "notes"], rows: rows)]
 
   // A 100-frame imagelog report over libswiftCore, end to end through the CLI.
   if FileSystemProbe.exists(cli), let buildID = file.buildID {
@@ -85,6 +115,29 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
                                  header: ["tool", "time"], rows: reportRows))
   }
   return tables
+}
+
+/// Runs `command` with `sh -c` and returns its wall-clock and CPU (user + system) seconds.
+private func timedShell(_ command: String) throws -> (wall: Double, cpu: Double) {
+  var argv: [UnsafeMutablePointer<CChar>?] = [String](["sh", "-c", command]).map { strdup($0) } + [nil]
+  defer { for pointer in argv { free(pointer) } }
+  let clock = ContinuousClock()
+  let start = clock.now
+  var pid: pid_t = 0
+  guard posix_spawnp(&pid, "sh", nil, nil, &argv, environ) == 0 else { throw BenchError("cannot run sh") }
+  var status: Int32 = 0
+  var usage = rusage()
+  guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed") }
+  let elapsed = clock.now - start
+  guard status == 0 else { throw BenchError("\(command): exit status \(status)") }
+  func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+  return (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+          seconds(usage.ru_utime) + seconds(usage.ru_stime))
+}
+
+private func median(_ values: [Double]) -> Double {
+  let sorted = values.sorted()
+  return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
 }
 
 enum FileSystemProbe {

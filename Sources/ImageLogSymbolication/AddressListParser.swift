@@ -9,22 +9,43 @@ enum AddressListParser {
     var report = CrashReport(format: .addresses, lines: lines, images: images)
     report.threads = [CrashReport.Thread(number: 0, crashed: true, name: nil)]
     var wordProblems: [String] = []
+    // One address a line is the usual list; a file of empty lines must not reserve for frames it lacks.
+    report.frames.reserveCapacity(min(lines.count, 1 << 16))
     for (lineIndex, line) in lines.enumerated() {
+      var line = line
+      // Words on bytes, addresses read without making a string.
+      func readWords(_ bytes: UnsafeBufferPointer<UInt8>) {
+        var end = 0
+        while end < bytes.count {
+          // Words are separated by spaces, tabs and commas (empty words are skipped).
+          guard !isSeparator(bytes[end]) else { end += 1; continue }
+          let start = end
+          while end < bytes.count, !isSeparator(bytes[end]) { end += 1 }
+          let wordBytes = UnsafeBufferPointer(rebasing: bytes[start..<end])
+          var address = ReportParser.plainHexNumber(wordBytes)
+          if address == nil {  // the slow path: signs, non-ASCII, or not an address at all
+            let word = String(decoding: wordBytes, as: UTF8.self)
+            address = ReportParser.hexNumber(word)
+            if address == nil { wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address") }
+          }
+          guard let address else { continue }
+          report.frames.append(CrashReport.Frame(thread: 0, index: report.frames.count, address: address, imageIndex: nil,
+                                                 isReturnAddress: false, line: lineIndex, symbolColumn: nil,
+                                                 reportedSymbol: nil, ipsThread: nil))
+        }
+      }
+      // Most lines of a long address list are one address: no space or `+`, so not an image line.
+      let done = line.withUTF8 { bytes in
+        guard !bytes.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "+") }) else { return false }
+        readWords(bytes)
+        return true
+      }
+      if done { continue }
       if let image = formatterImage(line) {
         report.images.append(image)
         continue
       }
-      let words = line.utf8.split { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: ",") }
-      for wordBytes in words {
-        let word = Substring(wordBytes)
-        guard let address = ReportParser.hexNumber(word) else {
-          wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address")
-          continue
-        }
-        report.frames.append(CrashReport.Frame(thread: 0, index: report.frames.count, address: address, imageIndex: nil,
-                                               isReturnAddress: false, line: lineIndex, symbolColumn: nil,
-                                               reportedSymbol: nil, ipsThread: nil))
-      }
+      line.withUTF8 { readWords($0) }
     }
     guard !report.frames.isEmpty, !report.images.isEmpty else { return nil }
     report.problems = Array(wordProblems.prefix(20))
@@ -33,10 +54,14 @@ enum AddressListParser {
     return report
   }
 
+  static func isSeparator(_ byte: UInt8) -> Bool {
+    byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: ",")
+  }
+
   /// One image line of imagelog's formatter (crash, logger or unstrip style), or `nil`.
   static func formatterImage(_ line: String) -> CrashReport.Image? {
     // Most lines of a long address list are addresses: decide without allocating.
-    guard line.utf8.contains(UInt8(ascii: " ")) || line.utf8.contains(UInt8(ascii: "+")) else { return nil }
+    guard line.utf8.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "+") }) else { return nil }
     let text = line.trimmingSpaces
     if text.hasPrefix("Added: ") || text.hasPrefix("Removed: ") { return loggerImage(text) }
     if text.hasPrefix("0x"), text.contains(" - "), text.contains("<"), let image = AppleCrashParser.binaryImage(text) {

@@ -64,11 +64,13 @@ enum FileSystem {
     let descriptor = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { throw ReportError(String(cString: strerror(errno))) }
     defer { if descriptor != 0 { close(descriptor) } }
+    var bytes: [UInt8] = []
     if path != "-" {
       var info = stat()
       if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { throw ReportError("is a directory") }
+      // A regular file's size, as a hint only (it may change while read): bounded by the limit.
+      if info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 { bytes.reserveCapacity(Int(min(info.st_size, off_t(limit) + 1))) }
     }
-    var bytes: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
     while true {
       let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }

@@ -26,10 +26,38 @@ extension SymbolicatedReport {
       switch report.format {
       case .appleIPS: return ipsText()
       case .swiftBacktraceJSON: return swiftJSONText()
-      case .addresses: return addressText() + summary()
+      case .addresses:
+        var out = UTF8Output(capacity: min(frames.count, 1 << 16) * 160 + 256)  // grows past that
+        addressLines(into: &out) { _ in }
+        out.append(summary())
+        return out.text
       default: return inPlaceText() + summary()
       }
     }
+  }
+
+  /// `formatted(style)` as UTF-8 bytes, ready to write. A list of addresses (thousands of lines) is
+  /// written straight into bytes, with no string per line.
+  public func formattedUTF8(_ style: ReportStyle) -> [UInt8] {
+    var bytes: [UInt8] = []
+    write(style, chunkSize: .max) { bytes.append(contentsOf: $0) }
+    return bytes
+  }
+
+  /// `formatted(style)` handed to `write` in pieces of about `chunkSize` bytes (at least one, none
+  /// empty), in order. A list of addresses is formatted a chunk at a time into one reused buffer, so
+  /// its output never exists whole in memory; other styles come as one piece.
+  public func write(_ style: ReportStyle, chunkSize: Int = 1 << 16, to write: (UnsafeRawBufferPointer) -> Void) {
+    guard style == .report, report.format == .addresses else {
+      var text = formatted(style)
+      text.withUTF8 { if !$0.isEmpty { write(UnsafeRawBufferPointer($0)) } }
+      return
+    }
+    let limit = max(1, chunkSize)
+    var out = UTF8Output(capacity: min(limit, frames.count * 160) + 256)  // untouched capacity costs no page
+    addressLines(into: &out) { out in out.drain(over: limit, to: write) }
+    out.append(summary())
+    out.drain(over: 0, to: write)
   }
 
   // MARK: In place
@@ -101,34 +129,62 @@ extension SymbolicatedReport {
     return text
   }
 
-  func addressText() -> String {
-    var out = ""
-    out.reserveCapacity(report.frames.count * 96)
-    for (frame, result) in zip(report.frames, frames) {
-      out += Self.paddedHex(frame.address)
-      let image = result.imageName ?? "???"
-      switch result.status {
-      case .symbolicated:
-        for (index, function) in result.functions.enumerated() {
-          if index > 0 { out += "\n                  " }
-          out += " "
-          out += function.name ?? "???"
-          if let offset = function.offset { out += " + "; out += String(offset) }
-          out += " (in "; out += image; out += ")"
-          if let file = function.file, let line = function.line {
-            out += " ("; out += file; out += ":"; out += String(line); out += ":"; out += String(function.column ?? 0); out += ")"
+  /// One line per address: `0x…  name + offset (in image)`, with file:line and inlined frames when known.
+  func addressLines(into out: inout UTF8Output, afterEachLine: (inout UTF8Output) -> Void) {
+    // Frames are read in place through buffer pointers: copies of the frames (or of their functions)
+    // would retain, and so touch, every string of every frame.
+    report.frames.withUnsafeBufferPointer { reportFrames in
+      frames.withUnsafeBufferPointer { results in
+        for index in 0..<min(reportFrames.count, results.count) {
+          out.appendPaddedHex(reportFrames[index].address)
+          if case .symbolicated = results[index].status {
+            for inlined in results[index].inlinedFunctions {
+              appendFunction(name: inlined.name, offset: inlined.offset, image: results[index].imageName,
+                             file: inlined.file, line: inlined.line, column: inlined.column,
+                             isInlined: inlined.isInlined, into: &out)
+              out.append("\n                  " as StaticString)
+            }
+            if results[index].hasFunction {
+              appendFunction(name: results[index].realFunction.name, offset: results[index].realFunction.offset,
+                             image: results[index].imageName, file: results[index].realFunction.file,
+                             line: results[index].realFunction.line, column: results[index].realFunction.column,
+                             isInlined: results[index].realFunction.isInlined, into: &out)
+            }
+          } else {
+            appendUnresolved(results[index], into: &out)
           }
-          if function.isInlined { out += " [inlined]" }
+          out.append(byte: UInt8(ascii: "\n"))
+          afterEachLine(&out)
         }
-      case let .mismatch(reportID, fileID, path):
-        out += " ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
-      case .noImage: out += " ??? (no image contains this address)"
-      case .missingImage: out += " ??? (in \(image)) [image file not found]"
-      case .noSymbol: out += " ??? (in \(image)) + \(result.imageOffset ?? 0)"
       }
-      out += "\n"
     }
-    return out
+  }
+
+  private func appendFunction(name: String?, offset: UInt64?, image: String?, file: String?, line: Int?, column: Int?,
+                              isInlined: Bool, into out: inout UTF8Output) {
+    out.append(byte: UInt8(ascii: " "))
+    if let name { out.append(name) } else { out.append("???" as StaticString) }
+    if let offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
+    out.append(" (in " as StaticString)
+    if let image { out.append(image) } else { out.append("???" as StaticString) }
+    out.append(byte: UInt8(ascii: ")"))
+    if let file, let line {
+      out.append(" (" as StaticString); out.append(file); out.append(byte: UInt8(ascii: ":"))
+      out.appendDecimal(line); out.append(byte: UInt8(ascii: ":"))
+      out.appendDecimal(column ?? 0); out.append(byte: UInt8(ascii: ")"))
+    }
+    if isInlined { out.append(" [inlined]" as StaticString) }
+  }
+
+  private func appendUnresolved(_ result: borrowing SymbolicatedFrame, into out: inout UTF8Output) {
+    let image = result.imageName ?? "???"
+    switch result.status {
+    case .symbolicated: break
+    case let .mismatch(reportID, fileID, path): out.append(" ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]")
+    case .noImage: out.append(" ??? (no image contains this address)" as StaticString)
+    case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
+    case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
+    }
   }
 
   // MARK: Summary
@@ -371,21 +427,6 @@ extension SymbolicatedReport {
       out += image.name + " " + (image.architecture ?? report.architecture ?? "") + "  <" + uuid + "> " + (image.path ?? "???") + "\n"
     }
     return out
-  }
-}
-
-extension SymbolicatedReport {
-  /// `0x` and 16 lowercase hex digits, without the intermediate strings of `String(_:radix:)`.
-  static func paddedHex(_ value: UInt64) -> String {
-    let digits: [UInt8] = Array("0123456789abcdef".utf8)
-    var bytes = [UInt8](repeating: UInt8(ascii: "0"), count: 18)
-    bytes[1] = UInt8(ascii: "x")
-    var remaining = value
-    for index in stride(from: 17, through: 2, by: -1) {
-      bytes[index] = digits[Int(remaining & 0xF)]
-      remaining >>= 4
-    }
-    return String(decoding: bytes, as: UTF8.self)
   }
 }
 

@@ -14,7 +14,9 @@ public enum ReportParser {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
-    if text.utf8.contains(UInt8(ascii: "{")), SwiftBacktraceJSONParser.detect(text) {
+    let hasBrace = text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) }
+      ?? text.utf8.contains(UInt8(ascii: "{"))
+    if hasBrace, SwiftBacktraceJSONParser.detect(text) {
       return try SwiftBacktraceJSONParser.parse(text)
     }
     let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
@@ -35,13 +37,23 @@ public enum ReportParser {
 
   /// Lines without their terminators (`\n` or `\r\n`).
   static func splitLines(_ text: String) -> [String] {
-    // On UTF-8 bytes: a long address list splits without grapheme breaking.
-    var lines = text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { line -> String in
-      let bytes = line.last == UInt8(ascii: "\r") ? line.dropLast() : line
-      return String(Substring(bytes))
+    // On UTF-8 bytes: a long address list splits without grapheme breaking or substrings.
+    var text = text
+    return text.withUTF8 { bytes -> [String] in
+      var lines: [String] = []
+      var start = 0
+      for index in bytes.indices where bytes[index] == UInt8(ascii: "\n") {
+        lines.append(line(bytes, start..<index))
+        start = index + 1
+      }
+      if start < bytes.count { lines.append(line(bytes, start..<bytes.count)) }  // no empty last line
+      return lines
     }
-    if lines.last == "" { lines.removeLast() }
-    return lines
+  }
+
+  private static func line(_ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) -> String {
+    let end = range.upperBound > range.lowerBound && bytes[range.upperBound - 1] == UInt8(ascii: "\r") ? range.upperBound - 1 : range.upperBound
+    return String(decoding: UnsafeBufferPointer(rebasing: bytes[range.lowerBound..<end]), as: UTF8.self)
   }
 
   /// `.ips` (a header line and a JSON body, or one JSON body), or a `.crash` behind a JSON header line.
@@ -83,13 +95,40 @@ public enum ReportParser {
     return report
   }
 
+  // Both tests first look at a line's first byte: most lines of a long address list start with `0`.
   static func isSwiftBacktrace(_ lines: [String]) -> Bool {
-    lines.contains { $0.hasPrefix("*** Program crashed:") || ($0.hasPrefix("Thread ") && $0.hasSuffix(" crashed:")) }
+    lines.contains { line in
+      guard let first = line.utf8.first, first == UInt8(ascii: "*") || first == UInt8(ascii: "T") else { return false }
+      return line.hasPrefix("*** Program crashed:") || (line.hasPrefix("Thread ") && line.hasSuffix(" crashed:"))
+    }
   }
 
   static func isAppleStyle(_ lines: [String]) -> Bool {
-    lines.contains { $0.hasPrefix("Binary Images:") || $0.hasPrefix("Crashed Thread:")
-      || (($0.hasPrefix("Thread ") || $0.hasPrefix("Last Exception Backtrace")) && $0.hasSuffix(":")) }
+    lines.contains { line in
+      guard let first = line.utf8.first, first == UInt8(ascii: "B") || first == UInt8(ascii: "C")
+        || first == UInt8(ascii: "T") || first == UInt8(ascii: "L") else { return false }
+      return line.hasPrefix("Binary Images:") || line.hasPrefix("Crashed Thread:")
+        || ((line.hasPrefix("Thread ") || line.hasPrefix("Last Exception Backtrace")) && line.hasSuffix(":"))
+    }
+  }
+
+  /// `0x` (or `0X`) and 1 to 16 hex digits, read from UTF-8 bytes without making a string; `nil` for
+  /// anything else (which `hexNumber(_:)` may still read: it also takes a sign after `0x`).
+  static func plainHexNumber(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64? {
+    guard bytes.count >= 3, bytes.count <= 18, bytes[0] == UInt8(ascii: "0"),
+          bytes[1] == UInt8(ascii: "x") || bytes[1] == UInt8(ascii: "X") else { return nil }
+    var value: UInt64 = 0
+    for byte in bytes[2...] {
+      let digit: UInt8
+      switch byte {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+      default: return nil
+      }
+      value = value << 4 | UInt64(digit)  // at most 16 digits: no bits are lost
+    }
+    return value
   }
 
   /// `0x` followed by hex digits (or bare hex digits when `requirePrefix` is false).
@@ -131,15 +170,16 @@ public enum ReportParser {
     }
     for index in report.frames.indices where report.frames[index].imageIndex == nil {
       let address = report.frames[index].address
-      let containing = ranged.filter { candidate in
-        let image = report.images[candidate]
-        return address >= image.loadAddress && address <= (image.endAddress ?? 0)
+      // The narrowest image containing the address (the first of equals); no array per frame.
+      var found: Int?
+      var foundSpan: UInt64 = 0
+      for candidate in ranged {
+        let start = report.images[candidate].loadAddress
+        guard address >= start, let end = report.images[candidate].endAddress, address <= end else { continue }
+        let span = end - start  // start <= address <= end
+        if found == nil || span < foundSpan { (found, foundSpan) = (candidate, span) }
       }
-      // Every candidate contains the address, so its end is not below its start.
-      if let found = containing.min(by: {
-        (report.images[$0].endAddress ?? 0) - report.images[$0].loadAddress
-          < (report.images[$1].endAddress ?? 0) - report.images[$1].loadAddress
-      }) {
+      if let found {
         report.frames[index].imageIndex = found
       } else if let name = frameImageNames[index], let found = report.images.firstIndex(where: { $0.name == name }) {
         report.frames[index].imageIndex = found

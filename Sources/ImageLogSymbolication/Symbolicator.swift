@@ -68,7 +68,41 @@ public struct SymbolicatedFrame: Sendable, Equatable {
   /// The link-time address looked up (after `- 1` for return addresses).
   public var lookupAddress: UInt64?
   /// The functions, innermost first; empty unless symbolicated.
-  public var functions: [Function]
+  public var functions: [Function] {
+    get { hasFunction ? inlinedFunctions + [realFunction] : inlinedFunctions }
+    set {
+      if let last = newValue.last { setFunction(last) } else { clearFunction() }
+      inlinedFunctions = Array(newValue.dropLast())
+    }
+  }
+  /// The real function (the last of `functions`), when symbolicated.
+  public var function: Function? { hasFunction ? realFunction : nil }
+  /// The functions inlined into `function`, innermost first (from DWARF; usually none).
+  public private(set) var inlinedFunctions: [Function] = []
+  // Stored in the frame itself, not optional: a report of 20,000 addresses costs no array per frame
+  // to build and free, and its output reads the names in place, without copying whole functions.
+  var realFunction = Function(name: nil, rawName: nil, offset: nil, file: nil, line: nil, column: nil, isInlined: false)
+  var hasFunction = false
+
+  init(frameIndex: Int, status: Status, imageName: String?, imageOffset: UInt64?, lookupAddress: UInt64?) {
+    self.frameIndex = frameIndex
+    self.status = status
+    self.imageName = imageName
+    self.imageOffset = imageOffset
+    self.lookupAddress = lookupAddress
+  }
+
+  /// Sets the real function alone (no inlined ones).
+  mutating func setFunction(_ function: consuming Function) {
+    realFunction = function
+    hasFunction = true
+    inlinedFunctions = []
+  }
+
+  private mutating func clearFunction() {
+    realFunction = Function(name: nil, rawName: nil, offset: nil, file: nil, line: nil, column: nil, isInlined: false)
+    hasFunction = false
+  }
 }
 
 /// How each image with frames was resolved.
@@ -134,22 +168,22 @@ public enum Symbolicator {
 
     var results: [SymbolicatedFrame] = []
     results.reserveCapacity(report.frames.count)
-    // Demangled names by image and symbol address: integer keys hash far faster than the names.
-    var names: [Int: [UInt64: String]] = [:]
-    var queries: [(object: String, address: UInt64)] = []
-    var queryFrames: [Int] = []
-    for (frameIndex, frame) in report.frames.enumerated() {
+    // Frames to look up, by image: each image's symbol table is then walked with no per-frame copy.
+    // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
+    var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: report.images.count)
+    var bases = [UInt64?](repeating: nil, count: report.images.count)
+    for (imageIndex, file) in files where bases.indices.contains(imageIndex) { bases[imageIndex] = file.imageBaseVMAddress }
+    for frameIndex in report.frames.indices {
       var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
-                                     lookupAddress: nil, functions: [])
-      guard let imageIndex = frame.imageIndex, report.images.indices.contains(imageIndex) else {
+                                     lookupAddress: nil)
+      guard let imageIndex = report.frames[frameIndex].imageIndex, report.images.indices.contains(imageIndex) else {
         results.append(result)
         continue
       }
-      let image = report.images[imageIndex]
-      result.imageName = image.name
-      let (offset, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
+      result.imageName = report.images[imageIndex].name
+      let (offset, below) = report.frames[frameIndex].address.subtractingReportingOverflow(report.images[imageIndex].loadAddress)
       if !below { result.imageOffset = offset }
-      guard let file = files[imageIndex] else {
+      guard let base = bases[imageIndex] else {
         if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
           result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
         } else {
@@ -158,43 +192,75 @@ public enum Symbolicator {
         results.append(result)
         continue
       }
-      guard !below else { result.status = .noSymbol; results.append(result); continue }
+      result.status = .noSymbol
+      guard !below else { results.append(result); continue }
       // Return addresses point after the call: look up the call itself.
-      let adjusted = frame.isReturnAddress && offset > 0 ? offset - 1 : offset
-      let (lookup, overflow) = file.imageBaseVMAddress.addingReportingOverflow(adjusted)
-      guard !overflow else { result.status = .noSymbol; results.append(result); continue }
+      let adjusted = report.frames[frameIndex].isReturnAddress && offset > 0 ? offset - 1 : offset
+      let (lookup, overflow) = base.addingReportingOverflow(adjusted)
+      guard !overflow else { results.append(result); continue }
       result.lookupAddress = lookup
-      if let symbol = file.symbols.symbol(containing: lookup) {
-        result.status = .symbolicated
-        // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
-        // reports from the address itself.
-        let displayAddress = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON ? lookup : file.imageBaseVMAddress &+ offset
-        let name: String
-        if let known = names[imageIndex]?[symbol.address] {
-          name = known
-        } else {
-          name = demangler.demangle(symbol.name, cached: false)
-          names[imageIndex, default: [:]][symbol.address] = name
-        }
-        result.functions = [SymbolicatedFrame.Function(name: name, rawName: symbol.name,
-                                                       offset: displayAddress &- symbol.address, file: nil, line: nil,
-                                                       column: nil, isInlined: false)]
-        if options.lineInfo && file.hasDebugInfo {
-          queries.append((file.symbolizerObjectName, lookup))
-          queryFrames.append(results.count)
-        }
-      } else {
-        result.status = .noSymbol
-      }
+      lookups[imageIndex].append((results.count, offset, lookup))
       results.append(result)
     }
+
+    // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
+    // reports from the address itself.
+    let offsetFromLookup = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON
+    var queries: [(frame: Int, object: String, address: UInt64)] = []
+    for (imageIndex, frameLookups) in lookups.enumerated() where !frameLookups.isEmpty {
+      guard let file = files[imageIndex] else { continue }
+      let table = file.symbols
+      let wantLines = options.lineInfo && file.hasDebugInfo
+      let object = wantLines ? file.symbolizerObjectName : ""
+      // First in address order: the binary searches walk the table forwards, and frames in the same
+      // function are neighbours, so each distinct function is found, decoded and demangled once.
+      // Then in frame order, so the results are written front to back.
+      var order = frameLookups.enumerated().map { (lookup: $0.element.lookup, position: $0.offset) }
+      order.sort { $0.lookup < $1.lookup }
+      var symbols: [Int] = []
+      var starts: [UInt64] = []
+      var uses: [Int] = []  // frames left to fill with each function
+      var functionOfLookup = [Int](repeating: -1, count: frameLookups.count)
+      for (lookup, position) in order {
+        guard let symbolIndex = table.index(containing: lookup) else { continue }
+        if symbols.last != symbolIndex {
+          symbols.append(symbolIndex)
+          starts.append(table.address(at: symbolIndex))
+          uses.append(0)
+        }
+        uses[uses.count - 1] += 1
+        functionOfLookup[position] = symbols.count - 1
+      }
+      var names = Self.names(of: symbols, in: table, demangler: demangler)
+      for (position, (frameIndex, offset, lookup)) in frameLookups.enumerated() where functionOfLookup[position] >= 0 {
+        let function = functionOfLookup[position]
+        // The last frame in a function takes its names over instead of sharing them: no reference
+        // counting for the usual one frame per function.
+        var raw = "", name = ""
+        uses[function] -= 1
+        if uses[function] == 0 {
+          swap(&raw, &names[function].raw)
+          swap(&name, &names[function].name)
+        } else {
+          (raw, name) = names[function]
+        }
+        let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
+        results[frameIndex].status = .symbolicated
+        results[frameIndex].setFunction(SymbolicatedFrame.Function(
+          name: consume name, rawName: consume raw, offset: displayAddress &- starts[function], file: nil, line: nil,
+          column: nil, isInlined: false))
+        if wantLines { queries.append((frameIndex, object, lookup)) }
+      }
+    }
+    queries.sort { $0.frame < $1.frame }  // llvm-symbolizer is asked in report order
+    let queryFrames = queries.map(\.frame)
 
     if !queries.isEmpty {
       if let symbolizer = options.symbolizer ?? LineSymbolizer.find() {
         do {
-          let answers = try symbolizer.symbolize(queries)
+          let answers = try symbolizer.symbolize(queries.map { ($0.object, $0.address) })
           for (resultIndex, locations) in zip(queryFrames, answers) where !locations.isEmpty {
-            var real = results[resultIndex].functions[0]
+            guard var real = results[resultIndex].function else { continue }
             let outer = locations[locations.count - 1]
             real.file = outer.file
             real.line = outer.line

@@ -49,8 +49,9 @@ extension SymbolTable {
       }
       // Prefer functions over untyped labels, then global/weak over local (as llvm-symbolizer does).
       let rank: UInt8 = (type == 0 ? 2 : 0) + (binding == 0 ? 1 : 0)
-      entries.append(Entry(address: value, size: size, nameOffset: nameOffset,
-                           nameLength: UInt32(length), rank: rank))  // length < names.count <= UInt32.max
+      // length < names.count <= UInt32.max; `order` only breaks ties between aliases.
+      entries.append(Entry(address: value, size: size, nameOffset: nameOffset, nameLength: UInt32(length), rank: rank,
+                           order: UInt32(truncatingIfNeeded: index)))
     }
     return SymbolTable(entries: entries, names: names)
   }

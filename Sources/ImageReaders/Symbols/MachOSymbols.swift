@@ -37,7 +37,7 @@ extension SymbolTable {
       _ = description
       let external: UInt8 = type & 0x01 != 0 ? 0 : 1  // N_EXT
       entries.append(Entry(address: value, size: 0, nameOffset: UInt32(offset),
-                           nameLength: UInt32(length), rank: external))
+                           nameLength: UInt32(length), rank: external, order: UInt32(truncatingIfNeeded: index)))
       named.insert(value)
     }
     if let functionStarts {

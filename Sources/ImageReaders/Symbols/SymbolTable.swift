@@ -22,6 +22,9 @@ public struct SymbolTable: Sendable {
     var nameLength: UInt32
     /// Lower is preferred when several symbols share an address.
     var rank: UInt8
+    /// The position in the file's table: among aliases of equal rank and size the later one wins,
+    /// as in `llvm-symbolizer` (a stable sort by address and size, keeping the last).
+    var order: UInt32 = 0
   }
 
   var entries: [Entry]
@@ -30,13 +33,21 @@ public struct SymbolTable: Sendable {
   /// The number of distinct symbol addresses.
   public var count: Int { entries.count }
 
-  init(entries: [Entry], names: [UInt8]) {
-    var sorted = entries
-    sorted.sort { $0.address != $1.address ? $0.address < $1.address : $0.rank < $1.rank }
-    var unique: [Entry] = []
-    unique.reserveCapacity(sorted.count)
-    for entry in sorted where unique.last?.address != entry.address { unique.append(entry) }
-    self.entries = unique
+  init(entries: consuming [Entry], names: [UInt8]) {
+    var sorted = entries  // the caller's array, sorted and thinned in place: no copies of the table
+    sorted.sort {
+      if $0.address != $1.address { return $0.address < $1.address }
+      if $0.rank != $1.rank { return $0.rank < $1.rank }
+      if $0.size != $1.size { return $0.size > $1.size }  // the largest, as llvm-symbolizer picks
+      return $0.order > $1.order
+    }
+    var kept = 0
+    for index in sorted.indices where kept == 0 || sorted[kept - 1].address != sorted[index].address {
+      sorted[kept] = sorted[index]  // kept <= index
+      kept += 1
+    }
+    sorted.removeLast(sorted.count - kept)
+    self.entries = sorted
     self.names = names
   }
 
@@ -47,6 +58,13 @@ public struct SymbolTable: Sendable {
   /// whose end is at or below `address` does not contain it (as `llvm-symbolizer` decides); an
   /// unsized one extends to the next symbol. `nil` below the first symbol.
   public func symbol(containing address: UInt64) -> Symbol? {
+    index(containing: address).map { symbol(at: $0) }
+  }
+
+  /// The position (in address order, `0..<count`) of the symbol containing `address`, as
+  /// `symbol(containing:)` decides, without decoding its name: callers that look up many addresses
+  /// key their caches by it.
+  public func index(containing address: UInt64) -> Int? {
     var low = 0
     var high = entries.count
     while low < high {  // first entry with start > address
@@ -55,8 +73,30 @@ public struct SymbolTable: Sendable {
     }
     guard low > 0 else { return nil }
     let entry = entries[low - 1]
-    if entry.size > 0, address - entry.address >= entry.size { return nil }
+    if entry.size > 0, address - entry.address >= entry.size { return nil }  // address >= entry.address here
+    return low - 1
+  }
+
+  /// The symbol at `index` (`0..<count`, address order). Traps outside that range, as arrays do.
+  public func symbol(at index: Int) -> Symbol {
+    let entry = entries[index]
     return Symbol(name: name(of: entry), address: entry.address, size: entry.size)
+  }
+
+  /// The link-time start address of the symbol at `index` (`0..<count`).
+  public func address(at index: Int) -> UInt64 { entries[index].address }
+
+  /// Calls `body` with the bytes of the raw name of the symbol at `index` (`0..<count`) as stored in
+  /// the file, without copying them; a NUL byte follows them in memory, so they can go to C
+  /// demanglers as they are. Empty for an unnamed function start (whose `symbol(at:)` name is
+  /// `func_0xADDR`). The bytes are valid only inside `body`.
+  public func withRawName<R>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    let entry = entries[index]
+    guard entry.nameLength > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
+    return try names.withUnsafeBytes { all in
+      // Offsets were checked against `names` when the entry was made: the name and its NUL are inside.
+      try body(UnsafeRawBufferPointer(rebasing: all[Int(entry.nameOffset)..<Int(entry.nameOffset) + Int(entry.nameLength)]))
+    }
   }
 
   /// Every symbol in address order (tests and tools).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
 import ImageLog
 import ImageLogSymbolication
 import ImageReaders
@@ -137,13 +140,41 @@ struct SymbolicateCommand: Command {
       status = .failure
     }
     let result = Symbolicator.symbolicate(report, options: options)
-    var output = result.formatted(style)
     if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
       // The JSON stays valid: the summary goes to standard error.
       printError(String(result.summary().drop { $0 == "\n" }))
     }
-    if output.hasSuffix("\n") { output.removeLast() }
-    printOutput(output)
+    // 64 KiB at a time with write(2): 20,000 lines are neither 20,000 `print`s nor one giant string.
+    var last: UInt8?
+    result.write(style) { chunk in
+      last = chunk.last
+      Self.writeStandardOutput(chunk)
+    }
+    if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { Self.writeStandardOutput($0) } }
+    Self.keepUntilExit(result)
     return status
+  }
+
+  /// The process ends once `run` returns: handing the names of 20,000 frames back to malloc one by
+  /// one would cost more than writing them did, so the result is left for the exit to reclaim
+  /// (as compilers do: clang's `-disable-free`).
+  private static func keepUntilExit(_ result: SymbolicatedReport) {
+    _ = Unmanaged.passRetained(Retained(result))
+  }
+
+  private final class Retained {
+    let value: SymbolicatedReport
+    init(_ value: SymbolicatedReport) { self.value = value }
+  }
+
+  /// Writes all of `buffer` to standard output, in as many write(2) calls as the pipe takes.
+  static func writeStandardOutput(_ buffer: UnsafeRawBufferPointer) {
+    var offset = 0
+    while offset < buffer.count {
+      let written = write(1, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
+      if written < 0, errno == EINTR { continue }
+      guard written > 0 else { return }  // a closed pipe or a full disk: nothing more can be said there
+      offset += written  // written <= count - offset
+    }
   }
 }

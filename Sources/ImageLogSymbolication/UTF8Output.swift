@@ -1,0 +1,62 @@
+/// Output text built as UTF-8 bytes: appending a name, a number or a fixed-width address costs a copy
+/// and no intermediate strings, for outputs of thousands of lines.
+struct UTF8Output {
+  private(set) var bytes: [UInt8] = []
+
+  init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+  mutating func append(_ text: String) {
+    // Native and small strings lend their bytes; others (bridged) go through the view.
+    if text.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil {
+      bytes.append(contentsOf: text.utf8)
+    }
+  }
+
+  mutating func append(_ text: StaticString) {
+    text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+  }
+
+  mutating func append(byte: UInt8) { bytes.append(byte) }
+
+  /// `value` in decimal.
+  mutating func appendDecimal(_ value: UInt64) {
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes for 20 digits at most, written from the right
+    withUnsafeMutableBytes(of: &digits) { buffer in
+      var remaining = value
+      var index = buffer.count
+      repeat {
+        index -= 1
+        buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)  // a digit: < 10
+        remaining /= 10
+      } while remaining > 0
+      bytes.append(contentsOf: buffer[index...])
+    }
+  }
+
+  /// `value` in decimal, with a `-` when negative (as `String(value)`).
+  mutating func appendDecimal(_ value: Int) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    appendDecimal(UInt64(value.magnitude))  // UInt is at most 64 bits: exact
+  }
+
+  /// `0x` and `value` as 16 lowercase hex digits.
+  mutating func appendPaddedHex(_ value: UInt64) {
+    bytes.append(UInt8(ascii: "0"))
+    bytes.append(UInt8(ascii: "x"))
+    for shift in stride(from: 60, through: 0, by: -4) {
+      let digit = UInt8((value >> UInt64(shift)) & 0xF)
+      bytes.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
+    }
+  }
+
+  /// Hands the bytes to `write` and empties the buffer (keeping its capacity) once there are more
+  /// than `limit` of them.
+  mutating func drain(over limit: Int, to write: (UnsafeRawBufferPointer) -> Void) {
+    guard bytes.count > limit else { return }
+    bytes.withUnsafeBytes { write($0) }
+    bytes.removeAll(keepingCapacity: true)
+  }
+
+  /// The text, decoded once.
+  var text: String { String(decoding: bytes, as: UTF8.self) }
+}
