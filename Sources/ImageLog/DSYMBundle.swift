@@ -39,7 +39,7 @@ public enum DSYMBundle {
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
         String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
       }
       guard !name.hasPrefix(".") else { continue }

@@ -134,7 +134,7 @@ func elfFiles(under folder: String) -> [String] {
   while let current = pending.popLast() {
     guard let directory = opendir(current) else { continue }
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
       if name == "." || name == ".." { continue }
       let path = current + "/" + name
       var info = stat()

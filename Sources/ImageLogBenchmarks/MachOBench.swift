@@ -121,7 +121,7 @@ private func listFiles(_ folder: String) -> [String] {
   guard let directory = opendir(folder) else { return [] }
   var names: [String] = []
   while let entry = readdir(directory) {
-    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     if !name.hasPrefix(".") { names.append(name) }
   }
   closedir(directory)

@@ -127,7 +127,7 @@ import Testing
     guard let directory = opendir(folder) else { return }
     var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
       if name.contains(".so") { names.append(name) }
     }
     closedir(directory)

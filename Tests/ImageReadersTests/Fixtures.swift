@@ -51,7 +51,7 @@ func directoryNames(_ folder: String) -> [String] {
   defer { closedir(handle) }
   var names: [String] = []
   while let entry = readdir(handle) {
-    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
     if name != "." && name != ".." { names.append(name) }
   }
   return names

@@ -18,7 +18,7 @@ import ImageReaders
     if let directory = opendir("/usr/lib/x86_64-linux-gnu") {
       var names: [String] = []
       while let entry = readdir(directory) {
-        names.append(withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
+        names.append(withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
       }
       closedir(directory)
       for name in names.sorted() where name.contains(".so") && good.count < 100 {

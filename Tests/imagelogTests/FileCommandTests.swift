@@ -353,7 +353,7 @@ extension FileCommandTests {
     defer { closedir(directory) }
     var paths: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
       if !name.hasPrefix(".") { paths.append(machO + "/" + name) }
     }
     return paths.sorted()

@@ -74,7 +74,7 @@ enum FileWalker {
     }
     var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
         String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
       }
       if name != "." && name != ".." { names.append(name) }
