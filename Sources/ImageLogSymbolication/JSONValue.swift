@@ -1,3 +1,5 @@
+internal import ImageReaders
+
 /// A JSON document that keeps its objects' key order and its numbers' exact text, so an `.ips`
 /// report re-written with symbols differs from the original only where a symbol was filled in.
 ///
@@ -134,19 +136,7 @@ extension JSONValue {
   }
 
   static func writeString(_ text: String, to out: inout String) {
-    out += "\""
-    for scalar in text.unicodeScalars {
-      switch scalar {
-      case "\"": out += "\\\""
-      case "\\": out += "\\\\"
-      case "\n": out += "\\n"
-      case "\r": out += "\\r"
-      case "\t": out += "\\t"
-      case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-      default: out.unicodeScalars.append(scalar)
-      }
-    }
-    out += "\""
+    out += jsonStringLiteral(text)
   }
 }
 

@@ -90,8 +90,8 @@ public struct ImageFormatter: Sendable {
     func hex(_ value: UInt64) -> String { "\"0x\(hexDigits(value))\"" }
     var fields: [String] = []
     fields.append("\"event\":\(event == .added ? "\"added\"" : "\"removed\"")")
-    fields.append("\"path\":\(jsonString(image.path))")
-    fields.append("\"name\":\(jsonString(image.name))")
+    fields.append("\"path\":\(jsonStringLiteral(image.path))")
+    fields.append("\"name\":\(jsonStringLiteral(image.name))")
     fields.append("\"loadAddress\":\(hex(image.loadAddress))")
     fields.append("\"loadBias\":\(hex(image.loadBias))")
     fields.append("\"textStart\":\(hex(image.textRange.lowerBound))")
@@ -104,25 +104,9 @@ public struct ImageFormatter: Sendable {
     fields.append("\"uuid\":\(image.buildID.map { "\"\($0.uuid)\"" } ?? "null")")
     fields.append("\"debugID\":\(image.buildID.map { "\"\($0.debugID)\"" } ?? "null")")
     fields.append("\"buildIDAddress\":\(image.buildIDAddress.map(hex) ?? "null")")
-    fields.append("\"architecture\":\(jsonString(image.architecture))")
+    fields.append("\"architecture\":\(jsonStringLiteral(image.architecture))")
     fields.append("\"isMainExecutable\":\(image.isMainExecutable)")
     return "{" + fields.joined(separator: ",") + "}"
   }
 }
 
-/// `text` as a JSON string literal: quotes, backslashes and control characters escaped.
-func jsonString(_ text: String) -> String {
-  var result = "\""
-  for scalar in text.unicodeScalars {
-    switch scalar {
-    case "\"": result += "\\\""
-    case "\\": result += "\\\\"
-    case "\n": result += "\\n"
-    case "\r": result += "\\r"
-    case "\t": result += "\\t"
-    case _ where scalar.value < 0x20: result += "\\u" + hexDigits(UInt64(scalar.value), width: 4)
-    default: result.unicodeScalars.append(scalar)
-    }
-  }
-  return result + "\""
-}

@@ -340,36 +340,20 @@ extension PropertyList {
     case .dictionary(let entries):
       if entries.isEmpty { return "{}" }
       let inner = indent + "  "
-      return "{\n" + entries.map { inner + jsonLiteral($0.key) + ": " + $0.value.json(indent: inner) }
+      return "{\n" + entries.map { inner + jsonStringLiteral($0.key) + ": " + $0.value.json(indent: inner) }
         .joined(separator: ",\n") + "\n" + indent + "}"
     case .array(let values):
       if values.isEmpty { return "[]" }
       let inner = indent + "  "
       return "[\n" + values.map { inner + $0.json(indent: inner) }.joined(separator: ",\n") + "\n" + indent + "]"
-    case .string(let string): return jsonLiteral(string)
+    case .string(let string): return jsonStringLiteral(string)
     case .bool(let value): return value ? "true" : "false"
     case .integer(let value): return String(value)
-    case .other(_, let text): return jsonLiteral(text)
+    case .other(_, let text): return jsonStringLiteral(text)
     }
   }
 }
 
-/// `string` as a JSON string literal.
-private func jsonLiteral(_ string: String) -> String {
-  var result = "\""
-  for scalar in string.unicodeScalars {
-    switch scalar {
-    case "\"": result += "\\\""
-    case "\\": result += "\\\\"
-    case "\n": result += "\\n"
-    case "\r": result += "\\r"
-    case "\t": result += "\\t"
-    case _ where scalar.value < 0x20: result += "\\u" + hexDigits(UInt64(scalar.value), width: 4)
-    default: result.unicodeScalars.append(scalar)
-    }
-  }
-  return result + "\""
-}
 
 extension CodeSignature {
   /// The entitlements as a value: from the XML blob when present, else from the DER blob; `nil` when
