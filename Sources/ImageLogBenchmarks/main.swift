@@ -1,5 +1,7 @@
 // `make bench`: every benchmark measures imagelog and a real peer side by side in this one run,
 // and the tables go to BENCHMARKS.md. Each area adds its function to `benchmarks`.
+internal import Glibc
+
 let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("snapshot and observers", snapshotBenchmark),
   ("file", fileBenchmark),
@@ -8,9 +10,12 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("other processes", processBenchmarks),
 ]
 
+// IMAGELOG_BENCH_ONLY=file (a part of an area's name) runs that area alone and writes BENCHMARKS-partial.md,
+// leaving BENCHMARKS.md, which is always one full run, untouched.
+let only = getenv("IMAGELOG_BENCH_ONLY").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
 var tables: [BenchmarkTable] = []
-for benchmark in benchmarks {
+for benchmark in benchmarks where only.map({ benchmark.name.contains($0) }) ?? true {
   printProgress("bench: \(benchmark.name)")
   do { tables += try benchmark.run() } catch { printProgress("bench: \(benchmark.name) failed: \(error)") }
 }
-try writeBenchmarks(tables, to: "BENCHMARKS.md")
+try writeBenchmarks(tables, to: only == nil ? "BENCHMARKS.md" : "BENCHMARKS-partial.md")
