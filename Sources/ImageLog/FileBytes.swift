@@ -120,7 +120,8 @@ public final class FileBytes: @unchecked Sendable {
       upper = count
     }
     let size = upper - lower
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 16)
+    // Byte alignment: the readers load unaligned, and malloc serves it without posix_memalign.
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
     var filled = 0
     while filled < size {
       fetchCount += 1

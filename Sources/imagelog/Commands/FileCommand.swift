@@ -95,6 +95,7 @@ struct FileCommand: Command {
         for line in report.lines {
           switch line {
           case .output(let text): output.line(text)
+          case .outputBytes(let bytes): output.line(bytes)
           case .jsonElement(let bytes): json.element(bytes, &output)
           case .error(let text):
             progress.clear()
@@ -141,7 +142,8 @@ struct FileCommand: Command {
       do throws(FormatError) {
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
-          return .success(.elf(try ELFFile(source: ranges)))
+          // No style prints section names (only their count): the others are checked, not made into Strings.
+          return .success(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
         let whole = try ranges.slice(at: 0, length: ranges.count)
         if isJavaClassFile(whole) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
@@ -169,6 +171,8 @@ struct FileCommand: Command {
     enum Line: Sendable {
       /// A line (or lines) for standard output.
       case output(String)
+      /// A line for standard output, as UTF-8 without its newline (crash lines, written as bytes).
+      case outputBytes([UInt8])
       /// One compact JSON value, an element of the `--format json` array.
       case jsonElement([UInt8])
       /// A one-line diagnostic for standard error.
@@ -205,7 +209,7 @@ struct FileCommand: Command {
       for line in renderUniversalFailures(universal, path: path) { report.fail(line) }
     }
     let slices = binary.slices
-    var indices = Array(slices.indices)
+    var indices = slices.indices.map { $0 }
     if let architecture {
       let wanted = Self.canonicalArchitecture(architecture)
       indices = indices.filter { Self.canonicalArchitecture(slices[$0].architecture) == wanted }
@@ -219,7 +223,7 @@ struct FileCommand: Command {
       reportEntitlements(binary, path: path, indices: indices, into: &report)
       return report
     }
-    let renderer = binary.formatRenderer as? FileDetailRendering
+    report.lines.reserveCapacity(indices.count)
     for index in indices {
       let slice = slices[index]
       if printUUIDs {
@@ -229,18 +233,24 @@ struct FileCommand: Command {
       }
       switch style {
       case .crash:
-        report.lines.append(.output(Self.crashLine(slice, path: path)))
+        report.lines.append(.outputBytes(Self.crashLineBytes(slice, path: path)))
       case .detailed:
         var lines = Self.commonDetailedLines(slice, path: path, sliceCount: slices.count)
-        lines += (renderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
+        lines += (binary.detailRenderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
         report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
       case .json:
         var writer = JSONWriter()
         writer.beginObject()
         Self.writeCommonJSONMembers(slice, path: path, into: &writer)
-        for (key, value) in renderer?.jsonMembers(slice: index) ?? [] {
-          writer.key(named: key)
-          writer.value(value)
+        if case .elf(let file) = binary {
+          // ELF's members written in place: what `jsonMembers` returns, without the tree in between.
+          writer.key("elf")
+          file.writeJSON(into: &writer)
+        } else {
+          for (key, value) in binary.detailRenderer?.jsonMembers(slice: index) ?? [] {
+            writer.key(named: key)
+            writer.value(value)
+          }
         }
         writer.endObject()
         report.lines.append(.jsonElement(writer.bytes))
@@ -277,16 +287,88 @@ struct FileCommand: Command {
   }
 
   /// `0xSTART - 0xEND name arch  <uuid> path`: Apple's Binary Images line for a slice, from its link-time
-  /// text range (END is the last byte, inclusive), written by the same `ImageFormatter` as
-  /// `imagelog list` (32 zeros when the slice has no build-id or UUID).
-  static func crashLine(_ slice: SliceSummary, path: String) -> String {
-    let image = Image(path: path, loadAddress: slice.textVMRange.lowerBound, loadBias: 0, textRange: slice.textVMRange,
-                      loadRange: slice.loadVMRange, buildID: slice.buildID, architecture: slice.architecture,
-                      isMainExecutable: false)
-    return crashFormatter.format(image)
+  /// text range (END is the last byte, inclusive), as UTF-8 without the newline: the text
+  /// `ImageFormatter(style: .crash)` writes for `imagelog list` (32 zeros when the slice has no
+  /// build-id or UUID), written straight into one array — no `Image`, no interpolated Strings, for
+  /// thousands of files per run. `FileCommandTests` compares it with `ImageFormatter`'s line.
+  static func crashLineBytes(_ slice: SliceSummary, path: String) -> [UInt8] {
+    var path = path
+    var architecture = slice.architecture
+    return path.withUTF8 { pathBytes in
+      architecture.withUTF8 { architectureBytes in
+        // ImageFormatter names the image by `Image.shortName(of:)`, the Characters after the last "/".
+        // For an ASCII path that is the bytes after the last "/" byte; otherwise ask it.
+        var nameStart = 0
+        var ascii = true
+        for (index, byte) in pathBytes.enumerated() {
+          if byte == UInt8(ascii: "/") { nameStart = index + 1 }
+          if byte >= 0x80 { ascii = false }
+        }
+        var nonASCIIName: [UInt8] = []
+        if !ascii { nonASCIIName = Array(Image.shortName(of: String(decoding: pathBytes, as: UTF8.self)).utf8) }
+        let nameLength = ascii ? pathBytes.count - nameStart : nonASCIIName.count
+        let start = slice.textVMRange.lowerBound
+        // END is inclusive; an empty text range prints START as END.
+        let end = slice.textVMRange.isEmpty ? start : slice.textVMRange.upperBound - 1
+        let id = slice.buildID?.bytes ?? []
+        // "0x" + 16 digits, " - ", the same, " ", name, " ", arch, "  <", 32 digits, "> ", path.
+        let capacity = 2 * 18 + 3 + 1 + nameLength + 1 + architectureBytes.count + 3 + 32 + 2 + pathBytes.count
+        return [UInt8](unsafeUninitializedCapacity: capacity) { line, count in
+          var out = 0
+          out = writeHex(start, into: line, at: out)
+          out = write(" - ", into: line, at: out)
+          out = writeHex(end, into: line, at: out)
+          out = write(" ", into: line, at: out)
+          if ascii {
+            out = write(UnsafeBufferPointer(rebasing: pathBytes[nameStart...]), into: line, at: out)
+          } else {
+            out = nonASCIIName.withUnsafeBufferPointer { write($0, into: line, at: out) }
+          }
+          out = write(" ", into: line, at: out)
+          out = write(architectureBytes, into: line, at: out)
+          out = write("  <", into: line, at: out)
+          // BuildID.compactUUID: the first 16 bytes (zero-padded) as 32 lowercase hex digits.
+          for index in 0..<16 {
+            let byte = index < id.count ? id[index] : 0
+            line[out] = HexText.digit(Int(byte >> 4))
+            line[out + 1] = HexText.digit(Int(byte & 0xF))
+            out += 2
+          }
+          out = write("> ", into: line, at: out)
+          out = write(pathBytes, into: line, at: out)
+          count = out
+        }
+      }
+    }
   }
 
-  static let crashFormatter = ImageFormatter(style: .crash)
+  /// Copies `bytes` into `line` at `position`; returns the position after them. The caller sized `line`.
+  @inline(__always)
+  private static func write(_ bytes: UnsafeBufferPointer<UInt8>, into line: UnsafeMutableBufferPointer<UInt8>,
+                            at position: Int) -> Int {
+    guard let source = bytes.baseAddress, let target = line.baseAddress, !bytes.isEmpty else { return position }
+    precondition(bytes.count <= line.count - position, "crash line buffer too small")
+    (target + position).update(from: source, count: bytes.count)
+    return position + bytes.count
+  }
+
+  @inline(__always)
+  private static func write(_ text: StaticString, into line: UnsafeMutableBufferPointer<UInt8>, at position: Int) -> Int {
+    write(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount), into: line, at: position)
+  }
+
+  /// `0x` and `value` in lowercase hex without leading zeros (`hexDigits`), at `position`.
+  @inline(__always)
+  private static func writeHex(_ value: UInt64, into line: UnsafeMutableBufferPointer<UInt8>, at position: Int) -> Int {
+    let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
+    precondition(width + 2 <= line.count - position, "crash line buffer too small")
+    line[position] = UInt8(ascii: "0")
+    line[position + 1] = UInt8(ascii: "x")
+    for index in 0..<width {
+      line[position + 2 + index] = HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(4 * (width - 1 - index))) & 0xF))
+    }
+    return position + 2 + width
+  }
 
   /// The detailed view's lines that every format has (from `SliceSummary`).
   static func commonDetailedLines(_ slice: SliceSummary, path: String, sliceCount: Int) -> [String] {
@@ -370,7 +452,17 @@ protocol EntitlementsRendering {
 }
 
 extension BinaryFile {
-  /// The decoded file as a value the per-format views can be asked of (`as? FileDetailRendering`).
+  /// The decoded file's own part of the detailed and JSON views (a plain conversion: no dynamic cast
+  /// per file).
+  var detailRenderer: (any FileDetailRendering)? {
+    switch self {
+    case .elf(let file): file
+    case .machO(let file): file
+    case .fat(let file): file
+    }
+  }
+
+  /// The decoded file as a value the per-format views can be asked of (`as? EntitlementsRendering`).
   var formatRenderer: Any {
     switch self {
     case .elf(let file): file
