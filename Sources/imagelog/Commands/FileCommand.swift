@@ -81,16 +81,17 @@ struct FileCommand: Command {
     let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
     var output = OutputLines()
     if jsonArray { json.begin(&output) }
-    // Files are read and rendered on several threads (pread: no mappings to tear down, so no TLB
-    // shootdowns between them) and printed here, in order. A batch at a time, so a long walk whose
-    // output is read slowly holds at most one batch of reports.
+    // Files are read and rendered here, and on more threads when they are slow to read
+    // (`readerThreads`), and printed here, in order. A batch at a time, so a long walk whose output
+    // is read slowly holds at most one batch of reports.
     let command = self
     let threads = Self.readerThreads(for: inputs.count)
     var batchStart = 0
     while batchStart < inputs.count {
       let batch = Array(inputs[batchStart..<min(batchStart + Self.batchSize, inputs.count)])
       batchStart += batch.count
-      forEachInOrder(count: batch.count, threads: threads, work: { index in command.report(batch[index]) }) { index, report in
+      forEachInOrder(count: batch.count, threads: threads.count, atOnce: threads.atOnce,
+                     work: { index in command.report(batch[index]) }) { index, report in
         progress.tick(batch[index].path)
         for line in report.lines {
           switch line {
@@ -135,25 +136,33 @@ struct FileCommand: Command {
   /// Reads and decodes `path`. An ELF file is decoded from the ranges its parser asks for (`FileBytes`:
   /// a few `pread` calls); anything else is read whole. The bytes are released before this returns:
   /// the decoded value keeps no reference to them.
-  static func read(_ path: String) -> Result<BinaryFile, Problem> {
+  static func read(_ path: String) -> ReadOutcome {
     let file: FileBytes
-    do { file = try FileBytes(path: path) } catch { return .failure(.open(error)) }
+    do { file = try FileBytes(path: path) } catch { return .problem(.open(error)) }
     return file.withRanges { ranges in
       do throws(FormatError) {
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
           // No style prints section names (only their count): the others are checked, not made into Strings.
-          return .success(.elf(try ELFFile(source: ranges, names: .lookedFor)))
+          return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
         let whole = try ranges.slice(at: 0, length: ranges.count)
-        if isJavaClassFile(whole) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
-        return .success(try BinaryFile.parse(whole))
+        if isJavaClassFile(whole) { return .problem(.format(.notRecognized(magic: 0xCAFE_BABE))) }
+        return .binary(try BinaryFile.parse(whole))
       } catch {
         // A read that failed or came back short (the file shrank) is the system's problem, not the bytes'.
-        if let readError = file.readError { return .failure(.open(readError)) }
-        return .failure(.format(error))
+        if let readError = file.readError { return .problem(.open(readError)) }
+        return .problem(.format(error))
       }
     }
+  }
+
+  /// What `read` found: a decoded binary or why there is none. Not a `Result`: a generic type with an
+  /// `Error` requirement costs a conformance lookup at run time the first time it is used, which a run
+  /// over a few files notices.
+  enum ReadOutcome {
+    case binary(BinaryFile)
+    case problem(Problem)
   }
 
   /// Java class files share `FAT_MAGIC` (0xcafebabe); like LLVM's `identify_magic` and file(1), a
@@ -191,12 +200,12 @@ struct FileCommand: Command {
   /// Reads `input` and renders what it prints.
   func report(_ input: FileWalker.Input) -> FileReport {
     switch Self.read(input.path) {
-    case .failure(let problem):
+    case .problem(let problem):
       var report = FileReport()
       // A walk only reports files that look like binaries; named paths report every problem.
       if !(input.fromWalk && problem.meansNotABinary) { report.fail("imagelog: \(input.path): \(problem)") }
       return report
-    case .success(let binary):
+    case .binary(let binary):
       return report(binary, path: input.path)
     }
   }
