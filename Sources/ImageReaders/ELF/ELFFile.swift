@@ -282,6 +282,10 @@ extension ELFFile {
       throw .elf("section name table \(nameIndex) has no contents in the file")
     }
     let names = try file.slice(at: range.lowerBound, length: range.count)
+    // A table whose last byte is NUL ends every name that starts inside it: no name needs a scan
+    // for its end to be checked (`.lookedFor` then compares only the names it looks for).
+    var terminated = false
+    if names.count > 0 { terminated = try names.peek(UInt8.self, at: names.count - 1) == 0 }
     for index in sections.indices {
       let offset = Int(sections[index].nameOffset)  // UInt32 -> Int is exact on 64-bit
       if offset == 0 && index == 0 { continue }
@@ -290,9 +294,33 @@ extension ELFFile {
       }
       switch wanted {
       case .all: sections[index].name = try sectionName(names, at: offset)
+      case .lookedFor where terminated:
+        if let name = lookedForName(inTerminated: names, at: offset) { sections[index].name = name }
       case .lookedFor:
         if let name = try lookedForName(names, at: offset) { sections[index].name = name }
       }
+    }
+  }
+
+  /// `lookedForName(_:at:)` in a name table whose last byte is NUL (so the name at `offset`, inside
+  /// the table, ends inside it): each looked-for name is compared in place with the bytes at `offset`
+  /// and the NUL after them, without first measuring the name.
+  static func lookedForName(inTerminated names: ByteReader, at offset: Int) -> String? {
+    names.withUnsafeBytes { bytes -> String? in
+      // Every looked-for name starts ".d", ".n", ".z" or ".g": most names are passed over here.
+      guard offset >= 0, offset + 2 < bytes.count, bytes[offset] == UInt8(ascii: ".") else { return nil }
+      switch bytes[offset + 1] {
+      case UInt8(ascii: "d"), UInt8(ascii: "n"), UInt8(ascii: "z"), UInt8(ascii: "g"): break
+      default: return nil
+      }
+      for (index, candidate) in lookedForNames.enumerated() {
+        let length = candidate.utf8CodeUnitCount
+        // The name is the candidate when its bytes match and a NUL follows them inside the table.
+        guard length < bytes.count - offset, bytes[offset + length] == 0 else { continue }
+        let name = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+        if candidate.withUTF8Buffer({ $0.elementsEqual(name) }) { return lookedForStrings[index] }
+      }
+      return nil
     }
   }
 

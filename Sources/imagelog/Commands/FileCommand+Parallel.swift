@@ -23,10 +23,11 @@ extension FileCommand {
 /// Runs `work(0..<count)` on up to `threads` threads (the calling thread is one of them) and calls
 /// `consume` on the calling thread with every result in index order, each as soon as it and all before
 /// it are done. Indices are claimed one at a time, so a slow file does not hold up a whole share.
-/// Unless `atOnce`, the other threads start only when the first `probe` items took more than
-/// `slowItem` nanoseconds each on average (then they help with the rest).
-func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = true, probe: Int = 32,
-                                      slowItem: Int = 50_000,
+/// Unless `atOnce`, the other threads start only when items `warmUp` to `probe` took more than
+/// `slowItem` nanoseconds each on average (then they help with the rest); the first items also pay
+/// for the process's first use of code and types, so they are not timed.
+func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = true, warmUp: Int = 16,
+                                      probe: Int = 64, slowItem: Int = 60_000,
                                       work: @escaping @Sendable (Int) -> Result, consume: (Int, Result) -> Void) {
   guard threads > 1, count > 1, atOnce || count > probe else {
     for index in 0..<count { consume(index, work(index)) }
@@ -40,7 +41,7 @@ func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = t
     }
   }
   if atOnce { startHelpers() }
-  let started = monotonicNanoseconds()
+  var started = 0
   var next = 0
   func drain() {
     while let result = shared.take(next) {
@@ -52,7 +53,8 @@ func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = t
   while shared.runOne() {
     drain()
     ran += 1
-    if ran == probe && helpers.isEmpty && !atOnce && monotonicNanoseconds() - started > probe * slowItem {
+    if ran == warmUp && !atOnce { started = monotonicNanoseconds() }
+    if ran == probe && helpers.isEmpty && !atOnce && monotonicNanoseconds() - started > (probe - warmUp) * slowItem {
       startHelpers()
     }
   }
