@@ -217,7 +217,14 @@ struct FileCommand: Command {
       // Slices that could not be read: one line each; the others are still shown.
       for line in renderUniversalFailures(universal, path: path) { report.fail(line) }
     }
-    let slices = binary.slices
+    // An ELF file is one slice: its summary without the array `BinaryFile.slices` makes.
+    let slices: [SliceSummary]
+    if case .elf(let file) = binary, architecture == nil, !printEntitlements {
+      addSlice(file.summary, of: binary, index: 0, sliceCount: 1, path: path, to: &report)
+      return report
+    } else {
+      slices = binary.slices
+    }
     var indices = slices.indices.map { $0 }
     if let architecture {
       let wanted = Self.canonicalArchitecture(architecture)
@@ -232,40 +239,44 @@ struct FileCommand: Command {
       reportEntitlements(binary, path: path, indices: indices, into: &report)
       return report
     }
-    report.lines.reserveCapacity(indices.count)
     for index in indices {
-      let slice = slices[index]
-      if printUUIDs {
-        // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
-        if let buildID = slice.buildID { report.lines.append(.output("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)")) }
-        continue
-      }
-      switch style {
-      case .crash:
-        report.lines.append(.outputBytes(Self.crashLineBytes(slice, path: path)))
-      case .detailed:
-        var lines = Self.commonDetailedLines(slice, path: path, sliceCount: slices.count)
-        lines += (binary.detailRenderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
-        report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
-      case .json:
-        var writer = JSONWriter()
-        writer.beginObject()
-        Self.writeCommonJSONMembers(slice, path: path, into: &writer)
-        if case .elf(let file) = binary {
-          // ELF's members written in place: what `jsonMembers` returns, without the tree in between.
-          writer.key("elf")
-          file.writeJSON(into: &writer)
-        } else {
-          for (key, value) in binary.detailRenderer?.jsonMembers(slice: index) ?? [] {
-            writer.key(named: key)
-            writer.value(value)
-          }
-        }
-        writer.endObject()
-        report.lines.append(.jsonElement(writer.bytes))
-      }
+      addSlice(slices[index], of: binary, index: index, sliceCount: slices.count, path: path, to: &report)
     }
     return report
+  }
+
+  /// Adds slice `index` of `binary` (summarized by `slice`) to `report` in the chosen style.
+  func addSlice(_ slice: SliceSummary, of binary: BinaryFile, index: Int, sliceCount: Int, path: String,
+                to report: inout FileReport) {
+    if printUUIDs {
+      // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
+      if let buildID = slice.buildID { report.lines.append(.output("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)")) }
+      return
+    }
+    switch style {
+    case .crash:
+      report.lines.append(.outputBytes(Self.crashLineBytes(slice, path: path)))
+    case .detailed:
+      var lines = Self.commonDetailedLines(slice, path: path, sliceCount: sliceCount)
+      lines += (binary.detailRenderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
+      report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
+    case .json:
+      var writer = JSONWriter()
+      writer.beginObject()
+      Self.writeCommonJSONMembers(slice, path: path, into: &writer)
+      if case .elf(let file) = binary {
+        // ELF's members written in place: what `jsonMembers` returns, without the tree in between.
+        writer.key("elf")
+        file.writeJSON(into: &writer)
+      } else {
+        for (key, value) in binary.detailRenderer?.jsonMembers(slice: index) ?? [] {
+          writer.key(named: key)
+          writer.value(value)
+        }
+      }
+      writer.endObject()
+      report.lines.append(.jsonElement(writer.bytes))
+    }
   }
 
   func reportEntitlements(_ binary: BinaryFile, path: String, indices: [Int], into report: inout FileReport) {
