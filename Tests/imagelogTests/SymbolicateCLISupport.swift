@@ -101,6 +101,18 @@ enum SymbolicateCLI {
     return result
   }
 
+  /// The virtual address of the first PT_LOAD segment of `path` (`readelf -lW`): where the load address
+  /// of a crash report's image line sits in the file's own addresses (0 for a PIE or a shared object,
+  /// 0x400000 for a classic x86-64 executable such as imagelog itself).
+  static func firstLoadAddress(_ path: String) throws -> UInt64 {
+    let headers = try symbolicateRun(["readelf", "-lW", path])
+    for line in headers.output.split(separator: "\n") {
+      let words = line.split(separator: " ")
+      if words.first == "LOAD", words.count > 3, let address = UInt64(words[2].dropFirst(2), radix: 16) { return address }
+    }
+    throw SymbolicateTestError("readelf -lW \(path) lists no LOAD segment")
+  }
+
   /// `llvm-symbolizer`'s answers for `addresses` in `object`: the function (linkage name) of each.
   static func llvmSymbolizerNames(_ object: String, _ addresses: [UInt64]) throws -> [String] {
     let arguments = ["llvm-symbolizer", "--no-demangle", "--functions=linkage", "--no-inlines", "--obj=" + object]
