@@ -38,11 +38,14 @@ let package = Package(
     // `make bench`: side-by-side measurements against real peers; writes BENCHMARKS.md.
     .executableTarget(name: "ImageLogBenchmarks",
                       dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLog"]),
-    .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders"],
+    // What the test targets share: running child processes, temporary folders, files, tools on PATH.
+    .target(name: "ImageLogTestSupport", path: "Tests/ImageLogTestSupport"),
+    .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
-    .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog"]),
-    .testTarget(name: "ImageLogSymbolicationTests", dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders"]),
-    .testTarget(name: "imagelogTests", dependencies: ["ImageLog", "ImageReaders"]),
+    .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "ImageLogTestSupport"]),
+    .testTarget(name: "ImageLogSymbolicationTests",
+                dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"]),
+    .testTarget(name: "imagelogTests", dependencies: ["ImageLog", "ImageReaders", "ImageLogTestSupport"]),
   ],
   swiftLanguageModes: [.v6]
 )
