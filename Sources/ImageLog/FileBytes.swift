@@ -36,18 +36,13 @@ public final class FileBytes: @unchecked Sendable {
   // Measured over the 901 ELF files of a Debian library folder: 4 KiB at the start holds the header,
   // program headers and notes; 4 KiB at the end the section headers, their names and
   // `.gnu_debuglink`; PT_DYNAMIC and the dynamic string table are one read each. About 2.5 reads
-  // and 12 KiB a file; larger first reads cost more in copying than the reads they save. Reading
-  // files of up to 24 KiB whole in the first read brings it to about 2 reads and 16 KiB.
+  // and 12 KiB a file; larger first reads cost more in copying than the reads they save.
   /// Reads start and end on multiples of this.
   static let readUnit = 1024
   /// The first read: the ELF header, program headers and notes of typical files.
   static let headReadSize = 4096
   /// A read that ends this close to the end of the file reads the rest of it, and at least this much.
   static let tailReadSize = 4096
-  /// A file this small is read whole by the first read: one read instead of a head and a tail read
-  /// (two in three files of 24 KiB or less took two or three reads in the measurement above), and a
-  /// small Mach-O file, which is decoded whole, is not read twice.
-  static let wholeFileReadSize = 24 * 1024
   /// Ranges larger than this are mapped instead of copied (a big library's `.dynstr` of megabytes
   /// of which a few names are read).
   static let largestRead = 32 * 1024
@@ -110,9 +105,8 @@ public final class FileBytes: @unchecked Sendable {
     return UnsafeRawBufferPointer(rebasing: chunk.bytes[from..<from + length])
   }
 
-  /// Reads whole `readUnit`s around the range, clipped to the file: the whole file for the first read
-  /// of a file of at most `wholeFileReadSize` bytes, else at least `headReadSize` for the first read,
-  /// and through the end of the file for a range in its last `tailReadSize` bytes (where
+  /// Reads whole `readUnit`s around the range, clipped to the file: at least `headReadSize` for the
+  /// first read, and through the end of the file for a range in its last `tailReadSize` bytes (where
   /// the section header table, the section names and `.gnu_debuglink` usually are, read at once).
   /// A short read means the file shrank since it was opened: `.truncated`.
   private func read(_ start: Int, _ length: Int) throws(FormatError) -> Chunk {
@@ -123,9 +117,7 @@ public final class FileBytes: @unchecked Sendable {
     var upper = start + length
     upper += min((unit - upper % unit) % unit, count - upper)
     upper = max(upper, min(count, chunks.isEmpty ? Self.headReadSize : 0))
-    if chunks.isEmpty && count <= Self.wholeFileReadSize {
-      (lower, upper) = (0, count)
-    } else if count - upper < Self.tailReadSize && upper - lower <= Self.largestRead - Self.tailReadSize {
+    if count - upper < Self.tailReadSize && upper - lower <= Self.largestRead - Self.tailReadSize {
       let tail = max(0, min(lower, count - Self.tailReadSize))
       lower = tail - tail % unit
       upper = count

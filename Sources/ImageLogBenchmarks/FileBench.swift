@@ -79,9 +79,8 @@ func fileBenchmark() throws -> [BenchmarkTable] {
       + (mismatches == 0 ? "all \(files.count) files agree." : "\(mismatches) files DISAGREE.")
       + " Median of \(iterations) interleaved rounds. Reproduce: `make bench`. Both are bound by per-file system calls "
       + "and process start-up: readelf reads each file with about 20 lseek and read calls; imagelog opens it, "
-      + "fstats it and reads what the ELF parser asks for with about 2 pread calls (FileBytes: a file of up to "
-      + "24 KiB whole, else the first and last 4 KiB, PT_DYNAMIC, the dynamic string table), checks every table "
-      + "but makes Strings only "
+      + "fstats it and reads what the ELF parser asks for with about 2.5 pread calls (FileBytes: the first and "
+      + "last 4 KiB, PT_DYNAMIC, the dynamic string table), checks every table as before but makes Strings only "
       + "of the section names it looks for (`ELFFile(source:names: .lookedFor)`; no style prints section names), "
       + "and prints in argument order. It reads on one thread while files come from the page cache: more reader "
       + "threads (up to one per processor, \(processorCount) here) join only when files are slow to read (cold "
