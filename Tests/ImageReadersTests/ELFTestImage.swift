@@ -27,14 +27,17 @@ struct ELFTestImage {
   var sectionHeaderSize: Int { is64Bit ? 64 : 40 }
   var dynamicEntrySize: Int { is64Bit ? 16 : 8 }
 
-  init(is64Bit: Bool = true, bigEndian: Bool = false) {
+  /// `strings` is the dynamic string table; DT_NEEDED and DT_SONAME name its offsets `neededOffset`
+  /// and `sonameOffset` (the defaults: `dynamicStrings`, "libneeded.so.1", "libsoname.so.2").
+  init(is64Bit: Bool = true, bigEndian: Bool = false, strings: [UInt8] = ELFTestImage.dynamicStrings,
+       neededOffset: Int = 1, sonameOffset: Int = 16) {
     self.is64Bit = is64Bit
     self.bigEndian = bigEndian
     programHeaderOffset = headerSize
     noteOffset = programHeaderOffset + 4 * programHeaderSize
     interpreterOffset = noteOffset + 12 + 4 + Self.buildID.count
     dynamicStringsOffset = align(interpreterOffset + Self.interpreter.count, 8)
-    dynamicOffset = align(dynamicStringsOffset + Self.dynamicStrings.count, 8)
+    dynamicOffset = align(dynamicStringsOffset + strings.count, 8)
     sectionNamesOffset = dynamicOffset + 5 * dynamicEntrySize
     sectionHeaderOffset = align(sectionNamesOffset + Self.sectionNames.count, 8)
     let total = sectionHeaderOffset + 5 * sectionHeaderSize
@@ -72,19 +75,19 @@ struct ELFTestImage {
     bytes.replaceSubrange(at..<at + 4, with: Array("GNU\0".utf8))
     bytes.replaceSubrange(at + 4..<at + 4 + Self.buildID.count, with: Self.buildID)
     bytes.replaceSubrange(interpreterOffset..<interpreterOffset + Self.interpreter.count, with: Self.interpreter)
-    bytes.replaceSubrange(dynamicStringsOffset..<dynamicStringsOffset + Self.dynamicStrings.count, with: Self.dynamicStrings)
+    bytes.replaceSubrange(dynamicStringsOffset..<dynamicStringsOffset + strings.count, with: strings)
     bytes.replaceSubrange(sectionNamesOffset..<sectionNamesOffset + Self.sectionNames.count, with: Self.sectionNames)
 
     // The dynamic array: NEEDED libneeded.so.1, SONAME libsoname.so.2, STRTAB, STRSZ, NULL.
     at = dynamicOffset
-    for (tag, value) in [(1, 1), (14, 16), (5, dynamicStringsOffset), (10, Self.dynamicStrings.count), (0, 0)] {
+    for (tag, value) in [(1, neededOffset), (14, sonameOffset), (5, dynamicStringsOffset), (10, strings.count), (0, 0)] {
       putWord(&at, UInt64(tag))
       putWord(&at, UInt64(value))
     }
 
     // Sections: null, .dynstr, .shstrtab, .dynamic (linked to .dynstr), .note.gnu.build-id.
     at = sectionHeaderOffset + sectionHeaderSize
-    putSection(&at, name: 1, type: 3, offset: dynamicStringsOffset, size: Self.dynamicStrings.count, link: 0)
+    putSection(&at, name: 1, type: 3, offset: dynamicStringsOffset, size: strings.count, link: 0)
     putSection(&at, name: 9, type: 3, offset: sectionNamesOffset, size: Self.sectionNames.count, link: 0)
     putSection(&at, name: 19, type: 6, offset: dynamicOffset, size: 5 * dynamicEntrySize, link: 1)
     putSection(&at, name: 28, type: 7, offset: noteOffset, size: 12 + 4 + Self.buildID.count, link: 0)

@@ -82,16 +82,42 @@ public struct ELFDynamicInfo: Sendable, Equatable {
       }
     }
     guard namesStrings else { return }
-    let strings = try Self.stringTable(file, address: stringTableAddress, size: stringTableSize,
-                                       programHeaders: programHeaders, sections: sections,
-                                       dynamicSection: dynamicSection)
+    let table = try Self.stringTable(file, address: stringTableAddress, size: stringTableSize,
+                                     programHeaders: programHeaders, sections: sections,
+                                     dynamicSection: dynamicSection)
+    // The names are read from the part of the table that holds them (a big library's table has
+    // thousands of symbol names and a few library names): from the lowest name offset to
+    // `nameWindowSlack` bytes past the highest. A name that does not end inside that part is read
+    // from the whole table, so every result and error is the whole table's.
+    var lowest = Int.max
+    var highest = -1
+    for entry in entries where Self.namesString(entry.tag) {
+      guard let offset = Int(exactly: entry.value), offset < table.count else { continue }
+      lowest = min(lowest, offset)
+      highest = max(highest, offset)
+    }
+    var part = ByteReader(UnsafeRawBufferPointer(start: nil, count: 0), endian: file.endian)
+    if highest >= lowest {
+      // lowest <= highest < table.count: the part lies inside the table, which lies inside the file.
+      let end = highest + min(Self.nameWindowSlack, table.count - highest)
+      part = try file.slice(at: table.lowerBound + lowest, length: end - lowest)
+    }
+    var whole: ByteReader?
     var rpaths: [String] = []
     var runpaths: [String] = []
     for (index, entry) in entries.enumerated() where Self.namesString(entry.tag) {
-      guard let offset = Int(exactly: entry.value), offset < strings.count else {
-        throw .elf("dynamic entry \(index): string offset 0x\(hexDigits(entry.value)) is past the dynamic string table (\(strings.count) bytes)")
+      guard let offset = Int(exactly: entry.value), offset < table.count else {
+        throw .elf("dynamic entry \(index): string offset 0x\(hexDigits(entry.value)) is past the dynamic string table (\(table.count) bytes)")
       }
-      let string = try strings.cString(at: offset)
+      let string: String
+      if offset >= lowest, let found = try? part.cString(at: offset - lowest) {
+        string = found
+      } else {
+        let strings: ByteReader
+        if let whole { strings = whole } else { strings = try file.slice(at: table.lowerBound, length: table.count) }
+        whole = strings
+        string = try strings.cString(at: offset)
+      }
       switch entry.tag {
       case ELFDynamicEntry.needed: needed.append(string)
       case ELFDynamicEntry.soname: soname = soname ?? string
@@ -109,18 +135,21 @@ public struct ELFDynamicInfo: Sendable, Equatable {
       || tag == ELFDynamicEntry.runpath
   }
 
-  /// The dynamic string table: `DT_STRTAB`/`DT_STRSZ` through the `PT_LOAD` holding that address,
-  /// else the section `.dynamic` links to, else `.dynstr`.
-  /// `address` and `size` are the first `DT_STRTAB` and `DT_STRSZ` values, if any.
+  /// Bytes read past the highest name offset with the names (`init(source:...)`): longer than the
+  /// library names and search paths toolchains write.
+  static let nameWindowSlack = 256
+
+  /// The file range of the dynamic string table, checked against the file's size (nothing is read):
+  /// `DT_STRTAB`/`DT_STRSZ` through the `PT_LOAD` holding that address, else the section `.dynamic`
+  /// links to, else `.dynstr`. `address` and `size` are the first `DT_STRTAB` and `DT_STRSZ` values, if any.
   static func stringTable<Source: RandomAccessBytes>(_ file: Source, address: UInt64?, size: UInt64?,
                                                      programHeaders: [ProgramHeader], sections: [ELFSection],
-                                                     dynamicSection: ELFSection?) throws(FormatError) -> ByteReader {
+                                                     dynamicSection: ELFSection?) throws(FormatError) -> Range<Int> {
     if let address, let offset = fileOffset(ofVMAddress: address, programHeaders: programHeaders) {
       let available = offset.segmentRemaining
       let size = size ?? available
-      let range = try ByteReader.checkedRange(offset: offset.fileOffset, size: size, limit: file.count,
-                                              "dynamic string table (DT_STRTAB 0x\(hexDigits(address)))")
-      return try file.slice(at: range.lowerBound, length: range.count)
+      return try ByteReader.checkedRange(offset: offset.fileOffset, size: size, limit: file.count,
+                                         "dynamic string table (DT_STRTAB 0x\(hexDigits(address)))")
     }
     var table: ELFSection?
     if let dynamicSection, Int(exactly: dynamicSection.link).map({ $0 > 0 && $0 < sections.count }) == true {
@@ -130,7 +159,7 @@ public struct ELFDynamicInfo: Sendable, Equatable {
     guard let table, let range = table.fileRange else {
       throw .elf("dynamic entries name strings but no dynamic string table is in the file")
     }
-    return try file.slice(at: range.lowerBound, length: range.count)
+    return range
   }
 
   /// The file offset of a link-time address inside some `PT_LOAD`'s file-backed part, and how many
