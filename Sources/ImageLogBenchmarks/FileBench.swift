@@ -79,8 +79,9 @@ func fileBenchmark() throws -> [BenchmarkTable] {
       + (mismatches == 0 ? "all \(files.count) files agree." : "\(mismatches) files DISAGREE.")
       + " Median of \(iterations) interleaved rounds. Reproduce: `make bench`. Both are bound by per-file system calls "
       + "and process start-up: readelf reads each file with about 20 lseek and read calls; imagelog opens it, "
-      + "fstats it and reads what the ELF parser asks for with about 2.5 pread calls (FileBytes: the first and "
-      + "last 4 KiB, PT_DYNAMIC, the dynamic string table), checks every table as before but makes Strings only "
+      + "fstats it and reads what the ELF parser asks for with about 2.6 pread calls (FileBytes: the first and "
+      + "last 4 KiB, PT_DYNAMIC, and of the dynamic string table only the part holding the library names, "
+      + "so a big library's table is neither copied whole nor mapped), checks every table as before but makes Strings only "
       + "of the section names it looks for (`ELFFile(source:names: .lookedFor)`; no style prints section names), "
       + "and prints in argument order. It reads on one thread while files come from the page cache: more reader "
       + "threads (up to one per processor, \(processorCount) here) join only when files are slow to read (cold "
