@@ -130,8 +130,6 @@ final class ObserverCenter: Sendable {
 
   private struct State {
     var view = LoaderView()
-    /// Empty between syncs; kept for its capacity.
-    var changes = LoaderView.Changes()
     /// Registration order, one list per kind (delivery takes a copy of both without filtering).
     var addObservers: [Observer] = []
     var removeObservers: [Observer] = []
@@ -247,21 +245,24 @@ final class ObserverCenter: Sendable {
     il_set_delivering(1)
     defer { il_set_delivering(0) }
     while true {
-      for index in batch.items.indices {
-        let item = batch.items[index]
-        switch item {
-        case .event(let sequence, let event, let image):
-          let recipients = event == .added ? batch.addObservers : batch.removeObservers
-          // Observers registered after the event are skipped (firstSequence).
-          for observer in recipients where observer.firstSequence <= sequence && !observer.cancelled.load(ordering: .acquiring) {
-            observer.handler(image)
-          }
-        case .replay(_, let observer, let images):
-          for image in images where !observer.cancelled.load(ordering: .acquiring) {
-            observer.handler(image)
+      // The items are read in place (the handlers cannot reach `batch`): no copy of each image.
+      batch.items.withUnsafeBufferPointer { items in
+        for index in items.indices {
+          switch items[index] {
+          case .event(let sequence, let event, let image):
+            let recipients = event == .added ? batch.addObservers : batch.removeObservers
+            // Observers registered after the event are skipped (firstSequence).
+            for observer in recipients where observer.firstSequence <= sequence && !observer.cancelled.load(ordering: .acquiring) {
+              observer.handler(image)
+            }
+            il_gate_publish(sequence)
+          case .replay(let sequence, let observer, let images):
+            for image in images where !observer.cancelled.load(ordering: .acquiring) {
+              observer.handler(image)
+            }
+            il_gate_publish(sequence)
           }
         }
-        il_gate_publish(item.sequence)
       }
       batch.items.removeAll(keepingCapacity: true)
       let more = state.withLock { state -> Bool in
@@ -280,19 +281,14 @@ final class ObserverCenter: Sendable {
   /// Brings the view up to date with the loader and queues the differences for the observers that
   /// want them. Removes come first, in load order, then adds, in load order.
   private static func sync(_ state: inout State) {
-    var changes = LoaderView.Changes()
-    swap(&changes, &state.changes)
-    if state.view.update(appendingTo: &changes, collect: true) {
-      if !state.removeObservers.isEmpty {
-        for image in changes.removed { enqueue(&state, .removed, image) }
-      }
-      if !state.addObservers.isEmpty {
-        for image in changes.added { enqueue(&state, .added, image) }
-      }
-      changes.removed.removeAll(keepingCapacity: true)
-      changes.added.removeAll(keepingCapacity: true)
+    // The view leaves the state while it reports into the queue.
+    var view = LoaderView()
+    swap(&view, &state.view)
+    let wantsRemovals = !state.removeObservers.isEmpty, wantsAdditions = !state.addObservers.isEmpty
+    _ = view.update { event, image in
+      if event == .removed ? wantsRemovals : wantsAdditions { enqueue(&state, event, image) }
     }
-    swap(&changes, &state.changes)
+    swap(&view, &state.view)
   }
 
   private static func enqueue(_ state: inout State, _ event: ImageEvent, _ image: Image) {

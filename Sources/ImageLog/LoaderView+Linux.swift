@@ -53,27 +53,66 @@ struct LoaderView {
   /// Walks the loader's list and applies the differences; `nil` when the counters did not move.
   mutating func update(collectingChanges collect: Bool = true) -> Changes? {
     var changes = Changes()
-    return update(appendingTo: &changes, collect: collect) ? changes : nil
+    let changed = update { event, image in
+      guard collect else { return }
+      if event == .removed { changes.removed.append(image) } else { changes.added.append(image) }
+    }
+    return changed ? changes : nil
   }
 
-  /// Walks the loader's list, applies the differences and, when `collect`, appends them to
-  /// `changes`; `false` when the counters did not move.
+  /// Walks the loader's list, applies the differences and calls `report` for each: every image
+  /// removed, in load order, then every image added, in load order. `false` when the counters did not
+  /// move. `report` must not use this view.
   ///
   /// glibc counts every object added to or removed from a namespace list (`dlpi_adds`/`dlpi_subs`
   /// move by one per object, failed loads included). A first walk matches objects by key only; when
   /// the objects it found added and removed account exactly for how far the counters moved, no object
   /// can have been replaced under an old key. Otherwise a second walk checks every survivor
-  /// and reports a replaced one as removed and added.
-  mutating func update(appendingTo changes: inout Changes, collect: Bool) -> Bool {
+  /// and reports a replaced one as removed and added (its removals after the first walk's, its
+  /// additions after the first walk's).
+  mutating func update(_ report: (ImageEvent, Image) -> Void) -> Bool {
     let previous = counters
-    guard let first = walk(verify: false, collect: collect, into: &changes) else { return false }
-    guard let previous, first.counters.subs != previous.subs else { return true }
-    let added = UInt64(first.added), removed = UInt64(first.removed)
-    if first.counters.adds &- previous.adds == added && first.counters.subs &- previous.subs == removed {
+    var first = Walk(verify: false, addedKeys: [], addedImages: [])
+    swap(&first.addedKeys, &spareKeys)
+    swap(&first.addedImages, &spareImages)
+    defer {
+      first.addedKeys.removeAll(keepingCapacity: true)
+      first.addedImages.removeAll(keepingCapacity: true)
+      swap(&first.addedKeys, &spareKeys)
+      swap(&first.addedImages, &spareImages)
+    }
+    guard run(&first) else { return false }
+    var verify = false
+    if let previous, first.counters.subs != previous.subs {
+      let added = UInt64(first.added), removed = UInt64(first.removed)
+      verify = first.counters.adds &- previous.adds != added || first.counters.subs &- previous.subs != removed
+    }
+    reportRemovals(first, report)
+    if !verify {
+      for index in first.addedImages.indices { report(.added, first.addedImages[index]) }
+      apply(&first)
       return true
     }
-    _ = walk(verify: true, collect: collect, into: &changes)
+    let firstAdded = first.addedImages
+    apply(&first)
+    var second = Walk(verify: true, addedKeys: [], addedImages: [])
+    if run(&second) {
+      reportRemovals(second, report)
+      for image in firstAdded { report(.added, image) }
+      for image in second.addedImages { report(.added, image) }
+      apply(&second)
+    } else {
+      for image in firstAdded { report(.added, image) }
+    }
     return true
+  }
+
+  /// Calls `report` for the images a walk found gone (the view not yet changed).
+  private func reportRemovals(_ walk: Walk, _ report: (ImageEvent, Image) -> Void) {
+    for range in walk.removals {
+      for index in range { report(.removed, images[index]) }
+    }
+    for index in walk.tail { report(.removed, images[index]) }
   }
 
   /// What one walk found, in positions of the list before it.
@@ -90,9 +129,13 @@ struct LoaderView {
     /// Where each added object goes: before the previous list's entry at that position (after the
     /// objects added before it there). Empty while every addition is at the end (a `dlopen`).
     var addedPositions: [Int] = []
+    /// The end of the previous list that the walk did not reach again (gone too).
+    var tail = 0..<0
     /// Objects gone, and objects seen for the first time (including any whose image could not be built).
     var removed = 0
     var added = 0
+    /// The loader's counters at the walk.
+    var counters = LoaderCounters(adds: 0, subs: 0)
 
     /// Called by the C walk for every object that is not the one expected at the cursor (every
     /// object when verifying).
@@ -147,23 +190,13 @@ struct LoaderView {
     }
   }
 
-  private struct WalkResult {
-    var counters: LoaderCounters
-    var added: Int
-    var removed: Int
-  }
-
-  /// One `dl_iterate_phdr` walk over the list, then the differences applied (and appended to
-  /// `changes` when `collect`); `nil` when the first walk (not `verify`) found the counters unchanged.
-  /// The callback reaches the walk through a typed pointer to this stack value: no reference counting
-  /// or exclusivity checks per object.
-  private mutating func walk(verify: Bool, collect: Bool, into changes: inout Changes) -> WalkResult? {
-    var walk = Walk(verify: verify, addedKeys: [], addedImages: [])
-    swap(&walk.addedKeys, &spareKeys)
-    swap(&walk.addedImages, &spareImages)
+  /// One `dl_iterate_phdr` walk over the list, recorded in `walk` (nothing applied yet); `false`
+  /// when the walk (not `verify`) found the counters unchanged. The callback reaches the walk through
+  /// a typed pointer to this stack value: no reference counting or exclusivity checks per object.
+  private func run(_ walk: inout Walk) -> Bool {
     var state = il_walk()
-    state.match_keys = verify ? 0 : 1
-    if !verify, let counters {
+    state.match_keys = walk.verify ? 0 : 1
+    if !walk.verify, let counters {
       state.stop_if_unchanged = 1
       state.known_adds = counters.adds
       state.known_subs = counters.subs
@@ -184,31 +217,19 @@ struct LoaderView {
       }
     }
     walk.knownImages = UnsafeBufferPointer(start: nil, count: 0)
-    var result: WalkResult?
-    if state.unchanged == 0 {
-      // Whatever the walk did not reach again is gone.
-      let tail = min(state.cursor, keys.count)..<keys.count
-      walk.removed += tail.count
-      if collect {
-        for range in walk.removals { changes.removed += images[range] }
-        if !tail.isEmpty { changes.removed += images[tail] }
-        changes.added += walk.addedImages
-      }
-      apply(&walk, tail: tail)
-      let now = LoaderCounters(adds: state.adds, subs: state.subs)
-      counters = now
-      result = WalkResult(counters: now, added: walk.added, removed: walk.removed)
-    }
-    walk.addedKeys.removeAll(keepingCapacity: true)
-    walk.addedImages.removeAll(keepingCapacity: true)
-    swap(&walk.addedKeys, &spareKeys)
-    swap(&walk.addedImages, &spareImages)
-    return result
+    guard state.unchanged == 0 else { return false }
+    // Whatever the walk did not reach again is gone.
+    walk.tail = min(state.cursor, keys.count)..<keys.count
+    walk.removed += walk.tail.count
+    walk.counters = LoaderCounters(adds: state.adds, subs: state.subs)
+    return true
   }
 
   /// Applies a walk's removals and additions; in place for the common cases (a first walk, objects
   /// appended by `dlopen`, objects removed by `dlclose`).
-  private mutating func apply(_ walk: inout Walk, tail: Range<Int>) {
+  private mutating func apply(_ walk: inout Walk) {
+    let tail = walk.tail
+    counters = walk.counters
     if walk.addedPositions.isEmpty {
       // Removals, then additions at the end.
       if !tail.isEmpty {
@@ -222,9 +243,12 @@ struct LoaderView {
       if images.isEmpty {
         swap(&images, &walk.addedImages)
         swap(&keys, &walk.addedKeys)
-      } else if !walk.addedImages.isEmpty {
-        images.append(contentsOf: walk.addedImages)
-        keys.append(contentsOf: walk.addedKeys)
+      } else {
+        // Element by element: specialized copies, not the generic value-witness path.
+        for index in walk.addedImages.indices {
+          images.append(walk.addedImages[index])
+          keys.append(walk.addedKeys[index])
+        }
       }
       return
     }
@@ -377,25 +401,25 @@ extension LoaderImageBuilder {
   /// it copies only the build-id's descriptor instead of every note's name and descriptor: this runs
   /// for every image in every snapshot. Tests check both agree on every loaded image.
   static func buildIDNote(in area: ByteReader, alignment: Int) throws(FormatError) -> (descriptor: [UInt8], descriptorOffset: Int)? {
-    // Fields are read at absolute positions (`peek`): a few calls per note, no cursor bookkeeping.
-    // Positions are relative to the area's start, as ELFNote's are.
+    // One seek and a few sequential reads per note. `readWord` is not generic: across the module
+    // boundary the generic `read<T>`/`peek<T>` are not specialized and would look up type metadata
+    // for every field. Positions are relative to the area's start, as ELFNote's are.
+    var reader = area
     let count = area.count
-    var position = area.offset
-    let gnu: UInt32 = area.endian == .little ? 0x0055_4E47 : 0x474E_5500  // "GNU\0"
+    let gnu: UInt64 = area.endian == .little ? 0x0055_4E47 : 0x474E_5500  // "GNU\0" as a UInt32
     // Every note consumes at least 12 bytes: the loop is bounded by the area's size.
-    while count - position >= 12 {
-      // The three header words are UInt32: exact in Int on 64-bit. position + 8 < count.
-      let nameSize = Int(try area.peek(UInt32.self, at: position))
-      let descriptorSize = Int(try area.peek(UInt32.self, at: position + 4))
-      let type = try area.peek(UInt32.self, at: position + 8)
-      let nameStart = position + 12
-      guard nameSize <= count - nameStart else { throw .elf("note name size \(nameSize) runs past the note area") }
+    while reader.remaining >= 12 {
+      let nameSize = Int(try reader.readWord(is64Bit: false))  // a UInt32: exact in Int on 64-bit
+      let descriptorSize = Int(try reader.readWord(is64Bit: false))
+      let type = UInt32(truncatingIfNeeded: try reader.readWord(is64Bit: false))  // read as 32 bits
+      let nameStart = reader.offset
+      guard nameSize <= reader.remaining else { throw .elf("note name size \(nameSize) runs past the note area") }
       // "GNU" then NUL (or the field's end), as ELFNote's fixed-width name reads it.
       var isGNU = false
       if nameSize >= 4 {
-        isGNU = try area.peek(UInt32.self, at: nameStart) == gnu
+        isGNU = try reader.readWord(is64Bit: false) == gnu  // the name's first 4 bytes (nameSize >= 4 fit)
       } else if nameSize == 3 {
-        isGNU = try area.bytes(at: nameStart, length: 3) == [0x47, 0x4E, 0x55]
+        isGNU = try reader.bytes(at: nameStart, length: 3) == [0x47, 0x4E, 0x55]
       }
       // The descriptor starts at the first alignment boundary after the name, the next note at the
       // first boundary after the descriptor, as ELFNote reads them.
@@ -405,10 +429,10 @@ extension LoaderImageBuilder {
         throw .elf("note descriptor size \(descriptorSize) runs past the note area")
       }
       if isGNU && type == ELFNote.gnuBuildIDType {
-        return (try area.bytes(at: descriptorStart, length: descriptorSize), descriptorStart)
+        return (try reader.bytes(at: descriptorStart, length: descriptorSize), descriptorStart)
       }
       // descriptorStart + descriptorSize <= count (checked above).
-      position = min(padded(descriptorStart + descriptorSize, alignment), count)
+      try reader.seek(to: min(padded(descriptorStart + descriptorSize, alignment), count))
     }
     return nil
   }
