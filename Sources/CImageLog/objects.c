@@ -6,11 +6,6 @@
 #include <string.h>
 #include <sys/auxv.h>
 
-struct il_iteration {
-  int (*visit)(const il_object *, void *);
-  void *context;
-};
-
 static void il_fill_object(il_object *object, const struct dl_phdr_info *info, size_t size) {
   object->load_bias = (uintptr_t)info->dlpi_addr;
   object->name = info->dlpi_name ? info->dlpi_name : "";
@@ -24,18 +19,6 @@ static void il_fill_object(il_object *object, const struct dl_phdr_info *info, s
   object->name_length = strlen(object->name);
   const char *slash = memrchr(object->name, '/', object->name_length);
   object->short_name_offset = slash ? (size_t)(slash - object->name) + 1 : 0;
-}
-
-static int il_iterate_one(struct dl_phdr_info *info, size_t size, void *data) {
-  struct il_iteration *iteration = data;
-  il_object object = {0};
-  il_fill_object(&object, info, size);
-  return iteration->visit(&object, iteration->context);
-}
-
-int il_iterate_objects(int (*visit)(const il_object *object, void *context), void *context) {
-  struct il_iteration iteration = { visit, context };
-  return dl_iterate_phdr(il_iterate_one, &iteration);
 }
 
 /* The walk behind the observers and snapshot(): an object that is the one expected next costs one

@@ -264,7 +264,7 @@ final class ObserverCenter: Sendable {
           }
         }
       }
-      batch.items.removeAll(keepingCapacity: true)
+      batch.items.emptyKeepingCapacity()
       let more = state.withLock { state -> Bool in
         swap(&state.spare, &batch.items)
         guard !state.queue.isEmpty else {

@@ -76,8 +76,8 @@ struct LoaderView {
     swap(&first.addedKeys, &spareKeys)
     swap(&first.addedImages, &spareImages)
     defer {
-      first.addedKeys.removeAll(keepingCapacity: true)
-      first.addedImages.removeAll(keepingCapacity: true)
+      first.addedKeys.emptyKeepingCapacity()
+      first.addedImages.emptyKeepingCapacity()
       swap(&first.addedKeys, &spareKeys)
       swap(&first.addedImages, &spareImages)
     }
@@ -233,8 +233,10 @@ struct LoaderView {
     if walk.addedPositions.isEmpty {
       // Removals, then additions at the end.
       if !tail.isEmpty {
-        images.removeLast(tail.count)
-        keys.removeLast(tail.count)
+        for _ in tail {
+          images.removeLast()
+          keys.removeLast()
+        }
       }
       for range in walk.removals.reversed() {
         images.removeSubrange(range)
@@ -439,6 +441,15 @@ extension LoaderImageBuilder {
 
   // Callers pass a position inside the area (<= its count < Int.max - 8): the sum cannot overflow.
   private static func padded(_ size: Int, _ align: Int) -> Int { (size + align - 1) & ~(align - 1) }
+}
+
+extension Array {
+  /// `removeAll(keepingCapacity: true)` for the few elements these lists hold between uses:
+  /// `removeLast()` is specialized where it is used, while `removeAll` goes through the generic
+  /// `replaceSubrange` and destroys each element through its type's value witness.
+  mutating func emptyKeepingCapacity() {
+    while !isEmpty { removeLast() }
+  }
 }
 
 extension ByteReader.Endian {

@@ -21,7 +21,8 @@ void il_catch_interrupts(void);
 int il_was_interrupted(void);
 /* end of other processes */
 
-/* One loaded object as dl_iterate_phdr(3) reports it. Pointers live for the callback only. */
+/* One loaded object as dl_iterate_phdr(3) reports it (see il_walk_objects). Pointers live for the
+   callback only. */
 typedef struct {
   uintptr_t load_bias;   /* dlpi_addr */
   const char *name;      /* dlpi_name: "" for the main executable (and often the vDSO) */
@@ -31,10 +32,6 @@ typedef struct {
   size_t name_length;    /* strlen(name) */
   size_t short_name_offset; /* where the last path component of `name` starts (after its last '/') */
 } il_object;
-
-/* Calls visit for each loaded object in load order; stops when it returns non-zero and returns that
-   value. Mirrors dl_iterate_phdr(3) (which holds the loader's list lock during the walk). */
-int il_iterate_objects(int (*visit)(const il_object *object, void *context), void *context);
 
 /* What identifies a loaded object while it stays loaded: its load bias and where its program
    headers are (inside its own mapping, or a loader allocation). */
