@@ -31,18 +31,59 @@ public struct AuditRecord: Sendable, Equatable {
 
   /// Parses one record line (without its newline); `nil` when it is not a record.
   public init?(line: Substring) {
-    guard line.hasPrefix("IL1 ") else { return nil }
-    let fields = line.dropFirst(4).split(separator: " ", maxSplits: 16, omittingEmptySubsequences: false)
-    guard fields.count == 17 else { return nil }
+    var line = line
+    guard let record = line.withUTF8({ Self(utf8: $0) }) else { return nil }
+    self = record
+  }
+
+  /// Parses one record line from its bytes (without the newline): fields split at single spaces,
+  /// the path is the rest of the line. `imagelog run` reads hundreds per program, so this works on
+  /// the bytes rather than on `Character`s.
+  init?(utf8 line: UnsafeBufferPointer<UInt8>) {
+    let prefix: [UInt8] = [0x49, 0x4C, 0x31, 0x20]  // "IL1 "
+    guard line.count >= prefix.count, line.prefix(4).elementsEqual(prefix) else { return nil }
+    // The 16 fields before the path, as ranges of `line`.
+    var fields: [Range<Int>] = []
+    fields.reserveCapacity(16)
+    var start = 4
+    var index = 4
+    while fields.count < 16 && index < line.count {
+      if line[index] == 0x20 { fields.append(start..<index); start = index + 1 }
+      index += 1
+    }
+    guard fields.count == 16 else { return nil }
+    let pathRange = start..<line.count
+    func bytes(_ range: Range<Int>) -> Slice<UnsafeBufferPointer<UInt8>> { line[range] }
+    func number(_ index: Int, radix: UInt64) -> UInt64? {
+      let digits = bytes(fields[index])
+      guard !digits.isEmpty else { return nil }
+      var value: UInt64 = 0
+      for byte in digits {
+        let digit: UInt64
+        switch byte {
+        case 0x30...0x39: digit = UInt64(byte - 0x30)
+        case 0x61...0x66 where radix == 16: digit = UInt64(byte - 0x61 + 10)
+        case 0x41...0x46 where radix == 16: digit = UInt64(byte - 0x41 + 10)
+        default: return nil
+        }
+        let (shifted, overflow) = value.multipliedReportingOverflow(by: radix)
+        let (sum, carry) = shifted.addingReportingOverflow(digit)
+        guard !overflow, !carry else { return nil }
+        value = sum
+      }
+      return value
+    }
+    func hex(_ index: Int) -> UInt64? { number(index, radix: 16) }
+    func decimal(_ index: Int) -> UInt64? { number(index, radix: 10) }
+    let kindField = bytes(fields[0])
+    guard kindField.count == 1, let kindByte = kindField.first else { return nil }
     let kind: Kind
-    switch fields[0] {
-    case "+": kind = .added
-    case "-": kind = .removed
-    case "x": kind = .removedAtExit
+    switch kindByte {
+    case 0x2B: kind = .added            // "+"
+    case 0x2D: kind = .removed          // "-"
+    case 0x78: kind = .removedAtExit    // "x"
     default: return nil
     }
-    func hex(_ index: Int) -> UInt64? { UInt64(fields[index], radix: 16) }
-    func decimal(_ index: Int) -> UInt64? { UInt64(fields[index]) }
     guard let pid = decimal(1).flatMap({ Int32(exactly: $0) }), let since = decimal(2), let step = decimal(3),
           let namespace = hex(4), let linkMap = hex(5), let bias = hex(6), let loadAddress = hex(7),
           let textEnd = hex(8), let loadEnd = hex(9), let fileEnd = hex(10), let buildIDAddress = hex(12),
@@ -50,20 +91,28 @@ public struct AuditRecord: Sendable, Equatable {
           let isMain = decimal(15), textEnd >= loadAddress, loadEnd >= loadAddress, fileEnd >= loadAddress
     else { return nil }
     var buildID: BuildID?
-    if fields[11] != "-" {
-      let digits = Array(fields[11].utf8)
-      guard digits.count % 2 == 0 else { return nil }
-      var bytes: [UInt8] = []
-      bytes.reserveCapacity(digits.count / 2)
-      var index = 0
-      while index + 1 < digits.count {
-        guard let byte = UInt8(String(decoding: digits[index...(index + 1)], as: UTF8.self), radix: 16) else { return nil }
-        bytes.append(byte)
-        index += 2
+    let idDigits = bytes(fields[11])
+    if !(idDigits.count == 1 && idDigits.first == 0x2D) {  // "-": none
+      guard idDigits.count % 2 == 0 else { return nil }
+      func nibble(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x61...0x66: byte - 0x61 + 10
+        case 0x41...0x46: byte - 0x41 + 10
+        default: nil
+        }
       }
-      buildID = BuildID(bytes)
+      var idBytes: [UInt8] = []
+      idBytes.reserveCapacity(idDigits.count / 2)
+      var at = idDigits.startIndex
+      while at < idDigits.endIndex {
+        guard let high = nibble(idDigits[at]), let low = nibble(idDigits[at + 1]) else { return nil }
+        idBytes.append(high << 4 | low)
+        at += 2
+      }
+      buildID = BuildID(idBytes)
     }
-    let path = Self.unescape(fields[16])
+    let path = Self.unescape(bytes(pathRange))
     self.kind = kind
     self.pid = pid
     nanosecondsSinceStart = since
@@ -79,16 +128,30 @@ public struct AuditRecord: Sendable, Equatable {
 
   /// Undoes the module's `\\` and `\xHH` escapes.
   static func unescape(_ text: Substring) -> String {
-    guard text.contains("\\") else { return String(text) }
+    var text = text
+    return text.withUTF8 { unescape($0[...]) }
+  }
+
+  /// Undoes the module's `\\` and `\xHH` escapes, on the line's bytes.
+  static func unescape(_ utf8: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+    guard utf8.contains(0x5C) else { return String(decoding: utf8, as: UTF8.self) }
+    func nibble(_ byte: UInt8) -> UInt8? {
+      switch byte {
+      case 0x30...0x39: byte - 0x30
+      case 0x61...0x66: byte - 0x61 + 10
+      case 0x41...0x46: byte - 0x41 + 10
+      default: nil
+      }
+    }
     var bytes: [UInt8] = []
-    let utf8 = Array(text.utf8)
-    var index = 0
-    while index < utf8.count {
-      if utf8[index] == 0x5C, index + 1 < utf8.count {
+    bytes.reserveCapacity(utf8.count)
+    var index = utf8.startIndex
+    while index < utf8.endIndex {
+      if utf8[index] == 0x5C, utf8.endIndex - index > 1 {
         if utf8[index + 1] == 0x5C { bytes.append(0x5C); index += 2; continue }
-        if utf8[index + 1] == 0x78, index + 3 < utf8.count,
-           let byte = UInt8(String(decoding: utf8[(index + 2)...(index + 3)], as: UTF8.self), radix: 16) {
-          bytes.append(byte)
+        if utf8[index + 1] == 0x78, utf8.endIndex - index > 3,
+           let high = nibble(utf8[index + 2]), let low = nibble(utf8[index + 3]) {
+          bytes.append(high << 4 | low)
           index += 4
           continue
         }

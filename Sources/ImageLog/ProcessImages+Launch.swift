@@ -86,7 +86,8 @@ public enum AuditedLaunch {
   }
 
   /// Starts `arguments` (the first is searched on `PATH`) with the module at `module`, calls
-  /// `onRecord` for every record of the program's own PID (in the order written), and returns how
+  /// `onRecord` for every record of the program's own PID (in the order written) and `afterRecords`
+  /// after each batch of them (a caller that buffers its output writes it there), and returns how
   /// the program ended. While it runs, SIGINT and SIGQUIT are left to the program, and SIGTERM and
   /// SIGHUP sent to this process are passed on to it.
   ///
@@ -95,7 +96,8 @@ public enum AuditedLaunch {
   /// report too, each with its own PID, and every record is delivered. The wait still ends when the
   /// command itself exits.
   public static func run(_ arguments: [String], module: String, followingExec: Bool = false,
-                         onRecord: (AuditRecord) -> Void) throws(LaunchError) -> Termination {
+                         onRecord: (AuditRecord) -> Void,
+                         afterRecords: () -> Void = {}) throws(LaunchError) -> Termination {
     guard let command = arguments.first else { throw .commandNotFound("") }
     guard let executable = resolve(command) else { throw .commandNotFound(command) }
     // A socket pair rather than a pipe: the module sends with MSG_NOSIGNAL, so if imagelog dies
@@ -123,6 +125,13 @@ public enum AuditedLaunch {
     let audit = existingAudit.map { $0.isEmpty ? module : "\(module):\($0)" } ?? module
     environment += ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
     environment.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
+    // The ring the program's own process writes its records into (CImageLogRing.h): no system call
+    // per batch, and what it wrote is here even when it crashes or calls _exit. Without it (no
+    // memfd), everything goes through the socket.
+    var ringDescriptor: Int32 = -1
+    let ring = il_ring_create(1 << 20, &ringDescriptor)
+    defer { il_ring_destroy(ring) }
+    if ring != nil { environment.append("IMAGELOG_AUDIT_RING=\(ringDescriptor)") }
 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
@@ -140,6 +149,7 @@ public enum AuditedLaunch {
     var child: pid_t = 0
     let spawned = posix_spawn(&child, executable, nil, &attributes, &argv, &envp)
     close(writeEnd)
+    if ringDescriptor >= 0 { close(ringDescriptor) }  // the module maps it; the mapping here stays
     guard spawned == 0 else {
       close(readEnd)
       throw .cannotStart(command, errno: spawned)
@@ -150,46 +160,79 @@ public enum AuditedLaunch {
     var pending: [UInt8] = []
     func deliver(_ bytes: UnsafeRawBufferPointer) {
       pending.append(contentsOf: bytes)
-      guard let lastNewline = pending.lastIndex(of: 0x0A) else { return }
-      let text = String(decoding: pending[...lastNewline], as: UTF8.self)
-      pending.removeSubrange(...lastNewline)
-      for line in text.split(separator: "\n") {
-        if let record = AuditRecord(line: line), followingExec || record.pid == child { onRecord(record) }
+      // Whole lines go to the parser as bytes; a partial last line waits for the next read.
+      let consumed = pending.withUnsafeBufferPointer { all -> Int in
+        var lineStart = 0
+        for index in all.indices where all[index] == 0x0A {
+          if index > lineStart, let record = AuditRecord(utf8: UnsafeBufferPointer(rebasing: all[lineStart..<index])),
+             followingExec || record.pid == child {
+            onRecord(record)
+          }
+          lineStart = index + 1
+        }
+        return lineStart
       }
+      pending.removeFirst(consumed)
     }
     var buffer = [UInt8](repeating: 0, count: 65536)
-    /// Reads what is there; false at end of file (or when nothing is left and `blocking` is false).
-    func readOnce() -> Bool {
-      let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
-      if count > 0 { buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }; return true }
-      return count < 0 && errno == EINTR
-    }
-
     let exitNotifier = il_pidfd_open(child)
-    if exitNotifier >= 0 {
-      defer { close(exitNotifier) }
-      var descriptors = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0),
-                         pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)]
-      var socketOpen = true
-      while true {
-        descriptors[0].fd = socketOpen ? readEnd : -1
-        let ready = poll(&descriptors, 2, -1)
-        if ready < 0 { if errno == EINTR { continue }; break }
-        if descriptors[1].revents != 0 { break }
-        if socketOpen, descriptors[0].revents != 0 {
-          socketOpen = readOnce()
-          // Let records gather for a millisecond before the next read: waking for each dlopen
-          // would take the CPU from the program at every one (the socket holds hundreds).
+    defer { if exitNotifier >= 0 { close(exitNotifier) } }
+    // Reads never block: once the program has exited, a forked child that still holds the socket
+    // open must not hold up the end.
+    _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
+    var socketOpen = true
+    var exited = false
+    /// Takes every record waiting in the ring and on the socket; true when there were any.
+    func drain() -> Bool {
+      var any = false
+      if let ring {
+        while true {
+          let count = buffer.withUnsafeMutableBytes { il_ring_read(ring, $0.baseAddress, $0.count) }
+          if count == 0 { break }
+          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+          any = true
+        }
+      }
+      while socketOpen {
+        let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+        if count > 0 {
+          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+          any = true
+          continue
+        }
+        if count < 0 && errno == EINTR { continue }
+        if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { socketOpen = false }
+        break
+      }
+      if any { afterRecords() }
+      return any
+    }
+    while true {
+      let any = drain()
+      // Without a pidfd (Linux before 5.3) the socket's end is the program's end.
+      if exited || (exitNotifier < 0 && !socketOpen) { break }
+      if any {
+        // Let records gather for a millisecond before the next look: waking for each dlopen would
+        // take the CPU from the program at every one. The wait is on the exit notifier, so the
+        // program's exit ends it at once.
+        if exitNotifier >= 0 {
+          var exitOnly = pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)
+          if poll(&exitOnly, 1, 1) > 0 { exited = true }
+        } else {
           var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
           nanosleep(&pause, nil)
         }
+        continue
       }
-      // The program has exited: take what it wrote without waiting for a forked child that still
-      // holds the socket open.
-      _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
-      while socketOpen, readOnce() {}
-    } else {
-      while readOnce() {}
+      // Nothing waiting: sleep until the module rings (a byte on the socket at the end of a batch,
+      // sent only because the ring says the reader sleeps), a forked child writes, or the exit.
+      if let ring, il_ring_prepare_to_sleep(ring) != 0 { continue }
+      var descriptors = [pollfd(fd: socketOpen ? readEnd : -1, events: Int16(POLLIN), revents: 0),
+                         pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)]
+      let ready = poll(&descriptors, exitNotifier >= 0 ? 2 : 1, -1)
+      if let ring { il_ring_awake(ring) }
+      if ready < 0 && errno != EINTR { exited = true }  // cannot wait: take what is there and stop
+      if exitNotifier >= 0 && descriptors[1].revents != 0 { exited = true }
     }
     var status: Int32 = 0
     while waitpid(child, &status, 0) < 0 {

@@ -84,9 +84,11 @@ struct RunCommand: Command {
     defer { if output != 2 { close(output) } }
     var count = 0
     let termination: AuditedLaunch.Termination
+    // The lines of one batch of records go out in one write.
+    var pending = ""
     do {
       var commandPID: Int32?
-      termination = try AuditedLaunch.run(arguments, module: module, followingExec: followExec) { record in
+      termination = try AuditedLaunch.run(arguments, module: module, followingExec: followExec, onRecord: { record in
         guard record.kind != .removedAtExit else { return }
         count += 1
         var line = formatter.eventLine(record.image, event: record.kind == .added ? .added : .removed)
@@ -96,8 +98,13 @@ struct RunCommand: Command {
         // The command's own process reports first; others (only with --follow-exec) are labelled.
         if commandPID == nil { commandPID = record.pid }
         if record.pid != commandPID { line = formatter.labelled(line, pid: record.pid) }
-        writeAll(line + "\n", to: output)
-      }
+        pending += line
+        pending += "\n"
+      }, afterRecords: {
+        guard !pending.isEmpty else { return }
+        writeAll(pending, to: output)
+        pending = ""
+      })
     } catch {
       printError("imagelog: \(error)")
       return .failure

@@ -1,0 +1,25 @@
+#ifndef CIMAGELOGRING_H
+#define CIMAGELOGRING_H
+/* The record ring `imagelog run` shares with the audit module (libImageLogAudit.so): a memfd the
+   module maps, so the program's own process hands over each record with a copy instead of a system
+   call, and the records survive the program (a crash, _exit) for the reader to take. Layout and
+   protocol: CImageLogAudit.h. One writer (the process that claims the ring), one reader. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct il_ring il_ring;
+
+/* Creates a ring of `capacity` data bytes (a power of two) and maps it; its descriptor (inherited
+   by children, not close-on-exec) goes to *fd. NULL when memfd_create or mmap fails. */
+il_ring *il_ring_create(size_t capacity, int *fd);
+/* Unmaps the ring. */
+void il_ring_destroy(il_ring *ring);
+/* Copies up to `length` bytes of records into `buffer` and frees their room, waking a writer that
+   waits for room; returns the number of bytes copied (0: none waiting). */
+size_t il_ring_read(il_ring *ring, void *buffer, size_t length);
+/* Announces that the reader is about to sleep, so that the writer sends a byte on the socket at its
+   next flush; returns 1 (and announces nothing) when records arrived in the meantime. */
+int il_ring_prepare_to_sleep(il_ring *ring);
+/* Withdraws the announcement (the reader woke for another reason). */
+void il_ring_awake(il_ring *ring);
+#endif
