@@ -1,8 +1,10 @@
 /* rtld-audit module for `imagelog run`: see CImageLogAudit.h for the record format.
  *
  * Constraints: the loader calls us with its lock held, before the program's libc is set up, and in
- * a namespace of our own. So: no malloc (nothing to free), no stdio, no locks; every record is one
- * write(2) of less than PIPE_BUF bytes to the descriptor the CLI passed, which is atomic on a pipe.
+ * a namespace of our own. So: no malloc (nothing to free), no stdio, no locks. The command's own
+ * process copies its records into the shared ring the CLI passed (one mapping for the life of the
+ * process image, the only memory the module takes); any other process (a fork, a followed exec)
+ * sends them in units of at most 4096 bytes on the socket, which a concurrent writer cannot split.
  * The program headers come from the loader itself (dlinfo RTLD_DI_PHDR: the table it reads, mapped
  * or copied), and the ELF header and build-id note are read in place only where those headers
  * prove the bytes mapped and readable (in the first page of the file, inside a readable PT_LOAD);

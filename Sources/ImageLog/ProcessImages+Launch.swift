@@ -43,7 +43,8 @@ public enum AuditedLaunch {
   /// Where the module is looked for: next to `executable` (`.build/debug/`), then in
   /// `PREFIX/lib/imagelog/` for an executable in `PREFIX/bin/`. Symbolic links are resolved first.
   public static func moduleCandidates(forExecutable executable: String) -> [String] {
-    let real = realPath(executable) ?? executable
+    // The kernel's link is already the resolved path: one readlink instead of realpath's walk.
+    let real = (executable == "/proc/self/exe" ? readLink(executable) : nil) ?? realPath(executable) ?? executable
     guard let slash = real.lastIndex(of: "/") else { return [moduleFileName] }
     let directory = String(real[..<slash])
     var candidates = ["\(directory)/\(moduleFileName)"]
@@ -110,28 +111,29 @@ public enum AuditedLaunch {
     shutdown(readEnd, Int32(SHUT_WR))
     _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
 
-    var environment: [String] = []
+    // The inherited variables are passed as they are (pointers into our own environment, not
+    // copies); only the ones added here are allocated.
+    var inherited: [UnsafeMutablePointer<CChar>] = []
     var existingAudit: String?
     var entry = environ
     while let pointer = entry.pointee {
-      let text = String(cString: pointer)
-      if text.hasPrefix("LD_AUDIT=") { existingAudit = String(text.dropFirst(9)) }
-      else if !text.hasPrefix("IMAGELOG_AUDIT_") { environment.append(text) }
+      if strncmp(pointer, "LD_AUDIT=", 9) == 0 { existingAudit = String(cString: pointer + 9) }
+      else if strncmp(pointer, "IMAGELOG_AUDIT_", 15) != 0 { inherited.append(pointer) }
       entry += 1
     }
     var start = timespec()
     clock_gettime(CLOCK_MONOTONIC, &start)
     let startNanoseconds = UInt64(start.tv_sec) * 1_000_000_000 + UInt64(start.tv_nsec)  // a monotonic clock is non-negative
     let audit = existingAudit.map { $0.isEmpty ? module : "\(module):\($0)" } ?? module
-    environment += ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
-    environment.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
+    var added = ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
+    added.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
     // The ring the program's own process writes its records into (CImageLogRing.h): no system call
     // per batch, and what it wrote is here even when it crashes or calls _exit. Without it (no
     // memfd), everything goes through the socket.
     var ringDescriptor: Int32 = -1
     let ring = il_ring_create(1 << 20, &ringDescriptor)
     defer { il_ring_destroy(ring) }
-    if ring != nil { environment.append("IMAGELOG_AUDIT_RING=\(ringDescriptor)") }
+    if ring != nil { added.append("IMAGELOG_AUDIT_RING=\(ringDescriptor)") }
 
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
@@ -144,8 +146,9 @@ public enum AuditedLaunch {
     posix_spawnattr_setsigdefault(&attributes, &all)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
-    defer { for pointer in argv + envp { free(pointer) } }
+    let addedCopies: [UnsafeMutablePointer<CChar>?] = added.map { strdup($0) }
+    var envp: [UnsafeMutablePointer<CChar>?] = inherited.map { Optional($0) } + addedCopies + [nil]
+    defer { for pointer in argv + addedCopies { free(pointer) } }
     var child: pid_t = 0
     let spawned = posix_spawn(&child, executable, nil, &attributes, &argv, &envp)
     close(writeEnd)
@@ -241,6 +244,14 @@ public enum AuditedLaunch {
     // WIFEXITED / WTERMSIG / WCOREDUMP, spelled out: they are macros.
     let signal = status & 0x7f
     return signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal, coreDumped: status & 0x80 != 0)
+  }
+
+  /// The target of the symbolic link at `path`.
+  static func readLink(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: 4097)
+    let count = readlink(path, &buffer, 4096)
+    guard count > 0, count < 4096 else { return nil }
+    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
   static func realPath(_ path: String) -> String? {
