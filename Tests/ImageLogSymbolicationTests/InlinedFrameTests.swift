@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 import ImageLogSymbolication
 import ImageReaders

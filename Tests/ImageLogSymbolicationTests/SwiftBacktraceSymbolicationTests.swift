@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 @testable import ImageLogSymbolication
 import ImageReaders
@@ -42,7 +43,7 @@ struct SwiftBacktraceSymbolicationTests {
     #expect(result.formatted(.report).contains("0 missing, 0 mismatched"))
   }
 
-  /// imagelog's own report layout (HELPERS.md), written from the same crash: Binary Images carry the
+  /// imagelog's own report layout (the README's crash report section), written from the same crash: Binary Images carry the
   /// 16-byte UUID prefix of each 20-byte build-id, frames are `0xBASE + decimal offset`.
   @Test func imagelogReportOfTheSameCrash() throws {
     let unsymbolicated = try CrashPrograms.crash("null", symbolicate: "off")

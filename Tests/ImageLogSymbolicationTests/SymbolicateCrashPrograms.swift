@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// The crash test program (Tests/Programs/symbolicate-crasher.swift with a C helper), compiled once

@@ -1,46 +1,19 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// Child processes, files and tools for the crash tests, without Foundation.
 enum CrashTestSupport {
-  /// The package root, from this file's path (Tests/ImageLogTests/ -> ../..).
-  static let packageRoot: String = {
-    var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
-    parts.removeLast(3)
-    return parts.joined(separator: "/")
-  }()
+  static let packageRoot = ImageLogTestSupport.packageRoot
 
   /// The full path of `tool` on PATH, or nil.
-  static func which(_ tool: String) -> String? {
-    let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
-    for directory in path.split(separator: ":") {
-      let candidate = "\(directory)/\(tool)"
-      if access(candidate, X_OK) == 0 { return candidate }
-    }
-    return nil
-  }
+  static func which(_ tool: String) -> String? { ImageLogTestSupport.which(tool) }
 
   static func makeTemporaryDirectory(_ prefix: String = "imagelog-crash") -> String {
-    var template = Array("/tmp/\(prefix).XXXXXX".utf8CString)
-    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-    precondition(made != nil, "mkdtemp failed: errno \(errno)")
-    return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    do { return try ImageLogTestSupport.makeTemporaryDirectory(prefix) } catch { preconditionFailure("\(error)") }
   }
 
-  static func readFile(_ path: String) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-      if n < 0 && errno == EINTR { continue }
-      guard n > 0 else { break }
-      bytes += buffer[0..<n]
-    }
-    return String(decoding: bytes, as: UTF8.self)
-  }
+  static func readFile(_ path: String) -> String? { ImageLogTestSupport.readFile(path) }
 
   struct ProcessResult {
     var pid: pid_t
@@ -63,72 +36,13 @@ enum CrashTestSupport {
   /// a timing assertion).
   static func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
                   timeoutSeconds: Int = 120) throws -> ProcessResult {
-    let directory = makeTemporaryDirectory("imagelog-run")
-    let outPath = "\(directory)/stdout", errPath = "\(directory)/stderr"
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-
-    var variables: [String] = []
-    var index = 0
-    while let entry = environ[index] {
-      let text = String(cString: entry)
-      let key = text.split(separator: "=", maxSplits: 1).first.map(String.init) ?? text
-      if environment[key] == nil { variables.append(text) }
-      index += 1
-    }
-    for (key, value) in environment { variables.append("\(key)=\(value)") }
-
-    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-    let envp = variables.map { strdup($0) } + [nil]
-    defer {
-      argv.forEach { free($0) }
-      envp.forEach { free($0) }
-    }
-    // The child starts with no signal blocked and every signal at its default: the test runner's
-    // threads block some, and a child inherits the mask of the thread that spawns it.
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var none = sigset_t(), all = sigset_t()
-    sigemptyset(&none)
-    sigfillset(&all)
-    posix_spawnattr_setsigmask(&attributes, &none)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var pid: pid_t = 0
-    let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
-    guard status == 0 else { throw SpawnError(description: "\(executable): posix_spawn failed: \(status)") }
-
-    var waitStatus: Int32 = 0
-    var timedOut = false
-    var waited = 0
-    while true {
-      let result = waitpid(pid, &waitStatus, WNOHANG)
-      if result == pid { break }
-      if result < 0 && errno != EINTR { throw SpawnError(description: "waitpid failed: \(errno)") }
-      if waited >= timeoutSeconds * 100 {
-        timedOut = true
-        kill(pid, SIGKILL)
-        _ = waitpid(pid, &waitStatus, 0)
-        break
-      }
-      usleep(10_000)
-      waited += 1
-    }
-    let low = waitStatus & 0x7f  // WTERMSIG; 0 when exited, 0x7f when stopped
-    return ProcessResult(pid: pid,
-                         exitCode: low == 0 ? (waitStatus >> 8) & 0xff : nil,
-                         terminationSignal: low != 0 && low != 0x7f ? low : nil,
-                         stdout: readFile(outPath) ?? "", stderr: readFile(errPath) ?? "",
-                         timedOut: timedOut)
+    let result = try runChild([executable] + arguments, environment: environment, timeoutSeconds: timeoutSeconds)
+    return ProcessResult(pid: result.pid, exitCode: result.exitCode, terminationSignal: result.signal,
+                         stdout: result.output, stderr: result.error, timedOut: result.timedOut)
   }
 }
 
-/// imagelog's crash report (HELPERS.md), parsed strictly enough that a format slip fails a test.
+/// imagelog's crash report (CrashReporter's format), parsed strictly enough that a format slip fails a test.
 struct ParsedCrashReport {
   struct Frame: Equatable {
     var index: Int
@@ -168,7 +82,7 @@ struct ParsedCrashReport {
       guard line.hasPrefix(prefix), line.count >= 17 else {
         throw FormatProblem(description: "line \(number + 1) is not '\(key):': \(line)")
       }
-      // Values start in column 18, as in Apple's reports and HELPERS.md.
+      // Values start in column 18, as in Apple's reports.
       let valueStart = line.index(line.startIndex, offsetBy: 17)
       guard line[line.index(line.startIndex, offsetBy: prefix.count)..<valueStart].allSatisfy({ $0 == " " }) else {
         throw FormatProblem(description: "line \(number + 1): value not in column 18: \(line)")

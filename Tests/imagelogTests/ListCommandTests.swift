@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// Runs the built `imagelog` (next to this test bundle in .build/<triple>/debug) with `arguments`.
@@ -10,45 +11,11 @@ fileprivate func runImagelog(_ arguments: [String]) throws -> (status: Int32, ou
   return try runListTool([imagelogBinary] + arguments)
 }
 
-fileprivate let imagelogBinary: String = {
-  var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-  let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-  let me = String(decoding: buffer[0..<max(count, 0)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-  return String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/imagelog"
-}()
+fileprivate let imagelogBinary = builtProduct("imagelog")
 
 fileprivate func runListTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-  let directory = String(cString: mkdtemp(strdup("/tmp/imagelog-list-XXXXXX")))
-  let outPath = directory + "/out", errPath = directory + "/err"
-  var actions = posix_spawn_file_actions_t()
-  posix_spawn_file_actions_init(&actions)
-  defer { posix_spawn_file_actions_destroy(&actions) }
-  posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-  posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-  var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-  defer { for pointer in argv { free(pointer) } }
-  var pid: pid_t = 0
-  guard posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else {
-    throw ListTestError("cannot run \(arguments[0])")
-  }
-  var status: Int32 = 0
-  while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-  let output = try readWhole(outPath), error = try readWhole(errPath)
-  unlink(outPath); unlink(errPath); rmdir(directory)
-  return ((status >> 8) & 0xff, output, error)
-}
-
-fileprivate func readWhole(_ path: String) throws -> String {
-  guard let file = fopen(path, "r") else { throw ListTestError("cannot open \(path)") }
-  defer { fclose(file) }
-  var bytes: [UInt8] = []
-  var buffer = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let count = fread(&buffer, 1, buffer.count, file)
-    if count <= 0 { break }
-    bytes += buffer[0..<count]
-  }
-  return String(decoding: bytes, as: UTF8.self)
+  let result = try runChild(arguments)
+  return (result.exitCode ?? 128 + (result.signal ?? 0), result.output, result.error)
 }
 
 fileprivate struct ListTestError: Error, CustomStringConvertible {

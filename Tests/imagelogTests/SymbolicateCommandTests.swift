@@ -84,6 +84,7 @@ import Testing
     try #require(symbols.count >= 5)
     let picked = (0..<5).map { symbols[$0 * (symbols.count / 5)].0 + 4 }
     let load: UInt64 = 0x5555_5555_4000
+    let fileBase = try SymbolicateCLI.firstLoadAddress(binary)
     let directory = try SymbolicateCLI.temporaryDirectory()
     try #require(try symbolicateRun(["mkdir", "-p", directory + "/builds/x"]).status == 0)
     try #require(try symbolicateRun(["cp", binary, directory + "/builds/x/imagelog"]).status == 0)
@@ -100,7 +101,8 @@ import Testing
 
         """
       for (index, address) in picked.enumerated() {
-        text += "\(index)   imagelog                      0x\(String(load + address, radix: 16)) 0x\(String(load, radix: 16)) + \(address)\n"
+        let offset = address - fileBase
+        text += "\(index)   imagelog                      0x\(String(load + offset, radix: 16)) 0x\(String(load, radix: 16)) + \(offset)\n"
       }
       text += "\nBinary Images:\n0x\(String(load, radix: 16)) - 0x\(String(load + 0xFFFFFF, radix: 16)) +imagelog x86_64  <\(id)> /gone/imagelog\n"
       return text
@@ -136,7 +138,8 @@ import Testing
 
   /// `imagelog list --format crash|logger|unstrip` output (imagelog's own images in one run) followed
   /// by addresses in imagelog's executable: each resolves to llvm-symbolizer's function.
-  @Test(.enabled(if: haveTools, "needs llvm-nm and llvm-symbolizer"), arguments: ["crash", "logger", "unstrip"])
+  @Test(.enabled(if: haveTools && SymbolicateCLI.have("readelf"), "needs llvm-nm, llvm-symbolizer and readelf"),
+        arguments: ["crash", "logger", "unstrip"])
   func imageListFromTheFormatter(style: String) throws {
     let binary = SymbolicateCLI.executable
     let list = try symbolicateRun([binary, "list", "--format", style])
@@ -149,8 +152,9 @@ import Testing
     let picked = stride(from: 0, to: symbols.count, by: symbols.count / 10).map { symbols[$0].0 + 1 }
     let directory = try SymbolicateCLI.temporaryDirectory()
     try SymbolicateCLI.write(directory + "/images.txt", list.output)
+    let fileBase = try SymbolicateCLI.firstLoadAddress(binary)
     let result = try symbolicateRun([binary, "symbolicate", "--demangle", "none", "--no-lines", directory + "/images.txt"]
-                                    + picked.map { "0x" + String($0 + load, radix: 16) })
+                                    + picked.map { "0x" + String($0 - fileBase + load, radix: 16) })
     #expect(result.exitCode == 0, "\(result.error)")
     let ours = result.output.split(separator: "\n").prefix(picked.count).map { String($0.split(separator: " ")[1]) }
     #expect(ours == (try SymbolicateCLI.llvmSymbolizerNames(binary, picked)))

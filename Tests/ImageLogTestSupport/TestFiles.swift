@@ -1,0 +1,73 @@
+import Glibc
+
+/// The package's root folder, from this file's path (Tests/ImageLogTestSupport/ -> ../..).
+public let packageRoot: String = {
+  var parts = "\(#filePath)".split(separator: "/", omittingEmptySubsequences: false)
+  parts.removeLast(3)
+  return parts.joined(separator: "/")
+}()
+
+/// The full path of `tool` on PATH, or nil. Mirrors `command -v`.
+public func which(_ tool: String) -> String? {
+  if tool.contains("/") { return access(tool, X_OK) == 0 ? tool : nil }
+  let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
+  for directory in path.split(separator: ":") {
+    let candidate = "\(directory)/\(tool)"
+    if access(candidate, X_OK) == 0 { return candidate }
+  }
+  return nil
+}
+
+/// True when `tool` is on PATH.
+public func haveTool(_ tool: String) -> Bool { which(tool) != nil }
+
+/// A new empty folder under /tmp named after `label`.
+public func makeTemporaryDirectory(_ label: String = "imagelog-test") throws -> String {
+  var template = Array("/tmp/\(label).XXXXXX".utf8CString)
+  let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }
+  guard made != nil else { throw TestSupportError("mkdtemp /tmp/\(label).XXXXXX: \(String(cString: strerror(errno)))") }
+  return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// The whole file at `path` as bytes, or nil when it cannot be opened.
+public func readFileBytes(_ path: String) -> [UInt8]? {
+  let fd = open(path, O_RDONLY | O_CLOEXEC)
+  guard fd >= 0 else { return nil }
+  defer { close(fd) }
+  var bytes: [UInt8] = []
+  var buffer = [UInt8](repeating: 0, count: 65536)
+  while true {
+    let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    if n < 0 && errno == EINTR { continue }
+    guard n > 0 else { break }
+    bytes += buffer[0..<n]
+  }
+  return bytes
+}
+
+/// The whole file at `path` decoded as UTF-8, or nil when it cannot be opened.
+public func readFile(_ path: String) -> String? {
+  readFileBytes(path).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// Writes `text` to `path`, replacing it.
+public func writeFile(_ path: String, _ text: String) throws {
+  let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+  guard fd >= 0 else { throw TestSupportError("cannot write \(path): \(String(cString: strerror(errno)))") }
+  defer { close(fd) }
+  var bytes = Array(text.utf8)[...]
+  while !bytes.isEmpty {
+    let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    if written < 0 && errno == EINTR { continue }
+    guard written > 0 else { throw TestSupportError("cannot write \(path): \(String(cString: strerror(errno)))") }
+    bytes = bytes.dropFirst(written)
+  }
+}
+
+/// The path of `name` built by the package next to the running test bundle (`.build/debug/imagelog`).
+public func builtProduct(_ name: String) -> String {
+  var buffer = [CChar](repeating: 0, count: 4096)
+  let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+  let me = count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+  return String(me[..<(me.lastIndex(of: "/") ?? me.endIndex)]) + "/" + name
+}
