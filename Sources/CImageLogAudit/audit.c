@@ -44,6 +44,7 @@ __attribute__((visibility("hidden"))) void swift_addNewDSOImage(const void *imag
 __attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const char *name) { (void)name; return 0; }
 
 static int record_fd = -1;
+static uintptr_t page_size = 4096;
 static pid_t own_pid;
 /* The kernel's AT_PHDR, AT_PHNUM and AT_SYSINFO_EHDR, read once. */
 static uintptr_t main_phdrs, main_phnum, vdso_header;
@@ -64,7 +65,9 @@ static unsigned char fork_page[4096] __attribute__((aligned(4096)));
 static int fork_page_armed;
 
 static void arm_fork_page(void) {
-  fork_page_armed = madvise(fork_page, sizeof fork_page, MADV_WIPEONFORK) == 0;
+  /* Only where the array is exactly one page: a larger page would wipe other variables too. */
+  if (page_size == sizeof fork_page && ((uintptr_t)fork_page & (page_size - 1)) == 0)
+    fork_page_armed = madvise(fork_page, sizeof fork_page, MADV_WIPEONFORK) == 0;
   fork_page[0] = 1;
 }
 
@@ -80,7 +83,6 @@ static uint64_t start_ns;
    object (la_objsearch with LA_SER_ORIG, before it opens and maps the file), else the previous
    la_objopen. The loader serializes every call below under its lock. */
 static uint64_t mark_ns;
-static uintptr_t page_size = 4096;
 /* The program's own link map: the first object of the base namespace, with an empty name. */
 static struct link_map *main_map;
 /* Set once the main executable is closed: that only happens in _dl_fini, as the process exits. */
@@ -560,12 +562,12 @@ unsigned int la_version(unsigned int version) {
   const char *start_text = getenv("IMAGELOG_AUDIT_START_NS");
   start_ns = start_text != NULL ? strtoull(start_text, NULL, 10) : 0;
   own_pid = getpid();
+  long size = sysconf(_SC_PAGESIZE);
+  if (size > 0) page_size = (uintptr_t)size;
   arm_fork_page();
   main_phdrs = getauxval(AT_PHDR);
   main_phnum = getauxval(AT_PHNUM);
   vdso_header = getauxval(AT_SYSINFO_EHDR);
-  long size = sysconf(_SC_PAGESIZE);
-  if (size > 0) page_size = (uintptr_t)size;
   const char *ring_text = getenv("IMAGELOG_AUDIT_RING");
   if (ring_text != NULL) {
     long ring_fd = strtol(ring_text, &end, 10);
