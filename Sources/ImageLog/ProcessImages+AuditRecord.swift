@@ -40,8 +40,9 @@ public struct AuditRecord: Sendable, Equatable {
   /// the path is the rest of the line. `imagelog run` reads hundreds per program, so this works on
   /// the bytes rather than on `Character`s.
   init?(utf8 line: UnsafeBufferPointer<UInt8>) {
-    let prefix: [UInt8] = [0x49, 0x4C, 0x31, 0x20]  // "IL1 "
-    guard line.count >= prefix.count, line.prefix(4).elementsEqual(prefix) else { return nil }
+    guard line.count >= 4, line[0] == 0x49, line[1] == 0x4C, line[2] == 0x31, line[3] == 0x20 else {  // "IL1 "
+      return nil
+    }
     // The 16 fields before the path, as ranges of `line`.
     var fields: [Range<Int>] = []
     fields.reserveCapacity(16)
@@ -112,14 +113,23 @@ public struct AuditRecord: Sendable, Equatable {
       }
       buildID = BuildID(idBytes)
     }
-    let path = Self.unescape(bytes(pathRange))
+    let pathBytes = bytes(pathRange)
+    let path = Self.unescape(pathBytes)
+    // The name from the bytes when the path has no escapes (the usual case): Image.shortName walks
+    // Characters.
+    let name: String
+    if !pathBytes.contains(0x5C), let slash = pathBytes.lastIndex(of: 0x2F) {
+      name = String(decoding: pathBytes[(slash + 1)...], as: UTF8.self)
+    } else {
+      name = Image.shortName(of: path)
+    }
     self.kind = kind
     self.pid = pid
     nanosecondsSinceStart = since
     stepNanoseconds = step
     self.namespace = namespace
     self.linkMap = linkMap
-    image = Image(path: path, name: Image.shortName(of: path), loadAddress: loadAddress, loadBias: bias,
+    image = Image(path: path, name: name, loadAddress: loadAddress, loadBias: bias,
                   textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                   architecture: elfArchitectureName(machine: machine, is64Bit: elfClass == 64),
                   isMainExecutable: isMain == 1, buildIDAddress: buildIDAddress == 0 ? nil : buildIDAddress,
