@@ -137,6 +137,10 @@ static void put_text(line_buffer *line, const char *text, size_t length) {
 
 static void put_string(line_buffer *line, const char *text) { put_text(line, text, strlen(text)); }
 
+static void put_char(line_buffer *line, char character) {
+  if (line->used < sizeof line->text - 2) line->text[line->used++] = character;  /* keeps room for '\n' */
+}
+
 static void put_hex(line_buffer *line, uint64_t value) {
   char digits[17];
   int count = 0;
@@ -151,12 +155,18 @@ static void put_decimal(line_buffer *line, uint64_t value) {
   put_text(line, digits + 21 - count, (size_t)count);
 }
 
-/* A path with backslash, newline and other control bytes escaped, so the line stays one line. */
+/* A path with backslash, newline and other control bytes escaped, so the line stays one line.
+   Runs of plain bytes are copied at once. */
 static void put_path(line_buffer *line, const char *path) {
-  for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+  const unsigned char *p = (const unsigned char *)path;
+  while (*p) {
+    const unsigned char *run = p;
+    while (*p && *p != '\\' && *p >= 0x20 && *p != 0x7f) p++;
+    if (p > run) put_text(line, (const char *)run, (size_t)(p - run));
+    if (!*p) break;
     if (*p == '\\') put_text(line, "\\\\", 2);
-    else if (*p < 0x20 || *p == 0x7f) { put_text(line, "\\x", 2); put_text(line, &"0123456789abcdef"[*p >> 4], 1); put_text(line, &"0123456789abcdef"[*p & 15], 1); }
-    else put_text(line, (const char *)p, 1);
+    else { char escaped[4] = { '\\', 'x', "0123456789abcdef"[*p >> 4], "0123456789abcdef"[*p & 15] }; put_text(line, escaped, 4); }
+    p++;
   }
 }
 
@@ -490,28 +500,32 @@ static void report(char kind, struct link_map *map, Lmid_t lmid, uint64_t time, 
   line_buffer line;
   line.used = 0;
   put_text(&line, "IL1 ", 4);
-  put_text(&line, &kind, 1);
-  put_text(&line, " ", 1); put_decimal(&line, (uint64_t)own_pid);
-  put_text(&line, " ", 1); put_decimal(&line, time >= start_ns ? time - start_ns : 0);
-  put_text(&line, " ", 1); put_decimal(&line, duration);
-  put_text(&line, " ", 1); put_hex(&line, (uint64_t)lmid);
-  put_text(&line, " ", 1); put_hex(&line, (uint64_t)(uintptr_t)map);
-  put_text(&line, " ", 1); put_hex(&line, fields.bias);
-  put_text(&line, " ", 1); put_hex(&line, fields.load_address);
-  put_text(&line, " ", 1); put_hex(&line, fields.text_end);
-  put_text(&line, " ", 1); put_hex(&line, fields.load_end);
-  put_text(&line, " ", 1); put_hex(&line, fields.file_mapped_end);
-  put_text(&line, " ", 1);
-  if (fields.build_id_size == 0) put_text(&line, "-", 1);
-  for (size_t index = 0; index < fields.build_id_size; index++) {
-    put_text(&line, &"0123456789abcdef"[fields.build_id[index] >> 4], 1);
-    put_text(&line, &"0123456789abcdef"[fields.build_id[index] & 15], 1);
+  put_char(&line, kind);
+  put_char(&line, ' '); put_decimal(&line, (uint64_t)own_pid);
+  put_char(&line, ' '); put_decimal(&line, time >= start_ns ? time - start_ns : 0);
+  put_char(&line, ' '); put_decimal(&line, duration);
+  put_char(&line, ' '); put_hex(&line, (uint64_t)lmid);
+  put_char(&line, ' '); put_hex(&line, (uint64_t)(uintptr_t)map);
+  put_char(&line, ' '); put_hex(&line, fields.bias);
+  put_char(&line, ' '); put_hex(&line, fields.load_address);
+  put_char(&line, ' '); put_hex(&line, fields.text_end);
+  put_char(&line, ' '); put_hex(&line, fields.load_end);
+  put_char(&line, ' '); put_hex(&line, fields.file_mapped_end);
+  put_char(&line, ' ');
+  if (fields.build_id_size == 0) put_char(&line, '-');
+  if (fields.build_id_size != 0) {
+    char digits[2 * sizeof fields.build_id];
+    for (size_t index = 0; index < fields.build_id_size; index++) {
+      digits[2 * index] = "0123456789abcdef"[fields.build_id[index] >> 4];
+      digits[2 * index + 1] = "0123456789abcdef"[fields.build_id[index] & 15];
+    }
+    put_text(&line, digits, 2 * fields.build_id_size);
   }
-  put_text(&line, " ", 1); put_hex(&line, fields.build_id_address);
-  put_text(&line, " ", 1); put_decimal(&line, fields.machine);
-  put_text(&line, " ", 1); put_decimal(&line, fields.elf_class == ELFCLASS32 ? 32 : 64);
-  put_text(&line, " ", 1); put_decimal(&line, (uint64_t)is_main);
-  put_text(&line, " ", 1); put_path(&line, path);
+  put_char(&line, ' '); put_hex(&line, fields.build_id_address);
+  put_char(&line, ' '); put_decimal(&line, fields.machine);
+  put_char(&line, ' '); put_decimal(&line, fields.elf_class == ELFCLASS32 ? 32 : 64);
+  put_char(&line, ' '); put_decimal(&line, (uint64_t)is_main);
+  put_char(&line, ' '); put_path(&line, path);
   emit(&line);
 }
 
