@@ -160,8 +160,11 @@ public enum AuditedLaunch {
     il_forward_termination_signals(child)
     defer { close(readEnd) }
 
-    var pending: [UInt8] = []
-    func deliver(_ bytes: UnsafeRawBufferPointer) {
+    // The ring and the socket are two streams: each keeps its own partial last line (a read from
+    // the ring can end inside a record while the socket delivers a doorbell or a fork's records).
+    var pendingFromRing: [UInt8] = []
+    var pendingFromSocket: [UInt8] = []
+    func deliver(_ bytes: UnsafeRawBufferPointer, after pending: inout [UInt8]) {
       pending.append(contentsOf: bytes)
       // Whole lines go to the parser as bytes; a partial last line waits for the next read.
       let consumed = pending.withUnsafeBufferPointer { all -> Int in
@@ -192,14 +195,14 @@ public enum AuditedLaunch {
         while true {
           let count = buffer.withUnsafeMutableBytes { il_ring_read(ring, $0.baseAddress, $0.count) }
           if count == 0 { break }
-          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count]), after: &pendingFromRing) }
           any = true
         }
       }
       while socketOpen {
         let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
         if count > 0 {
-          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count]), after: &pendingFromSocket) }
           any = true
           continue
         }

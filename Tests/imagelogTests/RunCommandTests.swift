@@ -345,7 +345,8 @@ extension RunCommandTests {
 extension RunCommandTests {
   /// When imagelog cannot write its output (a pipe nobody reads yet), the program waits for room
   /// as it would on a full socket, and nothing is dropped: 8000 events, more than the shared ring
-  /// holds, all arrive once the reader reads.
+  /// holds, all arrive once the reader reads, and the lines of the two writers sharing the pipe
+  /// arrive whole.
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
   func aFullRingWaitsAndLosesNothing() throws {
     let programs = try ProcessTestPrograms()
@@ -358,6 +359,9 @@ extension RunCommandTests {
     #expect(run.rawStatus >> 8 == 3)
     #expect(lines.filter { $0.hasPrefix("Added: ") && $0.contains("/liba.so") }.count == 4000)
     #expect(lines.filter { $0.hasPrefix("Removed: ") && $0.contains("/liba.so") }.count == 4000)
+    // Both write whole lines to the same pipe: neither side's lines are cut by the other's.
+    #expect(lines.filter { $0 == "open \(programs.libraryA)" }.count == 4000)
+    #expect(lines.filter { $0 == "close \(programs.libraryA)" }.count == 4000)
     #expect(lines.contains("done"))
   }
 }

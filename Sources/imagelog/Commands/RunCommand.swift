@@ -120,16 +120,23 @@ struct RunCommand: Command {
   }
 }
 
-/// Writes all of `text` to `descriptor` (a file or standard error), retrying short writes.
+/// Writes all of `text` (whole lines) to `descriptor` (a file or standard error), retrying short
+/// writes. Each write(2) is at most PIPE_BUF (4096) bytes and ends at a line's end, so that where
+/// the program writes to the same pipe, neither side's lines are cut by the other's (the kernel
+/// keeps such writes whole).
 func writeAll(_ text: String, to descriptor: Int32) {
   var text = text
   text.withUTF8 { buffer in
     var offset = 0
     while offset < buffer.count {
-      let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-      if written < 0 && errno == EINTR { continue }
-      if written <= 0 { return }
-      offset += written
+      var end = min(offset + 4096, buffer.count)
+      if end < buffer.count, let newline = buffer[offset..<end].lastIndex(of: 0x0A) { end = newline + 1 }
+      while offset < end {
+        let written = write(descriptor, buffer.baseAddress! + offset, end - offset)
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 { return }
+        offset += written
+      }
     }
   }
 }
