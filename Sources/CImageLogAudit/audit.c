@@ -13,18 +13,18 @@
  * costs no system call at all. */
 #define _GNU_SOURCE
 #include "CImageLogAudit.h"
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/futex.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
-#include <linux/futex.h>
-#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -60,7 +60,8 @@ static int loader_gives_phdrs = 1;
    record only to notice a fork. A page marked MADV_WIPEONFORK reads back as zeros in a forked child:
    fork_page[0] is 1 in the process that set it, 0 in a fork that has not looked up its PID yet. The
    page sits in .bss past the file-backed part (page-aligned, so it is in the loader's anonymous
-   zero-fill mapping); where madvise refuses (a kernel before 4.14), every event asks getpid. */
+   zero-fill mapping); where madvise refuses (a kernel before 4.14) or pages are larger than the
+   array, every event asks getpid. */
 static unsigned char fork_page[4096] __attribute__((aligned(4096)));
 static int fork_page_armed;
 
@@ -134,8 +135,6 @@ static void put_text(line_buffer *line, const char *text, size_t length) {
   memcpy(line->text + line->used, text, length);
   line->used += length;
 }
-
-static void put_string(line_buffer *line, const char *text) { put_text(line, text, strlen(text)); }
 
 static void put_char(line_buffer *line, char character) {
   if (line->used < sizeof line->text - 2) line->text[line->used++] = character;  /* keeps room for '\n' */
