@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -77,4 +78,11 @@ int il_ring_prepare_to_sleep(il_ring *ring) {
 
 void il_ring_awake(il_ring *ring) {
   __atomic_store_n(&ring->reader_sleeping, 0, __ATOMIC_SEQ_CST);
+}
+
+int il_wait_readable(int first, int second, int timeout_ms) {
+  struct pollfd descriptors[2] = { { first, POLLIN, 0 }, { second, POLLIN, 0 } };
+  int ready = poll(descriptors, 2, timeout_ms);
+  if (ready <= 0) return ready;
+  return (descriptors[0].revents != 0 ? 1 : 0) | (descriptors[1].revents != 0 ? 2 : 0);
 }

@@ -113,12 +113,12 @@ public enum AuditedLaunch {
 
     // The inherited variables are passed as they are (pointers into our own environment, not
     // copies); only the ones added here are allocated.
-    var inherited: [UnsafeMutablePointer<CChar>] = []
+    var envp: [UnsafeMutablePointer<CChar>?] = []
     var existingAudit: String?
     var entry = environ
     while let pointer = entry.pointee {
       if strncmp(pointer, "LD_AUDIT=", 9) == 0 { existingAudit = String(cString: pointer + 9) }
-      else if strncmp(pointer, "IMAGELOG_AUDIT_", 15) != 0 { inherited.append(pointer) }
+      else if strncmp(pointer, "IMAGELOG_AUDIT_", 15) != 0 { envp.append(pointer) }
       entry += 1
     }
     var start = timespec()
@@ -147,7 +147,8 @@ public enum AuditedLaunch {
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
     let addedCopies: [UnsafeMutablePointer<CChar>?] = added.map { strdup($0) }
-    var envp: [UnsafeMutablePointer<CChar>?] = inherited.map { Optional($0) } + addedCopies + [nil]
+    envp += addedCopies
+    envp.append(nil)
     defer { for pointer in argv + addedCopies { free(pointer) } }
     var child: pid_t = 0
     let spawned = posix_spawn(&child, executable, nil, &attributes, &argv, &envp)
@@ -222,8 +223,7 @@ public enum AuditedLaunch {
         // take the CPU from the program at every one. The wait is on the exit notifier, so the
         // program's exit ends it at once.
         if exitNotifier >= 0 {
-          var exitOnly = pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)
-          if poll(&exitOnly, 1, 1) > 0 { exited = true }
+          if il_wait_readable(-1, exitNotifier, 1) > 0 { exited = true }
         } else {
           var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
           nanosleep(&pause, nil)
@@ -233,12 +233,10 @@ public enum AuditedLaunch {
       // Nothing waiting: sleep until the module rings (a byte on the socket at the end of a batch,
       // sent only because the ring says the reader sleeps), a forked child writes, or the exit.
       if let ring, il_ring_prepare_to_sleep(ring) != 0 { continue }
-      var descriptors = [pollfd(fd: socketOpen ? readEnd : -1, events: Int16(POLLIN), revents: 0),
-                         pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)]
-      let ready = poll(&descriptors, exitNotifier >= 0 ? 2 : 1, -1)
+      let ready = il_wait_readable(socketOpen ? readEnd : -1, exitNotifier, -1)
       if let ring { il_ring_awake(ring) }
       if ready < 0 && errno != EINTR { exited = true }  // cannot wait: take what is there and stop
-      if exitNotifier >= 0 && descriptors[1].revents != 0 { exited = true }
+      if ready > 0 && ready & 2 != 0 { exited = true }
     }
     var status: Int32 = 0
     while waitpid(child, &status, 0) < 0 {

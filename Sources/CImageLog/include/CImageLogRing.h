@@ -22,4 +22,9 @@ size_t il_ring_read(il_ring *ring, void *buffer, size_t length);
 int il_ring_prepare_to_sleep(il_ring *ring);
 /* Withdraws the announcement (the reader woke for another reason). */
 void il_ring_awake(il_ring *ring);
+/* poll(2) for input on `first` and `second` (either may be -1: not watched) for up to
+   `timeout_ms` (-1: no limit). Returns 0 on timeout, -1 on error (errno set), else bit 1 when
+   `first` is readable or closed, bit 2 when `second` is. A C helper so that the reader's loop
+   needs no array of pollfd (each generic type costs the Swift runtime a lookup at first use). */
+int il_wait_readable(int first, int second, int timeout_ms);
 #endif
