@@ -43,20 +43,21 @@ public struct AuditRecord: Sendable, Equatable {
     guard line.count >= 4, line[0] == 0x49, line[1] == 0x4C, line[2] == 0x31, line[3] == 0x20 else {  // "IL1 "
       return nil
     }
-    // The 16 fields before the path, as ranges of `line`.
-    var fields: [Range<Int>] = []
-    fields.reserveCapacity(16)
-    var start = 4
+    // Where each of the 16 fields before the path starts, and the path: field n is
+    // line[starts[n] ..< starts[n + 1] - 1].
+    var starts: [Int] = [4]
+    starts.reserveCapacity(17)
     var index = 4
-    while fields.count < 16 && index < line.count {
-      if line[index] == 0x20 { fields.append(start..<index); start = index + 1 }
+    while starts.count < 17 && index < line.count {
+      if line[index] == 0x20 { starts.append(index + 1) }
       index += 1
     }
-    guard fields.count == 16 else { return nil }
-    let pathRange = start..<line.count
+    guard starts.count == 17 else { return nil }
+    let pathRange = starts[16]..<line.count
     func bytes(_ range: Range<Int>) -> Slice<UnsafeBufferPointer<UInt8>> { line[range] }
+    func field(_ index: Int) -> Slice<UnsafeBufferPointer<UInt8>> { line[starts[index]..<(starts[index + 1] - 1)] }
     func number(_ index: Int, radix: UInt64) -> UInt64? {
-      let digits = bytes(fields[index])
+      let digits = field(index)
       guard !digits.isEmpty else { return nil }
       var value: UInt64 = 0
       for byte in digits {
@@ -76,7 +77,7 @@ public struct AuditRecord: Sendable, Equatable {
     }
     func hex(_ index: Int) -> UInt64? { number(index, radix: 16) }
     func decimal(_ index: Int) -> UInt64? { number(index, radix: 10) }
-    let kindField = bytes(fields[0])
+    let kindField = field(0)
     guard kindField.count == 1, let kindByte = kindField.first else { return nil }
     let kind: Kind
     switch kindByte {
@@ -92,7 +93,7 @@ public struct AuditRecord: Sendable, Equatable {
           let isMain = decimal(15), textEnd >= loadAddress, loadEnd >= loadAddress, fileEnd >= loadAddress
     else { return nil }
     var buildID: BuildID?
-    let idDigits = bytes(fields[11])
+    let idDigits = field(11)
     if !(idDigits.count == 1 && idDigits.first == 0x2D) {  // "-": none
       guard idDigits.count % 2 == 0 else { return nil }
       func nibble(_ byte: UInt8) -> UInt8? {

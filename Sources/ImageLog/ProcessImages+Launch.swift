@@ -249,10 +249,10 @@ public enum AuditedLaunch {
 
   /// The target of the symbolic link at `path`.
   static func readLink(_ path: String) -> String? {
-    var buffer = [CChar](repeating: 0, count: 4097)
+    var buffer = [CChar](repeating: 0, count: 4097)  // readlink does not terminate it; the zeros do
     let count = readlink(path, &buffer, 4096)
     guard count > 0, count < 4096 else { return nil }
-    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return String(cString: buffer)
   }
 
   static func realPath(_ path: String) -> String? {
