@@ -4,7 +4,12 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <errno.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -85,4 +90,53 @@ int il_wait_readable(int first, int second, int timeout_ms) {
   int ready = poll(descriptors, 2, timeout_ms);
   if (ready <= 0) return ready;
   return (descriptors[0].revents != 0 ? 1 : 0) | (descriptors[1].revents != 0 ? 2 : 0);
+}
+
+int il_record_socket(int *read_end, int *write_end) {
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, ends) != 0) return -1;
+  shutdown(ends[0], SHUT_WR);
+  fcntl(ends[0], F_SETFD, FD_CLOEXEC);
+  *read_end = ends[0];
+  *write_end = ends[1];
+  return 0;
+}
+
+/* Pointers to `count` consecutive NUL-terminated strings at `strings`, into `table`. */
+static void split_strings(const char *strings, size_t count, char **table) {
+  for (size_t index = 0; index < count; index++) {
+    table[index] = (char *)strings;
+    strings += strlen(strings) + 1;
+  }
+}
+
+int il_spawn_audited(int *child, const char *path, const unsigned char *arguments, size_t argument_count,
+                     const unsigned char *added, size_t added_count) {
+  size_t inherited = 0;
+  for (char **entry = environ; *entry != NULL; entry++) inherited++;
+  char **argv = calloc(argument_count + 1, sizeof *argv);
+  char **envp = calloc(inherited + added_count + 1, sizeof *envp);
+  if (argv == NULL || envp == NULL) { free(argv); free(envp); return ENOMEM; }
+  split_strings((const char *)arguments, argument_count, argv);
+  size_t used = 0;
+  for (char **entry = environ; *entry != NULL; entry++) {
+    if (strncmp(*entry, "LD_AUDIT=", 9) == 0 || strncmp(*entry, "IMAGELOG_AUDIT_", 15) == 0) continue;
+    envp[used++] = *entry;
+  }
+  split_strings((const char *)added, added_count, envp + used);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  int result = posix_spawn(&pid, path, NULL, &attributes, argv, envp);
+  posix_spawnattr_destroy(&attributes);
+  free(argv);
+  free(envp);
+  *child = (int)pid;
+  return result;
 }

@@ -103,27 +103,14 @@ public enum AuditedLaunch {
     guard let executable = resolve(command) else { throw .commandNotFound(command) }
     // A socket pair rather than a pipe: the module sends with MSG_NOSIGNAL, so if imagelog dies
     // (say its output pipe closed) the program gets EPIPE, not a SIGPIPE that would kill it.
-    var ends: [Int32] = [0, 0]
-    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0 else {
-      throw .system(operation: "socketpair", errno: errno)
-    }
-    let (readEnd, writeEnd) = (ends[0], ends[1])
-    shutdown(readEnd, Int32(SHUT_WR))
-    _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+    var readEnd: Int32 = -1
+    var writeEnd: Int32 = -1
+    guard il_record_socket(&readEnd, &writeEnd) == 0 else { throw .system(operation: "socketpair", errno: errno) }
 
-    // The inherited variables are passed as they are (pointers into our own environment, not
-    // copies); only the ones added here are allocated.
-    var envp: [UnsafeMutablePointer<CChar>?] = []
-    var existingAudit: String?
-    var entry = environ
-    while let pointer = entry.pointee {
-      if strncmp(pointer, "LD_AUDIT=", 9) == 0 { existingAudit = String(cString: pointer + 9) }
-      else if strncmp(pointer, "IMAGELOG_AUDIT_", 15) != 0 { envp.append(pointer) }
-      entry += 1
-    }
     var start = timespec()
     clock_gettime(CLOCK_MONOTONIC, &start)
     let startNanoseconds = UInt64(start.tv_sec) * 1_000_000_000 + UInt64(start.tv_nsec)  // a monotonic clock is non-negative
+    let existingAudit = getenv("LD_AUDIT").map { String(cString: $0) }
     let audit = existingAudit.map { $0.isEmpty ? module : "\(module):\($0)" } ?? module
     var added = ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
     added.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
@@ -135,23 +122,23 @@ public enum AuditedLaunch {
     defer { il_ring_destroy(ring) }
     if ring != nil { added.append("IMAGELOG_AUDIT_RING=\(ringDescriptor)") }
 
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    var all = sigset_t()
-    sigfillset(&all)
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    let addedCopies: [UnsafeMutablePointer<CChar>?] = added.map { strdup($0) }
-    envp += addedCopies
-    envp.append(nil)
-    defer { for pointer in argv + addedCopies { free(pointer) } }
-    var child: pid_t = 0
-    let spawned = posix_spawn(&child, executable, nil, &attributes, &argv, &envp)
+    // Arguments and added variables as NUL-terminated strings one after another; the C side builds
+    // the pointer tables and passes the rest of our environment through.
+    func joined(_ strings: [String]) -> [UInt8] {
+      var bytes: [UInt8] = []
+      for string in strings { bytes += string.utf8; bytes.append(0) }
+      return bytes
+    }
+    let argumentBytes = joined(arguments)
+    let addedBytes = joined(added)
+    var child: Int32 = 0
+    let spawned = argumentBytes.withUnsafeBufferPointer { argumentPointer in
+      addedBytes.withUnsafeBufferPointer { addedPointer in
+        executable.withCString { path in
+          il_spawn_audited(&child, path, argumentPointer.baseAddress, arguments.count, addedPointer.baseAddress, added.count)
+        }
+      }
+    }
     close(writeEnd)
     if ringDescriptor >= 0 { close(ringDescriptor) }  // the module maps it; the mapping here stays
     guard spawned == 0 else {

@@ -27,4 +27,18 @@ void il_ring_awake(il_ring *ring);
    `first` is readable or closed, bit 2 when `second` is. A C helper so that the reader's loop
    needs no array of pollfd (each generic type costs the Swift runtime a lookup at first use). */
 int il_wait_readable(int first, int second, int timeout_ms);
+
+/* The rest of `imagelog run`'s start, in C for the same reason (no arrays of C string pointers
+   built in Swift). */
+
+/* A connected AF_UNIX stream pair for the records: *read_end (close-on-exec, its write side shut)
+   and *write_end (inherited by the program). 0, or -1 with errno. */
+int il_record_socket(int *read_end, int *write_end);
+/* posix_spawn of `path` with `argument_count` arguments given one after another, each ending in a
+   NUL, in `arguments`; the environment is ours without LD_AUDIT and IMAGELOG_AUDIT_* entries, plus
+   `added_count` NUL-terminated entries in `added`. The child starts with no signal blocked and
+   every signal at its default. Returns posix_spawn's result (0, or an errno value); *child gets
+   the PID. */
+int il_spawn_audited(int *child, const char *path, const unsigned char *arguments, size_t argument_count,
+                     const unsigned char *added, size_t added_count);
 #endif
