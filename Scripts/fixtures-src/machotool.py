@@ -17,10 +17,6 @@
   copysubtype OBJ FILE
       Copies the object's cpusubtype (arm64e's 0x80000002, x86_64h's 8) into FILE, which ld64.lld-14
       links with the _ALL subtype. Used only on unsigned outputs.
-  dsym EXE OBJ OUT
-      A dSYM-shaped companion (dsymutil is not available): MH_DSYM with EXE's LC_UUID and segment
-      addresses (no file bytes, as dsymutil writes them) plus a __DWARF segment holding the object's
-      __debug_* sections unrelocated. Good for UUID matching, not for real symbolication.
 """
 import hashlib, plistlib, struct, sys, uuid as uuidlib
 
@@ -193,42 +189,6 @@ def handmade(args):
     data += bytes(range(text_size)) + b'\0' * (file_size - text_off - text_size)
     open(out, 'wb').write(data)
 
-# --- dSYM-shaped companion --------------------------------------------------------------------
-def dsym(args):
-    exe, obj, out = open(args[0], 'rb').read(), open(args[1], 'rb').read(), args[2]
-    uid, segs = None, []
-    for cmd, off, size in load_commands(exe):
-        if cmd == 0x1b: uid = exe[off + 8:off + 24]
-        if cmd == 0x19:
-            name, vmaddr, vmsize = struct.unpack_from('<16sQQ', exe, off + 8)
-            if name.rstrip(b'\0') != b'__LINKEDIT': segs.append((name, vmaddr, vmsize))
-    debug = []
-    for cmd, off, size in load_commands(obj):
-        if cmd == 0x19:
-            for i in range(u32(obj, off + 64)):
-                s = off + 72 + 80 * i
-                sname, segname, addr, ssize, soff = struct.unpack_from('<16s16sQQI', obj, s)
-                if segname.rstrip(b'\0') == b'__DWARF':
-                    debug.append((sname, obj[soff:soff + ssize]))
-    cputype, subtype = struct.unpack_from('<II', exe, 4)
-    cmds = [struct.pack('<II', 0x1b, 24) + uid]
-    for name, vmaddr, vmsize in segs:
-        cmds.append(struct.pack('<II16sQQQQIIII', 0x19, 72, name, vmaddr, vmsize, 0, 0, 5, 5, 0, 0))
-    hdr_size = 32 + sum(len(c) for c in cmds) + 72 + 80 * len(debug)
-    dwarf_off = (hdr_size + 0xfff) & ~0xfff
-    sects, payload, base = b'', b'', 0
-    for sname, content in debug:
-        sects += struct.pack('<16s16sQQIIIIIIII', sname, b'__DWARF', base, len(content), dwarf_off + len(payload),
-                             0, 0, 0, 0, 0, 0, 0)
-        payload += content
-        base += len(content)
-    cmds.append(struct.pack('<II16sQQQQIIII', 0x19, 72 + len(sects), b'__DWARF', 0, (len(payload) + 0xfff) & ~0xfff,
-                            dwarf_off, len(payload), 7, 3, len(debug), 0) + sects)
-    body = b''.join(cmds)
-    data = struct.pack('<IIIIIIII', 0xfeedfacf, cputype, subtype, 10, len(cmds), len(body), 0, 0) + body
-    data += b'\0' * (dwarf_off - len(data)) + payload
-    open(out, 'wb').write(data)
-
 # --- 64-bit universal header (llvm-lipo-14 has no -fat64) -------------------------------------------
 def fat64(args):
     out, inputs = args[0], [open(p, 'rb').read() for p in args[1:]]
@@ -253,4 +213,4 @@ def copysubtype(args):
     open(args[1], 'wb').write(target)
 
 if __name__ == '__main__':
-    {'copysubtype': copysubtype, 'sign': sign, 'handmade': handmade, 'dsym': dsym, 'fat64': fat64}[sys.argv[1]](sys.argv[2:])
+    {'copysubtype': copysubtype, 'sign': sign, 'handmade': handmade, 'fat64': fat64}[sys.argv[1]](sys.argv[2:])

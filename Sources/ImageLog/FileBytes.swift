@@ -16,12 +16,14 @@ public final class FileBytes: @unchecked Sendable {
   public let count: Int
   /// Why the last fetch failed, when it was the system rather than the bytes: a read error, or
   /// fewer bytes than the size said (the file shrank). `FormatError.truncated` is what the parser saw.
-  public private(set) var readError: MappedFile.OpenError?
+  // `@exclusivity(unchecked)`: one thread uses a FileBytes (see above), and the run-time exclusivity
+  // check on every access to these was a measurable part of reading a file's few ranges.
+  @exclusivity(unchecked) public private(set) var readError: MappedFile.OpenError?
   /// How many `pread` calls and mappings fetched ranges (benchmarks and tests).
-  public private(set) var fetchCount = 0
+  @exclusivity(unchecked) public private(set) var fetchCount = 0
 
   private let descriptor: Int32
-  private var chunks: [Chunk] = []
+  @exclusivity(unchecked) private var chunks: [Chunk] = []
 
   /// Bytes fetched from file offset `offset`: allocated and read, or mapped (`mapping` is then the
   /// whole mapping, to unmap).
@@ -72,6 +74,7 @@ public final class FileBytes: @unchecked Sendable {
     }
     self.descriptor = descriptor
     count = size
+    chunks.reserveCapacity(4)  // an ELF file takes 2 to 4 fetches: one allocation, not one per growth
   }
 
   deinit {
@@ -120,7 +123,8 @@ public final class FileBytes: @unchecked Sendable {
       upper = count
     }
     let size = upper - lower
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 16)
+    // Byte alignment: the readers load unaligned, and malloc serves it without posix_memalign.
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(size, 1), alignment: 1)
     var filled = 0
     while filled < size {
       fetchCount += 1

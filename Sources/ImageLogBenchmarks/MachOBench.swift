@@ -27,25 +27,32 @@ func machOBenchmark() throws -> [BenchmarkTable] {
     throw BenchError("imagelog and llvm-otool disagree: \(mismatch)")
   }
 
+  // The contenders take turns, round after round, so a change in machine load hits them alike.
   let iterations = 15
-  let library = try medianSeconds(iterations: iterations) { for path in paths { _ = try readSlices(path) } }
-  let peer = try medianSeconds(iterations: iterations) {
-    _ = try runProcess([otool, "-l"] + paths, discardOutput: true)
+  let cli = ".build/release/imagelog"
+  let haveCLI = access(cli, X_OK) == 0 && (try? runProcess([cli, "file", "--uuid"] + paths, discardOutput: true).status) == 0
+  var contenders: [() throws -> Void] = [
+    { _ = try runProcess([otool, "-l"] + paths, discardOutput: true) },
+    { for path in paths { _ = try readSlices(path) } },
+  ]
+  if haveCLI {
+    contenders += [
+      { _ = try runProcess([cli, "file", "--uuid"] + paths, discardOutput: true) },
+      // Start-up alone (no file read), so the process rows can be read per file.
+      { _ = try runProcess([cli, "--version"], discardOutput: true) },
+      { _ = try runProcess([otool, "--version"], discardOutput: true) },
+    ]
   }
+  let medians = try interleavedMedians(contenders, iterations: iterations)
+  let (peer, library) = (medians[0], medians[1])
   var rows = [
     ["llvm-otool-14 -l (one process, all files)", formatDuration(peer), "1x"],
     ["ImageReaders in process (map + parse + summary)", formatDuration(library), rounded(peer / library) + "x"],
   ]
-  let cli = ".build/release/imagelog"
-  if access(cli, X_OK) == 0, (try? runProcess([cli, "file", "--uuid"] + paths, discardOutput: true).status) == 0 {
-    let process = try medianSeconds(iterations: iterations) {
-      _ = try runProcess([cli, "file", "--uuid"] + paths, discardOutput: true)
-    }
+  if haveCLI {
+    let (process, ourStart, peerStart) = (medians[2], medians[3], medians[4])
     rows.insert(["imagelog file --uuid (one process, all files)", formatDuration(process), rounded(peer / process) + "x"],
                 at: 1)
-    // Start-up alone (no file read), so the process rows can be read per file.
-    let ourStart = try medianSeconds(iterations: iterations) { _ = try runProcess([cli, "--version"], discardOutput: true) }
-    let peerStart = try medianSeconds(iterations: iterations) { _ = try runProcess([otool, "--version"], discardOutput: true) }
     rows.append(["start-up only: llvm-otool-14 --version / imagelog --version",
                  formatDuration(peerStart) + " / " + formatDuration(ourStart), rounded(peerStart / ourStart) + "x"])
   }
@@ -55,7 +62,7 @@ func machOBenchmark() throws -> [BenchmarkTable] {
       + "Tests/ImageReadersTests/Fixtures/macho plus IMAGELOG_BENCH_MACHO. Same answers checked first: every "
       + "slice's LC_UUID and __TEXT vmaddr/vmsize equal what llvm-otool -l prints. Goal: at least 10x llvm-otool. "
       + "With this few files a process row is mostly start-up (last row): llvm-otool loads LLVM, imagelog the Swift "
-      + "runtime; the in-process row is the reading itself.",
+      + "runtime; the in-process row is the reading itself. Medians of \(iterations) interleaved rounds.",
     header: ["reader", "median of \(iterations)", "speed-up"],
     rows: rows)]
 }

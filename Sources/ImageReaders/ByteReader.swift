@@ -20,12 +20,14 @@ public struct ByteReader {
   public var remaining: Int { bytes.count - offset }
 
   /// A reader over `bytes`, decoding with `endian`.
+  @inline(__always)
   public init(_ bytes: UnsafeRawBufferPointer, endian: Endian = .little) {
     self.bytes = bytes
     self.endian = endian
   }
 
   /// Reads a fixed-width integer at `offset` and advances past it.
+  @inline(__always)
   public mutating func read<T: FixedWidthInteger>(_: T.Type) throws(FormatError) -> T {
     let value = try peek(T.self, at: offset)
     offset += MemoryLayout<T>.size  // peek proved size <= remaining
@@ -33,6 +35,7 @@ public struct ByteReader {
   }
 
   /// Reads a fixed-width integer at an absolute position without moving `offset`.
+  @inline(__always)
   public func peek<T: FixedWidthInteger>(_: T.Type, at position: Int) throws(FormatError) -> T {
     let size = MemoryLayout<T>.size
     guard position >= 0, position <= bytes.count, size <= bytes.count - position else {
@@ -42,7 +45,28 @@ public struct ByteReader {
     return endian == .little ? T(littleEndian: raw) : T(bigEndian: raw)
   }
 
+  /// Reads a fixed-width integer at `position` inside a record whose extent the caller has already
+  /// checked against `count` (one check per table entry instead of one per field). A position outside
+  /// the bytes is a programmer error and traps; input cannot reach it once the extent is checked.
+  @inline(__always)
+  func field<T: FixedWidthInteger>(_: T.Type, at position: Int) -> T {
+    // A negative position wraps to a huge unsigned value and fails the second comparison too.
+    precondition(MemoryLayout<T>.size <= bytes.count
+                   && UInt(bitPattern: position) <= UInt(bitPattern: bytes.count - MemoryLayout<T>.size),
+                 "field outside a checked record")
+    let raw = bytes.loadUnaligned(fromByteOffset: position, as: T.self)
+    return endian == .little ? T(littleEndian: raw) : T(bigEndian: raw)
+  }
+
+
+  /// `field` of a 32- or 64-bit value as `UInt64`.
+  @inline(__always)
+  func field(is64Bit: Bool, at position: Int) -> UInt64 {
+    is64Bit ? field(UInt64.self, at: position) : UInt64(field(UInt32.self, at: position))
+  }
+
   /// Reads a 32- or 64-bit field as `UInt64`, as ELF's class-dependent fields are.
+  @inline(__always)
   public mutating func readWord(is64Bit: Bool) throws(FormatError) -> UInt64 {
     is64Bit ? try read(UInt64.self) : UInt64(try read(UInt32.self))
   }
@@ -63,6 +87,7 @@ public struct ByteReader {
   }
 
   /// Moves `offset` to an absolute position inside the bytes (the end included).
+  @inline(__always)
   public mutating func seek(to position: Int) throws(FormatError) {
     guard position >= 0, position <= bytes.count else {
       throw .outOfRange(start: position, length: 0, limit: bytes.count)
@@ -79,6 +104,7 @@ public struct ByteReader {
   }
 
   /// A reader over `length` bytes at `start`; its offsets restart at 0 and it keeps this endianness.
+  @inline(__always)
   public func slice(at start: Int, length: Int) throws(FormatError) -> ByteReader {
     guard start >= 0, length >= 0, start <= bytes.count, length <= bytes.count - start else {
       throw .outOfRange(start: start, length: length, limit: bytes.count)

@@ -134,25 +134,6 @@ struct MachOSymbolicationTests {
     #expect(found.frames.allSatisfy { $0.status == .symbolicated })
   }
 
-  /// Found by searching, the binary (symbols) and its dSYM bundle (DWARF; this fixture's has no symbol
-  /// table) with the same UUID are used together: names from one, lines from the other.
-  @Test func dSYMFoundBySearch() throws {
-    let binary = MachOFixtures.directory + "/debugfixture"
-    let slice = try #require(try MachOFixtures.slices(binary).first)
-    let functions = try MachOFixtures.functions(binary, architecture: nil)
-    let text = MachOFixtures.crashReport(image: "debugfixture", path: "/Applications/Gone.app/debugfixture", architecture: "arm64",
-                                         uuid: slice.uuid, textVMAddress: slice.textVMAddress, load: 0x1_0400_0000,
-                                         linkAddresses: functions, codeType: "ARM-64 (Native)")
-    var options = SymbolicationOptions()
-    options.systemDirectories = false
-    options.searchPaths = [MachOFixtures.directory]
-    let result = Symbolicator.symbolicate(try ReportParser.parse(text), options: options)
-    #expect(result.images.map(\.status) == [.found(path: binary, how: "--search")])
-    #expect(result.debugFiles == [0: MachOFixtures.directory + "/debugfixture.dSYM/Contents/Resources/DWARF/debugfixture"])
-    let lookups = functions.enumerated().map { $0.offset == 0 ? $0.element : $0.element - 1 }
-    #expect(result.frames.map { $0.functions.last?.name ?? "??" } == (try MachOFixtures.llvmSymbolizer(binary, lookups)))
-  }
-
   /// With `LC_SYMTAB` emptied (a stripped build), `LC_FUNCTION_STARTS` still gives function granularity:
   /// each address resolves to the start `llvm-objdump-14 --function-starts` lists below it.
   @Test(.enabled(if: haveTool("llvm-objdump-14"), "needs llvm-objdump-14"))

@@ -52,6 +52,26 @@ import ImageReaders
     #expect(run.errLines.map { String($0.dropFirst("imagelog: ".count).prefix { $0 != ":" }) } == paths.bad)
   }
 
+  /// Files in the page cache are read on one thread; `IMAGELOG_THREADS` starts the reader threads at
+  /// once, as slow (cold) files do: the order holds with them, and the output is the same.
+  @Test(.enabled(if: CLI.haveBinary, "needs the built imagelog"))
+  func readerThreadsKeepTheOrder() throws {
+    let folder = try CLI.temporaryFolder()
+    defer { CLI.remove(folder) }
+    let paths = try Self.mixedPaths(in: folder)
+    try #require(paths.good.count >= 16, "too few ELF files to read on threads")
+    for style in [["--format", "crash"], ["--format", "json"], ["--uuid"]] {
+      let single = try CLI.spawn(["env", "IMAGELOG_THREADS=1", CLI.binary, "file"] + style + paths.all)
+      for threads in [2, 3] {
+        let run = try CLI.spawn(["env", "IMAGELOG_THREADS=\(threads)", CLI.binary, "file"] + style + paths.all)
+        #expect(run.status == 1)
+        #expect(run.stdout == single.stdout, "\(style) on \(threads) threads")
+        #expect(run.stderr == single.stderr, "\(style) on \(threads) threads")
+      }
+      #expect(single.errLines.map { String($0.dropFirst("imagelog: ".count).prefix { $0 != ":" }) } == paths.bad)
+    }
+  }
+
   @Test(.enabled(if: CLI.haveBinary && CLI.have("python3"), "needs the built imagelog and python3 (JSON oracle)"))
   func jsonElementsFollowTheArguments() throws {
     let folder = try CLI.temporaryFolder()

@@ -115,6 +115,40 @@ import ImageLog
     }
   }
 
+  /// The crash lines are written as bytes by `imagelog file`; they must be exactly what
+  /// `ImageFormatter(style: .crash)` (the `imagelog list` formatter) writes for the same slice: ELF and
+  /// Mach-O fixtures (every slice of the universal ones) and paths whose names are not ASCII (the
+  /// image name is the Characters after the last "/", which a combining mark can join to it).
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func crashLinesAreImageFormattersLines() throws {
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    let machO = Self.root + "/Tests/ImageReadersTests/Fixtures/macho"
+    var paths = (Self.sample + [Self.noBuildID]).map { Self.fixtures + "/" + $0 }
+    paths += ["universal-ios.dylib", "universal64-macos.dylib", "fixture-x86_64-macos", "handmade-ppc.dylib"]
+      .map { machO + "/" + $0 }
+    mkdir(folder + "/caf\u{E9}", 0o700)
+    for name in ["caf\u{E9}/lib\u{E9}.so", "\u{301}lib.so", "caf\u{E9}/\u{301}x.so"] {
+      Self.write(folder + "/" + name, try Self.bytes(Self.fixtures + "/libfixture-x86_64.so"))
+      paths.append(folder + "/" + name)
+    }
+    let run = try Self.imagelog(["file"] + paths)
+    #expect(run.status == 0)
+    #expect(run.stderr == "")
+    let formatter = ImageFormatter(style: .crash)
+    var expected: [String] = []
+    for path in paths {
+      for slice in try BinaryFile.parse(try Self.bytes(path)).slices {
+        let image = Image(path: path, loadAddress: slice.textVMRange.lowerBound, loadBias: 0,
+                          textRange: slice.textVMRange, loadRange: slice.loadVMRange, buildID: slice.buildID,
+                          architecture: slice.architecture, isMainExecutable: false)
+        expected.append(formatter.format(image))
+      }
+    }
+    #expect(expected.count > paths.count, "universal files give a line per slice")
+    #expect(run.outLines == expected)
+  }
+
   @Test(.enabled(if: haveBinary && FileCommandTests.have("readelf"), "needs the built imagelog and readelf"))
   func uuidLinesCarryReadelfsBuildID() throws {
     let paths = Self.sample.map { Self.fixtures + "/" + $0 } + [Self.fixtures + "/libnobuildid-x86_64.so"]

@@ -60,16 +60,31 @@ public struct ELFDynamicInfo: Sendable, Equatable {
     reader.endian = header.endian
     let count = reader.count / entrySize  // the loop is bounded by the area's size
     entries.reserveCapacity(min(count, 256))
-    for _ in 0..<count {
-      let tag = try reader.readWord(is64Bit: header.is64Bit)
-      let value = try reader.readWord(is64Bit: header.is64Bit)
+    // One pass notes what the lookups below need: the last DT_FLAGS_1, the first DT_STRTAB and
+    // DT_STRSZ, and whether any entry names a string.
+    var namesStrings = false
+    var stringTableAddress: UInt64?
+    var stringTableSize: UInt64?
+    for index in 0..<count {
+      // index < count = reader.count / entrySize: the entry's bytes are inside the area.
+      let position = index &* entrySize
+      let tag = reader.field(is64Bit: header.is64Bit, at: position)
+      let value = reader.field(is64Bit: header.is64Bit, at: position &+ entrySize / 2)
       if tag == ELFDynamicEntry.null { break }
       entries.append(ELFDynamicEntry(tag: tag, value: value))
+      switch tag {
+      case ELFDynamicEntry.flags1: flags1 = value
+      case ELFDynamicEntry.stringTable: stringTableAddress = stringTableAddress ?? value
+      case ELFDynamicEntry.stringTableSize: stringTableSize = stringTableSize ?? value
+      case ELFDynamicEntry.needed, ELFDynamicEntry.soname, ELFDynamicEntry.rpath, ELFDynamicEntry.runpath:
+        namesStrings = true
+      default: break
+      }
     }
-    flags1 = entries.last { $0.tag == ELFDynamicEntry.flags1 }?.value
-    guard entries.contains(where: { Self.namesString($0.tag) }) else { return }
-    let strings = try Self.stringTable(file, entries: entries, programHeaders: programHeaders,
-                                       sections: sections, dynamicSection: dynamicSection)
+    guard namesStrings else { return }
+    let strings = try Self.stringTable(file, address: stringTableAddress, size: stringTableSize,
+                                       programHeaders: programHeaders, sections: sections,
+                                       dynamicSection: dynamicSection)
     var rpaths: [String] = []
     var runpaths: [String] = []
     for (index, entry) in entries.enumerated() where Self.namesString(entry.tag) {
@@ -84,8 +99,8 @@ public struct ELFDynamicInfo: Sendable, Equatable {
       default: runpaths.append(string)
       }
     }
-    rpath = rpaths.isEmpty ? nil : rpaths.joined(separator: ":")
-    runpath = runpaths.isEmpty ? nil : runpaths.joined(separator: ":")
+    rpath = rpaths.isEmpty ? nil : rpaths.count == 1 ? rpaths[0] : rpaths.joined(separator: ":")
+    runpath = runpaths.isEmpty ? nil : runpaths.count == 1 ? runpaths[0] : runpaths.joined(separator: ":")
   }
 
   /// True for the tags whose value is an offset in the dynamic string table.
@@ -96,12 +111,13 @@ public struct ELFDynamicInfo: Sendable, Equatable {
 
   /// The dynamic string table: `DT_STRTAB`/`DT_STRSZ` through the `PT_LOAD` holding that address,
   /// else the section `.dynamic` links to, else `.dynstr`.
-  static func stringTable<Source: RandomAccessBytes>(_ file: Source, entries: [ELFDynamicEntry], programHeaders: [ProgramHeader],
-                          sections: [ELFSection], dynamicSection: ELFSection?) throws(FormatError) -> ByteReader {
-    if let address = entries.first(where: { $0.tag == ELFDynamicEntry.stringTable })?.value,
-       let offset = fileOffset(ofVMAddress: address, programHeaders: programHeaders) {
+  /// `address` and `size` are the first `DT_STRTAB` and `DT_STRSZ` values, if any.
+  static func stringTable<Source: RandomAccessBytes>(_ file: Source, address: UInt64?, size: UInt64?,
+                                                     programHeaders: [ProgramHeader], sections: [ELFSection],
+                                                     dynamicSection: ELFSection?) throws(FormatError) -> ByteReader {
+    if let address, let offset = fileOffset(ofVMAddress: address, programHeaders: programHeaders) {
       let available = offset.segmentRemaining
-      let size = entries.first { $0.tag == ELFDynamicEntry.stringTableSize }?.value ?? available
+      let size = size ?? available
       let range = try ByteReader.checkedRange(offset: offset.fileOffset, size: size, limit: file.count,
                                               "dynamic string table (DT_STRTAB 0x\(hexDigits(address)))")
       return try file.slice(at: range.lowerBound, length: range.count)

@@ -60,6 +60,8 @@ public struct ELFFile: Sendable {
   public var programHeaders: [ProgramHeader]
   /// The section headers with their names, in table order (index 0 is the null section). Empty when
   /// the file has no section header table (`e_shoff` 0), as core files and some stripped files.
+  /// Decoded with `names: .lookedFor`, only the names this reader itself looks for are filled in
+  /// (`.dynamic`, `.dynstr`, `.note.gnu.build-id`, the debug-info sections); the others are "".
   public var sections: [ELFSection]
   /// Executable, PIE, shared object, core or relocatable.
   public var kind: Kind
@@ -102,15 +104,27 @@ public struct ELFFile: Sendable {
     try self.init(source: bytes)
   }
 
+  /// Which section names a decode turns into Strings.
+  public enum SectionNames: Sendable {
+    /// Every section's name.
+    case all
+    /// Only the names the reader itself looks for (`.dynamic`, `.dynstr`, `.note.gnu.build-id`,
+    /// `.debug_info`, `.zdebug_info`, `.gnu_debuglink`, `.gnu_debugdata`); the others are "". Every
+    /// name is still checked (inside the name table, NUL-terminated), so the value is the same as with
+    /// `.all` but for those names, and so is any error. For callers that print summaries of thousands
+    /// of files and no section names (`imagelog file`).
+    case lookedFor
+  }
+
   /// Decodes the ELF file whose bytes `source` fetches (offsets are file offsets): the same checks
   /// and the same values or errors as `init(_:)` over the whole file in memory, reading only the
   /// header, the program and section header tables and what they point to.
-  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+  public init<Source: RandomAccessBytes>(source: Source, names: SectionNames = .all) throws(FormatError) {
     // An ELF header is at most 64 bytes; a shorter file is passed whole, so errors name its size.
     header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
     var file = source
     file.endian = header.endian
-    let tables = try Self.readTables(file, header: header)
+    let tables = try Self.readTables(file, header: header, names: names)
     programHeaders = tables.programHeaders
     sections = tables.sections
     layout = try LoadLayout(programHeaders)
@@ -190,7 +204,8 @@ extension ELFFile {
   }
 
   /// Reads the section header table (with names) and the program header table.
-  static func readTables<Source: RandomAccessBytes>(_ file: Source, header: ELFHeader) throws(FormatError) -> Tables {
+  static func readTables<Source: RandomAccessBytes>(_ file: Source, header: ELFHeader,
+                                                    names: SectionNames = .all) throws(FormatError) -> Tables {
     var sections: [ELFSection] = []
     var first: ELFSection?
     // e_shoff set with e_shnum and e_shentsize both 0 is a table that was cut away (sstrip), not one
@@ -204,8 +219,8 @@ extension ELFFile {
       _ = try ByteReader.checkedRange(offset: header.sectionHeaderOffset, size: UInt64(entrySize),
                                       limit: file.count, "section header table (e_shoff)")
       // checkedRange proved e_shoff + e_shentsize <= file.count, so e_shoff fits in Int.
-      var zero = try file.slice(at: Int(header.sectionHeaderOffset), length: entrySize)
-      let section0 = try ELFSection(&zero, index: 0, is64Bit: header.is64Bit)
+      let zero = try file.slice(at: Int(header.sectionHeaderOffset), length: entrySize)
+      let section0 = try ELFSection(zero, at: 0, index: 0, is64Bit: header.is64Bit)
       first = section0
       // e_shnum 0 with a table present: the real count is section 0's sh_size (more than 0xff00 sections).
       let count = header.sectionHeaderCount == 0 ? section0.size : UInt64(header.sectionHeaderCount)
@@ -220,15 +235,14 @@ extension ELFFile {
       sections.reserveCapacity(total)
       for index in 0..<total {
         // index * entrySize < table.count, so the product fits in Int.
-        var entry = try tableReader.slice(at: index * entrySize, length: entrySize)
-        let section = try ELFSection(&entry, index: index, is64Bit: header.is64Bit)
+        let section = try ELFSection(tableReader, at: index * entrySize, index: index, is64Bit: header.is64Bit)
         if section.occupiesFile {
           _ = try ByteReader.checkedRange(offset: section.fileOffset, size: section.size, limit: file.count,
                                           "section \(index) contents")
         }
         sections.append(section)
       }
-      try nameSections(&sections, file: file, header: header)
+      try nameSections(&sections, file: file, header: header, names: names)
     }
 
     var programHeaders: [ProgramHeader] = []
@@ -253,7 +267,8 @@ extension ELFFile {
 
   /// Fills in section names from the section name table; a name must start inside the table and end
   /// with a NUL inside it.
-  static func nameSections<Source: RandomAccessBytes>(_ sections: inout [ELFSection], file: Source, header: ELFHeader) throws(FormatError) {
+  static func nameSections<Source: RandomAccessBytes>(_ sections: inout [ELFSection], file: Source, header: ELFHeader,
+                                                      names wanted: SectionNames = .all) throws(FormatError) {
     var nameIndex = Int(header.sectionNameTableIndex)
     if header.sectionNameTableIndex == extendedSectionIndex, let first = sections.first {
       nameIndex = Int(first.link)  // UInt32 -> Int is exact on 64-bit
@@ -267,15 +282,143 @@ extension ELFFile {
       throw .elf("section name table \(nameIndex) has no contents in the file")
     }
     let names = try file.slice(at: range.lowerBound, length: range.count)
+    // A table whose last byte is NUL ends every name that starts inside it: no name needs a scan
+    // for its end to be checked (`.lookedFor` then compares only the names it looks for).
+    var terminated = false
+    if names.count > 0 { terminated = try names.peek(UInt8.self, at: names.count - 1) == 0 }
     for index in sections.indices {
       let offset = Int(sections[index].nameOffset)  // UInt32 -> Int is exact on 64-bit
       if offset == 0 && index == 0 { continue }
       guard offset < names.count else {
         throw .elf("section \(index): sh_name \(offset) is past the section name table (\(names.count) bytes)")
       }
-      sections[index].name = try names.cString(at: offset)
+      switch wanted {
+      case .all: sections[index].name = try sectionName(names, at: offset)
+      case .lookedFor where terminated:
+        if let name = lookedForName(inTerminated: names, at: offset) { sections[index].name = name }
+      case .lookedFor:
+        if let name = try lookedForName(names, at: offset) { sections[index].name = name }
+      }
     }
   }
+
+  /// `lookedForName(_:at:)` in a name table whose last byte is NUL (so the name at `offset`, inside
+  /// the table, ends inside it): each looked-for name is compared in place with the bytes at `offset`
+  /// and the NUL after them, without first measuring the name.
+  static func lookedForName(inTerminated names: ByteReader, at offset: Int) -> String? {
+    names.withUnsafeBytes { bytes -> String? in
+      // Every looked-for name starts ".d", ".n", ".z" or ".g": most names are passed over here.
+      guard offset >= 0, offset + 2 < bytes.count, bytes[offset] == UInt8(ascii: ".") else { return nil }
+      switch bytes[offset + 1] {
+      case UInt8(ascii: "d"), UInt8(ascii: "n"), UInt8(ascii: "z"), UInt8(ascii: "g"): break
+      default: return nil
+      }
+      for (index, candidate) in lookedForNames.enumerated() {
+        let length = candidate.utf8CodeUnitCount
+        // The name is the candidate when its bytes match and a NUL follows them inside the table.
+        guard length < bytes.count - offset, bytes[offset + length] == 0 else { continue }
+        let name = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+        if candidate.withUTF8Buffer({ $0.elementsEqual(name) }) { return lookedForStrings[index] }
+      }
+      return nil
+    }
+  }
+
+  /// The names `ELFFile` and `ELFDynamicInfo` compare section names with.
+  static let lookedForNames: [StaticString] = [".dynamic", ".dynstr", ".note.gnu.build-id", ".debug_info",
+                                               ".zdebug_info", ".gnu_debuglink", ".gnu_debugdata"]
+  /// `lookedForNames` as Strings, made once.
+  static let lookedForStrings: [String] = lookedForNames.map { $0.description }
+
+  /// The name at `offset` when it is one of `lookedForNames`, else nil; with `cString(at:)`'s checks
+  /// and errors either way (the name must start inside the table and end with a NUL inside it).
+  static func lookedForName(_ names: ByteReader, at offset: Int) throws(FormatError) -> String? {
+    let length = try names.cStringLength(at: offset)
+    // Only lengths 7, 8, 11, 12, 14 and 18 can match: most names are passed over here.
+    switch length {
+    case 7, 8, 11, 12, 14, 18: break
+    default: return nil
+    }
+    let match = names.withUnsafeBytes { bytes -> Int? in
+      // offset + length < bytes.count: cStringLength found the NUL inside the table.
+      let name = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+      for (index, candidate) in lookedForNames.enumerated() where candidate.utf8CodeUnitCount == length {
+        if candidate.withUTF8Buffer({ $0.elementsEqual(name) }) { return index }
+      }
+      return nil
+    }
+    return match.map { lookedForStrings[$0] }
+  }
+
+  /// The name at `offset` in the section name table, with `ByteReader.cString(at:)`'s checks and
+  /// errors. The names toolchains write are the same in every file: those come from a table of
+  /// literals, matched in place by their bytes, instead of a new String each (a library has dozens of
+  /// sections, and thousands of libraries are read in a run).
+  static func sectionName(_ names: ByteReader, at offset: Int) throws(FormatError) -> String {
+    let known = names.withUnsafeBytes { bytes -> String? in
+      guard offset >= 0, offset < bytes.count else { return nil }  // cString(at:) below throws
+      var key = SectionNameKey()
+      var end = offset
+      while end < bytes.count, bytes[end] != 0 {
+        let index = end - offset
+        if index < SectionNameKey.capacity { key.add(bytes[end], at: index) }
+        end += 1
+      }
+      let length = end - offset
+      guard end < bytes.count, length < commonSectionNames.count else { return nil }
+      for candidate in commonSectionNames[length] where candidate.key == key { return candidate.name }
+      return nil
+    }
+    if let known { return known }
+    return try names.cString(at: offset)
+  }
+
+  /// Up to 24 bytes of a section name packed into integers, compared in three steps.
+  struct SectionNameKey: Equatable {
+    static let capacity = 24
+    var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
+
+    mutating func add(_ byte: UInt8, at index: Int) {
+      let bits = UInt64(byte) << UInt64(8 * (index & 7))
+      switch index >> 3 {
+      case 0: words.0 |= bits
+      case 1: words.1 |= bits
+      default: words.2 |= bits
+      }
+    }
+
+    init() {}
+
+    init(_ name: String) {
+      for (index, byte) in name.utf8.enumerated() where index < Self.capacity { add(byte, at: index) }
+    }
+
+    static func == (a: Self, b: Self) -> Bool {
+      a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2
+    }
+  }
+
+  /// Section names linkers and compilers write (up to 24 bytes), indexed by length in bytes.
+  static let commonSectionNames: [[(key: SectionNameKey, name: String)]] = {
+    let names = [
+      ".text", ".data", ".bss", ".init", ".fini", ".plt", ".got", ".plt.got", ".plt.sec", ".got.plt", ".rodata",
+      ".dynamic", ".dynsym", ".dynstr", ".gnu.hash", ".hash", ".interp", ".rela.dyn", ".rela.plt", ".rel.dyn",
+      ".rel.plt", ".eh_frame", ".eh_frame_hdr", ".init_array", ".fini_array", ".data.rel.ro", ".comment",
+      ".shstrtab", ".symtab", ".strtab", ".tbss", ".tdata", ".gnu.version", ".gnu.version_r", ".gnu.version_d",
+      ".note.gnu.build-id", ".note.gnu.property", ".note.ABI-tag", ".gnu_debuglink", ".gnu_debugaltlink",
+      ".gnu_debugdata", ".debug_info", ".debug_abbrev", ".debug_line", ".debug_str", ".debug_line_str",
+      ".debug_aranges", ".debug_ranges", ".debug_rnglists", ".debug_loclists", ".debug_loc", ".debug_frame",
+      ".gcc_except_table", ".rodata.cst16", ".rodata.cst8", ".rodata.cst4", ".rodata.str1.1", ".rodata.str1.8",
+      ".note.stapsdt", ".stapsdt.base", ".preinit_array", ".data.rel.ro.local", ".text.unlikely", ".text.hot",
+      ".text.startup", ".go.buildinfo", ".rel.text", ".rela.text", ".sframe", ".gnu.warning", ".tm_clone_table",
+      ".debug_str_offsets", ".debug_addr", ".debug_types", ".debug_pubnames", ".debug_pubtypes", ".gnu_debugaltlink",
+      ".note.package", ".relr.dyn", ".gnu.attributes", ".ARM.attributes", ".ARM.exidx", ".MIPS.abiflags",
+      ".reginfo", ".MIPS.options", ".sdata", ".sbss", ".toc", ".opd", ".branch_lt", ".got2",
+    ]
+    var table = [[(key: SectionNameKey, name: String)]](repeating: [], count: SectionNameKey.capacity + 1)
+    for name in Set(names) where name.utf8.count < table.count { table[name.utf8.count].append((SectionNameKey(name), name)) }
+    return table
+  }()
 
   static func readInterpreter<Source: RandomAccessBytes>(_ file: Source, programHeaders: [ProgramHeader]) throws(FormatError) -> String? {
     guard let segment = programHeaders.first(where: { $0.type == ProgramHeader.interpreter }) else { return nil }

@@ -38,21 +38,24 @@ public struct ELFHeader: Sendable, Equatable {
   public init(_ bytes: ByteReader) throws(FormatError) {
     var reader = bytes
     try reader.seek(to: 0)
-    let ident = try reader.readBytes(16)
-    guard ident[0] == 0x7F, ident[1] == 0x45, ident[2] == 0x4C, ident[3] == 0x46 else {
-      throw .notRecognized(magic: UInt32(ident[0]) | UInt32(ident[1]) << 8 | UInt32(ident[2]) << 16 | UInt32(ident[3]) << 24)
-    }
-    switch ident[4] {
+    // e_ident: read in place (readBytes(16)'s check and error, without copying it into an array).
+    guard reader.count >= 16 else { throw .outOfRange(start: 0, length: 16, limit: reader.count) }
+    reader.endian = .little  // the magic's bytes in file order, as `notRecognized` reports them
+    let magic = reader.field(UInt32.self, at: 0)  // 16 bytes are present, checked above
+    guard magic == Self.magic else { throw .notRecognized(magic: magic) }
+    let elfClass = reader.field(UInt8.self, at: 4), data = reader.field(UInt8.self, at: 5)
+    switch elfClass {
     case 1: is64Bit = false
     case 2: is64Bit = true
-    default: throw .elf("EI_CLASS \(ident[4]) is neither ELFCLASS32 nor ELFCLASS64")
+    default: throw .elf("EI_CLASS \(elfClass) is neither ELFCLASS32 nor ELFCLASS64")
     }
-    switch ident[5] {
+    switch data {
     case 1: endian = .little
     case 2: endian = .big
-    default: throw .elf("EI_DATA \(ident[5]) is neither ELFDATA2LSB nor ELFDATA2MSB")
+    default: throw .elf("EI_DATA \(data) is neither ELFDATA2LSB nor ELFDATA2MSB")
     }
-    osABI = ident[7]
+    osABI = reader.field(UInt8.self, at: 7)
+    try reader.skip(16)
     reader.endian = endian
     type = try reader.read(UInt16.self)
     machine = try reader.read(UInt16.self)

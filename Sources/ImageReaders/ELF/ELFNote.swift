@@ -45,8 +45,50 @@ public struct ELFNote: Sendable, Equatable {
   }
 
   /// The GNU build-id note in `area`, or `nil` when there is none.
+  /// Walks every note with `notes(in:alignment:)`'s checks and errors (a malformed note after the
+  /// build-id still throws), but decodes only the first `GNU` note of type `NT_GNU_BUILD_ID`: no name
+  /// strings or descriptor copies for the other notes.
   public static func buildIDNote(in area: ByteReader, alignment: Int = 4) throws(FormatError) -> ELFNote? {
-    try notes(in: area, alignment: alignment).first { $0.name == "GNU" && $0.type == gnuBuildIDType }
+    let align = alignment == 8 ? 8 : 4
+    var reader = area
+    var found: (descriptorStart: Int, descriptorSize: Int)?
+    while reader.remaining >= 12 {
+      let noteStart = reader.offset
+      let nameSize = Int(try reader.read(UInt32.self))  // UInt32 -> Int is exact on 64-bit
+      let descriptorSize = Int(try reader.read(UInt32.self))
+      let type = try reader.read(UInt32.self)
+      let nameStart = reader.offset
+      guard nameSize <= reader.remaining else {
+        throw .elf("note at offset \(noteStart): name size \(nameSize) runs past the note area (\(reader.remaining) bytes left)")
+      }
+      // nameStart + nameSize <= area.count (checked above), so padding it cannot overflow Int.
+      let descriptorStart = min(padded(nameStart + nameSize, align), reader.count)
+      try reader.seek(to: descriptorStart)
+      guard descriptorSize <= reader.remaining else {
+        throw .elf("note at offset \(noteStart): descriptor size \(descriptorSize) runs past the note area (\(reader.remaining) bytes left)")
+      }
+      if found == nil, type == gnuBuildIDType, try isGNU(reader, at: nameStart, width: nameSize) {
+        found = (descriptorStart, descriptorSize)
+      }
+      try reader.skip(descriptorSize)
+      try reader.seek(to: min(padded(reader.offset, align), reader.count))
+    }
+    guard let found else { return nil }
+    return ELFNote(name: "GNU", type: gnuBuildIDType,
+                   descriptor: try area.bytes(at: found.descriptorStart, length: found.descriptorSize),
+                   descriptorOffset: found.descriptorStart)
+  }
+
+  /// True when the name field of `width` bytes at `position` reads "GNU" up to its first NUL (as
+  /// `fixedString(at:width:)` would decode it), compared in place.
+  private static func isGNU(_ reader: ByteReader, at position: Int, width: Int) throws(FormatError) -> Bool {
+    guard width >= 3 else { return false }
+    let gnu: (UInt8, UInt8, UInt8) = (0x47, 0x4E, 0x55)  // "GNU"
+    guard try reader.peek(UInt8.self, at: position) == gnu.0, try reader.peek(UInt8.self, at: position + 1) == gnu.1,
+          try reader.peek(UInt8.self, at: position + 2) == gnu.2 else { return false }
+    // position + width <= reader.count (checked by the caller), so position + 3 is inside the bytes.
+    if width == 3 { return true }
+    return try reader.peek(UInt8.self, at: position + 3) == 0
   }
 
   // Callers pass a position inside the area (<= its count < Int.max - 8), so the sum cannot overflow.

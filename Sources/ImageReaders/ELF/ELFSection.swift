@@ -68,19 +68,37 @@ public struct ELFSection: Sendable, Equatable {
     self.link = link; self.info = info; self.alignment = alignment; self.entrySize = entrySize
   }
 
-  /// Decodes one section header at the reader's offset; `name` is filled in later from the name table.
-  init(_ reader: inout ByteReader, index: Int, is64Bit: Bool) throws(FormatError) {
+  /// Decodes the section header at `position` in `table`: one bounds check for the whole entry
+  /// (64 bytes, 40 for ELFCLASS32), then its fields; `name` is filled in later from the name table.
+  init(_ table: ByteReader, at position: Int, index: Int, is64Bit: Bool) throws(FormatError) {
+    let size = is64Bit ? 64 : 40
+    guard position >= 0, position <= table.count, size <= table.count - position else {
+      throw .truncated(at: max(position, 0), needed: size, available: max(0, table.count - max(position, 0)))
+    }
+    // The entry's `size` bytes are inside `table`: every field below lies in them, and no offset
+    // below can overflow (position <= table.count - size).
     self.index = index
     name = ""
-    nameOffset = try reader.read(UInt32.self)
-    type = try reader.read(UInt32.self)
-    flags = try reader.readWord(is64Bit: is64Bit)
-    vmAddress = try reader.readWord(is64Bit: is64Bit)
-    fileOffset = try reader.readWord(is64Bit: is64Bit)
-    size = try reader.readWord(is64Bit: is64Bit)
-    link = try reader.read(UInt32.self)
-    info = try reader.read(UInt32.self)
-    alignment = try reader.readWord(is64Bit: is64Bit)
-    entrySize = try reader.readWord(is64Bit: is64Bit)
+    nameOffset = table.field(UInt32.self, at: position)
+    type = table.field(UInt32.self, at: position &+ 4)
+    if is64Bit {
+      flags = table.field(UInt64.self, at: position &+ 8)
+      vmAddress = table.field(UInt64.self, at: position &+ 16)
+      fileOffset = table.field(UInt64.self, at: position &+ 24)
+      self.size = table.field(UInt64.self, at: position &+ 32)
+      link = table.field(UInt32.self, at: position &+ 40)
+      info = table.field(UInt32.self, at: position &+ 44)
+      alignment = table.field(UInt64.self, at: position &+ 48)
+      entrySize = table.field(UInt64.self, at: position &+ 56)
+    } else {
+      flags = UInt64(table.field(UInt32.self, at: position &+ 8))
+      vmAddress = UInt64(table.field(UInt32.self, at: position &+ 12))
+      fileOffset = UInt64(table.field(UInt32.self, at: position &+ 16))
+      self.size = UInt64(table.field(UInt32.self, at: position &+ 20))
+      link = table.field(UInt32.self, at: position &+ 24)
+      info = table.field(UInt32.self, at: position &+ 28)
+      alignment = UInt64(table.field(UInt32.self, at: position &+ 32))
+      entrySize = UInt64(table.field(UInt32.self, at: position &+ 36))
+    }
   }
 }

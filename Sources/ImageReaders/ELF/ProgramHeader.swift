@@ -48,6 +48,33 @@ public struct ProgramHeader: Sendable, Equatable {
     }
   }
 
+  /// Decodes the program header at `position` in `table`: one bounds check for the whole entry
+  /// (56 bytes, 32 for ELFCLASS32), then its fields.
+  init(_ table: ByteReader, at position: Int, is64Bit: Bool) throws(FormatError) {
+    let size = is64Bit ? 56 : 32
+    guard position >= 0, position <= table.count, size <= table.count - position else {
+      throw .outOfRange(start: position, length: size, limit: table.count)
+    }
+    // The entry's `size` bytes are inside `table`: every field below lies in them, and no offset
+    // below can overflow (position <= table.count - size).
+    type = table.field(UInt32.self, at: position)
+    if is64Bit {
+      flags = table.field(UInt32.self, at: position &+ 4)
+      fileOffset = table.field(UInt64.self, at: position &+ 8)
+      vmAddress = table.field(UInt64.self, at: position &+ 16)
+      fileSize = table.field(UInt64.self, at: position &+ 32)  // p_paddr at 24 is not kept
+      vmSize = table.field(UInt64.self, at: position &+ 40)
+      alignment = table.field(UInt64.self, at: position &+ 48)
+    } else {
+      fileOffset = UInt64(table.field(UInt32.self, at: position &+ 4))
+      vmAddress = UInt64(table.field(UInt32.self, at: position &+ 8))
+      fileSize = UInt64(table.field(UInt32.self, at: position &+ 16))  // p_paddr at 12 is not kept
+      vmSize = UInt64(table.field(UInt32.self, at: position &+ 20))
+      flags = table.field(UInt32.self, at: position &+ 24)
+      alignment = UInt64(table.field(UInt32.self, at: position &+ 28))
+    }
+  }
+
   /// A program header with the given fields (in-memory headers, tests).
   public init(type: UInt32, flags: UInt32, fileOffset: UInt64, vmAddress: UInt64,
               fileSize: UInt64, vmSize: UInt64, alignment: UInt64) {
@@ -68,8 +95,11 @@ public struct ProgramHeader: Sendable, Equatable {
     for index in 0..<count {
       // index < count and entrySize <= 65535, and count is UInt16 or bounded by the table's bytes by
       // the caller (PN_XNUM): the product fits in Int.
-      var entry = try table.slice(at: index * entrySize, length: entrySize)
-      result.append(try ProgramHeader(&entry, is64Bit: is64Bit))
+      let start = index * entrySize
+      guard start <= table.count, entrySize <= table.count - start else {  // as `table.slice(at:length:)` checks
+        throw .outOfRange(start: start, length: entrySize, limit: table.count)
+      }
+      result.append(try ProgramHeader(table, at: start, is64Bit: is64Bit))
     }
     return result
   }

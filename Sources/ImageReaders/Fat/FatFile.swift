@@ -53,7 +53,9 @@ public struct FatFile: Sendable, Equatable {
     }
     var members: [Slice] = []
     members.reserveCapacity(Int(count))  // at most file size / 20, checked above
-    var claimed: [(index: Int, range: Range<UInt64>)] = []
+    // Bounds rather than a Range<UInt64>: a tuple holding a Range makes the runtime look up
+    // Comparable conformances the first time one is stored (start-up time counts for a few files).
+    var claimed: [(index: Int, lower: UInt64, upper: UInt64)] = []
     var seenArchitectures: [(index: Int, cpuType: UInt32, cpuSubtype: UInt32)] = []
     for index in 0..<Int(count) {
       let cpuType = try reader.read(UInt32.self)
@@ -80,10 +82,11 @@ public struct FatFile: Sendable, Equatable {
         if let twin = seenArchitectures.first(where: { $0.cpuType == cpuType && $0.cpuSubtype & 0x00FF_FFFF == cpuSubtype & 0x00FF_FFFF }) {
           throw .fat("slice \(index) repeats the architecture of slice \(twin.index) (cputype \(cpuType) cpusubtype \(cpuSubtype & 0x00FF_FFFF))")
         }
-        if let other = claimed.first(where: { $0.range.overlaps(offset..<end) }) {
+        // Range.overlaps: an element in common (an empty range overlaps nothing).
+        if let other = claimed.first(where: { $0.lower < end && offset < $0.upper && $0.lower < $0.upper && offset < end }) {
           throw .fat("slice \(index) overlaps slice \(other.index)")
         }
-        claimed.append((index, offset..<end))
+        claimed.append((index, offset, end))
         seenArchitectures.append((index, cpuType, cpuSubtype))
         // end <= bytes.count (an Int), so both conversions are exact.
         let slice = try bytes.slice(at: Int(offset), length: Int(size))

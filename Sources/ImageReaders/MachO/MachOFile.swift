@@ -381,7 +381,8 @@ extension MachOFile {
 
 /// Commands LLVM allows at most once in a file.
 struct SingletonCommands {
-  private var seen: Set<String> = []
+  // At most seven names: a list, not a Set (no Hashable lookups at run time for a few files).
+  private var seen: [String] = []
 
   mutating func note(_ command: LoadCommand, index: Int) throws(FormatError) {
     let name: String
@@ -391,6 +392,7 @@ struct SingletonCommands {
     case .versionMin: name = "LC_VERSION_MIN_*"
     default: return
     }
-    guard seen.insert(name).inserted else { throw .loadCommand(index, "more than one \(name) command") }
+    guard !seen.contains(name) else { throw .loadCommand(index, "more than one \(name) command") }
+    seen.append(name)
   }
 }

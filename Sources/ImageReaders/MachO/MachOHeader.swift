@@ -77,19 +77,41 @@ public func machOArchitectureName(cpuType: UInt32, cpuSubtype: UInt32) -> String
   case 7 | cpuArchABI64:  // CPU_TYPE_X86_64
     return subtype == 8 ? "x86_64h" : "x86_64"
   case 12:  // CPU_TYPE_ARM
-    let names: [UInt32: String] = [0: "arm", 5: "armv4t", 6: "armv6", 7: "armv5", 8: "xscale", 9: "armv7",
-                                   10: "armv7f", 11: "armv7s", 12: "armv7k", 13: "armv8", 14: "armv6m",
-                                   15: "armv7m", 16: "armv7em"]
-    return names[subtype] ?? "arm-subtype-\(subtype)"
+    switch subtype {  // a switch, not a dictionary: no Hashable lookups at run time
+    case 0: return "arm"
+    case 5: return "armv4t"
+    case 6: return "armv6"
+    case 7: return "armv5"
+    case 8: return "xscale"
+    case 9: return "armv7"
+    case 10: return "armv7f"
+    case 11: return "armv7s"
+    case 12: return "armv7k"
+    case 13: return "armv8"
+    case 14: return "armv6m"
+    case 15: return "armv7m"
+    case 16: return "armv7em"
+    default: return "arm-subtype-\(subtype)"
+    }
   case 12 | cpuArchABI64:  // CPU_TYPE_ARM64
     return subtype == 2 ? "arm64e" : "arm64"
   case 12 | cpuArchABI64_32:  // CPU_TYPE_ARM64_32
     return "arm64_32"
   case 18:  // CPU_TYPE_POWERPC
-    let names: [UInt32: String] = [0: "ppc", 1: "ppc601", 3: "ppc603", 4: "ppc603e", 5: "ppc603ev", 6: "ppc604",
-                                   7: "ppc604e", 8: "ppc620", 9: "ppc750", 10: "ppc7400", 11: "ppc7450",
-                                   100: "ppc970"]
-    return names[subtype] ?? "ppc"
+    switch subtype {  // a switch, not a dictionary: no Hashable lookups at run time
+    case 1: return "ppc601"
+    case 3: return "ppc603"
+    case 4: return "ppc603e"
+    case 5: return "ppc603ev"
+    case 6: return "ppc604"
+    case 7: return "ppc604e"
+    case 8: return "ppc620"
+    case 9: return "ppc750"
+    case 10: return "ppc7400"
+    case 11: return "ppc7450"
+    case 100: return "ppc970"
+    default: return "ppc"
+    }
   case 18 | cpuArchABI64:  // CPU_TYPE_POWERPC64
     return subtype == 100 ? "ppc970-64" : "ppc64"
   case 6: return "m68k"

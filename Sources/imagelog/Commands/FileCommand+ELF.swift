@@ -64,7 +64,11 @@ extension ELFFile: FileDetailRendering {
     for segment in programHeaders {
       json.beginObject()
       json.key("type")
-      json.string(Self.segmentTypeName(segment.type))  // literals: no copy
+      if let name = Self.segmentTypeLiteral(segment.type) {
+        json.literal(name)  // no String, nothing to scan for escapes
+      } else {
+        json.string(Self.segmentTypeName(segment.type))
+      }
       json.key("offset")
       json.address(segment.fileOffset)
       json.key("vmAddress")
@@ -97,8 +101,8 @@ extension ELFFile: FileDetailRendering {
     text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
   }
 
-  /// readelf's names for the segment types crash tooling meets.
-  static func segmentTypeName(_ type: UInt32) -> String {
+  /// `segmentTypeName` of the named types, as literals; nil for the others.
+  static func segmentTypeLiteral(_ type: UInt32) -> StaticString? {
     switch type {
     case 0: "NULL"
     case 1: "LOAD"
@@ -112,8 +116,13 @@ extension ELFFile: FileDetailRendering {
     case 0x6474_E551: "GNU_STACK"
     case 0x6474_E552: "GNU_RELRO"
     case 0x6474_E553: "GNU_PROPERTY"
-    default: "0x" + hexDigits(UInt64(type))
+    default: nil
     }
+  }
+
+  /// readelf's names for the segment types crash tooling meets.
+  static func segmentTypeName(_ type: UInt32) -> String {
+    segmentTypeLiteral(type).map { $0.description } ?? "0x" + hexDigits(UInt64(type))
   }
 
   /// `flagText` of the flags 0...7 (`PF_X` 1, `PF_W` 2, `PF_R` 4), for writers that take literals.

@@ -173,6 +173,7 @@ struct JSONWriter: ~Copyable {
   /// The JSON text written so far.
   var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
+  @inline(__always)
   mutating func beginObject() {
     reserve(2)
     separate()
@@ -180,12 +181,14 @@ struct JSONWriter: ~Copyable {
     needsComma = false
   }
 
+  @inline(__always)
   mutating func endObject() {
     reserve(1)
     store(UInt8(ascii: "}"))
     needsComma = true
   }
 
+  @inline(__always)
   mutating func beginArray() {
     reserve(2)
     separate()
@@ -193,6 +196,7 @@ struct JSONWriter: ~Copyable {
     needsComma = false
   }
 
+  @inline(__always)
   mutating func endArray() {
     reserve(1)
     store(UInt8(ascii: "]"))
@@ -200,6 +204,7 @@ struct JSONWriter: ~Copyable {
   }
 
   /// `"key":` (keys are identifiers: nothing to escape); the value comes next.
+  @inline(__always)
   mutating func key(_ key: StaticString) {
     let length = key.utf8CodeUnitCount
     reserve(length + 4)
@@ -221,6 +226,7 @@ struct JSONWriter: ~Copyable {
     needsComma = false
   }
 
+  @inline(__always)
   mutating func string(_ string: String) {
     reserve(1)
     separate()
@@ -229,6 +235,7 @@ struct JSONWriter: ~Copyable {
   }
 
   /// A string literal that needs no escaping (ASCII letters, digits and punctuation other than `"` and `\\`).
+  @inline(__always)
   mutating func literal(_ text: StaticString) {
     let length = text.utf8CodeUnitCount
     reserve(length + 3)
@@ -240,10 +247,12 @@ struct JSONWriter: ~Copyable {
   }
 
   /// A string, or `null` when absent.
+  @inline(__always)
   mutating func string(_ string: String?) {
     if let string { self.string(string) } else { null() }
   }
 
+  @inline(__always)
   mutating func number(_ number: UInt64) {
     reserve(21)  // a comma and UInt64.max's 20 digits
     separate()
@@ -264,6 +273,7 @@ struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  @inline(__always)
   mutating func bool(_ value: Bool) {
     reserve(6)
     separate()
@@ -272,6 +282,7 @@ struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  @inline(__always)
   mutating func null() {
     reserve(5)
     separate()
@@ -281,6 +292,7 @@ struct JSONWriter: ~Copyable {
   }
 
   /// `"0x…"`: the value in lowercase hex without leading zeros (`HexText.address`).
+  @inline(__always)
   mutating func address(_ value: UInt64) {
     let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
     reserve(width + 5)
@@ -375,7 +387,12 @@ struct JSONWriter: ~Copyable {
 
   @inline(__always)
   private mutating func storeAll(_ bytes: UnsafePointer<UInt8>, _ length: Int) {
-    (base + count).update(from: bytes, count: length)
+    // Keys and literals are a few bytes: a loop is cheaper than a call to memmove.
+    if length <= 16 {
+      for index in 0..<length { base[count + index] = bytes[index] }
+    } else {
+      (base + count).update(from: bytes, count: length)
+    }
     count += length
   }
 

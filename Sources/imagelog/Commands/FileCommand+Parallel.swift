@@ -4,33 +4,44 @@ internal import Glibc
 import Synchronization
 
 extension FileCommand {
-  /// How many threads read files: one per processor up to four, and one for short lists, where
-  /// starting a thread costs more than it saves. The environment variable `IMAGELOG_THREADS` sets the
-  /// number (1 to 16) for long lists (`make bench` shows the one-thread figure with it).
-  static func readerThreads(for fileCount: Int) -> Int {
-    guard fileCount >= 16 else { return 1 }
+  /// How many threads may read files, and whether they start at once. Reading files that are in the
+  /// page cache is bound by system calls, which a second thread does not make cheaper here (it makes
+  /// every `close` and `munmap` costlier): the calling thread starts alone, and the others join only
+  /// when files turn out slow to read (cold files, network folders: waiting for the disk). Up to one
+  /// thread per processor, four at most. `IMAGELOG_THREADS` (1 to 16) sets the number and starts them
+  /// at once, for lists of 16 files or more (tests; `make bench` shows the one-thread figure with it).
+  static func readerThreads(for fileCount: Int) -> (count: Int, atOnce: Bool) {
+    guard fileCount >= 16 else { return (1, false) }
     if let text = getenv("IMAGELOG_THREADS"), let forced = Int(String(cString: text)), (1...16).contains(forced) {
-      return forced
+      return (forced, true)
     }
     let processors = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-    return max(1, min(4, processors, fileCount / 8))
+    return (max(1, min(4, processors, fileCount / 8)), false)
   }
 }
 
-/// Runs `work(0..<count)` on `threads` threads (the calling thread is one of them) and calls `consume`
-/// on the calling thread with every result in index order, each as soon as it and all before it are
-/// done. Indices are claimed one at a time, so a slow file does not hold up a whole share.
-func forEachInOrder<Result: Sendable>(count: Int, threads: Int, work: @escaping @Sendable (Int) -> Result,
-                                      consume: (Int, Result) -> Void) {
-  guard threads > 1, count > 1 else {
+/// Runs `work(0..<count)` on up to `threads` threads (the calling thread is one of them) and calls
+/// `consume` on the calling thread with every result in index order, each as soon as it and all before
+/// it are done. Indices are claimed one at a time, so a slow file does not hold up a whole share.
+/// Unless `atOnce`, the other threads start only when items `warmUp` to `probe` took more than
+/// `slowItem` nanoseconds each on average (then they help with the rest); the first items also pay
+/// for the process's first use of code and types, so they are not timed.
+func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = true, warmUp: Int = 16,
+                                      probe: Int = 64, slowItem: Int = 60_000,
+                                      work: @escaping @Sendable (Int) -> Result, consume: (Int, Result) -> Void) {
+  guard threads > 1, count > 1, atOnce || count > probe else {
     for index in 0..<count { consume(index, work(index)) }
     return
   }
   let shared = OrderedResults<Result>(count: count, work: work)
   var helpers: [pthread_t] = []
-  for _ in 1..<threads {
-    if let thread = startThread({ shared.runUntilDone() }) { helpers.append(thread) }
+  func startHelpers() {
+    for _ in 1..<threads {
+      if let thread = startThread({ shared.runUntilDone() }) { helpers.append(thread) }
+    }
   }
+  if atOnce { startHelpers() }
+  var started = 0
   var next = 0
   func drain() {
     while let result = shared.take(next) {
@@ -38,9 +49,24 @@ func forEachInOrder<Result: Sendable>(count: Int, threads: Int, work: @escaping 
       next += 1
     }
   }
-  while shared.runOne() { drain() }
+  var ran = 0
+  while shared.runOne() {
+    drain()
+    ran += 1
+    if ran == warmUp && !atOnce { started = monotonicNanoseconds() }
+    if ran == probe && helpers.isEmpty && !atOnce && monotonicNanoseconds() - started > (probe - warmUp) * slowItem {
+      startHelpers()
+    }
+  }
   for thread in helpers { pthread_join(thread, nil) }
   drain()
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+private func monotonicNanoseconds() -> Int {
+  var time = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &time)
+  return time.tv_sec * 1_000_000_000 + time.tv_nsec
 }
 
 /// Starts a thread running `body`; nil when the system would not start one (the caller does the work).

@@ -105,13 +105,16 @@ struct ProgressLine {
   private let clock = ContinuousClock()
   private let start: ContinuousClock.Instant
   private let delay: Duration
-  private var lastDraw: ContinuousClock.Instant?
+  // No Optional<Instant>: its metadata would be made at run time on every run, shown or not.
+  private var lastDraw: ContinuousClock.Instant
+  private var drawn = false
   private var shown = false
 
   init(total: Int) {
     self.total = total
     enabled = standardErrorIsTerminal
     start = clock.now
+    lastDraw = start
     let configured = getenv("IMAGELOG_PROGRESS_DELAY_MS").flatMap { Int(String(cString: $0)) }
     delay = .milliseconds(configured ?? 500)
   }
@@ -121,8 +124,9 @@ struct ProgressLine {
     guard enabled else { return }
     let now = clock.now
     guard now - start >= delay else { return }
-    if let lastDraw, now - lastDraw < .milliseconds(100) { return }
+    if drawn, now - lastDraw < .milliseconds(100) { return }
     lastDraw = now
+    drawn = true
     shown = true
     writeStandardError("\r\u{1B}[K[\(done)/\(total)] \(path)")
   }
@@ -130,7 +134,7 @@ struct ProgressLine {
   mutating func clear() {
     guard shown else { return }
     shown = false
-    lastDraw = nil
+    drawn = false
     writeStandardError("\r\u{1B}[K")
   }
 

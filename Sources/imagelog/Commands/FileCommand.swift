@@ -81,20 +81,22 @@ struct FileCommand: Command {
     let jsonArray = style == .json && !printUUIDs && !printEntitlements  // entitlements print their own JSON
     var output = OutputLines()
     if jsonArray { json.begin(&output) }
-    // Files are read and rendered on several threads (pread: no mappings to tear down, so no TLB
-    // shootdowns between them) and printed here, in order. A batch at a time, so a long walk whose
-    // output is read slowly holds at most one batch of reports.
+    // Files are read and rendered here, and on more threads when they are slow to read
+    // (`readerThreads`), and printed here, in order. A batch at a time, so a long walk whose output
+    // is read slowly holds at most one batch of reports.
     let command = self
     let threads = Self.readerThreads(for: inputs.count)
     var batchStart = 0
     while batchStart < inputs.count {
       let batch = Array(inputs[batchStart..<min(batchStart + Self.batchSize, inputs.count)])
       batchStart += batch.count
-      forEachInOrder(count: batch.count, threads: threads, work: { index in command.report(batch[index]) }) { index, report in
+      forEachInOrder(count: batch.count, threads: threads.count, atOnce: threads.atOnce,
+                     work: { index in command.report(batch[index]) }) { index, report in
         progress.tick(batch[index].path)
         for line in report.lines {
           switch line {
           case .output(let text): output.line(text)
+          case .outputBytes(let bytes): output.line(bytes)
           case .jsonElement(let bytes): json.element(bytes, &output)
           case .error(let text):
             progress.clear()
@@ -134,24 +136,33 @@ struct FileCommand: Command {
   /// Reads and decodes `path`. An ELF file is decoded from the ranges its parser asks for (`FileBytes`:
   /// a few `pread` calls); anything else is read whole. The bytes are released before this returns:
   /// the decoded value keeps no reference to them.
-  static func read(_ path: String) -> Result<BinaryFile, Problem> {
+  static func read(_ path: String) -> ReadOutcome {
     let file: FileBytes
-    do { file = try FileBytes(path: path) } catch { return .failure(.open(error)) }
+    do { file = try FileBytes(path: path) } catch { return .problem(.open(error)) }
     return file.withRanges { ranges in
       do throws(FormatError) {
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
-          return .success(.elf(try ELFFile(source: ranges)))
+          // No style prints section names (only their count): the others are checked, not made into Strings.
+          return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
         let whole = try ranges.slice(at: 0, length: ranges.count)
-        if isJavaClassFile(whole) { return .failure(.format(.notRecognized(magic: 0xCAFE_BABE))) }
-        return .success(try BinaryFile.parse(whole))
+        if isJavaClassFile(whole) { return .problem(.format(.notRecognized(magic: 0xCAFE_BABE))) }
+        return .binary(try BinaryFile.parse(whole))
       } catch {
         // A read that failed or came back short (the file shrank) is the system's problem, not the bytes'.
-        if let readError = file.readError { return .failure(.open(readError)) }
-        return .failure(.format(error))
+        if let readError = file.readError { return .problem(.open(readError)) }
+        return .problem(.format(error))
       }
     }
+  }
+
+  /// What `read` found: a decoded binary or why there is none. Not a `Result`: a generic type with an
+  /// `Error` requirement costs a conformance lookup at run time the first time it is used, which a run
+  /// over a few files notices.
+  enum ReadOutcome {
+    case binary(BinaryFile)
+    case problem(Problem)
   }
 
   /// Java class files share `FAT_MAGIC` (0xcafebabe); like LLVM's `identify_magic` and file(1), a
@@ -169,6 +180,8 @@ struct FileCommand: Command {
     enum Line: Sendable {
       /// A line (or lines) for standard output.
       case output(String)
+      /// A line for standard output, as UTF-8 without its newline (crash lines, written as bytes).
+      case outputBytes([UInt8])
       /// One compact JSON value, an element of the `--format json` array.
       case jsonElement([UInt8])
       /// A one-line diagnostic for standard error.
@@ -187,12 +200,12 @@ struct FileCommand: Command {
   /// Reads `input` and renders what it prints.
   func report(_ input: FileWalker.Input) -> FileReport {
     switch Self.read(input.path) {
-    case .failure(let problem):
+    case .problem(let problem):
       var report = FileReport()
       // A walk only reports files that look like binaries; named paths report every problem.
       if !(input.fromWalk && problem.meansNotABinary) { report.fail("imagelog: \(input.path): \(problem)") }
       return report
-    case .success(let binary):
+    case .binary(let binary):
       return report(binary, path: input.path)
     }
   }
@@ -204,8 +217,15 @@ struct FileCommand: Command {
       // Slices that could not be read: one line each; the others are still shown.
       for line in renderUniversalFailures(universal, path: path) { report.fail(line) }
     }
-    let slices = binary.slices
-    var indices = Array(slices.indices)
+    // An ELF file is one slice: its summary without the array `BinaryFile.slices` makes.
+    let slices: [SliceSummary]
+    if case .elf(let file) = binary, architecture == nil, !printEntitlements {
+      addSlice(file.summary, of: binary, index: 0, sliceCount: 1, path: path, to: &report)
+      return report
+    } else {
+      slices = binary.slices
+    }
+    var indices = slices.indices.map { $0 }
     if let architecture {
       let wanted = Self.canonicalArchitecture(architecture)
       indices = indices.filter { Self.canonicalArchitecture(slices[$0].architecture) == wanted }
@@ -219,34 +239,44 @@ struct FileCommand: Command {
       reportEntitlements(binary, path: path, indices: indices, into: &report)
       return report
     }
-    let renderer = binary.formatRenderer as? FileDetailRendering
     for index in indices {
-      let slice = slices[index]
-      if printUUIDs {
-        // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
-        if let buildID = slice.buildID { report.lines.append(.output("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)")) }
-        continue
-      }
-      switch style {
-      case .crash:
-        report.lines.append(.output(Self.crashLine(slice, path: path)))
-      case .detailed:
-        var lines = Self.commonDetailedLines(slice, path: path, sliceCount: slices.count)
-        lines += (renderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
-        report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
-      case .json:
-        var writer = JSONWriter()
-        writer.beginObject()
-        Self.writeCommonJSONMembers(slice, path: path, into: &writer)
-        for (key, value) in renderer?.jsonMembers(slice: index) ?? [] {
+      addSlice(slices[index], of: binary, index: index, sliceCount: slices.count, path: path, to: &report)
+    }
+    return report
+  }
+
+  /// Adds slice `index` of `binary` (summarized by `slice`) to `report` in the chosen style.
+  func addSlice(_ slice: SliceSummary, of binary: BinaryFile, index: Int, sliceCount: Int, path: String,
+                to report: inout FileReport) {
+    if printUUIDs {
+      // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
+      if let buildID = slice.buildID { report.lines.append(.output("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)")) }
+      return
+    }
+    switch style {
+    case .crash:
+      report.lines.append(.outputBytes(Self.crashLineBytes(slice, path: path)))
+    case .detailed:
+      var lines = Self.commonDetailedLines(slice, path: path, sliceCount: sliceCount)
+      lines += (binary.detailRenderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
+      report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
+    case .json:
+      var writer = JSONWriter()
+      writer.beginObject()
+      Self.writeCommonJSONMembers(slice, path: path, into: &writer)
+      if case .elf(let file) = binary {
+        // ELF's members written in place: what `jsonMembers` returns, without the tree in between.
+        writer.key("elf")
+        file.writeJSON(into: &writer)
+      } else {
+        for (key, value) in binary.detailRenderer?.jsonMembers(slice: index) ?? [] {
           writer.key(named: key)
           writer.value(value)
         }
-        writer.endObject()
-        report.lines.append(.jsonElement(writer.bytes))
       }
+      writer.endObject()
+      report.lines.append(.jsonElement(writer.bytes))
     }
-    return report
   }
 
   func reportEntitlements(_ binary: BinaryFile, path: String, indices: [Int], into report: inout FileReport) {
@@ -277,16 +307,88 @@ struct FileCommand: Command {
   }
 
   /// `0xSTART - 0xEND name arch  <uuid> path`: Apple's Binary Images line for a slice, from its link-time
-  /// text range (END is the last byte, inclusive), written by the same `ImageFormatter` as
-  /// `imagelog list` (32 zeros when the slice has no build-id or UUID).
-  static func crashLine(_ slice: SliceSummary, path: String) -> String {
-    let image = Image(path: path, loadAddress: slice.textVMRange.lowerBound, loadBias: 0, textRange: slice.textVMRange,
-                      loadRange: slice.loadVMRange, buildID: slice.buildID, architecture: slice.architecture,
-                      isMainExecutable: false)
-    return crashFormatter.format(image)
+  /// text range (END is the last byte, inclusive), as UTF-8 without the newline: the text
+  /// `ImageFormatter(style: .crash)` writes for `imagelog list` (32 zeros when the slice has no
+  /// build-id or UUID), written straight into one array — no `Image`, no interpolated Strings, for
+  /// thousands of files per run. `FileCommandTests` compares it with `ImageFormatter`'s line.
+  static func crashLineBytes(_ slice: SliceSummary, path: String) -> [UInt8] {
+    var path = path
+    var architecture = slice.architecture
+    return path.withUTF8 { pathBytes in
+      architecture.withUTF8 { architectureBytes in
+        // ImageFormatter names the image by `Image.shortName(of:)`, the Characters after the last "/".
+        // For an ASCII path that is the bytes after the last "/" byte; otherwise ask it.
+        var nameStart = 0
+        var ascii = true
+        for (index, byte) in pathBytes.enumerated() {
+          if byte == UInt8(ascii: "/") { nameStart = index + 1 }
+          if byte >= 0x80 { ascii = false }
+        }
+        var nonASCIIName: [UInt8] = []
+        if !ascii { nonASCIIName = Array(Image.shortName(of: String(decoding: pathBytes, as: UTF8.self)).utf8) }
+        let nameLength = ascii ? pathBytes.count - nameStart : nonASCIIName.count
+        let start = slice.textVMRange.lowerBound
+        // END is inclusive; an empty text range prints START as END.
+        let end = slice.textVMRange.isEmpty ? start : slice.textVMRange.upperBound - 1
+        let id = slice.buildID?.bytes ?? []
+        // "0x" + 16 digits, " - ", the same, " ", name, " ", arch, "  <", 32 digits, "> ", path.
+        let capacity = 2 * 18 + 3 + 1 + nameLength + 1 + architectureBytes.count + 3 + 32 + 2 + pathBytes.count
+        return [UInt8](unsafeUninitializedCapacity: capacity) { line, count in
+          var out = 0
+          out = writeHex(start, into: line, at: out)
+          out = write(" - ", into: line, at: out)
+          out = writeHex(end, into: line, at: out)
+          out = write(" ", into: line, at: out)
+          if ascii {
+            out = write(UnsafeBufferPointer(rebasing: pathBytes[nameStart...]), into: line, at: out)
+          } else {
+            out = nonASCIIName.withUnsafeBufferPointer { write($0, into: line, at: out) }
+          }
+          out = write(" ", into: line, at: out)
+          out = write(architectureBytes, into: line, at: out)
+          out = write("  <", into: line, at: out)
+          // BuildID.compactUUID: the first 16 bytes (zero-padded) as 32 lowercase hex digits.
+          for index in 0..<16 {
+            let byte = index < id.count ? id[index] : 0
+            line[out] = HexText.digit(Int(byte >> 4))
+            line[out + 1] = HexText.digit(Int(byte & 0xF))
+            out += 2
+          }
+          out = write("> ", into: line, at: out)
+          out = write(pathBytes, into: line, at: out)
+          count = out
+        }
+      }
+    }
   }
 
-  static let crashFormatter = ImageFormatter(style: .crash)
+  /// Copies `bytes` into `line` at `position`; returns the position after them. The caller sized `line`.
+  @inline(__always)
+  private static func write(_ bytes: UnsafeBufferPointer<UInt8>, into line: UnsafeMutableBufferPointer<UInt8>,
+                            at position: Int) -> Int {
+    guard let source = bytes.baseAddress, let target = line.baseAddress, !bytes.isEmpty else { return position }
+    precondition(bytes.count <= line.count - position, "crash line buffer too small")
+    (target + position).update(from: source, count: bytes.count)
+    return position + bytes.count
+  }
+
+  @inline(__always)
+  private static func write(_ text: StaticString, into line: UnsafeMutableBufferPointer<UInt8>, at position: Int) -> Int {
+    write(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount), into: line, at: position)
+  }
+
+  /// `0x` and `value` in lowercase hex without leading zeros (`hexDigits`), at `position`.
+  @inline(__always)
+  private static func writeHex(_ value: UInt64, into line: UnsafeMutableBufferPointer<UInt8>, at position: Int) -> Int {
+    let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
+    precondition(width + 2 <= line.count - position, "crash line buffer too small")
+    line[position] = UInt8(ascii: "0")
+    line[position + 1] = UInt8(ascii: "x")
+    for index in 0..<width {
+      line[position + 2 + index] = HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(4 * (width - 1 - index))) & 0xF))
+    }
+    return position + 2 + width
+  }
 
   /// The detailed view's lines that every format has (from `SliceSummary`).
   static func commonDetailedLines(_ slice: SliceSummary, path: String, sliceCount: Int) -> [String] {
@@ -370,7 +472,17 @@ protocol EntitlementsRendering {
 }
 
 extension BinaryFile {
-  /// The decoded file as a value the per-format views can be asked of (`as? FileDetailRendering`).
+  /// The decoded file's own part of the detailed and JSON views (a plain conversion: no dynamic cast
+  /// per file).
+  var detailRenderer: (any FileDetailRendering)? {
+    switch self {
+    case .elf(let file): file
+    case .machO(let file): file
+    case .fat(let file): file
+    }
+  }
+
+  /// The decoded file as a value the per-format views can be asked of (`as? EntitlementsRendering`).
   var formatRenderer: Any {
     switch self {
     case .elf(let file): file
