@@ -78,7 +78,7 @@ func processBenchmarks() throws -> [BenchmarkTable] {
     let noopAudited = environment + ["LD_AUDIT=\(noop)"]
     let iterations = 31
     var plain: [Double] = [], underNoop: [Double] = [], underModule: [Double] = [], underRun: [Double] = []
-    var startup: [Double] = []
+    var startup: [Double] = [], bare: [Double] = [], trueAlone: [Double] = []
     let clock = ContinuousClock()
     func seconds(_ duration: Duration) -> Double {
       Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
@@ -96,7 +96,10 @@ func processBenchmarks() throws -> [BenchmarkTable] {
       let e = try clock.measure { _ = try benchSpawn(command, environment: noopAudited) }
       let c = try clock.measure { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--"] + command) }
       let d = try clock.measure { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--", "/bin/true"]) }
+      let f = try clock.measure { _ = try benchSpawn([imagelog, "--version"]) }
+      let g = try clock.measure { _ = try benchSpawn(["/bin/true"], environment: environment) }
       if round == 0 { continue }  // warm-up
+      bare.append(seconds(f)); trueAlone.append(seconds(g))
       plain.append(seconds(a)); underModule.append(seconds(b)); underNoop.append(seconds(e)); underRun.append(seconds(c)); startup.append(seconds(d))
     }
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
@@ -114,13 +117,16 @@ func processBenchmarks() throws -> [BenchmarkTable] {
         + "shared ring that nothing reads meanwhile, the socket /dev/null): what the program itself pays; the whole "
         + "`imagelog run --output /dev/null`, which adds imagelog's own start-up (the Swift runtime), starting the "
         + "program and waiting for it, and reading and formatting the \(count) events on the other core; and "
-        + "`imagelog run -- /bin/true` for the fixed part alone.",
+        + "`imagelog run -- /bin/true` for the fixed part alone, next to what it is made of: `imagelog --version` "
+        + "(imagelog's own start-up and exit, nothing run) and `/bin/true` plain.",
       header: ["run", "time", "slowdown"],
       rows: [["plain", formatDuration(p), "-"],
              ["with a do-nothing audit module", formatDuration(n), slowdown(n)],
              ["with the audit module", formatDuration(m), slowdown(m)],
              ["imagelog run", formatDuration(r), slowdown(r)],
-             ["imagelog run -- /bin/true (fixed cost)", formatDuration(s), "-"]]))
+             ["imagelog run -- /bin/true (fixed cost)", formatDuration(s), "-"],
+             ["imagelog --version (start-up and exit)", formatDuration(median(bare)), "-"],
+             ["/bin/true", formatDuration(median(trueAlone)), "-"]]))
   }
   return tables
 }
