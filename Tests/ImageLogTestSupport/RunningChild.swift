@@ -23,14 +23,8 @@ public final class RunningChild {
     posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
     if let errorPath { posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644) }
     var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
+    initDefaultSignalAttributes(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
-    var none = sigset_t(), all = sigset_t()
-    sigemptyset(&none)
-    sigfillset(&all)
-    posix_spawnattr_setsigmask(&attributes, &none)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     let argv = arguments.map { strdup($0) } + [nil]
     let envp = (environment ?? ImageLogTestSupport.environment(applying: [:])).map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
