@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "CImageLogCrash.h" /* crash-time image table and handler (crash.c) */
+#include "CImageLogRing.h"  /* the record ring of imagelog run (ring.c) */
 
 /* other processes */
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count
