@@ -2,31 +2,135 @@
 #include "CImageLog.h"
 #include <dlfcn.h>
 #include <link.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/auxv.h>
 
-struct il_walk {
-  int (*visit)(const il_object *, void *);
+static void il_fill_object(il_object *object, const struct dl_phdr_info *info, size_t size) {
+  object->load_bias = (uintptr_t)info->dlpi_addr;
+  object->name = info->dlpi_name ? info->dlpi_name : "";
+  object->phdrs = info->dlpi_phdr;
+  object->phnum = info->dlpi_phnum;
+  /* dlpi_adds/dlpi_subs exist since glibc 2.4; the size check is what dl_iterate_phdr(3) asks for. */
+  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+    object->adds = info->dlpi_adds;
+    object->subs = info->dlpi_subs;
+  }
+  object->name_length = strlen(object->name);
+  const char *slash = memrchr(object->name, '/', object->name_length);
+  object->short_name_offset = slash ? (size_t)(slash - object->name) + 1 : 0;
+}
+
+/* The walk behind the observers and snapshot(): an object that is the one expected next costs one
+   comparison here instead of a call into Swift (a dlopen/dlclose cycle walks the whole list twice). */
+struct il_matching_walk {
+  il_walk *walk;
+  int (*visit)(const il_object *, il_walk *, void *);
   void *context;
 };
 
 static int il_walk_one(struct dl_phdr_info *info, size_t size, void *data) {
-  struct il_walk *walk = data;
-  il_object object = {0};
-  object.load_bias = (uintptr_t)info->dlpi_addr;
-  object.name = info->dlpi_name ? info->dlpi_name : "";
-  object.phdrs = info->dlpi_phdr;
-  object.phnum = info->dlpi_phnum;
-  /* dlpi_adds/dlpi_subs exist since glibc 2.4; the size check is what dl_iterate_phdr(3) asks for. */
-  if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
-    object.adds = info->dlpi_adds;
-    object.subs = info->dlpi_subs;
+  struct il_matching_walk *matching = data;
+  il_walk *walk = matching->walk;
+  int has_counters = size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs);
+  if (walk->index == 0 && has_counters) {
+    walk->adds = info->dlpi_adds;
+    walk->subs = info->dlpi_subs;
   }
-  return walk->visit(&object, walk->context);
+  if (walk->index == 0 && walk->stop_if_unchanged && walk->adds == walk->known_adds &&
+      walk->subs == walk->known_subs) {
+    walk->unchanged = 1;
+    return 1;
+  }
+  int result = 0;
+  if (walk->match_keys && walk->cursor < walk->key_count &&
+      walk->keys[walk->cursor].load_bias == (uintptr_t)info->dlpi_addr &&
+      walk->keys[walk->cursor].phdrs == (const void *)info->dlpi_phdr) {
+    walk->cursor++;
+  } else {
+    il_object object = {0};
+    il_fill_object(&object, info, size);
+    result = matching->visit(&object, walk, matching->context);
+  }
+  walk->index++;
+  return result;
 }
 
-int il_iterate_objects(int (*visit)(const il_object *object, void *context), void *context) {
-  struct il_walk walk = { visit, context };
-  return dl_iterate_phdr(il_walk_one, &walk);
+int il_walk_objects(il_walk *walk, int (*visit)(const il_object *object, il_walk *walk, void *context),
+                    void *context) {
+  struct il_matching_walk matching = { walk, visit, context };
+  walk->index = 0;
+  walk->unchanged = 0;
+  walk->adds = 0;
+  walk->subs = 0;
+  return dl_iterate_phdr(il_walk_one, &matching);
+}
+
+/* The program headers are the loader's own: it mapped the object by these very entries, and they
+   are read with <link.h>'s types, as dl_iterate_phdr(3) callers do. (Note contents, which the loader
+   never checks, are left to the bounds-checked reader on the Swift side.) */
+int il_object_layout(const il_object *object, uint64_t page_size, il_layout *layout) {
+  const ElfW(Phdr) *headers = object->phdrs;
+  if (!headers) return 0;
+  int found = 0;
+  uint64_t first = 0, text_end = 0, load_end = 0;
+  for (uint16_t index = 0; index < object->phnum; index++) {
+    const ElfW(Phdr) *header = &headers[index];
+    if (header->p_type != PT_LOAD) continue;
+    uint64_t vaddr = header->p_vaddr, end;
+    if (__builtin_add_overflow(vaddr, (uint64_t)header->p_memsz, &end)) return 0;
+    uint64_t align = header->p_align;
+    if (align <= 1 || (align & (align - 1)) != 0) align = 1;
+    uint64_t start = vaddr & ~(align - 1);
+    if (!found || start < first) first = start;
+    found = 1;
+    if (end > load_end) load_end = end;
+    if ((header->p_flags & PF_X) && end > text_end) text_end = end;
+  }
+  if (!found) return 0;
+  uint64_t bias = (uint64_t)object->load_bias;
+  uint64_t mask = page_size - 1;
+  uint64_t file_end = bias + first;  /* addresses wrap as the loader's do: the bias is modulo 2^64 */
+  for (uint16_t index = 0; index < object->phnum; index++) {
+    const ElfW(Phdr) *header = &headers[index];
+    if (header->p_type != PT_LOAD || header->p_filesz == 0) continue;
+    uint64_t end, rounded;
+    if (__builtin_add_overflow((uint64_t)header->p_vaddr, (uint64_t)header->p_filesz, &end)) continue;
+    if (__builtin_add_overflow(end, mask, &rounded)) rounded = end;
+    else rounded &= ~mask;
+    if (bias + rounded > file_end) file_end = bias + rounded;
+  }
+  layout->first_vaddr = first;
+  layout->text_end_vaddr = text_end > first ? text_end : first;
+  layout->load_end_vaddr = load_end;
+  layout->file_end = file_end;
+  return 1;
+}
+
+int il_object_next_note(const il_object *object, uint16_t *index, il_note_area *note) {
+  const ElfW(Phdr) *headers = object->phdrs;
+  if (!headers) return 0;
+  while (*index < object->phnum) {
+    const ElfW(Phdr) *candidate = &headers[(*index)++];
+    if (candidate->p_type != PT_NOTE || candidate->p_filesz == 0) continue;
+    uint64_t start = candidate->p_vaddr, size = candidate->p_filesz, end;
+    if (__builtin_add_overflow(start, size, &end) || size > (uint64_t)INTPTR_MAX) continue;
+    int mapped = 0;
+    for (uint16_t load = 0; load < object->phnum && !mapped; load++) {
+      const ElfW(Phdr) *segment = &headers[load];
+      uint64_t file_end;
+      if (segment->p_type != PT_LOAD) continue;
+      if (__builtin_add_overflow((uint64_t)segment->p_vaddr, (uint64_t)segment->p_filesz, &file_end)) continue;
+      mapped = segment->p_vaddr <= start && end <= file_end;
+    }
+    uint64_t address = (uint64_t)object->load_bias + start;
+    if (!mapped || (uintptr_t)address == 0) continue;
+    note->address = address;
+    note->size = (size_t)size;
+    note->alignment = candidate->p_align == 8 ? 8 : 4;
+    return 1;
+  }
+  return 0;
 }
 
 static int il_first_counters(struct dl_phdr_info *info, size_t size, void *data) {

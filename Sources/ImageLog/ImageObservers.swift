@@ -84,6 +84,11 @@ extension LoadedImages {
 /// passed its number. An observer receives the events numbered after its registration, and an add
 /// observer's replay of the images known at registration is the item just before those: so nothing
 /// falls between the replay and the first event, and nothing appears in both.
+///
+/// The deliverer takes every waiting item at once, with the observer lists as they are then: an
+/// observer registered later numbers its first event after all of them (`firstSequence`), and one
+/// cancelled meanwhile has its `cancelled` flag set before it leaves the lists, which is checked
+/// before each call. The queue's storage goes back and forth between the queue and the deliverer.
 final class ObserverCenter: Sendable {
   static let shared = ObserverCenter()
 
@@ -116,16 +121,24 @@ final class ObserverCenter: Sendable {
     }
   }
 
+  /// What one deliverer takes from the queue: the items and the observers at that moment.
+  struct Batch {
+    var items: [Item] = []
+    var addObservers: [Observer] = []
+    var removeObservers: [Observer] = []
+  }
+
   private struct State {
     var view = LoaderView()
-    /// Registration order, one list per kind (delivery takes a copy of one list without filtering).
+    /// Registration order, one list per kind (delivery takes a copy of both without filtering).
     var addObservers: [Observer] = []
     var removeObservers: [Observer] = []
     var hasObservers: Bool { !addObservers.isEmpty || !removeObservers.isEmpty }
     var nextID = 0
-    /// Items from `head` on wait for delivery; delivered ones are taken out (nil) without copying.
-    var queue: [Item?] = []
-    var head = 0
+    /// Items waiting for delivery, in number order.
+    var queue: [Item] = []
+    /// An emptied batch, kept for its capacity (the next batch's queue).
+    var spare: [Item] = []
     var nextSequence: UInt64 = 1
     var delivering = false
   }
@@ -144,6 +157,7 @@ final class ObserverCenter: Sendable {
     // Inside a constructor or destructor run by dlopen/dlclose the loader's lock is held: queue the
     // replay for the outermost dlopen/dlclose to deliver once the lock is released.
     let insideLoader = il_loader_call_depth() > 0
+    var batch = Batch()
     let (observer, inlineReplay, deliver, target) = state.withLock { state in
       Self.sync(&state)
       state.nextID += 1
@@ -166,13 +180,13 @@ final class ObserverCenter: Sendable {
         state.nextSequence += 1
         state.addObservers.append(observer)
       }
-      let (deliver, target) = insideLoader ? (false, 0) : Self.claimDelivery(&state)
+      let (deliver, target) = insideLoader ? (false, 0) : Self.claimDelivery(&state, &batch)
       return (observer, inlineReplay, deliver, target)
     }
     if let inlineReplay {
       for image in inlineReplay where !observer.cancelled.load(ordering: .acquiring) { observer.handler(image) }
     }
-    finishDelivery(deliver: deliver, target: target, nested: nested || insideLoader)
+    finishDelivery(deliver: deliver, &batch, target: target, nested: nested || insideLoader)
     let id = observer.id
     return ObservationToken { [weak self] in
       observer.cancelled.store(true, ordering: .releasing)
@@ -188,81 +202,93 @@ final class ObserverCenter: Sendable {
     let nested = il_is_delivering() != 0
     // refresh() from a constructor or destructor: queue only (the loader's lock is held).
     let insideLoader = il_loader_call_depth() > 0
+    var batch = Batch()
     let (deliver, target) = state.withLock { state -> (Bool, UInt64) in
-      guard state.hasObservers || state.head < state.queue.count else { return (false, 0) }
+      guard state.hasObservers || !state.queue.isEmpty else { return (false, 0) }
       Self.sync(&state)
-      return insideLoader ? (false, 0) : Self.claimDelivery(&state)
+      return insideLoader ? (false, 0) : Self.claimDelivery(&state, &batch)
     }
-    finishDelivery(deliver: deliver, target: target, nested: nested || insideLoader)
+    finishDelivery(deliver: deliver, &batch, target: target, nested: nested || insideLoader)
   }
 
-  /// Whether the caller must deliver the queue (nobody is), and the number it must see delivered.
-  private static func claimDelivery(_ state: inout State) -> (Bool, UInt64) {
+  /// Whether the caller must deliver the queue (nobody is: then `batch` holds what to deliver), and
+  /// the number it must see delivered.
+  private static func claimDelivery(_ state: inout State, _ batch: inout Batch) -> (Bool, UInt64) {
     let target = state.nextSequence - 1
-    if state.head < state.queue.count && !state.delivering {
+    if !state.queue.isEmpty && !state.delivering {
       state.delivering = true
+      takeBatch(&state, &batch)
       return (true, target)
     }
     return (false, target)
   }
 
-  private func finishDelivery(deliver: Bool, target: UInt64, nested: Bool) {
+  /// Moves the waiting items into `batch` (whose `items` is empty) and leaves the spare storage as
+  /// the queue.
+  private static func takeBatch(_ state: inout State, _ batch: inout Batch) {
+    swap(&batch.items, &state.spare)
+    swap(&batch.items, &state.queue)
+    batch.addObservers = state.addObservers
+    batch.removeObservers = state.removeObservers
+  }
+
+  private func finishDelivery(deliver: Bool, _ batch: inout Batch, target: UInt64, nested: Bool) {
     if deliver {
-      deliverQueue()
+      deliverQueue(&batch)
     } else if !nested && target > 0 {
       il_gate_wait(target)
     }
   }
 
-  private func deliverQueue() {
+  /// Delivers `batch`, then whatever was queued meanwhile, until the queue is empty.
+  private func deliverQueue(_ batch: inout Batch) {
     il_set_delivering(1)
     defer { il_set_delivering(0) }
     while true {
-      let next = state.withLock { state -> (Item, [Observer])? in
-        guard state.head < state.queue.count else {
-          state.queue.removeAll(keepingCapacity: true)
-          state.head = 0
+      // The items are read in place (the handlers cannot reach `batch`): no copy of each image.
+      batch.items.withUnsafeBufferPointer { items in
+        for index in items.indices {
+          switch items[index] {
+          case .event(let sequence, let event, let image):
+            let recipients = event == .added ? batch.addObservers : batch.removeObservers
+            // Observers registered after the event are skipped (firstSequence).
+            for observer in recipients where observer.firstSequence <= sequence && !observer.cancelled.load(ordering: .acquiring) {
+              observer.handler(image)
+            }
+            il_gate_publish(sequence)
+          case .replay(let sequence, let observer, let images):
+            for image in images where !observer.cancelled.load(ordering: .acquiring) {
+              observer.handler(image)
+            }
+            il_gate_publish(sequence)
+          }
+        }
+      }
+      batch.items.emptyKeepingCapacity()
+      let more = state.withLock { state -> Bool in
+        swap(&state.spare, &batch.items)
+        guard !state.queue.isEmpty else {
           state.delivering = false
-          return nil
+          return false
         }
-        var taken: Item? = nil
-        swap(&taken, &state.queue[state.head])
-        // Only the deliverer takes items, each once, at `head`: a nil here is a bug of ours.
-        guard let item = taken else { preconditionFailure("observer queue item taken twice") }
-        state.head += 1
-        switch item {
-        case .event(_, let event, _):
-          // Observers registered after the event are skipped while delivering (firstSequence).
-          return (item, event == .added ? state.addObservers : state.removeObservers)
-        case .replay(_, let observer, _):
-          return (item, state.addObservers.contains { $0 === observer } ? [observer] : [])
-        }
+        Self.takeBatch(&state, &batch)
+        return true
       }
-      guard let (item, recipients) = next else { return }
-      switch item {
-      case .event(let sequence, _, let image):
-        for observer in recipients where observer.firstSequence <= sequence && !observer.cancelled.load(ordering: .acquiring) {
-          observer.handler(image)
-        }
-      case .replay(_, let observer, let images):
-        for image in images where !recipients.isEmpty && !observer.cancelled.load(ordering: .acquiring) {
-          observer.handler(image)
-        }
-      }
-      il_gate_publish(item.sequence)
+      guard more else { return }
     }
   }
 
   /// Brings the view up to date with the loader and queues the differences for the observers that
   /// want them. Removes come first, in load order, then adds, in load order.
   private static func sync(_ state: inout State) {
-    guard let changes = state.view.update() else { return }
-    if !changes.removed.isEmpty && !state.removeObservers.isEmpty {
-      for image in changes.removed { enqueue(&state, .removed, image) }
+    // The view leaves the state while it reports into the queue.
+    var view = LoaderView()
+    swap(&view, &state.view)
+    let wantsRemovals = !state.removeObservers.isEmpty, wantsAdditions = !state.addObservers.isEmpty
+    _ = view.update { event, image in
+      if event == .removed ? wantsRemovals : wantsAdditions { enqueue(&state, event, image) }
     }
-    if !changes.added.isEmpty && !state.addObservers.isEmpty {
-      for image in changes.added { enqueue(&state, .added, image) }
-    }
+    swap(&view, &state.view)
   }
 
   private static func enqueue(_ state: inout State, _ event: ImageEvent, _ image: Image) {

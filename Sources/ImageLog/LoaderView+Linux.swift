@@ -18,210 +18,274 @@ struct LoaderCounters: Equatable, Sendable {
   }
 }
 
-/// What identifies one loaded object while it stays loaded, available without decoding anything:
-/// its load bias and where its program headers are (inside its own mapping, or a loader allocation).
-struct LoadedObjectKey: Hashable, Sendable {
-  var loadBias: UInt
-  var programHeaders: UInt
-}
-
-/// The loader's list as last seen, brought up to date in place by one `dl_iterate_phdr` walk.
+/// The loader's list as last seen, brought up to date by one `dl_iterate_phdr` walk.
 ///
 /// Images are built inside the walk's callback, while the loader's list lock guarantees the object is
 /// still mapped, and only for objects not seen before. Survivors keep their relative order in the
 /// loader's list (new objects are appended to their namespace), so the walk merges against the
-/// previous list with a cursor instead of hashing. Once anything was unloaded (`dlpi_subs` moved), a
-/// new object may sit at a freed address with its program headers where the old one's were; when the
-/// counters say that may have happened (see `update`), a survivor is accepted only if its name, its
-/// `PT_LOAD`/`PT_NOTE` headers and its build-id bytes are unchanged (the same file at the same
-/// address: every `Image` field would come out equal).
-final class LoaderView {
-  /// The view itself: a value the walk takes over (swapped out, so its arrays stay uniquely
-  /// referenced and are edited in place) and hands back.
-  struct List {
-    var counters: LoaderCounters?
-    var keys: [LoadedObjectKey] = []
-    var images: [Image] = []
-    var fingerprints: [Fingerprint] = []
-  }
-
-  private var list = List()
-
-  /// The loader's counters when the view was last brought up to date.
-  var counters: LoaderCounters? { list.counters }
+/// previous list with a cursor instead of hashing; the C side of the walk passes over the object
+/// expected at the cursor without calling into Swift, so an unchanged object costs one comparison.
+/// The walk records what it found and the view applies it afterwards.
+///
+/// Once anything was unloaded (`dlpi_subs` moved), a new object may sit at a freed address with its
+/// program headers where the old one's were; when the counters say that may have happened (see
+/// `update`), a survivor is accepted only if the image built from it again is equal to the stored
+/// one: the same path (a library's path is its loader name; the executable and the vDSO, whose paths
+/// are not, are never unloaded), the same ranges from its program headers and the same build-id
+/// bytes at the same address.
+struct LoaderView {
   /// The images, in the loader's order.
-  var images: [Image] { list.images }
+  private(set) var images: [Image] = []
+  /// What identifies each image's object while it stays loaded, in the same order.
+  private var keys: [il_object_key] = []
+  /// The loader's counters when the view was last brought up to date.
+  private(set) var counters: LoaderCounters?
+  /// A walk's lists of additions, kept between walks for their capacity.
+  private var spareKeys: [il_object_key] = []
+  private var spareImages: [Image] = []
 
-  /// What identifies the file behind a key: its loader name and the program headers its image was
-  /// built from (the `PT_LOAD` and `PT_NOTE` entries, already decoded: keeping them costs nothing).
-  struct Fingerprint {
-    /// The loader's name when it differs from the image's path (`nil`: it is the path).
-    var name: [UInt8]?
-    var headerCount: UInt16
-    var headers: [ProgramHeader]
-  }
-
-  /// What one update found.
+  /// What updates found: images removed and images added, each in load order.
   struct Changes {
     var removed: [Image] = []
     var added: [Image] = []
   }
 
   /// Walks the loader's list and applies the differences; `nil` when the counters did not move.
+  mutating func update(collectingChanges collect: Bool = true) -> Changes? {
+    var changes = Changes()
+    let changed = update { event, image in
+      guard collect else { return }
+      if event == .removed { changes.removed.append(image) } else { changes.added.append(image) }
+    }
+    return changed ? changes : nil
+  }
+
+  /// Walks the loader's list, applies the differences and calls `report` for each: every image
+  /// removed, in load order, then every image added, in load order. `false` when the counters did not
+  /// move. `report` must not use this view.
   ///
   /// glibc counts every object added to or removed from a namespace list (`dlpi_adds`/`dlpi_subs`
   /// move by one per object, failed loads included). A first walk matches objects by key only; when
   /// the objects it found added and removed account exactly for how far the counters moved, no object
-  /// can have been replaced under an old key. Otherwise a second walk checks every survivor's
-  /// fingerprint and reports a replaced one as removed and added.
-  func update(collectingChanges collect: Bool = true) -> Changes? {
-    let previous = list.counters
-    let first = walk(verify: false, force: false, collect: collect)
-    guard !first.unchanged else { return nil }
-    guard let previous, first.counters.subs != previous.subs else { return first.changes }
-    let added = UInt64(first.added), removed = UInt64(first.removed)
-    if first.counters.adds &- previous.adds == added && first.counters.subs &- previous.subs == removed {
-      return first.changes
+  /// can have been replaced under an old key. Otherwise a second walk checks every survivor
+  /// and reports a replaced one as removed and added (its removals after the first walk's, its
+  /// additions after the first walk's).
+  mutating func update(_ report: (ImageEvent, Image) -> Void) -> Bool {
+    let previous = counters
+    var first = Walk(verify: false, addedKeys: [], addedImages: [])
+    swap(&first.addedKeys, &spareKeys)
+    swap(&first.addedImages, &spareImages)
+    defer {
+      first.addedKeys.emptyKeepingCapacity()
+      first.addedImages.emptyKeepingCapacity()
+      swap(&first.addedKeys, &spareKeys)
+      swap(&first.addedImages, &spareImages)
     }
-    let second = walk(verify: true, force: true, collect: collect)
-    var changes = first.changes
-    changes.removed += second.changes.removed
-    changes.added += second.changes.added
-    return changes
+    guard run(&first) else { return false }
+    var verify = false
+    if let previous, first.counters.subs != previous.subs {
+      let added = UInt64(first.added), removed = UInt64(first.removed)
+      verify = first.counters.adds &- previous.adds != added || first.counters.subs &- previous.subs != removed
+    }
+    reportRemovals(first, report)
+    if !verify {
+      for index in first.addedImages.indices { report(.added, first.addedImages[index]) }
+      apply(&first)
+      return true
+    }
+    let firstAdded = first.addedImages
+    apply(&first)
+    var second = Walk(verify: true, addedKeys: [], addedImages: [])
+    if run(&second) {
+      reportRemovals(second, report)
+      for image in firstAdded { report(.added, image) }
+      for image in second.addedImages { report(.added, image) }
+      apply(&second)
+    } else {
+      for image in firstAdded { report(.added, image) }
+    }
+    return true
   }
 
-  /// One `dl_iterate_phdr` walk over the list, which the walk owns meanwhile. The callback reaches the
-  /// walk through a typed pointer to this stack value: no reference counting or dynamic exclusivity
-  /// checks per object.
-  private func walk(verify: Bool, force: Bool, collect: Bool) -> Walk {
-    var walk = Walk(verify: verify, force: force, collect: collect)
-    swap(&walk.list, &list)
-    withUnsafeMutablePointer(to: &walk) { pointer in
-      _ = il_iterate_objects({ object, raw in
-        guard let object, let raw else { return 1 }
-        // `raw` is the pointer to `walk` passed below, typed as it was created.
-        return UnsafeMutablePointer<Walk>(OpaquePointer(raw)).pointee.visit(object.pointee)
-      }, UnsafeMutableRawPointer(pointer))
+  /// Calls `report` for the images a walk found gone (the view not yet changed).
+  private func reportRemovals(_ walk: Walk, _ report: (ImageEvent, Image) -> Void) {
+    for range in walk.removals {
+      for index in range { report(.removed, images[index]) }
     }
-    if !walk.unchanged {
-      walk.finish()
-      walk.list.counters = walk.counters
-    }
-    swap(&walk.list, &list)
-    return walk
+    for index in walk.tail { report(.removed, images[index]) }
   }
 
+  /// What one walk found, in positions of the list before it.
   private struct Walk {
-    var list = List()
-    var counters = LoaderCounters(adds: 0, subs: 0)
-    var unchanged = false
     let verify: Bool
-    let force: Bool
-    let collect: Bool
-    /// Objects gone, found before the end of the walk or after it.
+    /// The list before the walk (its storage, unchanged until the walk ends).
+    var knownImages = UnsafeBufferPointer<Image>(start: nil, count: 0)
+    /// Ranges of the previous list that are gone, in increasing order (the tail after the walk's
+    /// cursor is not among them).
+    var removals: [Range<Int>] = []
+    /// Objects seen for the first time, in load order.
+    var addedKeys: [il_object_key]
+    var addedImages: [Image]
+    /// Where each added object goes: before the previous list's entry at that position (after the
+    /// objects added before it there). Empty while every addition is at the end (a `dlopen`).
+    var addedPositions: [Int] = []
+    /// The end of the previous list that the walk did not reach again (gone too).
+    var tail = 0..<0
+    /// Objects gone, and objects seen for the first time (including any whose image could not be built).
     var removed = 0
-    var cursor = 0
-    var index = 0
-    /// Objects seen for the first time, including any whose image could not be built.
     var added = 0
-    var changes = Changes()
+    /// The loader's counters at the walk.
+    var counters = LoaderCounters(adds: 0, subs: 0)
 
-    init(verify: Bool, force: Bool, collect: Bool) {
-      self.verify = verify
-      self.force = force
-      self.collect = collect
-    }
-
-    mutating func visit(_ object: il_object) -> Int32 {
-      defer { index += 1 }
-      if index == 0 {
-        counters = LoaderCounters(adds: object.adds, subs: object.subs)
-        if !force && list.counters == counters { unchanged = true; return 1 }
+    /// Called by the C walk for every object that is not the one expected at the cursor (every
+    /// object when verifying).
+    mutating func visit(_ object: UnsafePointer<il_object>, _ walk: UnsafeMutablePointer<il_walk>) -> Int32 {
+      let key = il_object_key(load_bias: object.pointee.load_bias, phdrs: object.pointee.phdrs)
+      let index = walk.pointee.index
+      let cursor = walk.pointee.cursor
+      let count = walk.pointee.key_count
+      var later = cursor
+      // `keys` is the view's key storage, unchanged for the whole walk (see `LoaderView.walk`).
+      if let keys = walk.pointee.keys {
+        while later < count {
+          if LoaderView.equal(keys[later], key) && (!verify || isSame(at: later, object, index: index)) { break }
+          later += 1
+        }
       }
-      let key = LoadedObjectKey(loadBias: object.load_bias, programHeaders: UInt(bitPattern: object.phdrs))
-      if cursor < list.keys.count, list.keys[cursor] == key, !verify || LoaderView.isSame(list, at: cursor, object) {
-        cursor += 1
-        return 0
-      }
-      var later = cursor + 1
-      while later < list.keys.count,
-            !(list.keys[later] == key && (!verify || LoaderView.isSame(list, at: later, object))) {
-        later += 1
-      }
-      if later < list.keys.count {
+      if later < count {
         // The objects between the cursor and the match were unloaded.
-        removed += later - cursor
-        if collect { changes.removed += list.images[cursor..<later] }
-        list.keys.removeSubrange(cursor..<later)
-        list.images.removeSubrange(cursor..<later)
-        list.fingerprints.removeSubrange(cursor..<later)
-        cursor += 1
+        if later > cursor {
+          removed += later - cursor
+          removals.append(cursor..<later)
+        }
+        walk.pointee.cursor = later + 1
         return 0
       }
       added += 1
-      guard let (image, headers) = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
-      list.keys.insert(key, at: cursor)
-      list.fingerprints.insert(LoaderView.fingerprint(object, image: image, headers: headers), at: cursor)
-      if collect { changes.added.append(image) }
-      list.images.insert(image, at: cursor)
-      cursor += 1
+      guard let image = LoaderImageBuilder.image(from: object, index: index) else { return 0 }
+      if addedImages.isEmpty && count == 0 {
+        // A first walk: the loader's counters tell about how many objects there are.
+        let estimate = Int(truncatingIfNeeded: walk.pointee.adds &- walk.pointee.subs)
+        let capacity = estimate > 0 && estimate < 4096 ? estimate : 16
+        addedKeys.reserveCapacity(capacity)
+        addedImages.reserveCapacity(capacity)
+      }
+      if cursor != count && addedPositions.isEmpty {
+        // The first addition that is not at the end: the earlier ones all were.
+        addedPositions = Array(repeating: count, count: addedImages.count)
+      }
+      if cursor != count || !addedPositions.isEmpty { addedPositions.append(cursor) }
+      addedKeys.append(key)
+      addedImages.append(image)
       return 0
     }
 
-    /// Whatever the walk did not reach again is gone.
-    mutating func finish() {
-      guard cursor < list.keys.count else { return }
-      removed += list.keys.count - cursor
-      if collect { changes.removed += list.images[cursor...] }
-      list.keys.removeSubrange(cursor...)
-      list.images.removeSubrange(cursor...)
-      list.fingerprints.removeSubrange(cursor...)
+    /// Whether `object` is the same file, mapped the same way, as the known entry at `position`: the
+    /// image built from it now equals the stored one.
+    func isSame(at position: Int, _ object: UnsafePointer<il_object>, index: Int) -> Bool {
+      guard position < knownImages.count, let image = LoaderImageBuilder.image(from: object, index: index) else {
+        return false
+      }
+      return image == knownImages[position]
     }
   }
 
-  static func fingerprint(_ object: il_object, image: Image, headers: [ProgramHeader]) -> Fingerprint {
-    // A library's path is its loader name: keep a copy only for the executable and the vDSO.
-    let name: [UInt8]? = image.isMainExecutable || image.path == "[vdso]"
-      ? object.name.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? [] : nil
-    return Fingerprint(name: name, headerCount: object.phnum, headers: headers)
+  /// One `dl_iterate_phdr` walk over the list, recorded in `walk` (nothing applied yet); `false`
+  /// when the walk (not `verify`) found the counters unchanged. The callback reaches the walk through
+  /// a typed pointer to this stack value: no reference counting or exclusivity checks per object.
+  private func run(_ walk: inout Walk) -> Bool {
+    var state = il_walk()
+    state.match_keys = walk.verify ? 0 : 1
+    if !walk.verify, let counters {
+      state.stop_if_unchanged = 1
+      state.known_adds = counters.adds
+      state.known_subs = counters.subs
+    }
+    // The lists are only read during the walk; they change after it.
+    keys.withUnsafeBufferPointer { keys in
+      images.withUnsafeBufferPointer { images in
+        state.keys = keys.baseAddress
+        state.key_count = keys.count
+        walk.knownImages = images
+        withUnsafeMutablePointer(to: &walk) { pointer in
+          _ = il_walk_objects(&state, { object, state, raw in
+            guard let object, let state, let raw else { return 1 }
+            // `raw` is the pointer to `walk` passed below, typed as it was created.
+            return UnsafeMutablePointer<Walk>(OpaquePointer(raw)).pointee.visit(object, state)
+          }, UnsafeMutableRawPointer(pointer))
+        }
+      }
+    }
+    walk.knownImages = UnsafeBufferPointer(start: nil, count: 0)
+    guard state.unchanged == 0 else { return false }
+    // Whatever the walk did not reach again is gone.
+    walk.tail = min(state.cursor, keys.count)..<keys.count
+    walk.removed += walk.tail.count
+    walk.counters = LoaderCounters(adds: state.adds, subs: state.subs)
+    return true
   }
 
-  /// Whether `object` is the same file, mapped the same way, as the entry at `position`.
-  private static func isSame(_ list: List, at position: Int, _ object: il_object) -> Bool {
-    let known = list.fingerprints[position]
-    guard object.phnum == known.headerCount, let headers = LoaderImageBuilder.headers(of: object),
-          headers == known.headers else { return false }
-    let image = list.images[position]
-    let name = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
-    if let knownName = known.name {
-      guard let base = name.baseAddress else { return knownName.isEmpty }
-      guard Self.equal(knownName, base, count: name.count) else { return false }
-    } else {
-      // A native String's UTF-8 is contiguous: one memcmp instead of a per-byte walk.
-      let same = image.path.utf8.withContiguousStorageIfAvailable { path in
-        path.count == name.count && (path.isEmpty || memcmp(path.baseAddress!, name.baseAddress!, path.count) == 0)
-      } ?? image.path.utf8.elementsEqual(name)
-      guard same else { return false }
+  /// Applies a walk's removals and additions; in place for the common cases (a first walk, objects
+  /// appended by `dlopen`, objects removed by `dlclose`).
+  private mutating func apply(_ walk: inout Walk) {
+    let tail = walk.tail
+    counters = walk.counters
+    if walk.addedPositions.isEmpty {
+      // Removals, then additions at the end.
+      if !tail.isEmpty {
+        for _ in tail {
+          images.removeLast()
+          keys.removeLast()
+        }
+      }
+      for range in walk.removals.reversed() {
+        images.removeSubrange(range)
+        keys.removeSubrange(range)
+      }
+      if images.isEmpty {
+        swap(&images, &walk.addedImages)
+        swap(&keys, &walk.addedKeys)
+      } else {
+        // Element by element: specialized copies, not the generic value-witness path.
+        for index in walk.addedImages.indices {
+          images.append(walk.addedImages[index])
+          keys.append(walk.addedKeys[index])
+        }
+      }
+      return
     }
-    // Identical PT_LOAD and PT_NOTE headers at the same bias map the note at the same place, inside a
-    // PT_LOAD's file bytes: reading it is safe.
-    guard let buildID = image.buildID, let address = image.buildIDAddress,
-          let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: address)) else { return true }
-    return Self.equal(buildID.bytes, start, count: buildID.bytes.count)
+    // Additions in the middle: merge into new lists, in the walk's order.
+    if !tail.isEmpty { walk.removals.append(tail) }
+    let count = keys.count
+    let removedCount = walk.removals.reduce(0) { $0 + $1.count }
+    let newCount = count - removedCount + walk.addedImages.count
+    var newImages: [Image] = [], newKeys: [il_object_key] = []
+    newImages.reserveCapacity(newCount)
+    newKeys.reserveCapacity(newCount)
+    var removal = 0, addition = 0
+    for position in 0...count {
+      while addition < walk.addedPositions.count && walk.addedPositions[addition] == position {
+        newImages.append(walk.addedImages[addition])
+        newKeys.append(walk.addedKeys[addition])
+        addition += 1
+      }
+      guard position < count else { break }
+      while removal < walk.removals.count && walk.removals[removal].upperBound <= position { removal += 1 }
+      if removal < walk.removals.count && walk.removals[removal].contains(position) { continue }
+      newImages.append(images[position])
+      newKeys.append(keys[position])
+    }
+    images = newImages
+    keys = newKeys
   }
 
-  /// Whether `stored` holds exactly the `count` bytes at `memory`.
-  private static func equal(_ stored: [UInt8], _ memory: UnsafeRawPointer, count: Int) -> Bool {
-    guard stored.count == count else { return false }
-    return stored.withUnsafeBytes { bytes in
-      guard let base = bytes.baseAddress else { return true }
-      return memcmp(base, memory, count) == 0
-    }
+  static func equal(_ a: il_object_key, _ b: il_object_key) -> Bool {
+    a.load_bias == b.load_bias && a.phdrs == b.phdrs
   }
 
   /// A fresh walk of everything (no previous view): for `uncachedSnapshot()` and tests.
   static func capture() -> [Image] {
-    let view = LoaderView()
+    var view = LoaderView()
     _ = view.update(collectingChanges: false)
     return view.images
   }
@@ -237,22 +301,6 @@ enum LoaderImageBuilder {
     guard count > 0 else { return "" }
     return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }()
-
-  /// The `PT_LOAD` and `PT_NOTE` entries of a program header table (all an image needs); the
-  /// others are skipped after reading their type, which halves the decoding of a typical table.
-  static func loadAndNoteHeaders(_ table: ByteReader, count: Int) throws(FormatError) -> [ProgramHeader] {
-    var result: [ProgramHeader] = []
-    result.reserveCapacity(min(count, 8))
-    for index in 0..<count {
-      // index < count <= 65535 and the entry size is 56: the product fits in Int.
-      var entry = try table.slice(at: index * programHeaderSize, length: programHeaderSize)
-      let type = UInt32(truncatingIfNeeded: try entry.readWord(is64Bit: false))  // p_type is 32 bits
-      guard type == ProgramHeader.load || type == ProgramHeader.note else { continue }
-      try entry.seek(to: 0)
-      result.append(try ProgramHeader(&entry, is64Bit: is64Bit))
-    }
-    return result
-  }
 
   /// The last component of `executablePath`.
   static let executableName: String = lastComponent(of: executablePath)
@@ -284,32 +332,26 @@ enum LoaderImageBuilder {
     #endif
   }()
 
-  static let is64Bit = MemoryLayout<UInt>.size == 8
-  static let programHeaderSize = is64Bit ? 56 : 32
-
-  /// The `PT_LOAD` and `PT_NOTE` headers of a loaded object, or `nil` when they cannot be decoded.
-  static func headers(of object: il_object) -> [ProgramHeader]? {
-    guard let phdrs = object.phdrs else { return nil }
-    let count = Int(object.phnum)
-    // phnum is a UInt16 and the entry size 56: the product fits in Int.
-    let table = ByteReader(UnsafeRawBufferPointer(start: phdrs, count: count * programHeaderSize), endian: .native)
-    return try? loadAndNoteHeaders(table, count: count)
+  /// The loader's name of an object (`l_name`, the loader's own string, not file data).
+  static func nameBytes(_ object: UnsafePointer<il_object>) -> UnsafeRawBufferPointer {
+    UnsafeRawBufferPointer(start: object.pointee.name, count: object.pointee.name_length)
   }
 
-  /// The image of a loaded object and the headers it was built from.
-  static func image(from object: il_object, index: Int) -> (Image, [ProgramHeader])? {
-    guard let headers = headers(of: object), let layout = try? LoadLayout(headers) else { return nil }
-    let bias = UInt64(object.load_bias)
+  /// The image of a loaded object: its span from the program headers the loader mapped it by
+  /// (`il_object_layout`), its build-id from its notes in memory.
+  static func image(from object: UnsafePointer<il_object>, index: Int) -> Image? {
+    var layout = il_layout()
+    guard il_object_layout(object, pageSize, &layout) != 0 else { return nil }
+    let bias = UInt64(object.pointee.load_bias)
     // Addresses wrap as the loader's do: the bias is a difference modulo 2^64.
-    let loadAddress = bias &+ layout.firstVMAddress
-    let textEnd = bias &+ layout.textEndVMAddress
-    let loadEnd = bias &+ layout.loadEndVMAddress
+    let loadAddress = bias &+ layout.first_vaddr
+    let textEnd = bias &+ layout.text_end_vaddr
+    let loadEnd = bias &+ layout.load_end_vaddr
     guard loadAddress <= textEnd, loadAddress <= loadEnd else { return nil }
 
-    // The loader's own string (not file data): l_name.
-    let nameBytes = object.name.map { UnsafeRawBufferPointer(start: $0, count: strlen($0)) } ?? UnsafeRawBufferPointer(start: nil, count: 0)
+    let name = nameBytes(object)
     let isVDSO = vdsoAddress != 0 && loadAddress == vdsoAddress
-    let isMain = index == 0 && nameBytes.isEmpty && !isVDSO
+    let isMain = index == 0 && name.isEmpty && !isVDSO
     let path: String
     let shortName: String
     if isVDSO {
@@ -317,24 +359,17 @@ enum LoaderImageBuilder {
     } else if isMain {
       (path, shortName) = (executablePath, executableName)
     } else {
-      path = String(decoding: nameBytes, as: UTF8.self)
-      let slash = nameBytes.lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? 0
-      shortName = String(decoding: UnsafeRawBufferPointer(rebasing: nameBytes[slash...]), as: UTF8.self)
+      path = String(decoding: name, as: UTF8.self)
+      // short_name_offset <= name_length (it follows a '/' inside the name).
+      shortName = String(decoding: UnsafeRawBufferPointer(rebasing: name[object.pointee.short_name_offset...]),
+                         as: UTF8.self)
     }
 
-    var fileEnd = loadAddress
-    for header in headers where header.type == ProgramHeader.load && header.fileSize > 0 {
-      let (end, overflow) = header.vmAddress.addingReportingOverflow(header.fileSize)
-      guard !overflow else { continue }
-      fileEnd = max(fileEnd, bias &+ roundUpToPage(end))
-    }
-
-    let (buildID, buildIDAddress) = findBuildID(headers, bias: bias)
-    let image = Image(path: path, name: shortName, loadAddress: loadAddress, loadBias: bias,
+    let (buildID, buildIDAddress) = findBuildID(object)
+    return Image(path: path, name: shortName, loadAddress: loadAddress, loadBias: bias,
                  textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                  architecture: architecture, isMainExecutable: isMain, buildIDAddress: buildIDAddress,
-                 fileMappedRange: loadAddress..<max(fileEnd, loadAddress))
-    return (image, headers)
+                 fileMappedRange: loadAddress..<max(layout.file_end, loadAddress))
   }
 
   /// `Image.shortName(of:)` on the UTF-8 view ('/' is ASCII, so the index is a character boundary).
@@ -343,30 +378,19 @@ enum LoaderImageBuilder {
     return String(path[path.utf8.index(after: slash)...])
   }
 
-  static func roundUpToPage(_ value: UInt64) -> UInt64 {
-    let mask = pageSize &- 1
-    let (sum, overflow) = value.addingReportingOverflow(mask)
-    return overflow ? value : sum & ~mask
-  }
-
   /// The GNU build-id from the first `PT_NOTE` that has one. A note is read only when it lies
-  /// inside the file-backed part of a `PT_LOAD`, so the bytes are mapped and readable.
-  static func findBuildID(_ headers: [ProgramHeader], bias: UInt64) -> (BuildID?, Address?) {
-    for note in headers where note.type == ProgramHeader.note && note.fileSize > 0 {
-      let (noteEnd, overflow) = note.vmAddress.addingReportingOverflow(note.fileSize)
-      guard !overflow, let length = Int(exactly: note.fileSize) else { continue }
-      let mapped = headers.contains { load in
-        load.type == ProgramHeader.load && load.vmAddress <= note.vmAddress
-          && noteEnd <= load.vmAddress &+ load.fileSize && load.vmAddress <= load.vmAddress &+ load.fileSize
-      }
-      guard mapped else { continue }
-      let address = bias &+ note.vmAddress
-      guard let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: address)) else { continue }
-      let reader = ByteReader(UnsafeRawBufferPointer(start: start, count: length), endian: .native)
-      guard let found = try? buildIDNote(in: reader, alignment: note.alignment == 8 ? 8 : 4),
+  /// inside the file-backed part of a `PT_LOAD`, so the bytes are mapped and readable
+  /// (`il_object_next_note` picks those).
+  static func findBuildID(_ object: UnsafePointer<il_object>) -> (BuildID?, Address?) {
+    var index: UInt16 = 0
+    var note = il_note_area()
+    while il_object_next_note(object, &index, &note) != 0 {
+      guard let start = UnsafeRawPointer(bitPattern: UInt(truncatingIfNeeded: note.address)) else { continue }
+      let reader = ByteReader(UnsafeRawBufferPointer(start: start, count: note.size), endian: .native)
+      guard let found = try? buildIDNote(in: reader, alignment: note.alignment),
             !found.descriptor.isEmpty else { continue }
-      // descriptorOffset < length, which fits in Int and came from a UInt64: the sum cannot wrap in practice.
-      return (BuildID(found.descriptor), address &+ UInt64(found.descriptorOffset))
+      // descriptorOffset < size, which fits in Int: the sum cannot wrap in practice.
+      return (BuildID(found.descriptor), note.address &+ UInt64(found.descriptorOffset))
     }
     return (nil, nil)
   }
@@ -379,10 +403,13 @@ extension LoaderImageBuilder {
   /// it copies only the build-id's descriptor instead of every note's name and descriptor: this runs
   /// for every image in every snapshot. Tests check both agree on every loaded image.
   static func buildIDNote(in area: ByteReader, alignment: Int) throws(FormatError) -> (descriptor: [UInt8], descriptorOffset: Int)? {
+    // One seek and a few sequential reads per note. `readWord` is not generic: across the module
+    // boundary the generic `read<T>`/`peek<T>` are not specialized and would look up type metadata
+    // for every field. Positions are relative to the area's start, as ELFNote's are.
     var reader = area
+    let count = area.count
+    let gnu: UInt64 = area.endian == .little ? 0x0055_4E47 : 0x474E_5500  // "GNU\0" as a UInt32
     // Every note consumes at least 12 bytes: the loop is bounded by the area's size.
-    // `readWord` is not generic: across the module boundary the generic `read<T>` is not specialized
-    // and would look up type metadata for every field.
     while reader.remaining >= 12 {
       let nameSize = Int(try reader.readWord(is64Bit: false))  // a UInt32: exact in Int on 64-bit
       let descriptorSize = Int(try reader.readWord(is64Bit: false))
@@ -392,32 +419,37 @@ extension LoaderImageBuilder {
       // "GNU" then NUL (or the field's end), as ELFNote's fixed-width name reads it.
       var isGNU = false
       if nameSize >= 4 {
-        var name = reader
-        try name.seek(to: nameStart)
-        let word = try name.readWord(is64Bit: false)
-        isGNU = word == (reader.endian == .little ? 0x0055_4E47 : 0x474E_5500)
+        isGNU = try reader.readWord(is64Bit: false) == gnu  // the name's first 4 bytes (nameSize >= 4 fit)
       } else if nameSize == 3 {
         isGNU = try reader.bytes(at: nameStart, length: 3) == [0x47, 0x4E, 0x55]
       }
       // The descriptor starts at the first alignment boundary after the name, the next note at the
-      // first boundary after the descriptor (positions relative to the area), as ELFNote reads them.
-      // nameStart + nameSize <= reader.count (checked above): padding it cannot overflow Int.
-      let descriptorStart = min(padded(nameStart + nameSize, alignment), reader.count)
-      try reader.seek(to: descriptorStart)
-      guard descriptorSize <= reader.remaining else {
+      // first boundary after the descriptor, as ELFNote reads them.
+      // nameStart + nameSize <= count (checked above): padding it cannot overflow Int.
+      let descriptorStart = min(padded(nameStart + nameSize, alignment), count)
+      guard descriptorSize <= count - descriptorStart else {
         throw .elf("note descriptor size \(descriptorSize) runs past the note area")
       }
       if isGNU && type == ELFNote.gnuBuildIDType {
-        return (try reader.readBytes(descriptorSize), descriptorStart)
+        return (try reader.bytes(at: descriptorStart, length: descriptorSize), descriptorStart)
       }
-      try reader.skip(descriptorSize)
-      try reader.seek(to: min(padded(reader.offset, alignment), reader.count))
+      // descriptorStart + descriptorSize <= count (checked above).
+      try reader.seek(to: min(padded(descriptorStart + descriptorSize, alignment), count))
     }
     return nil
   }
 
   // Callers pass a position inside the area (<= its count < Int.max - 8): the sum cannot overflow.
   private static func padded(_ size: Int, _ align: Int) -> Int { (size + align - 1) & ~(align - 1) }
+}
+
+extension Array {
+  /// `removeAll(keepingCapacity: true)` for the few elements these lists hold between uses:
+  /// `removeLast()` is specialized where it is used, while `removeAll` goes through the generic
+  /// `replaceSubrange` and destroys each element through its type's value witness.
+  mutating func emptyKeepingCapacity() {
+    while !isEmpty { removeLast() }
+  }
 }
 
 extension ByteReader.Endian {

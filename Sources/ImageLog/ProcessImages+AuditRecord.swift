@@ -31,18 +31,61 @@ public struct AuditRecord: Sendable, Equatable {
 
   /// Parses one record line (without its newline); `nil` when it is not a record.
   public init?(line: Substring) {
-    guard line.hasPrefix("IL1 ") else { return nil }
-    let fields = line.dropFirst(4).split(separator: " ", maxSplits: 16, omittingEmptySubsequences: false)
-    guard fields.count == 17 else { return nil }
+    var line = line
+    guard let record = line.withUTF8({ Self(utf8: $0) }) else { return nil }
+    self = record
+  }
+
+  /// Parses one record line from its bytes (without the newline): fields split at single spaces,
+  /// the path is the rest of the line. `imagelog run` reads hundreds per program, so this works on
+  /// the bytes rather than on `Character`s.
+  init?(utf8 line: UnsafeBufferPointer<UInt8>) {
+    guard line.count >= 4, line[0] == 0x49, line[1] == 0x4C, line[2] == 0x31, line[3] == 0x20 else {  // "IL1 "
+      return nil
+    }
+    // Where each of the 16 fields before the path starts, and the path: field n is
+    // line[starts[n] ..< starts[n + 1] - 1].
+    var starts: [Int] = [4]
+    starts.reserveCapacity(17)
+    var index = 4
+    while starts.count < 17 && index < line.count {
+      if line[index] == 0x20 { starts.append(index + 1) }
+      index += 1
+    }
+    guard starts.count == 17 else { return nil }
+    let pathRange = starts[16]..<line.count
+    func bytes(_ range: Range<Int>) -> Slice<UnsafeBufferPointer<UInt8>> { line[range] }
+    func field(_ index: Int) -> Slice<UnsafeBufferPointer<UInt8>> { line[starts[index]..<(starts[index + 1] - 1)] }
+    func number(_ index: Int, radix: UInt64) -> UInt64? {
+      let digits = field(index)
+      guard !digits.isEmpty else { return nil }
+      var value: UInt64 = 0
+      for byte in digits {
+        let digit: UInt64
+        switch byte {
+        case 0x30...0x39: digit = UInt64(byte - 0x30)
+        case 0x61...0x66 where radix == 16: digit = UInt64(byte - 0x61 + 10)
+        case 0x41...0x46 where radix == 16: digit = UInt64(byte - 0x41 + 10)
+        default: return nil
+        }
+        let (shifted, overflow) = value.multipliedReportingOverflow(by: radix)
+        let (sum, carry) = shifted.addingReportingOverflow(digit)
+        guard !overflow, !carry else { return nil }
+        value = sum
+      }
+      return value
+    }
+    func hex(_ index: Int) -> UInt64? { number(index, radix: 16) }
+    func decimal(_ index: Int) -> UInt64? { number(index, radix: 10) }
+    let kindField = field(0)
+    guard kindField.count == 1, let kindByte = kindField.first else { return nil }
     let kind: Kind
-    switch fields[0] {
-    case "+": kind = .added
-    case "-": kind = .removed
-    case "x": kind = .removedAtExit
+    switch kindByte {
+    case 0x2B: kind = .added            // "+"
+    case 0x2D: kind = .removed          // "-"
+    case 0x78: kind = .removedAtExit    // "x"
     default: return nil
     }
-    func hex(_ index: Int) -> UInt64? { UInt64(fields[index], radix: 16) }
-    func decimal(_ index: Int) -> UInt64? { UInt64(fields[index]) }
     guard let pid = decimal(1).flatMap({ Int32(exactly: $0) }), let since = decimal(2), let step = decimal(3),
           let namespace = hex(4), let linkMap = hex(5), let bias = hex(6), let loadAddress = hex(7),
           let textEnd = hex(8), let loadEnd = hex(9), let fileEnd = hex(10), let buildIDAddress = hex(12),
@@ -50,27 +93,44 @@ public struct AuditRecord: Sendable, Equatable {
           let isMain = decimal(15), textEnd >= loadAddress, loadEnd >= loadAddress, fileEnd >= loadAddress
     else { return nil }
     var buildID: BuildID?
-    if fields[11] != "-" {
-      let digits = Array(fields[11].utf8)
-      guard digits.count % 2 == 0 else { return nil }
-      var bytes: [UInt8] = []
-      bytes.reserveCapacity(digits.count / 2)
-      var index = 0
-      while index + 1 < digits.count {
-        guard let byte = UInt8(String(decoding: digits[index...(index + 1)], as: UTF8.self), radix: 16) else { return nil }
-        bytes.append(byte)
-        index += 2
+    let idDigits = field(11)
+    if !(idDigits.count == 1 && idDigits.first == 0x2D) {  // "-": none
+      guard idDigits.count % 2 == 0 else { return nil }
+      func nibble(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case 0x30...0x39: byte - 0x30
+        case 0x61...0x66: byte - 0x61 + 10
+        case 0x41...0x46: byte - 0x41 + 10
+        default: nil
+        }
       }
-      buildID = BuildID(bytes)
+      var idBytes: [UInt8] = []
+      idBytes.reserveCapacity(idDigits.count / 2)
+      var at = idDigits.startIndex
+      while at < idDigits.endIndex {
+        guard let high = nibble(idDigits[at]), let low = nibble(idDigits[at + 1]) else { return nil }
+        idBytes.append(high << 4 | low)
+        at += 2
+      }
+      buildID = BuildID(idBytes)
     }
-    let path = Self.unescape(fields[16])
+    let pathBytes = bytes(pathRange)
+    let path = Self.unescape(pathBytes)
+    // The name from the bytes when the path has no escapes (the usual case): Image.shortName walks
+    // Characters.
+    let name: String
+    if !pathBytes.contains(0x5C), let slash = pathBytes.lastIndex(of: 0x2F) {
+      name = String(decoding: pathBytes[(slash + 1)...], as: UTF8.self)
+    } else {
+      name = Image.shortName(of: path)
+    }
     self.kind = kind
     self.pid = pid
     nanosecondsSinceStart = since
     stepNanoseconds = step
     self.namespace = namespace
     self.linkMap = linkMap
-    image = Image(path: path, name: Image.shortName(of: path), loadAddress: loadAddress, loadBias: bias,
+    image = Image(path: path, name: name, loadAddress: loadAddress, loadBias: bias,
                   textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                   architecture: elfArchitectureName(machine: machine, is64Bit: elfClass == 64),
                   isMainExecutable: isMain == 1, buildIDAddress: buildIDAddress == 0 ? nil : buildIDAddress,
@@ -79,16 +139,30 @@ public struct AuditRecord: Sendable, Equatable {
 
   /// Undoes the module's `\\` and `\xHH` escapes.
   static func unescape(_ text: Substring) -> String {
-    guard text.contains("\\") else { return String(text) }
+    var text = text
+    return text.withUTF8 { unescape($0[...]) }
+  }
+
+  /// Undoes the module's `\\` and `\xHH` escapes, on the line's bytes.
+  static func unescape(_ utf8: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+    guard utf8.contains(0x5C) else { return String(decoding: utf8, as: UTF8.self) }
+    func nibble(_ byte: UInt8) -> UInt8? {
+      switch byte {
+      case 0x30...0x39: byte - 0x30
+      case 0x61...0x66: byte - 0x61 + 10
+      case 0x41...0x46: byte - 0x41 + 10
+      default: nil
+      }
+    }
     var bytes: [UInt8] = []
-    let utf8 = Array(text.utf8)
-    var index = 0
-    while index < utf8.count {
-      if utf8[index] == 0x5C, index + 1 < utf8.count {
+    bytes.reserveCapacity(utf8.count)
+    var index = utf8.startIndex
+    while index < utf8.endIndex {
+      if utf8[index] == 0x5C, utf8.endIndex - index > 1 {
         if utf8[index + 1] == 0x5C { bytes.append(0x5C); index += 2; continue }
-        if utf8[index + 1] == 0x78, index + 3 < utf8.count,
-           let byte = UInt8(String(decoding: utf8[(index + 2)...(index + 3)], as: UTF8.self), radix: 16) {
-          bytes.append(byte)
+        if utf8[index + 1] == 0x78, utf8.endIndex - index > 3,
+           let high = nibble(utf8[index + 2]), let low = nibble(utf8[index + 3]) {
+          bytes.append(high << 4 | low)
           index += 4
           continue
         }

@@ -43,7 +43,8 @@ public enum AuditedLaunch {
   /// Where the module is looked for: next to `executable` (`.build/debug/`), then in
   /// `PREFIX/lib/imagelog/` for an executable in `PREFIX/bin/`. Symbolic links are resolved first.
   public static func moduleCandidates(forExecutable executable: String) -> [String] {
-    let real = realPath(executable) ?? executable
+    // The kernel's link is already the resolved path: one readlink instead of realpath's walk.
+    let real = (executable == "/proc/self/exe" ? readLink(executable) : nil) ?? realPath(executable) ?? executable
     guard let slash = real.lastIndex(of: "/") else { return [moduleFileName] }
     let directory = String(real[..<slash])
     var candidates = ["\(directory)/\(moduleFileName)"]
@@ -86,7 +87,8 @@ public enum AuditedLaunch {
   }
 
   /// Starts `arguments` (the first is searched on `PATH`) with the module at `module`, calls
-  /// `onRecord` for every record of the program's own PID (in the order written), and returns how
+  /// `onRecord` for every record of the program's own PID (in the order written) and `afterRecords`
+  /// after each batch of them (a caller that buffers its output writes it there), and returns how
   /// the program ended. While it runs, SIGINT and SIGQUIT are left to the program, and SIGTERM and
   /// SIGHUP sent to this process are passed on to it.
   ///
@@ -95,51 +97,50 @@ public enum AuditedLaunch {
   /// report too, each with its own PID, and every record is delivered. The wait still ends when the
   /// command itself exits.
   public static func run(_ arguments: [String], module: String, followingExec: Bool = false,
-                         onRecord: (AuditRecord) -> Void) throws(LaunchError) -> Termination {
+                         onRecord: (AuditRecord) -> Void,
+                         afterRecords: () -> Void = {}) throws(LaunchError) -> Termination {
     guard let command = arguments.first else { throw .commandNotFound("") }
     guard let executable = resolve(command) else { throw .commandNotFound(command) }
     // A socket pair rather than a pipe: the module sends with MSG_NOSIGNAL, so if imagelog dies
     // (say its output pipe closed) the program gets EPIPE, not a SIGPIPE that would kill it.
-    var ends: [Int32] = [0, 0]
-    guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0 else {
-      throw .system(operation: "socketpair", errno: errno)
-    }
-    let (readEnd, writeEnd) = (ends[0], ends[1])
-    shutdown(readEnd, Int32(SHUT_WR))
-    _ = fcntl(readEnd, F_SETFD, FD_CLOEXEC)
+    var readEnd: Int32 = -1
+    var writeEnd: Int32 = -1
+    guard il_record_socket(&readEnd, &writeEnd) == 0 else { throw .system(operation: "socketpair", errno: errno) }
 
-    var environment: [String] = []
-    var existingAudit: String?
-    var entry = environ
-    while let pointer = entry.pointee {
-      let text = String(cString: pointer)
-      if text.hasPrefix("LD_AUDIT=") { existingAudit = String(text.dropFirst(9)) }
-      else if !text.hasPrefix("IMAGELOG_AUDIT_") { environment.append(text) }
-      entry += 1
-    }
     var start = timespec()
     clock_gettime(CLOCK_MONOTONIC, &start)
     let startNanoseconds = UInt64(start.tv_sec) * 1_000_000_000 + UInt64(start.tv_nsec)  // a monotonic clock is non-negative
+    let existingAudit = getenv("LD_AUDIT").map { String(cString: $0) }
     let audit = existingAudit.map { $0.isEmpty ? module : "\(module):\($0)" } ?? module
-    environment += ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
-    environment.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
+    var added = ["LD_AUDIT=\(audit)", "IMAGELOG_AUDIT_FD=\(writeEnd)", "IMAGELOG_AUDIT_START_NS=\(startNanoseconds)"]
+    added.append(followingExec ? "IMAGELOG_AUDIT_FOLLOW=1" : "IMAGELOG_AUDIT_MODULE=\(module)")
+    // The ring the program's own process writes its records into (CImageLogRing.h): no system call
+    // per batch, and what it wrote is here even when it crashes or calls _exit. Without it (no
+    // memfd), everything goes through the socket.
+    var ringDescriptor: Int32 = -1
+    let ring = il_ring_create(1 << 20, &ringDescriptor)
+    defer { il_ring_destroy(ring) }
+    if ring != nil { added.append("IMAGELOG_AUDIT_RING=\(ringDescriptor)") }
 
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var empty = sigset_t()
-    sigemptyset(&empty)
-    var all = sigset_t()
-    sigfillset(&all)
-    posix_spawnattr_setsigmask(&attributes, &empty)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    var envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup($0) } + [nil]
-    defer { for pointer in argv + envp { free(pointer) } }
-    var child: pid_t = 0
-    let spawned = posix_spawn(&child, executable, nil, &attributes, &argv, &envp)
+    // Arguments and added variables as NUL-terminated strings one after another; the C side builds
+    // the pointer tables and passes the rest of our environment through.
+    func joined(_ strings: [String]) -> [UInt8] {
+      var bytes: [UInt8] = []
+      for string in strings { bytes += string.utf8; bytes.append(0) }
+      return bytes
+    }
+    let argumentBytes = joined(arguments)
+    let addedBytes = joined(added)
+    var child: Int32 = 0
+    let spawned = argumentBytes.withUnsafeBufferPointer { argumentPointer in
+      addedBytes.withUnsafeBufferPointer { addedPointer in
+        executable.withCString { path in
+          il_spawn_audited(&child, path, argumentPointer.baseAddress, arguments.count, addedPointer.baseAddress, added.count)
+        }
+      }
+    }
     close(writeEnd)
+    if ringDescriptor >= 0 { close(ringDescriptor) }  // the module maps it; the mapping here stays
     guard spawned == 0 else {
       close(readEnd)
       throw .cannotStart(command, errno: spawned)
@@ -147,49 +148,82 @@ public enum AuditedLaunch {
     il_forward_termination_signals(child)
     defer { close(readEnd) }
 
-    var pending: [UInt8] = []
-    func deliver(_ bytes: UnsafeRawBufferPointer) {
+    // The ring and the socket are two streams: each keeps its own partial last line (a read from
+    // the ring can end inside a record while the socket delivers a doorbell or a fork's records).
+    var pendingFromRing: [UInt8] = []
+    var pendingFromSocket: [UInt8] = []
+    func deliver(_ bytes: UnsafeRawBufferPointer, after pending: inout [UInt8]) {
       pending.append(contentsOf: bytes)
-      guard let lastNewline = pending.lastIndex(of: 0x0A) else { return }
-      let text = String(decoding: pending[...lastNewline], as: UTF8.self)
-      pending.removeSubrange(...lastNewline)
-      for line in text.split(separator: "\n") {
-        if let record = AuditRecord(line: line), followingExec || record.pid == child { onRecord(record) }
+      // Whole lines go to the parser as bytes; a partial last line waits for the next read.
+      let consumed = pending.withUnsafeBufferPointer { all -> Int in
+        var lineStart = 0
+        for index in all.indices where all[index] == 0x0A {
+          if index > lineStart, let record = AuditRecord(utf8: UnsafeBufferPointer(rebasing: all[lineStart..<index])),
+             followingExec || record.pid == child {
+            onRecord(record)
+          }
+          lineStart = index + 1
+        }
+        return lineStart
       }
+      pending.removeFirst(consumed)
     }
     var buffer = [UInt8](repeating: 0, count: 65536)
-    /// Reads what is there; false at end of file (or when nothing is left and `blocking` is false).
-    func readOnce() -> Bool {
-      let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
-      if count > 0 { buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count])) }; return true }
-      return count < 0 && errno == EINTR
-    }
-
     let exitNotifier = il_pidfd_open(child)
-    if exitNotifier >= 0 {
-      defer { close(exitNotifier) }
-      var descriptors = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0),
-                         pollfd(fd: exitNotifier, events: Int16(POLLIN), revents: 0)]
-      var socketOpen = true
-      while true {
-        descriptors[0].fd = socketOpen ? readEnd : -1
-        let ready = poll(&descriptors, 2, -1)
-        if ready < 0 { if errno == EINTR { continue }; break }
-        if descriptors[1].revents != 0 { break }
-        if socketOpen, descriptors[0].revents != 0 {
-          socketOpen = readOnce()
-          // Let records gather for a millisecond before the next read: waking for each dlopen
-          // would take the CPU from the program at every one (the socket holds hundreds).
+    defer { if exitNotifier >= 0 { close(exitNotifier) } }
+    // Reads never block: once the program has exited, a forked child that still holds the socket
+    // open must not hold up the end.
+    _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
+    var socketOpen = true
+    var exited = false
+    /// Takes every record waiting in the ring and on the socket; true when there were any.
+    func drain() -> Bool {
+      var any = false
+      if let ring {
+        while true {
+          let count = buffer.withUnsafeMutableBytes { il_ring_read(ring, $0.baseAddress, $0.count) }
+          if count == 0 { break }
+          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count]), after: &pendingFromRing) }
+          any = true
+        }
+      }
+      while socketOpen {
+        let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+        if count > 0 {
+          buffer.withUnsafeBytes { deliver(UnsafeRawBufferPointer(rebasing: $0[..<count]), after: &pendingFromSocket) }
+          any = true
+          continue
+        }
+        if count < 0 && errno == EINTR { continue }
+        if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { socketOpen = false }
+        break
+      }
+      if any { afterRecords() }
+      return any
+    }
+    while true {
+      let any = drain()
+      // Without a pidfd (Linux before 5.3) the socket's end is the program's end.
+      if exited || (exitNotifier < 0 && !socketOpen) { break }
+      if any {
+        // Let records gather for a millisecond before the next look: waking for each dlopen would
+        // take the CPU from the program at every one. The wait is on the exit notifier, so the
+        // program's exit ends it at once.
+        if exitNotifier >= 0 {
+          if il_wait_readable(-1, exitNotifier, 1) > 0 { exited = true }
+        } else {
           var pause = timespec(tv_sec: 0, tv_nsec: 1_000_000)
           nanosleep(&pause, nil)
         }
+        continue
       }
-      // The program has exited: take what it wrote without waiting for a forked child that still
-      // holds the socket open.
-      _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
-      while socketOpen, readOnce() {}
-    } else {
-      while readOnce() {}
+      // Nothing waiting: sleep until the module rings (a byte on the socket at the end of a batch,
+      // sent only because the ring says the reader sleeps), a forked child writes, or the exit.
+      if let ring, il_ring_prepare_to_sleep(ring) != 0 { continue }
+      let ready = il_wait_readable(socketOpen ? readEnd : -1, exitNotifier, -1)
+      if let ring { il_ring_awake(ring) }
+      if ready < 0 && errno != EINTR { exited = true }  // cannot wait: take what is there and stop
+      if ready > 0 && ready & 2 != 0 { exited = true }
     }
     var status: Int32 = 0
     while waitpid(child, &status, 0) < 0 {
@@ -198,6 +232,14 @@ public enum AuditedLaunch {
     // WIFEXITED / WTERMSIG / WCOREDUMP, spelled out: they are macros.
     let signal = status & 0x7f
     return signal == 0 ? .exited((status >> 8) & 0xff) : .signaled(signal, coreDumped: status & 0x80 != 0)
+  }
+
+  /// The target of the symbolic link at `path`.
+  static func readLink(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: 4097)  // readlink does not terminate it; the zeros do
+    let count = readlink(path, &buffer, 4096)
+    guard count > 0, count < 4096 else { return nil }
+    return String(cString: buffer)
   }
 
   static func realPath(_ path: String) -> String? {

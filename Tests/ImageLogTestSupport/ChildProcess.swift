@@ -62,14 +62,8 @@ public func runChild(_ arguments: [String], environment changes: [String: String
   posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
   posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
   var attributes = posix_spawnattr_t()
-  posix_spawnattr_init(&attributes)
+  initDefaultSignalAttributes(&attributes)
   defer { posix_spawnattr_destroy(&attributes) }
-  var none = sigset_t(), all = sigset_t()
-  sigemptyset(&none)
-  sigfillset(&all)
-  posix_spawnattr_setsigmask(&attributes, &none)
-  posix_spawnattr_setsigdefault(&attributes, &all)
-  posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
   let variables = replacingEnvironment ?? environment(applying: changes)
   let argv = arguments.map { strdup($0) } + [nil]
   let envp = variables.map { strdup($0) } + [nil]
@@ -124,6 +118,18 @@ public func runChild(_ arguments: [String], environment changes: [String: String
   while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
   return ChildResult(pid: pid, status: status, output: String(decoding: out, as: UTF8.self),
                      error: String(decoding: err, as: UTF8.self), timedOut: timedOut)
+}
+
+/// Spawn attributes under which the child starts with no signal blocked and every signal at its
+/// default: test threads block some, and a spawned child inherits the spawning thread's mask.
+func initDefaultSignalAttributes(_ attributes: inout posix_spawnattr_t) {
+  posix_spawnattr_init(&attributes)
+  var none = sigset_t(), all = sigset_t()
+  sigemptyset(&none)
+  sigfillset(&all)
+  posix_spawnattr_setsigmask(&attributes, &none)
+  posix_spawnattr_setsigdefault(&attributes, &all)
+  posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 }
 
 /// A pipe whose ends close on exec, so children that tests start at the same time on other threads

@@ -254,20 +254,23 @@ struct ObserverTests {
   @Test func aViewUpdatedAcrossAnUnloadAndALoadReportsBoth() throws {
     let libraries = try CoreTestLibraries.fresh("view")
     for _ in 0..<5 {
-      let view = LoaderView()
+      var view = LoaderView()
       _ = view.update()
       let first = try #require(dlopen(libraries.first, RTLD_NOW | RTLD_LOCAL))
-      let opened = try #require(view.update())
+      let openUpdate = view.update()
+      let opened = try #require(openUpdate)
       let firstImage = try #require(opened.added.first { $0.path == libraries.first })
       // Unload one and load others (likely where it was) with no update in between.
       #expect(dlclose(first) == 0)
       let reenter = try #require(dlopen(libraries.reenter, RTLD_NOW | RTLD_LOCAL))
-      let changes = try #require(view.update())
+      let reloadUpdate = view.update()
+      let changes = try #require(reloadUpdate)
       #expect(changes.removed.filter { $0.path.hasPrefix(libraries.directory) } == [firstImage])
       #expect(Set(changes.added.map(\.path).filter { $0.hasPrefix(libraries.directory) }) == [libraries.reenter, libraries.second])
       #expect(view.images == LoaderView.capture(), "the updated view equals a fresh walk")
       #expect(dlclose(reenter) == 0)
-      let closed = try #require(view.update())
+      let closeUpdate = view.update()
+      let closed = try #require(closeUpdate)
       #expect(Set(closed.removed.map(\.path).filter { $0.hasPrefix(libraries.directory) }) == [libraries.reenter, libraries.second])
     }
   }

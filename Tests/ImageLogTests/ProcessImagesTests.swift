@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

@@ -1,5 +1,9 @@
 /* A program for the process tests: loads and unloads libraries with dlopen/dlclose.
      process-dlopen-loop hold LIB            load LIB, print "pid N" and "loaded", sleep until killed
+     process-dlopen-loop end HOW LIB         load LIB, print "loaded", then end at once: HOW is
+                                             _exit (status 5, no atexit, no stdio flush), abort
+                                             (SIGABRT), or fork (a forked child loads LIB, prints
+                                             "child N" and calls _exit(0); the parent waits, exits 0)
      process-dlopen-loop cycle DELAY_MS N LIB...
                                              N times: for each LIB dlopen, print "open NAME",
                                              sleep DELAY_MS, dlclose, print "close NAME", sleep DELAY_MS
@@ -8,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,8 +29,33 @@ int main(int argc, char **argv) {
     printf("pid %d\nloaded\n", (int)getpid());
     for (;;) pause();
   }
+  if (argc == 4 && strcmp(argv[1], "end") == 0) {
+    if (strcmp(argv[2], "fork") == 0) {
+      pid_t child = fork();
+      if (child < 0) return 1;
+      if (child == 0) {
+        if (!dlopen(argv[3], RTLD_NOW)) _exit(1);
+        printf("child %d\n", (int)getpid());
+        fflush(stdout);
+        _exit(0);
+      }
+      int status = 0;
+      waitpid(child, &status, 0);
+      printf("done\n");
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    if (!dlopen(argv[3], RTLD_NOW)) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    printf("loaded\n");
+    if (strcmp(argv[2], "_exit") == 0) _exit(5);
+    if (strcmp(argv[2], "abort") == 0) {
+      struct rlimit none = { 0, 0 };
+      setrlimit(RLIMIT_CORE, &none);  /* a crash, without leaving a core file behind */
+      abort();
+    }
+    return 64;
+  }
   if (argc < 5 || strcmp(argv[1], "cycle") != 0) {
-    fprintf(stderr, "usage: %s hold LIB | cycle DELAY_MS N LIB...\n", argv[0]);
+    fprintf(stderr, "usage: %s hold LIB | end _exit|abort|fork LIB | cycle DELAY_MS N LIB...\n", argv[0]);
     return 64;
   }
   long delay = atol(argv[2]);

@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// `imagelog pid`: output against eu-unstrip on the same process, every style, and the errors.

@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// `imagelog run`: events from the rtld-audit module, checked against the loader's own
@@ -295,5 +296,73 @@ extension RunCommandTests {
     let rest = run.readAll()  // the program still writes to the pipe it inherited, until it exits
     #expect(rest.last == "done", "the program finished its dlopen loop: \(rest)")
     #expect(rest.filter { $0.hasPrefix("open ") }.count == 3)
+  }
+}
+
+extension RunCommandTests {
+  /// The program's own process hands its records over through shared memory, not at a flush it
+  /// might never reach: a program that calls _exit or dies of a signal right after a dlopen still
+  /// has every image reported, the same ones the loader's own trace shows.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"), arguments: ["_exit", "abort"])
+  func eventsSurviveAnAbruptEnd(how: String) throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let run = try runTraced([programs.loop, "end", how, programs.libraryA], in: programs.directory)
+    #expect(run.result.output == "loaded\n")
+    if how == "_exit" {
+      #expect(run.result.exitStatus == 5)
+    } else {
+      #expect(run.result.signal == SIGABRT, "imagelog ends with the program's signal")
+    }
+    let expected = loaderEvents(run.trace)
+    #expect(expected.count == 2, "libc and liba.so traced: \(expected)")
+    #expect(ourEvents(run.ours) == expected)
+    #expect(run.ours.split(separator: "\n").contains { field("path", in: $0) == programs.libraryA })
+  }
+
+  /// A child forked without exec reports with its own PID (the module notices the fork without a
+  /// system call per event): shown labelled with --follow-exec, left out without it.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func forkedChildReportsWithItsOwnPID() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let command = [programs.loop, "end", "fork", programs.libraryA]
+    let followed = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "crash", "--"] + command)
+    #expect(followed.exitStatus == 0)
+    let childLine = try #require(followed.output.split(separator: "\n").first { $0.hasPrefix("child ") })
+    let childPID = String(childLine.dropFirst(6))
+    let lines = followed.error.split(separator: "\n")
+    let library = lines.filter { $0.hasSuffix(programs.libraryA) }
+    #expect(library.count == 1, "\(lines)")
+    #expect(library.first?.hasPrefix("[pid \(childPID)] Added: ") == true, "\(library)")
+    #expect(lines.first?.hasPrefix("Added: ") == true, "the command's own events are not labelled")
+    let plain = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--"] + command)
+    #expect(plain.exitStatus == 0)
+    #expect(!plain.error.contains(programs.libraryA))
+    #expect(!plain.error.contains("[pid "))
+  }
+}
+
+extension RunCommandTests {
+  /// When imagelog cannot write its output (a pipe nobody reads yet), the program waits for room
+  /// as it would on a full socket, and nothing is dropped: 8000 events, more than the shared ring
+  /// holds, all arrive once the reader reads, and the lines of the two writers sharing the pipe
+  /// arrive whole.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func aFullRingWaitsAndLosesNothing() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/stdout", "--",
+                                      programs.loop, "cycle", "0", "4000", programs.libraryA])
+    usleep(500_000)  // imagelog's writes and then the program's block meanwhile
+    let lines = run.readAll()
+    run.reap()
+    #expect(run.rawStatus >> 8 == 3)
+    #expect(lines.filter { $0.hasPrefix("Added: ") && $0.contains("/liba.so") }.count == 4000)
+    #expect(lines.filter { $0.hasPrefix("Removed: ") && $0.contains("/liba.so") }.count == 4000)
+    // Both write whole lines to the same pipe: neither side's lines are cut by the other's.
+    #expect(lines.filter { $0 == "open \(programs.libraryA)" }.count == 4000)
+    #expect(lines.filter { $0 == "close \(programs.libraryA)" }.count == 4000)
+    #expect(lines.contains("done"))
   }
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "CImageLogCrash.h" /* crash-time image table and handler (crash.c) */
+#include "CImageLogRing.h"  /* the record ring of imagelog run (ring.c) */
 
 /* other processes */
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count
@@ -21,18 +22,77 @@ void il_catch_interrupts(void);
 int il_was_interrupted(void);
 /* end of other processes */
 
-/* One loaded object as dl_iterate_phdr(3) reports it. Pointers live for the callback only. */
+/* One loaded object as dl_iterate_phdr(3) reports it (see il_walk_objects). Pointers live for the
+   callback only. */
 typedef struct {
   uintptr_t load_bias;   /* dlpi_addr */
   const char *name;      /* dlpi_name: "" for the main executable (and often the vDSO) */
   const void *phdrs;     /* dlpi_phdr: ElfW(Phdr)[phnum], in memory */
   uint16_t phnum;        /* dlpi_phnum */
   uint64_t adds, subs;   /* dlpi_adds / dlpi_subs: cheap change detection */
+  size_t name_length;    /* strlen(name) */
+  size_t short_name_offset; /* where the last path component of `name` starts (after its last '/') */
 } il_object;
 
-/* Calls visit for each loaded object in load order; stops when it returns non-zero and returns that
-   value. Mirrors dl_iterate_phdr(3) (which holds the loader's list lock during the walk). */
-int il_iterate_objects(int (*visit)(const il_object *object, void *context), void *context);
+/* What identifies a loaded object while it stays loaded: its load bias and where its program
+   headers are (inside its own mapping, or a loader allocation). */
+typedef struct {
+  uintptr_t load_bias;
+  const void *phdrs;
+} il_object_key;
+
+/* One walk that compares the loader's list with the objects a caller already knows. */
+typedef struct {
+  /* In: the known objects, in load order (NULL when none). */
+  const il_object_key *keys;
+  size_t key_count;
+  /* In: when non-zero, an object equal to keys[cursor] only advances the cursor; visit is not called. */
+  int match_keys;
+  /* In: when non-zero, the walk stops at the first object if its counters equal known_adds/known_subs. */
+  int stop_if_unchanged;
+  uint64_t known_adds, known_subs;
+  /* In and out: the next known object expected; visit may move it. */
+  size_t cursor;
+  /* Out: the current object's position in the loader's list (inside visit), then the object count. */
+  size_t index;
+  /* Out: the counters of the first object; whether the walk stopped because they were unchanged. */
+  uint64_t adds, subs;
+  int unchanged;
+} il_walk;
+
+/* dl_iterate_phdr(3) over the list, calling visit for the objects that are not the expected known one
+   (all of them without match_keys). Stops when visit returns non-zero. The loader's list lock is
+   held meanwhile: visit may read the object's mapped program headers and notes. */
+int il_walk_objects(il_walk *walk, int (*visit)(const il_object *object, il_walk *walk, void *context),
+                    void *context);
+
+/* The span of a loaded object's PT_LOAD segments, from its program headers in memory (the headers
+   the loader mapped the object by). Link-time addresses except `file_end`. */
+typedef struct {
+  uint64_t first_vaddr;     /* the lowest PT_LOAD p_vaddr rounded down to its p_align (a power of two, else 1) */
+  uint64_t text_end_vaddr;  /* the highest p_vaddr + p_memsz of an executable PT_LOAD, at least first_vaddr */
+  uint64_t load_end_vaddr;  /* the highest p_vaddr + p_memsz of any PT_LOAD */
+  uint64_t file_end;        /* load_bias + the highest p_vaddr + p_filesz (rounded up to page_size) of a
+                               PT_LOAD with file bytes, at least load_bias + first_vaddr; modulo 2^64 */
+} il_layout;
+
+/* Fills `layout`; returns 0 (layout unset) when the object has no PT_LOAD, or a PT_LOAD's
+   p_vaddr + p_memsz overflows 64 bits. A PT_LOAD whose p_vaddr + p_filesz overflows adds nothing
+   to file_end; a rounding that would overflow is left unrounded. */
+int il_object_layout(const il_object *object, uint64_t page_size, il_layout *layout);
+
+/* A PT_NOTE segment whose bytes are mapped: inside the file-backed part of a PT_LOAD. */
+typedef struct {
+  uint64_t address;   /* load_bias + p_vaddr, never 0 */
+  size_t size;        /* p_filesz, > 0 */
+  size_t alignment;   /* 8 when p_align is 8, else 4 (as notes are read) */
+} il_note_area;
+
+/* The next mapped PT_NOTE at or after program header `*index`, in header order; advances `*index`
+   past it. Returns 0 when there is none left. Skips a PT_NOTE that is empty, whose end overflows,
+   larger than INTPTR_MAX (an Int), or that no PT_LOAD's file bytes (p_vaddr..p_vaddr + p_filesz,
+   not wrapping) contain. */
+int il_object_next_note(const il_object *object, uint16_t *index, il_note_area *note);
 
 /* The loader's change counters without a full walk (from the first object's dlpi_adds/dlpi_subs). */
 void il_loader_counters(uint64_t *adds, uint64_t *subs);

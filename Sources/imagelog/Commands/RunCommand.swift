@@ -84,9 +84,11 @@ struct RunCommand: Command {
     defer { if output != 2 { close(output) } }
     var count = 0
     let termination: AuditedLaunch.Termination
+    // The lines of one batch of records go out in one write.
+    var pending = ""
     do {
       var commandPID: Int32?
-      termination = try AuditedLaunch.run(arguments, module: module, followingExec: followExec) { record in
+      termination = try AuditedLaunch.run(arguments, module: module, followingExec: followExec, onRecord: { record in
         guard record.kind != .removedAtExit else { return }
         count += 1
         var line = formatter.eventLine(record.image, event: record.kind == .added ? .added : .removed)
@@ -96,8 +98,13 @@ struct RunCommand: Command {
         // The command's own process reports first; others (only with --follow-exec) are labelled.
         if commandPID == nil { commandPID = record.pid }
         if record.pid != commandPID { line = formatter.labelled(line, pid: record.pid) }
-        writeAll(line + "\n", to: output)
-      }
+        pending += line
+        pending += "\n"
+      }, afterRecords: {
+        guard !pending.isEmpty else { return }
+        writeAll(pending, to: output)
+        pending = ""
+      })
     } catch {
       printError("imagelog: \(error)")
       return .failure
@@ -113,16 +120,23 @@ struct RunCommand: Command {
   }
 }
 
-/// Writes all of `text` to `descriptor` (a file or standard error), retrying short writes.
+/// Writes all of `text` (whole lines) to `descriptor` (a file or standard error), retrying short
+/// writes. Each write(2) is at most PIPE_BUF (4096) bytes and ends at a line's end, so that where
+/// the program writes to the same pipe, neither side's lines are cut by the other's (the kernel
+/// keeps such writes whole).
 func writeAll(_ text: String, to descriptor: Int32) {
   var text = text
   text.withUTF8 { buffer in
     var offset = 0
     while offset < buffer.count {
-      let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-      if written < 0 && errno == EINTR { continue }
-      if written <= 0 { return }
-      offset += written
+      var end = min(offset + 4096, buffer.count)
+      if end < buffer.count, let newline = buffer[offset..<end].lastIndex(of: 0x0A) { end = newline + 1 }
+      while offset < end {
+        let written = write(descriptor, buffer.baseAddress! + offset, end - offset)
+        if written < 0 && errno == EINTR { continue }
+        if written <= 0 { return }
+        offset += written
+      }
     }
   }
 }
