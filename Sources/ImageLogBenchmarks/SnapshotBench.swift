@@ -59,7 +59,7 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
   if let ncurses = candidates.first(where: { access($0, R_OK) == 0 }), !LoadedImages.snapshot().contains(where: { $0.name.hasPrefix("libncurses") }) {
     subjects.append(("libncurses.so.6 (+ libtinfo)", ncurses))
   }
-  let cycles = 400
+  let cycles = 4000
   var rows: [[String]] = []
   var worst = 0.0
   for (label, path) in subjects {
@@ -75,7 +75,7 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
     title: "Observer cost on a dlopen+dlclose cycle",
     notes: "One `dlopen(RTLD_NOW)` + `dlclose`: libc's directly (`il_real_dlopen`), through imagelog's interposers "
       + "with no observer, and with an add and a remove observer registered (every cycle delivers its add and "
-      + "remove events synchronously). Each contender's cycle alternates with libc's, \(cycles) pairs each; its time is libc's median plus the median of the paired differences.",
+      + "remove events synchronously). Each contender's cycle alternates with libc's, \(cycles) pairs each in 10 blocks that alternate between the two contenders, and which of a pair runs first alternates too; its time is libc's median plus the median of the paired differences.",
     header: ["Cycle", "Time", "Overhead vs libc"],
     rows: rows)
   return [snapshotTable, cycleTable]
@@ -91,34 +91,48 @@ private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: D
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
   func median(_ samples: [Double]) -> Double { samples.sorted()[samples.count / 2] }
+  func swapped(_ first: Double, _ second: Double) -> (Double, Double) { (second, first) }
   func realCycle() -> Double {
     seconds(clock.measure { if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = il_real_dlclose(handle) } })
   }
   func wrappedCycle() -> Double {
     seconds(clock.measure { if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) } })
   }
-  var libcSamples: [Double] = [], bareExtra: [Double] = []
+  var libcSamples: [Double] = [], bareExtra: [Double] = [], observedExtra: [Double] = []
   _ = realCycle(); _ = wrappedCycle()
-  for _ in 0..<cycles {
-    let libc = realCycle()
-    libcSamples.append(libc)
-    bareExtra.append(wrappedCycle() - libc)
-  }
   let counter = Counter()
-  let add = LoadedImages.onAdd { _ in counter.bump() }
-  let remove = LoadedImages.onRemove { _ in counter.bump() }
-  var observedExtra: [Double] = []
   var events = 0
-  for _ in 0..<cycles {
-    let libc = realCycle()
-    libcSamples.append(libc)
-    LoadedImages.refresh()  // untimed: libc's cycle bypassed the hook; catch up so the next cycle starts clean
-    let before = counter.value
-    observedExtra.append(wrappedCycle() - libc)
-    events = counter.value - before
+  // Blocks without and with observers alternate, so a slow drift of the machine (frequency, other
+  // processes) falls on both contenders alike; within a block each cycle is paired with libc's.
+  let blocks = 10
+  for _ in 0..<blocks {
+    for pair in 0..<cycles / blocks {
+      // Which of the two runs first alternates: the second of a pair finds warmer caches.
+      let (libc, wrapped) = pair.isMultiple(of: 2) ? (realCycle(), wrappedCycle()) : swapped(wrappedCycle(), realCycle())
+      libcSamples.append(libc)
+      bareExtra.append(wrapped - libc)
+    }
+    let add = LoadedImages.onAdd { _ in counter.bump() }
+    let remove = LoadedImages.onRemove { _ in counter.bump() }
+    for pair in 0..<cycles / blocks {
+      let libc: Double, wrapped: Double
+      let before = counter.value
+      if pair.isMultiple(of: 2) {
+        libc = realCycle()
+        LoadedImages.refresh()  // untimed: libc's cycle bypassed the hook; catch up so the next cycle starts clean
+        wrapped = wrappedCycle()
+      } else {
+        wrapped = wrappedCycle()
+        libc = realCycle()
+        LoadedImages.refresh()
+      }
+      events = counter.value - before
+      libcSamples.append(libc)
+      observedExtra.append(wrapped - libc)
+    }
+    add.cancel()
+    remove.cancel()
   }
-  add.cancel()
-  remove.cancel()
   let libc = median(libcSamples)
   return (libc, libc + median(bareExtra), libc + median(observedExtra), events)
 }
