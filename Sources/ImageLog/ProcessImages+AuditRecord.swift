@@ -96,14 +96,6 @@ public struct AuditRecord: Sendable, Equatable {
     let idDigits = field(11)
     if !(idDigits.count == 1 && idDigits.first == 0x2D) {  // "-": none
       guard idDigits.count % 2 == 0 else { return nil }
-      func nibble(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case 0x30...0x39: byte - 0x30
-        case 0x61...0x66: byte - 0x61 + 10
-        case 0x41...0x46: byte - 0x41 + 10
-        default: nil
-        }
-      }
       var idBytes: [UInt8] = []
       idBytes.reserveCapacity(idDigits.count / 2)
       var at = idDigits.startIndex
@@ -146,14 +138,6 @@ public struct AuditRecord: Sendable, Equatable {
   /// Undoes the module's `\\` and `\xHH` escapes, on the line's bytes.
   static func unescape(_ utf8: Slice<UnsafeBufferPointer<UInt8>>) -> String {
     guard utf8.contains(0x5C) else { return String(decoding: utf8, as: UTF8.self) }
-    func nibble(_ byte: UInt8) -> UInt8? {
-      switch byte {
-      case 0x30...0x39: byte - 0x30
-      case 0x61...0x66: byte - 0x61 + 10
-      case 0x41...0x46: byte - 0x41 + 10
-      default: nil
-      }
-    }
     var bytes: [UInt8] = []
     bytes.reserveCapacity(utf8.count)
     var index = utf8.startIndex
@@ -171,5 +155,15 @@ public struct AuditRecord: Sendable, Equatable {
       index += 1
     }
     return String(decoding: bytes, as: UTF8.self)
+  }
+}
+
+/// The value of one hexadecimal digit (either case), or nil.
+private func nibble(_ byte: UInt8) -> UInt8? {
+  switch byte {
+  case 0x30...0x39: byte - 0x30
+  case 0x61...0x66: byte - 0x61 + 10
+  case 0x41...0x46: byte - 0x41 + 10
+  default: nil
   }
 }

@@ -12,34 +12,14 @@ public struct ELFNote: Sendable, Equatable {
   /// `NT_GNU_BUILD_ID`
   public static let gnuBuildIDType: UInt32 = 3
 
-  /// Decodes every note in `area` (a PT_NOTE segment or SHT_NOTE section). The descriptor starts at
-  /// the first `alignment` boundary after the name, and the next note at the first boundary after the
-  /// descriptor (4, or 8 for 8-aligned note segments such as `.note.gnu.property`), as glibc and
-  /// readelf lay them out; positions are relative to the area, which the linker aligns. Every note
-  /// consumes at least 12 bytes, so the loop is bounded by the area's size.
+  /// Decodes every note in `area` (a PT_NOTE segment or SHT_NOTE section), laid out as glibc and
+  /// readelf lay them out (see `walk`).
   public static func notes(in area: ByteReader, alignment: Int = 4) throws(FormatError) -> [ELFNote] {
-    let align = alignment == 8 ? 8 : 4
-    var reader = area
     var result: [ELFNote] = []
-    while reader.remaining >= 12 {
-      let noteStart = reader.offset
-      let nameSize = Int(try reader.read(UInt32.self))  // UInt32 -> Int is exact on 64-bit
-      let descriptorSize = Int(try reader.read(UInt32.self))
-      let type = try reader.read(UInt32.self)
-      let nameStart = reader.offset
-      guard nameSize <= reader.remaining else {
-        throw .elf("note at offset \(noteStart): name size \(nameSize) runs past the note area (\(reader.remaining) bytes left)")
-      }
-      let name = try reader.fixedString(at: nameStart, width: nameSize)
-      // nameStart + nameSize <= area.count (checked above), so padding it cannot overflow Int.
-      let descriptorStart = min(padded(nameStart + nameSize, align), reader.count)
-      try reader.seek(to: descriptorStart)
-      guard descriptorSize <= reader.remaining else {
-        throw .elf("note at offset \(noteStart): descriptor size \(descriptorSize) runs past the note area (\(reader.remaining) bytes left)")
-      }
-      let descriptor = try reader.readBytes(descriptorSize)
-      try reader.seek(to: min(padded(reader.offset, align), reader.count))
-      result.append(ELFNote(name: name, type: type, descriptor: descriptor, descriptorOffset: descriptorStart))
+    try walk(area, alignment: alignment) { (reader: inout ByteReader, note: NoteLayout) throws(FormatError) in
+      let name = try reader.fixedString(at: note.nameStart, width: note.nameSize)
+      let descriptor = try reader.readBytes(note.descriptorSize)
+      result.append(ELFNote(name: name, type: note.type, descriptor: descriptor, descriptorOffset: note.descriptorStart))
     }
     return result
   }
@@ -49,9 +29,39 @@ public struct ELFNote: Sendable, Equatable {
   /// build-id still throws), but decodes only the first `GNU` note of type `NT_GNU_BUILD_ID`: no name
   /// strings or descriptor copies for the other notes.
   public static func buildIDNote(in area: ByteReader, alignment: Int = 4) throws(FormatError) -> ELFNote? {
+    var found: NoteLayout?
+    try walk(area, alignment: alignment) { (reader: inout ByteReader, note: NoteLayout) throws(FormatError) in
+      if found == nil, note.type == gnuBuildIDType, try isGNU(reader, at: note.nameStart, width: note.nameSize) {
+        found = note
+      }
+      try reader.skip(note.descriptorSize)
+    }
+    guard let found else { return nil }
+    return ELFNote(name: "GNU", type: gnuBuildIDType,
+                   descriptor: try area.bytes(at: found.descriptorStart, length: found.descriptorSize),
+                   descriptorOffset: found.descriptorStart)
+  }
+
+  /// Where one note's parts lie in its area, checked to be inside it.
+  private struct NoteLayout {
+    var type: UInt32
+    var nameStart: Int
+    var nameSize: Int
+    var descriptorStart: Int
+    var descriptorSize: Int
+  }
+
+  /// Walks the notes in `area`: checks each header, name and descriptor against the area, calls `visit`
+  /// with the reader at the descriptor (`visit` must move it past the descriptor), then moves to the
+  /// next note. The descriptor starts at the first `alignment` boundary after the name, and the next
+  /// note at the first boundary after the descriptor (4, or 8 for 8-aligned note segments such as
+  /// `.note.gnu.property`), as glibc and readelf lay them out; positions are relative to the area,
+  /// which the linker aligns. Every note consumes at least 12 bytes, so the loop is bounded by the
+  /// area's size.
+  private static func walk(_ area: ByteReader, alignment: Int,
+                           _ visit: (inout ByteReader, NoteLayout) throws(FormatError) -> Void) throws(FormatError) {
     let align = alignment == 8 ? 8 : 4
     var reader = area
-    var found: (descriptorStart: Int, descriptorSize: Int)?
     while reader.remaining >= 12 {
       let noteStart = reader.offset
       let nameSize = Int(try reader.read(UInt32.self))  // UInt32 -> Int is exact on 64-bit
@@ -67,16 +77,10 @@ public struct ELFNote: Sendable, Equatable {
       guard descriptorSize <= reader.remaining else {
         throw .elf("note at offset \(noteStart): descriptor size \(descriptorSize) runs past the note area (\(reader.remaining) bytes left)")
       }
-      if found == nil, type == gnuBuildIDType, try isGNU(reader, at: nameStart, width: nameSize) {
-        found = (descriptorStart, descriptorSize)
-      }
-      try reader.skip(descriptorSize)
+      try visit(&reader, NoteLayout(type: type, nameStart: nameStart, nameSize: nameSize,
+                                    descriptorStart: descriptorStart, descriptorSize: descriptorSize))
       try reader.seek(to: min(padded(reader.offset, align), reader.count))
     }
-    guard let found else { return nil }
-    return ELFNote(name: "GNU", type: gnuBuildIDType,
-                   descriptor: try area.bytes(at: found.descriptorStart, length: found.descriptorSize),
-                   descriptorOffset: found.descriptorStart)
   }
 
   /// True when the name field of `width` bytes at `position` reads "GNU" up to its first NUL (as
