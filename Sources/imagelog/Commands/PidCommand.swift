@@ -26,14 +26,7 @@ struct PidCommand: Command {
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
-    let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
-    guard let first = rest.first else {
-      throw UsageError(message: "Missing expected argument '<pid>'", commandName: Self.name, usage: Self.usage)
-    }
-    guard rest.count == 1 else {
-      throw UsageError(message: "Unexpected argument '\(rest[1])'", commandName: Self.name, usage: Self.usage)
-    }
-    pid = try parsePID(first, command: Self.name, usage: Self.usage)
+    pid = try parsePIDArgument(&scanner, command: Self.name, usage: Self.usage)
   }
 
   func run() throws -> ExitStatus {
@@ -53,6 +46,18 @@ struct PidCommand: Command {
 }
 
 /// A PID argument: a positive decimal number.
+/// The one positional argument of `imagelog pid` and `imagelog watch`: a process ID.
+func parsePIDArgument(_ scanner: inout ArgumentScanner, command: String, usage: String) throws(UsageError) -> Int32 {
+  let rest = try scanner.positionals(command: command, usage: usage)
+  guard let first = rest.first else {
+    throw UsageError(message: "Missing expected argument '<pid>'", commandName: command, usage: usage)
+  }
+  guard rest.count == 1 else {
+    throw UsageError(message: "Unexpected argument '\(rest[1])'", commandName: command, usage: usage)
+  }
+  return try parsePID(first, command: command, usage: usage)
+}
+
 func parsePID(_ text: String, command: String, usage: String) throws(UsageError) -> Int32 {
   guard let pid = Int32(text), pid > 0 else {
     throw UsageError(message: "'\(text)' is not a process ID", commandName: command, usage: usage)

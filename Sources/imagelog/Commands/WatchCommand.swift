@@ -41,14 +41,7 @@ struct WatchCommand: Command {
     } else {
       interval = .milliseconds(500)
     }
-    let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
-    guard let first = rest.first else {
-      throw UsageError(message: "Missing expected argument '<pid>'", commandName: Self.name, usage: Self.usage)
-    }
-    guard rest.count == 1 else {
-      throw UsageError(message: "Unexpected argument '\(rest[1])'", commandName: Self.name, usage: Self.usage)
-    }
-    pid = try parsePID(first, command: Self.name, usage: Self.usage)
+    pid = try parsePIDArgument(&scanner, command: Self.name, usage: Self.usage)
   }
 
   func run() throws -> ExitStatus {
