@@ -1,5 +1,6 @@
 import CImageLog
 import ImageReaders
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

@@ -1,49 +1,13 @@
 import Glibc
+import ImageLogTestSupport
 import Synchronization
 import Testing
 
-/// Runs `arguments` (searched on PATH) and returns its status, standard output and standard error.
+/// Runs `arguments` (searched on PATH) and returns its status (128 + the signal when one ended it),
+/// standard output and standard error.
 func runTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-  var out: [Int32] = [0, 0]
-  var err: [Int32] = [0, 0]
-  guard pipe(&out) == 0, pipe(&err) == 0 else { throw CoreTestError("pipe failed") }
-  var actions = posix_spawn_file_actions_t()
-  posix_spawn_file_actions_init(&actions)
-  defer { posix_spawn_file_actions_destroy(&actions) }
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1)
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2)
-  for fd in [out[0], out[1], err[0], err[1]] { posix_spawn_file_actions_addclose(&actions, fd) }
-  var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-  defer { for pointer in argv { free(pointer) } }
-  var pid: pid_t = 0
-  let spawned = posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ)
-  close(out[1])
-  close(err[1])
-  defer { close(out[0]); close(err[0]) }
-  guard spawned == 0 else { throw CoreTestError("cannot run \(arguments[0])") }
-  // Read both pipes without blocking one on the other: poll until both close.
-  var output: [UInt8] = []
-  var errors: [UInt8] = []
-  var open = [true, true]
-  var buffer = [UInt8](repeating: 0, count: 65536)
-  while open[0] || open[1] {
-    var fds = [pollfd(fd: open[0] ? out[0] : -1, events: Int16(POLLIN), revents: 0),
-               pollfd(fd: open[1] ? err[0] : -1, events: Int16(POLLIN), revents: 0)]
-    if poll(&fds, 2, -1) < 0 { if errno == EINTR { continue } else { break } }
-    for index in 0..<2 where open[index] && fds[index].revents != 0 {
-      let count = buffer.withUnsafeMutableBytes { read(fds[index].fd, $0.baseAddress, $0.count) }
-      if count <= 0 { open[index] = false } else if index == 0 { output += buffer[0..<count] } else { errors += buffer[0..<count] }
-    }
-  }
-  var status: Int32 = 0
-  while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-  let exitStatus = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-  return (exitStatus, String(decoding: output, as: UTF8.self), String(decoding: errors, as: UTF8.self))
-}
-
-/// True when `tool` is on PATH.
-func haveTool(_ tool: String) -> Bool {
-  (try? runTool(["sh", "-c", "command -v \(tool)"]).status) == 0
+  let result = try runChild(arguments)
+  return (result.exitCode ?? 128 + (result.signal ?? 0), result.output, result.error)
 }
 
 struct CoreTestError: Error, CustomStringConvertible {
@@ -51,20 +15,12 @@ struct CoreTestError: Error, CustomStringConvertible {
   init(_ description: String) { self.description = description }
 }
 
-/// The repository root, from this file's path (no Bundle, no Foundation).
-let repositoryRoot: String = {
-  var path = #filePath
-  for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
-  return path
-}()
+/// The repository root.
+let repositoryRoot = packageRoot
 
 /// A fresh directory under /tmp, removed when the test process exits.
 func makeTemporaryDirectory(_ prefix: String) throws -> String {
-  var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
-  guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-    throw CoreTestError("mkdtemp failed")
-  }
-  let directory = String(cString: result)
+  let directory = try ImageLogTestSupport.makeTemporaryDirectory(prefix)
   let first = temporaryDirectories.withLock { list in
     list.append(directory)
     return list.count == 1
@@ -91,17 +47,8 @@ func canonicalPath(_ path: String) -> String {
 
 /// Reads a whole file (small text files under /proc included).
 func readTextFile(_ path: String) throws -> String {
-  let fd = open(path, O_RDONLY)
-  guard fd >= 0 else { throw CoreTestError("cannot open \(path)") }
-  defer { close(fd) }
-  var bytes: [UInt8] = []
-  var buffer = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-    if count <= 0 { break }
-    bytes += buffer[0..<count]
-  }
-  return String(decoding: bytes, as: UTF8.self)
+  guard let text = readFile(path) else { throw CoreTestError("cannot open \(path)") }
+  return text
 }
 
 /// Parses lowercase or uppercase hex (without 0x).

@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// Child processes built from Tests/Programs/crash-program.c (which compiles

@@ -1,5 +1,6 @@
 import Glibc
 import ImageLog
+import ImageLogTestSupport
 import Testing
 
 /// The Swift API: the crash-time table kept by the LoadedImages observers, and the handler

@@ -1,5 +1,6 @@
 import Glibc
 import ImageReaders
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import ImageReaders
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

@@ -2,6 +2,7 @@ import CImageLog
 import Glibc
 import ImageReaders
 import Synchronization
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

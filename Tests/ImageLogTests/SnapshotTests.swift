@@ -1,6 +1,7 @@
 import Glibc
 import Runtime
 import ImageReaders
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

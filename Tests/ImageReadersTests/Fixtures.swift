@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ImageLogTestSupport
 import ImageReaders
 
 /// The committed fixture files, found from this source file's path (no Bundle, no Foundation).
@@ -78,38 +79,13 @@ func readFile(_ path: String) throws -> [UInt8] {
 /// Runs the real tools tests compare against.
 enum Tools {
   /// True when `tool` is on PATH.
-  static func have(_ tool: String) -> Bool {
-    (try? run(["sh", "-c", "command -v \(tool) >/dev/null"]).status) == 0
-  }
+  static func have(_ tool: String) -> Bool { haveTool(tool) }
 
   /// Runs `arguments` (searched on PATH) and returns the exit status and standard output
-  /// (standard error is discarded).
+  /// (standard error is dropped).
   static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-    var ends: [Int32] = [0, 0]
-    guard pipe(&ends) == 0 else { throw TestIOError(description: "pipe failed") }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addclose(&actions, ends[0])
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    var pid: pid_t = 0
-    let spawned = posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ)
-    close(ends[1])
-    guard spawned == 0 else { close(ends[0]); throw TestIOError(description: "cannot run \(arguments[0])") }
-    var output: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-      let count = buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) }
-      if count <= 0 { break }
-      output += buffer[0..<count]
-    }
-    close(ends[0])
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    return ((status >> 8) & 0xFF, String(decoding: output, as: UTF8.self))
+    let result = try runChild(arguments)
+    return (result.exitCode ?? 128 + (result.signal ?? 0), result.output)
   }
 }
 

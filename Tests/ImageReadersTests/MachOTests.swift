@@ -1,4 +1,5 @@
 import Foundation
+import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 

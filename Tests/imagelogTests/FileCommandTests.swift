@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ImageLogTestSupport
 import Testing
 import ImageReaders
 import ImageLog
@@ -8,12 +9,8 @@ import ImageLog
 /// `imagelog file`, run as a process: standard output, standard error and the exit status, on the
 /// committed fixtures, folders, a FIFO, an empty file, a text file and a truncated binary.
 @Suite struct FileCommandTests {
-  static let root: String = {
-    var path = "\(#filePath)"
-    for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
-    return path  // Tests/imagelogTests/FileCommandTests.swift -> package root
-  }()
-  static let binary = root + "/.build/debug/imagelog"
+  static let root = packageRoot
+  static let binary = builtProduct("imagelog")
   static let fixtures = root + "/Tests/ImageReadersTests/Fixtures/elf"
   static var haveBinary: Bool { access(binary, X_OK) == 0 }
 
@@ -25,35 +22,19 @@ import ImageLog
     var errLines: [String] { stderr.split(separator: "\n").map(String.init) }
   }
 
-  /// Runs `imagelog` with `arguments`, standard output and error captured through temporary files.
+  /// Runs `imagelog` with `arguments`, standard output and error captured.
   static func imagelog(_ arguments: [String]) throws -> Run {
     try spawn([binary] + arguments)
   }
 
-  static func spawn(_ arguments: [String], stdinPath: String = "/dev/null") throws -> Run {
-    let folder = try temporaryFolder()
-    let outPath = folder + "/out", errPath = folder + "/err"
-    defer { unlink(outPath); unlink(errPath); rmdir(folder) }
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-    defer { for pointer in argv { free(pointer) } }
-    var pid: pid_t = 0
-    guard posix_spawnp(&pid, arguments[0], &actions, nil, &argv, environ) == 0 else {
-      throw CLIError(description: "cannot run \(arguments[0])")
-    }
-    var status: Int32 = 0
-    waitpid(pid, &status, 0)
-    return Run(status: (status >> 8) & 0xFF, stdout: try text(outPath), stderr: try text(errPath))
+  static func spawn(_ arguments: [String]) throws -> Run {
+    let result = try runChild(arguments)
+    return Run(status: result.exitCode ?? 128 + (result.signal ?? 0), stdout: result.output, stderr: result.error)
   }
 
   /// True when `tool` is on PATH.
   static func have(_ tool: String) -> Bool {
-    (try? spawn(["sh", "-c", "command -v \(tool)"]).status) == 0
+    haveTool(tool)
   }
 
   struct CLIError: Error, CustomStringConvertible { var description: String }
@@ -62,11 +43,7 @@ import ImageLog
     String(decoding: try bytes(path), as: UTF8.self)
   }
 
-  static func temporaryFolder() throws -> String {
-    var template = Array("/tmp/imagelog-file-test-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw CLIError(description: "mkdtemp failed") }
-    return String(cString: made)
-  }
+  static func temporaryFolder() throws -> String { try makeTemporaryDirectory("imagelog-file-test") }
 
   static func remove(_ folder: String) {
     _ = try? spawn(["rm", "-rf", folder])
