@@ -1,6 +1,5 @@
 import CImageLog
 import ImageReaders
-import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

@@ -1,6 +1,5 @@
 import Glibc
 import ImageReaders
-import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

@@ -1,5 +1,4 @@
 import Glibc
-import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 

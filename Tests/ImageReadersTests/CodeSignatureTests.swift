@@ -1,5 +1,4 @@
 import Foundation
-import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 

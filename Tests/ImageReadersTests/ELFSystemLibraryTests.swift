@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 

@@ -1,4 +1,3 @@
-import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 

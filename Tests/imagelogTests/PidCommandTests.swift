@@ -1,5 +1,4 @@
 import Glibc
-import ImageLogTestSupport
 import Testing
 
 /// `imagelog pid`: output against eu-unstrip on the same process, every style, and the errors.

@@ -1,5 +1,4 @@
 import Glibc
-import ImageLogTestSupport
 import Testing
 
 /// `imagelog run`: events from the rtld-audit module, checked against the loader's own

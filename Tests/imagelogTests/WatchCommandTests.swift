@@ -1,5 +1,4 @@
 import Glibc
-import ImageLogTestSupport
 import Testing
 
 /// `imagelog watch`: a C program that dlopens and dlcloses slowly, seen from outside.
