@@ -19,9 +19,13 @@ test: tools
 	$(SWIFT) build
 	$(SWIFT) test
 
+# --disable-local-rpath: the executables need no $ORIGIN search path (imagelog links the Swift runtime in),
+# and without one the loader does not probe a dozen missing folders under it at every start.
+RELEASE_FLAGS = -c release --disable-local-rpath
+
 bench:
-	$(SWIFT) build -c release
-	$(SWIFT) run -c release ImageLogBenchmarks
+	$(SWIFT) build $(RELEASE_FLAGS)
+	$(SWIFT) run $(RELEASE_FLAGS) ImageLogBenchmarks
 
 # Regenerates the committed fixtures (needs clang, ld.lld, ld64.lld-14, llvm-lipo-14, python3).
 fixtures:
@@ -42,8 +46,8 @@ fuzz:
 	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
 
 install:
-	$(SWIFT) build -c release --product imagelog
-	$(SWIFT) build -c release --product ImageLogAudit
+	$(SWIFT) build $(RELEASE_FLAGS) --product imagelog
+	$(SWIFT) build $(RELEASE_FLAGS) --product ImageLogAudit
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/imagelog
 	install -m 755 .build/release/imagelog $(DESTDIR)$(PREFIX)/bin/imagelog
 	install -m 644 .build/release/libImageLogAudit.so $(DESTDIR)$(PREFIX)/lib/imagelog/libImageLogAudit.so

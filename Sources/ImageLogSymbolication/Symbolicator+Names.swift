@@ -1,5 +1,4 @@
-import Dispatch
-internal import Glibc
+import ImageLog
 import ImageReaders
 
 extension Symbolicator {
@@ -14,10 +13,10 @@ extension Symbolicator {
   /// `Demangler` per chunk (each call of the runtime's demangler has its own context). The answer is
   /// the same, in the same order, however it was split.
   static func names(of symbols: [Int], in table: SymbolTable, demangler: Demangler) -> [(raw: String, name: String)] {
-    let processors = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+    let processors = WorkerThread.processorCount
     // A few chunks per core: a core taken by another process then delays only a small piece.
     let chunks = symbols.count < parallelNamesThreshold || processors < 2
-      ? 1 : min(Int(processors) * 4, 32, symbols.count / (parallelNamesThreshold / 4))  // processors >= 2 here
+      ? 1 : min(processors * 4, 32, symbols.count / (parallelNamesThreshold / 4))
     guard chunks > 1 else { return symbols.map { name(of: $0, in: table, demangler: demangler) } }
     let style = demangler.style
     return [(raw: String, name: String)](unsafeUninitializedCapacity: symbols.count) { buffer, initialized in
@@ -26,7 +25,7 @@ extension Symbolicator {
         guard let symbolBase = symbols.baseAddress, let outputBase = buffer.baseAddress else { return }
         let input = SendableInput(base: symbolBase, count: symbols.count)
         let output = SendableOutput(base: outputBase)
-        DispatchQueue.concurrentPerform(iterations: chunks) { chunk in
+        WorkerThread.perform(iterations: chunks, threads: processors) { chunk in
           // Chunk `chunk` owns positions lower..<upper of the output: no two chunks touch one element.
           let lower = input.count * chunk / chunks
           let upper = input.count * (chunk + 1) / chunks
@@ -35,7 +34,7 @@ extension Symbolicator {
             (output.base + position).initialize(to: name(of: input.base[position], in: table, demangler: chunkDemangler))
           }
         }
-        initialized = symbols.count  // every chunk ran to completion: concurrentPerform returns after all
+        initialized = symbols.count  // every chunk ran to completion: perform returns after all
       }
     }
   }
@@ -47,7 +46,7 @@ extension Symbolicator {
   }
 }
 
-// Pointers handed to `concurrentPerform`'s workers, which read `SendableInput` and write disjoint
+// Pointers handed to `WorkerThread.perform`'s workers, which read `SendableInput` and write disjoint
 // ranges of `SendableOutput` (see `names(of:in:demangler:)`).
 private struct SendableInput: @unchecked Sendable {
   let base: UnsafePointer<Int>

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 internal import Glibc
 #endif
+import ImageLog
 import Synchronization
 
 extension FileCommand {
@@ -15,8 +16,7 @@ extension FileCommand {
     if let text = getenv("IMAGELOG_THREADS"), let forced = Int(String(cString: text)), (1...16).contains(forced) {
       return (forced, true)
     }
-    let processors = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-    return (max(1, min(4, processors, fileCount / 8)), false)
+    return (max(1, min(4, WorkerThread.processorCount, fileCount / 8)), false)
   }
 }
 
@@ -34,10 +34,10 @@ func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = t
     return
   }
   let shared = OrderedResults<Result>(count: count, work: work)
-  var helpers: [pthread_t] = []
+  var helpers: [WorkerThread] = []
   func startHelpers() {
     for _ in 1..<threads {
-      if let thread = startThread({ shared.runUntilDone() }) { helpers.append(thread) }
+      if let thread = WorkerThread.start({ shared.runUntilDone() }) { helpers.append(thread) }
     }
   }
   if atOnce { startHelpers() }
@@ -58,37 +58,15 @@ func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = t
       startHelpers()
     }
   }
-  for thread in helpers { pthread_join(thread, nil) }
+  for thread in helpers { thread.join() }
   drain()
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.
-private func monotonicNanoseconds() -> Int {
+func monotonicNanoseconds() -> Int {
   var time = timespec()
   clock_gettime(CLOCK_MONOTONIC, &time)
   return time.tv_sec * 1_000_000_000 + time.tv_nsec
-}
-
-/// Starts a thread running `body`; nil when the system would not start one (the caller does the work).
-private func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
-  var thread = pthread_t()
-  let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-  let started = pthread_create(&thread, nil, { context in
-    // The thread owns the body: takeRetainedValue balances the passRetained that made `context`.
-    guard let context else { return nil }
-    Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().body()
-    return nil
-  }, context)
-  guard started == 0 else {
-    Unmanaged<ThreadBody>.fromOpaque(context).release()  // the thread never ran
-    return nil
-  }
-  return thread
-}
-
-private final class ThreadBody: Sendable {
-  let body: @Sendable () -> Void
-  init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }
 
 /// The shared state of `forEachInOrder`: the next index to claim and the finished results not yet consumed.

@@ -102,29 +102,29 @@ struct ProgressLine {
   private let total: Int
   private var done = 0
   private let enabled: Bool
-  private let clock = ContinuousClock()
-  private let start: ContinuousClock.Instant
-  private let delay: Duration
-  // No Optional<Instant>: its metadata would be made at run time on every run, shown or not.
-  private var lastDraw: ContinuousClock.Instant
+  // Nanoseconds of CLOCK_MONOTONIC, not ContinuousClock: that type alone links the whole Concurrency
+  // runtime and libdispatch into the executable, whose initializer then runs at every start-up.
+  private let start: Int
+  private let delay: Int
+  private var lastDraw: Int
   private var drawn = false
   private var shown = false
 
   init(total: Int) {
     self.total = total
     enabled = standardErrorIsTerminal
-    start = clock.now
+    start = monotonicNanoseconds()
     lastDraw = start
     let configured = getenv("IMAGELOG_PROGRESS_DELAY_MS").flatMap { Int(String(cString: $0)) }
-    delay = .milliseconds(configured ?? 500)
+    delay = max(0, min(configured ?? 500, 86_400_000)) * 1_000_000
   }
 
   mutating func tick(_ path: String) {
     done += 1
     guard enabled else { return }
-    let now = clock.now
+    let now = monotonicNanoseconds()
     guard now - start >= delay else { return }
-    if drawn, now - lastDraw < .milliseconds(100) { return }
+    if drawn, now - lastDraw < 100_000_000 { return }
     lastDraw = now
     drawn = true
     shown = true
