@@ -124,17 +124,12 @@ int il_spawn_audited(int *child, const char *path, const unsigned char *argument
     envp[used++] = *entry;
   }
   split_strings((const char *)added, added_count, envp + used);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attributes, &none);
-  posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  /* No POSIX_SPAWN_SETSIGDEF or SETSIGMASK: the program gets the signal mask and the ignored signals
+     imagelog was started with, as it would run without imagelog (`nohup`, a background job's
+     ignored SIGINT). Nothing of imagelog's own is ignored yet (il_forward_termination_signals comes
+     after the spawn), and the handlers the Swift runtime installed are reset by exec. */
   pid_t pid = 0;
-  int result = posix_spawn(&pid, path, NULL, &attributes, argv, envp);
-  posix_spawnattr_destroy(&attributes);
+  int result = posix_spawn(&pid, path, NULL, NULL, argv, envp);
   free(argv);
   free(envp);
   *child = (int)pid;

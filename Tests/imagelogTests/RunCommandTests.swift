@@ -144,6 +144,20 @@ import Testing
     #expect(echo.error.split(separator: "\n").first?.hasPrefix("Added: 0x") == true)
   }
 
+  /// The signals a program starts with ignored and blocked are the ones it gets without imagelog:
+  /// `nohup` (SIGHUP ignored) and a shell's `trap ''` keep working through `imagelog run`.
+  @Test func ignoredAndBlockedSignalsPassThrough() throws {
+    let show = "grep -E '^Sig(Ign|Blk):' /proc/self/status"
+    let plain = try runProcessTest(["sh", "-c", "trap '' HUP USR2; exec \(show)"])
+    let audited = try runProcessTest(["sh", "-c", "trap '' HUP USR2; exec \(processTestImagelog) run --output /dev/null -- \(show)"])
+    try #require(plain.exitStatus == 0 && audited.exitStatus == 0)
+    // SIGHUP is bit 0 and SIGUSR2 bit 11 of the SigIgn mask: 0x801.
+    let ignored = plain.output.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }
+    let mask = ignored?.split(whereSeparator: { $0 == " " || $0 == "\t" }).last.flatMap { UInt64($0, radix: 16) }
+    #expect(mask.map { $0 & 0x801 == 0x801 } == true)
+    #expect(audited.output == plain.output)
+  }
+
   @Test func childrenDoNotInheritTheModule() throws {
     let result = try runProcessTest([processTestImagelog, "run", "--", "sh", "-c", "env; ls /proc/self/fd"])
     #expect(!result.output.contains("LD_AUDIT="))
