@@ -96,6 +96,20 @@ struct ListCommandTests {
     }
   }
 
+  /// A run over a few files is mostly start-up, so the executable keeps out what runs code at every
+  /// start: libdispatch's initializer (it reads /sys/devices/system/cpu/possible twice), which comes
+  /// with the Concurrency runtime (`ContinuousClock`, `Task`) or with Dispatch.
+  @Test(.enabled(if: haveReadelf, "readelf is not installed"))
+  func executableLinksNeitherDispatchNorTheConcurrencyRuntime() throws {
+    let symbols = try runListTool(["readelf", "-sW", imagelogBinary])
+    try #require(symbols.status == 0)
+    let names = Set(lines(symbols.output).compactMap { $0.split(separator: " ").last.map(String.init) })
+    #expect(names.contains("main"))
+    for unwanted in ["libdispatch_init", "dispatch_async_f", "swift_task_create", "swift_job_run"] {
+      #expect(!names.contains(unwanted), "\(unwanted) is linked into \(imagelogBinary)")
+    }
+  }
+
   @Test func everyFormat() throws {
     let crash = lines(try runImagelog(["--format", "crash"]).output)
     #expect(crash.compactMap(crashFields).count == crash.count)
