@@ -88,7 +88,7 @@ func fileBenchmark() throws -> [BenchmarkTable] {
       + "files), because on cached files they made every close and munmap costlier without making the reads "
       + "faster. The one-thread row is the same run with IMAGELOG_THREADS=1 (no thread can join). The in-process "
       + "FileBytes row decodes as the command does (`names: .lookedFor`). "
-      + "imagelog links the Swift runtime statically; start-up alone is about 2 ms.",
+      + "imagelog links the Swift runtime statically; its start-up alone is the `imagelog --version` row of the Mach-O table below.",
     header: ["what", "time", "per file", "readelf time / this"],
     rows: [
       ["`readelf -n -d -lW FILES`", formatDuration(readelfSeconds), formatDuration(readelfSeconds / Double(files.count)), "1x"],
