@@ -171,8 +171,25 @@ struct SnapshotTests {
 
   /// Swift's own backtracer (`Runtime.ImageMap`, which reads /proc/self/maps and each file's notes) is
   /// an independent oracle: every image it lists is in the snapshot with the same start, end of text
-  /// and build-id. (It leaves out the vDSO, which the snapshot includes.)
+  /// and build-id. (It leaves out the vDSO, which the snapshot includes.) `ImageMap.capture()` reads
+  /// every mapped ELF file's headers from memory without a lock, so a mapping that another suite
+  /// unmaps meanwhile (FileBytesTests, the observer tests) crashes it: the comparison runs in a child
+  /// process of this test bundle where it is the only test (`imageMapChild`).
   @Test func agreesWithSwiftsImageMap() throws {
+    let executable = try #require(CrashReporterTests.selfExecutable())
+    let result = try CrashTestSupport.run(executable, ["--testing-library", "swift-testing", "--filter", "imageMapChild"],
+                                          environment: ["IMAGELOG_IMAGEMAP_CHILD": "1"])
+    #expect(!result.timedOut)
+    #expect(result.exitCode == 0, "\(result.stderr.suffix(3000))")
+    // The child ran the comparison (a filter that matched nothing would also exit 0).
+    #expect(result.stderr.contains("Test imageMapChild() passed"), "\(result.stderr.suffix(2000))")
+  }
+}
+
+/// Runs only in the child process started by `agreesWithSwiftsImageMap`.
+@Suite struct SnapshotImageMapChild {
+  @Test(.enabled(if: getenv("IMAGELOG_IMAGEMAP_CHILD") != nil, "only in a child process"))
+  func imageMapChild() throws {
     for _ in 0..<20 {
       let before = LoaderCounters.current()
       let images = LoadedImages.snapshot()
