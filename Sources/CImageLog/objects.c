@@ -29,18 +29,28 @@ struct il_matching_walk {
   void *context;
 };
 
+/* An object that is not the one expected at the cursor: filled in and handed to the Swift side. Kept
+   out of line so the common case below (the expected object: one comparison) stays a leaf function
+   without a stack frame. */
+__attribute__((noinline)) static int il_visit_other(struct dl_phdr_info *info, size_t size,
+                                                    struct il_matching_walk *matching) {
+  il_object object = {0};
+  il_fill_object(&object, info, size);
+  return matching->visit(&object, matching->walk, matching->context);
+}
+
 static int il_walk_one(struct dl_phdr_info *info, size_t size, void *data) {
   struct il_matching_walk *matching = data;
   il_walk *walk = matching->walk;
-  int has_counters = size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs);
-  if (walk->index == 0 && has_counters) {
-    walk->adds = info->dlpi_adds;
-    walk->subs = info->dlpi_subs;
-  }
-  if (walk->index == 0 && walk->stop_if_unchanged && walk->adds == walk->known_adds &&
-      walk->subs == walk->known_subs) {
-    walk->unchanged = 1;
-    return 1;
+  if (walk->index == 0) {
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+      walk->adds = info->dlpi_adds;
+      walk->subs = info->dlpi_subs;
+    }
+    if (walk->stop_if_unchanged && walk->adds == walk->known_adds && walk->subs == walk->known_subs) {
+      walk->unchanged = 1;
+      return 1;
+    }
   }
   int result = 0;
   if (walk->match_keys && walk->cursor < walk->key_count &&
@@ -48,9 +58,7 @@ static int il_walk_one(struct dl_phdr_info *info, size_t size, void *data) {
       walk->keys[walk->cursor].phdrs == (const void *)info->dlpi_phdr) {
     walk->cursor++;
   } else {
-    il_object object = {0};
-    il_fill_object(&object, info, size);
-    result = matching->visit(&object, walk, matching->context);
+    result = il_visit_other(info, size, matching);
   }
   walk->index++;
   return result;

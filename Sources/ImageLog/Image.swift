@@ -9,9 +9,15 @@ public struct Image: Hashable, Sendable {
   /// The file the image was loaded from: the real path of the main executable (which
   /// `dl_iterate_phdr` reports as ""), the loader's name for libraries, `[vdso]` for the vDSO
   /// (named as `/proc/PID/maps` names it).
-  public var path: String
+  public var path: String {
+    get { names.path }
+    set { names = Names(path: newValue, name: names.name, buildID: names.buildID, architecture: names.architecture) }
+  }
   /// The last path component of `path` (`[vdso]` for the vDSO).
-  public var name: String
+  public var name: String {
+    get { names.name }
+    set { names = Names(path: names.path, name: newValue, buildID: names.buildID, architecture: names.architecture) }
+  }
   /// Where the image's ELF header is mapped: `loadBias` plus the first `PT_LOAD`'s page-aligned address.
   public var loadAddress: Address
   /// The difference between run-time and link-time addresses (`dlpi_addr`, `l_addr`).
@@ -23,9 +29,15 @@ public struct Image: Hashable, Sendable {
   /// From `loadAddress` to the end of the last `PT_LOAD` of any kind (`p_vaddr + p_memsz`). Half-open.
   public var loadRange: Range<Address>
   /// The GNU build-id from the image's `PT_NOTE` in memory, or `nil` when it has none.
-  public var buildID: BuildID?
+  public var buildID: BuildID? {
+    get { names.buildID }
+    set { names = Names(path: names.path, name: names.name, buildID: newValue, architecture: names.architecture) }
+  }
   /// The architecture name crash tooling uses (`x86_64`, `arm64`, `i386`, ...).
-  public var architecture: String
+  public var architecture: String {
+    get { names.architecture }
+    set { names = Names(path: names.path, name: names.name, buildID: names.buildID, architecture: newValue) }
+  }
   /// True for the program's own executable.
   public var isMainExecutable: Bool
   /// Where the build-id bytes themselves are mapped (the `@0xADDR` of `eu-unstrip -n`), or `nil`.
@@ -36,27 +48,68 @@ public struct Image: Hashable, Sendable {
   /// file-backed mapping in /proc/PID/maps), which leaves out the zero-filled tail of the data segment.
   public var fileMappedRange: Range<Address>
 
-  /// The size of `textRange` in bytes.
-  public var textSize: UInt64 { textRange.upperBound - textRange.lowerBound }
-  /// The size of `loadRange` in bytes.
-  public var loadSize: UInt64 { loadRange.upperBound - loadRange.lowerBound }
+  /// The image's strings and build-id, shared by its copies: an image is copied several times on its
+  /// way from the loader to the observers (the view, the event queue, a remove event), and each copy
+  /// then retains one object instead of one per string and array. Never mutated: a setter above
+  /// replaces it.
+  private var names: Names
+
+  private final class Names: Sendable {
+    let path: String
+    let name: String
+    let buildID: BuildID?
+    let architecture: String
+
+    init(path: String, name: String, buildID: BuildID?, architecture: String) {
+      self.path = path
+      self.name = name
+      self.buildID = buildID
+      self.architecture = architecture
+    }
+  }
 
   public init(path: String, name: String? = nil, loadAddress: Address, loadBias: Address,
               textRange: Range<Address>, loadRange: Range<Address>, buildID: BuildID?,
               architecture: String, isMainExecutable: Bool, buildIDAddress: Address? = nil,
               fileMappedRange: Range<Address>? = nil) {
-    self.path = path
-    self.name = name ?? Self.shortName(of: path)
+    names = Names(path: path, name: name ?? Self.shortName(of: path), buildID: buildID, architecture: architecture)
     self.loadAddress = loadAddress
     self.loadBias = loadBias
     self.textRange = textRange
     self.loadRange = loadRange
-    self.buildID = buildID
-    self.architecture = architecture
     self.isMainExecutable = isMainExecutable
     self.buildIDAddress = buildIDAddress
     self.fileMappedRange = fileMappedRange ?? loadRange
   }
+
+  // Value equality over every property, as a synthesized conformance would compare them.
+  public static func == (lhs: Image, rhs: Image) -> Bool {
+    lhs.loadAddress == rhs.loadAddress && lhs.loadBias == rhs.loadBias && lhs.textRange == rhs.textRange
+      && lhs.loadRange == rhs.loadRange && lhs.isMainExecutable == rhs.isMainExecutable
+      && lhs.buildIDAddress == rhs.buildIDAddress && lhs.fileMappedRange == rhs.fileMappedRange
+      && (lhs.names === rhs.names
+        || (lhs.path == rhs.path && lhs.name == rhs.name && lhs.buildID == rhs.buildID
+          && lhs.architecture == rhs.architecture))
+  }
+
+  public func hash(into hasher: inout Hasher) {
+    hasher.combine(path)
+    hasher.combine(name)
+    hasher.combine(loadAddress)
+    hasher.combine(loadBias)
+    hasher.combine(textRange)
+    hasher.combine(loadRange)
+    hasher.combine(buildID)
+    hasher.combine(architecture)
+    hasher.combine(isMainExecutable)
+    hasher.combine(buildIDAddress)
+    hasher.combine(fileMappedRange)
+  }
+
+  /// The size of `textRange` in bytes.
+  public var textSize: UInt64 { textRange.upperBound - textRange.lowerBound }
+  /// The size of `loadRange` in bytes.
+  public var loadSize: UInt64 { loadRange.upperBound - loadRange.lowerBound }
 
   /// The last component of `path`.
   public static func shortName(of path: String) -> String {
