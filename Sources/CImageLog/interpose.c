@@ -36,6 +36,7 @@ static _Atomic(il_dlopen_fn) il_next_dlopen;
 static _Atomic(il_dlmopen_fn) il_next_dlmopen;
 static _Atomic(il_dlclose_fn) il_next_dlclose;
 static __thread int il_depth;
+static _Atomic int il_observing;
 
 /* dlsym(RTLD_NEXT) finds the definition after ours (libc's); racing threads store the same value. */
 static il_dlopen_fn il_dlopen_next(void) {
@@ -66,6 +67,8 @@ static il_dlclose_fn il_dlclose_next(void) {
 }
 
 void il_set_loader_hook(void (*hook)(void)) { atomic_store_explicit(&il_hook, hook, memory_order_release); }
+
+void il_set_observing(int observing) { atomic_store_explicit(&il_observing, observing, memory_order_relaxed); }
 
 int il_loader_call_depth(void) { return il_depth; }
 
@@ -183,10 +186,48 @@ void *dlmopen(Lmid_t namespace_id, const char *file, int mode) {
   return handle;
 }
 
+/* The load bias of the object an outermost dlclose on this thread was called for, while its
+   notification runs. */
+static __thread uintptr_t il_closing_bias;
+static __thread int il_closing_known;
+
+int il_closed_load_bias(uintptr_t *bias) {
+  if (!il_closing_known) return 0;
+  *bias = il_closing_bias;
+  return 1;
+}
+
 int dlclose(void *handle) {
+  /* Only an outermost call with observers to tell: the load bias lets them find what it unloaded
+     without walking the whole list (see LoaderView.removeClosed). Read before the call, while the
+     handle is valid: in glibc a handle is the object's link map (what dlinfo RTLD_DI_LINKMAP returns),
+     and l_addr its load bias. */
+  uintptr_t bias = 0;
+  int known = 0;
+#ifdef __GLIBC__
+  if (il_depth == 0 && atomic_load_explicit(&il_observing, memory_order_relaxed) && (uintptr_t)handle >= 4096) {
+    bias = (uintptr_t)((const struct link_map *)handle)->l_addr;
+    known = 1;
+  }
+#endif
   il_depth++;
   int result = il_dlclose_next()(handle);
   il_depth--;
-  if (result == 0 && il_depth == 0) il_notify();
+  if (result == 0 && il_depth == 0) {
+    il_closing_bias = bias;
+    il_closing_known = known;
+    il_notify();
+    il_closing_known = 0;
+  }
   return result;
+}
+
+int il_address_is_loaded(uint64_t address) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+  struct dl_find_object found;
+  return _dl_find_object((void *)(uintptr_t)address, &found) == 0 ? 1 : 0;
+#else
+  (void)address;
+  return -1;
+#endif
 }

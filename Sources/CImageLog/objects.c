@@ -17,8 +17,6 @@ static void il_fill_object(il_object *object, const struct dl_phdr_info *info, s
     object->subs = info->dlpi_subs;
   }
   object->name_length = strlen(object->name);
-  const char *slash = memrchr(object->name, '/', object->name_length);
-  object->short_name_offset = slash ? (size_t)(slash - object->name) + 1 : 0;
 }
 
 /* The walk behind the observers and snapshot(): an object that is the one expected next costs one

@@ -15,7 +15,7 @@ public struct Image: Hashable, Sendable {
   }
   /// The last path component of `path` (`[vdso]` for the vDSO).
   public var name: String {
-    get { names.name }
+    get { names.name ?? Self.shortName(of: names.path) }
     set { names = Names(path: names.path, name: newValue, buildID: names.buildID, architecture: names.architecture) }
   }
   /// Where the image's ELF header is mapped: `loadBias` plus the first `PT_LOAD`'s page-aligned address.
@@ -56,13 +56,15 @@ public struct Image: Hashable, Sendable {
 
   private final class Names: Sendable {
     let path: String
-    let name: String
+    /// `nil` when the name is the last component of `path`, as it nearly always is: made when asked for,
+    /// not stored, so building an image makes no second string.
+    let name: String?
     let buildID: BuildID?
     let architecture: String
 
-    init(path: String, name: String, buildID: BuildID?, architecture: String) {
+    init(path: String, name: String?, buildID: BuildID?, architecture: String) {
       self.path = path
-      self.name = name
+      self.name = name.flatMap { Image.isShortName($0, of: path) ? nil : $0 }
       self.buildID = buildID
       self.architecture = architecture
     }
@@ -72,7 +74,7 @@ public struct Image: Hashable, Sendable {
               textRange: Range<Address>, loadRange: Range<Address>, buildID: BuildID?,
               architecture: String, isMainExecutable: Bool, buildIDAddress: Address? = nil,
               fileMappedRange: Range<Address>? = nil) {
-    names = Names(path: path, name: name ?? Self.shortName(of: path), buildID: buildID, architecture: architecture)
+    names = Names(path: path, name: name, buildID: buildID, architecture: architecture)
     self.loadAddress = loadAddress
     self.loadBias = loadBias
     self.textRange = textRange
@@ -88,7 +90,7 @@ public struct Image: Hashable, Sendable {
       && lhs.loadRange == rhs.loadRange && lhs.isMainExecutable == rhs.isMainExecutable
       && lhs.buildIDAddress == rhs.buildIDAddress && lhs.fileMappedRange == rhs.fileMappedRange
       && (lhs.names === rhs.names
-        || (lhs.path == rhs.path && lhs.name == rhs.name && lhs.buildID == rhs.buildID
+        || (lhs.path == rhs.path && lhs.names.name == rhs.names.name && lhs.buildID == rhs.buildID
           && lhs.architecture == rhs.architecture))
   }
 
@@ -115,5 +117,11 @@ public struct Image: Hashable, Sendable {
   public static func shortName(of path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return path }
     return String(path[path.index(after: slash)...])
+  }
+
+  /// Whether `name == shortName(of: path)`, compared without making that string.
+  static func isShortName(_ name: String, of path: String) -> Bool {
+    let start = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+    return name == path[start...]
   }
 }

@@ -180,6 +180,7 @@ final class ObserverCenter: Sendable {
         state.nextSequence += 1
         state.addObservers.append(observer)
       }
+      il_set_observing(1)
       let (deliver, target) = insideLoader ? (false, 0) : Self.claimDelivery(&state, &batch)
       return (observer, inlineReplay, deliver, target)
     }
@@ -193,6 +194,7 @@ final class ObserverCenter: Sendable {
       self?.state.withLock { state in
         state.addObservers.removeAll { $0.id == id }
         state.removeObservers.removeAll { $0.id == id }
+        il_set_observing(state.hasObservers ? 1 : 0)
       }
     }
   }
@@ -285,8 +287,13 @@ final class ObserverCenter: Sendable {
     var view = LoaderView()
     swap(&view, &state.view)
     let wantsRemovals = !state.removeObservers.isEmpty, wantsAdditions = !state.addObservers.isEmpty
-    _ = view.update { event, image in
+    func report(_ event: ImageEvent, _ image: Image) {
       if event == .removed ? wantsRemovals : wantsAdditions { enqueue(&state, event, image) }
+    }
+    // After a dlclose, the object it was called for is usually all that changed: checked without a walk.
+    var closed: UInt = 0
+    if il_closed_load_bias(&closed) == 0 || !view.removeClosed(loadBias: UInt64(closed), report) {
+      _ = view.update(report)
     }
     swap(&view, &state.view)
   }

@@ -107,6 +107,28 @@ struct LoaderView {
     return true
   }
 
+  /// After a `dlclose` called for the object whose load bias is `loadBias`: removes and reports that
+  /// object without walking the loader's list, when the loader shows it is the one change since the
+  /// view was brought up to date. The view holds exactly one object with that load bias (not 0, which
+  /// non-PIE executables share with prelinked libraries), no loaded object contains that object's load
+  /// address any more (`_dl_find_object`, no lock), and after that check the counters have moved by
+  /// exactly one removal and no addition: so every object loaded was in the view (the closed one
+  /// too), nothing can have been mapped at the freed address, and the one object gone is this one.
+  /// `false` when any of this does not hold (the caller walks instead).
+  mutating func removeClosed(loadBias: UInt64, _ report: (ImageEvent, Image) -> Void) -> Bool {
+    guard loadBias != 0, let previous = counters,
+          let index = keys.firstIndex(where: { UInt64($0.load_bias) == loadBias }),
+          !keys[(index + 1)...].contains(where: { UInt64($0.load_bias) == loadBias }),
+          il_address_is_loaded(images[index].loadAddress) == 0 else { return false }
+    let now = LoaderCounters.current()
+    guard now.adds == previous.adds, now.subs == previous.subs &+ 1 else { return false }
+    report(.removed, images[index])
+    images.remove(at: index)
+    keys.remove(at: index)
+    counters = now
+    return true
+  }
+
   /// Calls `report` for the images a walk found gone (the view not yet changed).
   private func reportRemovals(_ walk: Walk, _ report: (ImageEvent, Image) -> Void) {
     for range in walk.removals {
@@ -302,9 +324,6 @@ enum LoaderImageBuilder {
     return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }()
 
-  /// The last component of `executablePath`.
-  static let executableName: String = lastComponent(of: executablePath)
-
   /// `AT_SYSINFO_EHDR`: the vDSO's load address (0 when there is none).
   static let vdsoAddress: Address = il_vdso_address()
 
@@ -352,30 +371,14 @@ enum LoaderImageBuilder {
     let name = nameBytes(object)
     let isVDSO = vdsoAddress != 0 && loadAddress == vdsoAddress
     let isMain = index == 0 && name.isEmpty && !isVDSO
-    let path: String
-    let shortName: String
-    if isVDSO {
-      (path, shortName) = ("[vdso]", "[vdso]")
-    } else if isMain {
-      (path, shortName) = (executablePath, executableName)
-    } else {
-      path = String(decoding: name, as: UTF8.self)
-      // short_name_offset <= name_length (it follows a '/' inside the name).
-      shortName = String(decoding: UnsafeRawBufferPointer(rebasing: name[object.pointee.short_name_offset...]),
-                         as: UTF8.self)
-    }
+    // The name is the path's last component, made only when asked for (`Image.name`).
+    let path = isVDSO ? "[vdso]" : isMain ? executablePath : String(decoding: name, as: UTF8.self)
 
     let (buildID, buildIDAddress) = findBuildID(object)
-    return Image(path: path, name: shortName, loadAddress: loadAddress, loadBias: bias,
+    return Image(path: path, loadAddress: loadAddress, loadBias: bias,
                  textRange: loadAddress..<textEnd, loadRange: loadAddress..<loadEnd, buildID: buildID,
                  architecture: architecture, isMainExecutable: isMain, buildIDAddress: buildIDAddress,
                  fileMappedRange: loadAddress..<max(layout.file_end, loadAddress))
-  }
-
-  /// `Image.shortName(of:)` on the UTF-8 view ('/' is ASCII, so the index is a character boundary).
-  static func lastComponent(of path: String) -> String {
-    guard let slash = path.utf8.lastIndex(of: UInt8(ascii: "/")) else { return path }
-    return String(path[path.utf8.index(after: slash)...])
   }
 
   /// The GNU build-id from the first `PT_NOTE` that has one. A note is read only when it lies

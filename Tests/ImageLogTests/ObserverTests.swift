@@ -296,6 +296,40 @@ struct ObserverTests {
     #expect(recorder.events(.removed, suffix: "/libcore_first.so") == recorder.events(.added, suffix: "/libcore_first.so"))
   }
 
+  /// A `dlclose` is matched to what it unloaded without a walk only when the loader shows it is the
+  /// one change (LoaderView.removeClosed); these are the cases where it is not, and each must still
+  /// give exactly the loader's changes.
+  @Test func dlcloseReportsExactlyWhatWasUnloaded() throws {
+    let libraries = try CoreTestLibraries.fresh("close")
+    let recorder = EventRecorder(directory: libraries.directory)
+    let added = LoadedImages.onAdd { recorder.record(.added, $0) }
+    let removed = LoadedImages.onRemove { recorder.record(.removed, $0) }
+    defer { added.cancel(); removed.cancel() }
+    // Opened twice: the first dlclose unloads nothing, the second unloads it.
+    let first = try #require(dlopen(libraries.first, RTLD_NOW))
+    let again = try #require(dlopen(libraries.first, RTLD_NOW))
+    #expect(dlclose(again) == 0)
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so").isEmpty, "still loaded: no remove event")
+    #expect(dlclose(first) == 0)
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so") == recorder.events(.added, suffix: "/libcore_first.so"))
+    #expect(recorder.events(.removed, suffix: "/libcore_first.so").count == 1)
+    // Another library unloaded behind the interposers just before: the next dlclose sees two objects
+    // gone and reports both, each once, with the values their adds carried.
+    let bypassed = try #require(dlopen(libraries.second, RTLD_NOW))
+    let closed = try #require(dlopen(libraries.reenter, RTLD_NOW))
+    #expect(il_real_dlclose(bypassed) == 0)
+    #expect(dlclose(closed) == 0)
+    for suffix in ["/libcore_second.so", "/libcore_reenter.so"] {
+      #expect(recorder.events(.removed, suffix: suffix).count == 1, "\(suffix)")
+      #expect(recorder.events(.removed, suffix: suffix) == recorder.events(.added, suffix: suffix), "\(suffix)")
+    }
+    // Nothing left over for the next look at the loader.
+    let before = recorder.all.count
+    LoadedImages.refresh()
+    #expect(recorder.all.count == before)
+    #expect(!LoadedImages.snapshot().contains { $0.path.hasPrefix(libraries.directory) })
+  }
+
   @Test func logImagesWritesToStandardErrorByDefault() throws {
     let libraries = try CoreTestLibraries.fresh("stderr")
     let capture = libraries.directory + "/stderr.txt"

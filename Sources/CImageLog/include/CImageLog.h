@@ -31,7 +31,6 @@ typedef struct {
   uint16_t phnum;        /* dlpi_phnum */
   uint64_t adds, subs;   /* dlpi_adds / dlpi_subs: cheap change detection */
   size_t name_length;    /* strlen(name) */
-  size_t short_name_offset; /* where the last path component of `name` starts (after its last '/') */
 } il_object;
 
 /* What identifies a loaded object while it stays loaded: its load bias and where its program
@@ -127,6 +126,17 @@ void il_set_loader_hook(void (*hook)(void));
 /* How many dlopen/dlclose calls are under way on this thread (inside a constructor or destructor
    run by dlopen/dlclose this is non-zero: the loader's lock is held there). */
 int il_loader_call_depth(void);
+
+/* Whether any observer is registered: dlclose then notes the key of the object it closes. */
+void il_set_observing(int observing);
+
+/* Inside the hook run after an outermost dlclose: the load bias (l_addr) of the object that dlclose
+   was called for, read before it ran. 0 when unknown (not after a dlclose, or no observers then). */
+int il_closed_load_bias(uintptr_t *bias);
+
+/* Whether a loaded object contains `address`: 1 or 0, from _dl_find_object (glibc 2.35+, no lock);
+   -1 when that is not available. */
+int il_address_is_loaded(uint64_t address);
 
 /* The real dlopen/dlclose, bypassing the interposers (for benchmarks and tests). */
 void *il_real_dlopen(const char *file, int mode);
