@@ -169,13 +169,44 @@ static void *il_open_for(const void *caller, const char *file, int mode) {
   return handle;
 }
 
+/* The handle an outermost dlopen on this thread returned, while its notification runs. */
+static __thread void *il_opened_handle;
+
 void *dlopen(const char *file, int mode) {
   const void *caller = __builtin_return_address(0);
   il_depth++;
   void *handle = il_open_for(caller, file, mode);
   il_depth--;
-  if (handle && il_depth == 0) il_notify();
+  if (handle && il_depth == 0) {
+    il_opened_handle = handle;
+    il_notify();
+    il_opened_handle = NULL;
+  }
   return handle;
+}
+
+int il_opened_object(uint64_t last_load_address, il_object *object) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 36))
+  /* In glibc a handle is the object's link map (what dlinfo RTLD_DI_LINKMAP returns); the handle
+     keeps it loaded while this runs, so its own fields can be read. */
+  const struct link_map *map = il_opened_handle;
+  if (!map || map->l_next || !map->l_prev || map->l_addr == 0) return 0;
+  struct dl_find_object last;
+  if (_dl_find_object((void *)(uintptr_t)last_load_address, &last) != 0 || last.dlfo_link_map != map->l_prev) return 0;
+  const void *phdrs = NULL;
+  int count = dlinfo(il_opened_handle, RTLD_DI_PHDR, &phdrs);
+  if (count <= 0 || count > UINT16_MAX || !phdrs) return 0;
+  object->load_bias = (uintptr_t)map->l_addr;
+  object->name = map->l_name ? map->l_name : "";
+  object->name_length = strlen(object->name);
+  object->phdrs = phdrs;
+  object->phnum = (uint16_t)count;
+  return 1;
+#else
+  (void)last_load_address;
+  (void)object;
+  return 0;
+#endif
 }
 
 void *dlmopen(Lmid_t namespace_id, const char *file, int mode) {

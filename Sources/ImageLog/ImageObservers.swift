@@ -290,9 +290,10 @@ final class ObserverCenter: Sendable {
     func report(_ event: ImageEvent, _ image: Image) {
       if event == .removed ? wantsRemovals : wantsAdditions { enqueue(&state, event, image) }
     }
-    // After a dlclose, the object it was called for is usually all that changed: checked without a walk.
+    // After a dlclose or dlopen, the object it was called for is usually all that changed: checked
+    // without a walk (LoaderView.removeClosed, addOpened).
     var closed: UInt = 0
-    if il_closed_load_bias(&closed) == 0 || !view.removeClosed(loadBias: UInt64(closed), report) {
+    if il_closed_load_bias(&closed) != 0 ? !view.removeClosed(loadBias: UInt64(closed), report) : !view.addOpened(report) {
       _ = view.update(report)
     }
     swap(&view, &state.view)

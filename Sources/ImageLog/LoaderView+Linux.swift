@@ -129,6 +129,29 @@ struct LoaderView {
     return true
   }
 
+  /// After a `dlopen`: adds and reports the object it returned without walking the loader's list,
+  /// when the loader shows it is the one change since the view was brought up to date. The counters
+  /// moved by exactly one addition and no removal (so every object the view holds is still loaded and
+  /// exactly one is new); the returned object's load bias is in no view entry (so it is the new one);
+  /// its link map comes right after the view's last object's and has none after it (so it is where a
+  /// walk would put it: last, `il_opened_object`); and the counters read again are unchanged.
+  /// `false` when any of this does not hold, and always outside a `dlopen` hook (the caller walks).
+  mutating func addOpened(_ report: (ImageEvent, Image) -> Void) -> Bool {
+    guard let previous = counters, let last = images.last else { return false }
+    let now = LoaderCounters.current()
+    guard now.adds == previous.adds &+ 1, now.subs == previous.subs else { return false }
+    var object = il_object()
+    guard il_opened_object(last.loadAddress, &object) != 0,
+          !keys.contains(where: { $0.load_bias == object.load_bias }) else { return false }
+    let image = withUnsafePointer(to: &object) { LoaderImageBuilder.image(from: $0, index: images.count) }
+    guard let image, LoaderCounters.current() == now else { return false }
+    report(.added, image)
+    images.append(image)
+    keys.append(il_object_key(load_bias: object.load_bias, phdrs: object.phdrs))
+    counters = now
+    return true
+  }
+
   /// Calls `report` for the images a walk found gone (the view not yet changed).
   private func reportRemovals(_ walk: Walk, _ report: (ImageEvent, Image) -> Void) {
     for range in walk.removals {

@@ -134,6 +134,12 @@ void il_set_observing(int observing);
    was called for, read before it ran. 0 when unknown (not after a dlclose, or no observers then). */
 int il_closed_load_bias(uintptr_t *bias);
 
+/* Inside the hook run after an outermost dlopen: fills `object` with the object that dlopen returned
+   (its link map's load bias and name, its program headers from dlinfo RTLD_DI_PHDR) when that object
+   is the last one in dl_iterate_phdr's order right after the loaded object containing
+   `last_load_address` (its link map's l_prev, and no l_next); 0 otherwise or without glibc 2.36. */
+int il_opened_object(uint64_t last_load_address, il_object *object);
+
 /* Whether a loaded object contains `address`: 1 or 0, from _dl_find_object (glibc 2.35+, no lock);
    -1 when that is not available. */
 int il_address_is_loaded(uint64_t address);
