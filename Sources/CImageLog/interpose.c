@@ -189,10 +189,16 @@ int il_opened_object(uint64_t last_load_address, il_object *object) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 36))
   /* In glibc a handle is the object's link map (what dlinfo RTLD_DI_LINKMAP returns); the handle
      keeps it loaded while this runs, so its own fields can be read. */
-  const struct link_map *map = il_opened_handle;
-  if (!map || map->l_next || !map->l_prev || map->l_addr == 0) return 0;
+  /* l_next and l_prev change when another thread loads or unloads a neighbour: read once, atomically.
+     A value that is stale by the time it is used is caught by the caller, which checks that the
+     loader's counters did not move around this. */
+  struct link_map *map = il_opened_handle;
+  if (!map || map->l_addr == 0) return 0;
+  struct link_map *next = __atomic_load_n(&map->l_next, __ATOMIC_ACQUIRE);
+  struct link_map *previous = __atomic_load_n(&map->l_prev, __ATOMIC_ACQUIRE);
+  if (next || !previous) return 0;
   struct dl_find_object last;
-  if (_dl_find_object((void *)(uintptr_t)last_load_address, &last) != 0 || last.dlfo_link_map != map->l_prev) return 0;
+  if (_dl_find_object((void *)(uintptr_t)last_load_address, &last) != 0 || last.dlfo_link_map != previous) return 0;
   const void *phdrs = NULL;
   int count = dlinfo(il_opened_handle, RTLD_DI_PHDR, &phdrs);
   if (count <= 0 || count > UINT16_MAX || !phdrs) return 0;

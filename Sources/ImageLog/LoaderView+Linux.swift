@@ -135,14 +135,17 @@ struct LoaderView {
   /// exactly one is new); the returned object's load bias is in no view entry (so it is the new one);
   /// its link map comes right after the view's last object's and has none after it (so it is where a
   /// walk would put it: last, `il_opened_object`); and the counters read again are unchanged.
+  /// The object's links are read before the counters, and that order is sound: the counters only grow,
+  /// so if they show just this one addition both times, the list was the view plus this object all along.
   /// `false` when any of this does not hold, and always outside a `dlopen` hook (the caller walks).
   mutating func addOpened(_ report: (ImageEvent, Image) -> Void) -> Bool {
-    guard let previous = counters, let last = images.last else { return false }
+    // The dlopen's object first (no object outside a dlopen hook: nothing else to do), then the
+    // counters: whatever changed the list since the view also moved them.
+    var object = il_object()
+    guard let previous = counters, let last = images.last, il_opened_object(last.loadAddress, &object) != 0,
+          !keys.contains(where: { $0.load_bias == object.load_bias }) else { return false }
     let now = LoaderCounters.current()
     guard now.adds == previous.adds &+ 1, now.subs == previous.subs else { return false }
-    var object = il_object()
-    guard il_opened_object(last.loadAddress, &object) != 0,
-          !keys.contains(where: { $0.load_bias == object.load_bias }) else { return false }
     let image = withUnsafePointer(to: &object) { LoaderImageBuilder.image(from: $0, index: images.count) }
     guard let image, LoaderCounters.current() == now else { return false }
     report(.added, image)

@@ -296,10 +296,10 @@ struct ObserverTests {
     #expect(recorder.events(.removed, suffix: "/libcore_first.so") == recorder.events(.added, suffix: "/libcore_first.so"))
   }
 
-  /// A `dlclose` is matched to what it unloaded without a walk only when the loader shows it is the
-  /// one change (LoaderView.removeClosed); these are the cases where it is not, and each must still
-  /// give exactly the loader's changes.
-  @Test func dlcloseReportsExactlyWhatWasUnloaded() throws {
+  /// A `dlopen` or `dlclose` is matched to what it changed without a walk only when the loader shows it
+  /// is the one change (LoaderView.addOpened, removeClosed); these are the cases where it is not, and
+  /// each must still give exactly the loader's changes.
+  @Test func dlopenAndDlcloseReportExactlyTheLoadersChanges() throws {
     let libraries = try CoreTestLibraries.fresh("close")
     let recorder = EventRecorder(directory: libraries.directory)
     let added = LoadedImages.onAdd { recorder.record(.added, $0) }
@@ -308,6 +308,7 @@ struct ObserverTests {
     // Opened twice: the first dlclose unloads nothing, the second unloads it.
     let first = try #require(dlopen(libraries.first, RTLD_NOW))
     let again = try #require(dlopen(libraries.first, RTLD_NOW))
+    #expect(recorder.events(.added, suffix: "/libcore_first.so").count == 1, "a second reference adds nothing")
     #expect(dlclose(again) == 0)
     #expect(recorder.events(.removed, suffix: "/libcore_first.so").isEmpty, "still loaded: no remove event")
     #expect(dlclose(first) == 0)
@@ -323,6 +324,15 @@ struct ObserverTests {
       #expect(recorder.events(.removed, suffix: suffix).count == 1, "\(suffix)")
       #expect(recorder.events(.removed, suffix: suffix) == recorder.events(.added, suffix: suffix), "\(suffix)")
     }
+    // Likewise for dlopen: a library loaded behind the interposers just before is reported with the
+    // next interposed dlopen's, in load order.
+    let quiet = try #require(il_real_dlopen(libraries.second, RTLD_NOW))
+    let loud = try #require(dlopen(libraries.reenter, RTLD_NOW))
+    let adds = recorder.all.filter { $0.0 == .added }.map(\.1.path)
+    #expect(Array(adds.suffix(2)) == [libraries.second, libraries.reenter])
+    #expect(dlclose(loud) == 0)
+    #expect(il_real_dlclose(quiet) == 0)
+    LoadedImages.refresh()
     // Nothing left over for the next look at the loader.
     let before = recorder.all.count
     LoadedImages.refresh()

@@ -127,7 +127,7 @@ void il_set_loader_hook(void (*hook)(void));
    run by dlopen/dlclose this is non-zero: the loader's lock is held there). */
 int il_loader_call_depth(void);
 
-/* Whether any observer is registered: dlclose then notes the key of the object it closes. */
+/* Whether any observer is registered: dlclose then notes the load bias of the object it closes. */
 void il_set_observing(int observing);
 
 /* Inside the hook run after an outermost dlclose: the load bias (l_addr) of the object that dlclose
