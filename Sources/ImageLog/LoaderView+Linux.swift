@@ -133,10 +133,10 @@ struct LoaderView {
   /// when the loader shows it is the one change since the view was brought up to date. The counters
   /// moved by exactly one addition and no removal (so every object the view holds is still loaded and
   /// exactly one is new); the returned object's load bias is in no view entry (so it is the new one);
-  /// its link map comes right after the view's last object's and has none after it (so it is where a
-  /// walk would put it: last, `il_opened_object`); and the counters read again are unchanged.
-  /// The object's links are read before the counters, and that order is sound: the counters only grow,
-  /// so if they show just this one addition both times, the list was the view plus this object all along.
+  /// and its link map comes right after the view's last object's and has none after it (so it is
+  /// where a walk would put it: last, `il_opened_object`). The object's links are read before the
+  /// counters, and that order is sound: the counters only grow, and the object was loaded before
+  /// either read, so if they show just this one addition the list was the view plus this object then.
   /// `false` when any of this does not hold, and always outside a `dlopen` hook (the caller walks).
   mutating func addOpened(_ report: (ImageEvent, Image) -> Void) -> Bool {
     // The dlopen's object first (no object outside a dlopen hook: nothing else to do), then the
@@ -146,8 +146,9 @@ struct LoaderView {
           !keys.contains(where: { $0.load_bias == object.load_bias }) else { return false }
     let now = LoaderCounters.current()
     guard now.adds == previous.adds &+ 1, now.subs == previous.subs else { return false }
-    let image = withUnsafePointer(to: &object) { LoaderImageBuilder.image(from: $0, index: images.count) }
-    guard let image, LoaderCounters.current() == now else { return false }
+    // A change after `now` moves the counters past it: the next update walks and finds it.
+    guard let image = withUnsafePointer(to: &object, { LoaderImageBuilder.image(from: $0, index: images.count) })
+    else { return false }
     report(.added, image)
     images.append(image)
     keys.append(il_object_key(load_bias: object.load_bias, phdrs: object.phdrs))
