@@ -29,12 +29,15 @@ let package = Package(
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
     // libm: the Swift runtime, libstdc++ (StaticLink/libstdc++.so is a linker script naming the archive) and
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations
-    // to apply to its 18 MB (about 27,000 of them, and the page copies they cause).
+    // to apply to its 18 MB (about 27,000 of them, and the page copies they cause). A version script keeps
+    // its dynamic symbol table to the dlopen/dlclose interposers: the runtime's start-up dladdr scans it.
     .executableTarget(name: "imagelog", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication"],
                       exclude: ["StaticLink"],
                       linkerSettings: [.unsafeFlags(["-static-stdlib", "-L", staticLinkDirectory,
                                                      "-Xclang-linker", "-static-libgcc",
-                                                     "-Xclang-linker", "-no-pie"])]),
+                                                     "-Xclang-linker", "-no-pie",
+                                                     // Only the interposers in .dynsym (StaticLink/exports.map).
+                                                     "-Xlinker", "--version-script=" + staticLinkDirectory + "/exports.map"])]),
     // `make bench`: side-by-side measurements against real peers; writes BENCHMARKS.md.
     .executableTarget(name: "ImageLogBenchmarks",
                       dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLog"]),

@@ -98,7 +98,8 @@ struct ListCommandTests {
 
   /// A run over a few files is mostly start-up, so the executable keeps out what runs code at every
   /// start: libdispatch's initializer (it reads /sys/devices/system/cpu/possible twice), which comes
-  /// with the Concurrency runtime (`ContinuousClock`, `Task`) or with Dispatch.
+  /// with the Concurrency runtime (`ContinuousClock`, `Task`) or with Dispatch; and a dynamic symbol
+  /// table of every Swift symbol, which the runtime's start-up dladdr scans.
   @Test(.enabled(if: haveReadelf, "readelf is not installed"))
   func executableLinksNeitherDispatchNorTheConcurrencyRuntime() throws {
     let symbols = try runListTool(["readelf", "-sW", imagelogBinary])
@@ -108,6 +109,12 @@ struct ListCommandTests {
     for unwanted in ["libdispatch_init", "dispatch_async_f", "swift_task_create", "swift_job_run"] {
       #expect(!names.contains(unwanted), "\(unwanted) is linked into \(imagelogBinary)")
     }
+    // Its dynamic symbol table (StaticLink/exports.map) defines the interposers and no Swift symbol.
+    let dynamic = try runListTool(["readelf", "--dyn-syms", "-W", imagelogBinary])
+    try #require(dynamic.status == 0)
+    let defined = lines(dynamic.output).filter { !$0.contains(" UND ") }.compactMap { $0.split(separator: " ").last.map(String.init) }
+    #expect(Set(["dlopen", "dlmopen", "dlclose"]).isSubset(of: Set(defined)))
+    #expect(!defined.contains { $0.hasPrefix("$s") }, "\(defined.filter { $0.hasPrefix("$s") }.prefix(3))")
   }
 
   @Test func everyFormat() throws {
