@@ -38,6 +38,24 @@ static _Atomic(il_dlclose_fn) il_next_dlclose;
 static __thread int il_depth;
 static _Atomic int il_observing;
 
+/* glibc 2.35 brought _dl_find_object, 2.36 dlinfo(RTLD_DI_PHDR); without them the observers walk. */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 36))
+#define IL_HAVE_FIND_OBJECT_AND_DI_PHDR 1
+#endif
+
+/* What the notification running on this thread is about: the handle a dlopen returned, or the load
+   bias of the object a dlclose was called for (see il_opened_object and il_closed_load_bias). Saved
+   and restored around each notification, so one made by a handler's own dlopen or dlclose leaves the
+   outer one's as it was. */
+typedef struct {
+  void *opened_handle;
+  uintptr_t closing_bias;
+  int closing_known;
+} il_change_hint;
+static __thread il_change_hint il_hint;
+
+static void il_notify_with(il_change_hint hint);
+
 /* dlsym(RTLD_NEXT) finds the definition after ours (libc's); racing threads store the same value. */
 static il_dlopen_fn il_dlopen_next(void) {
   il_dlopen_fn next = atomic_load_explicit(&il_next_dlopen, memory_order_acquire);
@@ -169,30 +187,22 @@ static void *il_open_for(const void *caller, const char *file, int mode) {
   return handle;
 }
 
-/* The handle an outermost dlopen on this thread returned, while its notification runs. */
-static __thread void *il_opened_handle;
-
 void *dlopen(const char *file, int mode) {
   const void *caller = __builtin_return_address(0);
   il_depth++;
   void *handle = il_open_for(caller, file, mode);
   il_depth--;
-  if (handle && il_depth == 0) {
-    il_opened_handle = handle;
-    il_notify();
-    il_opened_handle = NULL;
-  }
+  if (handle && il_depth == 0) il_notify_with((il_change_hint){ .opened_handle = handle });
   return handle;
 }
 
 int il_opened_object(uint64_t last_load_address, il_object *object) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 36))
+#ifdef IL_HAVE_FIND_OBJECT_AND_DI_PHDR
   /* In glibc a handle is the object's link map (what dlinfo RTLD_DI_LINKMAP returns); the handle
-     keeps it loaded while this runs, so its own fields can be read. */
-  /* l_next and l_prev change when another thread loads or unloads a neighbour: read once, atomically.
-     A value that is stale by the time it is used is caught by the caller, which checks that the
-     loader's counters did not move around this. */
-  struct link_map *map = il_opened_handle;
+     keeps it loaded while this runs, so its own fields can be read. l_next and l_prev change when
+     another thread loads or unloads a neighbour: read once, atomically. A value that is stale by the
+     time it is used is caught by the caller, which checks the loader's counters after this. */
+  struct link_map *map = il_hint.opened_handle;
   if (!map || map->l_addr == 0) return 0;
   struct link_map *next = __atomic_load_n(&map->l_next, __ATOMIC_ACQUIRE);
   struct link_map *previous = __atomic_load_n(&map->l_prev, __ATOMIC_ACQUIRE);
@@ -200,7 +210,7 @@ int il_opened_object(uint64_t last_load_address, il_object *object) {
   struct dl_find_object last;
   if (_dl_find_object((void *)(uintptr_t)last_load_address, &last) != 0 || last.dlfo_link_map != previous) return 0;
   const void *phdrs = NULL;
-  int count = dlinfo(il_opened_handle, RTLD_DI_PHDR, &phdrs);
+  int count = dlinfo(map, RTLD_DI_PHDR, &phdrs);
   if (count <= 0 || count > UINT16_MAX || !phdrs) return 0;
   object->load_bias = (uintptr_t)map->l_addr;
   object->name = map->l_name ? map->l_name : "";
@@ -223,15 +233,17 @@ void *dlmopen(Lmid_t namespace_id, const char *file, int mode) {
   return handle;
 }
 
-/* The load bias of the object an outermost dlclose on this thread was called for, while its
-   notification runs. */
-static __thread uintptr_t il_closing_bias;
-static __thread int il_closing_known;
-
 int il_closed_load_bias(uintptr_t *bias) {
-  if (!il_closing_known) return 0;
-  *bias = il_closing_bias;
+  if (!il_hint.closing_known) return 0;
+  *bias = il_hint.closing_bias;
   return 1;
+}
+
+static void il_notify_with(il_change_hint hint) {
+  il_change_hint outer = il_hint;
+  il_hint = hint;
+  il_notify();
+  il_hint = outer;
 }
 
 int dlclose(void *handle) {
@@ -239,28 +251,22 @@ int dlclose(void *handle) {
      without walking the whole list (see LoaderView.removeClosed). Read before the call, while the
      handle is valid: in glibc a handle is the object's link map (what dlinfo RTLD_DI_LINKMAP returns),
      and l_addr its load bias. */
-  uintptr_t bias = 0;
-  int known = 0;
+  il_change_hint hint = {0};
 #ifdef __GLIBC__
   if (il_depth == 0 && atomic_load_explicit(&il_observing, memory_order_relaxed) && (uintptr_t)handle >= 4096) {
-    bias = (uintptr_t)((const struct link_map *)handle)->l_addr;
-    known = 1;
+    hint.closing_bias = (uintptr_t)((const struct link_map *)handle)->l_addr;
+    hint.closing_known = 1;
   }
 #endif
   il_depth++;
   int result = il_dlclose_next()(handle);
   il_depth--;
-  if (result == 0 && il_depth == 0) {
-    il_closing_bias = bias;
-    il_closing_known = known;
-    il_notify();
-    il_closing_known = 0;
-  }
+  if (result == 0 && il_depth == 0) il_notify_with(hint);
   return result;
 }
 
 int il_address_is_loaded(uint64_t address) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#ifdef IL_HAVE_FIND_OBJECT_AND_DI_PHDR
   struct dl_find_object found;
   return _dl_find_object((void *)(uintptr_t)address, &found) == 0 ? 1 : 0;
 #else

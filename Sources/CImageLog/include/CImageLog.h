@@ -140,8 +140,8 @@ int il_closed_load_bias(uintptr_t *bias);
    `last_load_address` (its link map's l_prev, and no l_next); 0 otherwise or without glibc 2.36. */
 int il_opened_object(uint64_t last_load_address, il_object *object);
 
-/* Whether a loaded object contains `address`: 1 or 0, from _dl_find_object (glibc 2.35+, no lock);
-   -1 when that is not available. */
+/* Whether a loaded object contains `address`: 1 or 0, from _dl_find_object (no lock); -1 when built
+   against a glibc before 2.36 (the observers' shortcuts need it and dlinfo RTLD_DI_PHDR). */
 int il_address_is_loaded(uint64_t address);
 
 /* The real dlopen/dlclose, bypassing the interposers (for benchmarks and tests). */
