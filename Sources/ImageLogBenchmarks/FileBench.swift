@@ -66,10 +66,13 @@ func fileBenchmark() throws -> [BenchmarkTable] {
       }
     },
   ]
-  let medians = try interleavedMedians(contenders, iterations: iterations)
+  let measured = try interleavedMediansWithCPU(contenders, iterations: iterations)
   _ = checksum
+  let medians = measured.map(\.wall)
   let (readelfSeconds, cliSeconds, crashSeconds, oneThreadSeconds) = (medians[0], medians[1], medians[2], medians[3])
   let (inProcessSeconds, floorSeconds, rangesSeconds) = (medians[4], medians[5], medians[6])
+  // CPU time of the processes (user + system, all threads); the in-process rows run no process.
+  func cpu(_ index: Int) -> String { formatDuration(measured[index].cpu) }
 
   func ratio(_ seconds: Double) -> String { "\(rounded(readelfSeconds / seconds))x" }
   let table = BenchmarkTable(
@@ -83,21 +86,22 @@ func fileBenchmark() throws -> [BenchmarkTable] {
       + "last 4 KiB, PT_DYNAMIC, and of the dynamic string table only the part holding the library names, "
       + "so a big library's table is neither copied whole nor mapped), checks every table as before but makes Strings only "
       + "of the section names it looks for (`ELFFile(source:names: .lookedFor)`; no style prints section names), "
-      + "and prints in argument order. It reads on one thread while files come from the page cache: more reader "
-      + "threads (up to one per processor, \(processorCount) here) join only when files are slow to read (cold "
-      + "files), because on cached files they made every close and munmap costlier without making the reads "
-      + "faster. The one-thread row is the same run with IMAGELOG_THREADS=1 (no thread can join). The in-process "
+      + "and prints in argument order. Lists of 64 files or more are read on one thread more than there are "
+      + "processors (four at most; \(processorCount) processors here, so \(min(4, processorCount + 1)) threads), "
+      + "while the calling thread prints in order; the CPU column is the process's user + system time over all its "
+      + "threads (from the children's rusage), so it shows what the threads cost. The one-thread row is the same run "
+      + "with IMAGELOG_THREADS=1. The in-process "
       + "FileBytes row decodes as the command does (`names: .lookedFor`). "
       + "imagelog links the Swift runtime statically; its start-up alone is the `imagelog --version` row of the Mach-O table below.",
-    header: ["what", "time", "per file", "readelf time / this"],
+    header: ["what", "time", "per file", "readelf time / this", "CPU"],
     rows: [
-      ["`readelf -n -d -lW FILES`", formatDuration(readelfSeconds), formatDuration(readelfSeconds / Double(files.count)), "1x"],
-      ["`imagelog file --format json FILES`", formatDuration(cliSeconds), formatDuration(cliSeconds / Double(files.count)), ratio(cliSeconds)],
-      ["`imagelog file FILES` (crash lines)", formatDuration(crashSeconds), formatDuration(crashSeconds / Double(files.count)), ratio(crashSeconds)],
-      ["`imagelog file --format json FILES`, one reader thread", formatDuration(oneThreadSeconds), formatDuration(oneThreadSeconds / Double(files.count)), ratio(oneThreadSeconds)],
-      ["in-process MappedFile + BinaryFile.parse", formatDuration(inProcessSeconds), formatDuration(inProcessSeconds / Double(files.count)), ratio(inProcessSeconds)],
-      ["in-process open + fstat + one 4 KiB pread + close per file, no parsing (the floor)", formatDuration(floorSeconds), formatDuration(floorSeconds / Double(files.count)), ratio(floorSeconds)],
-      ["in-process FileBytes + ELFFile(source:names: .lookedFor), one thread", formatDuration(rangesSeconds), formatDuration(rangesSeconds / Double(files.count)), ratio(rangesSeconds)],
+      ["`readelf -n -d -lW FILES`", formatDuration(readelfSeconds), formatDuration(readelfSeconds / Double(files.count)), "1x", cpu(0)],
+      ["`imagelog file --format json FILES`", formatDuration(cliSeconds), formatDuration(cliSeconds / Double(files.count)), ratio(cliSeconds), cpu(1)],
+      ["`imagelog file FILES` (crash lines)", formatDuration(crashSeconds), formatDuration(crashSeconds / Double(files.count)), ratio(crashSeconds), cpu(2)],
+      ["`imagelog file --format json FILES`, one reader thread", formatDuration(oneThreadSeconds), formatDuration(oneThreadSeconds / Double(files.count)), ratio(oneThreadSeconds), cpu(3)],
+      ["in-process MappedFile + BinaryFile.parse", formatDuration(inProcessSeconds), formatDuration(inProcessSeconds / Double(files.count)), ratio(inProcessSeconds), ""],
+      ["in-process open + fstat + one 4 KiB pread + close per file, no parsing (the floor)", formatDuration(floorSeconds), formatDuration(floorSeconds / Double(files.count)), ratio(floorSeconds), ""],
+      ["in-process FileBytes + ELFFile(source:names: .lookedFor), one thread", formatDuration(rangesSeconds), formatDuration(rangesSeconds / Double(files.count)), ratio(rangesSeconds), ""],
     ])
   return [table]
 }
@@ -105,16 +109,32 @@ func fileBenchmark() throws -> [BenchmarkTable] {
 /// Runs each body once to warm up, then `iterations` rounds of one run each, and returns each body's
 /// median duration in seconds.
 func interleavedMedians(_ bodies: [() throws -> Void], iterations: Int) throws -> [Double] {
+  try interleavedMediansWithCPU(bodies, iterations: iterations).map(\.wall)
+}
+
+/// `interleavedMedians`, with the median CPU time (user + system) of the child processes each run
+/// waited for, in seconds (0 for a body that runs no process).
+func interleavedMediansWithCPU(_ bodies: [() throws -> Void], iterations: Int) throws -> [(wall: Double, cpu: Double)] {
   for body in bodies { try body() }
-  var samples = [[Double]](repeating: [], count: bodies.count)
+  var wall = [[Double]](repeating: [], count: bodies.count)
+  var cpu = [[Double]](repeating: [], count: bodies.count)
   let clock = ContinuousClock()
+  func childrenCPU() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+  }
   for _ in 0..<iterations {
     for (index, body) in bodies.enumerated() {
+      let cpuBefore = childrenCPU()
       let elapsed = try clock.measure(body)
-      samples[index].append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+      cpu[index].append(childrenCPU() - cpuBefore)
+      wall[index].append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
   }
-  return samples.map { $0.sorted()[$0.count / 2] }
+  func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+  return zip(wall, cpu).map { (median($0), median($1)) }
 }
 
 /// What both tools are asked, per file.

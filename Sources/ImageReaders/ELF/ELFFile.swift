@@ -233,10 +233,12 @@ extension ELFFile {
       let tableReader = try file.slice(at: table.lowerBound, length: table.count)
       let total = table.count / entrySize  // == count: tableSize = count * entrySize fits in the file
       sections.reserveCapacity(total)
+      let limit = UInt64(file.count)  // a count is never negative
       for index in 0..<total {
         // index * entrySize < table.count, so the product fits in Int.
         let section = try ELFSection(tableReader, at: index * entrySize, index: index, is64Bit: header.is64Bit)
-        if section.occupiesFile {
+        // checkedRange's test in subtraction form, inline: it runs for every section of every file.
+        if section.occupiesFile && (section.fileOffset > limit || section.size > limit - section.fileOffset) {
           _ = try ByteReader.checkedRange(offset: section.fileOffset, size: section.size, limit: file.count,
                                           "section \(index) contents")
         }
