@@ -58,6 +58,21 @@ public struct ByteReader {
     return endian == .little ? T(littleEndian: raw) : T(bigEndian: raw)
   }
 
+  /// `field` decoded little-endian whatever the reader's byte order (bytes compared as one integer).
+  @inline(__always)
+  func field<T: FixedWidthInteger>(_: T.Type, littleEndianAt position: Int) -> T {
+    precondition(MemoryLayout<T>.size <= bytes.count
+                   && UInt(bitPattern: position) <= UInt(bitPattern: bytes.count - MemoryLayout<T>.size),
+                 "field outside a checked record")
+    return T(littleEndian: bytes.loadUnaligned(fromByteOffset: position, as: T.self))
+  }
+
+  /// True when the bytes at `position` are `expected`'s (all of them inside this reader).
+  func hasBytes(_ expected: StaticString, at position: Int) -> Bool {
+    let length = expected.utf8CodeUnitCount
+    guard position >= 0, position <= bytes.count, length <= bytes.count - position else { return false }
+    return expected.withUTF8Buffer { $0.elementsEqual(UnsafeRawBufferPointer(rebasing: bytes[position..<position + length])) }
+  }
 
   /// `field` of a 32- or 64-bit value as `UInt64`.
   @inline(__always)

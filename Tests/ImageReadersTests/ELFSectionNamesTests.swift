@@ -88,4 +88,41 @@ import Testing
       #expect(Self.lookedForDecode(moved) == Self.expected(moved), "name at the last byte, which is \(byte)")
     }
   }
+
+  /// The eight-byte prefixes the terminated-table lookup switches on are the names' first bytes.
+  @Test func prefixesAreTheNamesFirstBytes() {
+    func word(_ text: String) -> UInt64 {
+      Array(text.utf8).prefix(8).enumerated().reduce(0) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+    }
+    typealias Prefix = ELFFile.LookedForPrefix
+    #expect(Prefix.dynamic == word(".dynamic"))
+    #expect(Prefix.dynstr == word(".dynstr\0"))
+    #expect(Prefix.noteGNU == word(".note.gnu.build-id"))
+    #expect(Prefix.debugInfo == word(".debug_info"))
+    #expect(Prefix.zdebug == word(".zdebug_info"))
+    #expect(Prefix.gnuDebug == word(".gnu_debuglink"))
+    #expect(Prefix.gnuDebug == word(".gnu_debugdata"))
+  }
+
+  /// At every offset of a NUL-terminated table of looked-for names, near misses and names cut by the
+  /// table's end, the fast lookup answers as the checked one (which measures each name first).
+  @Test func terminatedLookupAgreesWithTheCheckedOne() throws {
+    let names = Self.lookedFor.sorted() + [".dynamicx", ".dynst", ".dyn", ".note.gnu.build-i", ".note.gnu.build-idx",
+                                           ".debug_infox", ".zdebug_inf", ".gnu_debuglin", ".gnu_debugdatax", ".gnu_debug",
+                                           ".text", ".data", "", ".dynsym", "x.dynamic"]
+    var compared = 0
+    for ending in Self.lookedFor.sorted() + [".dynstr"] {
+      // Each table ends with one of the names, so names that end at the table's last byte are covered.
+      let table = Array((names + [ending]).joined(separator: "\0").utf8) + [0]
+      try table.withUnsafeBytes { raw in
+        let reader = ByteReader(raw)
+        for offset in 0..<table.count {
+          let checked = try ELFFile.lookedForName(reader, at: offset)
+          #expect(ELFFile.lookedForName(inTerminated: reader, at: offset) == checked, "offset \(offset) ending \(ending)")
+          compared += 1
+        }
+      }
+    }
+    #expect(compared > 1000)
+  }
 }

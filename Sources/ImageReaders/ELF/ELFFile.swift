@@ -305,25 +305,46 @@ extension ELFFile {
   }
 
   /// `lookedForName(_:at:)` in a name table whose last byte is NUL (so the name at `offset`, inside
-  /// the table, ends inside it): each looked-for name is compared in place with the bytes at `offset`
-  /// and the NUL after them, without first measuring the name.
+  /// the table, ends inside it): the name's first eight bytes, taken as one integer, pick the one
+  /// candidate they can start (every looked-for name has eight bytes before its NUL or is eight bytes
+  /// with it), and only that candidate's remaining bytes and NUL are compared. Most names are passed
+  /// over after one comparison.
   static func lookedForName(inTerminated names: ByteReader, at offset: Int) -> String? {
-    names.withUnsafeBytes { bytes -> String? in
-      // Every looked-for name starts ".d", ".n", ".z" or ".g": most names are passed over here.
-      guard offset >= 0, offset + 2 < bytes.count, bytes[offset] == UInt8(ascii: ".") else { return nil }
-      switch bytes[offset + 1] {
-      case UInt8(ascii: "d"), UInt8(ascii: "n"), UInt8(ascii: "z"), UInt8(ascii: "g"): break
-      default: return nil
-      }
-      for (index, candidate) in lookedForNames.enumerated() {
-        let length = candidate.utf8CodeUnitCount
-        // The name is the candidate when its bytes match and a NUL follows them inside the table.
-        guard length < bytes.count - offset, bytes[offset + length] == 0 else { continue }
-        let name = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
-        if candidate.withUTF8Buffer({ $0.elementsEqual(name) }) { return lookedForStrings[index] }
-      }
-      return nil
+    guard offset >= 0, offset <= names.count - 9 else {
+      // Fewer than nine bytes from `offset` to the table's end: too short for any looked-for name but
+      // `.dynstr` (seven bytes and its NUL), compared here byte by byte.
+      guard offset >= 0, offset <= names.count - 8, (try? names.bytes(at: offset, length: 8)) == Array(".dynstr\0".utf8)
+      else { return nil }
+      return ".dynstr"
     }
+    // offset + 9 <= names.count: the eight bytes below and the byte after them are inside the table.
+    let prefix = names.field(UInt64.self, littleEndianAt: offset)
+    let rest: StaticString
+    let name: String
+    switch prefix {
+    case LookedForPrefix.dynamic: rest = "\0"; name = ".dynamic"
+    case LookedForPrefix.dynstr: return ".dynstr"  // the NUL is the eighth byte
+    case LookedForPrefix.noteGNU: rest = "u.build-id\0"; name = ".note.gnu.build-id"
+    case LookedForPrefix.debugInfo: rest = "nfo\0"; name = ".debug_info"
+    case LookedForPrefix.zdebug: rest = "info\0"; name = ".zdebug_info"
+    case LookedForPrefix.gnuDebug:
+      // `.gnu_debuglink` and `.gnu_debugdata` share their first eight bytes.
+      if names.hasBytes("uglink\0", at: offset + 8) { return ".gnu_debuglink" }
+      rest = "ugdata\0"; name = ".gnu_debugdata"
+    default: return nil
+    }
+    return names.hasBytes(rest, at: offset + 8) ? name : nil
+  }
+
+  /// The first eight bytes of each looked-for name as a little-endian integer (`ELFFileTests` checks
+  /// them against the names).
+  enum LookedForPrefix {
+    static let dynamic: UInt64 = 0x6369_6D61_6E79_642E  // ".dynamic"
+    static let dynstr: UInt64 = 0x0072_7473_6E79_642E  // ".dynstr\0"
+    static let noteGNU: UInt64 = 0x6E67_2E65_746F_6E2E  // ".note.gn"
+    static let debugInfo: UInt64 = 0x695F_6775_6265_642E  // ".debug_i"
+    static let zdebug: UInt64 = 0x5F67_7562_6564_7A2E  // ".zdebug_"
+    static let gnuDebug: UInt64 = 0x6265_645F_756E_672E  // ".gnu_deb"
   }
 
   /// The names `ELFFile` and `ELFDynamicInfo` compare section names with.

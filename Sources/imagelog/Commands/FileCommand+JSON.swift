@@ -143,12 +143,12 @@ enum HexText {
 
   /// The uppercase hex digit for `nibble` (0...15).
   static func upperDigit(_ nibble: Int) -> UInt8 {
-    UInt8(truncatingIfNeeded: nibble < 10 ? 48 + nibble : 55 + nibble)  // "A" - 10 is 55
+    UInt8(truncatingIfNeeded: nibble < 10 ? 48 &+ nibble : 55 &+ nibble)  // "A" - 10 is 55
   }
 
   /// The lowercase hex digit for `nibble` (0...15).
   static func digit(_ nibble: Int) -> UInt8 {
-    UInt8(truncatingIfNeeded: nibble < 10 ? 48 + nibble : 87 + nibble)  // "0" is 48, "a" - 10 is 87
+    UInt8(truncatingIfNeeded: nibble < 10 ? 48 &+ nibble : 87 &+ nibble)  // "0" is 48, "a" - 10 is 87
   }
 }
 
@@ -256,21 +256,29 @@ struct JSONWriter: ~Copyable {
   mutating func number(_ number: UInt64) {
     reserve(21)  // a comma and UInt64.max's 20 digits
     separate()
-    var digits = 1
-    var rest = number / 10
-    while rest > 0 {
-      digits += 1
-      rest /= 10
-    }
-    var value = number
-    var index = count + digits
-    repeat {
-      index -= 1
-      base[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
-      value /= 10
-    } while index > count
-    count += digits
+    count = Self.writeDecimal(number, to: base, at: count)
     needsComma = true
+  }
+
+  /// `value`'s decimal digits at `base + position`, which has room for 20; returns the position after them.
+  @inline(__always)
+  static func writeDecimal(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+    // The number of digits: at most 20, so `threshold` (10^digits) is multiplied at most 19 times and
+    // stays below 2^64 while the loop runs; it is not used after it wraps.
+    var digits = 1
+    var threshold: UInt64 = 10
+    while digits < 20 && value >= threshold {
+      digits &+= 1
+      threshold &*= 10
+    }
+    var rest = value
+    var index = position &+ digits
+    repeat {
+      index &-= 1
+      base[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
+      rest /= 10
+    } while index > position
+    return position &+ digits
   }
 
   @inline(__always)
@@ -294,18 +302,29 @@ struct JSONWriter: ~Copyable {
   /// `"0x…"`: the value in lowercase hex without leading zeros (`HexText.address`).
   @inline(__always)
   mutating func address(_ value: UInt64) {
-    let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
-    reserve(width + 5)
+    reserve(21)  // a comma, quotes, "0x" and at most 16 digits
     separate()
     store(UInt8(ascii: "\""))
     store(UInt8(ascii: "0"))
     store(UInt8(ascii: "x"))
-    for index in 0..<width {
-      base[count + index] = HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(4 * (width - 1 - index))) & 0xF))
-    }
-    count += width
+    count = Self.writeHex(value, to: base, at: count)
     store(UInt8(ascii: "\""))
     needsComma = true
+  }
+
+  /// `value` in lowercase hex without leading zeros (one digit for 0) at `base + position`, which has
+  /// room for 16; returns the position after them. Written from the last digit back.
+  @inline(__always)
+  static func writeHex(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+    let width = value == 0 ? 1 : (67 &- value.leadingZeroBitCount) / 4  // 1...16
+    var rest = value
+    var index = position &+ width
+    repeat {
+      index &-= 1
+      base[index] = HexText.digit(Int(truncatingIfNeeded: rest & 0xF))
+      rest >>= 4
+    } while index > position
+    return position &+ width
   }
 
   /// `"0x"` and `value` as 8 lowercase hex digits, quoted (`"0x" + hexDigits(value, width: 8)`).
@@ -387,13 +406,9 @@ struct JSONWriter: ~Copyable {
 
   @inline(__always)
   private mutating func storeAll(_ bytes: UnsafePointer<UInt8>, _ length: Int) {
-    // Keys and literals are a few bytes: a loop is cheaper than a call to memmove.
-    if length <= 16 {
-      for index in 0..<length { base[count + index] = bytes[index] }
-    } else {
-      (base + count).update(from: bytes, count: length)
-    }
-    count += length
+    // One copy: a literal's length is known where this is inlined, and the copy becomes a few moves.
+    UnsafeMutableRawPointer(base + count).copyMemory(from: bytes, byteCount: length)
+    count &+= length
   }
 
   private mutating func putAll(_ bytes: UnsafeBufferPointer<UInt8>) {
