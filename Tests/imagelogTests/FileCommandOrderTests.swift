@@ -87,6 +87,35 @@ import ImageReaders
     #expect(parsed.stdout.split(separator: "\n").map(String.init) == expected)
   }
 
+  /// Paths with characters JSON escapes (`"`, `\`, control characters) at every position of the
+  /// eight-byte words the writer scans at once and of the bytes after them, and non-ASCII names: the
+  /// `path` member python's json module reads back is the path.
+  @Test(.enabled(if: CLI.haveBinary && CLI.have("python3"), "needs the built imagelog and python3 (JSON oracle)"))
+  func pathsAreEscapedInJSON() throws {
+    let folder = try CLI.temporaryFolder()
+    defer { CLI.remove(folder) }
+    let library = try CLI.bytes(CLI.fixtures + "/libfixture-x86_64.so")
+    var paths: [String] = []
+    for special in ["\"", "\\", "\t", "\u{1}", "\u{1F}", "é"] {
+      for position in 0..<17 {
+        let name = String(repeating: "a", count: position) + special + String(repeating: "b", count: 16 - position)
+        paths.append(folder + "/" + name)
+      }
+    }
+    paths.append(folder + "/" + String(repeating: "c", count: 40))  // nothing to escape
+    for path in paths { CLI.write(path, library) }
+    let run = try CLI.imagelog(["file", "--format", "json"] + paths)
+    #expect(run.status == 0, "\(run.stderr)")
+    CLI.write(folder + "/out.json", Array(run.stdout.utf8))
+    let script = "import json,sys; print(json.dumps([e['path'] for e in json.load(open(sys.argv[1]))]))"
+    let parsed = try CLI.spawn(["python3", "-c", script, folder + "/out.json"])
+    #expect(parsed.status == 0, "python3 could not load the JSON: \(parsed.stderr)")
+    CLI.write(folder + "/expected.json", Array(paths.joined(separator: "\n").utf8))
+    let expected = try CLI.spawn(["python3", "-c", "import json,sys; print(json.dumps(open(sys.argv[1], encoding='utf-8').read().split('\\n')))",
+                                  folder + "/expected.json"])
+    #expect(parsed.stdout == expected.stdout)
+  }
+
   /// More files than one batch of reports (FileCommand.batchSize, 1024): the same small library named
   /// 1,100 times, with missing files around the batch boundary.
   @Test(.enabled(if: CLI.haveBinary, "needs the built imagelog"))

@@ -43,8 +43,10 @@ public struct ELFDynamicInfo: Sendable, Equatable {
   /// Reads the dynamic information from the file bytes `file` fetches, as `init(_:header:programHeaders:sections:)`.
   public init<Source: RandomAccessBytes>(source file: Source, header: ELFHeader, programHeaders: [ProgramHeader],
                                          sections: [ELFSection]) throws(FormatError) {
-    let dynamicSection = sections.first { $0.type == ELFSection.dynamicType }
-      ?? sections.first { $0.name == ".dynamic" }
+    // Index loops: a closure over the elements copies each section (and retains its name).
+    var dynamicIndex = sections.indices.first { sections[$0].type == ELFSection.dynamicType }
+    if dynamicIndex == nil { dynamicIndex = sections.indices.first { sections[$0].name == ".dynamic" } }
+    let dynamicSection = dynamicIndex.map { sections[$0] }
     if let dynamicSection, dynamicSection.type == ELFSection.noBitsType { return }
     let area: Range<Int>
     if let segment = programHeaders.first(where: { $0.type == ProgramHeader.dynamic }) {

@@ -487,11 +487,13 @@ extension ELFFile {
 
   static func readDebugInfo<Source: RandomAccessBytes>(_ file: Source, sections: [ELFSection]) throws(FormatError) -> DebugInfo {
     var info = DebugInfo()
-    for section in sections {
+    // By index: iterating the elements copies each section (and retains its name).
+    for index in sections.indices {
       // Only names of 11, 12 or 14 bytes can match below: most sections are passed over without
       // comparing strings (a library has dozens of sections, and thousands are read in a run).
-      let nameLength = section.name.utf8.count
+      let nameLength = sections[index].name.utf8.count
       guard nameLength == 11 || nameLength == 12 || nameLength == 14 else { continue }
+      let section = sections[index]
       switch section.name {
       case ".debug_info", ".zdebug_info":
         if section.occupiesFile { info.hasDebugInfo = true }

@@ -416,16 +416,37 @@ struct JSONWriter: ~Copyable {
     if let start = bytes.baseAddress { storeAll(start, bytes.count) }
   }
 
+  /// True when no byte is a control character, `"` or `\\` (nothing to escape). Eight bytes at a
+  /// time: a word has such a byte when a byte of it is below 0x20, or is 0 after an XOR with `"` or
+  /// `\\` repeated; the test "some byte of `x` is below `n`" is `(x - n…n) & ~x & 0x80…80 != 0`, exact
+  /// for n <= 0x80. Paths and library names are printed by the thousand.
+  static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let highBits: UInt64 = 0x8080_8080_8080_8080
+    @inline(__always) func hasByteBelow(_ word: UInt64, _ limit: UInt64) -> Bool {
+      (word &- ones &* limit) & ~word & highBits != 0
+    }
+    var index = 0
+    while index + 8 <= bytes.count {
+      let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+      if hasByteBelow(word, 0x20) || hasByteBelow(word ^ (ones &* 0x22), 1) || hasByteBelow(word ^ (ones &* 0x5C), 1) {
+        return false
+      }
+      index += 8
+    }
+    while index < bytes.count {
+      let byte = bytes[index]
+      if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+      index += 1
+    }
+    return true
+  }
+
   /// `string` quoted, with `"`, `\\` and control characters escaped as `JSONValue.writeString` does.
   private mutating func putString(_ string: String) {
     var contiguous = string
     contiguous.withUTF8 { utf8 in
-      var plain = true
-      for byte in utf8 where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-        plain = false
-        break
-      }
-      if plain {
+      if Self.needsNoEscape(UnsafeRawBufferPointer(utf8)) {
         reserve(utf8.count + 2)
         store(UInt8(ascii: "\""))
         if let start = utf8.baseAddress { storeAll(start, utf8.count) }

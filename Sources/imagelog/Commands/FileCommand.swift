@@ -318,12 +318,11 @@ struct FileCommand: Command {
       architecture.withUTF8 { architectureBytes in
         // ImageFormatter names the image by `Image.shortName(of:)`, the Characters after the last "/".
         // For an ASCII path that is the bytes after the last "/" byte; otherwise ask it.
-        var nameStart = 0
-        var ascii = true
-        for (index, byte) in pathBytes.enumerated() {
-          if byte == UInt8(ascii: "/") { nameStart = index + 1 }
-          if byte >= 0x80 { ascii = false }
-        }
+        var nameStart = pathBytes.count
+        while nameStart > 0 && pathBytes[nameStart - 1] != UInt8(ascii: "/") { nameStart -= 1 }
+        var highBits: UInt8 = 0
+        for byte in pathBytes { highBits |= byte }  // one pass, no branch per byte
+        let ascii = highBits < 0x80
         var nonASCIIName: [UInt8] = []
         if !ascii { nonASCIIName = Array(Image.shortName(of: String(decoding: pathBytes, as: UTF8.self)).utf8) }
         let nameLength = ascii ? pathBytes.count - nameStart : nonASCIIName.count
@@ -380,14 +379,11 @@ struct FileCommand: Command {
   /// `0x` and `value` in lowercase hex without leading zeros (`hexDigits`), at `position`.
   @inline(__always)
   private static func writeHex(_ value: UInt64, into line: UnsafeMutableBufferPointer<UInt8>, at position: Int) -> Int {
-    let width = value == 0 ? 1 : (64 - value.leadingZeroBitCount + 3) / 4
-    precondition(width + 2 <= line.count - position, "crash line buffer too small")
-    line[position] = UInt8(ascii: "0")
-    line[position + 1] = UInt8(ascii: "x")
-    for index in 0..<width {
-      line[position + 2 + index] = HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(4 * (width - 1 - index))) & 0xF))
-    }
-    return position + 2 + width
+    precondition(position >= 0 && 18 <= line.count - position, "crash line buffer too small")
+    guard let base = line.baseAddress else { return position }  // not reached: line has room for 18
+    base[position] = UInt8(ascii: "0")
+    base[position + 1] = UInt8(ascii: "x")
+    return JSONWriter.writeHex(value, to: base, at: position + 2)
   }
 
   /// The detailed view's lines that every format has (from `SliceSummary`).
