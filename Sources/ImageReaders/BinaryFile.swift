@@ -10,14 +10,21 @@ public enum BinaryFile {
 
   /// Decodes `bytes`, throwing `FormatError.notRecognized` for anything that is not ELF or Mach-O.
   public static func parse(_ bytes: ByteReader) throws(FormatError) -> BinaryFile {
-    guard bytes.count >= 4 else { throw .tooShort(count: bytes.count) }
-    let little = try bytes.peek(UInt32.self, at: 0)  // ByteReader's default order is little
+    try parse(source: bytes)
+  }
+
+  /// Decodes the binary whose bytes `source` fetches: the same values and errors as `parse(_:)` over
+  /// the bytes in memory, reading only the ranges the format's reader asks for.
+  public static func parse<Source: RandomAccessBytes>(source: Source) throws(FormatError) -> BinaryFile {
+    guard source.count >= 4 else { throw .tooShort(count: source.count) }
+    let bytes = try source.slice(at: 0, length: 4)
+    let little = try bytes.peek(UInt32.self, at: 0)
     var big = bytes
     big.endian = .big
     let bigMagic = try big.peek(UInt32.self, at: 0)
-    if little == ELFHeader.magic { return .elf(try ELFFile(bytes)) }
-    if MachOFile.isMagic(little) || MachOFile.isMagic(bigMagic) { return .machO(try MachOFile(bytes)) }
-    if FatFile.isMagic(bigMagic) { return .fat(try FatFile(bytes)) }
+    if little == ELFHeader.magic { return .elf(try ELFFile(source: source)) }
+    if MachOFile.isMagic(little) || MachOFile.isMagic(bigMagic) { return .machO(try MachOFile(source: source)) }
+    if FatFile.isMagic(bigMagic) { return .fat(try FatFile(source: source)) }
     throw .notRecognized(magic: bigMagic)
   }
 

@@ -18,3 +18,36 @@ public protocol RandomAccessBytes {
 }
 
 extension ByteReader: RandomAccessBytes {}
+
+/// `length` bytes of another source starting at `start` (a universal file's slice), offsets
+/// restarting at 0: each `slice` is checked against this view's `count`, then fetched from the base.
+public struct RandomAccessSlice<Base: RandomAccessBytes>: RandomAccessBytes {
+  private var base: Base
+  private let start: Int
+  /// The view's size in bytes.
+  public let count: Int
+  /// The byte order of the readers `slice` returns (the base's).
+  public var endian: ByteReader.Endian {
+    get { base.endian }
+    set { base.endian = newValue }
+  }
+
+  /// The view of `base`'s `length` bytes at `start`; throws `outOfRange` (limit `base.count`) unless
+  /// they lie inside `base`, as `ByteReader.slice` does.
+  public init(_ base: Base, at start: Int, length: Int) throws(FormatError) {
+    guard start >= 0, length >= 0, start <= base.count, length <= base.count - start else {
+      throw .outOfRange(start: start, length: length, limit: base.count)
+    }
+    self.base = base
+    self.start = start
+    count = length
+  }
+
+  public func slice(at offset: Int, length: Int) throws(FormatError) -> ByteReader {
+    guard offset >= 0, length >= 0, offset <= count, length <= count - offset else {
+      throw .outOfRange(start: offset, length: length, limit: count)
+    }
+    // start + count <= base.count (init), so start + offset cannot overflow and the range is inside base.
+    return try base.slice(at: start + offset, length: length)
+  }
+}

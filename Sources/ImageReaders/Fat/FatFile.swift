@@ -38,19 +38,30 @@ public struct FatFile: Sendable, Equatable {
 
   /// Decodes the universal header at the start of `bytes` and every slice it names.
   public init(_ bytes: ByteReader) throws(FormatError) {
-    var reader = bytes
-    reader.endian = .big
-    guard reader.count >= 8 else { throw .fat("truncated: 8 bytes needed, \(reader.count) in the file") }
-    let magic = try reader.read(UInt32.self)
+    try self.init(source: bytes)
+  }
+
+  /// Decodes the universal file whose bytes `source` fetches: the same checks and the same values or
+  /// errors as `init(_:)` over the bytes in memory, reading only the header, its table and what each
+  /// slice's `MachOFile(source:)` reads.
+  public init<Source: RandomAccessBytes>(source bytes: Source) throws(FormatError) {
+    guard bytes.count >= 8 else { throw .fat("truncated: 8 bytes needed, \(bytes.count) in the file") }
+    var start = try bytes.slice(at: 0, length: 8)
+    start.endian = .big
+    let magic = try start.read(UInt32.self)
     guard Self.isMagic(magic) else { throw .notRecognized(magic: magic) }
     is64Bit = magic == Self.magic64
-    let count = try reader.read(UInt32.self)
+    let count = try start.read(UInt32.self)
     let entrySize: UInt64 = is64Bit ? 32 : 20
     // count is UInt32: 8 + count * 32 fits UInt64.
     let headerEnd = 8 + UInt64(count) * entrySize
-    guard headerEnd <= UInt64(reader.count) else {
-      throw .fat("nfat_arch \(count) needs \(headerEnd) header bytes, the file has \(reader.count)")
+    guard headerEnd <= UInt64(bytes.count) else {
+      throw .fat("nfat_arch \(count) needs \(headerEnd) header bytes, the file has \(bytes.count)")
     }
+    // headerEnd <= bytes.count (an Int): the table is inside the file.
+    var reader = try bytes.slice(at: 0, length: Int(headerEnd))
+    reader.endian = .big
+    try reader.skip(8)
     var members: [Slice] = []
     members.reserveCapacity(Int(count))  // at most file size / 20, checked above
     // Bounds rather than a Range<UInt64>: a tuple holding a Range makes the runtime look up
@@ -89,13 +100,13 @@ public struct FatFile: Sendable, Equatable {
         claimed.append((index, offset, end))
         seenArchitectures.append((index, cpuType, cpuSubtype))
         // end <= bytes.count (an Int), so both conversions are exact.
-        let slice = try bytes.slice(at: Int(offset), length: Int(size))
+        let slice = try RandomAccessSlice(bytes, at: Int(offset), length: Int(size))
         guard slice.count >= 4 else { throw .fat("slice \(index) is \(size) bytes, too short for a Mach-O header") }
-        let sliceMagic = try slice.peek(UInt32.self, at: 0)
+        let sliceMagic = try slice.slice(at: 0, length: 4).peek(UInt32.self, at: 0)
         guard MachOFile.isMagic(sliceMagic) || MachOFile.isMagic(sliceMagic.byteSwapped) else {
           throw .fat("slice \(index) is not a Mach-O file (magic 0x\(hexDigits(UInt64(sliceMagic.byteSwapped), width: 8)))")
         }
-        return try MachOFile(slice)
+        return try MachOFile(source: slice)
       }
       members.append(Slice(cpuType: cpuType, cpuSubtype: cpuSubtype, fileOffset: offset, size: size,
                            alignment: alignment, file: file))

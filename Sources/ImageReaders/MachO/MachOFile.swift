@@ -13,6 +13,9 @@ public struct MachOFile: Sendable, Equatable {
   /// The size in bytes of the file or slice this was read from.
   public var fileSize: Int
 
+  /// The bytes the header is fetched with (`init(source:)`).
+  static let headerFetchSize = 4096
+
   /// True for `MH_MAGIC`, `MH_MAGIC_64` and their byte-swapped forms, read in either order.
   public static func isMagic(_ magic: UInt32) -> Bool {
     magic == MachOHeader.magic32 || magic == MachOHeader.magic64
@@ -20,9 +23,19 @@ public struct MachOFile: Sendable, Equatable {
 
   /// Decodes `bytes` (a whole thin file or one slice; offsets are relative to its start).
   public init(_ bytes: ByteReader) throws(FormatError) {
-    header = try MachOHeader(bytes)
-    fileSize = bytes.count
-    var reader = bytes
+    try self.init(source: bytes)
+  }
+
+  /// Decodes the thin Mach-O file (or slice) whose bytes `source` fetches, offsets relative to its
+  /// start: the same checks and the same values or errors as `init(_:)` over the bytes in memory,
+  /// reading only the header, the load commands and the code signature.
+  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+    // The header with the bytes after it, so a reader that fetches on demand gets the load commands
+    // of a typical file in the same fetch; the header itself needs at most 32 (and names the file's
+    // size only when it has fewer).
+    header = try MachOHeader(source.slice(at: 0, length: min(source.count, Self.headerFetchSize)))
+    fileSize = source.count
+    var reader = source
     reader.endian = header.endian
     let headerSize = header.size
     // sizeofcmds is UInt32 and headerSize <= 32: the sum cannot overflow Int on 64-bit hosts.

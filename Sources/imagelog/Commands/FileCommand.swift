@@ -133,8 +133,9 @@ struct FileCommand: Command {
     }
   }
 
-  /// Reads and decodes `path`. An ELF file is decoded from the ranges its parser asks for (`FileBytes`:
-  /// a few `pread` calls); anything else is read whole. The bytes are released before this returns:
+  /// Reads and decodes `path` from the ranges its parser asks for (`FileBytes`: a few `pread` calls):
+  /// an ELF file's headers, tables, notes and dynamic strings; a Mach-O file's (or each universal
+  /// slice's) header, load commands and code signature. The bytes are released before this returns:
   /// the decoded value keeps no reference to them.
   static func read(_ path: String) -> ReadOutcome {
     let file: FileBytes
@@ -146,9 +147,10 @@ struct FileCommand: Command {
           // No style prints section names (only their count): the others are checked, not made into Strings.
           return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
-        let whole = try ranges.slice(at: 0, length: ranges.count)
-        if isJavaClassFile(whole) { return .problem(.format(.notRecognized(magic: 0xCAFE_BABE))) }
-        return .binary(try BinaryFile.parse(whole))
+        if isJavaClassFile(try ranges.slice(at: 0, length: min(ranges.count, 8))) {
+          return .problem(.format(.notRecognized(magic: 0xCAFE_BABE)))
+        }
+        return .binary(try BinaryFile.parse(source: ranges))
       } catch {
         // A read that failed or came back short (the file shrank) is the system's problem, not the bytes'.
         if let readError = file.readError { return .problem(.open(readError)) }
