@@ -219,6 +219,18 @@ struct FileCommand: Command {
       // Slices that could not be read: one line each; the others are still shown.
       for line in renderUniversalFailures(universal, path: path) { report.fail(line) }
     }
+    if printUUIDs {
+      // The architecture and build-id/UUID of each slice are all this prints: no summaries (segments,
+      // dependencies, install names) are made.
+      let identities = binary.sliceIdentities
+      guard let indices = selectedSlices(identities.map(\.architecture), path: path, into: &report) else { return report }
+      for index in indices {
+        // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
+        guard let buildID = identities[index].buildID else { continue }
+        report.lines.append(.output("UUID: \(buildID.uuid) (\(identities[index].architecture)) \(path)"))
+      }
+      return report
+    }
     // An ELF file is one slice: its summary without the array `BinaryFile.slices` makes.
     let slices: [SliceSummary]
     if case .elf(let file) = binary, architecture == nil, !printEntitlements {
@@ -227,16 +239,7 @@ struct FileCommand: Command {
     } else {
       slices = binary.slices
     }
-    var indices = slices.indices.map { $0 }
-    if let architecture {
-      let wanted = Self.canonicalArchitecture(architecture)
-      indices = indices.filter { Self.canonicalArchitecture(slices[$0].architecture) == wanted }
-      if indices.isEmpty {
-        let present = slices.map(\.architecture).joined(separator: ", ")
-        report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(present.isEmpty ? "none" : present))")
-        return report
-      }
-    }
+    guard let indices = selectedSlices(slices.map(\.architecture), path: path, into: &report) else { return report }
     if printEntitlements {
       reportEntitlements(binary, path: path, indices: indices, into: &report)
       return report
@@ -247,14 +250,23 @@ struct FileCommand: Command {
     return report
   }
 
+  /// The indices of the slices `--arch` selects among `architectures` (all without it); `nil` after
+  /// adding the error line when none matches.
+  func selectedSlices(_ architectures: [String], path: String, into report: inout FileReport) -> [Int]? {
+    guard let architecture else { return Array(architectures.indices) }
+    let wanted = Self.canonicalArchitecture(architecture)
+    let indices = architectures.indices.filter { Self.canonicalArchitecture(architectures[$0]) == wanted }
+    if indices.isEmpty {
+      let present = architectures.joined(separator: ", ")
+      report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(present.isEmpty ? "none" : present))")
+      return nil
+    }
+    return indices
+  }
+
   /// Adds slice `index` of `binary` (summarized by `slice`) to `report` in the chosen style.
   func addSlice(_ slice: SliceSummary, of binary: BinaryFile, index: Int, sliceCount: Int, path: String,
                 to report: inout FileReport) {
-    if printUUIDs {
-      // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
-      if let buildID = slice.buildID { report.lines.append(.output("UUID: \(buildID.uuid) (\(slice.architecture)) \(path)")) }
-      return
-    }
     switch style {
     case .crash:
       report.lines.append(.outputBytes(Self.crashLineBytes(slice, path: path)))
@@ -469,7 +481,27 @@ protocol EntitlementsRendering {
   func entitlements(slice index: Int, json: Bool) throws -> String?
 }
 
+/// One slice's architecture and build-id/UUID (what `--uuid` prints).
+struct SliceIdentity {
+  var architecture: String
+  var buildID: BuildID?
+}
+
 extension BinaryFile {
+  /// Each slice's architecture and build-id/UUID, in the order and with the slices of `slices`,
+  /// without making the summaries.
+  var sliceIdentities: [SliceIdentity] {
+    switch self {
+    case .elf(let file): [SliceIdentity(architecture: file.architecture, buildID: file.buildID)]
+    case .machO(let file): [SliceIdentity(architecture: file.architecture, buildID: file.uuid)]
+    case .fat(let file):
+      file.members.compactMap { member in
+        guard case .success(let slice) = member.file else { return nil }
+        return SliceIdentity(architecture: slice.architecture, buildID: slice.uuid)
+      }
+    }
+  }
+
   /// The decoded file's own part of the detailed and JSON views (a plain conversion: no dynamic cast
   /// per file).
   var detailRenderer: (any FileDetailRendering)? {
