@@ -170,6 +170,50 @@ import ImageLog
     #expect(parsed.stdout == expected)
   }
 
+  /// The JSON view's segments (hex offsets and addresses, decimal sizes, flags) against `readelf -lW`'s
+  /// program headers, for every ELF fixture and a few system libraries of different sizes.
+  @Test(.enabled(if: haveBinary && FileCommandTests.have("python3") && FileCommandTests.have("readelf"),
+                 "needs the built imagelog, python3 (JSON oracle) and readelf"))
+  func jsonSegmentsMatchReadelf() throws {
+    var paths = Self.sample.map { Self.fixtures + "/" + $0 }
+    for name in ["libc.so.6", "libz.so.1", "libstdc++.so.6", "libm.so.6"] {
+      let path = "/usr/lib/x86_64-linux-gnu/" + name
+      if access(path, R_OK) == 0 { paths.append(path) }
+    }
+    let run = try Self.imagelog(["file", "--format", "json"] + paths)
+    #expect(run.status == 0)
+    let folder = try Self.temporaryFolder()
+    defer { Self.remove(folder) }
+    Self.write(folder + "/out.json", Array(run.stdout.utf8))
+    // One line per segment: type offset vaddr filesz memsz flags, numbers as plain hex.
+    let script = "import json,sys\nfor e in json.load(open(sys.argv[1])):\n for g in e['elf']['segments']:\n"
+      + "  print(e['path'], g['type'], g['offset'][2:], g['vmAddress'][2:], '%x' % g['fileSize'], '%x' % g['vmSize'], g['flags'].replace('-', ''))"
+    let parsed = try Self.spawn(["python3", "-c", script, folder + "/out.json"])
+    #expect(parsed.status == 0, "python3 could not load the JSON: \(parsed.stderr)")
+    var expected: [String] = []
+    for path in paths {
+      let readelf = try Self.spawn(["readelf", "-lW", path])
+      for line in readelf.stdout.split(separator: "\n") {
+        // "  LOAD  0x000000 0x0000000000000000 0x0000000000000000 0x0004e8 0x0004e8 R   0x1000"
+        let words = line.split(separator: " ")
+        guard words.count >= 7, words[1].hasPrefix("0x"), words[0].uppercased() == words[0],
+              let offset = UInt64(words[1].dropFirst(2), radix: 16), let address = UInt64(words[2].dropFirst(2), radix: 16),
+              let fileSize = UInt64(words[4].dropFirst(2), radix: 16), let memorySize = UInt64(words[5].dropFirst(2), radix: 16)
+        else { continue }
+        // The flags are one to three words of R, W and E (readelf's X); the alignment follows.
+        let flags = words[6...].prefix { $0.allSatisfy { "RWE".contains($0) } }.joined().replacingOccurrences(of: "E", with: "X")
+        expected.append([path, String(words[0]), String(offset, radix: 16), String(address, radix: 16),
+                         String(fileSize, radix: 16), String(memorySize, radix: 16), flags].joined(separator: " "))
+      }
+    }
+    // Processor-specific types (MIPS REGINFO, ABIFLAGS) are hex numbers in the JSON: compared without them.
+    let named: Set<String> = ["PHDR", "INTERP", "LOAD", "DYNAMIC", "NOTE", "TLS", "GNU_EH_FRAME", "GNU_STACK",
+                              "GNU_RELRO", "GNU_PROPERTY"]
+    func namedOnly(_ lines: [String]) -> [String] { lines.filter { named.contains(String($0.split(separator: " ")[1])) } }
+    #expect(namedOnly(expected).count > 20, "readelf listed program headers")
+    #expect(namedOnly(parsed.stdout.split(separator: "\n").map(String.init)) == namedOnly(expected))
+  }
+
   @Test(.enabled(if: haveBinary, "needs the built imagelog"))
   func badInputsGiveOneLineEachAndStatusOne() throws {
     let folder = try Self.temporaryFolder()

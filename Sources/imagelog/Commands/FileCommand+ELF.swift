@@ -62,6 +62,7 @@ extension ELFFile: FileDetailRendering {
     json.key("segments")
     json.beginArray()
     for segment in programHeaders {
+      // Every segment has the same members: their keys and punctuation are written as fragments.
       json.beginObject()
       json.key("type")
       if let name = Self.segmentTypeLiteral(segment.type) {
@@ -69,15 +70,15 @@ extension ELFFile: FileDetailRendering {
       } else {
         json.string(Self.segmentTypeName(segment.type))
       }
-      json.key("offset")
-      json.address(segment.fileOffset)
-      json.key("vmAddress")
-      json.address(segment.vmAddress)
-      json.key("fileSize")
-      json.number(segment.fileSize)
-      json.key("vmSize")
-      json.number(segment.vmSize)
-      json.key("flags")
+      json.fragment(",\"offset\":\"0x")
+      json.hexDigits(segment.fileOffset)
+      json.fragment("\",\"vmAddress\":\"0x")
+      json.hexDigits(segment.vmAddress)
+      json.fragment("\",\"fileSize\":")
+      json.decimalDigits(segment.fileSize)
+      json.fragment(",\"vmSize\":")
+      json.decimalDigits(segment.vmSize)
+      json.fragment(",\"flags\":")
       json.literal(Self.flagTexts[Int(segment.flags & 7)])
       json.endObject()
     }

@@ -152,6 +152,12 @@ enum HexText {
   }
 }
 
+/// The hex digits in order, indexed by value (a literal: no array, no lazy initialization).
+let lowercaseHexDigits: StaticString = "0123456789abcdef"
+
+/// "00", "01", ... "99" in one literal: the pair for n (0...99) starts at 2n.
+let decimalDigitPairs: StaticString = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
 /// Writes compact JSON straight into bytes, with no tree of values in between: the views of files
 /// that are printed by the thousand (ELF's, and the members every slice has) are written with it.
 /// Commas are placed by the writer: a value or key after another value gets one. The bytes live in
@@ -246,6 +252,31 @@ struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  /// JSON text written as it is, with no comma before it: the fixed parts of an object whose members
+  /// are always the same (`,"offset":"0x`), between the values `hexDigits` and `decimalDigits` write.
+  /// The caller keeps the text well formed; the next value or key gets no comma either.
+  @inline(__always)
+  mutating func fragment(_ text: StaticString) {
+    let length = text.utf8CodeUnitCount
+    reserve(length)
+    storeAll(text.utf8Start, length)
+    needsComma = false
+  }
+
+  /// `value` in lowercase hex without leading zeros, unquoted and without `0x` (after a `fragment`).
+  @inline(__always)
+  mutating func hexDigits(_ value: UInt64) {
+    reserve(16)
+    count = Self.writeHex(value, to: base, at: count)
+  }
+
+  /// `value` in decimal (after a `fragment`).
+  @inline(__always)
+  mutating func decimalDigits(_ value: UInt64) {
+    reserve(20)
+    count = Self.writeDecimal(value, to: base, at: count)
+  }
+
   /// A string, or `null` when absent.
   @inline(__always)
   mutating func string(_ string: String?) {
@@ -271,13 +302,24 @@ struct JSONWriter: ~Copyable {
       digits &+= 1
       threshold &*= 10
     }
+    // Two digits per division, from the last pair back.
+    let pairs = decimalDigitPairs.utf8Start
     var rest = value
     var index = position &+ digits
-    repeat {
-      index &-= 1
-      base[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
-      rest /= 10
-    } while index > position
+    while rest >= 100 {
+      let pair = Int(truncatingIfNeeded: rest % 100) &* 2
+      rest /= 100
+      index &-= 2
+      base[index] = pairs[pair]
+      base[index &+ 1] = pairs[pair &+ 1]
+    }
+    if rest >= 10 {
+      let pair = Int(truncatingIfNeeded: rest) &* 2
+      base[position] = pairs[pair]
+      base[position &+ 1] = pairs[pair &+ 1]
+    } else {
+      base[position] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest)
+    }
     return position &+ digits
   }
 
@@ -317,11 +359,12 @@ struct JSONWriter: ~Copyable {
   @inline(__always)
   static func writeHex(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
     let width = value == 0 ? 1 : (67 &- value.leadingZeroBitCount) / 4  // 1...16
+    let digits = lowercaseHexDigits.utf8Start
     var rest = value
     var index = position &+ width
     repeat {
       index &-= 1
-      base[index] = HexText.digit(Int(truncatingIfNeeded: rest & 0xF))
+      base[index] = digits[Int(truncatingIfNeeded: rest & 0xF)]
       rest >>= 4
     } while index > position
     return position &+ width
