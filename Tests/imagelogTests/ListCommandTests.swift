@@ -109,12 +109,26 @@ struct ListCommandTests {
     for unwanted in ["libdispatch_init", "dispatch_async_f", "swift_task_create", "swift_job_run"] {
       #expect(!names.contains(unwanted), "\(unwanted) is linked into \(imagelogBinary)")
     }
+    // CommandLine's argv comes from CImageLogMain (argv.c): the runtime's member that scans
+    // /proc/self/maps at every start (its static initializer) is not linked in.
+    #expect(names.contains("_swift_stdlib_getUnsafeArgvArgc"))
+    #expect(!names.contains("_GLOBAL__sub_I_CommandLine.cpp"), "the runtime's argv grabber is linked into \(imagelogBinary)")
     // Its dynamic symbol table (StaticLink/exports.map) defines the interposers and no Swift symbol.
     let dynamic = try runListTool(["readelf", "--dyn-syms", "-W", imagelogBinary])
     try #require(dynamic.status == 0)
     let defined = lines(dynamic.output).filter { !$0.contains(" UND ") }.compactMap { $0.split(separator: " ").last.map(String.init) }
     #expect(Set(["dlopen", "dlmopen", "dlclose"]).isSubset(of: Set(defined)))
     #expect(!defined.contains { $0.hasPrefix("$s") }, "\(defined.filter { $0.hasPrefix("$s") }.prefix(3))")
+  }
+
+  /// Every argument reaches the command as given (spaces, tabs, non-ASCII, empty, option-like after
+  /// `--`), in order: CommandLine's argv comes from argv.c, not from the runtime's own grabber.
+  @Test func argumentsArriveAsGiven() throws {
+    let odd = ["/nonexistent/a b", "/nonexistent/tab\there", "/nonexistent/ünïcødé", "", "/nonexistent/" + String(repeating: "x", count: 300),
+               "-looks-like-an-option"]
+    let run = try runImagelog(["file", "--"] + odd)
+    #expect(run.status == 1)
+    #expect(lines(run.error) == odd.map { "imagelog: \($0): cannot open: No such file or directory" })
   }
 
   @Test func everyFormat() throws {
