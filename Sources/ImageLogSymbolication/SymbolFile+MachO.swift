@@ -10,7 +10,7 @@ extension SymbolFile {
     case .fat(let fat):
       var result: [SymbolFile] = []
       for member in fat.members {
-        guard case .success(let file) = member.file,
+        guard let file = member.decoded,
               let range = try? ByteReader.checkedRange(offset: member.fileOffset, size: member.size, limit: reader.count,
                                                        "slice \(member.architecture)"),
               let bytes = try? reader.slice(at: range.lowerBound, length: range.count),

@@ -20,7 +20,48 @@ public struct FatFile: Sendable, Equatable {
     /// `align` as a power of two.
     public var alignment: UInt32
     /// The decoded Mach-O, or why this slice could not be read (its range or its contents).
-    public var file: Result<MachOFile, FormatError>
+    public var file: Result<MachOFile, FormatError> {
+      get {
+        switch state {
+        case .decoded(let file): .success(file)
+        case .failed(let error): .failure(error)
+        }
+      }
+      set {
+        switch newValue {
+        case .success(let file): state = .decoded(file)
+        case .failure(let error): state = .failed(error)
+        }
+      }
+    }
+
+    /// The decoded Mach-O, or `nil` when this slice could not be read (`file` without a `Result`).
+    public var decoded: MachOFile? {
+      if case .decoded(let file) = state { file } else { nil }
+    }
+
+    /// Why this slice could not be read, or `nil` when it decoded.
+    public var failure: FormatError? {
+      if case .failed(let error) = state { error } else { nil }
+    }
+
+    /// `file`, stored without `Result` (see `MachOFile.signature`: a generic type with an `Error`
+    /// requirement costs a conformance scan the first time a value is copied or destroyed).
+    private var state: State
+
+    enum State: Sendable, Equatable {
+      case decoded(MachOFile)
+      case failed(FormatError)
+    }
+
+    init(cpuType: UInt32, cpuSubtype: UInt32, fileOffset: UInt64, size: UInt64, alignment: UInt32, state: State) {
+      self.cpuType = cpuType
+      self.cpuSubtype = cpuSubtype
+      self.fileOffset = fileOffset
+      self.size = size
+      self.alignment = alignment
+      self.state = state
+    }
 
     /// The architecture name the header claims for this slice (`arm64`, `x86_64`, ...).
     public var architecture: String { machOArchitectureName(cpuType: cpuType, cpuSubtype: cpuSubtype) }
@@ -75,7 +116,7 @@ public struct FatFile: Sendable, Equatable {
       let size = is64Bit ? try reader.read(UInt64.self) : UInt64(try reader.read(UInt32.self))
       let alignment = try reader.read(UInt32.self)
       if is64Bit { try reader.skip(4) }  // reserved
-      let file = Result { () throws(FormatError) -> MachOFile in
+      func decodeSlice() throws(FormatError) -> MachOFile {
         let (end, overflow) = offset.addingReportingOverflow(size)
         guard !overflow else {
           throw .fat("slice \(index) offset 0x\(hexDigits(offset)) + size 0x\(hexDigits(size)) overflows")
@@ -108,8 +149,10 @@ public struct FatFile: Sendable, Equatable {
         }
         return try MachOFile(source: slice)
       }
+      let state: Slice.State
+      do { state = .decoded(try decodeSlice()) } catch { state = .failed(error) }
       members.append(Slice(cpuType: cpuType, cpuSubtype: cpuSubtype, fileOffset: offset, size: size,
-                           alignment: alignment, file: file))
+                           alignment: alignment, state: state))
     }
     self.members = members
   }
@@ -117,7 +160,7 @@ public struct FatFile: Sendable, Equatable {
   /// One summary per slice that decoded, in header order, with its `fileOffset` set.
   public var slices: [SliceSummary] {
     members.compactMap { member in
-      guard case .success(let file) = member.file else { return nil }
+      guard let file = member.decoded else { return nil }
       var summary = file.summary
       summary.fileOffset = member.fileOffset
       return summary
@@ -127,7 +170,7 @@ public struct FatFile: Sendable, Equatable {
   /// The slices that failed, with the architecture their header entry claims and why.
   public var failures: [(index: Int, architecture: String, error: FormatError)] {
     members.enumerated().compactMap { index, member in
-      if case .failure(let error) = member.file { (index, member.architecture, error) } else { nil }
+      member.failure.map { (index, member.architecture, $0) }
     }
   }
 }

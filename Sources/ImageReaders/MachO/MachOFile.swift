@@ -9,7 +9,34 @@ public struct MachOFile: Sendable, Equatable {
   public var loadCommands: [LoadCommand]
   /// The decoded SuperBlob behind `LC_CODE_SIGNATURE`: `nil` when the file has none, a failure when
   /// its blobs are malformed (the rest of the file still reads; the CLI reports it where it shows it).
-  public var codeSignature: Result<CodeSignature, FormatError>?
+  public var codeSignature: Result<CodeSignature, FormatError>? {
+    get {
+      switch signature {
+      case .absent: nil
+      case .decoded(let found): .success(found)
+      case .failed(let error): .failure(error)
+      }
+    }
+    set {
+      switch newValue {
+      case nil: signature = .absent
+      case .success(let found)?: signature = .decoded(found)
+      case .failure(let error)?: signature = .failed(error)
+      }
+    }
+  }
+  /// `codeSignature`, stored without `Result`: a generic type with an `Error` requirement in a stored
+  /// property makes the runtime instantiate its metadata, scanning the conformance records, the first
+  /// time a value is copied or destroyed (about 100,000 instructions, in every run that reads a Mach-O
+  /// file, for a property `--uuid` and crash lines never look at).
+  private var signature: SignatureState
+
+  /// What `LC_CODE_SIGNATURE` led to (`codeSignature`).
+  enum SignatureState: Sendable, Equatable {
+    case absent
+    case decoded(CodeSignature)
+    case failed(FormatError)
+  }
   /// The size in bytes of the file or slice this was read from.
   public var fileSize: Int
 
@@ -80,11 +107,13 @@ public struct MachOFile: Sendable, Equatable {
     loadCommands = commands
     if let data = signatureCommand {
       // decode() proved dataoff+datasize fits the file.
-      codeSignature = Result { () throws(FormatError) -> CodeSignature in
-        try CodeSignature(reader.slice(at: Int(data.dataOffset), length: Int(data.dataSize)))
+      do {
+        signature = .decoded(try CodeSignature(reader.slice(at: Int(data.dataOffset), length: Int(data.dataSize))))
+      } catch {
+        signature = .failed(error)
       }
     } else {
-      codeSignature = nil
+      signature = .absent
     }
   }
 

@@ -16,7 +16,7 @@ extension FatFile: FileDetailRendering, EntitlementsRendering {
   /// The members that decoded, in header order: `BinaryFile.slices` lists exactly these.
   var decodedMembers: [(memberIndex: Int, member: Slice, file: MachOFile)] {
     members.enumerated().compactMap { index, member in
-      guard case .success(let file) = member.file else { return nil }
+      guard let file = member.decoded else { return nil }
       return (index, member, file)
     }
   }

@@ -496,7 +496,7 @@ extension BinaryFile {
     case .machO(let file): [SliceIdentity(architecture: file.architecture, buildID: file.uuid)]
     case .fat(let file):
       file.members.compactMap { member in
-        guard case .success(let slice) = member.file else { return nil }
+        guard let slice = member.decoded else { return nil }
         return SliceIdentity(architecture: slice.architecture, buildID: slice.uuid)
       }
     }
