@@ -148,4 +148,45 @@ import Testing
     }
     #expect(compared > 0, "no ELF libraries under \(folder)")
   }
+
+  /// Every Mach-O and universal fixture, decoded with `BinaryFile.parse(source:)` over FileBytes (what
+  /// `imagelog file` does, and the README's example) and from a whole-file mapping: the same values or
+  /// the same error, in a few pread calls each.
+  @Test func machOFixturesDecodeAsFromAMapping() throws {
+    let folder = repositoryRoot + "/Tests/ImageReadersTests/Fixtures/macho"
+    var pending = [folder]
+    var paths: [String] = []
+    while let current = pending.popLast() {
+      guard let directory = opendir(current) else { continue }
+      while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard name != ".", name != ".." else { continue }
+        var info = stat()
+        guard stat(current + "/" + name, &info) == 0 else { continue }
+        if info.st_mode & S_IFMT == S_IFDIR { pending.append(current + "/" + name) } else { paths.append(current + "/" + name) }
+      }
+      closedir(directory)
+    }
+    var universal = 0
+    for path in paths.sorted() {
+      let mapped = try MappedFile(path: path)
+      let whole: String = mapped.withReader { reader in
+        do throws(FormatError) { return String(describing: try BinaryFile.parse(reader)) } catch { return "error: \(error)" }
+      }
+      guard !whole.hasPrefix("error: not"), !whole.hasPrefix("error: too short") else { continue }  // Info.plist
+      let file = try FileBytes(path: path)
+      let viaRanges: String = file.withRanges { ranges in
+        do throws(FormatError) {
+          let binary = try BinaryFile.parse(source: ranges)  // reads only the ranges it needs
+          if case .fat = binary { universal += 1 }
+          return String(describing: binary)
+        } catch {
+          return "error: \(error)"
+        }
+      }
+      #expect(viaRanges == whole, "\(path)")
+      #expect(file.fetchCount <= 12, "\(path): \(file.fetchCount) fetches")
+    }
+    #expect(universal >= 3)
+  }
 }
