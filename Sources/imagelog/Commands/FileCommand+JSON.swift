@@ -471,6 +471,7 @@ struct JSONWriter: ~Copyable {
     }
     var index = 0
     while index + 8 <= bytes.count {
+      // A String's own UTF-8 in memory, not file bytes: ByteReader's rule is for the parsers.
       let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
       if hasByteBelow(word, 0x20) || hasByteBelow(word ^ (ones &* 0x22), 1) || hasByteBelow(word ^ (ones &* 0x5C), 1) {
         return false
