@@ -52,24 +52,8 @@ import Testing
   }
 
   @Test func rangedDecodeEqualsWholeFileDecodeUnderMutation() throws {
-    let names = Self.machOFixtures
-    try #require(!names.isEmpty)
-    var rng = SplitMix64(seed: 0x3AC0_2026)
-    var compared = 0
-    var errors = 0
-    for name in names {
-      let original = try Fixtures.bytes(name)
-      for round in 0..<200 {
-        let kind = MutationTests.Mutation.allCases[round % MutationTests.Mutation.allCases.count]
-        let bytes = MutationTests.mutate(original, kind, &rng)
-        let whole = Self.decodeWhole(bytes)
-        #expect(Self.decodeRanged(bytes).text == whole, "\(name) round \(round)")
-        compared += 1
-        if whole.hasPrefix("error: ") { errors += 1 }
-      }
-    }
-    #expect(compared == names.count * 200)
-    #expect(errors > 0 && errors < compared, "mutations should both break and spare files (\(errors) of \(compared) failed)")
+    try MutationTests.expectSameUnderMutation(Self.machOFixtures, seed: 0x3AC0_2026,
+                                              decode: { Self.decodeRanged($0).text }, reference: Self.decodeWhole)
   }
 
   @Test func shortFilesGiveTheSameErrors() throws {

@@ -92,3 +92,30 @@ import Testing
     #expect(rejected > original.count / 2)
   }
 }
+
+extension MutationTests {
+  /// For `rounds` seeded mutations of each fixture in `names` (every kind in turn), `decode` and
+  /// `reference` give the same text; some mutations must break the file and some must spare it, so a
+  /// comparison of two always-failing (or never-failing) decodes cannot pass. Texts starting
+  /// "error: " are failures.
+  static func expectSameUnderMutation(_ names: [String], seed: UInt64, rounds: Int = 200,
+                                      decode: ([UInt8]) -> String, reference: ([UInt8]) -> String) throws {
+    try #require(!names.isEmpty)
+    var rng = SplitMix64(seed: seed)
+    var compared = 0
+    var errors = 0
+    for name in names {
+      let original = try Fixtures.bytes(name)
+      for round in 0..<rounds {
+        let kind = Mutation.allCases[round % Mutation.allCases.count]
+        let bytes = mutate(original, kind, &rng)
+        let expected = reference(bytes)
+        #expect(decode(bytes) == expected, "\(name) round \(round)")
+        compared += 1
+        if expected.hasPrefix("error: ") { errors += 1 }
+      }
+    }
+    #expect(compared == names.count * rounds)
+    #expect(errors > 0 && errors < compared, "mutations should both break and spare files (\(errors) of \(compared) failed)")
+  }
+}
