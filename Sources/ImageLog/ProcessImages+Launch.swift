@@ -236,10 +236,10 @@ public enum AuditedLaunch {
 
   /// The target of the symbolic link at `path`.
   static func readLink(_ path: String) -> String? {
-    var buffer = [CChar](repeating: 0, count: 4097)  // readlink does not terminate it; the zeros do
+    var buffer = [CChar](repeating: 0, count: 4096)
     let count = readlink(path, &buffer, 4096)
     guard count > 0, count < 4096 else { return nil }
-    return String(cString: buffer)
+    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)  // not terminated
   }
 
   static func realPath(_ path: String) -> String? {

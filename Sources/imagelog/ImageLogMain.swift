@@ -6,15 +6,16 @@ internal import Glibc
 enum ImageLogMain {
   static let version = "0.1.0"
 
-  /// Every subcommand; the first is the default, run when no subcommand word is given.
-  static let commands: [any Command.Type] = [
+  /// Every subcommand; the first is the default, run when no subcommand word is given. Computed, not
+  /// stored: a stored array of metatypes is global state Swift 6 cannot prove concurrency-safe.
+  static var commands: [any Command.Type] { [
     ListCommand.self,
     FileCommand.self,
     SymbolicateCommand.self,
     PidCommand.self,
     RunCommand.self,
     WatchCommand.self,
-  ]
+  ] }
 
   static func main() {
     var scanner = ArgumentScanner(CommandLine.arguments.dropFirst())

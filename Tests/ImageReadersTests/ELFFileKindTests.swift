@@ -27,9 +27,17 @@ import Testing
     return result.sorted()
   }
 
+  /// PAM modules: some (pam_cap.so) carry a PT_INTERP without being programs.
+  static func pamModules() -> [String] {
+    let folder = "/usr/lib/x86_64-linux-gnu/security"
+    return directoryNames(folder).filter { $0.hasSuffix(".so") }.sorted().map { folder + "/" + $0 }
+      .filter(ELFSystemLibraryTests.isELF)
+  }
+
   @Test(.enabled(if: Tools.have("file"), "needs file(1)"))
   func kindMatchesFile() throws {
-    let paths = Fixtures.all(in: "elf").map(Fixtures.path) + ELFSystemLibraryTests.libraries() + Self.programs()
+    let paths = Fixtures.all(in: "elf").map(Fixtures.path) + ELFSystemLibraryTests.libraries() + Self.pamModules()
+      + Self.programs()
     var compared = 0
     for start in stride(from: 0, to: paths.count, by: 200) {
       let batch = Array(paths[start..<min(start + 200, paths.count)])
@@ -47,5 +55,32 @@ import Testing
       }
     }
     #expect(compared > paths.count / 2)
+  }
+
+  /// PIE means `DF_1_PIE` (readelf's `FLAGS_1 ... PIE`); an `ET_DYN` without it is a shared object even
+  /// with a `PT_INTERP` (the fixture libinterp-x86_64.so, pam_cap.so, libc.so.6).
+  @Test(.enabled(if: Tools.have("readelf"), "needs readelf (binutils)"))
+  func pieMeansTheFlagAsReadelfShowsIt() throws {
+    let paths = Fixtures.all(in: "elf").map(Fixtures.path) + ELFSystemLibraryTests.libraries() + Self.pamModules()
+      + Self.programs()
+    var sharedWithInterpreter = 0
+    for path in paths {
+      let file = try withMappedFile(path) { reader -> ELFFile in
+        guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+        return file
+      }
+      guard file.header.type == 3 else { continue }  // ET_DYN
+      let dynamic = try Tools.run(["readelf", "-dW", path]).output
+      let flagged = dynamic.split(separator: "\n").contains { $0.contains("(FLAGS_1)") && $0.split(separator: " ").contains("PIE") }
+      #expect(file.kind == (flagged ? .pie : .sharedObject), "\(path): readelf -d says DF_1_PIE \(flagged)")
+      if !flagged && file.interpreter != nil { sharedWithInterpreter += 1 }
+    }
+    // The committed fixture guarantees the case the old rule (PT_INTERP without DT_SONAME) got wrong.
+    #expect(sharedWithInterpreter >= 1)
+    let fixture = try withMappedFile(Fixtures.path("elf/libinterp-x86_64.so")) { reader -> ELFFile in
+      guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+      return file
+    }
+    #expect(fixture.interpreter == "/lib/ld-fixture.so.1" && fixture.kind == .sharedObject)
   }
 }

@@ -119,10 +119,9 @@ import Testing
     #expect(file.debugInfo.hasGNUDebugData == oracle.sections.contains { $0.name == ".gnu_debugdata" },
             "\(name): .gnu_debugdata")
 
-    // PIE: ET_DYN with DF_1_PIE, or with an interpreter and no SONAME.
+    // PIE: ET_DYN with DF_1_PIE; without it a shared object, whatever PT_INTERP and DT_SONAME say.
     if file.header.type == 3 {
-      let pie = oracle.pieFlag || (oracle.interpreter != nil && oracle.soname == nil)
-      #expect(file.kind == (pie ? .pie : .sharedObject), "\(name): PIE or shared object")
+      #expect(file.kind == (oracle.pieFlag ? .pie : .sharedObject), "\(name): PIE or shared object")
     }
   }
 

@@ -239,6 +239,13 @@ import Testing
     }
   }
 
+  /// An empty universal header (`nfat_arch` 0), 32 and 64-bit magic: an error, not an empty file.
+  @Test(arguments: [[0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 0], [0xCA, 0xFE, 0xBA, 0xBF, 0, 0, 0, 0]] as [[UInt8]])
+  func fatWithNoArchitectures(bytes: [UInt8]) {
+    #expect(throws: FormatError.fat("lists no architectures (nfat_arch 0)")) { try BinaryFile.parse(bytes) }
+    #expect(throws: FormatError.fat("lists no architectures (nfat_arch 0)")) { try BinaryFile.parse(bytes + [UInt8](repeating: 0, count: 4096)) }
+  }
+
   @Test func fatTruncated() {
     #expect(throws: FormatError.fat("truncated: 8 bytes needed, 6 in the file")) {
       try BinaryFile.parse([0xCA, 0xFE, 0xBA, 0xBE, 0, 0])

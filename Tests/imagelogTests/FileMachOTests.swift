@@ -106,4 +106,25 @@ import Testing
     #expect(run.outLines.first?.contains("(x86_64)") == true)
     #expect(run.errLines == ["imagelog: \(path) (arm64): load command 0: cmdsize 0 is less than 8"])
   }
+
+  /// `nfat_arch` 0 with either magic: one error line naming the file, status 1, in every style and in
+  /// symbolicate's `--image` (every place a BinaryFile is parsed from a path).
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"))
+  func universalHeaderWithNoArchitectures() throws {
+    let folder = try FileCommandTests.temporaryFolder()
+    defer { FileCommandTests.remove(folder) }
+    for (name, magic) in [("empty32", [0xCA, 0xFE, 0xBA, 0xBE] as [UInt8]), ("empty64", [0xCA, 0xFE, 0xBA, 0xBF])] {
+      let path = folder + "/" + name
+      try Data(magic + [0, 0, 0, 0]).write(to: URL(fileURLWithPath: path))
+      let expected = "imagelog: \(path): universal header: lists no architectures (nfat_arch 0)"
+      for style in [[], ["--format", "json"], ["--format", "detailed"], ["--uuid"], ["--entitlements"]] {
+        let run = try FileCommandTests.imagelog(["file"] + style + [path])
+        #expect(run.status == 1, "\(name) \(style)")
+        #expect(run.errLines == [expected], "\(name) \(style)")
+      }
+      let symbolicate = try FileCommandTests.imagelog(["symbolicate", "--image", path + "@0x1000", "0x1010"])
+      #expect(symbolicate.status == 1, "\(name): symbolicate")
+      #expect(symbolicate.stderr.contains("universal header: lists no architectures"), "\(name): \(symbolicate.stderr)")
+    }
+  }
 }

@@ -11,9 +11,10 @@ public struct ELFFile: Sendable {
     case relocatable
     /// `ET_EXEC`: a position-dependent executable.
     case executable
-    /// `ET_DYN` that is a program: `DF_1_PIE` set, or a `PT_INTERP` without a `DT_SONAME`.
+    /// `ET_DYN` with `DF_1_PIE` in `DT_FLAGS_1`: a position-independent program.
     case pie
-    /// `ET_DYN` that is a library (glibc's `libc.so.6` has a `PT_INTERP` too, and a `DT_SONAME`).
+    /// `ET_DYN` without `DF_1_PIE`: a library, even with a `PT_INTERP` (glibc's `libc.so.6` and PAM's
+    /// `pam_cap.so` have one; readelf and file(1) call them shared objects too).
     case sharedObject
     /// `ET_CORE`
     case core
@@ -144,8 +145,7 @@ public struct ELFFile: Sendable {
     case Self.executableType: kind = .executable
     case Self.coreType: kind = .core
     case Self.dynamicType:
-      let pieFlagged = (dynamic.flags1 ?? 0) & Self.pieFlag != 0
-      kind = pieFlagged || (interpreter != nil && dynamic.soname == nil) ? .pie : .sharedObject
+      kind = (dynamic.flags1 ?? 0) & Self.pieFlag != 0 ? .pie : .sharedObject
     default: kind = .other(header.type)
     }
   }

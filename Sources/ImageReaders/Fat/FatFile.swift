@@ -93,6 +93,8 @@ public struct FatFile: Sendable, Equatable {
     guard Self.isMagic(magic) else { throw .notRecognized(magic: magic) }
     is64Bit = magic == Self.magic64
     let count = try start.read(UInt32.self)
+    // lipo and dyld reject an empty universal file; accepting it printed nothing and exited 0.
+    guard count > 0 else { throw .fat("lists no architectures (nfat_arch 0)") }
     let entrySize: UInt64 = is64Bit ? 32 : 20
     // count is UInt32: 8 + count * 32 fits UInt64.
     let headerEnd = 8 + UInt64(count) * entrySize
