@@ -40,14 +40,5 @@ extension LoadedImages {
 
 /// Writes `line` and a newline to standard error with one `write` (lines from threads do not mix).
 func writeLineToStandardError(_ line: String) {
-  var text = line
-  text += "\n"
-  text.withUTF8 { buffer in
-    var offset = 0
-    while offset < buffer.count {
-      let written = write(2, buffer.baseAddress! + offset, buffer.count - offset)
-      if written <= 0 { break }
-      offset += written
-    }
-  }
+  writeAll(to: 2, line + "\n")
 }

@@ -1,5 +1,7 @@
 internal import Glibc
 
+import ImageLog
+
 /// One results table: a heading, the command that reproduces it, a header row and rows.
 struct BenchmarkTable {
   var title: String
@@ -17,8 +19,7 @@ struct BenchmarkTable {
 
 /// Progress to standard error (never part of the results).
 func printProgress(_ text: String) {
-  var line = text + "\n"
-  line.withUTF8 { buffer in _ = write(2, buffer.baseAddress, buffer.count) }
+  writeAll(to: 2, text + "\n")
 }
 
 /// Runs `body` `iterations` times after one warm-up call and returns the median duration in seconds.

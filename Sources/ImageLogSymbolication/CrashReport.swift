@@ -1,4 +1,5 @@
 public import ImageLog
+public import ImageReaders
 
 /// A crash report read from text: where its frames and images are, so they can be symbolicated
 /// and written back in place. The text's lines are kept exactly as they came.

@@ -1,4 +1,5 @@
 import ImageLog
+import ImageReaders
 
 /// Apple's `.ips` crash reports (`bug_type` 309): `usedImages` (`base`, `size`, `uuid`, `name`, `path`,
 /// `arch`) and `threads[].frames` (`imageIndex`, `imageOffset`), `faultingThread`.

@@ -1,5 +1,8 @@
 internal import Glibc
 
+import ImageLog
+import ImageReaders
+
 /// File, line and column (and inlined frames) from DWARF, by driving one `llvm-symbolizer` process in
 /// batch mode for a whole report: every query goes to it at once, one `"OBJECT" 0xADDRESS` line each,
 /// and its JSON answers (`--output-style=JSON`) come back in order.
@@ -81,14 +84,7 @@ public struct LineSymbolizer: Sendable {
     guard inputDescriptor >= 0 else { throw ReportError("cannot create a temporary file: \(String(cString: strerror(errno)))") }
     let inputPath = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     defer { close(inputDescriptor); unlink(inputPath) }
-    var bytes = Array(input.utf8)
-    var written = 0
-    while written < bytes.count {
-      let count = bytes.withUnsafeMutableBytes { write(inputDescriptor, $0.baseAddress! + written, $0.count - written) }
-      guard count > 0 else { throw ReportError("cannot write a temporary file") }
-      written += count
-    }
-    bytes = []
+    guard writeAll(to: inputDescriptor, input) else { throw ReportError("cannot write a temporary file") }
     lseek(inputDescriptor, 0, SEEK_SET)
     var pipeEnds: [Int32] = [0, 0]
     guard pipe(&pipeEnds) == 0 else { throw ReportError("pipe failed") }

@@ -1,4 +1,5 @@
 import ImageLog
+import ImageReaders
 
 /// Reads crash reports of every supported kind, telling them apart by their content.
 public enum ReportParser {

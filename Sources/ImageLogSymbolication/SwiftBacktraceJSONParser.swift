@@ -1,3 +1,5 @@
+import ImageReaders
+
 /// Swift's backtracer output in JSON (`SWIFT_BACKTRACE=...,format=json,symbolicate=off`): whatever the
 /// program printed before it, then one object with `threads[].frames[]` (`kind`, `address`) and
 /// `images[]` (`name`, `buildId`, `path`, `baseAddress`, `endOfText`).

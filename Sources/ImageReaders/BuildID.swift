@@ -13,7 +13,7 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
   /// Every byte as lowercase hex, no separators.
-  public var hex: String { Self.hex(bytes[...]) }
+  public var hex: String { HexText.bytes(bytes) }
 
   /// The first 16 bytes (zero-padded), the part a UUID form carries.
   public var uuidBytes: [UInt8] {
@@ -21,10 +21,10 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// The first 16 bytes as `XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX`, uppercase.
-  public var uuid: String { Self.dashed(bytes, uppercase: true) }
+  public var uuid: String { HexText.uuid(bytes) }
 
   /// The first 16 bytes as 32 lowercase hex digits, as Apple's legacy "Binary Images" lines write UUIDs.
-  public var compactUUID: String { bytes.count >= 16 ? Self.hex(bytes.prefix(16)) : Self.hex(uuidBytes[...]) }
+  public var compactUUID: String { bytes.count >= 16 ? HexText.bytes(bytes.prefix(16)) : HexText.bytes(uuidBytes) }
 
   /// Breakpad/Sentry debug-id: the UUID with its first three fields byte-swapped, uppercase and dashed.
   public var debugID: String {
@@ -32,46 +32,8 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
     swapped[0..<4].reverse()
     swapped[4..<6].reverse()
     swapped[6..<8].reverse()
-    return Self.dashed(swapped, uppercase: true)
+    return HexText.uuid(swapped)
   }
 
   public var description: String { hex }
-
-  /// The hex digits, indexed by a nibble.
-  private static let digits: StaticString = "0123456789abcdef", upperDigits: StaticString = "0123456789ABCDEF"
-
-  // Two digits a byte written straight into the string's storage: one allocation, no per-byte Strings.
-  static func hex(_ bytes: ArraySlice<UInt8>) -> String {
-    String(unsafeUninitializedCapacity: bytes.count * 2) { buffer in
-      digits.withUTF8Buffer { digit in
-        var out = 0
-        for byte in bytes {
-          buffer[out] = digit[Int(byte >> 4)]
-          buffer[out + 1] = digit[Int(byte & 0xF)]
-          out += 2  // the capacity is 2 * bytes.count
-        }
-        return out
-      }
-    }
-  }
-
-  /// The first 16 of `bytes` (zero-padded) as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
-  static func dashed(_ sixteen: [UInt8], uppercase: Bool = false) -> String {
-    String(unsafeUninitializedCapacity: 36) { buffer in
-      (uppercase ? upperDigits : digits).withUTF8Buffer { digit in
-        var out = 0
-        for index in 0..<16 {
-          if index == 4 || index == 6 || index == 8 || index == 10 {
-            buffer[out] = UInt8(ascii: "-")
-            out += 1
-          }
-          let byte = index < sixteen.count ? sixteen[index] : 0
-          buffer[out] = digit[Int(byte >> 4)]
-          buffer[out + 1] = digit[Int(byte & 0xF)]
-          out += 2  // 16 * 2 digits and 4 dashes: 36
-        }
-        return out
-      }
-    }
-  }
 }

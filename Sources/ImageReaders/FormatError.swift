@@ -45,10 +45,3 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
     }
   }
 }
-
-/// Lowercase hex digits of `value`, zero-padded to `width` digits.
-@inlinable
-public func hexDigits(_ value: UInt64, width: Int = 0) -> String {
-  let digits = String(value, radix: 16)
-  return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
-}

@@ -2,6 +2,8 @@
 internal import Glibc
 #endif
 
+import ImageLog
+
 /// How imagelog ends: its own statuses (0 ok, 1 runtime failure, 64 usage, as swift-argument-parser
 /// uses them), or, for `imagelog run`, the status or signal of the command it ran.
 enum ExitStatus: Equatable {
@@ -58,15 +60,7 @@ extension Command {
 func printError(_ text: String) {
   var line = text
   if !line.hasSuffix("\n") { line += "\n" }
-  line.utf8CString.withUnsafeBufferPointer { buffer in
-    var offset = 0
-    let total = buffer.count - 1  // without the NUL
-    while offset < total {
-      let written = write(2, buffer.baseAddress! + offset, total - offset)
-      if written <= 0 { break }
-      offset += written
-    }
-  }
+  writeAll(to: 2, line)
 }
 
 /// Writes `text` to standard output through stdio's buffer (results, not diagnostics).

@@ -22,10 +22,9 @@ extension ELFFile: FileDetailRendering {
     return lines
   }
 
-  func jsonMembers(slice index: Int) -> [(String, JSONValue)] {
-    var json = JSONWriter()
+  func writeJSONMembers(slice index: Int, into json: inout JSONWriter) {
+    json.key("elf")
     writeJSON(into: &json)
-    return [("elf", .raw(json.bytes))]
   }
 
   /// The `elf` object of `--format json`, written straight into bytes (thousands of files per run).

@@ -7,7 +7,10 @@ import ImageReaders
 extension MachOFile: FileDetailRendering, EntitlementsRendering {
   func detailedLines(slice index: Int) -> [String] { renderMachODetails(self) }
 
-  func jsonMembers(slice index: Int) -> [(String, JSONValue)] { [("machO", machOJSON(self))] }
+  func writeJSONMembers(slice index: Int, into json: inout JSONWriter) {
+    json.key("machO")
+    json.value(machOJSON(self))
+  }
 
   func entitlements(slice index: Int, json: Bool) throws -> String? { try renderEntitlements(self, json: json) }
 }
@@ -28,21 +31,21 @@ extension FatFile: FileDetailRendering, EntitlementsRendering {
     return renderMachODetails(file, universal: (member, memberIndex, members.count, is64Bit))
   }
 
-  func jsonMembers(slice index: Int) -> [(String, JSONValue)] {
+  func writeJSONMembers(slice index: Int, into json: inout JSONWriter) {
     let decoded = decodedMembers
-    guard decoded.indices.contains(index) else { return [] }
+    guard decoded.indices.contains(index) else { return }
     let (memberIndex, member, file) = decoded[index]
-    return [
-      ("universal", .object([
-        ("magic", .string(is64Bit ? "FAT_MAGIC_64" : "FAT_MAGIC")),
-        ("slice", .number(UInt64(memberIndex))),
-        ("sliceCount", .number(UInt64(members.count))),
-        ("offset", .string(HexText.address(member.fileOffset))),
-        ("size", .number(member.size)),
-        ("alignment", .number(UInt64(member.alignment))),
-      ])),
-      ("machO", machOJSON(file)),
-    ]
+    json.key("universal")
+    json.value(.object([
+      ("magic", .string(is64Bit ? "FAT_MAGIC_64" : "FAT_MAGIC")),
+      ("slice", .number(String(memberIndex))),
+      ("sliceCount", .number(String(members.count))),
+      ("offset", .string(HexText.address(member.fileOffset))),
+      ("size", .number(String(member.size))),
+      ("alignment", .number(String(member.alignment))),
+    ]))
+    json.key("machO")
+    json.value(machOJSON(file))
   }
 
   func entitlements(slice index: Int, json: Bool) throws -> String? {
@@ -58,9 +61,9 @@ func machOJSON(_ file: MachOFile) -> JSONValue {
     .object([
       ("name", .string(segment.name)),
       ("vmAddress", .string(HexText.address(segment.vmAddress))),
-      ("vmSize", .number(segment.vmSize)),
+      ("vmSize", .number(String(segment.vmSize))),
       ("fileOffset", .string(HexText.address(segment.fileOffset))),
-      ("fileSize", .number(segment.fileSize)),
+      ("fileSize", .number(String(segment.fileSize))),
     ])
   }
   let dylibs: [JSONValue] = file.dependencies.map { dylib in

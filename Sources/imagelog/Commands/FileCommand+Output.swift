@@ -2,6 +2,8 @@
 internal import Glibc
 #endif
 
+import ImageLog
+
 /// `imagelog file`'s standard output: lines gathered and written 64 KiB at a time when standard output
 /// is a pipe or a file, and line by line on a terminal, as stdio buffers them, but without a stdio
 /// call per line or a `write` per 4 KiB. `flush` before returning.
@@ -38,15 +40,26 @@ struct OutputLines {
   /// Writes what is gathered to file descriptor 1. A failed write (a closed pipe) drops the rest, as
   /// stdio does.
   mutating func flush() {
-    buffer.withUnsafeBytes { raw in
-      var written = 0
-      while written < raw.count {
-        let result = write(1, raw.baseAddress.map { $0 + written }, raw.count - written)
-        if result < 0 && errno == EINTR { continue }
-        if result <= 0 { break }
-        written += result
-      }
-    }
+    buffer.withUnsafeBytes { _ = writeAll(to: 1, $0) }
     buffer.removeAll(keepingCapacity: true)
+  }
+}
+
+/// Streams a JSON array to standard output, one element per line, so a long walk prints as it goes.
+struct JSONArrayPrinter {
+  private var pending: [UInt8]?
+
+  mutating func begin(_ output: inout OutputLines) { output.line("[") }
+
+  /// Adds an element already written as compact JSON text.
+  mutating func element(_ text: [UInt8], _ output: inout OutputLines) {
+    if let pending { output.line(pending, suffix: UInt8(ascii: ",")) }
+    pending = text
+  }
+
+  mutating func end(_ output: inout OutputLines) {
+    if let pending { output.line(pending) }
+    pending = nil
+    output.line("]")
   }
 }

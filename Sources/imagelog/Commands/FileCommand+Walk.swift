@@ -139,7 +139,6 @@ struct ProgressLine {
   }
 
   private func writeStandardError(_ text: String) {
-    var text = text
-    text.withUTF8 { buffer in _ = write(2, buffer.baseAddress, buffer.count) }
+    writeAll(to: 2, text)
   }
 }

@@ -283,10 +283,7 @@ struct FileCommand: Command {
         writer.key("elf")
         file.writeJSON(into: &writer)
       } else {
-        for (key, value) in binary.detailRenderer?.jsonMembers(slice: index) ?? [] {
-          writer.key(named: key)
-          writer.value(value)
-        }
+        binary.detailRenderer?.writeJSONMembers(slice: index, into: &writer)
       }
       writer.endObject()
       report.lines.append(.jsonElement(writer.bytes))
@@ -471,8 +468,8 @@ func detailLine(_ label: String, _ value: String) -> String {
 protocol FileDetailRendering {
   /// Lines after the common ones in the detailed view (the caller indents them by two spaces).
   func detailedLines(slice index: Int) -> [String]
-  /// Members after the common ones in the slice's JSON object.
-  func jsonMembers(slice index: Int) -> [(String, JSONValue)]
+  /// Writes the members after the common ones in the slice's JSON object.
+  func writeJSONMembers(slice index: Int, into json: inout JSONWriter)
 }
 
 /// `--entitlements`: formats that store entitlements (Mach-O code signatures) conform.

@@ -169,12 +169,6 @@ struct SymbolicateCommand: Command {
 
   /// Writes all of `buffer` to standard output, in as many write(2) calls as the pipe takes.
   static func writeStandardOutput(_ buffer: UnsafeRawBufferPointer) {
-    var offset = 0
-    while offset < buffer.count {
-      let written = write(1, buffer.baseAddress.map { $0 + offset }, buffer.count - offset)
-      if written < 0, errno == EINTR { continue }
-      guard written > 0 else { return }  // a closed pipe or a full disk: nothing more can be said there
-      offset += written  // written <= count - offset
-    }
+    writeAll(to: 1, buffer)  // a closed pipe or a full disk: nothing more can be said there
   }
 }

@@ -1,4 +1,3 @@
-internal import ImageReaders
 
 /// A JSON document that keeps its objects' key order and its numbers' exact text, so an `.ips`
 /// report re-written with symbols differs from the original only where a symbol was filled in.
