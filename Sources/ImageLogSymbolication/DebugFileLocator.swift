@@ -1,10 +1,13 @@
 import ImageLog
 import ImageReaders
 
-/// Finds the file whose identity equals a report image's: the path the report recorded, the folders
-/// given with `--search` (walked recursively: ELF, Mach-O, universal files, `.dSYM` bundles),
-/// `/usr/lib/debug/.build-id/xx/yyyy.debug`, and the debuginfod client cache. Never by name: a file
-/// named like the image but with another identity is only reported as a mismatch.
+/// Finds the file whose identity equals a report image's: the path the report recorded, its
+/// `.gnu_debuglink` (beside it, in its `.debug/` folder, under `/usr/lib/debug` with its folder; the
+/// CRC-32 checked), the folders given with `--search` (walked recursively: ELF, Mach-O, universal
+/// files, `.dSYM` bundles), `/usr/lib/debug/.build-id/xx/yyyy.debug`, the debuginfod client cache,
+/// and the debuginfod servers in `DEBUGINFOD_URLS` (through `libdebuginfod.so.1` when installed).
+/// For a dwz-compressed debug file, its `.gnu_debugaltlink` supplementary file too. Never by name: a
+/// file named like the image but with another identity, or a CRC that differs, is only reported.
 public final class DebugFileLocator {
   /// Folders (or single files) given with `--search`.
   public let searchPaths: [String]
@@ -17,12 +20,22 @@ public final class DebugFileLocator {
   private var cache: [String: [SymbolFile]] = [:]
   /// Files under the search paths that could not be read, with why (shown once, in the summary).
   public private(set) var unreadable: [(path: String, problem: String)] = []
+  /// Debug files found but not used, with why: a build-id or `.gnu_debuglink` CRC that differs, a
+  /// dwz supplementary file that is missing or another; and debuginfod failures other than "not found".
+  public private(set) var refused: [(path: String, problem: String)] = []
+  /// The debuginfod client, made on first use (`nil` inside when no server is named or the library is absent).
+  private var debuginfod: DebuginfodClient??
+  /// Whether servers in `DEBUGINFOD_URLS` are asked.
+  public let asksDebuginfodServers: Bool
+  private var checksums: [String: UInt32?] = [:]
 
   /// `systemDirectories: false` leaves out `/usr/lib/debug` and the debuginfod cache; explicit
   /// `buildIDDirectories` and `debuginfodCaches` replace them.
+  /// `debuginfodServers` (default: `systemDirectories`) lets the servers in `DEBUGINFOD_URLS` be asked.
   public init(searchPaths: [String], systemDirectories: Bool = true, buildIDDirectories: [String]? = nil,
-              debuginfodCaches: [String]? = nil) {
+              debuginfodCaches: [String]? = nil, debuginfodServers: Bool? = nil) {
     self.searchPaths = searchPaths
+    asksDebuginfodServers = debuginfodServers ?? systemDirectories
     if let buildIDDirectories, let debuginfodCaches {
       self.buildIDDirectories = buildIDDirectories
       self.debuginfodCaches = debuginfodCaches
@@ -71,30 +84,32 @@ public final class DebugFileLocator {
       }
     }
     // `.gnu_debuglink`, where GDB looks: beside the binary, in its .debug/ folder, and under each
-    // debug root with the binary's folder appended. Used only when the build-id matches too.
+    // debug root with the binary's folder appended. Used only when the CRC-32 and build-id match too.
     for (file, _) in matches {
       guard let link = file.debugLink, !link.contains("/") else { continue }
-      let folder = file.path.contains("/") ? String(file.path[..<(file.path.lastIndex(of: "/") ?? file.path.endIndex)]) : "."
-      var places = [folder + "/" + link, folder + "/.debug/" + link]
-      places += buildIDDirectories.map { $0 + (folder.hasPrefix("/") ? "" : "/") + folder + "/" + link }
-      for place in places where place != file.path {
-        for candidate in slices(place) ?? [] where candidate.buildID.map({ identity.match($0) != .different }) ?? false {
+      for place in debugLinkCandidates(binaryPath: file.path, link: link) where place != file.path {
+        guard let candidates = slices(place) else { continue }
+        if let expected = file.debugLinkCRC, let actual = checksum(place), actual != expected {
+          refuse(place, "CRC-32 0x\(hexDigits(UInt64(actual), width: 8)) differs from 0x\(hexDigits(UInt64(expected), width: 8)) in the .gnu_debuglink of \(file.path)")
+          continue
+        }
+        for candidate in candidates {
+          if let id = candidate.buildID, identity.match(id) == .different {
+            refuse(place, "build-id \(id.hex) differs from \(identity.hex) (.gnu_debuglink of \(file.path))")
+            continue
+          }
           matches.append((candidate, ".gnu_debuglink"))
         }
       }
     }
     for directory in buildIDDirectories {
       for path in buildIDTreeCandidates(directory, identity) {
-        for file in slices(path) ?? [] where file.buildID.map({ identity.match($0) != .different }) ?? false {
-          matches.append((file, directory + "/.build-id"))
-        }
+        for file in slices(path) ?? [] { accept(file, identity, directory + "/.build-id", into: &matches) }
       }
     }
     for cacheDirectory in debuginfodCaches {
       for path in debuginfodCandidates(cacheDirectory, identity) {
-        for file in slices(path) ?? [] where file.buildID.map({ identity.match($0) != .different }) ?? false {
-          matches.append((file, "debuginfod cache"))
-        }
+        for file in slices(path) ?? [] { accept(file, identity, "debuginfod cache", into: &matches) }
       }
     }
     // A match with DWARF and a full symbol table needs nothing more; otherwise keep looking.
@@ -109,18 +124,100 @@ public final class DebugFileLocator {
         }
       }
     }
+    // Last, as gdb and elfutils do: the debuginfod servers, which download into the client cache.
+    if !matches.contains(where: { $0.0.hasDebugInfo }), let path = askDebuginfod(identity.hex) {
+      for file in slices(path) ?? [] { accept(file, identity, "debuginfod", into: &matches) }
+    }
     // Names from the file with the fullest symbol table, lines from one with DWARF (they may differ:
     // a stripped binary and its .debug file, a binary and a dSYM without symbols).
     if var best = matches.max(by: { symbolScore($0.0) < symbolScore($1.0) }) {
+      var dwarf = best.0.hasDebugInfo ? best.0 : nil
       if !best.0.hasDebugInfo, let debug = matches.first(where: { $0.0.hasDebugInfo }) {
         best.0.debugInfoPath = debug.0.path
         best.0.debugInfoIsUniversal = debug.0.isUniversalSlice
         best.0.hasDebugInfo = true
+        dwarf = debug.0
       }
+      if let dwarf { best.0.supplementaryPath = supplementaryFile(of: dwarf) }
       return .found(best.0, how: best.1)
     }
     if let (fileID, path) = mismatch { return .mismatch(reportID: identity.text, fileID: fileID, path: path) }
     return .missing
+  }
+
+  /// Adds `file` to `matches` when its identity is the image's; a file with another build-id where
+  /// only this image's could be (a `.build-id` tree, a cache folder named by it) is refused.
+  private func accept(_ file: SymbolFile, _ identity: ImageIdentity, _ how: String, into matches: inout [(SymbolFile, String)]) {
+    guard let id = file.buildID else { return }
+    if identity.match(id) != .different {
+      matches.append((file, how))
+    } else {
+      refuse(file.path, "build-id \(id.hex) differs from \(identity.hex) (\(how))")
+    }
+  }
+
+  private func refuse(_ path: String, _ problem: String) {
+    guard !refused.contains(where: { $0.path == path && $0.problem == problem }) else { return }
+    refused.append((path, problem))
+  }
+
+  /// Where gdb looks for a `.gnu_debuglink` name: the binary's folder, its `.debug/` subfolder, and
+  /// each debug root with the binary's (absolute) folder appended.
+  func debugLinkCandidates(binaryPath: String, link: String) -> [String] {
+    let folder = Self.folder(of: binaryPath)
+    var places = [folder + "/" + link, folder + "/.debug/" + link]
+    places += buildIDDirectories.map { $0 + (folder.hasPrefix("/") ? "" : "/") + folder + "/" + link }
+    return places
+  }
+
+  static func folder(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "" : String(path[..<slash])
+  }
+
+  /// The CRC-32 of the whole file at `path` (gdb's `gnu_debuglink_crc32`), once per path; `nil` when
+  /// it cannot be mapped.
+  func checksum(_ path: String) -> UInt32? {
+    if let known = checksums[path] { return known }
+    let value = try? MappedFile(path: path).withReader { CRC32.checksum($0) }
+    checksums[path] = value
+    return value
+  }
+
+  /// The dwz supplementary file of `debugFile`'s `.gnu_debugaltlink`: the path it records (relative
+  /// to the debug file's folder), then by its build-id in each `.build-id` tree, the debuginfod
+  /// cache and servers. Its build-id must be the one recorded; one that differs is refused.
+  func supplementaryFile(of debugFile: SymbolFile) -> String? {
+    if let problem = debugFile.debugAltLinkProblem { refuse(debugFile.path, problem); return nil }
+    guard let link = debugFile.debugAltLink else { return nil }
+    let hex = link.buildID.hex
+    var places = [link.path.hasPrefix("/") ? link.path : Self.folder(of: debugFile.path) + "/" + link.path]
+    if hex.count > 2 {
+      places += buildIDDirectories.map { $0 + "/.build-id/" + hex.prefix(2) + "/" + hex.dropFirst(2) + ".debug" }
+    }
+    places += debuginfodCaches.map { $0 + "/" + hex + "/debuginfo" }
+    for place in places where FileSystem.kind(place) == .file {
+      guard let file = slices(place)?.first else { continue }
+      if file.buildID == link.buildID { return place }
+      refuse(place, "build-id \(file.buildID?.hex ?? "none") differs from \(hex) in the .gnu_debugaltlink of \(debugFile.path)")
+    }
+    if let path = askDebuginfod(hex), slices(path)?.first?.buildID == link.buildID { return path }
+    refuse(link.path, "dwz supplementary file with build-id \(hex) (.gnu_debugaltlink of \(debugFile.path)) not found")
+    return nil
+  }
+
+  /// The debug file for build-id `hex` from the debuginfod servers, or `nil`.
+  private func askDebuginfod(_ hex: String) -> String? {
+    guard asksDebuginfodServers else { return nil }
+    if debuginfod == nil { debuginfod = .some(DebuginfodClient()) }
+    guard let client = debuginfod ?? nil else { return nil }
+    switch client.findDebugInfo(buildIDHex: hex) {
+    case .found(let path): return path
+    case .notFound: return nil
+    case .failed(let problem):
+      refuse("debuginfod", "\(hex): \(problem)")
+      return nil
+    }
   }
 
   private func symbolScore(_ file: SymbolFile) -> Int {

@@ -6,10 +6,15 @@ extension SymbolFile {
     let file = try ELFFile(reader)
     let symbols = withSymbols ? try SymbolTable.elf(file, bytes: reader) : SymbolTable()
     let load = file.loadVMRange
+    var altLink: DebugAltLink?
+    var altLinkProblem: String?
+    // A broken .gnu_debugaltlink costs only the supplementary DWARF: the symbols stay usable.
+    do { altLink = try file.debugAltLink(in: reader) } catch { altLinkProblem = error.description }
     return SymbolFile(path: path, architecture: file.architecture, isUniversalSlice: false, buildID: file.buildID,
                       imageBaseVMAddress: load.lowerBound, loadSize: load.isEmpty ? nil : load.upperBound - load.lowerBound,
                       symbols: symbols, hasDebugInfo: file.debugInfo.hasDebugInfo,
                       hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType },
-                      debugLink: file.debugInfo.debugLinkFileName)
+                      debugLink: file.debugInfo.debugLinkFileName, debugLinkCRC: file.debugInfo.debugLinkCRC,
+                      debugAltLink: altLink, debugAltLinkProblem: altLinkProblem)
   }
 }

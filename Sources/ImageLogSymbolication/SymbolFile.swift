@@ -27,6 +27,15 @@ public struct SymbolFile: Sendable {
 
   /// The `.gnu_debuglink` file name of a stripped ELF file, when it has one.
   public var debugLink: String?
+  /// The CRC-32 `.gnu_debuglink` records for that file (a file found by the name must have it).
+  public var debugLinkCRC: UInt32?
+  /// The `.gnu_debugaltlink` of this file: a dwz supplementary file holding DWARF shared with others.
+  public var debugAltLink: DebugAltLink?
+  /// Why a `.gnu_debugaltlink` present in the file could not be read, when so.
+  public var debugAltLinkProblem: String?
+  /// The dwz supplementary file of the file with this slice's DWARF (`debugInfoPath ?? path`), found
+  /// by `DebugFileLocator` and checked against the `.gnu_debugaltlink` build-id.
+  public var supplementaryPath: String?
   /// A separate file with this slice's DWARF (a dSYM or `.debug` file with the same identity), when
   /// the symbols came from one file and the debug info from another.
   public var debugInfoPath: String?

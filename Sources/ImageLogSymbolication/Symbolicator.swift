@@ -165,6 +165,7 @@ public enum Symbolicator {
       }
     }
     for (path, problem) in locator.unreadable { notes.append("\(path): \(problem)") }
+    for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
 
     var results: [SymbolicatedFrame] = []
     results.reserveCapacity(report.frames.count)

@@ -1,0 +1,205 @@
+import Glibc
+import ImageLogTestSupport
+@testable import ImageLogSymbolication
+import ImageReaders
+import Testing
+
+/// Where DWARF lives, with files made by the real tools: `objcopy --only-keep-debug` and
+/// `--add-gnu-debuglink` (gdb's three places, the CRC-32 checked), `.build-id` trees, and `dwz -m`
+/// supplementary files. The debuginfod server test is in imagelogTests (it runs the CLI in a private
+/// network namespace).
+@Suite struct DebugFileLocatorTests {
+  /// Two small C programs with debug info, built once per test into `directory`.
+  static func buildPrograms(in directory: String) throws -> (first: String, second: String) {
+    let source = directory + "/prog.c"
+    try writeFile(source, """
+      #include <stdio.h>
+      #include <stdlib.h>
+      struct shared_point { int x, y; };
+      static int scale(struct shared_point p, int by) { return (p.x + p.y) * by; }
+      int main(int argc, char **argv) { struct shared_point p = { argc, 2 }; printf("%d\\n", scale(p, VARIANT)); return 0; }
+      """)
+    let first = directory + "/first", second = directory + "/second"
+    for (output, variant) in [(first, "1"), (second, "2")] {
+      let result = try runProcess(["cc", "-g", "-O1", "-DVARIANT=" + variant, "-Wl,--build-id", source, "-o", output])
+      guard result.exitCode == 0 else { throw TestError("cc: \(result.error)") }
+    }
+    return (first, second)
+  }
+
+  static func buildID(_ path: String) throws -> BuildID {
+    let file = try #require(try SymbolFile.load(path: path, withSymbols: false).first)
+    return try #require(file.buildID)
+  }
+
+  /// The file the DWARF comes from: a separate one, or the file that also gives the names.
+  static func dwarfPath(_ file: SymbolFile) -> String? {
+    file.hasDebugInfo ? file.debugInfoPath ?? file.path : nil
+  }
+
+  static func image(_ path: String, _ id: BuildID) -> CrashReport.Image {
+    CrashReport.Image(name: String(path.split(separator: "/").last ?? ""), path: path, loadAddress: 0x5555_0000_0000,
+                      endAddress: nil, identity: ImageIdentity(id), architecture: nil)
+  }
+
+  /// The check value every CRC-32 (IEEE) implementation is specified by, and the CRC that objcopy
+  /// itself writes into `.gnu_debuglink` for a real debug file.
+  @Test(.enabled(if: haveTool("objcopy") && haveTool("cc"), "needs objcopy and cc"))
+  func crcMatchesObjcopy() throws {
+    let check = Array("123456789".utf8)
+    #expect(check.withUnsafeBytes { CRC32.checksum($0) } == 0xCBF4_3926)
+    #expect([UInt8]().withUnsafeBytes { CRC32.checksum($0) } == 0)
+    let directory = try makeTemporaryDirectory()
+    let (program, _) = try Self.buildPrograms(in: directory)
+    #expect(try runProcess(["objcopy", "--only-keep-debug", program, directory + "/first.debug"]).exitCode == 0)
+    #expect(try runProcess(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + directory + "/first.debug", program,
+                            directory + "/stripped"]).exitCode == 0)
+    let stripped = try #require(try SymbolFile.load(path: directory + "/stripped").first)
+    #expect(stripped.debugLink == "first.debug")
+    let locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+    let crc = try #require(locator.checksum(directory + "/first.debug"))
+    #expect(stripped.debugLinkCRC == crc)
+    // Split in two, continued: the same value (the form for reading a file in pieces).
+    let bytes = try SymbolFileBytes.read(directory + "/first.debug")
+    let half = bytes.count / 2
+    let head = bytes[..<half].withUnsafeBytes { CRC32.checksum($0) }
+    #expect(bytes[half...].withUnsafeBytes { CRC32.checksum($0, continuing: head) } == crc)
+  }
+
+  /// A stripped binary whose DWARF is in a `.gnu_debuglink` file in each of gdb's three places; a
+  /// debug file whose CRC differs (one byte appended) is refused and said so.
+  @Test(.enabled(if: haveTool("objcopy") && haveTool("cc"), "needs objcopy and cc"))
+  func debugLinkInGDBsPlacesWithCRC() throws {
+    let directory = try makeTemporaryDirectory()
+    let (program, _) = try Self.buildPrograms(in: directory)
+    let id = try Self.buildID(program)
+    let debug = directory + "/first.debug"
+    #expect(try runProcess(["objcopy", "--only-keep-debug", program, debug]).exitCode == 0)
+    let root = directory + "/debugroot"
+    for place in ["beside", "dot-debug", "debug-root", "tampered"] {
+      let binFolder = directory + "/" + place + "/bin"
+      #expect(try runProcess(["mkdir", "-p", binFolder + "/.debug", root + binFolder]).exitCode == 0)
+      let binary = binFolder + "/first"
+      #expect(try runProcess(["objcopy", "--strip-debug", "--strip-unneeded", "--add-gnu-debuglink=" + debug, program,
+                              binary]).exitCode == 0)
+      let target = switch place {
+      case "dot-debug": binFolder + "/.debug/first.debug"
+      case "debug-root": root + binFolder + "/first.debug"
+      default: binFolder + "/first.debug"
+      }
+      #expect(try runProcess(["cp", debug, target]).exitCode == 0)
+      if place == "tampered" {
+        var bytes = try SymbolFileBytes.read(target)
+        bytes.append(0)  // still a valid ELF file with the same build-id: only the CRC tells
+        try SymbolFileBytes.write(bytes, to: target)
+      }
+      let locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [root],
+                                     debuginfodCaches: [])
+      guard case .found(let file, let how) = locator.locate(Self.image(binary, id), architecture: nil) else {
+        Issue.record("\(place): the stripped binary itself was not found")
+        continue
+      }
+      if place == "tampered" {
+        #expect(file.path == binary && how == "recorded path", "a debug file with another CRC must not be used")
+        #expect(file.debugInfoPath == nil)
+        #expect(!file.hasDebugInfo)
+        let refusal = try #require(locator.refused.first)
+        #expect(refusal.path == target)
+        #expect(refusal.problem.hasPrefix("CRC-32 0x"))
+        #expect(refusal.problem.hasSuffix("in the .gnu_debuglink of \(binary)"))
+      } else {
+        // The debug file has the full symbol table too, so it serves names and lines alike.
+        #expect(Self.dwarfPath(file) == target, "\(place)")
+        #expect(how == ".gnu_debuglink", "\(place)")
+        #expect(file.hasDebugInfo, "\(place)")
+        #expect(locator.refused.isEmpty, "\(place): \(locator.refused)")
+      }
+    }
+  }
+
+  /// A `.build-id` tree holding another program's debug file under this one's build-id: refused
+  /// with both ids, never used.
+  @Test(.enabled(if: haveTool("objcopy") && haveTool("cc"), "needs objcopy and cc"))
+  func buildIDTreeWithAnotherFileIsRefused() throws {
+    let directory = try makeTemporaryDirectory()
+    let (first, second) = try Self.buildPrograms(in: directory)
+    let id = try Self.buildID(first), otherID = try Self.buildID(second)
+    #expect(id != otherID)
+    let stripped = directory + "/first.stripped"
+    #expect(try runProcess(["objcopy", "--strip-debug", first, stripped]).exitCode == 0)
+    let tree = directory + "/tree/.build-id/" + id.hex.prefix(2)
+    #expect(try runProcess(["mkdir", "-p", tree]).exitCode == 0)
+    let slot = tree + "/" + id.hex.dropFirst(2) + ".debug"
+    for (source, good) in [(second, false), (first, true)] {
+      #expect(try runProcess(["objcopy", "--only-keep-debug", source, slot]).exitCode == 0)
+      let locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [directory + "/tree"],
+                                     debuginfodCaches: [])
+      guard case .found(let file, _) = locator.locate(Self.image(stripped, id), architecture: nil) else {
+        Issue.record("the stripped binary itself was not found")
+        continue
+      }
+      if good {
+        #expect(Self.dwarfPath(file) == slot)
+        #expect(locator.refused.isEmpty)
+      } else {
+        #expect(file.path == stripped && !file.hasDebugInfo)
+        #expect(locator.refused.map(\.path) == [slot])
+        #expect(locator.refused.first?.problem == "build-id \(otherID.hex) differs from \(id.hex) (\(directory)/tree/.build-id)")
+      }
+    }
+  }
+
+  /// `dwz -m`: two debug files share a supplementary file named in their `.gnu_debugaltlink`. It is
+  /// found where the link says (relative to the debug file), then by its build-id in a `.build-id`
+  /// tree once moved; a file with another build-id at the linked path is refused.
+  @Test(.enabled(if: haveTool("dwz") && haveTool("readelf") && haveTool("cc"), "needs dwz, readelf and cc"))
+  func dwzSupplementaryFile() throws {
+    let directory = try makeTemporaryDirectory()
+    let (first, second) = try Self.buildPrograms(in: directory)
+    let id = try Self.buildID(first)
+    // -M records the path relative to the debug files' folder, as Debian's dh_dwz records an absolute one.
+    let dwz = try runProcess(["dwz", "-m", directory + "/common.debug", "-M", "common.debug", first, second])
+    try #require(dwz.exitCode == 0, "dwz: \(dwz.error)")
+    let file = try #require(try SymbolFile.load(path: first).first)
+    let link = try #require(file.debugAltLink)
+    #expect(link.path == "common.debug")
+    // readelf's own decoding of the section: the name, then the build-id as spaced hex bytes.
+    let readelf = try runProcess(["readelf", "--debug-dump=links", first])
+    #expect(readelf.output.contains("Separate debug info file: common.debug"), "\(readelf.output)")
+    #expect(readelf.output.filter { !$0.isWhitespace }.contains(link.buildID.hex), "\(readelf.output)")
+    let supplementaryID = try Self.buildID(directory + "/common.debug")
+    #expect(supplementaryID == link.buildID)
+
+    var locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+    guard case .found(let found, _) = locator.locate(Self.image(first, id), architecture: nil) else {
+      Issue.record("the dwz'd binary was not found"); return
+    }
+    #expect(found.supplementaryPath == directory + "/common.debug")
+
+    // Moved into a .build-id tree: found by its build-id.
+    let tree = directory + "/tree/.build-id/" + link.buildID.hex.prefix(2)
+    #expect(try runProcess(["mkdir", "-p", tree]).exitCode == 0)
+    let slot = tree + "/" + link.buildID.hex.dropFirst(2) + ".debug"
+    #expect(try runProcess(["mv", directory + "/common.debug", slot]).exitCode == 0)
+    // Another ELF file at the linked path: refused for its build-id.
+    #expect(try runProcess(["cp", second, directory + "/common.debug"]).exitCode == 0)
+    locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [directory + "/tree"],
+                               debuginfodCaches: [])
+    guard case .found(let moved, _) = locator.locate(Self.image(first, id), architecture: nil) else {
+      Issue.record("the dwz'd binary was not found"); return
+    }
+    #expect(moved.supplementaryPath == slot)
+    #expect(locator.refused.map(\.path) == [directory + "/common.debug"])
+    #expect(locator.refused.first?.problem.hasPrefix("build-id \(try Self.buildID(second).hex) differs from \(link.buildID.hex)") == true)
+
+    // Gone everywhere: no supplementary path, and the note says which build-id is missing.
+    #expect(try runProcess(["rm", slot]).exitCode == 0)
+    locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [directory + "/tree"],
+                               debuginfodCaches: [])
+    guard case .found(let orphan, _) = locator.locate(Self.image(first, id), architecture: nil) else {
+      Issue.record("the dwz'd binary was not found"); return
+    }
+    #expect(orphan.supplementaryPath == nil)
+    #expect(locator.refused.contains { $0.problem.hasPrefix("dwz supplementary file with build-id \(link.buildID.hex)") })
+  }
+}
