@@ -27,10 +27,12 @@ bench:
 	$(SWIFT) build $(RELEASE_FLAGS)
 	$(SWIFT) run $(RELEASE_FLAGS) ImageLogBenchmarks
 
-# Regenerates the committed fixtures (needs clang, ld.lld, ld64.lld-14, llvm-lipo-14, python3).
+# Regenerates the committed fixtures (needs clang, ld.lld, ld64.lld-14, llvm-lipo-14, python3; the DWARF ones
+# also gcc, g++, swiftc, dwz, binutils and dsymutil-14).
 fixtures:
 	Scripts/make-elf-fixtures
 	Scripts/make-fixtures
+	Scripts/make-dwarf-fixtures
 
 # libFuzzer over BinaryFile.parse: Tests/Fuzz compiled with Sources/ImageReaders into one module (no
 # package target), seeded with every committed fixture. FUZZ_SECONDS=600 make fuzz for a longer run.

@@ -49,7 +49,8 @@ let package = Package(
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "ImageLogTestSupport"]),
     .testTarget(name: "ImageLogSymbolicationTests",
-                dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"]),
+                dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
+                exclude: ["Fixtures"]),
     .testTarget(name: "imagelogTests", dependencies: ["ImageLog", "ImageReaders", "ImageLogTestSupport"]),
   ],
   swiftLanguageModes: [.v6]
