@@ -1,5 +1,5 @@
 import Glibc
-import ImageLogSymbolication
+import ImageReaders
 import ImageLogTestSupport
 import Testing
 
