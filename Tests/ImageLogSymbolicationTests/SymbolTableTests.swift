@@ -8,6 +8,7 @@ import ImageReaders
 @Suite struct SymbolTableTests {
   static let fixtures = packageRoot + "/Tests/ImageReadersTests/Fixtures"
 
+  /// The fixtures in `folder` (empty when it cannot be listed: callers check the count).
   static func files(_ folder: String) -> [String] {
     (try? runProcess(["sh", "-c", "ls \(fixtures)/\(folder)"]).output.split(separator: "\n").map { "\(fixtures)/\(folder)/\($0)" }) ?? []
   }
@@ -47,8 +48,12 @@ import ImageReaders
   /// Truncated and bit-flipped fixtures: symbol reading throws or returns, never traps.
   @Test func mutatedFixturesOnlyThrow() throws {
     var rng = SplitMix64(seed: 0x5_1AB)
-    for path in Self.files("elf") + Self.files("macho") where !path.hasSuffix(".dSYM") {
-      guard let original = try? SymbolFileBytes.read(path), original.count > 64 else { continue }
+    let paths = (Self.files("elf") + Self.files("macho")).filter { !$0.hasSuffix(".dSYM") }
+    try #require(paths.count >= 40, "ELF and Mach-O fixtures under \(Self.fixtures): found \(paths.count)")
+    var mutated = 0, loaded = 0
+    for path in paths {
+      let original = try SymbolFileBytes.read(path)
+      try #require(original.count > 64, "\(path) is a fixture of \(original.count) bytes")
       for round in 0..<150 {
         var bytes = round % 3 == 0 ? Array(original.prefix(Int.random(in: 0...original.count, using: &rng))) : original
         if round % 3 != 0 {
@@ -61,9 +66,13 @@ import ImageReaders
         }
         if case .success(let slices) = result {
           for slice in slices { _ = slice.symbols.symbol(containing: slice.imageBaseVMAddress &+ 0x100) }
+          loaded += 1
         }
+        mutated += 1
       }
     }
+    #expect(mutated == paths.count * 150)
+    #expect(loaded > 0 && loaded < mutated, "mutations should both break and spare files (\(loaded) of \(mutated) loaded)")
   }
 
   @Test func malformedSymbolTables() {

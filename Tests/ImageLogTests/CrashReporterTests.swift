@@ -26,28 +26,24 @@ import Testing
     return text.split(separator: "\n").map(String.init)
   }
 
-  @Test func tableHoldsTheFormattedSnapshot() throws {
+  /// `.loaderList`: no test loads or unloads a library between the snapshot and the table read.
+  @Test(.loaderList) func tableHoldsTheFormattedSnapshot() throws {
     CrashReporter.startImageTable()
     CrashReporter.startImageTable()  // idempotent
     let formatter = ImageFormatter(style: .crash)
-    // Other suites may dlopen concurrently: compare as sets, retrying a few times on a race.
-    var missing: Set<String> = [], extra: Set<String> = []
-    var counts = (table: 0, snapshot: -1)
-    for _ in 0..<40 {
-      let expected = Set(LoadedImages.snapshot().map { formatter.format($0) })
-      let table = Set(try Self.tableLines())
-      missing = expected.subtracting(table)
-      extra = table.subtracting(expected)
-      counts = (CrashReporter.imageTableCount, LoadedImages.snapshot().count)
-      if missing.isEmpty && extra.isEmpty && counts.table == counts.snapshot { break }
-      usleep(50_000)
+    // Compared as sets: the table keeps the order of the observers' events, not the loader's.
+    let (snapshot, table, tableCount) = try withUnchangedLoaderList {
+      (LoadedImages.snapshot(), try Self.tableLines(), CrashReporter.imageTableCount)
     }
+    let expected = Set(snapshot.map { formatter.format($0) })
+    let missing = expected.subtracting(table), extra = Set(table).subtracting(expected)
     #expect(missing.isEmpty, "in the snapshot, not the table: \(missing)")
     #expect(extra.isEmpty, "in the table, not the snapshot: \(extra)")
-    #expect(counts.table == counts.snapshot)
+    #expect(tableCount == snapshot.count)
+    #expect(table.count == snapshot.count, "one line per image")
   }
 
-  @Test(.enabled(if: CrashHandlerTests.compiler != nil, "needs cc or clang"))
+  @Test(.loaderList, .enabled(if: CrashHandlerTests.compiler != nil, "needs cc or clang"))
   func tableFollowsDlopenAndDlclose() throws {
     CrashReporter.startImageTable()
     let directory = CrashTestSupport.makeTemporaryDirectory()

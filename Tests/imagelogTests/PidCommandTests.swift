@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// `imagelog pid`: output against eu-unstrip on the same process, every style, and the errors.
@@ -30,7 +31,7 @@ import Testing
   @Test func everyStyleListsTheSameImages() throws {
     let child = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
     try child.wait(for: "ready")
-    usleep(100_000)
+    try waitUntilSleeping(child.pid, in: "sleep")  // the exec and the loader are done
     let pid = String(child.pid)
     let crash = try runProcessTest([processTestImagelog, "pid", pid])
     let logger = try runProcessTest([processTestImagelog, "pid", pid, "--format", "logger"])
@@ -56,9 +57,9 @@ import Testing
     #expect(result.output == "")
   }
 
-  @Test func kernelThread() throws {
-    let stat = processTestReadFile("/proc/2/stat")
-    guard stat.contains("(kthreadd)") else { return }  // PID 2 is kthreadd only in the initial PID namespace
+  @Test(.enabled(if: processTestReadFile("/proc/2/stat").contains("(kthreadd)"),
+                 "PID 2 is not kthreadd: not in the initial PID namespace (a container); skipped"))
+  func kernelThread() throws {
     let result = try runProcessTest([processTestImagelog, "pid", "2"])
     #expect(result.exitStatus == 1)
     #expect(result.error == "imagelog: pid 2: kthreadd is a kernel thread: it has no images\n")
@@ -70,11 +71,9 @@ import Testing
     let child = try ProcessTestProgram(["python3", "-c",
       "import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)"])
     let zombiePID = try #require(child.readLine())
-    // Wait until the kernel shows the child as a zombie (state Z), at most 5 s.
-    for _ in 0..<100 {
+    try waitUntil("the kernel shows pid \(zombiePID) as a zombie (state Z in /proc/\(zombiePID)/stat)") {
       let stat = processTestReadFile("/proc/\(zombiePID)/stat")
-      if let close = stat.lastIndex(of: ")"), stat[close...].hasPrefix(") Z") { break }
-      usleep(50_000)
+      return stat.lastIndex(of: ")").map { stat[$0...].hasPrefix(") Z") } == true
     }
     let result = try runProcessTest([processTestImagelog, "pid", zombiePID])
     #expect(result.exitStatus == 1)

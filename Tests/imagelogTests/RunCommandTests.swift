@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// `imagelog run`: events from the rtld-audit module, checked against the loader's own
@@ -265,10 +266,10 @@ extension RunCommandTests {
     try run.wait(for: "loaded")
     let pid = try #require(Int32(pidLine.dropFirst(4)))
     var ours: [Substring] = []
-    for _ in 0..<100 {  // the CLI writes the file a moment after the module writes the pipe
+    // The CLI writes the file a moment after the module writes the pipe.
+    try waitUntil("imagelog writes liba.so's line to \(events)") {
       ours = processTestReadFile(events).split(separator: "\n")
-      if ours.contains(where: { $0.contains("liba.so") }) { break }
-      usleep(20_000)
+      return ours.contains { $0.contains("liba.so") }
     }
     let unstrip = try runProcessTest(["eu-unstrip", "-n", "-p", String(pid)])
     let fromOutside = try runProcessTest([processTestImagelog, "pid", String(pid), "--format", "unstrip"])
@@ -357,17 +358,53 @@ extension RunCommandTests {
 }
 
 extension RunCommandTests {
-  /// When imagelog cannot write its output (a pipe nobody reads yet), the program waits for room
-  /// as it would on a full socket, and nothing is dropped: 8000 events, more than the shared ring
-  /// holds, all arrive once the reader reads, and the lines of the two writers sharing the pipe
-  /// arrive whole.
+  /// When imagelog cannot write its output (a FIFO nobody reads yet), the program waits for room in
+  /// the full shared ring (1 MiB) as it would on a full socket, and nothing is dropped: its 8000
+  /// events, more than the ring holds, all arrive once the reader reads. The program's own output
+  /// goes elsewhere, so nothing but the ring can hold it up.
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
   func aFullRingWaitsAndLosesNothing() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
+    let fifo = programs.directory + "/events", programOutput = programs.directory + "/output"
+    try #require(mkfifo(fifo, 0o600) == 0)
+    // Opened before imagelog opens it for writing, and not read until the program waits.
+    let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    try #require(reader >= 0)
+    defer { close(reader) }
+    let run = try ProcessTestProgram(["sh", "-c", "exec \"$0\" run --output \"$1\" -- \"$2\" cycle 0 4000 \"$3\" > \"$4\"",
+                                      processTestImagelog, fifo, programs.loop, programs.libraryA, programOutput])
+    var program: pid_t = 0
+    try waitUntil("the program under imagelog (pid \(run.pid)) waits in futex for room in the ring") {
+      guard let child = childProcesses(of: run.pid).first else { return false }
+      program = child
+      return blockedSystemCall(of: child) == SystemCallNumber.futex
+    }
+    #expect(kill(program, 0) == 0, "the program still runs: it waits, it does not give up")
+    // Read through a second descriptor until imagelog closes the FIFO (`reader` stays unread).
+    let bytes = try #require(readFileBytes(fifo))
+    run.reap()
+    #expect(run.rawStatus >> 8 == 3)
+    let events = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+    #expect(events.filter { $0.hasPrefix("Added: ") && $0.contains("/liba.so") }.count == 4000)
+    #expect(events.filter { $0.hasPrefix("Removed: ") && $0.contains("/liba.so") }.count == 4000)
+    let output = processTestReadFile(programOutput).split(separator: "\n")
+    #expect(output.filter { $0 == "open \(programs.libraryA)" }.count == 4000)
+    #expect(output.last == "done")
+  }
+
+  /// imagelog and the program write to one pipe nobody reads yet: both block (the program on the
+  /// pipe, imagelog with it), and once it is read every event arrives and the lines of the two
+  /// writers arrive whole.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func aSharedFullPipeWaitsAndLosesNothing() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
     let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/stdout", "--",
                                       programs.loop, "cycle", "0", "4000", programs.libraryA])
-    usleep(500_000)  // imagelog's writes and then the program's block meanwhile
+    try waitUntil("the program under imagelog (pid \(run.pid)) blocks writing to the full pipe") {
+      childProcesses(of: run.pid).first.map { blockedSystemCall(of: $0) == SystemCallNumber.write } == true
+    }
     let lines = run.readAll()
     run.reap()
     #expect(run.rawStatus >> 8 == 3)

@@ -1,4 +1,5 @@
 import Glibc
+import ImageLogTestSupport
 import Testing
 
 /// `imagelog watch`: a C program that dlopens and dlcloses slowly, seen from outside.
@@ -38,7 +39,7 @@ import Testing
   @Test func stopsCleanlyOnInterrupt() throws {
     let target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
     try target.wait(for: "ready")
-    usleep(100_000)
+    try waitUntilSleeping(target.pid, in: "sleep")  // the exec and the loader are done
     let watch = try ProcessTestProgram([processTestImagelog, "watch", String(target.pid), "--interval", "5"])
     #expect(watch.readLine()?.hasPrefix("Added: 0x") == true)
     watch.signal(SIGINT)  // arrives during the 5-second sleep: must end it, not wait it out
