@@ -85,7 +85,7 @@ extension SymbolicatedReport {
           }
         }
       case let .mismatch(reportID, fileID, path):
-        out += line + "  [UUID mismatch: report \(reportID), file \(fileID) \(path)]\n"
+        out += line + "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]\n"
       default:
         _ = frame
         out += line + "\n"
@@ -115,17 +115,20 @@ extension SymbolicatedReport {
   }
 
   /// One function in the report's own style: Apple's `name + 184 (main.swift:16)`, the Swift
-  /// backtracer's `name + 184 in image at /path/main.swift:16:17`.
+  /// backtracer's `name + 184 in image at /path/main.swift:16:17`. Names and paths come from files:
+  /// they are escaped (`TextEscaping`).
   func describe(_ function: SymbolicatedFrame.Function, image: String?) -> String {
-    let name = function.name ?? "???"
+    let name = function.name.map(TextEscaping.escaped) ?? "???"
     let offset = function.offset.map { " + \($0)" } ?? ""
     if report.format == .swiftBacktrace {
-      var text = name + offset + " in " + (image ?? "???")
-      if let file = function.file, let line = function.line { text += " at \(file):\(line):\(function.column ?? 0)" }
+      var text = name + offset + " in " + (image.map(TextEscaping.escaped) ?? "???")
+      if let file = function.file, let line = function.line {
+        text += " at \(TextEscaping.escaped(file)):\(line):\(function.column ?? 0)"
+      }
       return text
     }
     var text = name + offset
-    if let file = function.file, let line = function.line { text += " (\(Image.shortName(of: file)):\(line))" }
+    if let file = function.file, let line = function.line { text += " (\(TextEscaping.escaped(Image.shortName(of: file))):\(line))" }
     return text
   }
 
@@ -163,13 +166,13 @@ extension SymbolicatedReport {
   private func appendFunction(name: String?, offset: UInt64?, image: String?, file: String?, line: Int?, column: Int?,
                               isInlined: Bool, into out: inout UTF8Output) {
     out.append(byte: UInt8(ascii: " "))
-    if let name { out.append(name) } else { out.append("???" as StaticString) }
+    if let name { out.appendEscaped(name) } else { out.append("???" as StaticString) }
     if let offset { out.append(" + " as StaticString); out.appendDecimal(offset) }
     out.append(" (in " as StaticString)
-    if let image { out.append(image) } else { out.append("???" as StaticString) }
+    if let image { out.appendEscaped(image) } else { out.append("???" as StaticString) }
     out.append(byte: UInt8(ascii: ")"))
     if let file, let line {
-      out.append(" (" as StaticString); out.append(file); out.append(byte: UInt8(ascii: ":"))
+      out.append(" (" as StaticString); out.appendEscaped(file); out.append(byte: UInt8(ascii: ":"))
       out.appendDecimal(line); out.append(byte: UInt8(ascii: ":"))
       out.appendDecimal(column ?? 0); out.append(byte: UInt8(ascii: ")"))
     }
@@ -177,10 +180,11 @@ extension SymbolicatedReport {
   }
 
   private func appendUnresolved(_ result: borrowing SymbolicatedFrame, into out: inout UTF8Output) {
-    let image = result.imageName ?? "???"
+    let image = result.imageName.map(TextEscaping.escaped) ?? "???"
     switch result.status {
     case .symbolicated: break
-    case let .mismatch(reportID, fileID, path): out.append(" ??? [UUID mismatch: report \(reportID), file \(fileID) \(path)]")
+    case let .mismatch(reportID, fileID, path):
+      out.append(" ??? [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]")
     case .noImage: out.append(" ??? (no image contains this address)" as StaticString)
     case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
     case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
@@ -195,13 +199,16 @@ extension SymbolicatedReport {
     var lines: [String] = []
     for resolution in images {
       let image = report.images[resolution.imageIndex]
-      let id = image.identity.map { " <\($0.text)>" } ?? ""
+      let id = image.identity.map { " <\(TextEscaping.escaped($0.text))>" } ?? ""
+      let name = TextEscaping.escaped(image.name)
       switch resolution.status {
       case .found: found += 1
-      case .unverified(let path): found += 1; lines.append("  unverified: \(image.name) (no identity in the report) \(path)")
-      case .missing: lines.append("  missing:    \(image.name)\(id)\(image.path.map { " " + $0 } ?? "")")
+      case .unverified(let path):
+        found += 1
+        lines.append("  unverified: \(name) (no identity in the report) \(TextEscaping.escaped(path))")
+      case .missing: lines.append("  missing:    \(name)\(id)\(image.path.map { " " + TextEscaping.escaped($0) } ?? "")")
       case let .mismatch(reportID, fileID, path):
-        lines.append("  mismatch:   \(image.name) report <\(reportID)> file <\(fileID)> \(path)")
+        lines.append("  mismatch:   \(name) report <\(reportID)> file <\(fileID)> \(TextEscaping.escaped(path))")
       }
     }
     let mismatched = images.filter { if case .mismatch = $0.status { true } else { false } }.count
@@ -374,7 +381,7 @@ extension SymbolicatedReport {
     var out = ""
     func field(_ name: String, _ value: String?) {
       guard let value, !value.isEmpty else { return }
-      out += name + ":" + String(repeating: " ", count: max(1, 23 - name.count)) + value + "\n"
+      out += name + ":" + String(repeating: " ", count: max(1, 23 - name.count)) + TextEscaping.escaped(value) + "\n"
     }
     let pid = body["pid"]?.integer.map { " [\($0)]" } ?? ""
     field("Process", (body["procName"]?.string).map { $0 + pid })
@@ -398,20 +405,20 @@ extension SymbolicatedReport {
       if thread.number == -1 {
         out += "Last Exception Backtrace:\n"
       } else {
-        if let name = thread.name { out += "Thread \(thread.number) name:  \(name)\n" }
+        if let name = thread.name { out += "Thread \(thread.number) name:  \(TextEscaping.escaped(name))\n" }
         out += "Thread \(thread.number)\(thread.crashed ? " Crashed" : ""):\n"
       }
       for (frame, result) in resultsByThread[thread.number] ?? [] {
         let imageName = result.imageName ?? "???"
-        let head = String(frame.index).padding(4) + imageName.padding(30) + "\t0x" + hexDigits(frame.address, width: 16) + " "
+        let head = String(frame.index).padding(4) + TextEscaping.escaped(imageName).padding(30) + "\t0x" + hexDigits(frame.address, width: 16) + " "
         switch result.status {
         case .symbolicated:
           for function in result.functions { out += head + describe(function, image: imageName) + "\n" }
         default:
           let base = frame.imageIndex.map { report.images[$0].loadAddress } ?? 0
-          var line = head + (frame.reportedSymbol ?? "0x\(hexDigits(base)) + \(result.imageOffset ?? 0)")
+          var line = head + (frame.reportedSymbol.map(TextEscaping.escaped) ?? "0x\(hexDigits(base)) + \(result.imageOffset ?? 0)")
           if case let .mismatch(reportID, fileID, path) = result.status {
-            line += "  [UUID mismatch: report \(reportID), file \(fileID) \(path)]"
+            line += "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]"
           }
           out += line + "\n"
         }
@@ -421,10 +428,11 @@ extension SymbolicatedReport {
     for image in report.images {
       let start = "0x" + hexDigits(image.loadAddress)
       let end = "0x" + hexDigits(image.endAddress ?? image.loadAddress)
-      let uuid = image.identity.map { BuildID($0.bytes).uuid.lowercased() } ?? "00000000-0000-0000-0000-000000000000"
+      let uuid = HexText.uuid(image.identity?.bytes ?? [], uppercase: false)
       out += String(repeating: " ", count: max(0, 18 - start.count)) + start + " - "
       out += String(repeating: " ", count: max(0, 18 - end.count)) + end + " "
-      out += image.name + " " + (image.architecture ?? report.architecture ?? "") + "  <" + uuid + "> " + (image.path ?? "???") + "\n"
+      out += TextEscaping.escaped(image.name) + " " + TextEscaping.escaped(image.architecture ?? report.architecture ?? "")
+        + "  <" + uuid + "> " + TextEscaping.escaped(image.path ?? "???") + "\n"
     }
     return out
   }

@@ -1,3 +1,5 @@
+import ImageReaders
+
 /// Output text built as UTF-8 bytes: appending a name, a number or a fixed-width address costs a copy
 /// and no intermediate strings, for outputs of thousands of lines.
 struct UTF8Output {
@@ -9,6 +11,14 @@ struct UTF8Output {
     // Native and small strings lend their bytes; others (bridged) go through the view.
     if text.utf8.withContiguousStorageIfAvailable({ bytes.append(contentsOf: $0) }) == nil {
       bytes.append(contentsOf: text.utf8)
+    }
+  }
+
+  /// `text` escaped with `TextEscaping` (names and paths from files are data); copied when plain.
+  mutating func appendEscaped(_ text: String) {
+    var text = text
+    text.withUTF8 { utf8 in
+      if TextEscaping.isPlain(UnsafeRawBufferPointer(utf8)) { bytes.append(contentsOf: utf8) } else { TextEscaping.append(utf8, to: &bytes) }
     }
   }
 

@@ -149,6 +149,40 @@ struct FormatterTests {
     #expect(ImageFormatter(style: .logger).format(odd).hasSuffix(" <00000000-0000-0000-0000-000000000000>"))
   }
 
+  /// An image whose path would clear the screen and forge a `Removed:` line: every text style shows
+  /// it escaped on one line, and the path un-escapes to the original.
+  @Test func textStylesEscapePathsAndNames() throws {
+    let path = "/tmp/lib\u{1B}[2J\nRemoved: 0xdead (0x1) FORGED\u{9B}\\.so"
+    let hostile = Image(path: path, loadAddress: 0x1000, loadBias: 0x1000, textRange: 0x1000..<0x2000,
+                        loadRange: 0x1000..<0x3000, buildID: nil, architecture: "x86_64", isMainExecutable: false)
+    let escapedPath = "/tmp/lib\\x1b[2J\\nRemoved: 0xdead (0x1) FORGED\\u{9b}\\\\.so"
+    #expect(TextEscaping.unescaped(escapedPath) == Array(path.utf8))
+    for style in [ImageFormatStyle.logger, .crash, .unstrip] {
+      for event in [ImageEvent.added, .removed] {
+        let line = ImageFormatter(style: style).eventLine(hostile, event: event, pid: 42,
+                                                          timing: ImageTiming(sinceStart: 1_500_000, loadDuration: 2_000))
+        #expect(!line.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, "\(style)")
+        #expect(line.contains(" " + escapedPath), "\(style): \(line)")
+        #expect(line.hasPrefix("[pid 42] " + (event == .added ? "Added: " : "Removed: ")) || style == .logger)
+        #expect(line.hasSuffix("  +1.500 ms (loaded in 0.002 ms)"), "\(style): \(line)")
+      }
+    }
+    #expect(ImageFormatter(style: .crash).format(hostile).contains(" lib\\x1b[2J\\nRemoved: 0xdead (0x1) FORGED\\u{9b}\\\\.so x86_64  <"))
+  }
+
+  /// `pid` and `timing` are members of the JSON object (first, and last), not text spliced into it.
+  @Test func jsonCarriesPidAndTiming() throws {
+    let line = ImageFormatter(style: .json).eventLine(images[0], event: .removed, pid: 7,
+                                                      timing: ImageTiming(sinceStart: 12, loadDuration: 3))
+    let value = try JSONValue.parse(Substring(line))
+    guard case .object(let members) = value else { Issue.record("not an object: \(line)"); return }
+    #expect(members.first?.0 == "pid" && value["pid"]?.integer == 7)
+    #expect(members.suffix(2).map(\.0) == ["addedAtNanoseconds", "loadNanoseconds"])
+    #expect(value["addedAtNanoseconds"]?.integer == 12 && value["loadNanoseconds"]?.integer == 3)
+    #expect(value["event"]?.string == "removed")
+    #expect(ImageFormatter(style: .json).format(images[0]) == ImageFormatter(style: .json).eventLine(images[0], event: .added))
+  }
+
   @Test func everyStyleHasARawValueForTheCommandLine() {
     #expect(ImageFormatStyle.allCases.map(\.rawValue) == ["logger", "crash", "unstrip", "json"])
   }

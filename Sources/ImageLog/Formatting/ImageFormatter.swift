@@ -18,6 +18,19 @@ public enum ImageEvent: Sendable {
   case removed
 }
 
+/// When the loader reported an image, as `imagelog run`'s audit module measures it.
+public struct ImageTiming: Sendable, Equatable {
+  /// Nanoseconds from the program's start to the image's arrival.
+  public var sinceStart: UInt64
+  /// Nanoseconds the loader took to map the image (since the previous loader step).
+  public var loadDuration: UInt64
+
+  public init(sinceStart: UInt64, loadDuration: UInt64) {
+    self.sinceStart = sinceStart
+    self.loadDuration = loadDuration
+  }
+}
+
 /// Formats one image as one line (no newline) in a given style.
 ///
 /// - `logger`: `Added: 0x7f3a1c200000 (0x5d3000) /usr/lib/x86_64-linux-gnu/libstdc++.so.6 <1A2B3C4D-...>`:
@@ -36,6 +49,12 @@ public enum ImageEvent: Sendable {
 ///   "fileMappedEnd":"0x...","buildID":"hex"|null,"uuid":...|null,"debugID":...|null,
 ///   "buildIDAddress":"0x..."|null,"architecture":"x86_64","isMainExecutable":false}`. Addresses are hex
 ///   strings (JSON numbers lose 64-bit precision), ends are exclusive, sizes are numbers.
+///
+/// A line can also carry the process it came from (`pid`: `[pid N] ` before a text line, a first
+/// `"pid"` member in JSON) and when the loader reported it (`timing`: `  +T ms (loaded in D ms)` after
+/// a text line, `"addedAtNanoseconds"` and `"loadNanoseconds"` members last in JSON). Paths and names
+/// in the text styles are escaped with `TextEscaping` (a file name cannot forge a line or drive the
+/// terminal); JSON escapes them as JSON.
 public struct ImageFormatter: Sendable {
   public var style: ImageFormatStyle
   /// In the `crash` style, print the whole build-id between `<` and `>` instead of its first 16 bytes.
@@ -46,21 +65,52 @@ public struct ImageFormatter: Sendable {
     self.fullBuildIDs = fullBuildIDs
   }
 
-  /// One line for `image`, without a newline.
-  public func format(_ image: Image, event: ImageEvent = .added) -> String {
+  /// One line for `image`, without a newline, with the process `pid` and the `timing` when given.
+  public func format(_ image: Image, event: ImageEvent = .added, pid: Int32? = nil, timing: ImageTiming? = nil)
+    -> String
+  {
     switch style {
-    case .logger: logger(image, event: event)
-    case .crash: crash(image)
-    case .unstrip: unstrip(image)
-    case .json: json(image, event: event)
+    case .logger: return textLine(logger(image, event: event), pid: pid, timing: timing)
+    case .crash: return textLine(crash(image), pid: pid, timing: timing)
+    case .unstrip: return textLine(unstrip(image), pid: pid, timing: timing)
+    case .json: return json(image, event: event, pid: pid, timing: timing)
     }
+  }
+
+  /// One event line (`imagelog watch`, `imagelog run`): the logger and JSON styles name the event
+  /// themselves; the crash and unstrip lines get an `Added: ` or `Removed: ` prefix (after `[pid N] `).
+  public func eventLine(_ image: Image, event: ImageEvent, pid: Int32? = nil, timing: ImageTiming? = nil) -> String {
+    switch style {
+    case .logger, .json: return format(image, event: event, pid: pid, timing: timing)
+    case .crash, .unstrip:
+      let verb = event == .added ? "Added: " : "Removed: "
+      return textLine(verb + (style == .crash ? crash(image) : unstrip(image)), pid: pid, timing: timing)
+    }
+  }
+
+  private func textLine(_ line: String, pid: Int32?, timing: ImageTiming?) -> String {
+    var line = line
+    if let pid { line = "[pid \(pid)] " + line }
+    if let timing { line += Self.timingText(timing) }
+    return line
+  }
+
+  /// `  +T ms (loaded in D ms)`: the text styles' timing, milliseconds with three decimals.
+  public static func timingText(_ timing: ImageTiming) -> String {
+    "  +\(milliseconds(timing.sinceStart)) ms (loaded in \(milliseconds(timing.loadDuration)) ms)"
+  }
+
+  private static func milliseconds(_ nanoseconds: UInt64) -> String {
+    let micro = nanoseconds / 1000
+    let fraction = String(micro % 1000)
+    return "\(micro / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
   }
 
   private static let zeroUUID = "00000000-0000-0000-0000-000000000000"
 
   private func logger(_ image: Image, event: ImageEvent) -> String {
     let verb = event == .added ? "Added:" : "Removed:"
-    return "\(verb) 0x\(hexDigits(image.loadAddress)) (0x\(hexDigits(image.textSize))) \(image.path) "
+    return "\(verb) 0x\(hexDigits(image.loadAddress)) (0x\(hexDigits(image.textSize))) \(TextEscaping.escaped(image.path)) "
       + "<\(image.buildID?.uuid ?? Self.zeroUUID)>"
   }
 
@@ -69,8 +119,8 @@ public struct ImageFormatter: Sendable {
     let end = image.textSize == 0 ? image.loadAddress : image.textRange.upperBound - 1
     let id = image.buildID.map { fullBuildIDs ? $0.hex : $0.compactUUID } ?? String(repeating: "0", count: 32)
     let plus = image.isMainExecutable ? "+" : ""
-    return "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(end)) \(plus)\(image.name) \(image.architecture)  "
-      + "<\(id)> \(image.path)"
+    return "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(end)) \(plus)\(TextEscaping.escaped(image.name)) "
+      + "\(TextEscaping.escaped(image.architecture))  <\(id)> \(TextEscaping.escaped(image.path))"
   }
 
   private func unstrip(_ image: Image) -> String {
@@ -83,12 +133,14 @@ public struct ImageFormatter: Sendable {
     } else {
       line += "-"
     }
-    return line + " \(image.path.isEmpty ? "-" : image.path) - \(image.path.isEmpty ? image.name : image.path)"
+    let path = TextEscaping.escaped(image.path)
+    return line + " \(path.isEmpty ? "-" : path) - \(path.isEmpty ? TextEscaping.escaped(image.name) : path)"
   }
 
-  private func json(_ image: Image, event: ImageEvent) -> String {
+  private func json(_ image: Image, event: ImageEvent, pid: Int32?, timing: ImageTiming?) -> String {
     func hex(_ value: UInt64) -> String { "\"0x\(hexDigits(value))\"" }
     var fields: [String] = []
+    if let pid { fields.append("\"pid\":\(pid)") }
     fields.append("\"event\":\(event == .added ? "\"added\"" : "\"removed\"")")
     fields.append("\"path\":\(jsonStringLiteral(image.path))")
     fields.append("\"name\":\(jsonStringLiteral(image.name))")
@@ -106,6 +158,10 @@ public struct ImageFormatter: Sendable {
     fields.append("\"buildIDAddress\":\(image.buildIDAddress.map(hex) ?? "null")")
     fields.append("\"architecture\":\(jsonStringLiteral(image.architecture))")
     fields.append("\"isMainExecutable\":\(image.isMainExecutable)")
+    if let timing {
+      fields.append("\"addedAtNanoseconds\":\(timing.sinceStart)")
+      fields.append("\"loadNanoseconds\":\(timing.loadDuration)")
+    }
     return "{" + fields.joined(separator: ",") + "}"
   }
 }

@@ -338,16 +338,12 @@ public struct JSONWriter: ~Copyable {
   /// `\\` repeated; the test "some byte of `x` is below `n`" is `(x - n…n) & ~x & 0x80…80 != 0`, exact
   /// for n <= 0x80. Paths and library names are printed by the thousand.
   public static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
-    let ones: UInt64 = 0x0101_0101_0101_0101
-    let highBits: UInt64 = 0x8080_8080_8080_8080
-    @inline(__always) func hasByteBelow(_ word: UInt64, _ limit: UInt64) -> Bool {
-      (word &- ones &* limit) & ~word & highBits != 0
-    }
     var index = 0
     while index + 8 <= bytes.count {
       // A String's own UTF-8 in memory, not file bytes: ByteReader's rule is for the parsers.
       let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
-      if hasByteBelow(word, 0x20) || hasByteBelow(word ^ (ones &* 0x22), 1) || hasByteBelow(word ^ (ones &* 0x5C), 1) {
+      if ByteScan.hasByte(in: word, below: 0x20) || ByteScan.hasByte(in: word, equalTo: 0x22)
+        || ByteScan.hasByte(in: word, equalTo: 0x5C) {
         return false
       }
       index += 8

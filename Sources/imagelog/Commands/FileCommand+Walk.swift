@@ -2,6 +2,7 @@
 internal import Glibc
 #endif
 import ImageLog
+import ImageReaders
 
 /// Expands `imagelog file`'s arguments into the files to read: named paths as given, a `.dSYM` bundle
 /// as the DWARF files in its `Contents/Resources/DWARF` (with or without `-r`), and with `-r` the
@@ -128,7 +129,7 @@ struct ProgressLine {
     lastDraw = now
     drawn = true
     shown = true
-    writeStandardError("\r\u{1B}[K[\(done)/\(total)] \(path)")
+    writeStandardError("\r\u{1B}[K[\(done)/\(total)] \(TextEscaping.escaped(path))")
   }
 
   mutating func clear() {

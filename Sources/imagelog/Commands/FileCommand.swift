@@ -227,7 +227,7 @@ struct FileCommand: Command {
       for index in indices {
         // llvm-dwarfdump --uuid prints nothing for a file without a UUID; so do we.
         guard let buildID = identities[index].buildID else { continue }
-        report.lines.append(.output("UUID: \(buildID.uuid) (\(identities[index].architecture)) \(path)"))
+        report.lines.append(.output("UUID: \(buildID.uuid) (\(identities[index].architecture)) \(TextEscaping.escaped(path))"))
       }
       return report
     }
@@ -273,7 +273,8 @@ struct FileCommand: Command {
     case .detailed:
       var lines = Self.commonDetailedLines(slice, path: path, sliceCount: sliceCount)
       lines += (binary.detailRenderer?.detailedLines(slice: index) ?? []).map { "  " + $0 }
-      report.lines.append(.output(lines.joined(separator: "\n") + "\n"))
+      // Names, paths and strings from the file are data: escaped, so none can forge a line or drive the terminal.
+      report.lines.append(.output(lines.map(TextEscaping.escaped).joined(separator: "\n") + "\n"))
     case .json:
       var writer = JSONWriter()
       writer.beginObject()
@@ -297,6 +298,7 @@ struct FileCommand: Command {
     }
     for index in indices {
       do {
+        // A document as stored (as `codesign -d --entitlements -` prints it), for plutil and diff: not escaped.
         if let text = try source.entitlements(slice: index, json: style == .json) { report.lines.append(.output(text)) }
       } catch {
         report.fail("imagelog: \(path): \(error)")
@@ -324,6 +326,9 @@ struct FileCommand: Command {
   /// thousands of files per run. `FileCommandTests` compares it with `ImageFormatter`'s line.
   static func crashLineBytes(_ slice: SliceSummary, path: String) -> [UInt8] {
     var path = path
+    // Paths are data (`TextEscaping`): escaping is byte-local and keeps every "/", so the name taken
+    // from the escaped path below is the escaped name.
+    if !path.withUTF8({ TextEscaping.isPlain(UnsafeRawBufferPointer($0)) }) { path = TextEscaping.escaped(path) }
     var architecture = slice.architecture
     return path.withUTF8 { pathBytes in
       architecture.withUTF8 { architectureBytes in

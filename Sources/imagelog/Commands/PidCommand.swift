@@ -78,15 +78,8 @@ func parseFormatter(_ scanner: inout ArgumentScanner, command: String, usage: St
 }
 
 extension ImageFormatter {
-  /// One event line: the logger and JSON styles name the event themselves; the crash and unstrip
-  /// lines get an `Added: ` or `Removed: ` prefix.
-  func eventLine(_ image: Image, event: ImageEvent) -> String {
-    let line = format(image, event: event)
-    switch style {
-    case .logger, .json: return line
-    case .crash, .unstrip: return (event == .added ? "Added: " : "Removed: ") + line
-    }
-  }
+  // Only `imagelog run` calls these two, on lines already made; issue #17's redesign of `run` passes
+  // `pid` and `timing` to `format`/`eventLine` instead, and then they go.
 
   /// `line` marked as coming from process `pid`: `[pid N] ` before it, or a `"pid"` field for JSON.
   func labelled(_ line: String, pid: Int32) -> String {
@@ -94,19 +87,12 @@ extension ImageFormatter {
     return "[pid \(pid)] " + line
   }
 
-  /// `line` with when the image was added (since the program started) and how long the loader took
-  /// to map it; two more fields inside the object for JSON.
+  /// `line` with when the image was added and how long the loader took to map it.
   func withTiming(_ line: String, sinceStart: UInt64, step: UInt64) -> String {
+    let timing = ImageTiming(sinceStart: sinceStart, loadDuration: step)
     if style == .json, line.hasSuffix("}") {
       return String(line.dropLast()) + ",\"addedAtNanoseconds\":\(sinceStart),\"loadNanoseconds\":\(step)}"
     }
-    return line + "  +\(milliseconds(sinceStart)) ms (loaded in \(milliseconds(step)) ms)"
+    return line + Self.timingText(timing)
   }
-}
-
-/// Nanoseconds as milliseconds with three decimals.
-func milliseconds(_ nanoseconds: UInt64) -> String {
-  let micro = nanoseconds / 1000
-  let fraction = String(micro % 1000)
-  return "\(micro / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
 }
