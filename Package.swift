@@ -17,9 +17,11 @@ let package = Package(
   dependencies: [],
   targets: [
     // C shim over the dynamic loader: dl_iterate_phdr, dladdr, dlopen/dlclose forwarding, process_vm_readv.
-    .target(name: "CImageLog"),
+    .target(name: "CImageLog", dependencies: ["CImageLogImage"]),
+    // One image's layout, build-id and event line in C, header-only: shared by the shim and the audit module.
+    .target(name: "CImageLogImage"),
     // rtld-audit module for `imagelog run` (LD_AUDIT); a shared library of its own.
-    .target(name: "CImageLogAudit"),
+    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage"]),
     // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.
     .target(name: "ImageReaders"),
     // The in-process image list, observers, formatting, other processes. No Foundation.
@@ -47,7 +49,8 @@ let package = Package(
     .target(name: "ImageLogTestSupport", path: "Tests/ImageLogTestSupport"),
     .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
-    .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "ImageLogTestSupport"]),
+    .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "CImageLogImage",
+                                                     "ImageLogTestSupport"]),
     .testTarget(name: "ImageLogSymbolicationTests",
                 dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),

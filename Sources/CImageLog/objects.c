@@ -73,70 +73,18 @@ int il_walk_objects(il_walk *walk, int (*visit)(const il_object *object, il_walk
 }
 
 /* The program headers are the loader's own: it mapped the object by these very entries, and they
-   are read with <link.h>'s types, as dl_iterate_phdr(3) callers do. (Note contents, which the loader
-   never checks, are left to the bounds-checked reader on the Swift side.) */
+   are read with <link.h>'s types, as dl_iterate_phdr(3) callers do. The arithmetic is the audit
+   module's too (CImageLogImage.h). (Note contents, which the loader never checks, are left to the
+   bounds-checked reader on the Swift side.) */
 int il_object_layout(const il_object *object, uint64_t page_size, il_layout *layout) {
-  const ElfW(Phdr) *headers = object->phdrs;
-  if (!headers) return 0;
-  int found = 0;
-  uint64_t first = 0, text_end = 0, load_end = 0;
-  for (uint16_t index = 0; index < object->phnum; index++) {
-    const ElfW(Phdr) *header = &headers[index];
-    if (header->p_type != PT_LOAD) continue;
-    uint64_t vaddr = header->p_vaddr, end;
-    if (__builtin_add_overflow(vaddr, (uint64_t)header->p_memsz, &end)) return 0;
-    uint64_t align = header->p_align;
-    if (align <= 1 || (align & (align - 1)) != 0) align = 1;
-    uint64_t start = vaddr & ~(align - 1);
-    if (!found || start < first) first = start;
-    found = 1;
-    if (end > load_end) load_end = end;
-    if ((header->p_flags & PF_X) && end > text_end) text_end = end;
-  }
-  if (!found) return 0;
-  uint64_t bias = (uint64_t)object->load_bias;
-  uint64_t mask = page_size - 1;
-  uint64_t file_end = bias + first;  /* addresses wrap as the loader's do: the bias is modulo 2^64 */
-  for (uint16_t index = 0; index < object->phnum; index++) {
-    const ElfW(Phdr) *header = &headers[index];
-    if (header->p_type != PT_LOAD || header->p_filesz == 0) continue;
-    uint64_t end, rounded;
-    if (__builtin_add_overflow((uint64_t)header->p_vaddr, (uint64_t)header->p_filesz, &end)) continue;
-    if (__builtin_add_overflow(end, mask, &rounded)) rounded = end;
-    else rounded &= ~mask;
-    if (bias + rounded > file_end) file_end = bias + rounded;
-  }
-  layout->first_vaddr = first;
-  layout->text_end_vaddr = text_end > first ? text_end : first;
-  layout->load_end_vaddr = load_end;
-  layout->file_end = file_end;
-  return 1;
+  return il_image_layout(object->phdrs, object->phnum, (uint64_t)object->load_bias, page_size, layout);
 }
 
 int il_object_next_note(const il_object *object, uint16_t *index, il_note_area *note) {
-  const ElfW(Phdr) *headers = object->phdrs;
-  if (!headers) return 0;
-  while (*index < object->phnum) {
-    const ElfW(Phdr) *candidate = &headers[(*index)++];
-    if (candidate->p_type != PT_NOTE || candidate->p_filesz == 0) continue;
-    uint64_t start = candidate->p_vaddr, size = candidate->p_filesz, end;
-    if (__builtin_add_overflow(start, size, &end) || size > (uint64_t)INTPTR_MAX) continue;
-    int mapped = 0;
-    for (uint16_t load = 0; load < object->phnum && !mapped; load++) {
-      const ElfW(Phdr) *segment = &headers[load];
-      uint64_t file_end;
-      if (segment->p_type != PT_LOAD) continue;
-      if (__builtin_add_overflow((uint64_t)segment->p_vaddr, (uint64_t)segment->p_filesz, &file_end)) continue;
-      mapped = segment->p_vaddr <= start && end <= file_end;
-    }
-    uint64_t address = (uint64_t)object->load_bias + start;
-    if (!mapped || (uintptr_t)address == 0) continue;
-    note->address = address;
-    note->size = (size_t)size;
-    note->alignment = candidate->p_align == 8 ? 8 : 4;
-    return 1;
-  }
-  return 0;
+  size_t position = *index;
+  int found = il_image_next_note(object->phdrs, object->phnum, (uint64_t)object->load_bias, &position, note);
+  *index = (uint16_t)position;  /* position <= phnum, a uint16_t */
+  return found;
 }
 
 static int il_first_counters(struct dl_phdr_info *info, size_t size, void *data) {

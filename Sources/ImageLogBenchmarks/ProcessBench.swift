@@ -59,7 +59,7 @@ func processBenchmarks() throws -> [BenchmarkTable] {
   let module = benchSiblingExecutable("libImageLogAudit.so")
   if access(imagelog, X_OK) == 0, access(module, R_OK) == 0 {
     let command = [loader, "load"] + Array(libraries.prefix(200))
-    let sink = open("/dev/null", O_WRONLY)  // inherited by the audited program: its record descriptor
+    let sink = open("/dev/null", O_WRONLY)  // inherited by the audited program: its output descriptor
     defer { close(sink) }
     var environment: [String] = []
     var entry = environ
@@ -77,56 +77,44 @@ func processBenchmarks() throws -> [BenchmarkTable] {
     }
     let noopAudited = environment + ["LD_AUDIT=\(noop)"]
     let iterations = 31
-    var plain: [Double] = [], underNoop: [Double] = [], underModule: [Double] = [], underRun: [Double] = []
-    var startup: [Double] = [], bare: [Double] = [], trueAlone: [Double] = []
-    let clock = ContinuousClock()
-    func seconds(_ duration: Duration) -> Double {
-      Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
-    for round in 0...iterations {
-      let a = try clock.measure { _ = try benchSpawn(command) }
-      // As under `imagelog run`: the program's process copies its records into a fresh shared
-      // ring (each ring is claimed by one process); nothing reads it here, and 204 records fit.
-      var ringDescriptor: Int32 = -1
-      let ring = il_ring_create(1 << 20, &ringDescriptor)
-      let withRing = ring != nil ? audited + ["IMAGELOG_AUDIT_RING=\(ringDescriptor)"] : audited
-      let b = try clock.measure { _ = try benchSpawn(command, environment: withRing) }
-      if ringDescriptor >= 0 { close(ringDescriptor) }
-      il_ring_destroy(ring)
-      let e = try clock.measure { _ = try benchSpawn(command, environment: noopAudited) }
-      let c = try clock.measure { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--"] + command) }
-      let d = try clock.measure { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--", "/bin/true"]) }
-      let f = try clock.measure { _ = try benchSpawn([imagelog, "--version"]) }
-      let g = try clock.measure { _ = try benchSpawn(["/bin/true"], environment: environment) }
-      if round == 0 { continue }  // warm-up
-      bare.append(seconds(f)); trueAlone.append(seconds(g))
-      plain.append(seconds(a)); underModule.append(seconds(b)); underNoop.append(seconds(e)); underRun.append(seconds(c)); startup.append(seconds(d))
-    }
-    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-    let (p, m, r, s) = (median(plain), median(underModule), median(underRun), median(startup))
-    let n = median(underNoop)
+    let measured = try interleavedMediansWithCPU([
+      { _ = try benchSpawn(command) },
+      { _ = try benchSpawn(command, environment: noopAudited) },
+      // As under `imagelog run`: the module formats every event and writes it to /dev/null.
+      { _ = try benchSpawn(command, environment: audited) },
+      { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--"] + command) },
+      { _ = try benchSpawn([imagelog, "run", "--output", "/dev/null", "--", "/bin/true"]) },
+      { _ = try benchSpawn([imagelog, "--version"]) },
+      { _ = try benchSpawn(["/bin/true"], environment: environment) },
+    ], iterations: iterations)
+    let p = measured[0], n = measured[1], m = measured[2], r = measured[3]
     let events = try runProcess([imagelog, "run", "--output", "/dev/stdout", "--"] + command)
     let count = events.output.split(separator: "\n").count
-    func slowdown(_ value: Double) -> String { "\(rounded((value / p - 1) * 100))%" }
+    func slowdown(_ value: Double, _ base: Double) -> String { "\(rounded((value / base - 1) * 100))%" }
+    func row(_ name: String, _ value: (wall: Double, cpu: Double), compared: Bool) -> [String] {
+      [name, formatDuration(value.wall), compared ? slowdown(value.wall, p.wall) : "-",
+       formatDuration(value.cpu), compared ? slowdown(value.cpu, p.cpu) : "-"]
+    }
     tables.append(BenchmarkTable(
       title: "imagelog run: cost on a program loading 200 libraries",
       notes: "A C program that dlopens 200 tiny libraries and exits. Rows, interleaved, medians of \(iterations): "
         + "plain; with a do-nothing audit module (cc-built, `la_version` and `la_objopen` only): the loader's own "
         + "price for auditing (that module needs no libc; ours brings a second libc into the audit namespace); with our "
-        + "audit module reporting every image as it does under `imagelog run` (`LD_AUDIT`, records copied into a fresh "
-        + "shared ring that nothing reads meanwhile, the socket /dev/null): what the program itself pays; the whole "
-        + "`imagelog run --output /dev/null`, which adds imagelog's own start-up (the Swift runtime), starting the "
-        + "program and waiting for it, and reading and formatting the \(count) events on the other core; and "
+        + "audit module as `imagelog run` sets it up (`LD_AUDIT`, each event formatted and written to /dev/null with one "
+        + "write(2)): what the module costs; the whole `imagelog run --output /dev/null`, which adds imagelog's own "
+        + "start-up (the Swift runtime) before it executes the program in its own process; and "
         + "`imagelog run -- /bin/true` for the fixed part alone, next to what it is made of: `imagelog --version` "
-        + "(imagelog's own start-up and exit, nothing run) and `/bin/true` plain.",
-      header: ["run", "time", "slowdown"],
-      rows: [["plain", formatDuration(p), "-"],
-             ["with a do-nothing audit module", formatDuration(n), slowdown(n)],
-             ["with the audit module", formatDuration(m), slowdown(m)],
-             ["imagelog run", formatDuration(r), slowdown(r)],
-             ["imagelog run -- /bin/true (fixed cost)", formatDuration(s), "-"],
-             ["imagelog --version (start-up and exit)", formatDuration(median(bare)), "-"],
-             ["/bin/true", formatDuration(median(trueAlone)), "-"]]))
+        + "(imagelog's own start-up and exit, nothing run) and `/bin/true` plain. \(count) events per run. The CPU "
+        + "columns are the process's user + system time (the children's rusage): on a busy machine they move less than "
+        + "the wall time.",
+      header: ["run", "time", "slowdown", "CPU", "CPU slowdown"],
+      rows: [row("plain", p, compared: false),
+             row("with a do-nothing audit module", n, compared: true),
+             row("with the audit module", m, compared: true),
+             row("imagelog run", r, compared: true),
+             row("imagelog run -- /bin/true (fixed cost)", measured[4], compared: false),
+             row("imagelog --version (start-up and exit)", measured[5], compared: false),
+             row("/bin/true", measured[6], compared: false)]))
   }
   return tables
 }

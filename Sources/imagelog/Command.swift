@@ -4,27 +4,21 @@ internal import Glibc
 
 import ImageLog
 
-/// How imagelog ends: its own statuses (0 ok, 1 runtime failure, 64 usage, as swift-argument-parser
-/// uses them), or, for `imagelog run`, the status or signal of the command it ran.
+/// How imagelog ends: 0 ok, 1 runtime failure, 64 usage, as swift-argument-parser uses them. (`imagelog
+/// run` becomes the command it runs, so the command's status is its own without passing through here.)
 enum ExitStatus: Equatable {
   case success
   /// A runtime failure (other inputs were still processed).
   case failure
   /// `EX_USAGE`
   case usage
-  /// A child's exit status, passed through.
-  case exited(Int32)
-  /// A child's terminating signal: imagelog ends by the same signal (without a core file).
-  case signaled(Int32)
 
-  /// The status `exit` is called with (for a signal, the shell's 128+N if raising it fails).
+  /// The status `exit` is called with.
   var code: Int32 {
     switch self {
     case .success: 0
     case .failure: 1
     case .usage: 64
-    case .exited(let status): status
-    case .signaled(let signal): 128 + signal
     }
   }
 }

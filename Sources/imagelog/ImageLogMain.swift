@@ -31,7 +31,6 @@ enum ImageLogMain {
       status = .failure
     }
     fflush(nil)  // flushes every output stream, stdout included
-    if case .signaled(let signalNumber) = status { endBySignal(signalNumber) }
     exit(status.code)
   }
 
@@ -84,16 +83,4 @@ enum ImageLogMain {
     text += "\n  See 'imagelog help <subcommand>' for detailed help."
     return text
   }
-}
-
-/// Ends the process by `signalNumber` as the child it ran did, without writing a second core file.
-func endBySignal(_ signalNumber: Int32) {
-  var noCore = rlimit(rlim_cur: 0, rlim_max: 0)
-  setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &noCore)
-  signal(signalNumber, SIG_DFL)
-  var unblock = sigset_t()
-  sigemptyset(&unblock)
-  sigaddset(&unblock, signalNumber)
-  sigprocmask(SIG_UNBLOCK, &unblock, nil)
-  raise(signalNumber)
 }

@@ -1,4 +1,5 @@
 import CImageLog
+import CImageLogImage
 import ImageLogTestSupport
 import ImageReaders
 import Testing
@@ -20,6 +21,13 @@ struct BuildIDNoteTests {
         reference = try ELFNote.buildIDNote(in: reader, alignment: alignment)
           .map { "\($0.descriptor) at \($0.descriptorOffset)" } ?? "none"
       } catch { reference = "throws" }
+      // The C walk the audit module uses (CImageLogImage.h) finds the same descriptor; where the Swift
+      // walks throw, it finds none.
+      var offset = 0, size = 0
+      let inC = raw.count > 0 && il_image_build_id(raw.baseAddress!.assumingMemoryBound(to: UInt8.self), raw.count,
+                                                   alignment, &offset, &size) != 0
+      let c = inC ? "\(Array(raw[offset..<offset + size])) at \(offset)" : "none"
+      #expect(c == (lean == "throws" ? "none" : lean), "C build-id walk")
       return (lean, reference)
     }
   }

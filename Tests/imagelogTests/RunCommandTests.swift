@@ -59,13 +59,17 @@ import Testing
       + ["LD_DEBUG=libs,files", "LD_DEBUG_OUTPUT=\(directory)/ld-debug"]
     let result = try runProcessTest([processTestImagelog, "run", "--format", "json", "--output", events, "--"] + command,
                                     environment: environment)
-    // One trace file per process (ld-debug.PID): imagelog's own and the command's.
+    // One trace file per process (ld-debug.PID). imagelog executes the command in its own process, so
+    // the loader's trace of the command follows imagelog's own in the same file: it starts after the
+    // line where the loader handed control to imagelog.
     let listing = try runProcessTest(["sh", "-c", "ls \(directory)/ld-debug.*"]).output.split(separator: "\n")
     let program = command[0].split(separator: "/").last.map(String.init) ?? command[0]
-    let trace = listing.map { processTestReadFile(String($0)) }.first {
-      $0.contains("initialize program: ") && !$0.contains("initialize program: \(processTestImagelog)")
-        && $0.contains(program)
-    }
+    let handOver = "transferring control: \(processTestImagelog)"
+    let trace = listing.map { file -> String in
+      let text = processTestReadFile(String(file))
+      guard let start = processTestRange(of: handOver, in: Substring(text)) else { return text }
+      return String(text[start.upperBound...])
+    }.first { $0.contains("initialize program: ") && $0.contains(program) }
     return (processTestReadFile(events), trace ?? "", result)
   }
 
@@ -159,12 +163,36 @@ import Testing
     #expect(audited.output == plain.output)
   }
 
-  @Test func childrenDoNotInheritTheModule() throws {
-    let result = try runProcessTest([processTestImagelog, "run", "--", "sh", "-c", "env; ls /proc/self/fd"])
+  /// --no-follow: the programs the command executes run plain, without the module, its variables or
+  /// its descriptor.
+  @Test func noFollowKeepsToTheCommand() throws {
+    let result = try runProcessTest([processTestImagelog, "run", "--no-follow", "--format", "crash", "--",
+                                     "sh", "-c", "env; ls /proc/self/fd"])
+    #expect(result.exitStatus == 0)
     #expect(!result.output.contains("LD_AUDIT="))
     #expect(!result.output.contains("IMAGELOG_AUDIT"))
-    // Only sh's own images: env is not followed.
-    #expect(!result.error.contains("/env "))
+    // ls sees the descriptors it sees without imagelog: the module's is closed on exec.
+    let plain = try runProcessTest(["sh", "-c", "env; ls /proc/self/fd"])
+    func descriptors(_ output: String) -> [Substring] { output.split(separator: "\n").filter { $0.allSatisfy(\.isNumber) } }
+    #expect(descriptors(result.output) == descriptors(plain.output))
+    // Only sh's own images: env and ls are not followed.
+    #expect(result.error.contains(" +dash ") || result.error.contains(" +bash ") || result.error.contains(" +sh "))
+    #expect(!result.error.contains(" +env ") && !result.error.contains(" +ls "))
+    #expect(!result.error.contains("[pid "))
+  }
+
+  /// By default, as LD_DEBUG does, exec is followed: a wrapper reaches the real program. Through
+  /// /usr/bin/env (and, where python3 is pyenv's shim, a bash script that runs helpers and executes the
+  /// real python) python's ctypes load of libz is reported.
+  @Test(.enabled(if: processTestToolExists("python3"), "python3 missing"))
+  func execIsFollowedThroughAWrapper() throws {
+    let result = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--",
+                                     "/usr/bin/env", "python3", "-c", "import ctypes; ctypes.CDLL('libz.so.1'); print('ok')"])
+    #expect(result.exitStatus == 0)
+    #expect(result.output == "ok\n")
+    let lines = result.error.split(separator: "\n")
+    #expect(lines.first?.contains(" +env ") == true, "\(lines.first ?? "")")
+    #expect(lines.contains { $0.contains("Added: ") && $0.contains(" libz.so.1 ") }, "\(lines)")
   }
 
   @Test(.enabled(if: getuid() == 0, "needs root to make a set-user-ID program owned by someone else"))
@@ -207,6 +235,28 @@ import Testing
     #expect(missing.error == "imagelog: no-such-command-imagelog: command not found\n")
   }
 
+  /// An exec that fails says why: a file without execute permission is not "command not found", and
+  /// neither is a file the kernel cannot execute.
+  @Test func execErrorsNameTheRealCause() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-exec")
+    defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
+    let made = try runProcessTest(["sh", "-c", """
+      cd '\(directory)' && printf '#!/bin/sh\\necho hi\\n' > plain && printf 'garbage' > garbage && chmod +x garbage
+      """])
+    try #require(made.exitStatus == 0)
+    let notExecutable = try runProcessTest([processTestImagelog, "run", "--", directory + "/plain"])
+    #expect(notExecutable.exitStatus == 1)
+    #expect(notExecutable.error == "imagelog: \(directory)/plain: cannot run \(directory)/plain: Permission denied\n")
+    let onPath = try runProcessTest([processTestImagelog, "run", "--", "plain"],
+                                    environment: currentEnvironment().filter { !$0.hasPrefix("PATH=") } + ["PATH=\(directory)"])
+    #expect(onPath.error == "imagelog: plain: cannot run \(directory)/plain: Permission denied\n")
+    let garbage = try runProcessTest([processTestImagelog, "run", "--", directory + "/garbage"])
+    #expect(garbage.exitStatus == 1)
+    #expect(garbage.error == "imagelog: \(directory)/garbage: cannot run \(directory)/garbage: Exec format error\n")
+    let aDirectory = try runProcessTest([processTestImagelog, "run", "--", directory])
+    #expect(aDirectory.error == "imagelog: \(directory): cannot run \(directory): Permission denied\n")
+  }
+
   @Test func timingAddsWhenAndHowLong() throws {
     let result = try runProcessTest([processTestImagelog, "run", "--timing", "--", "true"])
     let lines = result.error.split(separator: "\n")
@@ -234,21 +284,62 @@ extension RunCommandTests {
 }
 
 extension RunCommandTests {
-  /// --follow-exec: a shell's command reports too, labelled with its PID; without it, only the shell.
-  @Test func followExecReportsProgramsTheCommandRuns() throws {
-    let followed = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "crash", "--",
+  /// A shell's command reports too, labelled with its PID; with --no-follow, only the shell.
+  @Test func programsTheCommandExecutesAreReportedLabelled() throws {
+    let followed = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--",
                                        "sh", "-c", "/bin/true; echo done"])
     #expect(followed.exitStatus == 0)
     #expect(followed.output == "done\n")
     let lines = followed.error.split(separator: "\n")
     #expect(lines.first?.hasPrefix("Added: 0x") == true)
     #expect(lines.contains { $0.hasPrefix("[pid ") && $0.contains(" +true ") })
-    let json = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "json", "--",
+    let json = try runProcessTest([processTestImagelog, "run", "--format", "json", "--",
                                    "sh", "-c", "/bin/true; echo done"])
     #expect(json.error.split(separator: "\n").contains { $0.hasPrefix("{\"pid\":") && $0.contains("\"name\":\"true\"") })
-    let plain = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--", "sh", "-c", "/bin/true; echo done"])
+    let plain = try runProcessTest([processTestImagelog, "run", "--no-follow", "--format", "crash", "--",
+                                    "sh", "-c", "/bin/true; echo done"])
+    #expect(plain.output == "done\n")
     #expect(!plain.error.contains(" +true "))
     #expect(!plain.error.contains("[pid "))
+  }
+
+  /// The program is imagelog's process: the PID and parent imagelog was started with.
+  @Test func theProgramKeepsImagelogsPIDAndParent() throws {
+    let result = try runProcessTest(["sh", "-c", """
+      echo "$$"; exec \(processTestImagelog) run --output /dev/null -- sh -c 'echo "$$ $PPID"'
+      """])
+    #expect(result.exitStatus == 0)
+    let lines = result.output.split(separator: "\n")
+    try #require(lines.count == 2, "\(lines)")
+    let shellPID = lines[0]
+    let fields = lines[1].split(separator: " ")
+    #expect(fields.first == shellPID, "the program's PID is the one imagelog was started with")
+    let parent = try runProcessTest(["sh", "-c", """
+      \(processTestImagelog) run --output /dev/null -- sh -c 'echo "$PPID"' & echo "$$"; wait
+      """])
+    let parentLines = parent.output.split(separator: "\n")
+    #expect(parentLines.count == 2 && parentLines[0] == parentLines[1], "the program's parent is imagelog's: \(parentLines)")
+  }
+
+  /// A library whose file name holds a newline and a forged event stays one line: the name is escaped.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func aForgedLibraryNameCannotForgeAnEvent() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let forged = programs.directory + "/libx\nRemoved: 0xdead (0x1) FORGED.so"
+    #expect(try runProcessTest(["cp", programs.libraryA, forged]).exitStatus == 0)
+    for style in ["logger", "crash", "unstrip"] {
+      let result = try runProcessTest([processTestImagelog, "run", "--format", style, "--",
+                                       programs.loop, "cycle", "0", "1", forged])
+      #expect(result.exitStatus == 3)
+      let lines = result.error.split(separator: "\n", omittingEmptySubsequences: false)
+      #expect(!lines.contains { $0.hasPrefix("Removed: 0xdead") || $0.contains("FORGED.so <") && !$0.contains("libx\\n") })
+      #expect(lines.filter { $0.contains("libx\\nRemoved: 0xdead (0x1) FORGED.so") }.count == 2, "\(style): \(lines)")
+      #expect(lines.filter { $0.hasPrefix("Removed: ") }.count == 1, "\(style): one real removal")
+    }
+    let json = try runProcessTest([processTestImagelog, "run", "--format", "json", "--",
+                                   programs.loop, "cycle", "0", "1", forged])
+    #expect(json.error.split(separator: "\n").contains { $0.contains("\"path\":\"\(programs.directory)/libx\\nRemoved: 0xdead (0x1) FORGED.so\"") })
   }
 }
 
@@ -265,15 +356,11 @@ extension RunCommandTests {
     let pidLine = try #require(run.readLine())
     try run.wait(for: "loaded")
     let pid = try #require(Int32(pidLine.dropFirst(4)))
-    var ours: [Substring] = []
-    // The CLI writes the file a moment after the module writes the pipe.
-    try waitUntil("imagelog writes liba.so's line to \(events)") {
-      ours = processTestReadFile(events).split(separator: "\n")
-      return ours.contains { $0.contains("liba.so") }
-    }
+    // The module wrote each line before dlopen returned, so before the program printed "loaded".
+    let ours = processTestReadFile(events).split(separator: "\n")
     let unstrip = try runProcessTest(["eu-unstrip", "-n", "-p", String(pid)])
     let fromOutside = try runProcessTest([processTestImagelog, "pid", String(pid), "--format", "unstrip"])
-    run.signal(SIGTERM)  // passed on to the program; imagelog then ends the same way
+    run.signal(SIGTERM)  // the program is the process imagelog was
     _ = run.readAll()
     run.reap()
     #expect(run.rawStatus & 0x7f == SIGTERM)
@@ -297,26 +384,9 @@ extension RunCommandTests {
 }
 
 extension RunCommandTests {
-  /// If imagelog dies while the program runs, the program does not die with it: the module gets
-  /// EPIPE (no SIGPIPE) and falls silent.
-  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
-  func programOutlivesImagelog() throws {
-    let programs = try ProcessTestPrograms()
-    defer { programs.remove() }
-    let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/null", "--",
-                                      programs.loop, "cycle", "100", "3", programs.libraryA])
-    try run.wait(for: "ready")
-    run.signal(SIGKILL)  // only imagelog: the program is its child and keeps running
-    let rest = run.readAll()  // the program still writes to the pipe it inherited, until it exits
-    #expect(rest.last == "done", "the program finished its dlopen loop: \(rest)")
-    #expect(rest.filter { $0.hasPrefix("open ") }.count == 3)
-  }
-}
-
-extension RunCommandTests {
-  /// The program's own process hands its records over through shared memory, not at a flush it
-  /// might never reach: a program that calls _exit or dies of a signal right after a dlopen still
-  /// has every image reported, the same ones the loader's own trace shows.
+  /// Each line is written as its event happens, not at a flush the program might never reach: a
+  /// program that calls _exit or dies of a signal right after a dlopen still has every image
+  /// reported, the same ones the loader's own trace shows.
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"), arguments: ["_exit", "abort"])
   func eventsSurviveAnAbruptEnd(how: String) throws {
     let programs = try ProcessTestPrograms()
@@ -335,35 +405,30 @@ extension RunCommandTests {
   }
 
   /// A child forked without exec reports with its own PID (the module notices the fork without a
-  /// system call per event): shown labelled with --follow-exec, left out without it.
-  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
-  func forkedChildReportsWithItsOwnPID() throws {
+  /// system call per event), labelled; with --no-follow too (it executes nothing).
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"), arguments: [[], ["--no-follow"]])
+  func forkedChildReportsWithItsOwnPID(options: [String]) throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
     let command = [programs.loop, "end", "fork", programs.libraryA]
-    let followed = try runProcessTest([processTestImagelog, "run", "--follow-exec", "--format", "crash", "--"] + command)
-    #expect(followed.exitStatus == 0)
-    let childLine = try #require(followed.output.split(separator: "\n").first { $0.hasPrefix("child ") })
+    let result = try runProcessTest([processTestImagelog, "run"] + options + ["--format", "crash", "--"] + command)
+    #expect(result.exitStatus == 0)
+    let childLine = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("child ") })
     let childPID = String(childLine.dropFirst(6))
-    let lines = followed.error.split(separator: "\n")
+    let lines = result.error.split(separator: "\n")
     let library = lines.filter { $0.hasSuffix(programs.libraryA) }
     #expect(library.count == 1, "\(lines)")
     #expect(library.first?.hasPrefix("[pid \(childPID)] Added: ") == true, "\(library)")
     #expect(lines.first?.hasPrefix("Added: ") == true, "the command's own events are not labelled")
-    let plain = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--"] + command)
-    #expect(plain.exitStatus == 0)
-    #expect(!plain.error.contains(programs.libraryA))
-    #expect(!plain.error.contains("[pid "))
   }
 }
 
 extension RunCommandTests {
-  /// When imagelog cannot write its output (a FIFO nobody reads yet), the program waits for room in
-  /// the full shared ring (1 MiB) as it would on a full socket, and nothing is dropped: its 8000
-  /// events, more than the ring holds, all arrive once the reader reads. The program's own output
-  /// goes elsewhere, so nothing but the ring can hold it up.
+  /// When nobody reads the output yet (a FIFO), the program waits in write(2) for room, as it
+  /// would on any full descriptor, and nothing is dropped: its 8000 events all arrive once the reader
+  /// reads. The program's own output goes elsewhere, so nothing but the events can hold it up.
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
-  func aFullRingWaitsAndLosesNothing() throws {
+  func aProgramWaitsForRoomAndLosesNothing() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
     let fifo = programs.directory + "/events", programOutput = programs.directory + "/output"
@@ -374,13 +439,11 @@ extension RunCommandTests {
     defer { close(reader) }
     let run = try ProcessTestProgram(["sh", "-c", "exec \"$0\" run --output \"$1\" -- \"$2\" cycle 0 4000 \"$3\" > \"$4\"",
                                       processTestImagelog, fifo, programs.loop, programs.libraryA, programOutput])
-    var program: pid_t = 0
-    try waitUntil("the program under imagelog (pid \(run.pid)) waits in futex for room in the ring") {
-      guard let child = childProcesses(of: run.pid).first else { return false }
-      program = child
-      return blockedSystemCall(of: child) == SystemCallNumber.futex
+    // sh executes imagelog, which executes the program: all three are process run.pid in turn.
+    try waitUntil("the program under imagelog (pid \(run.pid)) waits in write for room in the FIFO") {
+      processTestReadFile("/proc/\(run.pid)/comm") == "loop\n" && blockedSystemCall(of: run.pid) == SystemCallNumber.write
     }
-    #expect(kill(program, 0) == 0, "the program still runs: it waits, it does not give up")
+    #expect(kill(run.pid, 0) == 0, "the program still runs: it waits, it does not give up")
     // Read through a second descriptor until imagelog closes the FIFO (`reader` stays unread).
     let bytes = try #require(readFileBytes(fifo))
     run.reap()
@@ -393,24 +456,23 @@ extension RunCommandTests {
     #expect(output.last == "done")
   }
 
-  /// imagelog and the program write to one pipe nobody reads yet: both block (the program on the
-  /// pipe, imagelog with it), and once it is read every event arrives and the lines of the two
-  /// writers arrive whole.
+  /// The module and the program write to one pipe nobody reads yet: the program blocks, and once
+  /// the pipe is read every event arrives and the lines of the two writers arrive whole (each line is
+  /// one write).
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
   func aSharedFullPipeWaitsAndLosesNothing() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
     let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/stdout", "--",
                                       programs.loop, "cycle", "0", "4000", programs.libraryA])
-    try waitUntil("the program under imagelog (pid \(run.pid)) blocks writing to the full pipe") {
-      childProcesses(of: run.pid).first.map { blockedSystemCall(of: $0) == SystemCallNumber.write } == true
+    try waitUntil("the program (pid \(run.pid), imagelog's own) blocks writing to the full pipe") {
+      blockedSystemCall(of: run.pid) == SystemCallNumber.write
     }
     let lines = run.readAll()
     run.reap()
     #expect(run.rawStatus >> 8 == 3)
     #expect(lines.filter { $0.hasPrefix("Added: ") && $0.contains("/liba.so") }.count == 4000)
     #expect(lines.filter { $0.hasPrefix("Removed: ") && $0.contains("/liba.so") }.count == 4000)
-    // Both write whole lines to the same pipe: neither side's lines are cut by the other's.
     #expect(lines.filter { $0 == "open \(programs.libraryA)" }.count == 4000)
     #expect(lines.filter { $0 == "close \(programs.libraryA)" }.count == 4000)
     #expect(lines.contains("done"))

@@ -5,17 +5,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "CImageLogCrash.h" /* crash-time image table and handler (crash.c) */
-#include "CImageLogRing.h"  /* the record ring of imagelog run (ring.c) */
+#include "CImageLogImage.h" /* one image's layout, build-id and line (header-only) */
 
 /* other processes */
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count
    copied or -1 with errno set. Mirrors process_vm_readv(2) with one local and one remote range. */
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
-/* A descriptor that polls readable when `pid` (our child) exits, or -1. Mirrors pidfd_open(2). */
-int il_pidfd_open(pid_t pid);
-/* For `imagelog run`: SIGTERM and SIGHUP sent to us are sent on to `child`; SIGINT and SIGQUIT
-   (which a terminal sends to the whole group, child included) are ignored by us. */
-void il_forward_termination_signals(pid_t child);
 /* For `imagelog watch`: SIGINT and SIGTERM set a flag and interrupt blocking calls (EINTR). */
 void il_catch_interrupts(void);
 /* True once il_catch_interrupts's handler has run. */
@@ -65,27 +60,12 @@ typedef struct {
 int il_walk_objects(il_walk *walk, int (*visit)(const il_object *object, il_walk *walk, void *context),
                     void *context);
 
-/* The span of a loaded object's PT_LOAD segments, from its program headers in memory (the headers
-   the loader mapped the object by). Link-time addresses except `file_end`. */
-typedef struct {
-  uint64_t first_vaddr;     /* the lowest PT_LOAD p_vaddr rounded down to its p_align (a power of two, else 1) */
-  uint64_t text_end_vaddr;  /* the highest p_vaddr + p_memsz of an executable PT_LOAD, at least first_vaddr */
-  uint64_t load_end_vaddr;  /* the highest p_vaddr + p_memsz of any PT_LOAD */
-  uint64_t file_end;        /* load_bias + the highest p_vaddr + p_filesz (rounded up to page_size) of a
-                               PT_LOAD with file bytes, at least load_bias + first_vaddr; modulo 2^64 */
-} il_layout;
+/* il_layout, il_note_area and the image line are in CImageLogImage.h (shared with the audit module). */
 
 /* Fills `layout`; returns 0 (layout unset) when the object has no PT_LOAD, or a PT_LOAD's
    p_vaddr + p_memsz overflows 64 bits. A PT_LOAD whose p_vaddr + p_filesz overflows adds nothing
    to file_end; a rounding that would overflow is left unrounded. */
 int il_object_layout(const il_object *object, uint64_t page_size, il_layout *layout);
-
-/* A PT_NOTE segment whose bytes are mapped: inside the file-backed part of a PT_LOAD. */
-typedef struct {
-  uint64_t address;   /* load_bias + p_vaddr, never 0 */
-  size_t size;        /* p_filesz, > 0 */
-  size_t alignment;   /* 8 when p_align is 8, else 4 (as notes are read) */
-} il_note_area;
 
 /* The next mapped PT_NOTE at or after program header `*index`, in header order; advances `*index`
    past it. Returns 0 when there is none left. Skips a PT_NOTE that is empty, whose end overflows,
