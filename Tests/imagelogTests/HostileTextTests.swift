@@ -112,3 +112,23 @@ import ImageReaders
     #expect(TextEscaping.unescaped(String(line[start..<end])) == Self.evilSymbol)
   }
 }
+
+/// JSON's `textStart` for ELF is where the image starts (as `__TEXT` is for Mach-O), as documented:
+/// readelf's first `PT_LOAD` address, equal to `loadStart`; `textEnd` ends the last executable one.
+@Suite struct FileTextRangeTests {
+  @Test(.enabled(if: haveTool("readelf"), "readelf is not installed"))
+  func elfTextStartIsTheFirstLoadSegment() throws {
+    let path = packageRoot + "/Tests/ImageReadersTests/Fixtures/elf/libfixture-x86_64.so"
+    let loads = try runChild(["readelf", "-lW", path]).output.split(separator: "\n")
+      .map { $0.split(separator: " ", omittingEmptySubsequences: true) }.filter { $0.first == "LOAD" }
+    let first = try #require(loads.first.flatMap { UInt64($0[2].dropFirst(2), radix: 16) })
+    let executable = try #require(loads.last { $0.contains("E") })
+    let start = try #require(UInt64(executable[2].dropFirst(2), radix: 16))
+    let end = start + (try #require(UInt64(executable[5].dropFirst(2), radix: 16)))
+    let run = try runChild([builtProduct("imagelog"), "file", "--format", "json", path])
+    let slice = try #require(try JSONValue.parse(Substring(run.output)).array?.first)
+    #expect(slice["textStart"]?.unsigned == first)
+    #expect(slice["loadStart"]?.unsigned == first)
+    #expect(slice["textEnd"]?.unsigned == end)
+  }
+}

@@ -48,7 +48,9 @@ public struct ImageTiming: Sendable, Equatable {
 ///   "textStart":"0x...","textEnd":"0x...","textSize":N,"loadEnd":"0x...","loadSize":N,
 ///   "fileMappedEnd":"0x...","buildID":"hex"|null,"uuid":...|null,"debugID":...|null,
 ///   "buildIDAddress":"0x..."|null,"architecture":"x86_64","isMainExecutable":false}`. Addresses are hex
-///   strings (JSON numbers lose 64-bit precision), ends are exclusive, sizes are numbers.
+///   strings (JSON numbers lose 64-bit precision), ends are exclusive, sizes are numbers. `textStart`
+///   is `loadAddress`: the text range starts where the image starts, headers included, as Mach-O's
+///   `__TEXT` does; it is not the first executable byte.
 ///
 /// A line can also carry the process it came from (`pid`: `[pid N] ` before a text line, a first
 /// `"pid"` member in JSON) and when the loader reported it (`timing`: `  +T ms (loaded in D ms)` after

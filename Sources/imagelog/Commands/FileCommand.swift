@@ -19,6 +19,11 @@ struct FileCommand: Command {
                               crash: one Binary Images line per slice,
                                 0xSTART - 0xEND name arch  <uuid> path
                               (link-time text range, END inclusive; 32 zeros without a build-id).
+                              The text range starts where the image starts, as Mach-O's __TEXT
+                              does (it maps the header): for ELF the first PT_LOAD, so JSON's
+                              textStart equals loadStart there; it ends after the last executable
+                              segment. Where code itself starts: the R-X segment in the detailed
+                              view, elf.segments or machO.segments in JSON.
       --uuid                  Print 'UUID: XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX (arch) path' per slice,
                               as llvm-dwarfdump --uuid does (ELF: the build-id's first 16 bytes).
       --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...; aarch64,
