@@ -18,6 +18,20 @@ public struct CrashReport: Sendable {
     case swiftBacktraceJSON = "swift-backtrace-json"
     /// Bare addresses with images given on the command line.
     case addresses
+    /// Sanitizer reports (ASan, TSan, MSan, UBSan, LSan) and LLVM stack dumps printed with `symbolize=0`.
+    case sanitizer
+    /// systemd-coredump's journal entry or `coredumpctl info`.
+    case coredump
+    /// Android tombstones and logcat crash dumps.
+    case androidTombstone = "android-tombstone"
+    /// glibc's `backtrace_symbols` / `backtrace_symbols_fd` lines.
+    case glibcBacktrace = "glibc-backtrace"
+
+    /// The Linux kinds, found line by line inside a longer log: frames are symbolicated by inserting
+    /// the function into each frame line.
+    public var isLinuxLog: Bool {
+      self == .sanitizer || self == .coredump || self == .androidTombstone || self == .glibcBacktrace
+    }
   }
 
   /// One binary image the report lists.
@@ -34,6 +48,12 @@ public struct CrashReport: Sendable {
     public var identity: ImageIdentity?
     /// The architecture the report names for the image (Mach-O slice selection), when it does.
     public var architecture: String?
+    /// True when a frame's address minus `loadAddress` is a link-time virtual address: sanitizers,
+    /// Android and glibc give offsets from the load bias (`dlpi_addr`), not from the first mapped byte.
+    public var offsetsFromLoadBias = false
+    /// True when the report gave no load address for the image (glibc's `symbol+0xoffset` frames):
+    /// it is found from a frame's symbol once the file is found.
+    public var loadAddressFromSymbols = false
 
     /// An image as a report (or `--image`) gives it.
     public init(name: String, path: String?, loadAddress: Address, endAddress: Address?, identity: ImageIdentity?,
@@ -69,6 +89,16 @@ public struct CrashReport: Sendable {
     public var reportedSymbol: String?
     /// For `.ips`: the path to the frame in the JSON (`threads[i].frames[j]`).
     public var ipsThread: Int?
+    /// The `symbol+0xoffset` the report located the frame by (glibc's `backtrace_symbols`).
+    public var symbolOffset: SymbolOffset? = nil
+  }
+
+  /// A position given as a symbol's name and an offset from its start.
+  public struct SymbolOffset: Sendable, Equatable {
+    /// The symbol's name as the report wrote it.
+    public var name: String
+    /// Bytes from the symbol's start.
+    public var offset: UInt64
   }
 
   /// One thread's heading.

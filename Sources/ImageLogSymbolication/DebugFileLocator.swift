@@ -69,7 +69,16 @@ public final class DebugFileLocator {
     let architecture = image.architecture ?? architecture
     guard let identity = image.identity else {
       if let path = image.path, let file = slices(path).flatMap({ SymbolFile.slice($0, architecture: architecture) }) {
-        return .unverified(file)
+        return .unverified(withDebugFile(file, image: image, architecture: architecture))
+      }
+      // A report that names a module without its folder (TSan's `(race+0x…)`): a file of that name
+      // directly in a --search folder, unverified like any file found without an identity.
+      if image.path == nil, image.name != "???" {
+        for folder in searchPaths where FileSystem.kind(folder) == .directory {
+          if let file = slices(folder + "/" + image.name).flatMap({ SymbolFile.slice($0, architecture: architecture) }) {
+            return .unverified(withDebugFile(file, image: image, architecture: architecture))
+          }
+        }
       }
       return .missing
     }
@@ -218,6 +227,17 @@ public final class DebugFileLocator {
       refuse("debuginfod", "\(hex): \(problem)")
       return nil
     }
+  }
+
+  /// A file found without an identity to check, completed by the files that match its own build-id
+  /// (a stripped library's `.debug` file): the file itself is still unverified, its debug file is not.
+  private func withDebugFile(_ file: SymbolFile, image: CrashReport.Image, architecture: String?) -> SymbolFile {
+    guard let buildID = file.buildID, !(file.hasDebugInfo && file.hasFullSymbolTable) else { return file }
+    var identified = image
+    identified.identity = ImageIdentity(buildID)
+    identified.path = file.path
+    guard case .found(let better, _) = locate(identified, architecture: architecture) else { return file }
+    return better
   }
 
   private func symbolScore(_ file: SymbolFile) -> Int {

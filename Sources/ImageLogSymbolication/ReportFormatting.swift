@@ -63,6 +63,7 @@ extension SymbolicatedReport {
   // MARK: In place
 
   func inPlaceText() -> String {
+    if report.format.isLinuxLog { return insertedText() }
     var framesByLine: [Int: [Int]] = [:]
     for (index, frame) in report.frames.enumerated() { if let line = frame.line { framesByLine[line, default: []].append(index) } }
     var out = ""
@@ -205,7 +206,7 @@ extension SymbolicatedReport {
       case .found: found += 1
       case .unverified(let path):
         found += 1
-        lines.append("  unverified: \(name) (no identity in the report) \(TextEscaping.escaped(path))")
+        lines.append("  unverified: the report has no build-id: \(name) \(TextEscaping.escaped(path))")
       case .missing: lines.append("  missing:    \(name)\(id)\(image.path.map { " " + TextEscaping.escaped($0) } ?? "")")
       case let .mismatch(reportID, fileID, path):
         lines.append("  mismatch:   \(name) report <\(reportID)> file <\(fileID)> \(TextEscaping.escaped(path))")

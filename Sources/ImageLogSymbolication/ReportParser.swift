@@ -26,6 +26,8 @@ public enum ReportParser {
     }
     let lines = splitLines(text)
     if isSwiftBacktrace(lines) { return SwiftBacktraceParser.parse(lines) }
+    // Before Apple's: a TSan `Thread T1 (tid=…) created by main thread at:` heading looks like a thread.
+    if let report = LinuxLogParser.parse(lines) { return report }
     if isAppleStyle(lines) { return AppleCrashParser.parse(lines) }
     if let report = AddressListParser.parse(lines, images: images) { return report }
     if images.isEmpty, lines.contains(where: { line in line.split(separator: " ").contains { hexNumber($0) != nil } }),
@@ -33,7 +35,8 @@ public enum ReportParser {
       throw ReportError("addresses without images: give --image PATH@LOADADDR or image lines in imagelog's formats")
     }
     throw ReportError("not a crash report: no threads, frames or binary images found "
-                      + "(expected imagelog, Apple .crash or .ips, or Swift backtracer output)")
+                      + "(expected imagelog, Apple .crash or .ips, Swift backtracer output, a sanitizer report, "
+                      + "systemd-coredump, an Android tombstone or glibc backtrace_symbols lines)")
   }
 
   /// Lines without their terminators (`\n` or `\r\n`).

@@ -140,6 +140,7 @@ public enum Symbolicator {
   /// Symbolicates every frame of `report`: files are found once per image, all line queries go to
   /// one `llvm-symbolizer` run. Never throws: what cannot be done is in each frame's status and `notes`.
   public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions()) -> SymbolicatedReport {
+    var report = report
     let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
                                    buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     let demangler = Demangler(style: options.demangle)
@@ -166,6 +167,7 @@ public enum Symbolicator {
     }
     for (path, problem) in locator.unreadable { notes.append("\(path): \(problem)") }
     for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
+    notes += placeImagesBySymbols(&report, files: files)
 
     var results: [SymbolicatedFrame] = []
     results.reserveCapacity(report.frames.count)
@@ -173,7 +175,10 @@ public enum Symbolicator {
     // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
     var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: report.images.count)
     var bases = [UInt64?](repeating: nil, count: report.images.count)
-    for (imageIndex, file) in files where bases.indices.contains(imageIndex) { bases[imageIndex] = file.imageBaseVMAddress }
+    for (imageIndex, file) in files where bases.indices.contains(imageIndex) {
+      // Offsets from the load bias are link-time addresses already.
+      bases[imageIndex] = report.images[imageIndex].offsetsFromLoadBias ? 0 : file.imageBaseVMAddress
+    }
     for frameIndex in report.frames.indices {
       var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
                                      lookupAddress: nil)
@@ -245,7 +250,7 @@ public enum Symbolicator {
         } else {
           (raw, name) = names[function]
         }
-        let displayAddress = offsetFromLookup ? lookup : file.imageBaseVMAddress &+ offset
+        let displayAddress = offsetFromLookup ? lookup : (bases[imageIndex] ?? file.imageBaseVMAddress) &+ offset
         results[frameIndex].status = .symbolicated
         results[frameIndex].setFunction(SymbolicatedFrame.Function(
           name: consume name, rawName: consume raw, offset: displayAddress &- starts[function], file: nil, line: nil,
