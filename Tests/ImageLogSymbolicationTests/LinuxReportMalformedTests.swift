@@ -96,3 +96,24 @@ import Testing
     #expect(result.notes.contains { $0.hasPrefix("\(libc): no frame gives an offset or a symbol this file has") })
   }
 }
+
+/// A symbol that holds a newline and terminal escapes (Tests/ImageReadersTests/Fixtures/hostile) is
+/// written escaped: the log keeps its lines, one per frame.
+@Suite struct LinuxReportEscapingTests {
+  @Test func hostileSymbolStaysOnItsLine() throws {
+    let library = packageRoot + "/Tests/ImageReadersTests/Fixtures/hostile/libhostile-x86_64.so"
+    try #require(readFileBytes(library) != nil, "needs the hostile fixture \(library)")
+    let nm = try runProcess(["llvm-nm", "--defined-only", library])
+    // llvm-nm prints the name raw: its line breaks inside it. The function is at 0x12f0 (`T evil…`).
+    try #require(nm.output.contains("00000000000012f0 T evil\u{1B}[2J\nRemoved: 0xdead (0x1) FORGED"), "\(nm.output)")
+    let text = "    #0 0x7f00000012f4  (\(library)+0x12f4)\n    #1 0x7f00000012f0  (\(library)+0x12f0)\nSUMMARY: done\n"
+    var options = LinuxReportMalformedTests.offline
+    options.demangle = .none
+    let written = Symbolicator.symbolicate(try ReportParser.parse(text), options: options).formatted(.report)
+    let lines = written.split(separator: "\n", omittingEmptySubsequences: false)
+    #expect(lines[0].hasPrefix("    #0 0x7f00000012f4 in evil\\x1b[2J\\nRemoved: 0xdead (0x1) FORGED"), "\(written)")
+    #expect(lines[1].hasPrefix("    #1 0x7f00000012f0 in evil\\x1b[2J\\n"), "\(written)")
+    #expect(lines[2] == "SUMMARY: done")
+    #expect(!written.contains("\u{1B}"))
+  }
+}
