@@ -76,23 +76,3 @@ func parseFormatter(_ scanner: inout ArgumentScanner, command: String, usage: St
   }
   return ImageFormatter(style: style, fullBuildIDs: scanner.flag("--full-build-ids"))
 }
-
-extension ImageFormatter {
-  // Only `imagelog run` calls these two, on lines already made; issue #17's redesign of `run` passes
-  // `pid` and `timing` to `format`/`eventLine` instead, and then they go.
-
-  /// `line` marked as coming from process `pid`: `[pid N] ` before it, or a `"pid"` field for JSON.
-  func labelled(_ line: String, pid: Int32) -> String {
-    if style == .json, line.hasPrefix("{") { return "{\"pid\":\(pid)," + line.dropFirst() }
-    return "[pid \(pid)] " + line
-  }
-
-  /// `line` with when the image was added and how long the loader took to map it.
-  func withTiming(_ line: String, sinceStart: UInt64, step: UInt64) -> String {
-    let timing = ImageTiming(sinceStart: sinceStart, loadDuration: step)
-    if style == .json, line.hasSuffix("}") {
-      return String(line.dropLast()) + ",\"addedAtNanoseconds\":\(sinceStart),\"loadNanoseconds\":\(step)}"
-    }
-    return line + Self.timingText(timing)
-  }
-}

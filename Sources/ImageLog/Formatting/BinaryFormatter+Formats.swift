@@ -1,8 +1,8 @@
 import ImageReaders
 
-// Mach-O's and universal files' views in `imagelog file`, wired to the rendering functions in
-// FileCommand+MachO.swift (`renderMachODetails`, `renderEntitlements`, `renderUniversalFailures`).
-// ELF's are in FileCommand+ELF.swift. `index` is always an index in `BinaryFile.slices`.
+// Mach-O's and universal files' part of `BinaryFormatter`'s views, wired to the rendering functions in
+// BinaryFormatter+MachO.swift (`renderMachODetails`, `renderEntitlements`, `renderUniversalFailures`).
+// ELF's are in BinaryFormatter+ELF.swift. `index` is always an index in `BinaryFile.slices`.
 
 extension MachOFile: FileDetailRendering, EntitlementsRendering {
   func detailedLines(slice index: Int) -> [String] { renderMachODetails(self) }

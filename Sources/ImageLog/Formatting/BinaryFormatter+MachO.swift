@@ -1,8 +1,7 @@
 import ImageReaders
 
-// Mach-O's and universal files' part of `imagelog file`: the detailed view's extra lines and
-// `--entitlements`. The functions are free of FileCommand's types so they can be tested and called
-// from any view.
+// Mach-O's and universal files' part of `BinaryFormatter`: the detailed view's extra lines and
+// entitlements.
 
 /// The detailed view's Mach-O lines (after the `SliceSummary` lines every format has), unindented.
 func renderMachODetails(_ file: MachOFile, universal: (member: FatFile.Slice, index: Int, count: Int, is64Bit: Bool)? = nil)
