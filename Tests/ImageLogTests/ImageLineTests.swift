@@ -8,7 +8,8 @@ import Testing
 
 /// The C that describes an image and writes its line (CImageLogImage.h: the audit module behind
 /// `imagelog run`, and the shim's snapshot walk) against the Swift side: `LoadLayout` for the same
-/// program headers, and `ImageFormatter` for the same image, byte for byte.
+/// program headers, `ImageFormatter.eventLine` (with pid and timing) for the same image, and
+/// `TextEscaping` for the same bytes, byte for byte.
 @Suite struct ImageLineTests {
   /// The C event line for `image`.
   static func cLine(_ image: il_image, _ options: il_line_options) -> [UInt8] {
@@ -22,36 +23,15 @@ import Testing
     }
   }
 
-  /// The line the CLI prints for an event: ImageFormatter's line, with `Added: `/`Removed: ` before the
-  /// crash and unstrip styles, timing after an added line, `[pid N] ` (JSON: a first "pid" field).
-  static func swiftLine(_ image: Image, formatter: ImageFormatter, removed: Bool, timing: (UInt64, UInt64)?,
-                        pid: Int32?) -> String {
-    var line = formatter.format(image, event: removed ? .removed : .added)
-    if formatter.style == .crash || formatter.style == .unstrip { line = (removed ? "Removed: " : "Added: ") + line }
-    func milliseconds(_ nanoseconds: UInt64) -> String {
-      let micro = nanoseconds / 1000
-      let fraction = String(micro % 1000)
-      return "\(micro / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
-    }
-    if let (since, step) = timing, !removed {
-      line = formatter.style == .json
-        ? String(line.dropLast()) + ",\"addedAtNanoseconds\":\(since),\"loadNanoseconds\":\(step)}"
-        : line + "  +\(milliseconds(since)) ms (loaded in \(milliseconds(step)) ms)"
-    }
-    if let pid { line = formatter.style == .json ? "{\"pid\":\(pid)," + line.dropFirst() : "[pid \(pid)] " + line }
-    return line
-  }
-
   static let styles: [(ImageFormatStyle, Int32)] = [
     (.logger, Int32(IL_STYLE_LOGGER)), (.crash, Int32(IL_STYLE_CRASH)),
     (.unstrip, Int32(IL_STYLE_UNSTRIP)), (.json, Int32(IL_STYLE_JSON)),
   ]
 
-  /// Every combination of style and options for one image: the mismatches, as text. `textStyles: false`
-  /// compares JSON only.
-  static func compare(_ swiftImage: Image, _ cImage: il_image, textStyles: Bool = true) -> [String] {
+  /// Every combination of style and options for one image: the mismatches, as text.
+  static func compare(_ swiftImage: Image, _ cImage: il_image) -> [String] {
     var mismatches: [String] = []
-    for (style, cStyle) in styles where textStyles || style == .json {
+    for (style, cStyle) in styles {
       for fullBuildIDs in [false, true] {
         for removed in [false, true] {
           for timing in [nil, (UInt64(1_234_567_890), UInt64(42_000))] as [(UInt64, UInt64)?] {
@@ -65,8 +45,10 @@ import Testing
               options.step_ns = timing?.1 ?? 0
               options.labelled = pid == nil ? 0 : 1
               options.pid = Int64(pid ?? 0)
-              let expected = swiftLine(swiftImage, formatter: ImageFormatter(style: style, fullBuildIDs: fullBuildIDs),
-                                       removed: removed, timing: timing, pid: pid)
+              // As `imagelog run` reports: timing on added images only.
+              let expected = ImageFormatter(style: style, fullBuildIDs: fullBuildIDs).eventLine(
+                swiftImage, event: removed ? .removed : .added, pid: pid,
+                timing: removed ? nil : timing.map { ImageTiming(sinceStart: $0.0, loadDuration: $0.1) })
               let got = cLine(cImage, options)
               if got != Array(expected.utf8) {
                 mismatches.append("C:     \(String(decoding: got, as: UTF8.self))\nSwift: \(expected)")
@@ -118,9 +100,6 @@ import Testing
   @Test(arguments: ["/lib/plain.so", "/tmp/with space/lib \"q\" \\b.so", "", "/opt/ünïcödé/lib.so", "[vdso]",
                     "/tmp/libx\nRemoved: 0xdead (0x1) FORGED.so", "/tmp/\u{1b}[2J\u{9b}\u{7f}\t.so"])
   func handMadeImagesGiveTheSameLine(path: String) {
-    // The text styles' escaping of paths is checked against the scheme itself below (escapesAsSpecified);
-    // here the formatter is compared in every style where the path needs no text escaping, and in JSON always.
-    let textStyles = !path.utf8.contains { $0 < 0x20 || $0 == 0x7f || $0 == UInt8(ascii: "\\") }
     for buildID in [nil, [UInt8](1...20), [UInt8](1...8), [UInt8](repeating: 0xab, count: 32)] as [[UInt8]?] {
       for textSize in [UInt64(0), 0x1234] {
         let swiftImage = Image(path: path, loadAddress: 0x7f00_0000_0000, loadBias: 0x7f00_0000_0000 &- 0x1000,
@@ -139,7 +118,7 @@ import Testing
                                    file_mapped_end: swiftImage.fileMappedRange.upperBound,
                                    build_id: buildID == nil ? nil : idBytes.baseAddress, build_id_size: bytes.count,
                                    build_id_address: swiftImage.buildIDAddress ?? 0, is_main: path.isEmpty ? 1 : 0)
-              return Self.compare(swiftImage, image, textStyles: textStyles)
+              return Self.compare(swiftImage, image)
             }
           }
         }
@@ -213,6 +192,7 @@ import Testing
   ])
   func escapesAsSpecified(input: [UInt8], expected: String) {
     #expect(Self.escaped(input) == expected)
+    #expect(TextEscaping.escaped(bytes: input) == expected, "the Swift escaper every other text style uses")
   }
 
   /// In JSON, a path's bytes read as Swift reads them (ill-formed UTF-8 replaced by U+FFFD per maximal
