@@ -25,6 +25,15 @@ enum AppleCrashParser {
         report.threads.append(CrashReport.Thread(number: -1, crashed: false, name: "Last Exception Backtrace"))
         continue
       }
+      // macOS's Objective-C exception crashes: `Application Specific Backtrace 1:` inside Application
+      // Specific Information, with frames in the thread layout. Numbered -1 - N (-1 is Last Exception Backtrace).
+      if line.hasPrefix("Application Specific Backtrace "), line.hasSuffix(":"),
+         let number = Int(line.dropFirst("Application Specific Backtrace ".count).dropLast()), number >= 0, number < 1 << 20 {
+        section = .thread(-1 - number)
+        currentThread = -1 - number
+        report.threads.append(CrashReport.Thread(number: currentThread, crashed: false, name: String(line.dropLast())))
+        continue
+      }
       if line.hasPrefix("Thread "), let heading = threadHeading(line) {
         switch heading {
         case let .frames(number, crashed, name):

@@ -103,7 +103,8 @@ public struct CrashReport: Sendable {
 
   /// One thread's heading.
   public struct Thread: Sendable, Equatable {
-    /// The thread's number as the report writes it (-1: Apple's `Last Exception Backtrace`).
+    /// The thread's number as the report writes it (-1: Apple's `Last Exception Backtrace`; -1 - N:
+    /// `Application Specific Backtrace N`).
     public var number: Int
     /// True for the thread the report marks as crashed.
     public var crashed: Bool

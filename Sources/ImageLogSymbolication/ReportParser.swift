@@ -110,8 +110,9 @@ public enum ReportParser {
   static func isAppleStyle(_ lines: [String]) -> Bool {
     lines.contains { line in
       guard let first = line.utf8.first, first == UInt8(ascii: "B") || first == UInt8(ascii: "C")
-        || first == UInt8(ascii: "T") || first == UInt8(ascii: "L") else { return false }
+        || first == UInt8(ascii: "T") || first == UInt8(ascii: "L") || first == UInt8(ascii: "A") else { return false }
       return line.hasPrefix("Binary Images:") || line.hasPrefix("Crashed Thread:")
+        || (line.hasPrefix("Application Specific Backtrace ") && line.hasSuffix(":"))
         || ((line.hasPrefix("Thread ") || line.hasPrefix("Last Exception Backtrace")) && line.hasSuffix(":"))
     }
   }

@@ -31,6 +31,7 @@ enum SwiftBacktraceParser {
       if trimmed.isEmpty { continue }
       if let thread = inThread {
         if trimmed.hasSuffix("...") { continue }  // frames left out by the backtracer's limit
+        if isRegisterLine(trimmed) { continue }  // `registers=all` prints each thread's registers before its frames
         guard var frame = frame(line) else {
           report.problems.append("line \(lineIndex + 1): unreadable frame '\(line.prefix(80))'")
           continue
@@ -49,6 +50,17 @@ enum SwiftBacktraceParser {
     ReportParser.attachImages(&report, frameImageNames: [:])
     if report.images.isEmpty { report.problems.append("no Images section: frames cannot be matched to files") }
     return report
+  }
+
+  /// A register line of `registers=all`: `rax 0x0000000000000000  0`, ` r8 0x…`, `rflags 0x… PF`,
+  /// `cs 0x0033  fs 0x0000  gs 0x0000`, `x29 0x…`: a name that starts with a letter, then `0x` and hex.
+  /// Frames start with their number.
+  static func isRegisterLine(_ trimmed: String) -> Bool {
+    let words = trimmed.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+    guard words.count >= 2, let first = words[0].unicodeScalars.first, first.properties.isAlphabetic, first.isASCII,
+          words[0].unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) })
+    else { return false }
+    return words[1].hasPrefix("0x") && ReportParser.hexNumber(words[1]) != nil
   }
 
   /// `Thread 0 "crasher" crashed:`, `Thread 1:`, `Thread 2 "worker":`.

@@ -1,0 +1,74 @@
+import ImageLogTestSupport
+import Testing
+@testable import ImageLogSymbolication
+
+/// Parts of Apple's and Swift's reports from the real corpus: `Application Specific Backtrace N:`
+/// sections (Fixtures/apple-reports/README.md names the source) and the backtracer's `registers=all`.
+@Suite struct AppleReportSectionTests {
+  @Test func applicationSpecificBacktraceIsRead() throws {
+    let path = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/apple-reports/app-specific-backtrace-rtimageassets-5.crash"
+    let report = try ReportParser.parse(try #require(readFile(path)))
+    #expect(report.format == .appleCrash)
+    #expect(report.threads == [CrashReport.Thread(number: -2, crashed: false, name: "Application Specific Backtrace 1")])
+    // The values in the report's lines, frame for frame.
+    let expected: [(UInt64, String)] = [
+      (0x00007fff8baa564c, "__exceptionPreprocess + 172"), (0x00000001019fa274, "DVTFailureHintExceptionPreprocessor + 194"),
+      (0x00007fff8fd5d6de, "objc_exception_throw + 43"), (0x00007fff8baa54fd, "+[NSException raise:format:] + 205"),
+      (0x00007fff8692edff, "-[NSFileManager enumeratorAtURL:includingPropertiesForKeys:options:errorHandler:] + 89"),
+      (0x0000000104766915, "-[IAImageAssets allFilesInDirectoryAtPath:] + 223"), (0x00000001047665ba, "-[IAImageAssets initWithPath:] + 154"),
+      (0x0000000104766504, "+[IAImageAssets assetsWithPath:] + 65"), (0x0000000104768159, "-[RTImageAssets _generateAssets:] + 316"),
+      (0x00007fff903cfcd7, "_os_activity_initiate + 75"), (0x00007fff84437497, "-[NSApplication sendAction:to:from:] + 410"),
+      (0x0000000101f5f140, "__37-[DVTApplication sendAction:to:from:]_block_invoke + 379"),
+      (0x00000001019f9fb2, "DVTInvokeWithFailureHint + 83"),
+    ]
+    #expect(report.frames.count == expected.count)
+    for (index, (frame, (address, symbol))) in zip(report.frames, expected).enumerated() {
+      #expect(frame.thread == -2 && frame.index == index && frame.address == address && frame.reportedSymbol == symbol)
+    }
+    #expect(report.problems == ["no Binary Images section: frames cannot be matched to files"])
+  }
+
+  @Test func applicationSpecificBacktraceBesideThreads() throws {
+    let text = """
+      Crashed Thread:        0  Dispatch queue: com.apple.main-thread
+
+      Application Specific Information:
+      *** Terminating app due to uncaught exception 'NSInvalidArgumentException'
+
+      Application Specific Backtrace 1:
+      0   CoreFoundation                      0x00007fff8baa564c __exceptionPreprocess + 172
+      1   libobjc.A.dylib                     0x00007fff8fd5d6de objc_exception_throw + 43
+
+      Application Specific Backtrace 2:
+      0   CoreFoundation                      0x00007fff8baa5600 __exceptionPreprocess + 96
+
+      Thread 0 Crashed:: Dispatch queue: com.apple.main-thread
+      0   libsystem_kernel.dylib              0x00007fff8bcf0282 __pthread_kill + 10
+
+      """
+    let report = try ReportParser.parse(text)
+    #expect(report.threads.map(\.number) == [-2, -3, 0])
+    #expect(report.frames.map(\.thread) == [-2, -2, -3, 0])
+    #expect(report.crashedThread == 0)
+    #expect(!report.problems.contains { $0.contains("unreadable") })
+  }
+
+  /// The backtracer with `registers=all` prints the crashed thread's registers before its frames; they
+  /// are not frames (each used to be an "unreadable frame").
+  @Test(.enabled(if: CrashPrograms.haveCompilers, "needs swiftc and clang to build the crash program"))
+  func swiftBacktraceRegistersAreNotFrames() throws {
+    let path = try CrashPrograms.crasher.get()
+    let raw = try runProcess([path, "index"], environment: [
+      "SWIFT_BACKTRACE": "enable=yes,interactive=no,symbolicate=off,registers=all,color=no",
+    ])
+    let registerLines = raw.error.split(separator: "\n").filter { SwiftBacktraceParser.isRegisterLine($0.trimmingSpaces) }
+    try #require(registerLines.count >= 16, "the backtracer printed no registers:\n\(raw.error)")
+    #expect(registerLines.contains { $0.hasPrefix("rax 0x") || $0.hasPrefix(" x0 0x") || $0.hasPrefix("x0 0x") })
+    let report = try ReportParser.parse(raw.error)
+    #expect(report.format == .swiftBacktrace)
+    #expect(!report.problems.contains { $0.contains("unreadable frame") }, "\(report.problems)")
+    let expected = CrashPrograms.crashedThreadFrames(try CrashPrograms.crash("index", symbolicate: "full"))
+    let crashed = try #require(report.crashedThread)
+    #expect(report.frames.filter { $0.thread == crashed }.count == expected.count)
+  }
+}
