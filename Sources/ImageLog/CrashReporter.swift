@@ -36,25 +36,19 @@ import Synchronization
 /// across code built without them (most of glibc) scans the stack for return addresses that
 /// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash.c`.
 public enum CrashReporter {
-  /// Why `install` failed: the path (if any) and the `errno` value.
+  /// Why `install` failed: the report path (if any) and the system call that failed.
   public struct InstallError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The report path, or nil when installing on a descriptor.
     public var path: String?
-    /// The `errno` value of the call that failed.
-    public var code: Int32
-    /// What was being done: "cannot open", "cannot install".
-    public var operation: String
+    /// What failed: "cannot open", "cannot install", with its `errno`.
+    public var system: SystemError
 
-    public init(path: String?, code: Int32, operation: String) {
+    public init(path: String?, _ system: SystemError) {
       self.path = path
-      self.code = code
-      self.operation = operation
+      self.system = system
     }
 
-    public var description: String {
-      let reason = String(cString: strerror(code))
-      return path.map { "\($0): \(operation): \(reason)" } ?? "\(operation): \(reason)"
-    }
+    public var description: String { path.map { "\($0): \(system)" } ?? system.description }
   }
 
   private static let tableObservers = Mutex<[ObservationToken]?>(nil)
@@ -95,12 +89,12 @@ public enum CrashReporter {
   /// Throws `InstallError` (`PATH: cannot open: REASON`) when the file cannot be opened.
   public static func install(writingTo path: String) throws(InstallError) {
     let fileDescriptor = il_crash_open_report(path)
-    guard fileDescriptor >= 0 else { throw InstallError(path: path, code: errno, operation: "cannot open") }
+    guard fileDescriptor >= 0 else { throw InstallError(path: path, .current("cannot open")) }
     do {
       try install(fileDescriptor: fileDescriptor)
     } catch {
       close(fileDescriptor)
-      throw InstallError(path: path, code: error.code, operation: error.operation)
+      throw InstallError(path: path, error.system)
     }
   }
 
@@ -110,14 +104,14 @@ public enum CrashReporter {
   public static func install(fileDescriptor: Int32) throws(InstallError) {
     startImageTable()
     let status = il_crash_install(fileDescriptor)
-    guard status == 0 else { throw InstallError(path: nil, code: status, operation: "cannot install") }
+    guard status == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: status)) }
   }
 
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is
   /// reported too (each thread needs one; `install` prepares the thread that calls it).
   public static func prepareCurrentThread() throws(InstallError) {
     let status = il_crash_prepare_thread()
-    guard status == 0 else { throw InstallError(path: nil, code: status, operation: "cannot allocate an alternate signal stack") }
+    guard status == 0 else { throw InstallError(path: nil, SystemError("cannot allocate an alternate signal stack", errno: status)) }
   }
 
   /// Puts back the signal handlers found by `install`. The image table stays current.

@@ -9,12 +9,12 @@ public enum DSYMBundle {
     /// The bundle has no `Contents/Resources/DWARF` folder.
     case noDWARFFolder
     /// The DWARF folder could not be opened.
-    case system(operation: String, errno: Int32)
+    case system(SystemError)
 
     public var description: String {
       switch self {
       case .noDWARFFolder: "not a dSYM bundle (no Contents/Resources/DWARF folder)"
-      case let .system(operation, code): "\(operation): \(String(cString: strerror(code)))"
+      case .system(let error): error.description
       }
     }
   }
@@ -35,7 +35,7 @@ public enum DSYMBundle {
     let folder = base + "/Contents/Resources/DWARF"
     var info = stat()
     guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw .noDWARFFolder }
-    guard let directory = opendir(folder) else { throw .system(operation: "cannot open \(folder)", errno: errno) }
+    guard let directory = opendir(folder) else { throw .system(.current("cannot open \(folder)")) }
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {

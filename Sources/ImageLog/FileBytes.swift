@@ -53,12 +53,12 @@ public final class FileBytes: @unchecked Sendable {
   public init(path: String) throws(MappedFile.OpenError) {
     self.path = path
     let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-    guard descriptor >= 0 else { throw .system(operation: "cannot open", errno: errno) }
+    guard descriptor >= 0 else { throw .system(.current("cannot open")) }
     var info = stat()
     guard fstat(descriptor, &info) == 0 else {
       let code = errno
       close(descriptor)
-      throw .system(operation: "cannot stat", errno: code)
+      throw .system(SystemError("cannot stat", errno: code))
     }
     if let kind = MappedFile.kindName(info.st_mode) {
       close(descriptor)
@@ -70,7 +70,7 @@ public final class FileBytes: @unchecked Sendable {
     }
     guard let size = Int(exactly: info.st_size) else {
       close(descriptor)
-      throw .system(operation: "too large", errno: EFBIG)
+      throw .system(SystemError("too large", errno: EFBIG))
     }
     self.descriptor = descriptor
     count = size
@@ -131,7 +131,7 @@ public final class FileBytes: @unchecked Sendable {
       let got = pread(descriptor, buffer.baseAddress.map { $0 + filled }, size - filled, off_t(lower + filled))
       if got < 0 && errno == EINTR { continue }
       if got <= 0 {
-        if got < 0 { readError = .system(operation: "cannot read", errno: errno) }
+        if got < 0 { readError = .system(.current("cannot read")) }
         break
       }
       filled += got
@@ -152,7 +152,7 @@ public final class FileBytes: @unchecked Sendable {
     let size = start + length - lower  // start + length <= count
     let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, off_t(lower))
     guard let mapping, mapping != MAP_FAILED else {
-      readError = .system(operation: "cannot map", errno: errno)
+      readError = .system(.current("cannot map"))
       throw .truncated(at: start, needed: length, available: 0)
     }
     fetchCount += 1

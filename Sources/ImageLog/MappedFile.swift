@@ -12,7 +12,8 @@ public final class MappedFile: @unchecked Sendable {
 
   /// Why a path could not be mapped; `description` is one line without the path (the caller adds it).
   public enum OpenError: Error, Equatable, Sendable, CustomStringConvertible {
-    case system(operation: String, errno: Int32)
+    /// A system call failed (`open`, `fstat`, `mmap`, `pread`).
+    case system(SystemError)
     case notRegularFile(kind: String)
     case empty
     /// Fewer bytes could be read than the file had when it was opened (`FileBytes`).
@@ -20,7 +21,7 @@ public final class MappedFile: @unchecked Sendable {
 
     public var description: String {
       switch self {
-      case let .system(operation, code): "\(operation): \(String(cString: strerror(code)))"
+      case .system(let error): error.description
       case .notRegularFile(let kind): "is a \(kind), not a regular file"
       case .empty: "empty file"
       case .shrank(let size): "file shrank while being read (it had \(size) bytes)"
@@ -33,17 +34,17 @@ public final class MappedFile: @unchecked Sendable {
   public init(path: String) throws(OpenError) {
     self.path = path
     var info = stat()
-    guard stat(path, &info) == 0 else { throw .system(operation: "cannot open", errno: errno) }
+    guard stat(path, &info) == 0 else { throw .system(.current("cannot open")) }
     if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
     let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-    guard descriptor >= 0 else { throw .system(operation: "cannot open", errno: errno) }
+    guard descriptor >= 0 else { throw .system(.current("cannot open")) }
     defer { close(descriptor) }
-    guard fstat(descriptor, &info) == 0 else { throw .system(operation: "cannot stat", errno: errno) }
+    guard fstat(descriptor, &info) == 0 else { throw .system(.current("cannot stat")) }
     if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
     guard info.st_size > 0 else { throw .empty }
-    guard let size = Int(exactly: info.st_size) else { throw .system(operation: "too large", errno: EFBIG) }
+    guard let size = Int(exactly: info.st_size) else { throw .system(SystemError("too large", errno: EFBIG)) }
     let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0)
-    guard let mapping, mapping != MAP_FAILED else { throw .system(operation: "cannot map", errno: errno) }
+    guard let mapping, mapping != MAP_FAILED else { throw .system(.current("cannot map")) }
     base = mapping
     count = size
   }

@@ -89,9 +89,9 @@ struct ProcessMapping: Equatable, Sendable {
 /// Small `/proc` file helpers: whole-file reads with the errno kept.
 enum ProcFile {
   /// Reads a whole (pseudo) file; throws the errno of `open` or `read`.
-  static func read(_ path: String) throws(ProcFileError) -> [UInt8] {
+  static func read(_ path: String) throws(SystemError) -> [UInt8] {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-    guard descriptor >= 0 else { throw ProcFileError(operation: "open", errno: errno) }
+    guard descriptor >= 0 else { throw .current("open") }
     defer { close(descriptor) }
     var result: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 65536)
@@ -100,7 +100,7 @@ enum ProcFile {
       if got < 0 {
         let failure = errno
         if failure == EINTR { continue }
-        throw ProcFileError(operation: "read", errno: failure)
+        throw SystemError("read", errno: failure)
       }
       if got == 0 { break }
       result.append(contentsOf: buffer[0..<got])
@@ -118,7 +118,3 @@ enum ProcFile {
   }
 }
 
-struct ProcFileError: Error {
-  var operation: String
-  var errno: Int32
-}

@@ -51,7 +51,7 @@ public enum ProcessImages {
       switch error.errno {
       case ENOENT, ESRCH: throw processGoneError(pid)
       case EACCES, EPERM: throw .permissionDenied(pid: pid, reading: "/proc/\(pid)/maps")
-      default: throw .system(pid: pid, operation: "cannot \(error.operation) /proc/\(pid)/maps", errno: error.errno)
+      default: throw .system(pid: pid, SystemError("cannot \(error.operation) /proc/\(pid)/maps", errno: error.errno))
       }
     }
     let mappings = ProcessMapping.parse(text)

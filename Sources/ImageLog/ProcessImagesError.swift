@@ -13,14 +13,14 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
   /// A zombie: it exited and its parent has not reaped it, so its address space is gone.
   case zombie(pid: Int32, command: String)
   /// Any other system call failure.
-  case system(pid: Int32, operation: String, errno: Int32)
+  case system(pid: Int32, SystemError)
 
   /// The PID the error is about.
   public var pid: Int32 {
     switch self {
     case .noSuchProcess(let pid), .exited(let pid): pid
     case .permissionDenied(let pid, _), .kernelThread(let pid, _), .zombie(let pid, _): pid
-    case .system(let pid, _, _): pid
+    case .system(let pid, _): pid
     }
   }
 
@@ -37,8 +37,8 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
       "pid \(pid): \(command) is a kernel thread: it has no images"
     case let .zombie(pid, command):
       "pid \(pid): \(command) is a zombie (exited, not yet reaped): it has no images"
-    case let .system(pid, operation, code):
-      "pid \(pid): \(operation): \(String(cString: strerror(code)))"
+    case let .system(pid, error):
+      "pid \(pid): \(error)"
     }
   }
 }

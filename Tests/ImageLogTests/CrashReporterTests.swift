@@ -69,11 +69,11 @@ import Testing
   }
 
   @Test func installReportsAnUnopenablePath() {
-    #expect(throws: CrashReporter.InstallError(path: "/nonexistent/imagelog/report.crash", code: ENOENT,
-                                               operation: "cannot open")) {
+    #expect(throws: CrashReporter.InstallError(path: "/nonexistent/imagelog/report.crash",
+                                               SystemError("cannot open", errno: ENOENT))) {
       try CrashReporter.install(writingTo: "/nonexistent/imagelog/report.crash")
     }
-    let error = CrashReporter.InstallError(path: "/x/report.crash", code: ENOENT, operation: "cannot open")
+    let error = CrashReporter.InstallError(path: "/x/report.crash", SystemError("cannot open", errno: ENOENT))
     #expect(error.description == "/x/report.crash: cannot open: No such file or directory")
   }
 

@@ -111,7 +111,7 @@ import Testing
       (folder, .notRegularFile(kind: "directory")),
       (fifo, .notRegularFile(kind: "FIFO")),  // refused without blocking: O_NONBLOCK, then fstat
       (empty, .empty),
-      (folder + "/missing", .system(operation: "cannot open", errno: ENOENT)),
+      (folder + "/missing", .system(SystemError("cannot open", errno: ENOENT))),
       ("/dev/null", .notRegularFile(kind: "character device")),
     ]
     for (path, expected) in cases {
