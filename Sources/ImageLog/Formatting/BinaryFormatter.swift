@@ -170,34 +170,21 @@ public enum BinaryFormatter {
 
   /// The JSON members every format has (from `SliceSummary`); addresses as hex strings, sizes as numbers.
   static func writeCommonJSONMembers(_ slice: SliceSummary, path: String, into json: inout JSONWriter) {
-    json.key("path")
-    json.string(path)
-    json.key("architecture")
-    json.string(slice.architecture)
-    json.key("fileType")
-    json.string(slice.fileType)
+    json.member("path", string: path)
+    json.member("architecture", string: slice.architecture)
+    json.member("fileType", string: slice.fileType)
     json.key("buildID")
     if let buildID = slice.buildID { json.hexString(buildID.bytes) } else { json.null() }
     json.key("uuid")
     if let buildID = slice.buildID { json.uuidString(buildID.bytes) } else { json.null() }
-    json.key("textStart")
-    json.address(slice.textVMRange.lowerBound)
-    json.key("textEnd")
-    json.address(slice.textVMRange.upperBound)
-    json.key("textSize")
-    json.number(slice.textVMRange.upperBound - slice.textVMRange.lowerBound)
-    json.key("loadStart")
-    json.address(slice.loadVMRange.lowerBound)
-    json.key("loadEnd")
-    json.address(slice.loadVMRange.upperBound)
-    json.key("installName")
-    json.string(slice.installName)
-    json.key("dependencies")
-    json.beginArray()
-    for dependency in slice.dependencies { json.string(dependency) }
-    json.endArray()
-    json.key("fileOffset")
-    json.number(slice.fileOffset)
+    json.member("textStart", address: slice.textVMRange.lowerBound)
+    json.member("textEnd", address: slice.textVMRange.upperBound)
+    json.member("textSize", number: slice.textVMRange.upperBound - slice.textVMRange.lowerBound)
+    json.member("loadStart", address: slice.loadVMRange.lowerBound)
+    json.member("loadEnd", address: slice.loadVMRange.upperBound)
+    json.member("installName", string: slice.installName)
+    json.member("dependencies", strings: slice.dependencies)
+    json.member("fileOffset", number: slice.fileOffset)
   }
 }
 

@@ -36,54 +36,73 @@ public struct JSONWriter: ~Copyable {
   public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
   @inlinable @inline(__always)
-  public mutating func beginObject() {
+  public mutating func beginObject() { open(UInt8(ascii: "{")) }
+
+  @inlinable @inline(__always)
+  public mutating func endObject() { close(UInt8(ascii: "}")) }
+
+  @inlinable @inline(__always)
+  public mutating func beginArray() { open(UInt8(ascii: "[")) }
+
+  @inlinable @inline(__always)
+  public mutating func endArray() { close(UInt8(ascii: "]")) }
+
+  @inlinable @inline(__always)
+  mutating func open(_ bracket: UInt8) {
     reserve(2)
     separate()
-    store(UInt8(ascii: "{"))
+    store(bracket)
     needsComma = false
   }
 
   @inlinable @inline(__always)
-  public mutating func endObject() {
+  mutating func close(_ bracket: UInt8) {
     reserve(1)
-    store(UInt8(ascii: "}"))
+    store(bracket)
     needsComma = true
   }
 
+  /// `"key":` and the string, or `null` when absent.
   @inlinable @inline(__always)
-  public mutating func beginArray() {
-    reserve(2)
-    separate()
-    store(UInt8(ascii: "["))
-    needsComma = false
+  public mutating func member(_ key: StaticString, string value: String?) {
+    self.key(key)
+    string(value)
   }
 
+  /// `"key":` and `"0x…"` (`address`).
   @inlinable @inline(__always)
-  public mutating func endArray() {
-    reserve(1)
-    store(UInt8(ascii: "]"))
-    needsComma = true
+  public mutating func member(_ key: StaticString, address value: UInt64) {
+    self.key(key)
+    address(value)
+  }
+
+  /// `"key":` and the number.
+  @inlinable @inline(__always)
+  public mutating func member(_ key: StaticString, number value: UInt64) {
+    self.key(key)
+    number(value)
+  }
+
+  /// `"key":` and `true` or `false`.
+  @inlinable @inline(__always)
+  public mutating func member(_ key: StaticString, bool value: Bool) {
+    self.key(key)
+    bool(value)
+  }
+
+  /// `"key":` and an array of strings.
+  @inlinable @inline(__always)
+  public mutating func member(_ key: StaticString, strings values: [String]) {
+    self.key(key)
+    beginArray()
+    for value in values { string(value) }
+    endArray()
   }
 
   /// `"key":` (keys are identifiers: nothing to escape); the value comes next.
   @inlinable @inline(__always)
   public mutating func key(_ key: StaticString) {
-    let length = key.utf8CodeUnitCount
-    reserve(length + 4)
-    separate()
-    store(UInt8(ascii: "\""))
-    storeAll(key.utf8Start, length)
-    store(UInt8(ascii: "\""))
-    store(UInt8(ascii: ":"))
-    needsComma = false
-  }
-
-  /// A key that is not a literal (the members a format's renderer returns).
-  public mutating func key(named key: String) {
-    reserve(1)
-    separate()
-    putString(key)
-    reserve(1)
+    quoted(key, extra: 1)
     store(UInt8(ascii: ":"))
     needsComma = false
   }
@@ -99,13 +118,19 @@ public struct JSONWriter: ~Copyable {
   /// A string literal that needs no escaping (ASCII letters, digits and punctuation other than `"` and `\\`).
   @inlinable @inline(__always)
   public mutating func literal(_ text: StaticString) {
+    quoted(text, extra: 0)
+    needsComma = true
+  }
+
+  /// A comma when due, then `text` quoted, with room reserved for `extra` more bytes.
+  @inlinable @inline(__always)
+  mutating func quoted(_ text: StaticString, extra: Int) {
     let length = text.utf8CodeUnitCount
-    reserve(length + 3)
+    reserve(length + 3 + extra)
     separate()
     store(UInt8(ascii: "\""))
     storeAll(text.utf8Start, length)
     store(UInt8(ascii: "\""))
-    needsComma = true
   }
 
   /// JSON text written as it is, with no comma before it: the fixed parts of an object whose members
