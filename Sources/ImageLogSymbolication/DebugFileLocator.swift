@@ -92,6 +92,18 @@ public final class DebugFileLocator {
         mismatch = (file.buildID?.hex ?? "none", path)
       }
     }
+    // A dSYM bundle beside the binary, where lldb and Xcode look first: `X.dSYM/Contents/Resources/DWARF/X`.
+    // A universal dSYM serves every slice: the one with the image's UUID is taken.
+    if let path = image.path, !path.hasSuffix("/") {
+      let dsym = path + ".dSYM/Contents/Resources/DWARF/" + (path.split(separator: "/").last.map(String.init) ?? path)
+      if let candidates = slices(dsym) {
+        if let file = candidates.first(where: { $0.buildID.map { identity.match($0) != .different } ?? false }) {
+          matches.append((file, "dSYM beside the binary"))
+        } else {
+          refuse(dsym, "UUID \(candidates.compactMap { $0.buildID?.uuid }.joined(separator: ", ")) differs from \(identity.text)")
+        }
+      }
+    }
     // `.gnu_debuglink`, where GDB looks: beside the binary, in its .debug/ folder, and under each
     // debug root with the binary's folder appended. Used only when the CRC-32 and build-id match too.
     for (file, _) in matches {

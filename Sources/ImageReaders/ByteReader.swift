@@ -86,6 +86,96 @@ public struct ByteReader {
     is64Bit ? try read(UInt64.self) : UInt64(try read(UInt32.self))
   }
 
+  /// Reads an unsigned LEB128 number (DWARF, Mach-O opcode streams) and advances past it. The loop
+  /// ends at the end of the bytes at the latest; a value with significant bits beyond 64 throws.
+  @inline(__always)
+  public mutating func readULEB128() throws(FormatError) -> UInt64 {
+    var result: UInt64 = 0
+    var shift: UInt64 = 0
+    var position = offset
+    while position < bytes.count {
+      let byte = bytes[position]
+      position += 1  // position < bytes.count
+      let payload = UInt64(byte & 0x7F)
+      if shift < 64 {
+        guard shift < 63 || payload <= 1 else { throw .leb128TooLong(at: offset) }
+        result |= payload << shift
+      } else if payload != 0 {
+        throw .leb128TooLong(at: offset)
+      }
+      if byte & 0x80 == 0 {
+        offset = position
+        return result
+      }
+      shift &+= 7  // grows by 7 per byte read: bounded by 7 * bytes.count
+    }
+    throw .truncated(at: offset, needed: position - offset + 1, available: remaining)
+  }
+
+  /// Reads a signed LEB128 number and advances past it (see `readULEB128`).
+  @inline(__always)
+  public mutating func readSLEB128() throws(FormatError) -> Int64 {
+    var result: UInt64 = 0
+    var shift: UInt64 = 0
+    var position = offset
+    while position < bytes.count {
+      let byte = bytes[position]
+      position += 1  // position < bytes.count
+      let payload = UInt64(byte & 0x7F)
+      if shift < 64 {
+        result |= payload << shift
+      } else if payload != 0 && payload != 0x7F {
+        throw .leb128TooLong(at: offset)
+      }
+      shift &+= 7
+      if byte & 0x80 == 0 {
+        if shift < 64 && byte & 0x40 != 0 { result |= ~0 << shift }
+        offset = position
+        return Int64(bitPattern: result)
+      }
+    }
+    throw .truncated(at: offset, needed: position - offset + 1, available: remaining)
+  }
+
+  /// Skips an LEB128 number (signed or unsigned) without decoding it.
+  @inline(__always)
+  public mutating func skipLEB128() throws(FormatError) {
+    var position = offset
+    while position < bytes.count {
+      let byte = bytes[position]
+      position += 1  // position < bytes.count
+      if byte & 0x80 == 0 { offset = position; return }
+    }
+    throw .truncated(at: offset, needed: position - offset + 1, available: remaining)
+  }
+
+  /// Reads an unsigned integer of `size` bytes (1, 2, 3, 4 or 8), as DWARF's sized forms are.
+  @inline(__always)
+  public mutating func readUnsigned(size: Int) throws(FormatError) -> UInt64 {
+    switch size {
+    case 1: return UInt64(try read(UInt8.self))
+    case 2: return UInt64(try read(UInt16.self))
+    case 3:
+      let low = UInt64(try read(UInt16.self)), high = UInt64(try read(UInt8.self))
+      return endian == .little ? low | high << 16 : (low << 8) | high
+    case 4: return UInt64(try read(UInt32.self))
+    default: return try read(UInt64.self)
+    }
+  }
+
+  /// The NUL-terminated string at `offset` (see `cString(at:)`); advances past its NUL.
+  public mutating func readCString() throws(FormatError) -> String {
+    let length = try cStringLength(at: offset)
+    let string = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
+    offset += length + 1  // cStringLength proved offset + length < count
+    return string
+  }
+
+  /// Skips a NUL-terminated string at `offset`, its NUL included.
+  public mutating func skipCString() throws(FormatError) {
+    offset += try cStringLength(at: offset) + 1  // cStringLength proved offset + length < count
+  }
+
   /// Copies `length` bytes at `offset` and advances past them.
   public mutating func readBytes(_ length: Int) throws(FormatError) -> [UInt8] {
     let result = try bytes(at: offset, length: length)

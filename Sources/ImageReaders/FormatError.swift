@@ -25,6 +25,10 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
   case codeSignature(String)
   /// A count or size larger than the reader accepts for this field.
   case limitExceeded(String, value: UInt64, limit: UInt64)
+  /// A LEB128 number at `at` with significant bits beyond 64.
+  case leb128TooLong(at: Int)
+  /// DWARF that breaks the format's rules: the section, the offset in it, what is wrong.
+  case dwarf(section: String, offset: Int, String)
 
   public var description: String {
     switch self {
@@ -42,6 +46,8 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
     case .machO(let what): what
     case .codeSignature(let what): "code signature: \(what)"
     case let .limitExceeded(field, value, limit): "\(field) \(value) exceeds the limit of \(limit)"
+    case .leb128TooLong(let at): "LEB128 number at offset \(at) does not fit in 64 bits"
+    case let .dwarf(section, offset, what): "\(section) at offset 0x\(hexDigits(UInt64(max(offset, 0)))): \(what)"
     }
   }
 }

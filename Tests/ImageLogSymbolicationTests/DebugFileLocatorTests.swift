@@ -202,4 +202,37 @@ import Testing
     #expect(orphan.supplementaryPath == nil)
     #expect(locator.refused.contains { $0.problem.hasPrefix("dwz supplementary file with build-id \(link.buildID.hex)") })
   }
+
+  /// A dSYM bundle beside a Mach-O binary (`X.dSYM/Contents/Resources/DWARF/X`, where lldb looks) is
+  /// found by the report's UUID alone; one whose UUID differs (llvm-dwarfdump says which) is refused.
+  @Test(.enabled(if: haveTool("llvm-dwarfdump-14"), "needs llvm-dwarfdump-14"))
+  func dSYMBesideTheBinary() throws {
+    let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
+    let other = packageRoot + "/Tests/ImageReadersTests/Fixtures/macho/debugfixture.dSYM/Contents/Resources/DWARF/debugfixture"
+    try #require(readFileBytes(fixtures + "/macho-c-O2") != nil, "the DWARF fixtures are missing")
+    func uuid(_ path: String) throws -> String {
+      let output = try runProcess(["llvm-dwarfdump-14", "--uuid", path]).output
+      return String(try #require(output.split(separator: " ").dropFirst().first))
+    }
+    let directory = try makeTemporaryDirectory()
+    let binary = directory + "/macho-c-O2"
+    let dwarf = binary + ".dSYM/Contents/Resources/DWARF/macho-c-O2"
+    #expect(try runProcess(["cp", "-R", fixtures + "/macho-c-O2", fixtures + "/macho-c-O2.dSYM", directory]).exitCode == 0)
+    let identity = try #require(ImageIdentity(try uuid(binary)))
+    let image = CrashReport.Image(name: "macho-c-O2", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
+                                  identity: identity, architecture: "arm64")
+    var locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+    guard case .found(let file, _) = locator.locate(image, architecture: nil) else { Issue.record("not found"); return }
+    #expect(Self.dwarfPath(file) == dwarf)
+    #expect(locator.refused.isEmpty)
+
+    #expect(try runProcess(["cp", other, dwarf]).exitCode == 0)
+    let otherUUID = try uuid(dwarf)
+    #expect(otherUUID != identity.text)
+    locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+    guard case .found(let alone, let how) = locator.locate(image, architecture: nil) else { Issue.record("not found"); return }
+    #expect(alone.path == binary && how == "recorded path" && !alone.hasDebugInfo)
+    #expect(locator.refused.map(\.path) == [dwarf])
+    #expect(locator.refused.first?.problem == "UUID \(otherUUID) differs from \(identity.text)")
+  }
 }
