@@ -81,3 +81,45 @@ enum SymbolCLIOracle {
     return nil
   }
 }
+
+/// `imagelog symbolicate` over a stripped binary whose `.gnu_debuglink` file was changed after linking:
+/// the debug file is not used, and the output's notes say which file and why (its CRC-32 and the
+/// link's); once the right file is back, its DWARF gives the function's name.
+@Suite struct SymbolicateDebugLinkCLITests {
+  @Test(.enabled(if: haveTool("objcopy") && haveTool("cc") && haveTool("nm") && haveTool("readelf"), "needs objcopy, cc, nm, readelf"))
+  func tamperedDebugLinkIsRefusedWithANote() throws {
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    try SymbolicateCLI.write(directory + "/p.c", """
+      #include <stdio.h>
+      static int __attribute__((noinline)) linked_helper(int x) { return x * 5 + 1; }
+      int main(int argc, char **argv) { printf("%d\\n", linked_helper(argc)); return 0; }
+      """)
+    let program = directory + "/p.full", stripped = directory + "/p", debug = directory + "/p.debug"
+    #expect(try symbolicateRun(["cc", "-g", "-O1", "-Wl,--build-id", directory + "/p.c", "-o", program]).exitCode == 0)
+    #expect(try symbolicateRun(["objcopy", "--only-keep-debug", program, debug]).exitCode == 0)
+    #expect(try symbolicateRun(["objcopy", "--strip-all", "--add-gnu-debuglink=" + debug, program, stripped]).exitCode == 0)
+    let helper = try #require(try SymbolCLIOracle.nmAddress(of: "linked_helper", in: program))
+    let notes = try symbolicateRun(["readelf", "-n", program]).output
+    let idLine = try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") })
+    let id = String(try #require(idLine.split(separator: " ").last))
+    let load: UInt64 = 0x5555_5555_4000
+    try SymbolicateCLI.write(directory + "/list.txt", """
+      0x\(String(load, radix: 16))+0x4000 \(id)@0x\(String(load, radix: 16)) \(stripped) - p
+      0x\(String(load + helper + 4, radix: 16))
+
+      """)
+    let good = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", "--format", "json",
+                                   directory + "/list.txt"])
+    #expect(good.output.contains("\"symbol\":\"linked_helper\""), "\(good.output)")
+    #expect(good.output.contains("\"notes\":[]"), "\(good.output)")
+
+    // One byte appended: the same ELF file, build-id and DWARF; only the CRC-32 differs.
+    let size = readFileBytes(debug)?.count ?? 0
+    #expect(try symbolicateRun(["sh", "-c", "printf '\\0' >> \"$0\"", debug]).exitCode == 0)
+    #expect(readFileBytes(debug)?.count == size + 1)
+    let refused = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", directory + "/list.txt"])
+    #expect(!refused.output.contains("linked_helper"), "\(refused.output)")
+    #expect(refused.output.contains("note: \(debug): not used: CRC-32 0x"), "\(refused.output)")
+    #expect(refused.output.contains("in the .gnu_debuglink of \(stripped)"), "\(refused.output)")
+  }
+}
