@@ -47,6 +47,9 @@ fuzz:
 	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
 	cd Tests/ImageReadersTests/Fixtures && find . -type f ! -name '.*' | while read -r f; do \
 	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-$$(echo "$${f#./}" | tr / -)"; done
+	# The DWARF fixtures too: compilers' .eh_frame/.debug_info for the call frame and DWARF readers.
+	cd Tests/ImageLogSymbolicationTests/Fixtures/dwarf && find . -type f ! -name '.*' | while read -r f; do \
+	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-dwarf-$$(echo "$${f#./}" | tr / -)"; done
 	$(FUZZ_DIR)/fuzz-binary-file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
 	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
 
