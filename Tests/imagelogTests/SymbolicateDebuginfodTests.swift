@@ -56,6 +56,8 @@ import Testing
       """)
     // In the namespace the port is free by construction: nothing else runs there.
     let script = SymbolicateCLI.packageRoot + "/Scripts/with-local-debuginfod"
+    #expect(try symbolicateRun(["mkdir", "-p", directory + "/offline/serve"]).exitCode == 0)
+    #expect(try symbolicateRun(["cp", serve + "/p.debug", directory + "/offline/serve/"]).exitCode == 0)
     let run = try symbolicateRun(["unshare", "-rn", script, directory, id, "8002",
                                   SymbolicateCLI.executable, "symbolicate", "--format", "json", directory + "/list.txt"])
     try #require(run.exitCode == 0, "\(run.error)")
@@ -63,6 +65,14 @@ import Testing
     #expect(run.output.contains("\"symbol\":\"hidden_helper\",\"symbolOffset\":8"), "\(run.output)")
     #expect(run.output.contains("\"status\":\"found\",\"file\":\"\(cached)\",\"via\":\"debuginfod\""), "\(run.output)")
     #expect(readFileBytes(cached) == readFileBytes(serve + "/p.debug"), "the client cache holds the served file")
+
+    // --no-system-debug: the server is running and named, but not asked.
+    let offline = try symbolicateRun(["unshare", "-rn", script, directory + "/offline", id, "8002",
+                                      SymbolicateCLI.executable, "symbolicate", "--no-system-debug", "--format", "json",
+                                      directory + "/list.txt"])
+    #expect(offline.exitCode == 0, "\(offline.error)")
+    #expect(!offline.output.contains("hidden_helper"), "\(offline.output)")
+    #expect(readFileBytes(directory + "/offline/cache/" + id + "/debuginfo") == nil)
 
     // The same list with no server named: the image is not found (the server was what found it).
     let alone = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--format", "json", directory + "/list.txt"],
