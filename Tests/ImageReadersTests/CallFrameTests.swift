@@ -16,6 +16,9 @@ import Testing
                    "r14", "r15", "rip"]
       if number < names.count { return names[Int(number)] }
       if (17...32).contains(number) { return "xmm\(number - 17)" }
+    case 3:  // EM_386
+      let names = ["eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi", "eip", "eflags"]
+      if number < names.count { return names[Int(number)] }
     case 183:  // EM_AARCH64
       if number <= 30 { return "x\(number)" }
       if number == 31 { return "sp" }
@@ -196,15 +199,17 @@ import Testing
   }
 
   /// Every CFI directive GAS has, in `.eh_frame` and `.debug_frame` (Tests/Programs/cfi-directives.s).
-  @Test(.enabled(if: haveTool("readelf") && haveTool("cc"), "needs readelf and cc"))
-  func everyDirectiveMatchesReadelf() throws {
+  /// And a 32-bit one (Tests/Programs/cfi-directives-i386.s: 4-byte addresses, data alignment -4).
+  @Test(.enabled(if: haveTool("readelf") && haveTool("cc"), "needs readelf and cc"),
+        arguments: [("cfi-directives.s", [String](), 12), ("cfi-directives-i386.s", ["-m32"], 2)])
+  func everyDirectiveMatchesReadelf(source: String, flags: [String], fdes: Int) throws {
     let directory = try makeTemporaryDirectory()
     let object = directory + "/cfi.so"
-    let build = try runChild(["cc", "-shared", "-nostdlib", "-Wl,--eh-frame-hdr", packageRoot + "/Tests/Programs/cfi-directives.s",
+    let build = try runChild(["cc"] + flags + ["-shared", "-nostdlib", "-Wl,--eh-frame-hdr", packageRoot + "/Tests/Programs/" + source,
                               "-o", object])
     try #require(build.exitCode == 0, "cc: \(build.error)")
     let tally = try Self.compare(object)
-    #expect(tally.fdes >= 6, "\(tally.fdes) FDEs")
-    print("CallFrameTests: cfi-directives: \(tally.fdes) FDEs (\(tally.emptyFDEs) without instructions), \(tally.rows) rows, \(tally.lookups) lookups agree with readelf")
+    #expect(tally.fdes == fdes, "\(tally.fdes) FDEs")
+    print("CallFrameTests: \(source): \(tally.fdes) FDEs (\(tally.emptyFDEs) without instructions), \(tally.rows) rows, \(tally.lookups) lookups agree with readelf")
   }
 }
