@@ -45,6 +45,8 @@ extension ProcessImages {
         current = try snapshot(of: pid)
       } catch {
         switch error {
+        case .noImages where !previous.isEmpty:
+          current = previous  // inside an exec or exiting: the next poll tells which
         case .exited, .zombie: return .processExited
         case .noSuchProcess where !first: return .processExited
         default: throw error

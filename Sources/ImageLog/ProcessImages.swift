@@ -26,8 +26,12 @@ public enum ProcessImages {
 
   /// `readingMemory: false` reads every header from the files, as when `process_vm_readv` is refused.
   static func snapshot(of pid: Int32, readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
+    try images(of: pid, mappings: try readMappings(of: pid), readingMemory: readingMemory)
+  }
+
+  /// The images `mappings` (the parsed `/proc/PID/maps`) show, headers read from memory or the files.
+  static func images(of pid: Int32, mappings: [ProcessMapping], readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
     var reader = ProcessMemoryReader(pid: pid, readingMemory: readingMemory)
-    let mappings = try readMappings(of: pid)
     let main = mainExecutableIdentity(of: pid)
     var images: [Image] = []
     for index in mappings.indices {
@@ -39,8 +43,12 @@ public enum ProcessImages {
       }
       images.append(image)
     }
+    // A live process always maps its executable (or at least the vDSO): none means the maps were read
+    // in exec's window (the new address space holds only the stack) or while the process was exiting.
+    if images.isEmpty { throw emptyAddressSpaceError(pid) }
     return images
   }
+
 
   /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on.
   static func readMappings(of pid: Int32) throws(ProcessImagesError) -> [ProcessMapping] {
@@ -64,7 +72,8 @@ public enum ProcessImages {
     access("/proc/\(pid)", F_OK) == 0 ? emptyAddressSpaceError(pid) : .noSuchProcess(pid: pid)
   }
 
-  /// Why a process that exists has no mappings: a kernel thread, a zombie, or it is exiting.
+  /// Why a process that exists has no mappings (or none of an image): a kernel thread, a zombie, or it
+  /// is inside an exec or exiting; `.exited` when it is gone by now.
   static func emptyAddressSpaceError(_ pid: Int32) -> ProcessImagesError {
     guard let stat = try? ProcFile.read("/proc/\(pid)/stat"),
           let open = stat.firstIndex(of: 0x28), let close = stat.lastIndex(of: 0x29), open < close else {
@@ -79,7 +88,7 @@ public enum ProcessImages {
        flags & pfKernelThread != 0 {
       return .kernelThread(pid: pid, command: command)
     }
-    return .exited(pid: pid)
+    return .noImages(pid: pid)  // alive, but its address space is being replaced (exec) or torn down (exit)
   }
 
   struct FileIdentity { var inode: UInt64; var major: UInt32; var minor: UInt32 }

@@ -8,6 +8,8 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
   case permissionDenied(pid: Int32, reading: String)
   /// The process went away between two reads.
   case exited(pid: Int32)
+  /// The maps list no image: the process is starting (inside `execve`) or exiting.
+  case noImages(pid: Int32)
   /// A kernel thread: no user address space, so no images.
   case kernelThread(pid: Int32, command: String)
   /// A zombie: it exited and its parent has not reaped it, so its address space is gone.
@@ -18,7 +20,7 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
   /// The PID the error is about.
   public var pid: Int32 {
     switch self {
-    case .noSuchProcess(let pid), .exited(let pid): pid
+    case .noSuchProcess(let pid), .exited(let pid), .noImages(let pid): pid
     case .permissionDenied(let pid, _), .kernelThread(let pid, _), .zombie(let pid, _): pid
     case .system(let pid, _): pid
     }
@@ -33,6 +35,8 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
         + "/proc/sys/kernel/yama/ptrace_scope 0 for a process that is not your child), as root, or with CAP_SYS_PTRACE"
     case .exited(let pid):
       "pid \(pid): the process exited while its images were being read"
+    case .noImages(let pid):
+      "pid \(pid): no images mapped: the process is starting (in exec) or exiting"
     case let .kernelThread(pid, command):
       "pid \(pid): \(command) is a kernel thread: it has no images"
     case let .zombie(pid, command):

@@ -11,7 +11,19 @@ public enum ReportParser {
   ///
   /// Throws only when nothing in the text is a report; unreadable parts of a report are named in
   /// `problems` and the rest is still returned.
+  /// A report of any kind in which nothing was found to symbolicate (no frame and no image: an `.ips`
+  /// whose body is `{}` or `[]`, a `.crash` with only headers) throws as text without frames does.
   public static func parse(_ text: String, images: [CrashReport.Image] = []) throws(ReportError) -> CrashReport {
+    let report = try parseAnyKind(text, images: images)
+    guard !report.frames.isEmpty || !report.images.isEmpty else {
+      let kind = report.format == .appleIPS ? ".ips body (bug_type \(report.ipsHeader?["bug_type"]?.string ?? "?"))"
+        : report.ipsHeader != nil ? "text after the JSON header line" : "\(report.format.rawValue) report"
+      throw ReportError("not a crash report: no threads, frames or binary images found in the \(kind)")
+    }
+    return report
+  }
+
+  private static func parseAnyKind(_ text: String, images: [CrashReport.Image]) throws(ReportError) -> CrashReport {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }

@@ -238,6 +238,11 @@ import ImageReaders
     ("{\"bug_type\":\"309\"}\n{\"threads\": [", "unreadable .ips body"),
     ("{\"bug_type\":\"309\", \"usedIm", "unreadable .ips header"),
     ("[1,2,3]", "not a crash report"),
+    // Nothing to symbolicate in a report of a known kind: the same error (and status) as text without frames.
+    ("{\"bug_type\":\"309\"}\n{}\n", "not a crash report: no threads, frames or binary images found in the .ips body (bug_type 309)"),
+    ("{\"bug_type\":\"309\"}\n[]\n", "not a crash report: no threads, frames or binary images found"),
+    ("{\"bug_type\":\"309\"}\n{\"threads\":[],\"usedImages\":[]}\n", "not a crash report: no threads, frames or binary images found"),
+    ("Crashed Thread:  0\n\nThread 0 Crashed:\n", "not a crash report: no threads, frames or binary images found in the crash report"),
   ])
   func rejects(text: String, message: String) {
     do {

@@ -179,6 +179,24 @@ import Testing
     quick.reap()
     #expect(throws: ProcessImagesError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
   }
+
+  /// Maps read inside `execve` (the new address space holds only the stack) list no image: an error
+  /// that says so, never an empty list (`imagelog pid` printed one empty line and exited 0). The maps
+  /// are the real ones of a live child with everything but its stack left out, so this is exactly
+  /// what the window shows, every time.
+  @Test func mapsWithoutImagesOfALiveProcess() throws {
+    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    #expect(child.readLine() == "ready")
+    let maps = try ProcessImages.readMappings(of: child.pid)
+    let stackOnly = maps.filter { $0.path == "[stack]" }
+    try #require(stackOnly.count == 1, "the child's maps have a [stack] line")
+    #expect(throws: ProcessImagesError.noImages(pid: child.pid)) {
+      try ProcessImages.images(of: child.pid, mappings: stackOnly, readingMemory: true)
+    }
+    #expect(ProcessImagesError.noImages(pid: 7).description
+            == "pid 7: no images mapped: the process is starting (in exec) or exiting")
+    #expect(try ProcessImages.images(of: child.pid, mappings: maps, readingMemory: true).isEmpty == false)
+  }
 }
 
 extension ProcessImagesTests {

@@ -80,6 +80,27 @@ import Testing
     #expect(result.error == "imagelog: pid \(zombiePID): python3 is a zombie (exited, not yet reaped): it has no images\n")
   }
 
+  /// A process that execs itself over and over (the same PID, a new address space each time): every
+  /// `imagelog pid` on it either lists images or says in one line why not, with status 1; never status
+  /// 0 with nothing listed (it did about once in 600 runs, caught between exec's two halves).
+  @Test func processInTheMiddleOfExec() throws {
+    let script = "I=$((${I:-0}+1)); export I; [ \"$I\" -lt 1000000 ] && exec /bin/sh -c \"$S\""
+    let child = try ProcessTestProgram(["sh", "-c", "echo ready; S='\(script)' exec /bin/sh -c '\(script)'"])
+    try child.wait(for: "ready")
+    for _ in 0..<150 {
+      let result = try runProcessTest([processTestImagelog, "pid", String(child.pid)])
+      let lines = result.output.split(separator: "\n", omittingEmptySubsequences: false).dropLast()  // after the last \n
+      if result.exitStatus == 0 {
+        #expect(result.output.hasSuffix("\n") && !lines.isEmpty && lines.allSatisfy { !$0.isEmpty },
+                "status 0 with \(lines.count) lines: \(result.output)")
+      } else {
+        #expect(result.exitStatus == 1 && result.output.isEmpty)
+        #expect(result.error.hasPrefix("imagelog: pid \(child.pid): ") && result.error.split(separator: "\n").count == 1,
+                "\(result.error)")
+      }
+    }
+  }
+
   /// As root, the same check from the other side: `nobody` may not read root's process.
   @Test(.enabled(if: processTestToolExists("setpriv") || getuid() != 0, "needs setpriv to drop root"))
   func permissionDenied() throws {

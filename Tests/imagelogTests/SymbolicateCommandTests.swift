@@ -24,12 +24,41 @@ import Testing
     #expect(result.output.isEmpty)
   }
 
+  /// A universal file given with `--image` and bare addresses (no architecture anywhere): one line
+  /// saying it is universal, its architectures (as llvm-lipo lists them) and that `--arch` picks one;
+  /// status 1. With `--arch` the slice is found; an `--arch` it lacks is named. (It said
+  /// "[image file not found]" and exited 0.)
+  @Test(.enabled(if: SymbolicateCLI.have("llvm-lipo-14"), "needs llvm-lipo-14 (Debian llvm-14)"))
+  func universalImageWithoutArch() throws {
+    let path = SymbolicateCLI.packageRoot + "/Tests/ImageReadersTests/Fixtures/macho/universal-macos"
+    let archs = try symbolicateRun(["llvm-lipo-14", "-archs", path]).output.split(whereSeparator: { $0 == " " || $0 == "\n" })
+      .map(String.init)
+    try #require(archs.count == 2)
+    let image = ["--image", path + "@0x100000000", "0x100000f00"]
+    let without = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-lines"] + image)
+    #expect(without.exitCode == 1)
+    #expect(without.error == "imagelog: \(path): a universal file (\(archs.joined(separator: ", "))): "
+            + "give --arch <name> to pick the slice that was loaded\n")
+    let chosen = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-lines", "--arch", archs[0]] + image)
+    #expect(chosen.exitCode == 0)
+    #expect(chosen.error == "")
+    #expect(chosen.output.contains("1 of 1 images found"))
+    let absent = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-lines", "--arch", "armv7k"] + image)
+    #expect(absent.exitCode == 1)
+    #expect(absent.error == "imagelog: \(path): no armv7k slice in this universal file (it has \(archs.joined(separator: ", ")))\n")
+  }
+
   @Test func unreadableReportsFailWithOneLine() throws {
     let directory = try SymbolicateCLI.temporaryDirectory()
     let garbage = directory + "/garbage.txt"
     try SymbolicateCLI.write(garbage, "this is\nnot a crash report\n\u{1}\u{2}\u{3}")
+    // .ips files whose body holds nothing: the same status as text without frames (they exited 0).
+    let emptyObject = directory + "/empty-object.ips", emptyArray = directory + "/empty-array.ips"
+    try SymbolicateCLI.write(emptyObject, "{\"bug_type\":\"309\",\"os_version\":\"macOS 14.0\"}\n{}\n")
+    try SymbolicateCLI.write(emptyArray, "{\"bug_type\":\"309\"}\n[]\n")
     for (path, message) in [(garbage, "not a crash report"), (directory + "/missing.crash", "No such file or directory"),
-                            (directory, "is a directory")] {
+                            (directory, "is a directory"), (emptyObject, "not a crash report"),
+                            (emptyArray, "not a crash report")] {
       let result = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", path])
       #expect(result.exitCode == 1)
       #expect(result.error.hasPrefix("imagelog: \(path): "))

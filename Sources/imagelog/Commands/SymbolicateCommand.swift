@@ -113,6 +113,12 @@ struct SymbolicateCommand: Command {
         if let file = SymbolFile.slice(slices, architecture: options.architecture) {
           identity = file.buildID.map(ImageIdentity.init)
           end = file.loadSize.map { loadAddress &+ $0 &- 1 }
+        } else {
+          // Bare addresses name no architecture: a universal file needs --arch to say which slice ran.
+          let names = slices.map(\.architecture).joined(separator: ", ")
+          printError("imagelog: \(path): " + (options.architecture.map { "no \($0) slice in this universal file (it has \(names))" }
+            ?? "a universal file (\(names)): give --arch <name> to pick the slice that was loaded"))
+          status = .failure
         }
       } catch {
         printError("imagelog: \(path): \(error)")
