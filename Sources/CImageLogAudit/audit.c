@@ -30,7 +30,7 @@
 
 /* SwiftPM links every product with the Swift driver, which adds swiftrt.o and -lswiftCore. Loaded
    by LD_AUDIT, that would bring the Swift runtime, libstdc++ and a second libm into the audit
-   namespace of every program: about 5 ms at each start. So: swiftrt.o's two references to the
+   namespace of every program, at each start (the cost: BENCHMARKS.md). So: swiftrt.o's two references to the
    runtime are satisfied here (hidden, never called by anything that matters for a C library),
    and an autolink entry (the Swift driver's own mechanism, read by swift-autolink-extract and put
    before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module's

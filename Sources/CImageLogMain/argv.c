@@ -1,6 +1,6 @@
 // The statically linked Swift runtime finds `CommandLine.arguments` with a static initializer
 // (CommandLine.cpp's ArgvGrabber) that opens /proc/self/maps, scans it line by line with sscanf to
-// find the stack, then walks back from `environ`: about 100,000 instructions and a /proc read at
+// find the stack, then walks back from `environ`: work and a /proc read (BENCHMARKS.md) at
 // every start of a process whose runs are mostly start-up. glibc passes argc and argv to the
 // executable's constructors, so the executable defines the two functions of that archive member
 // itself: the linker then never takes the member from libswiftCore.a, and its initializer never runs.

@@ -33,10 +33,10 @@ public final class FileBytes: @unchecked Sendable {
     var mapping: UnsafeMutableRawBufferPointer?
   }
 
-  // Measured over the 901 ELF files of a Debian library folder: 4 KiB at the start holds the header,
-  // program headers and notes; 4 KiB at the end the section headers, their names and
-  // `.gnu_debuglink`; PT_DYNAMIC and the dynamic string table are one read each. About 2.5 reads
-  // and 12 KiB a file; larger first reads cost more in copying than the reads they save.
+  // For typical files 4 KiB at the start holds the header, program headers and notes; 4 KiB at the
+  // end the section headers, their names and `.gnu_debuglink`; PT_DYNAMIC and the dynamic string
+  // table are one read each (reads per file: BENCHMARKS.md). Larger first reads cost more in copying
+  // than the reads they save.
   /// Reads start and end on multiples of this.
   static let readUnit = 1024
   /// The first read: the ELF header, program headers and notes of typical files.

@@ -27,8 +27,8 @@ public struct MachOFile: Sendable, Equatable {
   }
   /// `codeSignature`, stored without `Result`: a generic type with an `Error` requirement in a stored
   /// property makes the runtime instantiate its metadata, scanning the conformance records, the first
-  /// time a value is copied or destroyed (about 100,000 instructions, in every run that reads a Mach-O
-  /// file, for a property `--uuid` and crash lines never look at).
+  /// time a value is copied or destroyed, in every run that reads a Mach-O file, for a property
+  /// `--uuid` and crash lines never look at (the cost: BENCHMARKS.md).
   private var signature: SignatureState
 
   /// What `LC_CODE_SIGNATURE` led to (`codeSignature`).

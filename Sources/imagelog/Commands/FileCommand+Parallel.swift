@@ -7,10 +7,9 @@ import Synchronization
 extension FileCommand {
   /// How many threads read files, and whether they start at once. Lists of `parallelFileCount` files or
   /// more are read on one thread more than there are processors (four at most), started at once: a
-  /// file in the page cache costs a few system calls and a parse, and over the 901 ELF files of
-  /// Debian's library folder on 2 processors, 3 threads took 13.4 ms, 2 threads 17.2 ms and 1 thread
-  /// 20.8 ms (medians of 31 runs; one thread more than processors keeps both busy while the other
-  /// waits in a system call or for the printing thread). Shorter lists start on the calling thread
+  /// file in the page cache costs a few system calls and a parse, and one thread more than processors
+  /// keeps both busy while the other waits in a system call or for the printing thread (the figures
+  /// for 1, 2 and 3 threads are in BENCHMARKS.md). Shorter lists start on the calling thread
   /// alone, and the others join when the files turn out slow to read (cold files, network folders).
   /// One processor: one thread. `IMAGELOG_THREADS` (1 to 16) sets the number and starts them at once,
   /// for lists of 16 files or more (tests; `make bench` shows the one-thread figure with it).
