@@ -27,7 +27,7 @@ let package = Package(
     // The in-process image list, observers, formatting, other processes. No Foundation.
     .target(name: "ImageLog", dependencies: ["CImageLog", "ImageReaders"]),
     // Crash report parsing and address-to-symbol resolution.
-    .target(name: "ImageLogSymbolication", dependencies: ["ImageLog", "ImageReaders", "CImageLog"]),
+    .target(name: "ImageLogSymbolication", dependencies: ["ImageLog", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
     // libm: the Swift runtime, libstdc++ (StaticLink/libstdc++.so is a linker script naming the archive) and
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations

@@ -9,7 +9,7 @@ public import ImageReaders
 /// Ranges are fetched through `withRanges`; the readers it hands out are valid until the
 /// `FileBytes` goes away. The descriptor is closed and the buffers freed when the last reference
 /// goes away. Not for concurrent use: one thread reads one file.
-public final class FileBytes: @unchecked Sendable {
+public final class FileBytes {
   /// The path the file was opened with.
   public let path: String
   /// The file's size in bytes when it was opened.
@@ -162,8 +162,13 @@ public final class FileBytes: @unchecked Sendable {
 }
 
 /// The `RandomAccessBytes` view of a `FileBytes`: what the ELF reader decodes from.
+/// One thread reads one file: neither a FileBytes nor the readers it lends may cross threads.
+@available(*, unavailable)
+extension FileBytes: Sendable {}
+
 public struct FileRanges: RandomAccessBytes {
-  private unowned(unsafe) let file: FileBytes
+  // Strong: a FileRanges kept past `withRanges` keeps its file (and every reader it lent) alive.
+  private let file: FileBytes
   /// The byte order of the readers `slice` returns.
   public var endian: ByteReader.Endian = .little
   /// The file's size when it was opened.

@@ -45,7 +45,14 @@ public enum ProcessImages {
     }
     // A live process always maps its executable (or at least the vDSO): none means the maps were read
     // in exec's window (the new address space holds only the stack) or while the process was exiting.
-    if images.isEmpty { throw emptyAddressSpaceError(pid) }
+    if images.isEmpty {
+      // Maps were readable but neither memory nor the files behind them: say what access is missing.
+      if reader.memoryRefused, readingMemory, mappings.contains(where: \.isFile) {
+        throw .permissionDenied(pid: pid, reading: "/proc/\(pid)/mem and the mapped files",
+                                hint: accessHint(for: pid, readingMemory: true))
+      }
+      throw emptyAddressSpaceError(pid)
+    }
     return images
   }
 
@@ -58,7 +65,7 @@ public enum ProcessImages {
     } catch {
       switch error.errno {
       case ENOENT, ESRCH: throw processGoneError(pid)
-      case EACCES, EPERM: throw .permissionDenied(pid: pid, reading: "/proc/\(pid)/maps")
+      case EACCES, EPERM: throw .permissionDenied(pid: pid, reading: "/proc/\(pid)/maps", hint: accessHint(for: pid))
       default: throw .system(pid: pid, SystemError("cannot \(error.operation) /proc/\(pid)/maps", errno: error.errno))
       }
     }

@@ -4,8 +4,9 @@ internal import Glibc
 public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConvertible {
   /// `/proc/PID` does not exist (`ESRCH`).
   case noSuchProcess(pid: Int32)
-  /// The kernel refused to show the process's mappings or memory (`EACCES`/`EPERM`).
-  case permissionDenied(pid: Int32, reading: String)
+  /// The kernel refused to show the process's mappings or memory (`EACCES`/`EPERM`); `hint` says
+  /// what is missing (a uid, capabilities the target holds, `CAP_SYS_PTRACE`), found when refused.
+  case permissionDenied(pid: Int32, reading: String, hint: String)
   /// The process went away between two reads.
   case exited(pid: Int32)
   /// The maps list no image: the process is starting (inside `execve`) or exiting.
@@ -21,7 +22,7 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
   public var pid: Int32 {
     switch self {
     case .noSuchProcess(let pid), .exited(let pid), .noImages(let pid): pid
-    case .permissionDenied(let pid, _), .kernelThread(let pid, _), .zombie(let pid, _): pid
+    case .permissionDenied(let pid, _, _), .kernelThread(let pid, _), .zombie(let pid, _): pid
     case .system(let pid, _): pid
     }
   }
@@ -30,9 +31,8 @@ public enum ProcessImagesError: Error, Equatable, Sendable, CustomStringConverti
     switch self {
     case .noSuchProcess(let pid):
       "pid \(pid): no such process"
-    case let .permissionDenied(pid, reading):
-      "pid \(pid): permission denied reading \(reading): run as the process's user (with "
-        + "/proc/sys/kernel/yama/ptrace_scope 0 for a process that is not your child), as root, or with CAP_SYS_PTRACE"
+    case let .permissionDenied(pid, reading, hint):
+      "pid \(pid): permission denied reading \(reading): \(hint)"
     case .exited(let pid):
       "pid \(pid): the process exited while its images were being read"
     case .noImages(let pid):

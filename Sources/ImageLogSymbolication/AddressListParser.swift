@@ -5,7 +5,54 @@ import ImageLog
 /// formatter writes them (`crash`: `0xSTART - 0xEND name arch  <uuid> /path`; `logger`:
 /// `Added: 0xLOAD (0xSIZE) /path <UUID>`; `unstrip`: `0xSTART+0xSIZE BUILDID@0xADDR FILE DEBUG NAME`).
 enum AddressListParser {
-  static func parse(_ lines: [String], images: [CrashReport.Image]) -> CrashReport? {
+  /// True when `text` holds at least one word and every word is a `0x` address (words split at
+  /// spaces, tabs, commas and line ends): a scan of the bytes that keeps nothing.
+  static func onlyAddresses(_ text: String) -> Bool {
+    var text = text
+    return text.withUTF8 { bytes in
+      var sawWord = false
+      var end = 0
+      while end < bytes.count {
+        guard !isSeparator(bytes[end]), !isLineEnd(bytes[end]) else { end += 1; continue }
+        let start = end
+        while end < bytes.count, !isSeparator(bytes[end]), !isLineEnd(bytes[end]) { end += 1 }
+        let word = UnsafeBufferPointer(rebasing: bytes[start..<end])
+        guard ReportParser.plainHexNumber(word) != nil
+                || ReportParser.hexNumber(String(decoding: word, as: UTF8.self)) != nil else { return false }
+        sawWord = true
+      }
+      return sawWord
+    }
+  }
+
+  /// How many words of `lines` read as addresses, stopping once past `limit` (a scan that keeps nothing).
+  static func countAddresses(_ lines: [String], upTo limit: Int) -> Int {
+    var count = 0
+    for line in lines {
+      var line = line
+      line.withUTF8 { bytes in
+        var end = 0
+        while end < bytes.count, count <= limit {
+          guard !isSeparator(bytes[end]) else { end += 1; continue }
+          let start = end
+          while end < bytes.count, !isSeparator(bytes[end]) { end += 1 }
+          if ReportParser.plainHexNumber(UnsafeBufferPointer(rebasing: bytes[start..<end])) != nil { count += 1 }
+        }
+      }
+      if count > limit { break }
+    }
+    return count
+  }
+
+  static func parse(_ lines: [String], images: [CrashReport.Image]) throws(ReportError) -> CrashReport? {
+    // Whether there is any image, before any frame is kept (lines with a space or `+` only).
+    // (Addresses alone and no image were refused before the lines were split: `onlyAddresses`.)
+    guard !images.isEmpty || lines.contains(where: { formatterImage($0) != nil }) else { return nil }
+    // Counted first, so a list too long to keep is refused before it is kept.
+    let maximum = ReportParser.maximumFrames
+    if countAddresses(lines, upTo: maximum) > maximum {
+      throw ReportError("more than \(maximum) addresses: symbolicate them in parts (the limit bounds memory)")
+    }
     var report = CrashReport(format: .addresses, lines: lines, images: images)
     report.threads = [CrashReport.Thread(number: 0, crashed: true, name: nil)]
     var wordProblems: [String] = []
@@ -53,6 +100,8 @@ enum AddressListParser {
     ReportParser.attachImages(&report, frameImageNames: [:])
     return report
   }
+
+  static func isLineEnd(_ byte: UInt8) -> Bool { byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\r") }
 
   static func isSeparator(_ byte: UInt8) -> Bool {
     byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") || byte == UInt8(ascii: ",")

@@ -48,6 +48,7 @@ extension SymbolicatedReport {
   /// empty), in order. A list of addresses is formatted a chunk at a time into one reused buffer, so
   /// its output never exists whole in memory; other styles come as one piece.
   public func write(_ style: ReportStyle, chunkSize: Int = 1 << 16, to write: (UnsafeRawBufferPointer) -> Void) {
+    if style == .json { return writeJSON(chunkSize: chunkSize, to: write) }  // a frame at a time, never whole
     guard style == .report, report.format == .addresses else {
       var text = formatted(style)
       text.withUTF8 { if !$0.isEmpty { write(UnsafeRawBufferPointer($0)) } }
@@ -227,9 +228,21 @@ extension SymbolicatedReport {
   // MARK: JSON
 
   func jsonText() -> String {
+    var text = ""
+    writeJSON(chunkSize: .max) { text += String(decoding: $0, as: UTF8.self) }
+    return text
+  }
+
+  /// `jsonText()` handed to `write` in pieces of about `chunkSize` bytes, frames formatted as written.
+  func writeJSON(chunkSize: Int, to write: (UnsafeRawBufferPointer) -> Void) {
+    let limit = max(1, chunkSize)
     var out = "{\"format\":\"\(report.format.rawValue)\",\"frames\":["
     for (index, (frame, result)) in zip(report.frames, frames).enumerated() {
       out += (index == 0 ? "\n" : ",\n") + frameJSON(frame, result).serialized()
+      if out.utf8.count >= limit {
+        out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
+        out.removeAll(keepingCapacity: true)
+      }
     }
     out += "\n],\"images\":["
     for (index, resolution) in images.enumerated() {
@@ -247,7 +260,7 @@ extension SymbolicatedReport {
     }
     out += "\n],\"problems\":" + JSONValue.array(report.problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
-    return out
+    out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
   }
 
   func frameJSON(_ frame: CrashReport.Frame, _ result: SymbolicatedFrame) -> JSONValue {

@@ -6,6 +6,12 @@ public enum ReportParser {
   /// The largest report accepted (crash reports are kilobytes; a 64 MiB one is not a report).
   public static let maximumSize = 64 << 20
 
+  /// The most frames a report may have. Symbolication keeps each frame's address, image and answer
+  /// (a few hundred bytes: README's "Limits" gives the peak memory), so this bounds memory where the
+  /// size limit alone does not: 64 MiB of `0x1 ` would be 16 million frames. A list of more addresses is
+  /// refused before any frame is kept; other kinds spend at least 20 bytes of text a frame.
+  public static let maximumFrames = 2_000_000
+
   /// Reads `text` as whichever kind of report it is. `images` are the `--image PATH@LOADADDR` images
   /// for a list of bare addresses (ignored for other kinds).
   ///
@@ -27,6 +33,8 @@ public enum ReportParser {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
+    // Nothing but addresses and no image to put them in: the answer is known before any line is kept.
+    if images.isEmpty, AddressListParser.onlyAddresses(text) { throw addressesWithoutImages }
     let hasBrace = text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) }
       ?? text.utf8.contains(UInt8(ascii: "{"))
     if hasBrace, SwiftBacktraceJSONParser.detect(text) {
@@ -41,15 +49,14 @@ public enum ReportParser {
     // Before Apple's: a TSan `Thread T1 (tid=…) created by main thread at:` heading looks like a thread.
     if let report = LinuxLogParser.parse(lines) { return report }
     if isAppleStyle(lines) { return AppleCrashParser.parse(lines) }
-    if let report = AddressListParser.parse(lines, images: images) { return report }
-    if images.isEmpty, lines.contains(where: { line in line.split(separator: " ").contains { hexNumber($0) != nil } }),
-       lines.allSatisfy({ line in line.split(separator: " ").allSatisfy { hexNumber($0) != nil } }) {
-      throw ReportError("addresses without images: give --image PATH@LOADADDR or image lines in imagelog's formats")
-    }
+    if let report = try AddressListParser.parse(lines, images: images) { return report }
     throw ReportError("not a crash report: no threads, frames or binary images found "
                       + "(expected imagelog, Apple .crash or .ips, Swift backtracer output, a sanitizer report, "
                       + "systemd-coredump, an Android tombstone or glibc backtrace_symbols lines)")
   }
+
+  static let addressesWithoutImages =
+    ReportError("addresses without images: give --image PATH@LOADADDR or image lines in imagelog's formats")
 
   /// Lines without their terminators (`\n` or `\r\n`).
   static func splitLines(_ text: String) -> [String] {

@@ -157,6 +157,27 @@ struct MachOSymbolicationTests {
       #expect(file.symbols.symbol(containing: start + 3)?.name == "func_0x" + String(start, radix: 16))
     }
   }
+
+  /// A function start inside a named function (a loop label of hand-written assembly, as in dav1d in
+  /// libavif: Scripts/fixtures-src/asmlabel.s) does not take the function's name: every address of
+  /// every start gets the name llvm-symbolizer gives, and an offset from that symbol (it said
+  /// `func_0x…` for the loop).
+  @Test(.enabled(if: haveTool("llvm-objdump-14"), "needs llvm-objdump-14"))
+  func functionStartInsideASymbolKeepsTheSymbol() throws {
+    let path = MachOFixtures.directory + "/libasmlabel-x86_64-macos.dylib"
+    let starts = try runProcess(["llvm-objdump-14", "--macho", "--function-starts", path]).output
+      .split(separator: "\n").compactMap { UInt64($0, radix: 16) }
+    let named = Set(try MachOFixtures.functions(path, architecture: nil))
+    let unnamed = starts.filter { !named.contains($0) }
+    try #require(unnamed.count == 1, "the fixture has one function start without a symbol (the loop label)")
+    let file = try #require(try SymbolFile.load(path: path).first)
+    let addresses = starts.flatMap { [$0, $0 &+ 1] }
+    let expected = try MachOFixtures.llvmSymbolizer(path, addresses)
+    #expect(expected.allSatisfy { $0 != "??" })
+    #expect(addresses.map { file.symbols.symbol(containing: $0)?.name ?? "??" } == expected)
+    let loop = try #require(file.symbols.symbol(containing: unnamed[0]))
+    #expect(loop.name == "asm_sum" && loop.address < unnamed[0])
+  }
 }
 
 enum MachOFixtures {

@@ -117,9 +117,40 @@ import Testing
     }
     let pid = target.map { String($0.pid) } ?? "1"
     #expect(result.exitStatus == 1)
-    #expect(result.error.hasPrefix("imagelog: pid \(pid): permission denied reading /proc/\(pid)/maps: run as the process's user"))
-    #expect(result.error.contains("CAP_SYS_PTRACE"))
+    #expect(result.error.hasPrefix("imagelog: pid \(pid): permission denied reading /proc/\(pid)/"))
+    // The hint names the uids as /proc/PID/status gives them, then what would do.
+    let targetUID = processTestReadFile("/proc/\(pid)/status").split(separator: "\n")
+      .first { $0.hasPrefix("Uid:") }?.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst(2).first
+    let ourUID = getuid() == 0 ? "65534" : String(getuid())
+    #expect(result.error.contains(": it runs as uid \(targetUID ?? "?"), imagelog as uid \(ourUID)"), "\(result.error)")
+    #expect(result.error.hasSuffix(": give imagelog CAP_SYS_PTRACE\n"), "\(result.error)")
     #expect(result.error.split(separator: "\n").count == 1)
+  }
+
+  /// Root that lacks capabilities the target holds (PID 1 of a container, seen from a `docker exec`
+  /// with fewer capabilities): the same uid, so the hint names the capabilities, as capabilities(7)
+  /// spells them, that the target's CapPrm has and imagelog's CapEff lacks; not "run as root".
+  @Test(.enabled(if: getuid() == 0 && processTestToolExists("setpriv"), "needs root and setpriv (util-linux)"))
+  func rootWithoutTheTargetsCapabilities() throws {
+    func capabilities(_ status: String, _ key: String) -> UInt64? {
+      status.split(separator: "\n").first { $0.hasPrefix(key) }.flatMap { UInt64($0.dropFirst(key.count).trimmingPrefix { $0 == "\t" }, radix: 16) }
+    }
+    let ptrace: UInt64 = 1 << 19, netAdmin: UInt64 = 1 << 12
+    let ours = try #require(capabilities(processTestReadFile("/proc/self/status"), "CapEff:"))
+    try #require(ours & (ptrace | netAdmin) == ptrace | netAdmin, "this test drops CAP_SYS_PTRACE and CAP_NET_ADMIN, which it needs to hold")
+    let target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+    try target.wait(for: "ready")
+    let held = try #require(capabilities(processTestReadFile("/proc/\(target.pid)/status"), "CapPrm:"))
+    #expect(held & (ptrace | netAdmin) == ptrace | netAdmin)
+    let result = try runProcessTest(["setpriv", "--bounding-set=-sys_ptrace,-net_admin", processTestImagelog, "pid",
+                                     String(target.pid)])
+    #expect(result.exitStatus == 1)
+    #expect(result.output.isEmpty)
+    // Maps may be readable (then memory and the files are what is refused): which, the kernel decides.
+    #expect(result.error.hasPrefix("imagelog: pid \(target.pid): permission denied reading /proc/\(target.pid)/"))
+    #expect(result.error.hasSuffix(": it holds capabilities imagelog lacks (cap_net_admin, cap_sys_ptrace): give imagelog CAP_SYS_PTRACE\n"),
+            "\(result.error)")
+    #expect(!result.error.contains("run as root"))
   }
 
   @Test func usageErrors() throws {

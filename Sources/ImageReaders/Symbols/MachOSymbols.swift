@@ -4,7 +4,10 @@ extension SymbolTable {
   ///
   /// Keeps section-defined symbols (`N_SECT`, not `N_STAB`); drops the one leading `_` the C ABI adds.
   /// Function starts not named by a symbol become unnamed entries (`func_0xADDR`), so a stripped
-  /// binary still resolves to function granularity. `textVMAddress` is `__TEXT`'s `vmaddr`, where
+  /// binary still resolves to function granularity. When the table still has local symbols (it was
+  /// not stripped), a start after a named symbol lies in that symbol's code (a loop label of
+  /// hand-written assembly gets a start of its own) and is left out: the symbol and an offset name
+  /// it, as llvm-symbolizer and atos do. `textVMAddress` is `__TEXT`'s `vmaddr`, where
   /// the function-start deltas begin.
   public static func machO(symbols: ByteReader, count: Int, strings: ByteReader, is64Bit: Bool,
                            functionStarts: ByteReader? = nil,
@@ -20,6 +23,7 @@ extension SymbolTable {
     var entries: [Entry] = []
     entries.reserveCapacity(count)  // checked against the table's bytes above
     var named = Set<UInt64>()
+    var hasLocalSymbols = false  // a local (not N_EXT) symbol: the table was not stripped
     for index in 0..<count {
       var reader = try symbols.slice(at: index * entrySize, length: entrySize)  // index < count <= bytes / size
       let nameOffset = try reader.read(UInt32.self)
@@ -36,12 +40,16 @@ extension SymbolTable {
       // Thumb functions have N_ARM_THUMB_DEF (0x0008); their addresses are as written.
       _ = description
       let external: UInt8 = type & 0x01 != 0 ? 0 : 1  // N_EXT
+      if external == 1 { hasLocalSymbols = true }
       entries.append(Entry(address: value, size: 0, nameOffset: UInt32(offset),
                            nameLength: UInt32(length), rank: external, order: UInt32(truncatingIfNeeded: index)))
       named.insert(value)
     }
     if let functionStarts {
+      // With local symbols kept, only starts below every named symbol have no symbol to belong to.
+      let lowestNamed = hasLocalSymbols ? entries.lazy.map(\.address).min() : nil
       for start in try functionStartAddresses(functionStarts, textVMAddress: textVMAddress) where !named.contains(start) {
+        if let lowestNamed, start > lowestNamed { continue }
         entries.append(Entry(address: start, size: 0, nameOffset: 0, nameLength: 0, rank: 9))
       }
     }

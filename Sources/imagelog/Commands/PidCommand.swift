@@ -17,7 +17,9 @@ struct PidCommand: Command {
     NOTES:
       Needs the access ptrace(2) calls PTRACE_MODE_READ for /proc/PID/maps: the same user (and, to
       read memory, /proc/sys/kernel/yama/ptrace_scope 0 unless the process is your child), root, or
-      CAP_SYS_PTRACE. When the memory cannot be read, headers come from the files
+      CAP_SYS_PTRACE. When refused, the error says which check failed: the uid, capabilities the process
+      holds that imagelog lacks, a process that is not dumpable, or ptrace_scope, and whether
+      CAP_SYS_PTRACE would do. When the memory cannot be read, headers come from the files
       (/proc/PID/map_files, /proc/PID/root). Images are listed in address order, as eu-unstrip -n -p.
     """
 

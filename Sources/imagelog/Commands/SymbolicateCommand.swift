@@ -45,6 +45,12 @@ struct SymbolicateCommand: Command {
       cache ($DEBUGINFOD_CACHE_PATH, ~/.cache/debuginfod_client). A file with another identity is never
       used: its frames say "UUID mismatch" and the summary at the end lists missing and mismatched images.
 
+    LIMITS:
+      A report is read whole, up to 64 MiB, and may hold up to 2,000,000 frames (a longer list of
+      addresses is refused before it is kept). Memory: twice the report's size, plus about 512 bytes
+      a frame, plus the symbol tables of the images used. Addresses alone without any image are
+      refused at once. The report and json styles are written as they are formatted.
+
     LINES:
       File, line, column and inlined frames come from DWARF through one llvm-symbolizer process (found on
       PATH, or $LLVM_SYMBOLIZER_PATH) run in batch mode for the whole report. Without it, or with
