@@ -33,8 +33,12 @@ public enum ReportParser {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
-    // Nothing but addresses and no image to put them in: the answer is known before any line is kept.
-    if images.isEmpty, AddressListParser.onlyAddresses(text) { throw addressesWithoutImages }
+    // Nothing but addresses: no image to put them in is known before any line is kept, and with
+    // --image no other kind of report is made of them alone (nor needs to look at each line).
+    if AddressListParser.onlyAddresses(text) {
+      if images.isEmpty { throw addressesWithoutImages }
+      if let report = try AddressListParser.parse(splitLines(text), images: images) { return report }
+    }
     let hasBrace = text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) }
       ?? text.utf8.contains(UInt8(ascii: "{"))
     if hasBrace, SwiftBacktraceJSONParser.detect(text) {
