@@ -1,6 +1,7 @@
 import Glibc
 import ImageLogTestSupport
 import Testing
+import ImageReaders
 
 /// `imagelog pid`: output against eu-unstrip on the same process, every style, and the errors.
 @Suite(.serialized) struct PidCommandTests {
@@ -48,6 +49,29 @@ import Testing
     let starts = crashLines.map { $0.split(separator: " ")[0] }
     let loggerStarts = logger.output.split(separator: "\n").map { $0.split(separator: " ")[1] }
     #expect(starts == loggerStarts)
+  }
+
+  /// A library whose path holds ESC and a C1 control, preloaded into a running process: `imagelog pid`
+  /// shows it escaped in every text style, and the path reads back to the original bytes.
+  @Test func hostileLibraryPathsAreEscaped() throws {
+    let folder = try makeTemporaryDirectory("imagelog-hostile-pid")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let library = folder + "/lib\u{1B}[2Jhostile\u{9B}\\.so"
+    _ = try runChild(["cp", "/usr/lib/x86_64-linux-gnu/libz.so.1", library])
+    let child = try ProcessTestProgram(["env", "LD_PRELOAD=" + library, "sh", "-c", "echo ready; exec sleep 600"])
+    try child.wait(for: "ready")
+    try waitUntilSleeping(child.pid, in: "sleep")
+    for style in ["crash", "logger", "unstrip"] {
+      let run = try runProcessTest([processTestImagelog, "pid", String(child.pid), "--format", style])
+      #expect(run.exitStatus == 0)
+      #expect(!run.output.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n") || (0x7F...0x9F).contains($0.value) },
+              "\(style): raw control characters")
+      let shown = "/lib\\x1b[2Jhostile\\u{9b}\\\\.so"
+      let lines = run.output.split(separator: "\n").filter { $0.contains(shown) }
+      #expect(lines.count == 1, "\(style): \(run.output)")
+      let words = lines.first.map { $0.split(separator: " ").map(String.init) } ?? []
+      #expect(words.contains { TextEscaping.unescaped($0) == Array(library.utf8) }, "\(style): \(words)")
+    }
   }
 
   @Test func noSuchProcess() throws {
