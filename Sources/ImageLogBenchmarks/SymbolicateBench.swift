@@ -101,7 +101,7 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
     let endToEnd = try medianSeconds(iterations: 5) {
       _ = try runProcess([cli, "symbolicate", reportFile], discardOutput: true)
     }
-    var reportRows = [["`imagelog symbolicate report.crash` (100 frames, lines via llvm-symbolizer)", formatDuration(endToEnd)]]
+    var reportRows = [["`imagelog symbolicate report.crash` (100 frames, lines from DWARF)", formatDuration(endToEnd)]]
     if haveTool("llvm-symbolizer") {
       let hundred = directory + "/hundred.txt"
       try writeText((0..<100).map { "0x" + String(addresses[$0 * 199], radix: 16) }.joined(separator: "\n") + "\n", to: hundred)

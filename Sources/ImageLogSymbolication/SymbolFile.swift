@@ -6,7 +6,7 @@ public import ImageReaders
 public struct SymbolFile: Sendable {
   /// The file's path.
   public var path: String
-  /// For a slice of a universal file, the architecture that picks it (`llvm-symbolizer`'s `path:arch`).
+  /// For a slice of a universal file, the architecture that picks it.
   public var architecture: String
   /// True when the file came from a universal file (several slices).
   public var isUniversalSlice: Bool
@@ -41,13 +41,6 @@ public struct SymbolFile: Sendable {
   public var debugInfoPath: String?
   /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
   public var debugInfoIsUniversal = false
-
-  /// The name `llvm-symbolizer` takes for the file with this slice's DWARF (`path:arch` for a slice of
-  /// a universal file).
-  public var symbolizerObjectName: String {
-    let file = debugInfoPath ?? path
-    return (debugInfoPath == nil ? isUniversalSlice : debugInfoIsUniversal) ? "\(file):\(architecture)" : file
-  }
 
   /// Reads every slice of the file at `path`. Throws when the file cannot be mapped or is neither ELF
   /// nor Mach-O.

@@ -1,4 +1,5 @@
 import ImageLog
+import ImageReaders
 
 /// What symbolication does beyond the report itself.
 public struct SymbolicationOptions: Sendable {
@@ -12,14 +13,12 @@ public struct SymbolicationOptions: Sendable {
   public var debuginfodCaches: [String]? = nil
   /// How symbol names are written.
   public var demangle: Demangler.Style = .simplified
-  /// Ask `llvm-symbolizer` for file:line:column and inlined frames.
+  /// Read file:line:column and inlined frames from the DWARF of each image (or its debug file).
   public var lineInfo = true
-  /// The `llvm-symbolizer` to use; `nil` finds one on `PATH`.
-  public var symbolizer: LineSymbolizer? = nil
   /// The architecture to pick universal slices by when neither the report nor the image says.
   public var architecture: String? = nil
 
-  /// The defaults: system debug folders, simplified names, lines when `llvm-symbolizer` is found.
+  /// The defaults: system debug folders, simplified names, lines from DWARF.
   public init() {}
 }
 
@@ -128,17 +127,17 @@ public struct SymbolicatedReport: Sendable {
   public var frames: [SymbolicatedFrame]
   /// One per image that frames point into, in image order.
   public var images: [ImageResolution]
-  /// Notes on what could not be done (no `llvm-symbolizer`, unreadable search paths).
+  /// Notes on what could not be done (unreadable debug files or search paths).
   public var notes: [String]
   /// For images whose DWARF came from another file than their symbols: image index to that file.
   public var debugFiles: [Int: String] = [:]
 }
 
-/// Resolves a report's frames: each image by identity, each address through the symbol table (and
-/// `llvm-symbolizer` for lines), names demangled.
+/// Resolves a report's frames: each image by identity, each address through the symbol table and the
+/// image's DWARF (file, line, column, inlined frames), names demangled.
 public enum Symbolicator {
-  /// Symbolicates every frame of `report`: files are found once per image, all line queries go to
-  /// one `llvm-symbolizer` run. Never throws: what cannot be done is in each frame's status and `notes`.
+  /// Symbolicates every frame of `report`: files are found and their DWARF indexed once per image. Never
+  /// throws: what cannot be done is in each frame's status and `notes`.
   public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions()) -> SymbolicatedReport {
     var report = report
     let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
@@ -212,12 +211,19 @@ public enum Symbolicator {
     // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
     // reports from the address itself.
     let offsetFromLookup = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON
-    var queries: [(frame: Int, object: String, address: UInt64)] = []
     for (imageIndex, frameLookups) in lookups.enumerated() where !frameLookups.isEmpty {
       guard let file = files[imageIndex] else { continue }
       let table = file.symbols
-      let wantLines = options.lineInfo && file.hasDebugInfo
-      let object = wantLines ? file.symbolizerObjectName : ""
+      var debugInfo: DebugInfoFile?
+      if options.lineInfo && file.hasDebugInfo {
+        let universal = file.debugInfoPath == nil ? file.isUniversalSlice : file.debugInfoIsUniversal
+        do {
+          debugInfo = try DebugInfoFile(path: file.debugInfoPath ?? file.path,
+                                        architecture: universal ? file.architecture : nil)
+        } catch {
+          notes.append("no file:line information: \(error)")
+        }
+      }
       // First in address order: the binary searches walk the table forwards, and frames in the same
       // function are neighbours, so each distinct function is found, decoded and demangled once.
       // Then in frame order, so the results are written front to back.
@@ -255,38 +261,41 @@ public enum Symbolicator {
         results[frameIndex].setFunction(SymbolicatedFrame.Function(
           name: consume name, rawName: consume raw, offset: displayAddress &- starts[function], file: nil, line: nil,
           column: nil, isInlined: false))
-        if wantLines { queries.append((frameIndex, object, lookup)) }
-      }
-    }
-    queries.sort { $0.frame < $1.frame }  // llvm-symbolizer is asked in report order
-    let queryFrames = queries.map(\.frame)
-
-    if !queries.isEmpty {
-      if let symbolizer = options.symbolizer ?? LineSymbolizer.find() {
-        do {
-          let answers = try symbolizer.symbolize(queries.map { ($0.object, $0.address) })
-          for (resultIndex, locations) in zip(queryFrames, answers) where !locations.isEmpty {
-            guard var real = results[resultIndex].function else { continue }
-            let outer = locations[locations.count - 1]
-            real.file = outer.file
-            real.line = outer.line
-            real.column = outer.column
-            var functions: [SymbolicatedFrame.Function] = []
-            for inlined in locations.dropLast() {
-              functions.append(SymbolicatedFrame.Function(name: inlined.function.map { demangler.demangle($0) }, rawName: inlined.function,
-                                                          offset: nil, file: inlined.file, line: inlined.line,
-                                                          column: inlined.column, isInlined: true))
-            }
-            functions.append(real)
-            results[resultIndex].functions = functions
+        if let debugInfo {
+          do {
+            addLines(try debugInfo.frames(at: lookup), to: &results[frameIndex], demangler: demangler)
+          } catch {
+            notes.append("no file:line information for 0x\(hexDigits(lookup)): \(error)")
           }
-        } catch {
-          notes.append("no file:line information: \(error)")
         }
-      } else {
-        notes.append("no file:line information: llvm-symbolizer not found on PATH")
       }
     }
     return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes, debugFiles: debugFiles)
+  }
+
+  /// Gives `frame`'s real function the location of DWARF's outermost frame and puts the inlined ones
+  /// before it, innermost first. A frame whose file DWARF does not name keeps no file (line 0 stays, as
+  /// `llvm-symbolizer` shows it).
+  static func addLines(_ locations: [DWARFFrame], to frame: inout SymbolicatedFrame, demangler: Demangler) {
+    guard let outer = locations.last, var real = frame.function else { return }
+    if !outer.file.isEmpty {
+      real.file = outer.file
+      real.line = outer.line
+      real.column = outer.column
+    }
+    guard locations.count > 1 else {
+      frame.setFunction(real)
+      return
+    }
+    var functions: [SymbolicatedFrame.Function] = []
+    functions.reserveCapacity(locations.count)
+    for inlined in locations.dropLast() {
+      functions.append(SymbolicatedFrame.Function(
+        name: inlined.function.map { demangler.demangle($0) }, rawName: inlined.function, offset: nil,
+        file: inlined.file.isEmpty ? nil : inlined.file, line: inlined.file.isEmpty ? nil : inlined.line,
+        column: inlined.file.isEmpty ? nil : inlined.column, isInlined: true))
+    }
+    functions.append(real)
+    frame.functions = functions
   }
 }

@@ -34,7 +34,7 @@ struct SymbolicateCommand: Command {
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
                               full (swift demangle style), or none.
       --no-demangle           Same as --demangle none.
-      --no-lines              Symbol tables only: do not run llvm-symbolizer for file:line.
+      --no-lines              Symbol tables only: do not read DWARF for file:line.
       --no-system-debug       Do not look in /usr/lib/debug/.build-id or the debuginfod cache.
       -h, --help              Show help information.
 
@@ -52,9 +52,9 @@ struct SymbolicateCommand: Command {
       refused at once. The report and json styles are written as they are formatted.
 
     LINES:
-      File, line, column and inlined frames come from DWARF through one llvm-symbolizer process (found on
-      PATH, or $LLVM_SYMBOLIZER_PATH) run in batch mode for the whole report. Without it, or with
-      --no-lines, frames get function + offset from the symbol tables only.
+      File, line, column and inlined frames come from the DWARF of the image or of its debug file (zlib or
+      zstd compressed sections included), read by imagelog itself: no other program is run. Without
+      DWARF, or with --no-lines, frames get function + offset from the symbol tables only.
     """
 
   var reportPath: String?

@@ -1,0 +1,80 @@
+import ImageLog
+public import ImageReaders
+
+/// The DWARF of one binary or debug file (one slice of a universal file), ready to answer addresses:
+/// the file is mapped, its debug sections found and decompressed, and its units indexed once.
+///
+/// Not thread-safe: answers fill caches.
+public final class DebugInfoFile {
+  /// The file's path.
+  public let path: String
+  private let mapped: MappedFile
+  private let supplementaryMapped: MappedFile?
+  private let reader: DWARFReader
+
+  /// Maps `path` (an ELF file, a thin Mach-O file or a universal file, whose slice `architecture`
+  /// picks; a lone slice needs none) and, when given, the supplementary file at `supplementaryPath`
+  /// (dwz's `.gnu_debugaltlink` target). Throws `ReportError` naming the file when it cannot be read,
+  /// is not ELF or Mach-O, has no such slice, or its DWARF is broken from the start.
+  public init(path: String, architecture: String? = nil, supplementaryPath: String? = nil) throws {
+    self.path = path
+    mapped = try Self.map(path)
+    var sections = try Self.sections(mapped, architecture: architecture)
+    if let supplementaryPath {
+      let supplementary = try Self.map(supplementaryPath)
+      supplementaryMapped = supplementary
+      sections.supplementary = try Self.sections(supplementary, architecture: architecture)
+    } else {
+      supplementaryMapped = nil
+    }
+    do {
+      reader = try DWARFReader(sections)
+    } catch {
+      throw ReportError("\(path): \(error)")
+    }
+  }
+
+  /// The frames of link-time address `address`, innermost first (see `DWARFReader.frames(at:)`); empty
+  /// when no DWARF covers it. Throws `ReportError` naming the file for DWARF that is broken there.
+  public func frames(at address: UInt64) throws -> [DWARFFrame] {
+    do {
+      return try reader.frames(at: address)
+    } catch {
+      throw ReportError("\(path): \(error)")
+    }
+  }
+
+  private static func map(_ path: String) throws -> MappedFile {
+    do {
+      return try MappedFile(path: path)
+    } catch {
+      throw ReportError("\(path): \(error)")
+    }
+  }
+
+  private static func sections(_ file: MappedFile, architecture: String?) throws -> DWARFSections {
+    let result = file.withReader { bytes -> Result<DWARFSections, FormatError> in
+      Result { () throws(FormatError) -> DWARFSections in
+        switch try BinaryFile.parse(bytes) {
+        case .elf(let elf):
+          return try DWARFSections.elf(elf, bytes: bytes, owner: file, decompress: SystemDecompressor.decompress)
+        case .machO(let machO):
+          return try DWARFSections.machO(machO, slice: bytes, owner: file)
+        case .fat(let fat):
+          let candidates = fat.members.filter { architecture == nil || $0.architecture == architecture }
+          guard let member = candidates.count == 1 ? candidates.first : nil, let machO = member.decoded else {
+            let names = fat.members.map(\.architecture).joined(separator: ", ")
+            throw .fat(architecture.map { "no \($0) slice (slices: \(names))" } ?? "several slices (\(names)): name one")
+          }
+          let range = try ByteReader.checkedRange(offset: member.fileOffset, size: member.size, limit: bytes.count,
+                                                  "slice \(member.architecture)")
+          return try DWARFSections.machO(machO, slice: try bytes.slice(at: range.lowerBound, length: range.count), owner: file)
+        }
+      }
+    }
+    switch result {
+    case .success(let sections): return sections
+    case .failure(let error): throw ReportError("\(file.path): \(error)")
+    }
+  }
+}

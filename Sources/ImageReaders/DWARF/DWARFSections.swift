@@ -1,0 +1,267 @@
+/// How a compressed debug section is compressed.
+public enum DWARFCompression: Sendable, Equatable {
+  /// `ELFCOMPRESS_ZLIB` (1), and the older `.zdebug_*` sections ("ZLIB" + 8-byte big-endian size).
+  case zlib
+  /// `ELFCOMPRESS_ZSTD` (2).
+  case zstd
+}
+
+/// Inflates one compressed section into `output`, whose size is the uncompressed size the section's
+/// header claims (already checked against `DWARFSections.maximumUncompressedSize`); returns the number
+/// of bytes written, which the caller requires to equal `output.count`.
+///
+/// The readers stay pure Swift and take the decompressor as an argument: ImageLogSymbolication passes one
+/// that `dlopen`s the system's `libz.so.1` and `libzstd.so.1` on first need. Those are fuzzed upstream,
+/// fast, and on every Debian system (zlib1g is essential, dpkg needs libzstd1), while an inflater of our
+/// own would be new, unfuzzed parsing of hostile bytes; loading them lazily keeps them out of the
+/// `imagelog` executable's start-up, which loads only libc and libm.
+public typealias DWARFDecompressor =
+  (DWARFCompression, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws(FormatError) -> Int
+
+/// Bytes allocated for a decompressed section; freed with the last reference.
+public final class DWARFOwnedBytes: @unchecked Sendable {
+  /// The bytes (never written after the section is decompressed into them).
+  public let buffer: UnsafeMutableRawBufferPointer
+
+  /// Allocates `count` uninitialised bytes.
+  public init(count: Int) {
+    buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+  }
+
+  deinit { buffer.deallocate() }
+}
+
+/// The bytes of one debug section, kept alive by `owner` (a mapped file or `DWARFOwnedBytes`).
+public struct DWARFSection: @unchecked Sendable {
+  /// The section's contents (decompressed).
+  public let bytes: UnsafeRawBufferPointer
+  // Immutable bytes that live as long as this reference: what makes the type Sendable.
+  let owner: AnyObject?
+
+  /// A section over `bytes`, which `owner` keeps alive.
+  public init(bytes: UnsafeRawBufferPointer, owner: AnyObject?) {
+    self.bytes = bytes
+    self.owner = owner
+  }
+
+  /// No section.
+  public static var empty: DWARFSection { DWARFSection(bytes: UnsafeRawBufferPointer(start: nil, count: 0), owner: nil) }
+
+  /// True when the file had no such section (or an empty one).
+  public var isEmpty: Bool { bytes.isEmpty }
+}
+
+/// The DWARF sections of one file (or one Mach-O slice), decompressed, and of its supplementary file
+/// (dwz's `.gnu_debugaltlink`, DWARF 5's `DW_UT_supplementary`) when there is one.
+public struct DWARFSections: Sendable {
+  /// The byte order of every section.
+  public var endian: ByteReader.Endian
+  /// `.debug_info`
+  public var info = DWARFSection.empty
+  /// `.debug_abbrev`
+  public var abbrev = DWARFSection.empty
+  /// `.debug_line`
+  public var line = DWARFSection.empty
+  /// `.debug_str`
+  public var str = DWARFSection.empty
+  /// `.debug_line_str`
+  public var lineStr = DWARFSection.empty
+  /// `.debug_str_offsets`
+  public var strOffsets = DWARFSection.empty
+  /// `.debug_addr`
+  public var addr = DWARFSection.empty
+  /// `.debug_ranges` (DWARF 2–4)
+  public var ranges = DWARFSection.empty
+  /// `.debug_rnglists` (DWARF 5)
+  public var rnglists = DWARFSection.empty
+  /// `.debug_aranges`
+  public var aranges = DWARFSection.empty
+  /// `.debug_frame`
+  public var frame = DWARFSection.empty
+  /// `.eh_frame` (`__TEXT,__eh_frame` in Mach-O); its pointers are relative to `ehFrameVMAddress`.
+  public var ehFrame = DWARFSection.empty
+  /// The link-time address of `.eh_frame`'s first byte.
+  public var ehFrameVMAddress: UInt64 = 0
+  /// `.eh_frame_hdr`
+  public var ehFrameHeader = DWARFSection.empty
+  /// The link-time address of `.eh_frame_hdr`'s first byte.
+  public var ehFrameHeaderVMAddress: UInt64 = 0
+
+  private var supplementaryBox: [DWARFSections] = []  // an array, because a struct cannot hold itself
+
+  /// The supplementary file's sections (`DW_FORM_GNU_ref_alt`, `DW_FORM_GNU_strp_alt`,
+  /// `DW_FORM_strp_sup`, `DW_FORM_ref_sup4/8` point into them); `nil` when none was given.
+  public var supplementary: DWARFSections? {
+    get { supplementaryBox.first }
+    set { supplementaryBox = newValue.map { [$0] } ?? [] }
+  }
+
+  /// No sections yet, in byte order `endian`.
+  public init(endian: ByteReader.Endian) { self.endian = endian }
+
+  /// True when there is a `.debug_info` to read functions and inlined frames from, or a line table.
+  public var hasDebugInfo: Bool { !info.isEmpty || !line.isEmpty }
+
+  /// The largest uncompressed size a compressed section may claim: 1 GiB. The largest DWARF sections of
+  /// real programs are a few hundred MB; a claim beyond this is hostile, and the buffer is allocated
+  /// before decompression starts.
+  public static let maximumUncompressedSize: UInt64 = 1 << 30
+
+  /// The largest uncompressed/compressed ratio a section may claim. Deflate cannot exceed 1032:1 (a
+  /// 258-byte match per 2 bits at best), so a zlib claim above is a lie whatever the data; zstd can go
+  /// further on runs, but real debug sections compress 3–20x, so 2000x leaves two orders of margin while
+  /// refusing a few bytes that claim a gigabyte.
+  public static func maximumRatio(_ compression: DWARFCompression) -> UInt64 {
+    compression == .zlib ? 1032 : 2000
+  }
+
+  /// The section named `name` (ELF's `.debug_info`, or `.zdebug_info`), `nil` when not one we keep.
+  mutating func assign(_ name: Substring, _ section: DWARFSection) {
+    switch name {
+    case "info": info = section
+    case "abbrev": abbrev = section
+    case "line": line = section
+    case "str": str = section
+    case "line_str": lineStr = section
+    case "str_offsets", "str_offs": strOffsets = section
+    case "addr": addr = section
+    case "ranges": ranges = section
+    case "rnglists": rnglists = section
+    case "aranges": aranges = section
+    case "frame": frame = section
+    default: break
+    }
+  }
+
+  static func wanted(_ name: Substring) -> Bool {
+    switch name {
+    case "info", "abbrev", "line", "str", "line_str", "str_offsets", "str_offs", "addr", "ranges", "rnglists",
+         "aranges", "frame": true
+    default: false
+    }
+  }
+
+  // MARK: ELF
+
+  /// `SHF_COMPRESSED`
+  public static let compressedFlag: UInt64 = 0x800
+
+  /// The debug sections of an ELF file: `.debug_*` (compressed with `SHF_COMPRESSED` or not) and
+  /// `.zdebug_*`, plus `.eh_frame`/`.eh_frame_hdr`. `bytes` is the whole file `file` was decoded from;
+  /// `owner` keeps those bytes alive. Compressed sections are inflated with `decompress` into memory the
+  /// result owns. A section that cannot be read or inflated is an error naming it.
+  public static func elf(_ file: ELFFile, bytes: ByteReader, owner: AnyObject?,
+                         decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSections {
+    var result = DWARFSections(endian: file.header.endian)
+    for section in file.sections where section.occupiesFile {
+      let name = section.name[...]
+      if name == ".eh_frame" || name == ".eh_frame_hdr" {
+        let contents = try file.contents(of: section, in: bytes)
+        let value = contents.withUnsafeBytes { DWARFSection(bytes: $0, owner: owner) }
+        if name == ".eh_frame" { result.ehFrame = value; result.ehFrameVMAddress = section.vmAddress }
+        else { result.ehFrameHeader = value; result.ehFrameHeaderVMAddress = section.vmAddress }
+        continue
+      }
+      let short: Substring
+      let zdebug: Bool
+      if name.hasPrefix(".debug_") { short = name.dropFirst(7); zdebug = false }
+      else if name.hasPrefix(".zdebug_") { short = name.dropFirst(8); zdebug = true }
+      else { continue }
+      guard wanted(short) else { continue }
+      let contents = try file.contents(of: section, in: bytes)
+      let value: DWARFSection
+      if section.flags & compressedFlag != 0 {
+        value = try decompressELF(contents, name: section.name, is64Bit: file.header.is64Bit, decompress: decompress)
+      } else if zdebug {
+        value = try decompressZdebug(contents, name: section.name, decompress: decompress)
+      } else {
+        value = contents.withUnsafeBytes { DWARFSection(bytes: $0, owner: owner) }
+      }
+      result.assign(short, value)
+    }
+    return result
+  }
+
+  /// An `SHF_COMPRESSED` section: `Elf64_Chdr` (type, reserved, size, alignment) or `Elf32_Chdr`
+  /// (type, size, alignment), then the stream.
+  static func decompressELF(_ contents: ByteReader, name: String, is64Bit: Bool,
+                            decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
+    var header = contents
+    let type = try header.read(UInt32.self)
+    if is64Bit { _ = try header.read(UInt32.self) }
+    let size = try header.readWord(is64Bit: is64Bit)
+    _ = try header.readWord(is64Bit: is64Bit)
+    let compression: DWARFCompression
+    switch type {
+    case 1: compression = .zlib
+    case 2: compression = .zstd
+    default: throw .dwarf(section: name, offset: 0, "unknown compression type \(type) (ELFCOMPRESS_ZLIB 1 and ELFCOMPRESS_ZSTD 2 are known)")
+    }
+    let stream = try contents.slice(at: header.offset, length: header.remaining)
+    return try inflate(stream, compression: compression, size: size, name: name, decompress: decompress)
+  }
+
+  /// A `.zdebug_*` section: "ZLIB", the uncompressed size as 8 big-endian bytes, a zlib stream.
+  static func decompressZdebug(_ contents: ByteReader, name: String,
+                               decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
+    guard contents.hasBytes("ZLIB", at: 0) else {
+      throw .dwarf(section: name, offset: 0, "does not start with \"ZLIB\"")
+    }
+    var header = try contents.slice(at: 4, length: 8)
+    header.endian = .big
+    let size = try header.read(UInt64.self)
+    let stream = try contents.slice(at: 12, length: contents.count - 12)  // slice(at: 4, length: 8) proved count >= 12
+    return try inflate(stream, compression: .zlib, size: size, name: name, decompress: decompress)
+  }
+
+  static func inflate(_ stream: ByteReader, compression: DWARFCompression, size: UInt64, name: String,
+                      decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
+    let (ratioLimit, overflow) = UInt64(stream.count).multipliedReportingOverflow(by: maximumRatio(compression))
+    let limit = overflow ? maximumUncompressedSize : min(maximumUncompressedSize, max(ratioLimit, 4096))
+    guard size <= limit, let count = Int(exactly: size) else {
+      throw .limitExceeded("\(name): uncompressed size", value: size, limit: limit)
+    }
+    guard let decompress else {
+      throw .dwarf(section: name, offset: 0, "is compressed and no decompressor was given")
+    }
+    let owned = DWARFOwnedBytes(count: count)
+    let output = UnsafeMutableRawBufferPointer(rebasing: owned.buffer[0..<count])
+    let produced = try stream.withUnsafeBytes { input throws(FormatError) in try decompress(compression, input, output) }
+    guard produced == count else {
+      throw .dwarf(section: name, offset: 0, "decompressed to \(produced) bytes, the header says \(count)")
+    }
+    return DWARFSection(bytes: UnsafeRawBufferPointer(output), owner: owned)
+  }
+
+  // MARK: Mach-O
+
+  /// The debug sections of a Mach-O slice: `__DWARF,__debug_*` (a dSYM's or an object file's) and
+  /// `__TEXT,__eh_frame`. `slice` is the slice's bytes (offsets from its start); `owner` keeps them alive.
+  public static func machO(_ file: MachOFile, slice: ByteReader, owner: AnyObject?) throws(FormatError) -> DWARFSections {
+    var result = DWARFSections(endian: file.header.endian)
+    for segment in file.segments {
+      for section in segment.sections {
+        let isDWARF = section.segmentName == "__DWARF" || (segment.name.isEmpty && section.name.hasPrefix("__debug_"))
+        let isEHFrame = section.segmentName == "__TEXT" && section.name == "__eh_frame"
+        guard isDWARF || isEHFrame else { continue }
+        let range = try ByteReader.checkedRange(offset: UInt64(section.fileOffset), size: section.size, limit: slice.count,
+                                                "section \(section.segmentName),\(section.name)")
+        var contents = try slice.slice(at: range.lowerBound, length: range.count)
+        contents.endian = file.header.endian
+        let value = contents.withUnsafeBytes { DWARFSection(bytes: $0, owner: owner) }
+        if isEHFrame {
+          result.ehFrame = value
+          result.ehFrameVMAddress = section.address
+        } else if section.name.hasPrefix("__debug_") {
+          let short = section.name.dropFirst(8)
+          if wanted(short) { result.assign(short, value) }
+        }
+      }
+    }
+    return result
+  }
+
+  /// A reader over `section` in this file's byte order.
+  @inline(__always)
+  func reader(_ section: DWARFSection) -> ByteReader { ByteReader(section.bytes, endian: endian) }
+}

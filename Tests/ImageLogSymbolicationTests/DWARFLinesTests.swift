@@ -1,0 +1,100 @@
+import ImageLogTestSupport
+import Testing
+import ImageLogSymbolication
+import ImageReaders
+
+/// The native DWARF reader against `llvm-symbolizer --inlines --output-style=JSON` on a small C program
+/// (Tests/Programs/dwarf-lines.c) built several ways: every byte address of every function it defines
+/// gets the same chain of functions, files, lines and columns, innermost first.
+@Suite(.enabled(if: haveTool("clang") && haveTool("gcc") && haveTool("objcopy") && haveTool("llvm-symbolizer")
+                && haveTool("llvm-nm"), "needs clang, gcc, objcopy, llvm-symbolizer and llvm-nm"))
+struct DWARFLinesTests {
+  struct Variant: Sendable, CustomStringConvertible {
+    var compiler: String
+    var flags: [String]
+    /// `objcopy --compress-debug-sections=` applied after linking.
+    var recompress: String? = nil
+    var description: String { ([compiler] + flags + (recompress.map { ["objcopy:" + $0] } ?? [])).joined(separator: " ") }
+  }
+
+  static let variants: [Variant] = [
+    Variant(compiler: "clang", flags: ["-O0"]),
+    Variant(compiler: "clang", flags: ["-O2"]),
+    Variant(compiler: "clang", flags: ["-O2", "-gdwarf-4"]),
+    Variant(compiler: "clang", flags: ["-O2", "-gz=zlib"]),
+    Variant(compiler: "gcc", flags: ["-O0"]),
+    Variant(compiler: "gcc", flags: ["-O2"]),
+    Variant(compiler: "gcc", flags: ["-O2", "-gdwarf-4"]),
+    Variant(compiler: "gcc", flags: ["-O2", "-gdwarf-4"], recompress: "zlib-gnu"),
+    Variant(compiler: "gcc", flags: ["-O2", "-gz=zlib"]),
+  ]
+
+  /// Builds `variant` and returns the program's path.
+  static func build(_ variant: Variant, in directory: String) throws -> String {
+    let program = directory + "/dwarf-lines"
+    let build = try runProcess([variant.compiler, "-g"] + variant.flags
+                               + [packageRoot + "/Tests/Programs/dwarf-lines.c", "-o", program])
+    try #require(build.status == 0, "\(variant): \(build.error)")
+    if let recompress = variant.recompress {
+      let result = try runProcess(["objcopy", "--compress-debug-sections=" + recompress, program])
+      try #require(result.status == 0, "\(result.error)")
+    }
+    return program
+  }
+
+  /// Every address of every function the program defines in .text (from `llvm-nm -S`).
+  static func functionAddresses(_ program: String) throws -> [UInt64] {
+    let nm = try runProcess(["llvm-nm", "-S", "--defined-only", program]).output
+    var addresses: [UInt64] = []
+    for line in nm.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      guard fields.count == 4, fields[2] == "t" || fields[2] == "T",
+            let start = UInt64(fields[0], radix: 16), let size = UInt64(fields[1], radix: 16) else { continue }
+      addresses += Array(start..<(start + size))
+    }
+    return addresses
+  }
+
+  /// `llvm-symbolizer`'s frames for each address, as `DWARFFrame`s (no frame when it knows no line).
+  static func oracle(_ program: String, _ addresses: [UInt64]) throws -> [[DWARFFrame]] {
+    let output = try runProcess(["llvm-symbolizer", "--inlines", "--output-style=JSON", "--no-demangle", "--obj=" + program]
+                                + addresses.map { "0x" + String($0, radix: 16) }).output
+    var answers: [[DWARFFrame]] = []
+    // Addresses on the command line: one JSON array with an object per address.
+    let values = try #require(try JSONValue.parse(output[...].drop { $0 != "[" }).array)
+    for value in values {
+      var frames: [DWARFFrame] = []
+      let symbols = value["Symbol"]?.array ?? []
+      for (index, symbol) in symbols.enumerated() {
+        let name = symbol["FunctionName"]?.string ?? ""
+        frames.append(DWARFFrame(function: name.isEmpty ? nil : name, file: symbol["FileName"]?.string ?? "",
+                                 line: symbol["Line"]?.integer ?? 0, column: symbol["Column"]?.integer ?? 0,
+                                 isInlined: index < symbols.count - 1))
+      }
+      // No DWARF at all: llvm-symbolizer prints one frame with no file and line 0 (and the symbol's name).
+      if frames.count == 1 && frames[0].file.isEmpty && frames[0].line == 0 { frames = [] }
+      answers.append(frames)
+    }
+    return answers
+  }
+
+  @Test(arguments: variants)
+  func everyAddressAgreesWithLLVMSymbolizer(_ variant: Variant) throws {
+    let directory = try makeTemporaryDirectory()
+    let program = try Self.build(variant, in: directory)
+    let addresses = try Self.functionAddresses(program)
+    try #require(addresses.count > 100, "\(variant): too few addresses")
+    let expected = try Self.oracle(program, addresses)
+    try #require(expected.count == addresses.count, "\(variant): llvm-symbolizer answered \(expected.count) of \(addresses.count)")
+    let file = try DebugInfoFile(path: program)
+    var inlined = 0
+    for (address, theirs) in zip(addresses, expected) {
+      var ours = try file.frames(at: address)
+      // A function DWARF does not name: llvm-symbolizer names it from the symbol table.
+      for index in ours.indices where ours[index].function == nil { ours[index].function = theirs.indices.contains(index) ? theirs[index].function : nil }
+      #expect(ours == theirs, "\(variant) 0x\(String(address, radix: 16))")
+      if ours.count > 1 { inlined += 1 }
+    }
+    if variant.flags.contains("-O2") { #expect(inlined > 0, "\(variant): no inlined frames seen") }
+  }
+}
