@@ -36,6 +36,7 @@ fixtures:
 	Scripts/make-fixtures
 	Scripts/make-dwarf-fixtures
 	Scripts/make-hostile-fixtures
+	Scripts/make-dwarf-reader-fixtures
 
 # libFuzzer over BinaryFile.parse: Tests/Fuzz compiled with Sources/ImageReaders into one module (no
 # package target), seeded with every committed fixture. FUZZ_SECONDS=600 make fuzz for a longer run.

@@ -219,7 +219,8 @@ public enum Symbolicator {
         let universal = file.debugInfoPath == nil ? file.isUniversalSlice : file.debugInfoIsUniversal
         do {
           debugInfo = try DebugInfoFile(path: file.debugInfoPath ?? file.path,
-                                        architecture: universal ? file.architecture : nil)
+                                        architecture: universal ? file.architecture : nil,
+                                        supplementaryPath: file.supplementaryPath)
         } catch {
           notes.append("no file:line information: \(error)")
         }

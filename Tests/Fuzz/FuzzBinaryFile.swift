@@ -1,7 +1,8 @@
 // libFuzzer entry for the binary readers, built only by `make fuzz`: compiled in one module with
 // Sources/ImageReaders (so no package target is needed) and `-sanitize=fuzzer,address`. It calls the
-// same `BinaryFile.parse` as the CLI, then touches what callers touch. Any trap, overflow or
-// out-of-bounds access is a finding; thrown `FormatError`s are the expected outcome for most inputs.
+// same `BinaryFile.parse` as the CLI, then touches what callers touch, the DWARF reader included. Any
+// trap, overflow or out-of-bounds access is a finding; thrown `FormatError`s are the expected outcome
+// for most inputs.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzBinaryFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
@@ -17,6 +18,20 @@ public func fuzzBinaryFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
     fuzzCallFrames(file, reader)
     for section in file.sections { _ = try? file.contents(of: section, in: reader) }
     _ = file.textSize
+    fuzzDWARF(file, reader)
   }
   return 0
+}
+
+/// The DWARF reader over the file's debug sections (compressed ones refused: no decompressor here),
+/// asked for every address where its unit index changes, the addresses next to them, and the middle
+/// of each executable section: each unit's DIE tree, line table and names get decoded.
+func fuzzDWARF(_ file: ELFFile, _ reader: ByteReader) {
+  guard let sections = try? DWARFSections.elf(file, bytes: reader, owner: nil, decompress: nil),
+        let dwarf = try? DWARFReader(sections) else { return }
+  var probes = dwarf.indexedAddresses.prefix(64).flatMap { [$0, $0 &+ 1, $0 &- 1] }
+  for section in file.sections where section.flags & ELFSection.executableFlag != 0 {
+    probes += [section.vmAddress, section.vmAddress &+ section.size / 2]
+  }
+  for address in probes { _ = try? dwarf.frames(at: address) }
 }

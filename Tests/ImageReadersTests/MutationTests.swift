@@ -84,6 +84,53 @@ import Testing
     #expect(rejected > 0 && parsed > 0, "mutations should both break and spare files (\(parsed) parsed, \(rejected) rejected)")
   }
 
+  /// The DWARF reader over a file: its index, then every indexed address and a neighbour. False when
+  /// anything threw (a `FormatError`: typed throws).
+  static func exerciseDWARF(_ bytes: [UInt8]) -> (answered: Int, threw: Bool) {
+    bytes.withUnsafeBytes { raw in
+      let reader = ByteReader(raw)
+      guard let file = try? ELFFile(reader),
+            let sections = try? DWARFSections.elf(file, bytes: reader, owner: nil, decompress: nil),
+            let dwarf = try? DWARFReader(sections) else { return (0, true) }
+      var answered = 0, threw = false
+      for address in dwarf.indexedAddresses.prefix(200) {
+        for probe in [address, address &+ 3] {
+          do { if !(try dwarf.frames(at: probe)).isEmpty { answered += 1 } } catch { threw = true }
+        }
+      }
+      return (answered, threw)
+    }
+  }
+
+  /// Seeded mutations inside the debug sections of the DWARF fixtures (a cut becomes zeros to the
+  /// section's end, so the ELF file around stays readable): the reader answers or throws, never traps
+  /// or hangs; some mutations must break it and some spare it.
+  @Test func dwarfFixturesSurviveMutationsOfTheirDebugSections() throws {
+    let names = Fixtures.all.filter { $0.hasPrefix("dwarf/") }
+    try #require(names.count >= 2, "no DWARF fixtures under \(Fixtures.directory)/dwarf")
+    var rng = SplitMix64(seed: 0xD3A2_F2026)
+    var spared = 0, broken = 0
+    for name in names {
+      let original = try Fixtures.bytes(name)
+      #expect(Self.exerciseDWARF(original) .answered > 0, "\(name): the unmutated fixture answers nothing")
+      let ranges: [Range<Int>] = try original.withUnsafeBytes { raw in
+        try ELFFile(ByteReader(raw)).sections.filter { $0.name.hasPrefix(".debug_") }.compactMap(\.fileRange)
+      }
+      try #require(!ranges.isEmpty)
+      for round in 0..<Self.perFixture {
+        var bytes = original
+        let range = ranges[round % ranges.count]
+        let kind = Mutation.allCases[(round / ranges.count) % Mutation.allCases.count]
+        var section = Self.mutate(Array(original[range]), kind, &rng)
+        if section.count < range.count { section += [UInt8](repeating: 0, count: range.count - section.count) }
+        bytes.replaceSubrange(range, with: section.prefix(range.count))
+        if Self.exerciseDWARF(bytes).threw { broken += 1 } else { spared += 1 }
+      }
+    }
+    #expect(spared + broken == names.count * Self.perFixture)
+    #expect(broken > 0 && spared > 0, "mutations should both break and spare the DWARF (\(spared) spared, \(broken) broken)")
+  }
+
   @Test func everyTruncationOfOneFixtureOnlyThrows() throws {
     // Every prefix of a small shared library: each table and note cut at every byte.
     let original = try Fixtures.bytes("elf/libfixture-x86_64.so")

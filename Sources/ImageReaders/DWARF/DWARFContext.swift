@@ -179,10 +179,8 @@ final class DWARFContext {
       do {
         var reader = aranges
         try reader.seek(to: offset)
-        var length = UInt64(try reader.read(UInt32.self))
-        var offsetSize = 4
-        if length == 0xFFFF_FFFF { length = try reader.read(UInt64.self); offsetSize = 8 }
-        guard let count = Int(exactly: length), count <= reader.remaining, count > 0 else { break }
+        let (count, offsetSize) = try DWARFForm.unitLength(&reader, section: ".debug_aranges", offset: offset)
+        guard count > 0 else { break }
         let setStart = offset
         let end = reader.offset + count  // count <= remaining
         var set = try aranges.slice(at: 0, length: end)

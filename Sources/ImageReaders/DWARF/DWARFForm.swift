@@ -67,6 +67,26 @@ enum DWARFForm {
     }
   }
 
+  /// A unit's initial length (`.debug_info`, `.debug_line`, `.debug_aranges`): 32 bits, or 0xffffffff
+  /// then 64 bits for 64-bit DWARF. Returns the unit's size after the length, checked to fit in what is
+  /// left, and the offset size (4 or 8) its fields use.
+  static func unitLength(_ reader: inout ByteReader, section: String, offset: Int) throws(FormatError)
+    -> (count: Int, offsetSize: Int) {
+    var length = UInt64(try reader.read(UInt32.self))
+    var offsetSize = 4
+    if length == 0xFFFF_FFFF {
+      length = try reader.read(UInt64.self)
+      offsetSize = 8
+    } else if length >= 0xFFFF_FFF0 {
+      throw .dwarf(section: section, offset: offset, "reserved unit length 0x\(hexDigits(length))")
+    }
+    guard let count = Int(exactly: length), count <= reader.remaining else {
+      throw .dwarf(section: section, offset: offset,
+                   "unit length \(length) runs past the section's end (\(reader.remaining) bytes left)")
+    }
+    return (count, offsetSize)
+  }
+
   /// A block length that fits in what is left.
   private static func length(_ value: UInt64, _ reader: ByteReader) throws(FormatError) -> Int {
     guard let count = Int(exactly: value), count <= reader.remaining else {

@@ -44,17 +44,7 @@ final class DWARFLineTable {
     let name = ".debug_line"
     var header = section
     try header.seek(to: offset)
-    var length = UInt64(try header.read(UInt32.self))
-    var offsetSize = 4
-    if length == 0xFFFF_FFFF {
-      length = try header.read(UInt64.self)
-      offsetSize = 8
-    } else if length >= 0xFFFF_FFF0 {
-      throw .dwarf(section: name, offset: offset, "reserved unit length 0x\(hexDigits(length))")
-    }
-    guard let count = Int(exactly: length), count <= header.remaining else {
-      throw .dwarf(section: name, offset: offset, "unit length \(length) runs past the section's end (\(header.remaining) bytes left)")
-    }
+    let (count, offsetSize) = try DWARFForm.unitLength(&header, section: name, offset: offset)
     var unit = try section.slice(at: header.offset, length: count)
     let base = header.offset  // unit offsets are relative to here
     version = try unit.read(UInt16.self)

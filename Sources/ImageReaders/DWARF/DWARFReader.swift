@@ -47,16 +47,32 @@ public final class DWARFReader {
       ranges.append(DWARFRangeMap.Range(low: low, high: high, priority: UInt64.max - UInt64(unitOffset),
                                         value: Int32(truncatingIfNeeded: index)))
     }
+    var problems: [FormatError] = context.unitsProblem.map { [$0] } ?? []
     for (index, unit) in context.units.enumerated() where unit.holdsCode && !covered.contains(index) {
-      // A unit whose DIE cannot be read is left out of the index; the others still answer.
-      guard (try? unit.prepare(context)) != nil else { continue }
+      // A unit whose DIE cannot be read is left out of the index (and said in `problems`); the others
+      // still answer.
+      do {
+        try unit.prepare(context)
+      } catch {
+        problems.append(error)
+        continue
+      }
       for (low, high) in unit.unitRanges where low < high {
         ranges.append(DWARFRangeMap.Range(low: low, high: high, priority: UInt64.max - UInt64(unit.offset),
                                           value: Int32(truncatingIfNeeded: index)))
       }
     }
     (unitStarts, unitValues) = DWARFRangeMap.segments(&ranges)
+    self.problems = problems
   }
+
+  /// What made the index leave units out: a unit header that ends the walk of `.debug_info`, unit DIEs
+  /// that cannot be read. Addresses in those units answer nothing.
+  public let problems: [FormatError]
+
+  /// The addresses where the unit index changes from one unit (or none) to another, ascending: each
+  /// unit's first address among them (the fuzz target and the mutation tests probe these).
+  var indexedAddresses: [UInt64] { unitStarts }
 
   /// The number of units in `.debug_info`.
   public var unitCount: Int { context.units.count }

@@ -53,17 +53,9 @@ final class DWARFUnit {
   init(_ info: ByteReader, at offset: Int) throws(FormatError) {
     var reader = info
     try reader.seek(to: offset)
-    var length = UInt64(try reader.read(UInt32.self))
-    var offsetSize = 4
-    if length == 0xFFFF_FFFF {
-      length = try reader.read(UInt64.self)
-      offsetSize = 8
-    } else if length >= 0xFFFF_FFF0 {
-      throw .dwarf(section: ".debug_info", offset: offset, "reserved unit length 0x\(hexDigits(length))")
-    }
-    guard let count = Int(exactly: length), count <= reader.remaining, count >= 2 else {
-      throw .dwarf(section: ".debug_info", offset: offset,
-                   "unit length \(length) runs past the section's end (\(reader.remaining) bytes left)")
+    let (count, offsetSize) = try DWARFForm.unitLength(&reader, section: ".debug_info", offset: offset)
+    guard count >= 2 else {
+      throw .dwarf(section: ".debug_info", offset: offset, "unit length \(count) leaves no room for a version")
     }
     end = reader.offset + count  // count <= remaining
     var unit = try info.slice(at: 0, length: end)
