@@ -266,9 +266,9 @@ final class DWARFLineTable {
   }
 
   /// The path of file `index`, joined as `llvm-symbolizer` joins it (`Prologue::getFileNameByIndex` with
-  /// `AbsoluteFilePath`): an absolute name alone; else the compilation directory (unless the include
-  /// directory is absolute, or DWARF 5's directory 0, the compilation directory itself, is meant), the
-  /// include directory, the name. `nil` for an index the table does not have.
+  /// `AbsoluteFilePath`, LLVM 14): an absolute name alone; else the compilation directory (unless the
+  /// include directory is absolute), the include directory, the name. `nil` for an index the table
+  /// does not have.
   func path(_ index: UInt64, compilationDirectory: String?) -> String? {
     guard hasFile(index) else { return nil }
     let position = Int(index) - (version >= 5 ? 0 : 1)  // hasFile bounds index by files.count
@@ -285,8 +285,10 @@ final class DWARFLineTable {
         includeDirectory = directories[entry.directory - 1]
       }
       result = ""
-      if let compilationDirectory, !compilationDirectory.isEmpty, !includeDirectory.hasPrefix("/"),
-         version < 5 || entry.directory != 0 {
+      // LLVM 14 (Debian 12's llvm-symbolizer, our oracle) prepends the compilation directory to a
+      // relative DWARF 5 directory 0 too, as gcc 12 writes it for glibc ("./nptl" twice:
+      // "./nptl/./nptl/pthread_create.c"); later LLVM leaves directory 0 alone.
+      if let compilationDirectory, !compilationDirectory.isEmpty, !includeDirectory.hasPrefix("/") {
         result = compilationDirectory
       }
       Self.append(&result, includeDirectory)
