@@ -235,4 +235,46 @@ import Testing
     #expect(locator.refused.map(\.path) == [dwarf])
     #expect(locator.refused.first?.problem == "UUID \(otherUUID) differs from \(identity.text)")
   }
+
+  /// A universal binary with a universal dSYM beside it (clang, ld64.lld-14, dsymutil-14, llvm-lipo-14):
+  /// each slice's image, named by its own UUID, gets the dSYM's slice with that UUID.
+  @Test(.enabled(if: ["clang", "ld64.lld-14", "dsymutil-14", "llvm-lipo-14", "llvm-dwarfdump-14"].allSatisfy(haveTool),
+                 "needs clang, ld64.lld-14, dsymutil-14, llvm-lipo-14 and llvm-dwarfdump-14"))
+  func universalDSYMServesEverySlice() throws {
+    let directory = try makeTemporaryDirectory()
+    try writeFile(directory + "/u.c", "int helper(int x) { return x * 3; }\nint main(void) { return helper(2); }\n")
+    let architectures = ["x86_64", "arm64"]
+    for arch in architectures {
+      let object = directory + "/u-\(arch).o", binary = directory + "/u-\(arch)"
+      #expect(try runProcess(["clang", "--target=\(arch)-apple-macos11", "-O1", "-g", "-c", directory + "/u.c", "-o", object]).exitCode == 0)
+      #expect(try runProcess(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", "11.0", "12.0", "-execute", "-e", "_main",
+                              "-undefined", "dynamic_lookup", object, "-o", binary]).exitCode == 0)
+      #expect(try runProcess(["dsymutil-14", binary, "-o", binary + ".dSYM"]).exitCode == 0)
+    }
+    let binary = directory + "/u", dwarf = directory + "/u.dSYM/Contents/Resources/DWARF/u"
+    #expect(try runProcess(["llvm-lipo-14", "-create"] + architectures.map { directory + "/u-\($0)" } + ["-output", binary]).exitCode == 0)
+    #expect(try runProcess(["mkdir", "-p", directory + "/u.dSYM/Contents/Resources/DWARF"]).exitCode == 0)
+    #expect(try runProcess(["llvm-lipo-14", "-create"]
+                           + architectures.map { directory + "/u-\($0).dSYM/Contents/Resources/DWARF/u-\($0)" }
+                           + ["-output", dwarf]).exitCode == 0)
+    // llvm-dwarfdump's UUIDs of the universal binary: "UUID: <uuid> (<arch>) <path>".
+    var uuids: [String: String] = [:]
+    for line in try runProcess(["llvm-dwarfdump-14", "--uuid", binary]).output.split(separator: "\n") {
+      let words = line.split(separator: " ")
+      if words.count >= 3 { uuids[String(words[2].dropFirst().dropLast())] = String(words[1]) }
+    }
+    try #require(Set(uuids.keys) == Set(architectures), "\(uuids)")
+    for arch in architectures {
+      let uuid = try #require(uuids[arch])
+      let image = CrashReport.Image(name: "u", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
+                                    identity: ImageIdentity(uuid), architecture: arch)
+      let locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+      guard case .found(let file, _) = locator.locate(image, architecture: nil) else { Issue.record("\(arch): not found"); continue }
+      #expect(Self.dwarfPath(file) == dwarf, "\(arch)")
+      #expect(file.architecture == arch)
+      #expect(file.buildID?.uuid == uuid, "\(arch)")
+      #expect(file.debugInfoPath == nil ? file.isUniversalSlice : file.debugInfoIsUniversal, "\(arch): a slice of the universal dSYM")
+      #expect(locator.refused.isEmpty, "\(locator.refused)")
+    }
+  }
 }
