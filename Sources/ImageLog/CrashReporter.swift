@@ -59,15 +59,46 @@ public enum CrashReporter {
   public static func startImageTable() {
     tableObservers.withLock { tokens in
       guard tokens == nil else { return }
-      let formatter = ImageFormatter(style: .crash)
       let added = LoadedImages.onAdd { image in
-        _ = il_crash_table_add(image.loadAddress, image.textRange.lowerBound, image.textRange.upperBound,
-                               image.name, formatter.format(image))
+        crashLine(image) { line in
+          _ = il_crash_table_add(image.loadAddress, image.textRange.lowerBound, image.textRange.upperBound,
+                                 image.name, line)
+        }
       }
       let removed = LoadedImages.onRemove { image in
         _ = il_crash_table_remove(image.loadAddress)
       }
       tokens = [added, removed]
+    }
+  }
+
+  /// The image's Binary Images line (the `crash` style, no newline), NUL-terminated, written by the C the
+  /// audit module of `imagelog run` writes its lines with (CImageLogImage.h), so a crash report and a run
+  /// describe an image with the same bytes; tests hold both against `ImageFormatter`.
+  static func crashLine(_ image: Image, _ body: (UnsafePointer<CChar>) -> Void) {
+    var buffer = [CChar](repeating: 0, count: 8 * Int(PATH_MAX) + 512)  // a path escaped twice at 4 bytes a byte
+    let buildID = image.buildID?.bytes ?? []
+    image.path.withCString { path in
+      image.architecture.withCString { architecture in
+        buildID.withUnsafeBufferPointer { idBytes in
+          var described = il_image(path: path, architecture: architecture, load_bias: image.loadBias,
+                                   load_address: image.loadAddress, text_end: image.textRange.upperBound,
+                                   load_end: image.loadRange.upperBound,
+                                   file_mapped_end: image.fileMappedRange.upperBound,
+                                   build_id: idBytes.isEmpty ? nil : idBytes.baseAddress, build_id_size: idBytes.count,
+                                   build_id_address: image.buildIDAddress ?? 0, is_main: image.isMainExecutable ? 1 : 0)
+          var options = il_line_options()
+          options.style = Int32(IL_STYLE_CRASH)
+          options.without_event = 1
+          buffer.withUnsafeMutableBufferPointer { storage in
+            // One byte kept for the NUL: the line is at most capacity bytes.
+            var line = il_line(text: storage.baseAddress, capacity: storage.count - 1, used: 0, truncated: 0)
+            let length = il_image_line(&line, &described, &options)
+            storage[length] = 0
+            body(UnsafePointer(storage.baseAddress!))
+          }
+        }
+      }
     }
   }
 

@@ -36,22 +36,29 @@ import Testing
         for removed in [false, true] {
           for timing in [nil, (UInt64(1_234_567_890), UInt64(42_000))] as [(UInt64, UInt64)?] {
             for pid in [nil, Int32(4321)] as [Int32?] {
-              var options = il_line_options()
-              options.style = cStyle
-              options.full_build_ids = fullBuildIDs ? 1 : 0
-              options.removed = removed ? 1 : 0
-              options.timing = timing == nil ? 0 : 1
-              options.since_start_ns = timing?.0 ?? 0
-              options.step_ns = timing?.1 ?? 0
-              options.labelled = pid == nil ? 0 : 1
-              options.pid = Int64(pid ?? 0)
-              // As `imagelog run` reports: timing on added images only.
-              let expected = ImageFormatter(style: style, fullBuildIDs: fullBuildIDs).eventLine(
-                swiftImage, event: removed ? .removed : .added, pid: pid,
-                timing: removed ? nil : timing.map { ImageTiming(sinceStart: $0.0, loadDuration: $0.1) })
-              let got = cLine(cImage, options)
-              if got != Array(expected.utf8) {
-                mismatches.append("C:     \(String(decoding: got, as: UTF8.self))\nSwift: \(expected)")
+              for withoutEvent in [false, true] {
+                var options = il_line_options()
+                options.style = cStyle
+                options.full_build_ids = fullBuildIDs ? 1 : 0
+                options.removed = removed ? 1 : 0
+                options.without_event = withoutEvent ? 1 : 0
+                options.timing = timing == nil ? 0 : 1
+                options.since_start_ns = timing?.0 ?? 0
+                options.step_ns = timing?.1 ?? 0
+                options.labelled = pid == nil ? 0 : 1
+                options.pid = Int64(pid ?? 0)
+                // As `imagelog run` reports: timing on added images only. Without the event: the line alone
+                // (`format`), as the crash report's Binary Images line is.
+                let formatter = ImageFormatter(style: style, fullBuildIDs: fullBuildIDs)
+                let event: ImageEvent = removed ? .removed : .added
+                let imageTiming = removed ? nil : timing.map { ImageTiming(sinceStart: $0.0, loadDuration: $0.1) }
+                let expected = withoutEvent
+                  ? formatter.format(swiftImage, event: event, pid: pid, timing: imageTiming)
+                  : formatter.eventLine(swiftImage, event: event, pid: pid, timing: imageTiming)
+                let got = cLine(cImage, options)
+                if got != Array(expected.utf8) {
+                  mismatches.append("C:     \(String(decoding: got, as: UTF8.self))\nSwift: \(expected)")
+                }
               }
             }
           }
@@ -92,6 +99,12 @@ import Testing
       }, Unmanaged.passUnretained(results).toOpaque())
     }
     #expect(results.compared >= 10, "the test process loads the Swift runtime and its dependencies")
+    // The crash table's line for each image comes from the same C (CrashReporter.crashLine).
+    for image in LoadedImages.snapshot() {
+      var line = ""
+      CrashReporter.crashLine(image) { line = String(cString: $0) }
+      #expect(line == ImageFormatter(style: .crash).format(image), "\(image.path)")
+    }
     #expect(results.mismatches.isEmpty, "\(results.mismatches.count) lines differ, first:\n\(results.mismatches.first ?? "")")
   }
 

@@ -185,6 +185,9 @@ typedef struct {
   int style;                /* IL_STYLE_* */
   int full_build_ids;       /* crash style: the whole build-id between < > */
   int removed;              /* a Removed event (else Added) */
+  int without_event;        /* the crash and unstrip styles' line alone, without "Added: " or "Removed: "
+                               (ImageFormatter.format rather than eventLine: the crash report's Binary
+                               Images line) */
   int timing;               /* append the time since start and the load step (added events only) */
   uint64_t since_start_ns, step_ns;
   int labelled;             /* "[pid N] " before the line, or a leading "pid" field in JSON */
@@ -380,7 +383,8 @@ static inline size_t il_image_line(il_line *line, const il_image *image, const i
     else il_line_decimal(line, (uint64_t)options->pid);
     il_line_text(line, "] ");
   }
-  if (options->style != IL_STYLE_JSON) il_line_text(line, options->removed ? "Removed: " : "Added: ");
+  if (options->style == IL_STYLE_LOGGER || (options->style != IL_STYLE_JSON && !options->without_event))
+    il_line_text(line, options->removed ? "Removed: " : "Added: ");
   switch (options->style) {
   case IL_STYLE_LOGGER: {
     il_line_address(line, image->load_address);
