@@ -81,6 +81,48 @@ func runProcess(_ arguments: [String], discardOutput: Bool = false) throws -> (s
   return (status, String(decoding: output, as: UTF8.self))
 }
 
+/// One run of a child process: wall-clock and CPU (user + system) seconds, and its peak resident set
+/// (0 when not asked for or GNU time is missing).
+struct Measurement {
+  var wall: Double
+  var cpu: Double
+  var maxRSSKiB: Int
+}
+
+/// Runs `command` with `sh -c` and measures it; with `peakMemory`, under GNU time (`/usr/bin/time -f %M`),
+/// which reports the peak resident set (and adds its own start-up to the times). Not `wait4`'s own rusage: posix_spawn starts the child with `CLONE_VM`, and at its exec the kernel
+/// records the high-water mark of the memory it leaves, which is this benchmark process's; GNU time's
+/// child is forked from a small process, so its figure is the measured program's own.
+func measuredShell(_ command: String, peakMemory: Bool = false) throws -> Measurement {
+  let gnuTime = "/usr/bin/time"
+  let haveTime = peakMemory && access(gnuTime, X_OK) == 0
+  let report = "/tmp/imagelog-bench-rss-\(getpid())"
+  let arguments = (haveTime ? [gnuTime, "-f", "%M", "-o", report] : []) + ["sh", "-c", command]
+  var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+  defer { for pointer in argv { free(pointer) } }
+  let clock = ContinuousClock()
+  let start = clock.now
+  var pid: pid_t = 0
+  guard posix_spawnp(&pid, arguments[0], nil, nil, &argv, environ) == 0 else { throw BenchError("cannot run \(arguments[0])") }
+  var status: Int32 = 0
+  var usage = rusage()
+  guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed") }
+  let elapsed = clock.now - start
+  guard status == 0 else { throw BenchError("\(command): exit status \(status)") }
+  var peak = 0
+  if haveTime, let file = fopen(report, "r") {
+    var line = [CChar](repeating: 0, count: 64)
+    if fgets(&line, Int32(line.count), file) != nil {
+      peak = Int(String(decoding: line.prefix { $0 != 0 && $0 != 10 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) ?? 0
+    }
+    fclose(file)
+    unlink(report)
+  }
+  func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+  return Measurement(wall: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
+                     cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime), maxRSSKiB: peak)
+}
+
 /// True when `tool` is on PATH.
 func haveTool(_ tool: String) -> Bool {
   (try? runProcess(["sh", "-c", "command -v \(tool)"], discardOutput: true).status) == 0

@@ -119,23 +119,11 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
 
 /// Runs `command` with `sh -c` and returns its wall-clock and CPU (user + system) seconds.
 private func timedShell(_ command: String) throws -> (wall: Double, cpu: Double) {
-  var argv: [UnsafeMutablePointer<CChar>?] = [String](["sh", "-c", command]).map { strdup($0) } + [nil]
-  defer { for pointer in argv { free(pointer) } }
-  let clock = ContinuousClock()
-  let start = clock.now
-  var pid: pid_t = 0
-  guard posix_spawnp(&pid, "sh", nil, nil, &argv, environ) == 0 else { throw BenchError("cannot run sh") }
-  var status: Int32 = 0
-  var usage = rusage()
-  guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed") }
-  let elapsed = clock.now - start
-  guard status == 0 else { throw BenchError("\(command): exit status \(status)") }
-  func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-  return (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
-          seconds(usage.ru_utime) + seconds(usage.ru_stime))
+  let measurement = try measuredShell(command)
+  return (measurement.wall, measurement.cpu)
 }
 
-private func median(_ values: [Double]) -> Double {
+func median(_ values: [Double]) -> Double {
   let sorted = values.sorted()
   return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
 }
@@ -144,7 +132,7 @@ enum FileSystemProbe {
   static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 }
 
-private func writeText(_ text: String, to path: String) throws {
+func writeText(_ text: String, to path: String) throws {
   guard let file = fopen(path, "w") else { throw BenchError("cannot write \(path)") }
   fputs(text, file)
   fclose(file)

@@ -2,10 +2,16 @@
 // and the tables go to BENCHMARKS.md. Each area adds its function to `benchmarks`.
 internal import Glibc
 
+// `ImageLogBenchmarks dwarf-lookup FILE`: the child process the DWARF benchmark times (DWARFBench.swift).
+if CommandLine.arguments.count == 3 && CommandLine.arguments[1] == "dwarf-lookup" {
+  exit(dwarfLookupWorker(CommandLine.arguments[2]))
+}
+
 let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("snapshot and observers", snapshotBenchmark),
   ("file", fileBenchmark),
   ("symbolicate", symbolicateBenchmarks),
+  ("dwarf lines and inlines vs llvm-symbolizer", dwarfBenchmarks),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),
 ]

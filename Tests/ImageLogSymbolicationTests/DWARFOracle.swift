@@ -37,18 +37,12 @@ struct DWARFOracleCase: CustomStringConvertible, Sendable {
 /// The fixtures, the addresses to ask, and llvm-symbolizer's answers.
 enum DWARFOracle {
   static let directory = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
-  /// The Swift toolchain's llvm-symbolizer (the one next to `swiftc`), else the one on PATH. The
-  /// toolchain's LLVM is current; Debian's llvm-symbolizer-14 (like elfutils 0.188 and binutils 2.40)
-  /// joins a DWARF 5 file in directory entry 0 with the compilation directory twice: for libc's
-  /// `peek_token` it prints ./posix/./posix/regcomp.c where entry 0 *is* the compilation directory
-  /// ./posix (DWARF 5, 6.2.4.1) and the file is ./posix/regcomp.c, as LLVM has printed since.
-  static let symbolizer: String = {
-    if let swiftc = which("swiftc") {
-      let candidate = String(swiftc[..<(swiftc.lastIndex(of: "/") ?? swiftc.startIndex)]) + "/llvm-symbolizer"
-      if haveTool(candidate) { return candidate }
-    }
-    return "llvm-symbolizer"
-  }()
+  /// Debian's llvm-symbolizer (LLVM 14), the peer our reader follows. It joins a DWARF 5 file in
+  /// directory entry 0 with the compilation directory, so libc's `peek_token` is in
+  /// ./posix/./posix/regcomp.c, as elfutils 0.188, binutils 2.40 and the sanitizers print it; current
+  /// LLVM (the Swift toolchain's) prints ./posix/regcomp.c, since entry 0 *is* the compilation directory
+  /// (DWARF 5, 6.2.4.1).
+  static let symbolizer = "llvm-symbolizer"
   static let objdump = "llvm-objdump-14"
   static let haveTools = haveTool(symbolizer) && haveTool(objdump) && haveTool("llvm-objcopy-14") && haveTool("objcopy")
 
