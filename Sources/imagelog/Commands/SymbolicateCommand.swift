@@ -35,15 +35,19 @@ struct SymbolicateCommand: Command {
                               full (swift demangle style), or none.
       --no-demangle           Same as --demangle none.
       --no-lines              Symbol tables only: do not read DWARF for file:line.
-      --no-system-debug       Do not look in /usr/lib/debug/.build-id or the debuginfod cache.
+      --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
       -h, --help              Show help information.
 
     MATCHING:
       Files are matched by identity (GNU build-id or LC_UUID, in any form: full, 16-byte UUID prefix,
       dashed or compact, any case, Breakpad/Sentry debug-id), never by name. Candidates: the path the
-      report recorded, --search paths, /usr/lib/debug/.build-id/xx/yyyy.debug, and the debuginfod client
-      cache ($DEBUGINFOD_CACHE_PATH, ~/.cache/debuginfod_client). A file with another identity is never
-      used: its frames say "UUID mismatch" and the summary at the end lists missing and mismatched images.
+      report recorded, a .dSYM beside it, its .gnu_debuglink file (beside it, in .debug/, under
+      /usr/lib/debug; its CRC-32 checked), --search paths, /usr/lib/debug/.build-id/xx/yyyy.debug, the
+      debuginfod client cache ($DEBUGINFOD_CACHE_PATH, ~/.cache/debuginfod_client), and last the servers
+      in $DEBUGINFOD_URLS, asked through libdebuginfod.so.1 when it is installed. A dwz debug file's
+      .gnu_debugaltlink file is found by its path or build-id. A file with another identity is never
+      used: its frames say "UUID mismatch" and the summary at the end lists missing and mismatched images;
+      a debug file refused for its build-id or CRC is named in the summary's notes.
 
     LIMITS:
       A report is read whole, up to 64 MiB, and may hold up to 2,000,000 frames (a longer list of
