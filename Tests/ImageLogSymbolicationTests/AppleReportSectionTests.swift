@@ -72,3 +72,35 @@ import Testing
     #expect(report.frames.filter { $0.thread == crashed }.count == expected.count)
   }
 }
+
+/// Files with several reports, read one report at a time.
+@Suite struct SeveralReportsTests {
+  @Test func appleReportsSplitAtEachIncident() throws {
+    let one = ReportParserTests.appleCrash
+    let text = "{\"bug_type\":\"109\"}\n" + one + "\n" + "{\"bug_type\":\"109\"}\n" + one
+    let reports = ReportParser.parseAll(text)
+    #expect(reports.count == 2)
+    let single = try ReportParser.parse(one)
+    for result in reports {
+      let report = try result.get()
+      #expect(report.ipsHeader != nil)
+      #expect(report.frames.map(\.address) == single.frames.map(\.address))
+      #expect(report.images.count == single.images.count)
+    }
+    #expect(ReportParser.parseAll(one).count == 1)
+  }
+
+  /// Two crashes of the crash program in one log (as a CI job that runs two tests prints them).
+  @Test(.enabled(if: CrashPrograms.haveCompilers, "needs swiftc and clang to build the crash program"))
+  func swiftBacktracesSplitAtEachCrash() throws {
+    let index = try CrashPrograms.crash("index", symbolicate: "off")
+    let null = try CrashPrograms.crash("null", symbolicate: "off")
+    let reports = ReportParser.parseAll("test 1\n" + index + "\ntest 2\n" + null).map { try? $0.get() }
+    #expect(reports.count == 2)
+    let first = try #require(reports.first ?? nil), second = try #require(reports.last ?? nil)
+    #expect(first.frames.map(\.address) == (try ReportParser.parse(index)).frames.map(\.address))
+    #expect(second.frames.map(\.address) == (try ReportParser.parse(null)).frames.map(\.address))
+    #expect(first.lines.first == "test 1")
+    #expect(second.lines.contains { $0.hasPrefix("*** Program crashed:") } && !second.lines.contains("test 1"))
+  }
+}

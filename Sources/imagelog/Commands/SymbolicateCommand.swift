@@ -8,7 +8,7 @@ import ImageReaders
 /// `imagelog symbolicate`: names, files and lines for the addresses in a crash report.
 struct SymbolicateCommand: Command {
   static let name = "symbolicate"
-  static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace) or bare addresses."
+  static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace, sanitizer, coredump, tombstone, glibc) or bare addresses."
   static let usage = "imagelog symbolicate [--search <path> ...] [--image <path>@<load-address> ...] [--format <style>] "
     + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] <report> | <address> ..."
   static let helpSections = """
@@ -16,8 +16,13 @@ struct SymbolicateCommand: Command {
       <report>                A crash report file, or - for standard input. The kind is detected:
                               imagelog's report, Apple .crash (also behind a JSON header line),
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
-                              text or format=json), or a list of addresses (with --image or image
-                              lines as imagelog list writes them).
+                              text or format=json), a list of addresses (with --image or image
+                              lines as imagelog list writes them), or, also inside a longer log:
+                              sanitizer reports printed with symbolize=0 (every stack), systemd-coredump
+                              and coredumpctl info, Android tombstones and logcat, glibc
+                              backtrace_symbols lines. A file holding several .crash or backtracer
+                              reports: each in turn, with its own summary. Frames found by path alone
+                              (no build-id in the report) say "unverified: the report has no build-id".
       <address>               Addresses to look up (0x...): with --image, or after a file listing
                               images in imagelog's formats (imagelog list --format crash|logger|unstrip).
 
@@ -146,8 +151,10 @@ struct SymbolicateCommand: Command {
       }
     }
     if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
-    let report: CrashReport
-    do { report = try ReportParser.parse(text, images: reportImages) } catch {
+    // A file may hold several reports (a collector's dump): each is symbolicated and written in turn,
+    // with its own summary.
+    let reports = ReportParser.parseAll(text, images: reportImages)
+    if reports.count == 1, case .failure(let error) = reports[0] {
       printError("imagelog: \(source): \(error)")
       return .failure
     }
@@ -155,19 +162,29 @@ struct SymbolicateCommand: Command {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
     }
-    let result = Symbolicator.symbolicate(report, options: options)
-    if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
-      // The JSON stays valid: the summary goes to standard error.
-      printError(String(result.summary().drop { $0 == "\n" }))
+    for parsed in reports {
+      let report: CrashReport
+      switch parsed {
+      case .success(let value): report = value
+      case .failure(let error):
+        printError("imagelog: \(source): \(error)")
+        status = .failure
+        continue
+      }
+      let result = Symbolicator.symbolicate(report, options: options)
+      if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
+        // The JSON stays valid: the summary goes to standard error.
+        printError(String(result.summary().drop { $0 == "\n" }))
+      }
+      // 64 KiB at a time with write(2): 20,000 lines are neither 20,000 `print`s nor one giant string.
+      var last: UInt8?
+      result.write(style) { chunk in
+        last = chunk.last
+        Self.writeStandardOutput(chunk)
+      }
+      if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { Self.writeStandardOutput($0) } }
+      Self.keepUntilExit(result)
     }
-    // 64 KiB at a time with write(2): 20,000 lines are neither 20,000 `print`s nor one giant string.
-    var last: UInt8?
-    result.write(style) { chunk in
-      last = chunk.last
-      Self.writeStandardOutput(chunk)
-    }
-    if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { Self.writeStandardOutput($0) } }
-    Self.keepUntilExit(result)
     return status
   }
 

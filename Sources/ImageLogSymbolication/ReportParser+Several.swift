@@ -1,0 +1,63 @@
+/// Files that hold several reports one after another (a collector's dump, a CI log with two
+/// crashes): Apple's `.crash` text and the Swift backtracer's, each read on its own, in order.
+extension ReportParser {
+  /// Each report in `text`, in order: one result per report, an error for a part that is no report.
+  /// Text with one report (or of another kind: `.ips`, Linux logs, addresses) gives one result, as
+  /// `parse(_:images:)` does; its failure is the one error.
+  public static func parseAll(_ text: String, images: [CrashReport.Image] = []) -> [Result<CrashReport, ReportError>] {
+    let starts = reportStarts(text)
+    guard starts.count > 1 else {
+      do { return [.success(try parse(text, images: images))] } catch { return [.failure(error)] }
+    }
+    let lines = splitLines(text)
+    var results: [Result<CrashReport, ReportError>] = []
+    for (index, start) in starts.enumerated() {
+      let end = index + 1 < starts.count ? starts[index + 1] : lines.count
+      let part = lines[start..<end].joined(separator: "\n") + "\n"
+      do {
+        results.append(.success(try parse(part, images: images)))
+      } catch {
+        results.append(.failure(ReportError("report \(index + 1) of \(starts.count) (line \(start + 1)): \(error.description)")))
+      }
+    }
+    return results
+  }
+
+  /// The first line of each report when the text holds two or more Apple `.crash` or Swift backtracer
+  /// reports; otherwise `[0]`.
+  static func reportStarts(_ text: String) -> [Int] {
+    // Cheap first: most files are one report, and a long address list must not be split into lines twice.
+    let incidents = occurrences(of: "\nIncident Identifier:", in: text) + (text.hasPrefix("Incident Identifier:") ? 1 : 0)
+    let crashes = occurrences(of: "*** Program crashed:", in: text)
+    guard incidents > 1 || crashes > 1 else { return [0] }
+    let lines = splitLines(text)
+    var starts: [Int] = []
+    if incidents > 1 {
+      for (index, line) in lines.enumerated() where line.hasPrefix("Incident Identifier:") {
+        // A `.crash` behind its one-line JSON header (bug_type 109) starts at the header.
+        starts.append(index > 0 && lines[index - 1].hasPrefix("{") ? index - 1 : index)
+      }
+    } else {
+      var previousEnd = 0
+      for (index, line) in lines.enumerated() {
+        if line.hasPrefix("Backtrace took") { previousEnd = index + 1; continue }
+        guard line.hasPrefix("*** Program crashed:") else { continue }
+        // The report's own preamble (`Fatal error: …`, `*** Signal 4: Backtracing from … ***`) is
+        // everything after the previous report's `Backtrace took` line.
+        starts.append(starts.isEmpty ? 0 : max(previousEnd, (starts.last ?? 0) + 1))
+      }
+    }
+    if let first = starts.first, first > 0 { starts[0] = 0 }  // text before the first report belongs to it
+    return starts
+  }
+
+  static func occurrences(of needle: String, in text: String) -> Int {
+    var count = 0
+    var rest = text[...]
+    while let range = rest.firstRange(of: needle) {
+      count += 1
+      rest = rest[range.upperBound...]
+    }
+    return count
+  }
+}

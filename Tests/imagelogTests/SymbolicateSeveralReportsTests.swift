@@ -1,0 +1,43 @@
+import Glibc
+import Testing
+
+/// `imagelog symbolicate` on a file holding several reports: each is written in turn with its own summary.
+@Suite struct SymbolicateSeveralReportsTests {
+  static func crash(_ incident: String, _ symbol: String) -> String {
+    """
+    Incident Identifier: \(incident)
+    Process:             MyApp [1234]
+    Code Type:           ARM-64 (Native)
+    Crashed Thread:  0
+
+    Thread 0 Crashed:
+    0   libsystem_kernel.dylib        \t0x00000001a2b3c4d8 \(symbol)
+
+    Binary Images:
+           0x1a2b10000 -        0x1a2b47fff libsystem_kernel.dylib arm64e  <5e4f7d4a-9b2c-3f1e-8d7a-1b2c3d4e5f60> /usr/lib/system/libsystem_kernel.dylib
+
+    """
+  }
+
+  @Test func eachReportInOrderWithItsSummary() throws {
+    let directory = try SymbolicateCLI.temporaryDirectory()
+    let path = directory + "/three.crash"
+    let first = Self.crash("6156F33D-7F2B-4C4A-9E2C-3E6F0C1D2E3F", "__pthread_kill + 8")
+    let second = Self.crash("7156F33D-7F2B-4C4A-9E2C-3E6F0C1D2E3F", "abort + 12")
+    let broken = "Incident Identifier: 8156F33D-7F2B-4C4A-9E2C-3E6F0C1D2E3F\nnothing else\n"
+    try SymbolicateCLI.write(path, first + "\n" + second + "\n" + broken)
+    let result = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", path])
+    // The third part is no report: named on standard error, status 1; the first two are still written.
+    #expect(result.status == 1 << 8)
+    #expect(result.error.contains("imagelog: \(path): report 3 of 3 (line 23): not a crash report"), "\(result.error)")
+    let summaries = result.output.split(separator: "\n").filter { $0.hasPrefix("-- symbolicated by imagelog: 0 of 1 frames") }
+    #expect(summaries.count == 2, "\(result.output)")
+    let firstAt = try #require(result.output.firstRange(of: "__pthread_kill + 8"))
+    let secondAt = try #require(result.output.firstRange(of: "abort + 12"))
+    #expect(firstAt.lowerBound < secondAt.lowerBound)
+    // Each report's summary comes right after that report, before the next one starts.
+    let firstSummary = try #require(result.output.firstRange(of: "-- symbolicated by imagelog"))
+    #expect(firstAt.upperBound < firstSummary.lowerBound && firstSummary.upperBound < secondAt.lowerBound)
+    #expect(result.output.contains("missing:    libsystem_kernel.dylib <5e4f7d4a-9b2c-3f1e-8d7a-1b2c3d4e5f60>"))
+  }
+}
