@@ -58,7 +58,7 @@ import Testing
   @Test(.enabled(if: CrashPrograms.haveCompilers, "needs swiftc and clang to build the crash program"))
   func swiftBacktraceRegistersAreNotFrames() throws {
     let path = try CrashPrograms.crasher.get()
-    let raw = try runProcess([path, "index"], environment: [
+    let raw = try runChild([path, "index"], environment: [
       "SWIFT_BACKTRACE": "enable=yes,interactive=no,symbolicate=off,registers=all,color=no",
     ])
     let registerLines = raw.error.split(separator: "\n").filter { SwiftBacktraceParser.isRegisterLine($0.trimmingSpaces) }

@@ -51,9 +51,9 @@ struct DSYMSymbolicationTests {
     let directory = try makeTemporaryDirectory()
     let binaryCopy = directory + "/builds/renamed-app"
     let dwarfCopy = directory + "/symbols/Archive.dSYM/Contents/Resources/DWARF/other-name"
-    #expect(try runProcess(["mkdir", "-p", directory + "/builds", directory + "/symbols/Archive.dSYM/Contents/Resources/DWARF"]).status == 0)
-    #expect(try runProcess(["cp", Self.binary, binaryCopy]).status == 0)
-    #expect(try runProcess(["cp", Self.bundle + "/Contents/Info.plist", directory + "/symbols/Archive.dSYM/Contents/"]).status == 0)
+    #expect(try runChild(["mkdir", "-p", directory + "/builds", directory + "/symbols/Archive.dSYM/Contents/Resources/DWARF"]).status == 0)
+    #expect(try runChild(["cp", Self.binary, binaryCopy]).status == 0)
+    #expect(try runChild(["cp", Self.bundle + "/Contents/Info.plist", directory + "/symbols/Archive.dSYM/Contents/"]).status == 0)
     var bytes = try MachOFixtures.bytes(Self.dwarf)
     try MachOFixtures.emptySymbolTable(&bytes)
     try MachOFixtures.write(bytes, to: dwarfCopy)
@@ -120,15 +120,15 @@ enum DebugFixture {
 
   /// Every 4-byte instruction address of `__text` (`llvm-otool-14 -l`: the section's addr and size).
   static func instructionAddresses(_ path: String) throws -> [UInt64] {
-    let lines = try runProcess(["llvm-otool-14", "-l", path]).output.split(separator: "\n").map { $0.trimmingSpaces }
+    let lines = try runChild(["llvm-otool-14", "-l", path]).output.split(separator: "\n").map { $0.trimmingSpaces }
     guard let at = lines.firstIndex(of: "sectname __text"), at + 4 < lines.count else {
-      throw TestError("llvm-otool-14 -l \(path): no __text section")
+      throw TestSupportError("llvm-otool-14 -l \(path): no __text section")
     }
     func field(_ name: String) -> UInt64? {
       lines[(at + 1)...(at + 4)].first { $0.hasPrefix(name + " 0x") }.flatMap { UInt64($0.split(separator: " ").last?.dropFirst(2) ?? "", radix: 16) }
     }
     guard let address = field("addr"), let size = field("size"), size >= 8 else {
-      throw TestError("llvm-otool-14 -l \(path): unreadable __text addr/size")
+      throw TestSupportError("llvm-otool-14 -l \(path): unreadable __text addr/size")
     }
     return Array(stride(from: address, to: address + size, by: 4))
   }
@@ -142,12 +142,12 @@ enum DebugFixture {
   /// `llvm-symbolizer-14 --no-inlines --obj=OBJECT ADDRESS...`: function, then `file:line:column`.
   static func llvmSymbolizer(_ object: String, _ addresses: [UInt64]) throws -> [Location] {
     let arguments = ["llvm-symbolizer-14", "--no-inlines", "--obj=" + object] + addresses.map { "0x" + String($0, radix: 16) }
-    let lines = try runProcess(arguments).output.split(separator: "\n").map(String.init)
-    guard lines.count == 2 * addresses.count else { throw TestError("llvm-symbolizer-14: \(lines.count) lines for \(addresses.count) addresses") }
+    let lines = try runChild(arguments).output.split(separator: "\n").map(String.init)
+    guard lines.count == 2 * addresses.count else { throw TestSupportError("llvm-symbolizer-14: \(lines.count) lines for \(addresses.count) addresses") }
     return try stride(from: 0, to: lines.count, by: 2).map { index in
       let parts = lines[index + 1].split(separator: ":", omittingEmptySubsequences: false)
       guard parts.count >= 3, let line = Int(parts[parts.count - 2]), let column = Int(parts[parts.count - 1]), line > 0 else {
-        throw TestError("llvm-symbolizer-14: no file:line in \(lines[index + 1])")
+        throw TestSupportError("llvm-symbolizer-14: no file:line in \(lines[index + 1])")
       }
       return Location(function: lines[index], file: parts.dropLast(2).joined(separator: ":"), line: line, column: column)
     }

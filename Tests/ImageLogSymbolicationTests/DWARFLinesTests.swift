@@ -32,11 +32,11 @@ struct DWARFLinesTests {
   /// Builds `variant` and returns the program's path.
   static func build(_ variant: Variant, in directory: String) throws -> String {
     let program = directory + "/dwarf-lines"
-    let build = try runProcess([variant.compiler, "-g"] + variant.flags
+    let build = try runChild([variant.compiler, "-g"] + variant.flags
                                + [packageRoot + "/Tests/Programs/dwarf-lines.c", "-o", program])
     try #require(build.status == 0, "\(variant): \(build.error)")
     if let recompress = variant.recompress {
-      let result = try runProcess(["objcopy", "--compress-debug-sections=" + recompress, program])
+      let result = try runChild(["objcopy", "--compress-debug-sections=" + recompress, program])
       try #require(result.status == 0, "\(result.error)")
     }
     return program
@@ -44,7 +44,7 @@ struct DWARFLinesTests {
 
   /// Every address of every function the program defines in .text (from `llvm-nm -S`).
   static func functionAddresses(_ program: String) throws -> [UInt64] {
-    let nm = try runProcess(["llvm-nm", "-S", "--defined-only", program]).output
+    let nm = try runChild(["llvm-nm", "-S", "--defined-only", program]).output
     var addresses: [UInt64] = []
     for line in nm.split(separator: "\n") {
       let fields = line.split(separator: " ")
@@ -57,7 +57,7 @@ struct DWARFLinesTests {
 
   /// `llvm-symbolizer`'s frames for each address, as `DWARFFrame`s (no frame when it knows no line).
   static func oracle(_ program: String, _ addresses: [UInt64]) throws -> [[DWARFFrame]] {
-    let output = try runProcess(["llvm-symbolizer", "--inlines", "--output-style=JSON", "--no-demangle", "--obj=" + program]
+    let output = try runChild(["llvm-symbolizer", "--inlines", "--output-style=JSON", "--no-demangle", "--obj=" + program]
                                 + addresses.map { "0x" + String($0, radix: 16) }).output
     var answers: [[DWARFFrame]] = []
     // Addresses on the command line: one JSON array with an object per address.
@@ -119,9 +119,9 @@ struct DWARFLinesTests {
     let directory = try makeTemporaryDirectory()
     let original = try Self.build(Variant(compiler: "gcc", flags: ["-O2"]), in: directory)
     let first = directory + "/first", second = directory + "/second"
-    #expect(try runProcess(["cp", original, first]).exitCode == 0)
-    #expect(try runProcess(["cp", original, second]).exitCode == 0)
-    let dwz = try runProcess(["dwz", "-m", directory + "/common.debug", first, second])
+    #expect(try runChild(["cp", original, first]).exitCode == 0)
+    #expect(try runChild(["cp", original, second]).exitCode == 0)
+    let dwz = try runChild(["dwz", "-m", directory + "/common.debug", first, second])
     try #require(dwz.exitCode == 0, "dwz: \(dwz.error)")
     let addresses = try Self.functionAddresses(original)
     let reference = try DebugInfoFile(path: original)
@@ -150,8 +150,8 @@ struct DWARFLinesTests {
     }
     for name in names {
       let raw = directory + "/" + name, packed = raw + ".zst"
-      #expect(try runProcess(["objcopy", "--dump-section", name + "=" + raw, original]).exitCode == 0)
-      #expect(try runProcess(["zstd", "-q", "-19", raw, "-o", packed]).exitCode == 0)
+      #expect(try runChild(["objcopy", "--dump-section", name + "=" + raw, original]).exitCode == 0)
+      #expect(try runChild(["zstd", "-q", "-19", raw, "-o", packed]).exitCode == 0)
       let size = UInt64(try #require(readFileBytes(raw)).count)
       var chdr: [UInt8] = [2, 0, 0, 0, 0, 0, 0, 0]  // ch_type ELFCOMPRESS_ZSTD, ch_reserved
       for shift in stride(from: 0, to: 64, by: 8) { chdr.append(UInt8(truncatingIfNeeded: size >> UInt64(shift))) }
@@ -159,7 +159,7 @@ struct DWARFLinesTests {
       try SymbolFileBytes.write(chdr + (try #require(readFileBytes(packed))), to: raw + ".chdr")
       arguments += ["--update-section", name + "=" + raw + ".chdr"]
     }
-    #expect(try runProcess(arguments + [original, compressed]).exitCode == 0)
+    #expect(try runChild(arguments + [original, compressed]).exitCode == 0)
     // SHF_COMPRESSED (0x800) in each debug section's sh_flags (offset 8 of its Elf64_Shdr).
     var bytes = try #require(readFileBytes(compressed))
     let elf = try bytes.withUnsafeBytes { raw in try ELFFile(ByteReader(raw)) }
@@ -167,7 +167,7 @@ struct DWARFLinesTests {
       bytes[Int(elf.header.sectionHeaderOffset) + section.index * 64 + 9] |= 0x08
     }
     try SymbolFileBytes.write(bytes, to: compressed)
-    let readelf = try runProcess(["readelf", "-t", "-W", compressed]).output
+    let readelf = try runChild(["readelf", "-t", "-W", compressed]).output
     #expect(readelf.contains("ZSTD"), "\(readelf)")
 
     let addresses = try Self.functionAddresses(original)

@@ -21,8 +21,8 @@ import Testing
       """)
     let first = directory + "/first", second = directory + "/second"
     for (output, variant) in [(first, "1"), (second, "2")] {
-      let result = try runProcess(["cc", "-g", "-O1", "-DVARIANT=" + variant, "-Wl,--build-id", source, "-o", output])
-      guard result.exitCode == 0 else { throw TestError("cc: \(result.error)") }
+      let result = try runChild(["cc", "-g", "-O1", "-DVARIANT=" + variant, "-Wl,--build-id", source, "-o", output])
+      guard result.exitCode == 0 else { throw TestSupportError("cc: \(result.error)") }
     }
     return (first, second)
   }
@@ -51,8 +51,8 @@ import Testing
     #expect([UInt8]().withUnsafeBytes { CRC32.checksum($0) } == 0)
     let directory = try makeTemporaryDirectory()
     let (program, _) = try Self.buildPrograms(in: directory)
-    #expect(try runProcess(["objcopy", "--only-keep-debug", program, directory + "/first.debug"]).exitCode == 0)
-    #expect(try runProcess(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + directory + "/first.debug", program,
+    #expect(try runChild(["objcopy", "--only-keep-debug", program, directory + "/first.debug"]).exitCode == 0)
+    #expect(try runChild(["objcopy", "--strip-debug", "--add-gnu-debuglink=" + directory + "/first.debug", program,
                             directory + "/stripped"]).exitCode == 0)
     let stripped = try #require(try SymbolFile.load(path: directory + "/stripped").first)
     #expect(stripped.debugLink == "first.debug")
@@ -74,20 +74,20 @@ import Testing
     let (program, _) = try Self.buildPrograms(in: directory)
     let id = try Self.buildID(program)
     let debug = directory + "/first.debug"
-    #expect(try runProcess(["objcopy", "--only-keep-debug", program, debug]).exitCode == 0)
+    #expect(try runChild(["objcopy", "--only-keep-debug", program, debug]).exitCode == 0)
     let root = directory + "/debugroot"
     for place in ["beside", "dot-debug", "debug-root", "tampered"] {
       let binFolder = directory + "/" + place + "/bin"
-      #expect(try runProcess(["mkdir", "-p", binFolder + "/.debug", root + binFolder]).exitCode == 0)
+      #expect(try runChild(["mkdir", "-p", binFolder + "/.debug", root + binFolder]).exitCode == 0)
       let binary = binFolder + "/first"
-      #expect(try runProcess(["objcopy", "--strip-debug", "--strip-unneeded", "--add-gnu-debuglink=" + debug, program,
+      #expect(try runChild(["objcopy", "--strip-debug", "--strip-unneeded", "--add-gnu-debuglink=" + debug, program,
                               binary]).exitCode == 0)
       let target = switch place {
       case "dot-debug": binFolder + "/.debug/first.debug"
       case "debug-root": root + binFolder + "/first.debug"
       default: binFolder + "/first.debug"
       }
-      #expect(try runProcess(["cp", debug, target]).exitCode == 0)
+      #expect(try runChild(["cp", debug, target]).exitCode == 0)
       if place == "tampered" {
         var bytes = try SymbolFileBytes.read(target)
         bytes.append(0)  // still a valid ELF file with the same build-id: only the CRC tells
@@ -126,12 +126,12 @@ import Testing
     let id = try Self.buildID(first), otherID = try Self.buildID(second)
     #expect(id != otherID)
     let stripped = directory + "/first.stripped"
-    #expect(try runProcess(["objcopy", "--strip-debug", first, stripped]).exitCode == 0)
+    #expect(try runChild(["objcopy", "--strip-debug", first, stripped]).exitCode == 0)
     let tree = directory + "/tree/.build-id/" + id.hex.prefix(2)
-    #expect(try runProcess(["mkdir", "-p", tree]).exitCode == 0)
+    #expect(try runChild(["mkdir", "-p", tree]).exitCode == 0)
     let slot = tree + "/" + id.hex.dropFirst(2) + ".debug"
     for (source, good) in [(second, false), (first, true)] {
-      #expect(try runProcess(["objcopy", "--only-keep-debug", source, slot]).exitCode == 0)
+      #expect(try runChild(["objcopy", "--only-keep-debug", source, slot]).exitCode == 0)
       let locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [directory + "/tree"],
                                      debuginfodCaches: [])
       guard case .found(let file, _) = locator.locate(Self.image(stripped, id), architecture: nil) else {
@@ -158,13 +158,13 @@ import Testing
     let (first, second) = try Self.buildPrograms(in: directory)
     let id = try Self.buildID(first)
     // -M records the path relative to the debug files' folder, as Debian's dh_dwz records an absolute one.
-    let dwz = try runProcess(["dwz", "-m", directory + "/common.debug", "-M", "common.debug", first, second])
+    let dwz = try runChild(["dwz", "-m", directory + "/common.debug", "-M", "common.debug", first, second])
     try #require(dwz.exitCode == 0, "dwz: \(dwz.error)")
     let file = try #require(try SymbolFile.load(path: first).first)
     let link = try #require(file.debugAltLink)
     #expect(link.path == "common.debug")
     // readelf's own decoding of the section: the name, then the build-id as spaced hex bytes.
-    let readelf = try runProcess(["readelf", "--debug-dump=links", first])
+    let readelf = try runChild(["readelf", "--debug-dump=links", first])
     #expect(readelf.output.contains("Separate debug info file: common.debug"), "\(readelf.output)")
     #expect(readelf.output.filter { !$0.isWhitespace }.contains(link.buildID.hex), "\(readelf.output)")
     let supplementaryID = try Self.buildID(directory + "/common.debug")
@@ -178,11 +178,11 @@ import Testing
 
     // Moved into a .build-id tree: found by its build-id.
     let tree = directory + "/tree/.build-id/" + link.buildID.hex.prefix(2)
-    #expect(try runProcess(["mkdir", "-p", tree]).exitCode == 0)
+    #expect(try runChild(["mkdir", "-p", tree]).exitCode == 0)
     let slot = tree + "/" + link.buildID.hex.dropFirst(2) + ".debug"
-    #expect(try runProcess(["mv", directory + "/common.debug", slot]).exitCode == 0)
+    #expect(try runChild(["mv", directory + "/common.debug", slot]).exitCode == 0)
     // Another ELF file at the linked path: refused for its build-id.
-    #expect(try runProcess(["cp", second, directory + "/common.debug"]).exitCode == 0)
+    #expect(try runChild(["cp", second, directory + "/common.debug"]).exitCode == 0)
     locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [directory + "/tree"],
                                debuginfodCaches: [])
     guard case .found(let moved, _) = locator.locate(Self.image(first, id), architecture: nil) else {
@@ -193,7 +193,7 @@ import Testing
     #expect(locator.refused.first?.problem.hasPrefix("build-id \(try Self.buildID(second).hex) differs from \(link.buildID.hex)") == true)
 
     // Gone everywhere: no supplementary path, and the note says which build-id is missing.
-    #expect(try runProcess(["rm", slot]).exitCode == 0)
+    #expect(try runChild(["rm", slot]).exitCode == 0)
     locator = DebugFileLocator(searchPaths: [], systemDirectories: false, buildIDDirectories: [directory + "/tree"],
                                debuginfodCaches: [])
     guard case .found(let orphan, _) = locator.locate(Self.image(first, id), architecture: nil) else {
@@ -211,13 +211,13 @@ import Testing
     let other = packageRoot + "/Tests/ImageReadersTests/Fixtures/macho/debugfixture.dSYM/Contents/Resources/DWARF/debugfixture"
     try #require(readFileBytes(fixtures + "/macho-c-O2") != nil, "the DWARF fixtures are missing")
     func uuid(_ path: String) throws -> String {
-      let output = try runProcess(["llvm-dwarfdump-14", "--uuid", path]).output
+      let output = try runChild(["llvm-dwarfdump-14", "--uuid", path]).output
       return String(try #require(output.split(separator: " ").dropFirst().first))
     }
     let directory = try makeTemporaryDirectory()
     let binary = directory + "/macho-c-O2"
     let dwarf = binary + ".dSYM/Contents/Resources/DWARF/macho-c-O2"
-    #expect(try runProcess(["cp", "-R", fixtures + "/macho-c-O2", fixtures + "/macho-c-O2.dSYM", directory]).exitCode == 0)
+    #expect(try runChild(["cp", "-R", fixtures + "/macho-c-O2", fixtures + "/macho-c-O2.dSYM", directory]).exitCode == 0)
     let identity = try #require(ImageIdentity(try uuid(binary)))
     let image = CrashReport.Image(name: "macho-c-O2", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
                                   identity: identity, architecture: "arm64")
@@ -226,7 +226,7 @@ import Testing
     #expect(Self.dwarfPath(file) == dwarf)
     #expect(locator.refused.isEmpty)
 
-    #expect(try runProcess(["cp", other, dwarf]).exitCode == 0)
+    #expect(try runChild(["cp", other, dwarf]).exitCode == 0)
     let otherUUID = try uuid(dwarf)
     #expect(otherUUID != identity.text)
     locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
@@ -246,20 +246,20 @@ import Testing
     let architectures = ["x86_64", "arm64"]
     for arch in architectures {
       let object = directory + "/u-\(arch).o", binary = directory + "/u-\(arch)"
-      #expect(try runProcess(["clang", "--target=\(arch)-apple-macos11", "-O1", "-g", "-c", directory + "/u.c", "-o", object]).exitCode == 0)
-      #expect(try runProcess(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", "11.0", "12.0", "-execute", "-e", "_main",
+      #expect(try runChild(["clang", "--target=\(arch)-apple-macos11", "-O1", "-g", "-c", directory + "/u.c", "-o", object]).exitCode == 0)
+      #expect(try runChild(["ld64.lld-14", "-arch", arch, "-platform_version", "macos", "11.0", "12.0", "-execute", "-e", "_main",
                               "-undefined", "dynamic_lookup", object, "-o", binary]).exitCode == 0)
-      #expect(try runProcess(["dsymutil-14", binary, "-o", binary + ".dSYM"]).exitCode == 0)
+      #expect(try runChild(["dsymutil-14", binary, "-o", binary + ".dSYM"]).exitCode == 0)
     }
     let binary = directory + "/u", dwarf = directory + "/u.dSYM/Contents/Resources/DWARF/u"
-    #expect(try runProcess(["llvm-lipo-14", "-create"] + architectures.map { directory + "/u-\($0)" } + ["-output", binary]).exitCode == 0)
-    #expect(try runProcess(["mkdir", "-p", directory + "/u.dSYM/Contents/Resources/DWARF"]).exitCode == 0)
-    #expect(try runProcess(["llvm-lipo-14", "-create"]
+    #expect(try runChild(["llvm-lipo-14", "-create"] + architectures.map { directory + "/u-\($0)" } + ["-output", binary]).exitCode == 0)
+    #expect(try runChild(["mkdir", "-p", directory + "/u.dSYM/Contents/Resources/DWARF"]).exitCode == 0)
+    #expect(try runChild(["llvm-lipo-14", "-create"]
                            + architectures.map { directory + "/u-\($0).dSYM/Contents/Resources/DWARF/u-\($0)" }
                            + ["-output", dwarf]).exitCode == 0)
     // llvm-dwarfdump's UUIDs of the universal binary: "UUID: <uuid> (<arch>) <path>".
     var uuids: [String: String] = [:]
-    for line in try runProcess(["llvm-dwarfdump-14", "--uuid", binary]).output.split(separator: "\n") {
+    for line in try runChild(["llvm-dwarfdump-14", "--uuid", binary]).output.split(separator: "\n") {
       let words = line.split(separator: " ")
       if words.count >= 3 { uuids[String(words[2].dropFirst().dropLast())] = String(words[1]) }
     }

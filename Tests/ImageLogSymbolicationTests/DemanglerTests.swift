@@ -8,7 +8,7 @@ import ImageLogSymbolication
                 "needs llvm-nm, swift-demangle and c++filt"))
 struct DemanglerTests {
   static func names(_ library: String, prefix: String, every: Int) throws -> [String] {
-    let output = try runProcess(["llvm-nm", "--defined-only", "-D", library]).output
+    let output = try runChild(["llvm-nm", "--defined-only", "-D", library]).output
     let all = output.split(separator: "\n").compactMap { line -> String? in
       let words = line.split(separator: " ")
       guard words.count == 3, words[2].hasPrefix(prefix) else { return nil }
@@ -18,7 +18,7 @@ struct DemanglerTests {
   }
 
   static func tool(_ arguments: [String], _ names: [String]) throws -> [String] {
-    try runProcess(arguments + names).output.split(separator: "\n", omittingEmptySubsequences: false).prefix(names.count).map(String.init)
+    try runChild(arguments + names).output.split(separator: "\n", omittingEmptySubsequences: false).prefix(names.count).map(String.init)
   }
 
   @Test func swiftNamesMatchSwiftDemangle() throws {
@@ -34,7 +34,7 @@ struct DemanglerTests {
   }
 
   @Test func cppNamesMatchCxxfilt() throws {
-    let library = try runProcess(["sh", "-c", "ls /usr/lib/*/libstdc++.so.6 | head -1"]).output.split(separator: "\n").first.map(String.init)
+    let library = try runChild(["sh", "-c", "ls /usr/lib/*/libstdc++.so.6 | head -1"]).output.split(separator: "\n").first.map(String.init)
     let names = try Self.names(try #require(library), prefix: "_ZN", every: 100)
     try #require(names.count >= 50)
     let expected = try Self.tool(["c++filt"], names)

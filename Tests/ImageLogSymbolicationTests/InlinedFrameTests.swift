@@ -11,10 +11,10 @@ struct InlinedFrameTests {
   @Test func chainsAgreeWithLLVMSymbolizer() throws {
     let directory = try makeTemporaryDirectory()
     let program = directory + "/symbolicate-inlined"
-    let build = try runProcess(["clang", "-g", "-O2", "-Wl,--build-id", packageRoot + "/Tests/Programs/symbolicate-inlined.c",
+    let build = try runChild(["clang", "-g", "-O2", "-Wl,--build-id", packageRoot + "/Tests/Programs/symbolicate-inlined.c",
                                 "-o", program])
     try #require(build.status == 0, "\(build.error)")
-    let nm = try runProcess(["llvm-nm", "-S", "--defined-only", program]).output
+    let nm = try runChild(["llvm-nm", "-S", "--defined-only", program]).output
     let outer = try #require(nm.split(separator: "\n").first { $0.hasSuffix(" symbolicate_outer") }?.split(separator: " "))
     let start = try #require(UInt64(outer[0], radix: 16))
     let size = try #require(UInt64(outer[1], radix: 16))
@@ -31,7 +31,7 @@ struct InlinedFrameTests {
     let result = Symbolicator.symbolicate(report, options: options)
     #expect(result.images.first?.status == .found(path: program, how: "recorded path"))
 
-    let output = try runProcess(["llvm-symbolizer", "--inlines", "--obj=" + program] + addresses.map { "0x" + String($0, radix: 16) }).output
+    let output = try runChild(["llvm-symbolizer", "--inlines", "--obj=" + program] + addresses.map { "0x" + String($0, radix: 16) }).output
     let answers = output.split(separator: "\n\n", omittingEmptySubsequences: false).map { block in
       block.split(separator: "\n").map(String.init)
     }

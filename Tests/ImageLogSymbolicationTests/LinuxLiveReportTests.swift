@@ -15,24 +15,24 @@ enum LinuxPrograms {
     return access(folder + "/libdispatch.so", R_OK) == 0 ? folder : nil
   }()
 
-  static let directory: Result<String, TestError> = Result { try makeTemporaryDirectory("imagelog-linux-reports") }
-    .mapError { TestError("\($0)") }
+  static let directory: Result<String, TestSupportError> = Result { try makeTemporaryDirectory("imagelog-linux-reports") }
+    .mapError { TestSupportError("\($0)") }
 
   /// Builds `source` with `flags` (`-Wl,--build-id`: the report then names the program's build-id).
-  static func build(_ source: String, _ output: String, _ flags: [String]) -> Result<String, TestError> {
+  static func build(_ source: String, _ output: String, _ flags: [String]) -> Result<String, TestSupportError> {
     do {
       let path = try directory.get() + "/" + output
       var arguments = ["clang", "-g", "-O0", "-Wl,--build-id"] + flags + [packageRoot + "/Tests/Programs/" + source, "-o", path]
       if flags.contains("-fsanitize=thread"), let libraries = toolchainLibraries {
         arguments += ["-L" + libraries, "-ldispatch", "-lBlocksRuntime", "-Wl,-rpath," + libraries]
       }
-      let result = try runProcess(arguments)
-      guard result.status == 0 else { return .failure(TestError("clang \(flags.joined(separator: " ")): \(result.error.suffix(400))")) }
+      let result = try runChild(arguments)
+      guard result.status == 0 else { return .failure(TestSupportError("clang \(flags.joined(separator: " ")): \(result.error.suffix(400))")) }
       return .success(path)
-    } catch let error as TestError {
+    } catch let error as TestSupportError {
       return .failure(error)
     } catch {
-      return .failure(TestError("\(error)"))
+      return .failure(TestSupportError("\(error)"))
     }
   }
 
@@ -98,7 +98,7 @@ enum LinuxPrograms {
     var table: [String: Set<UInt64>] = [:]
     for file in files {
       for dynamic in [false, true] {  // a stripped library has its exported symbols only
-        let nm = try runProcess(["llvm-nm", "--defined-only", "-C"] + (dynamic ? ["-D"] : []) + [file])
+        let nm = try runChild(["llvm-nm", "--defined-only", "-C"] + (dynamic ? ["-D"] : []) + [file])
         for line in nm.output.split(separator: "\n") {
           let words = line.split(separator: " ", maxSplits: 2)
           guard words.count == 3, let address = UInt64(words[0], radix: 16) else { continue }
@@ -164,11 +164,11 @@ enum LinuxPrograms {
 struct LinuxLiveReportTests {
   /// Runs `program` with `symbolize=0` and `symbolize=1` and compares imagelog's reading of the first
   /// with the second: the same stacks, the same functions (or aliases of them), the same file:line:column.
-  func compare(_ program: Result<String, TestError>, optionsVariable: String, extraOptions: String = "",
+  func compare(_ program: Result<String, TestSupportError>, optionsVariable: String, extraOptions: String = "",
                expectedStacks: Int, allowsExtraTail: Bool = false) throws {
     let path = try program.get()
-    let raw = try runProcess([path], environment: [optionsVariable: "symbolize=0" + extraOptions])
-    let symbolized = try runProcess([path], environment: [optionsVariable: "symbolize=1" + extraOptions])
+    let raw = try runChild([path], environment: [optionsVariable: "symbolize=0" + extraOptions])
+    let symbolized = try runChild([path], environment: [optionsVariable: "symbolize=1" + extraOptions])
     let expected = LinuxPrograms.symbolizedStacks(symbolized.error)
     try #require(expected.count == expectedStacks, "the sanitizer printed \(expected.count) stacks:\n\(symbolized.error)")
 
@@ -222,7 +222,7 @@ struct LinuxLiveReportTests {
         arguments: ["backtrace", "backtrace-rdynamic"])
   func glibcBacktrace(variant: String) throws {
     let path = try (variant == "backtrace" ? LinuxPrograms.backtrace : LinuxPrograms.backtraceDynamic).get()
-    let run = try runProcess([path])
+    let run = try runChild([path])
     let report = try ReportParser.parse(run.error)
     #expect(report.format == .glibcBacktrace)
     #expect(report.frames.count >= 7, "\(run.error)")
@@ -242,7 +242,7 @@ struct LinuxLiveReportTests {
         offset = frame.address - image.loadAddress
       }
       offset -= 1  // a return address: the call is before it
-      let oracle = try runProcess(["llvm-symbolizer", "--obj=" + modulePath, "--no-inlines", "--functions=linkage",
+      let oracle = try runChild(["llvm-symbolizer", "--obj=" + modulePath, "--no-inlines", "--functions=linkage",
                                    "0x" + String(offset, radix: 16)])
       let expected = String(oracle.output.split(separator: "\n").first ?? "")
       let ours = answer.functions.last?.rawName ?? answer.functions.last?.name

@@ -103,7 +103,7 @@ import Testing
   @Test func hostileSymbolStaysOnItsLine() throws {
     let library = packageRoot + "/Tests/ImageReadersTests/Fixtures/hostile/libhostile-x86_64.so"
     try #require(readFileBytes(library) != nil, "needs the hostile fixture \(library)")
-    let nm = try runProcess(["llvm-nm", "--defined-only", library])
+    let nm = try runChild(["llvm-nm", "--defined-only", library])
     // llvm-nm prints the name raw: its line breaks inside it. The function is at 0x12f0 (`T evil…`).
     try #require(nm.output.contains("00000000000012f0 T evil\u{1B}[2J\nRemoved: 0xdead (0x1) FORGED"), "\(nm.output)")
     let text = "    #0 0x7f00000012f4  (\(library)+0x12f4)\n    #1 0x7f00000012f0  (\(library)+0x12f0)\nSUMMARY: done\n"

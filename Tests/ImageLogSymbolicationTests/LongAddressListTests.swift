@@ -39,7 +39,7 @@ struct LongAddressListTests {
     #expect(result.frames.allSatisfy { $0.status == .symbolicated })
 
     // Raw names: llvm-symbolizer's choice among aliases too.
-    let llvm = try runProcess(["llvm-symbolizer", "--no-demangle", "--no-inlines", "--functions=linkage", "--obj=" + Self.library]
+    let llvm = try runChild(["llvm-symbolizer", "--no-demangle", "--no-inlines", "--functions=linkage", "--obj=" + Self.library]
                               + addresses.map { "0x" + String($0, radix: 16) }).output
     let llvmNames = llvm.split(separator: "\n").enumerated().filter { $0.offset % 2 == 0 }.map { String($0.element) }
     let raw = result.frames.map { $0.function?.rawName ?? "" }
@@ -51,7 +51,7 @@ struct LongAddressListTests {
     #expect(names == raw.map { one.demangle($0) })
     let swiftIndices = raw.indices.filter { raw[$0].hasPrefix("$s") }
     try #require(swiftIndices.count > 1000)
-    let expected = try runProcess(["swift-demangle", "--simplified", "--compact"] + swiftIndices.map { raw[$0] })
+    let expected = try runChild(["swift-demangle", "--simplified", "--compact"] + swiftIndices.map { raw[$0] })
       .output.split(separator: "\n", omittingEmptySubsequences: false).prefix(swiftIndices.count).map(String.init)
     #expect(swiftIndices.map { names[$0] } == expected)
 

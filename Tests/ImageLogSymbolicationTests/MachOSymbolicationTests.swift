@@ -130,8 +130,8 @@ struct MachOSymbolicationTests {
     #expect(rendered.contains("  mismatch:   fixture-arm64-macos report <\(slice.uuid)> file <\(fileID)> \(wrong)"))
 
     let search = directory + "/builds/nested"
-    #expect(try runProcess(["mkdir", "-p", search]).status == 0)
-    #expect(try runProcess(["cp", original, search + "/renamed-build"]).status == 0)
+    #expect(try runChild(["mkdir", "-p", search]).status == 0)
+    #expect(try runChild(["cp", original, search + "/renamed-build"]).status == 0)
     options.searchPaths = [directory + "/builds"]
     let found = Symbolicator.symbolicate(report, options: options)
     #expect(found.images.map(\.status) == [.found(path: search + "/renamed-build", how: "--search")])
@@ -148,7 +148,7 @@ struct MachOSymbolicationTests {
     var bytes = try MachOFixtures.bytes(original)
     try MachOFixtures.emptySymbolTable(&bytes)
     try MachOFixtures.write(bytes, to: stripped)
-    let starts = try runProcess(["llvm-objdump-14", "--macho", "--function-starts", stripped]).output
+    let starts = try runChild(["llvm-objdump-14", "--macho", "--function-starts", stripped]).output
       .split(separator: "\n").compactMap { UInt64($0, radix: 16) }
     try #require(!starts.isEmpty)
     let file = try #require(try SymbolFile.load(path: stripped).first)
@@ -165,7 +165,7 @@ struct MachOSymbolicationTests {
   @Test(.enabled(if: haveTool("llvm-objdump-14"), "needs llvm-objdump-14"))
   func functionStartInsideASymbolKeepsTheSymbol() throws {
     let path = MachOFixtures.directory + "/libasmlabel-x86_64-macos.dylib"
-    let starts = try runProcess(["llvm-objdump-14", "--macho", "--function-starts", path]).output
+    let starts = try runChild(["llvm-objdump-14", "--macho", "--function-starts", path]).output
       .split(separator: "\n").compactMap { UInt64($0, radix: 16) }
     let named = Set(try MachOFixtures.functions(path, architecture: nil))
     let unnamed = starts.filter { !named.contains($0) }
@@ -189,14 +189,14 @@ enum MachOFixtures {
 
   /// Each slice's architecture and UUID (`llvm-dwarfdump-14 --uuid`) and `__TEXT` vmaddr (`llvm-otool-14 -l`).
   static func slices(_ path: String) throws -> [Slice] {
-    let uuids = try runProcess(["llvm-dwarfdump-14", "--uuid", path]).output.split(separator: "\n").compactMap { line -> (String, String)? in
+    let uuids = try runChild(["llvm-dwarfdump-14", "--uuid", path]).output.split(separator: "\n").compactMap { line -> (String, String)? in
       let words = line.split(separator: " ")
       guard words.count >= 3, words[0] == "UUID:" else { return nil }
       return (String(words[2].dropFirst().dropLast()), String(words[1]))
     }
     var result: [Slice] = []
     for (architecture, uuid) in uuids {
-      let otool = try runProcess(["llvm-otool-14", "-arch", architecture, "-l", path]).output.split(separator: "\n")
+      let otool = try runChild(["llvm-otool-14", "-arch", architecture, "-l", path]).output.split(separator: "\n")
       var text: UInt64 = 0
       for (index, line) in otool.enumerated() where line.trimmingSpaces == "segname __TEXT" && index + 1 < otool.count {
         text = UInt64(otool[index + 1].split(separator: " ").last?.dropFirst(2) ?? "", radix: 16) ?? 0
@@ -210,7 +210,7 @@ enum MachOFixtures {
   /// Defined text symbols (`T`/`t`) from `llvm-nm-14`, in address order.
   static func functions(_ path: String, architecture: String?) throws -> [UInt64] {
     let arguments = ["llvm-nm-14", "--defined-only", "-n"] + (architecture.map { ["-arch", $0] } ?? []) + [path]
-    return try runProcess(arguments).output.split(separator: "\n").compactMap { line -> UInt64? in
+    return try runChild(arguments).output.split(separator: "\n").compactMap { line -> UInt64? in
       let words = line.split(separator: " ")
       guard words.count == 3, words[1] == "T" || words[1] == "t", words[2] != "__mh_execute_header" else { return nil }
       return UInt64(words[0], radix: 16)
@@ -218,7 +218,7 @@ enum MachOFixtures {
   }
 
   static func llvmSymbolizer(_ object: String, _ addresses: [UInt64]) throws -> [String] {
-    let output = try runProcess(["llvm-symbolizer", "--no-inlines", "--obj=" + object] + addresses.map { "0x" + String($0, radix: 16) }).output
+    let output = try runChild(["llvm-symbolizer", "--no-inlines", "--obj=" + object] + addresses.map { "0x" + String($0, radix: 16) }).output
     return output.split(separator: "\n").enumerated().filter { $0.offset % 2 == 0 }.map { String($0.element) }
   }
 
@@ -258,7 +258,7 @@ enum MachOFixtures {
   /// these fixtures).
   static func emptySymbolTable(_ bytes: inout [UInt8]) throws {
     func u32(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 | UInt32(bytes[at + $1]) << (8 * $1) } }
-    guard u32(0) == 0xFEED_FACF else { throw TestError("not a little-endian 64-bit Mach-O") }
+    guard u32(0) == 0xFEED_FACF else { throw TestSupportError("not a little-endian 64-bit Mach-O") }
     var offset = 32
     var found = false
     for _ in 0..<u32(16) {
@@ -266,6 +266,6 @@ enum MachOFixtures {
       if u32(offset) == 0xB { for i in 0..<24 { bytes[offset + 8 + i] = 0 } }
       offset += Int(u32(offset + 4))
     }
-    if !found { throw TestError("no LC_SYMTAB") }
+    if !found { throw TestSupportError("no LC_SYMTAB") }
   }
 }

@@ -162,9 +162,9 @@ struct SwiftBacktraceSymbolicationTests {
     let objcopy = haveTool("llvm-objcopy-14") ? "llvm-objcopy-14" : "objcopy"
     let stripped = directory + "/symbolicate-crasher"
     let debug = directory + "/crasher.debug"
-    #expect(try runProcess([objcopy, "--only-keep-debug", original, debug]).status == 0)
-    #expect(try runProcess([objcopy, "--strip-all", original, stripped]).status == 0)
-    let result0 = try runProcess([stripped, "null"], environment: ["SWIFT_BACKTRACE": "enable=yes,interactive=no,symbolicate=off,color=no"])
+    #expect(try runChild([objcopy, "--only-keep-debug", original, debug]).status == 0)
+    #expect(try runChild([objcopy, "--strip-all", original, stripped]).status == 0)
+    let result0 = try runChild([stripped, "null"], environment: ["SWIFT_BACKTRACE": "enable=yes,interactive=no,symbolicate=off,color=no"])
     let report = try ReportParser.parse(result0.error)
     let crasherImage = try #require(report.images.first { $0.name == "symbolicate-crasher" })
     let identity = try #require(crasherImage.identity)
@@ -172,16 +172,16 @@ struct SwiftBacktraceSymbolicationTests {
     // A .build-id tree: xx/yyyy.debug
     let tree = directory + "/debugroot"
     let hex = identity.hex
-    #expect(try runProcess(["mkdir", "-p", tree + "/.build-id/" + hex.prefix(2)]).status == 0)
-    #expect(try runProcess(["cp", debug, tree + "/.build-id/" + hex.prefix(2) + "/" + hex.dropFirst(2) + ".debug"]).status == 0)
+    #expect(try runChild(["mkdir", "-p", tree + "/.build-id/" + hex.prefix(2)]).status == 0)
+    #expect(try runChild(["cp", debug, tree + "/.build-id/" + hex.prefix(2) + "/" + hex.dropFirst(2) + ".debug"]).status == 0)
     let cache = directory + "/debuginfod_client"
-    #expect(try runProcess(["mkdir", "-p", cache + "/" + hex]).status == 0)
-    #expect(try runProcess(["cp", debug, cache + "/" + hex + "/debuginfo"]).status == 0)
+    #expect(try runChild(["mkdir", "-p", cache + "/" + hex]).status == 0)
+    #expect(try runChild(["cp", debug, cache + "/" + hex + "/debuginfo"]).status == 0)
     // A debug link beside the binary: `objcopy --add-gnu-debuglink`, as distributions ship.
     let linked = directory + "/linked"
-    #expect(try runProcess(["mkdir", "-p", linked + "/.debug"]).status == 0)
-    #expect(try runProcess(["cp", debug, linked + "/.debug/crasher.debug"]).status == 0)
-    #expect(try runProcess([objcopy, "--add-gnu-debuglink=" + debug, stripped, linked + "/symbolicate-crasher"]).status == 0)
+    #expect(try runChild(["mkdir", "-p", linked + "/.debug"]).status == 0)
+    #expect(try runChild(["cp", debug, linked + "/.debug/crasher.debug"]).status == 0)
+    #expect(try runChild([objcopy, "--add-gnu-debuglink=" + debug, stripped, linked + "/symbolicate-crasher"]).status == 0)
     for place in ["tree", "debuginfod", "search", "debuglink"] {
       var options = SymbolicationOptions()
       if place == "tree" {
@@ -195,8 +195,8 @@ struct SwiftBacktraceSymbolicationTests {
       } else {
         options.systemDirectories = false
         let search = directory + "/search"
-        #expect(try runProcess(["mkdir", "-p", search + "/deep/er"]).status == 0)
-        #expect(try runProcess(["cp", debug, search + "/deep/er/crasher.debug"]).status == 0)
+        #expect(try runChild(["mkdir", "-p", search + "/deep/er"]).status == 0)
+        #expect(try runChild(["cp", debug, search + "/deep/er/crasher.debug"]).status == 0)
         options.searchPaths = [search]
       }
       var placed = report

@@ -10,7 +10,7 @@ import ImageReaders
 
   /// The fixtures in `folder` (empty when it cannot be listed: callers check the count).
   static func files(_ folder: String) -> [String] {
-    (try? runProcess(["sh", "-c", "ls \(fixtures)/\(folder)"]).output.split(separator: "\n").map { "\(fixtures)/\(folder)/\($0)" }) ?? []
+    (try? runChild(["sh", "-c", "ls \(fixtures)/\(folder)"]).output.split(separator: "\n").map { "\(fixtures)/\(folder)/\($0)" }) ?? []
   }
 
   /// Each function symbol `llvm-nm` lists resolves to a symbol starting there, named as
@@ -22,7 +22,7 @@ import ImageReaders
       guard let slices = try? SymbolFile.load(path: path) else { continue }
       for slice in slices {
         let arch = slice.isUniversalSlice ? ["-arch", slice.architecture] : []
-        let nm = try runProcess(["llvm-nm-14", "--defined-only"] + arch + [path]).output
+        let nm = try runChild(["llvm-nm-14", "--defined-only"] + arch + [path]).output
         let addresses = Set(nm.split(separator: "\n").compactMap { line -> UInt64? in
           let words = line.split(separator: " ")
           guard words.count == 3, words[1] == "T" || words[1] == "t", !words[2].hasPrefix("$"),
@@ -31,7 +31,7 @@ import ImageReaders
         }).sorted()
         guard !addresses.isEmpty else { continue }
         let object = slice.isUniversalSlice ? "\(path):\(slice.architecture)" : path
-        let output = try runProcess(["llvm-symbolizer", "--no-demangle", "--no-inlines", "--obj=" + object]
+        let output = try runChild(["llvm-symbolizer", "--no-demangle", "--no-inlines", "--obj=" + object]
                                     + addresses.map { "0x" + String($0, radix: 16) }).output
         let names = output.split(separator: "\n").enumerated().filter { $0.offset % 2 == 0 }.map { String($0.element) }
         for (address, name) in zip(addresses, names) {

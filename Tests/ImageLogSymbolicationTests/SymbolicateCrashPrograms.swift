@@ -11,22 +11,22 @@ enum CrashPrograms {
   static let haveCompilers = haveTool("swiftc") && haveTool("clang")
 
   /// The built program's path (in a temporary folder), or the error that stopped the build.
-  static let crasher: Result<String, TestError> = {
+  static let crasher: Result<String, TestSupportError> = {
     do {
       let directory = try makeTemporaryDirectory()
       let programs = packageRoot + "/Tests/Programs"
       let object = directory + "/symbolicate-helper.o"
-      let clang = try runProcess(["clang", "-g", "-O0", "-c", programs + "/symbolicate-helper.c", "-o", object])
-      guard clang.status == 0 else { return .failure(TestError("clang: \(clang.error)")) }
+      let clang = try runChild(["clang", "-g", "-O0", "-c", programs + "/symbolicate-helper.c", "-o", object])
+      guard clang.status == 0 else { return .failure(TestSupportError("clang: \(clang.error)")) }
       let path = directory + "/symbolicate-crasher"
-      let swiftc = try runProcess(["swiftc", "-g", "-Onone", "-import-objc-header", programs + "/symbolicate-helper.h",
+      let swiftc = try runChild(["swiftc", "-g", "-Onone", "-import-objc-header", programs + "/symbolicate-helper.h",
                                    programs + "/symbolicate-crasher.swift", object, "-o", path])
-      guard swiftc.status == 0 else { return .failure(TestError("swiftc: \(swiftc.error)")) }
+      guard swiftc.status == 0 else { return .failure(TestSupportError("swiftc: \(swiftc.error)")) }
       return .success(path)
-    } catch let error as TestError {
+    } catch let error as TestSupportError {
       return .failure(error)
     } catch {
-      return .failure(TestError("\(error)"))
+      return .failure(TestSupportError("\(error)"))
     }
   }()
 
@@ -34,10 +34,10 @@ enum CrashPrograms {
   /// returns what the backtracer wrote.
   static func crash(_ mode: String, symbolicate: String) throws -> String {
     let path = try crasher.get()
-    let result = try runProcess([path, mode], environment: [
+    let result = try runChild([path, mode], environment: [
       "SWIFT_BACKTRACE": "enable=yes,interactive=no,symbolicate=\(symbolicate),color=no",
     ])
-    guard result.signal != nil else { throw TestError("\(mode): the program did not crash (status \(result.status))") }
+    guard result.signal != nil else { throw TestSupportError("\(mode): the program did not crash (status \(result.status))") }
     return result.error
   }
 

@@ -146,3 +146,10 @@ func monotonicSeconds() -> Double {
   clock_gettime(CLOCK_MONOTONIC, &now)
   return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
 }
+
+/// Runs `arguments` (searched on PATH) to completion, as `runChild`, and returns its status (128 + the
+/// signal when one ended it), standard output and standard error.
+public func runTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+  let result = try runChild(arguments)
+  return (result.exitCode ?? 128 + (result.signal ?? 0), result.output, result.error)
+}

@@ -3,21 +3,6 @@ import ImageLogTestSupport
 import Synchronization
 import Testing
 
-/// Runs `arguments` (searched on PATH) and returns its status (128 + the signal when one ended it),
-/// standard output and standard error.
-func runTool(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-  let result = try runChild(arguments)
-  return (result.exitCode ?? 128 + (result.signal ?? 0), result.output, result.error)
-}
-
-struct CoreTestError: Error, CustomStringConvertible {
-  var description: String
-  init(_ description: String) { self.description = description }
-}
-
-/// The repository root.
-let repositoryRoot = packageRoot
-
 /// A fresh directory under /tmp, removed when the test process exits.
 func makeTemporaryDirectory(_ prefix: String) throws -> String {
   let directory = try ImageLogTestSupport.makeTemporaryDirectory(prefix)
@@ -47,7 +32,7 @@ func canonicalPath(_ path: String) -> String {
 
 /// Reads a whole file (small text files under /proc included).
 func readTextFile(_ path: String) throws -> String {
-  guard let text = readFile(path) else { throw CoreTestError("cannot open \(path)") }
+  guard let text = readFile(path) else { throw TestSupportError("cannot open \(path)") }
   return text
 }
 
@@ -68,10 +53,10 @@ struct CoreTestLibraries: Sendable {
   var ctorHook: String { directory + "/deps/libcore_ctorhook.so" }
   var ctorCall: String { directory + "/libcore_ctorcall.so" }
 
-  static let built: Result<CoreTestLibraries, CoreTestError> = {
+  static let built: Result<CoreTestLibraries, TestSupportError> = {
     do {
       let directory = try makeTemporaryDirectory("imagelog-core")
-      let programs = repositoryRoot + "/Tests/Programs"
+      let programs = packageRoot + "/Tests/Programs"
       let script = """
         set -e
         mkdir -p '\(directory)/deps'
@@ -82,12 +67,12 @@ struct CoreTestLibraries: Sendable {
         cc -shared -fPIC -Wl,--enable-new-dtags -Wl,-rpath,'$ORIGIN/deps' -o '\(directory)/libcore_ctorcall.so' '\(programs)/core-ctorcall.c' -L'\(directory)/deps' -lcore_ctorhook
         """
       let result = try runTool(["sh", "-c", script])
-      guard result.status == 0 else { return .failure(CoreTestError("cc failed: \(result.error)")) }
+      guard result.status == 0 else { return .failure(TestSupportError("cc failed: \(result.error)")) }
       return .success(CoreTestLibraries(directory: directory))
-    } catch let error as CoreTestError {
+    } catch let error as TestSupportError {
       return .failure(error)
     } catch {
-      return .failure(CoreTestError("\(error)"))
+      return .failure(TestSupportError("\(error)"))
     }
   }()
 
@@ -98,7 +83,7 @@ struct CoreTestLibraries: Sendable {
     let source = try get()
     let directory = try makeTemporaryDirectory("imagelog-core-\(tag)")
     let copy = try runTool(["sh", "-c", "cp -R '\(source.directory)/.' '\(directory)/'"])
-    guard copy.status == 0 else { throw CoreTestError("cp failed: \(copy.error)") }
+    guard copy.status == 0 else { throw TestSupportError("cp failed: \(copy.error)") }
     return CoreTestLibraries(directory: directory)
   }
 }

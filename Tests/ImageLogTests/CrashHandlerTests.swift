@@ -7,14 +7,14 @@ import Testing
 /// imagelog's format whose frames llvm-symbolizer resolves to the crashing functions and whose
 /// Binary Images are the process's images, and must still die by the original signal.
 @Suite(.serialized) struct CrashHandlerTests {
-  static let compiler = CrashTestSupport.which("cc") ?? CrashTestSupport.which("clang")
-  static let symbolizer = CrashTestSupport.which("llvm-symbolizer") ?? CrashTestSupport.which("llvm-symbolizer-14")
-  static let readelf = CrashTestSupport.which("readelf")
+  static let compiler = which("cc") ?? which("clang")
+  static let symbolizer = which("llvm-symbolizer") ?? which("llvm-symbolizer-14")
+  static let readelf = which("readelf")
 
   /// The crash program, compiled once per test run into a temporary directory.
   static let program: Result<String, CrashTestSupport.SpawnError> = {
     guard let compiler else { return .failure(.init(description: "no C compiler")) }
-    let root = CrashTestSupport.packageRoot
+    let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-program"
     do {
       let result = try CrashTestSupport.run(compiler, [
@@ -79,7 +79,7 @@ import Testing
     #expect(!result.timedOut, "the crash handler hung")
     #expect(result.terminationSignal == testCase.signal,
             "died by \(String(describing: result.terminationSignal)), exit \(String(describing: result.exitCode))")
-    let text = try #require(CrashTestSupport.readFile(reportPath))
+    let text = try #require(readFile(reportPath))
     let report = try ParsedCrashReport(text)
 
     // Header
@@ -101,7 +101,7 @@ import Testing
     }
 
     // Binary Images are the process's images (against its own /proc/self/maps copy and readelf).
-    let maps = MapsLine.parse(try #require(CrashTestSupport.readFile(mapsPath)))
+    let maps = MapsLine.parse(try #require(readFile(mapsPath)))
     try Self.checkImages(report.images, against: maps, program: program)
 
     // Frames: consistent arithmetic, named after their image, bounded.
@@ -147,7 +147,7 @@ import Testing
     close(fd)
     let result = try CrashTestSupport.run(program, ["null", reportPath, "\(directory)/maps"])
     #expect(result.terminationSignal == SIGSEGV)
-    let text = try #require(CrashTestSupport.readFile(reportPath))
+    let text = try #require(readFile(reportPath))
     #expect(text.hasPrefix("earlier line\nProcess:         crash-program ["), "opened with O_APPEND, not truncated")
   }
 
@@ -159,7 +159,7 @@ import Testing
     let result = try CrashTestSupport.run(program, ["chained", "\(directory)/report.crash", "\(directory)/maps"])
     #expect(result.exitCode == 42, "the previous handler's _exit(42)")
     #expect(result.stderr == "previous handler ran: signal 11, address zero: Y\n")
-    let report = try ParsedCrashReport(try #require(CrashTestSupport.readFile("\(directory)/report.crash")))
+    let report = try ParsedCrashReport(try #require(readFile("\(directory)/report.crash")))
     #expect(report.header["Exception Type"] == "SIGSEGV (SEGV_MAPERR)")
   }
 
@@ -170,14 +170,14 @@ import Testing
     let directory = CrashTestSupport.makeTemporaryDirectory()
     let result = try CrashTestSupport.run(program, ["uninstalled", "\(directory)/report.crash", "\(directory)/maps"])
     #expect(result.terminationSignal == SIGSEGV)
-    #expect(CrashTestSupport.readFile("\(directory)/report.crash") == "")
+    #expect(readFile("\(directory)/report.crash") == "")
   }
 
   /// The handler formats the date by hand (no localtime/gmtime in a signal handler): every day
   /// from 1970 to 2200 against glibc's gmtime_r + strftime.
   @Test(.enabled(if: compiler != nil, "needs cc or clang"))
   func handMadeDateMatchesGmtime() throws {
-    let root = CrashTestSupport.packageRoot
+    let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-dates"
     let compiled = try CrashTestSupport.run(Self.compiler!, ["-O1", "-pthread", "-I", "\(root)/Sources/CImageLog/include",
                                                              "\(root)/Tests/Programs/crash-dates.c", "-o", output])
@@ -254,13 +254,13 @@ import Testing
 
   // MARK: aarch64, under qemu-user (when the cross compiler and qemu are installed)
 
-  static let crossCompiler = CrashTestSupport.which("aarch64-linux-gnu-gcc")
-  static let qemu = CrashTestSupport.which("qemu-aarch64")
+  static let crossCompiler = which("aarch64-linux-gnu-gcc")
+  static let qemu = which("qemu-aarch64")
   static let armSysroot = "/usr/aarch64-linux-gnu"
 
   static let armProgram: Result<String, CrashTestSupport.SpawnError> = {
     guard let crossCompiler else { return .failure(.init(description: "no aarch64-linux-gnu-gcc")) }
-    let root = CrashTestSupport.packageRoot
+    let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-program"
     do {
       let result = try CrashTestSupport.run(crossCompiler, [
@@ -302,7 +302,7 @@ import Testing
     let result = try CrashTestSupport.run(Self.qemu!, [program, testCase.mode, reportPath, "\(directory)/maps"],
                                           environment: ["QEMU_LD_PREFIX": Self.armSysroot], timeoutSeconds: 120)
     #expect(result.terminationSignal == testCase.signal)
-    let text = try #require(CrashTestSupport.readFile(reportPath))
+    let text = try #require(readFile(reportPath))
     let report = try ParsedCrashReport(text)
     #expect(report.header["Exception Type"]?.hasPrefix(testCase.exceptionType) == true, "\(text)")
     #expect(report.images.allSatisfy { $0.architecture == "arm64" })

@@ -114,18 +114,18 @@ import Testing
     #expect(result.terminationSignal == testCase.signal, "\(result.stderr.suffix(2000))")
     let text: String
     if testCase.mode == "stderr" {
-      #expect(CrashTestSupport.readFile(reportPath) == nil, "no file: the report went to fd 2")
+      #expect(readFile(reportPath) == nil, "no file: the report went to fd 2")
       let start = try #require(result.stderr.firstRange(of: "Process:         "), "\(result.stderr.suffix(2000))")
       text = String(result.stderr[start.lowerBound...])
     } else {
-      text = try #require(CrashTestSupport.readFile(reportPath), "\(result.stderr.suffix(2000))")
+      text = try #require(readFile(reportPath), "\(result.stderr.suffix(2000))")
     }
     let report = try ParsedCrashReport(text)
     let name = String(executable.split(separator: "/").last ?? "")
     #expect(report.header["Process"] == "\(name) [\(result.pid)]")
     #expect(report.header["Path"] == CrashHandlerTests.realPath(executable))
     #expect(report.header["Exception Type"] == testCase.exceptionType)
-    let maps = MapsLine.parse(try #require(CrashTestSupport.readFile(reportPath + ".maps")))
+    let maps = MapsLine.parse(try #require(readFile(reportPath + ".maps")))
     try CrashHandlerTests.checkImages(report.images, against: maps, program: CrashHandlerTests.realPath(executable))
     if testCase.swiftBacktrace.hasPrefix("enable=yes") {
       #expect(result.stderr.contains("Program crashed"), "Swift's backtracer ran after ours: \(result.stderr.prefix(500))")
@@ -191,7 +191,7 @@ import Testing
     } else {
       try CrashReporter.install(writingTo: parts[1])
     }
-    let maps = try #require(CrashTestSupport.readFile("/proc/self/maps"))
+    let maps = try #require(readFile("/proc/self/maps"))
     let fd = open(parts[1] + ".maps", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     _ = maps.withCString { write(fd, $0, strlen($0)) }
     close(fd)

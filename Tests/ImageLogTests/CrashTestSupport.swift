@@ -4,16 +4,9 @@ import Testing
 
 /// Child processes, files and tools for the crash tests, without Foundation.
 enum CrashTestSupport {
-  static let packageRoot = ImageLogTestSupport.packageRoot
-
-  /// The full path of `tool` on PATH, or nil.
-  static func which(_ tool: String) -> String? { ImageLogTestSupport.which(tool) }
-
   static func makeTemporaryDirectory(_ prefix: String = "imagelog-crash") -> String {
     do { return try ImageLogTestSupport.makeTemporaryDirectory(prefix) } catch { preconditionFailure("\(error)") }
   }
-
-  static func readFile(_ path: String) -> String? { ImageLogTestSupport.readFile(path) }
 
   struct ProcessResult {
     var pid: pid_t

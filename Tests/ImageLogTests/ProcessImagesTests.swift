@@ -6,13 +6,13 @@ import Testing
 /// `ProcessImages` against `eu-unstrip -n -p PID` on the same live process: start, size, build-id
 /// and build-id address for every ELF module.
 @Suite(.serialized) struct ProcessImagesTests {
-  static let haveUnstrip = processToolExists("eu-unstrip")
+  static let haveUnstrip = haveTool("eu-unstrip")
 
   /// Compares our snapshot with eu-unstrip's modules. eu-unstrip also lists non-ELF mapped files
   /// (locale archives, caches) with no build-id; those are not images and must not be in ours.
   func expectMatchesUnstrip(pid: pid_t, _ comment: String) throws -> [Image] {
     let images = try ProcessImages.snapshot(of: pid)
-    let unstrip = try processRunTool(["eu-unstrip", "-n", "-p", String(pid)])
+    let unstrip = try runTool(["eu-unstrip", "-n", "-p", String(pid)])
     try #require(unstrip.status == 0, "eu-unstrip failed on \(comment)")
     let modules = ProcessUnstripModule.parse(unstrip.output)
     let ours = images.map {
@@ -36,7 +36,7 @@ import Testing
 
   @Test(.enabled(if: haveUnstrip, "eu-unstrip (elfutils) is not installed"))
   func sleepMatchesUnstrip() throws {
-    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     defer { child.stop() }
     try child.wait(for: "ready")
     try waitUntilSleeping(child.pid, in: "sleep")  // the exec and the loader are done
@@ -45,9 +45,9 @@ import Testing
     #expect(images.contains { $0.name.hasPrefix("libc.so") })
   }
 
-  @Test(.enabled(if: haveUnstrip && processToolExists("python3"), "eu-unstrip or python3 missing"))
+  @Test(.enabled(if: haveUnstrip && haveTool("python3"), "eu-unstrip or python3 missing"))
   func pythonWithSSLAndSQLiteMatchesUnstrip() throws {
-    let child = try ProcessTestChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    let child = try RunningChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
     defer { child.stop() }
     try child.wait(for: "ready")
     let images = try expectMatchesUnstrip(pid: child.pid, "python3")
@@ -55,14 +55,14 @@ import Testing
     #expect(images.contains { $0.name.hasPrefix("_sqlite3") })
   }
 
-  @Test(.enabled(if: haveUnstrip && processToolExists("swiftc"), "eu-unstrip or swiftc missing"))
+  @Test(.enabled(if: haveUnstrip && haveTool("swiftc"), "eu-unstrip or swiftc missing"))
   func swiftProgramMatchesUnstrip() throws {
-    let directory = try processTemporaryDirectory("process-swift")
+    let directory = try makeTemporaryDirectory("process-swift")
     defer { processRemoveTree(directory) }
     let program = "\(directory)/sleeper"
-    let build = try processRunTool(["swiftc", "\(processRepositoryRoot())/Tests/Programs/process-swift-sleeper.swift", "-o", program])
+    let build = try runTool(["swiftc", "\(packageRoot)/Tests/Programs/process-swift-sleeper.swift", "-o", program])
     try #require(build.status == 0, "swiftc failed")
-    let child = try ProcessTestChild([program])
+    let child = try RunningChild([program])
     defer { child.stop() }
     try child.wait(for: "ready")
     let images = try expectMatchesUnstrip(pid: child.pid, "Swift program")
@@ -72,13 +72,13 @@ import Testing
   /// An ELF32 (i386) static program on the 64-bit kernel: its header, build-id and 32-bit vDSO.
   @Test(.enabled(if: haveUnstrip && Self.canBuild32Bit, "cannot build a -m32 program (gcc -m32) or no IA-32 emulation"))
   func elf32ProcessMatchesUnstrip() throws {
-    let directory = try processTemporaryDirectory("process-elf32")
+    let directory = try makeTemporaryDirectory("process-elf32")
     defer { processRemoveTree(directory) }
     let program = "\(directory)/sleeper32"
-    let build = try processRunTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie", "-Wl,--build-id",
-                             "\(processRepositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", program])
+    let build = try runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie", "-Wl,--build-id",
+                             "\(packageRoot)/Tests/Programs/process-elf32-sleeper.c", "-o", program])
     try #require(build.status == 0)
-    let child = try ProcessTestChild([program])
+    let child = try RunningChild([program])
     defer { child.stop() }
     try child.wait(for: "ready")  // static, no loader: everything is mapped once it runs
     let images = try expectMatchesUnstrip(pid: child.pid, "ELF32 program")
@@ -86,13 +86,13 @@ import Testing
   }
 
   static let canBuild32Bit: Bool = {
-    guard let directory = try? processTemporaryDirectory("process-m32") else { return false }
+    guard let directory = try? makeTemporaryDirectory("process-m32") else { return false }
     defer { processRemoveTree(directory) }
-    let built = try? processRunTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
-                              "\(processRepositoryRoot())/Tests/Programs/process-elf32-sleeper.c", "-o", "\(directory)/p"])
+    let built = try? runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
+                              "\(packageRoot)/Tests/Programs/process-elf32-sleeper.c", "-o", "\(directory)/p"])
     guard built?.status == 0 else { return false }
     // Says "ready" when the kernel has IA-32 emulation; without it, it cannot start.
-    guard let run = try? ProcessTestChild(["\(directory)/p"]) else { return false }
+    guard let run = try? RunningChild(["\(directory)/p"]) else { return false }
     defer { run.stop() }
     return run.readLine() == "ready"
   }()
@@ -100,7 +100,7 @@ import Testing
   /// With memory reads switched off, the files give the same images, and the vDSO (which has no
   /// file) comes from our own copy of it.
   @Test func fileFallbackAgreesWithMemory() throws {
-    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     defer { child.stop() }
     try child.wait(for: "ready")
     try waitUntilSleeping(child.pid, in: "sleep")
@@ -110,18 +110,18 @@ import Testing
   }
 
   /// A library deleted after loading: read from memory, so its build-id is still right.
-  @Test(.enabled(if: processToolExists("cc") && processToolExists("readelf"), "cc or readelf missing"))
+  @Test(.enabled(if: haveTool("cc") && haveTool("readelf"), "cc or readelf missing"))
   func deletedLibraryKeepsItsBuildID() throws {
-    let directory = try processTemporaryDirectory("process-deleted")
+    let directory = try makeTemporaryDirectory("process-deleted")
     defer { processRemoveTree(directory) }
     let library = "\(directory)/libgone.so"
-    let source = "\(processRepositoryRoot())/Tests/Programs/process-dlopen-loop.c"
-    try #require(try processRunTool(["sh", "-c", "echo 'int gone(void){return 1;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(library)"]).status == 0)
-    try #require(try processRunTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
-    let notes = try processRunTool(["readelf", "-n", library]).output
+    let source = "\(packageRoot)/Tests/Programs/process-dlopen-loop.c"
+    try #require(try runTool(["sh", "-c", "echo 'int gone(void){return 1;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(library)"]).status == 0)
+    try #require(try runTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
+    let notes = try runTool(["readelf", "-n", library]).output
     let expected = notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init)
     // hold: load once and keep it loaded
-    let child = try ProcessTestChild(["\(directory)/loop", "hold", library])
+    let child = try RunningChild(["\(directory)/loop", "hold", library])
     defer { child.stop() }
     try child.wait(for: "loaded")
     unlink(library)
@@ -133,17 +133,17 @@ import Testing
 
   /// A library only visible in the process's own mount namespace: with memory reads off, the file
   /// is still found, through /proc/PID/map_files or /proc/PID/root, and gives the right build-id.
-  @Test(.enabled(if: getuid() == 0 && processToolExists("unshare") && processToolExists("cc"),
+  @Test(.enabled(if: getuid() == 0 && haveTool("unshare") && haveTool("cc"),
                  "needs root, unshare(1) and cc for a private mount namespace"))
   func otherMountNamespaceIsReadThroughProc() throws {
-    let directory = try processTemporaryDirectory("process-mntns")
+    let directory = try makeTemporaryDirectory("process-mntns")
     defer { processRemoveTree(directory) }
-    let source = "\(processRepositoryRoot())/Tests/Programs/process-dlopen-loop.c"
-    try #require(try processRunTool(["sh", "-c", "echo 'int hidden(void){return 7;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(directory)/libhidden.so && mkdir \(directory)/private"]).status == 0)
-    try #require(try processRunTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
-    let notes = try processRunTool(["readelf", "-n", "\(directory)/libhidden.so"]).output
+    let source = "\(packageRoot)/Tests/Programs/process-dlopen-loop.c"
+    try #require(try runTool(["sh", "-c", "echo 'int hidden(void){return 7;}' | cc -shared -fPIC -Wl,--build-id -x c - -o \(directory)/libhidden.so && mkdir \(directory)/private"]).status == 0)
+    try #require(try runTool(["cc", source, "-o", "\(directory)/loop", "-ldl"]).status == 0)
+    let notes = try runTool(["readelf", "-n", "\(directory)/libhidden.so"]).output
     let expected = notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init)
-    let child = try ProcessTestChild(["unshare", "-m", "sh", "-c",
+    let child = try RunningChild(["unshare", "-m", "sh", "-c",
       "mount -t tmpfs none \(directory)/private && cp \(directory)/libhidden.so \(directory)/private/ && exec \(directory)/loop hold \(directory)/private/libhidden.so"],
       errorPath: "\(directory)/stderr")
     defer { child.stop() }
@@ -163,11 +163,11 @@ import Testing
     // A PID above pid_max cannot exist.
     #expect(throws: ProcessImagesError.noSuchProcess(pid: 99_999_999)) { try ProcessImages.snapshot(of: 99_999_999) }
     // PID 2 is kthreadd on Linux (in the initial PID namespace).
-    if let stat = try? processRunTool(["cat", "/proc/2/stat"]), stat.output.contains("(kthreadd)") {
+    if let stat = try? runTool(["cat", "/proc/2/stat"]), stat.output.contains("(kthreadd)") {
       #expect(throws: ProcessImagesError.kernelThread(pid: 2, command: "kthreadd")) { try ProcessImages.snapshot(of: 2) }
     }
     // A zombie: our own child that has exited and that we have not reaped.
-    let zombie = try ProcessTestChild(["sh", "-c", "exec true"])
+    let zombie = try RunningChild(["sh", "-c", "exec true"])
     var info = siginfo_t()
     waitid(P_PID, id_t(zombie.pid), &info, WEXITED | WNOWAIT)
     #expect(throws: ProcessImagesError.zombie(pid: zombie.pid, command: "true")) { try ProcessImages.snapshot(of: zombie.pid) }
@@ -175,7 +175,7 @@ import Testing
     #expect(ProcessImagesError.zombie(pid: 7, command: "true").description == "pid 7: true is a zombie (exited, not yet reaped): it has no images")
     #expect(ProcessImagesError.exited(pid: 7).description == "pid 7: the process exited while its images were being read")
     // A process that has exited and been reaped between two reads: gone, and it existed.
-    let quick = try ProcessTestChild(["true"])
+    let quick = try RunningChild(["true"])
     quick.reap()
     #expect(throws: ProcessImagesError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
   }
@@ -185,7 +185,7 @@ import Testing
   /// are the real ones of a live child with everything but its stack left out, so this is exactly
   /// what the window shows, every time.
   @Test func mapsWithoutImagesOfALiveProcess() throws {
-    let child = try ProcessTestChild(["sh", "-c", "echo ready; exec sleep 600"])
+    let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     #expect(child.readLine() == "ready")
     let maps = try ProcessImages.readMappings(of: child.pid)
     let stackOnly = maps.filter { $0.path == "[stack]" }

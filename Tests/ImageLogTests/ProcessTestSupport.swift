@@ -2,29 +2,7 @@ import Glibc
 import ImageLogTestSupport
 import Testing
 
-/// The shared test machinery (Tests/ImageLogTestSupport) under the names these tests use.
-typealias ProcessTestChild = RunningChild
-typealias ProcessTestFailure = TestSupportError
-
-/// Runs a command to completion and returns its raw status and standard output (standard error is
-/// inherited).
-func processRunTool(_ arguments: [String]) throws -> (status: Int32, output: String) {
-  let child = try RunningChild(arguments)
-  let lines = child.readAll()
-  child.reap()
-  return (child.rawStatus, lines.joined(separator: "\n"))
-}
-
-/// True when `tool` is on PATH.
-func processToolExists(_ tool: String) -> Bool { haveTool(tool) }
-
-/// A fresh directory under /tmp, removed by the caller with `processRemoveTree`.
-func processTemporaryDirectory(_ prefix: String) throws -> String { try makeTemporaryDirectory(prefix) }
-
-func processRemoveTree(_ path: String) { _ = try? processRunTool(["rm", "-rf", path]) }
-
-/// The repository root.
-func processRepositoryRoot() -> String { packageRoot }
+func processRemoveTree(_ path: String) { _ = try? runTool(["rm", "-rf", path]) }
 
 struct ProcessUnstripModule: Hashable, CustomStringConvertible {
   var start: UInt64

@@ -40,7 +40,7 @@ extension Substring {
 /// `readelf -lW` PT_LOAD lines: (vaddr, memsz, flags, align).
 func readelfLoads(_ path: String) throws -> [(vaddr: UInt64, memsz: UInt64, executable: Bool, align: UInt64)] {
   let result = try runTool(["readelf", "-lW", path])
-  guard result.status == 0 else { throw CoreTestError("readelf -lW \(path): \(result.error)") }
+  guard result.status == 0 else { throw TestSupportError("readelf -lW \(path): \(result.error)") }
   return result.output.split(separator: "\n").compactMap { line in
     let tokens = line.split(separator: " ")
     guard tokens.first == "LOAD", tokens.count >= 8, let vaddr = parseHex(tokens[2]), let memsz = parseHex(tokens[5]),
@@ -53,7 +53,7 @@ func readelfLoads(_ path: String) throws -> [(vaddr: UInt64, memsz: UInt64, exec
 /// The build-id `readelf -n` prints, or nil.
 func readelfBuildID(_ path: String) throws -> String? {
   let result = try runTool(["readelf", "-nW", path])
-  guard result.status == 0 else { throw CoreTestError("readelf -n \(path): \(result.error)") }
+  guard result.status == 0 else { throw TestSupportError("readelf -n \(path): \(result.error)") }
   for line in result.output.split(separator: "\n") {
     let tokens = line.split(separator: " ")
     if let index = tokens.firstIndex(of: "ID:"), index > 0, tokens[index - 1] == "Build", index + 1 < tokens.count {

@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Foundation
 import Testing
 @testable import ImageReaders
@@ -27,7 +28,7 @@ import Testing
     return (offset, size)
   }
 
-  @Test(.enabled(if: Tool.available("llvm-objdump-14"), "llvm-objdump-14 is not installed; skipped"))
+  @Test(.enabled(if: haveTool("llvm-objdump-14"), "llvm-objdump-14 is not installed; skipped"))
   func recipeSignatureWithEntitlements() throws {
     let name = "fixture-arm64-ios-signed"
     let (_, signature) = try signature(name)
@@ -61,7 +62,7 @@ import Testing
     #expect(entries.contains(.init(key: "org.imagelog.fixture.level", value: .integer(3))))
   }
 
-  @Test(.enabled(if: Tool.available("llvm-objdump-14"), "llvm-objdump-14 is not installed; skipped"))
+  @Test(.enabled(if: haveTool("llvm-objdump-14"), "llvm-objdump-14 is not installed; skipped"))
   func linkerAdHocSignature() throws {
     let name = "fixture-arm64-macos"
     let (_, signature) = try signature(name)

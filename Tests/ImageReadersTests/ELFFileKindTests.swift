@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import ImageLogTestSupport
 import Glibc
 #endif
 import Testing
@@ -34,20 +35,20 @@ import Testing
       .filter(ELFSystemLibraryTests.isELF)
   }
 
-  @Test(.enabled(if: Tools.have("file"), "needs file(1)"))
+  @Test(.enabled(if: haveTool("file"), "needs file(1)"))
   func kindMatchesFile() throws {
     let paths = Fixtures.all(in: "elf").map(Fixtures.path) + ELFSystemLibraryTests.libraries() + Self.pamModules()
       + Self.programs()
     var compared = 0
     for start in stride(from: 0, to: paths.count, by: 200) {
       let batch = Array(paths[start..<min(start + 200, paths.count)])
-      let output = try Tools.run(["file", "-N", "-F", "\t"] + batch).output
+      let output = try runTool(["file", "-N", "-F", "\t"] + batch).output
       for line in output.split(separator: "\n") {
         guard let tab = line.firstIndex(of: "\t") else { continue }
         let path = String(line[..<tab])
         guard let expected = Self.kind(fromFileDescription: line[tab...]) else { continue }
         let file = try withMappedFile(path) { reader -> ELFFile in
-          guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+          guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestSupportError("not ELF") }
           return file
         }
         #expect(file.kind.name == expected, "\(path): file(1) says \(line[tab...])")
@@ -59,18 +60,18 @@ import Testing
 
   /// PIE means `DF_1_PIE` (readelf's `FLAGS_1 ... PIE`); an `ET_DYN` without it is a shared object even
   /// with a `PT_INTERP` (the fixture libinterp-x86_64.so, pam_cap.so, libc.so.6).
-  @Test(.enabled(if: Tools.have("readelf"), "needs readelf (binutils)"))
+  @Test(.enabled(if: haveTool("readelf"), "needs readelf (binutils)"))
   func pieMeansTheFlagAsReadelfShowsIt() throws {
     let paths = Fixtures.all(in: "elf").map(Fixtures.path) + ELFSystemLibraryTests.libraries() + Self.pamModules()
       + Self.programs()
     var sharedWithInterpreter = 0
     for path in paths {
       let file = try withMappedFile(path) { reader -> ELFFile in
-        guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+        guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestSupportError("not ELF") }
         return file
       }
       guard file.header.type == 3 else { continue }  // ET_DYN
-      let dynamic = try Tools.run(["readelf", "-dW", path]).output
+      let dynamic = try runTool(["readelf", "-dW", path]).output
       let flagged = dynamic.split(separator: "\n").contains { $0.contains("(FLAGS_1)") && $0.split(separator: " ").contains("PIE") }
       #expect(file.kind == (flagged ? .pie : .sharedObject), "\(path): readelf -d says DF_1_PIE \(flagged)")
       if !flagged && file.interpreter != nil { sharedWithInterpreter += 1 }
@@ -78,7 +79,7 @@ import Testing
     // The committed fixture guarantees the case the old rule (PT_INTERP without DT_SONAME) got wrong.
     #expect(sharedWithInterpreter >= 1)
     let fixture = try withMappedFile(Fixtures.path("elf/libinterp-x86_64.so")) { reader -> ELFFile in
-      guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+      guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestSupportError("not ELF") }
       return file
     }
     #expect(fixture.interpreter == "/lib/ld-fixture.so.1" && fixture.kind == .sharedObject)

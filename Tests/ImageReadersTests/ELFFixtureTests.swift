@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 
@@ -8,7 +9,7 @@ import Testing
 
   static func decode(_ name: String) throws -> ELFFile {
     guard case .elf(let file) = try BinaryFile.parse(try Fixtures.bytes(name)) else {
-      throw TestIOError(description: "\(name) is not read as ELF")
+      throw TestSupportError("\(name) is not read as ELF")
     }
     return file
   }
@@ -24,7 +25,7 @@ import Testing
     }
   }
 
-  @Test(.enabled(if: Tools.have("readelf"), "needs readelf (binutils)"))
+  @Test(.enabled(if: haveTool("readelf"), "needs readelf (binutils)"))
   func everyFieldMatchesReadelf() throws {
     let paths = Self.names.map(Fixtures.path)
     let facts = try ReadelfFacts.run(["-h", "-lW", "-n", "-d", "-SW", "-wk"], paths: paths)
@@ -36,7 +37,7 @@ import Testing
     }
   }
 
-  @Test(.enabled(if: Tools.have("llvm-readobj-14"), "needs llvm-readobj-14 (llvm-14)"))
+  @Test(.enabled(if: haveTool("llvm-readobj-14"), "needs llvm-readobj-14 (llvm-14)"))
   func headerNotesAndNeededMatchLLVMReadobj() throws {
     let paths = Self.names.map(Fixtures.path)
     let facts = try ReadobjFacts.run(paths: paths)

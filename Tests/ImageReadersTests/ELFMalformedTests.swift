@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 
@@ -151,7 +152,7 @@ import Testing
 
 extension ELFMalformedTests {
   static func decode(_ bytes: [UInt8]) throws -> ELFFile {
-    guard case .elf(let file) = try BinaryFile.parse(bytes) else { throw TestIOError(description: "not ELF") }
+    guard case .elf(let file) = try BinaryFile.parse(bytes) else { throw TestSupportError("not ELF") }
     return file
   }
 

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import ImageLogTestSupport
 import Glibc
 #endif
 import Testing
@@ -33,7 +34,7 @@ import Testing
     return fread(&magic, 1, 4, file) == 4 && magic == [0x7F, 0x45, 0x4C, 0x46]
   }
 
-  @Test(.enabled(if: Tools.have("readelf"), "needs readelf (binutils)"))
+  @Test(.enabled(if: haveTool("readelf"), "needs readelf (binutils)"))
   func buildIDSonameNeededAndLoadSegmentsMatchReadelf() throws {
     let paths = Self.libraries()
     try #require(paths.count > 20, "expected the system library folder to hold ELF libraries")
@@ -46,7 +47,7 @@ import Testing
         let file: ELFFile
         do {
           file = try withMappedFile(path) { reader in
-            guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+            guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestSupportError("not ELF") }
             return file
           }
         } catch {
@@ -98,7 +99,7 @@ extension ELFSystemLibraryTests {
   func separateDebugFilesCarryTheBuildIDTheirNameSays() throws {
     for (path, expected) in Self.debugFiles() {
       let file = try withMappedFile(path) { reader -> ELFFile in
-        guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestIOError(description: "not ELF") }
+        guard case .elf(let file) = try BinaryFile.parse(reader) else { throw TestSupportError("not ELF") }
         return file
       }
       #expect(file.buildID?.hex == expected, "\(path)")

@@ -1,3 +1,5 @@
+import ImageLogTestSupport
+
 /// What readelf and llvm-readobj say about ELF files, parsed from their text output. The tests compare
 /// the reader against these, never against values copied from our own output.
 struct ReadelfFacts {
@@ -44,7 +46,7 @@ struct ReadelfFacts {
   /// by file. readelf prints `File: PATH` before each file when given more than one.
   static func run(_ options: [String], paths: [String]) throws -> [String: ReadelfFacts] {
     let list = paths.count == 1 ? paths + [paths[0]] : paths  // force the `File:` headers
-    let output = try Tools.run(["readelf"] + options + list).output
+    let output = try runTool(["readelf"] + options + list).output
     var result: [String: ReadelfFacts] = [:]
     var current: ReadelfFacts?
     var mode = ""
@@ -140,7 +142,7 @@ struct ReadobjFacts {
   var loadName: String?
 
   static func run(paths: [String]) throws -> [String: ReadobjFacts] {
-    let output = try Tools.run(["llvm-readobj-14", "--file-headers", "--needed-libs", "--notes"] + paths).output
+    let output = try runTool(["llvm-readobj-14", "--file-headers", "--needed-libs", "--notes"] + paths).output
     var result: [String: ReadobjFacts] = [:]
     var current: ReadobjFacts?
     var inNeeded = false

@@ -19,7 +19,9 @@ enum Fixtures {
 
   /// The bytes of a fixture (or of any file when `name` is absolute).
   static func bytes(_ name: String) throws -> [UInt8] {
-    try readFile(name.hasPrefix("/") ? name : path(name))
+    let file = name.hasPrefix("/") ? name : path(name)
+    guard let bytes = readFileBytes(file) else { throw TestSupportError("cannot read \(file)") }
+    return bytes
   }
 
   /// Every fixture file, recursively, as names relative to the Fixtures folder, sorted.
@@ -58,37 +60,6 @@ func directoryNames(_ folder: String) -> [String] {
   return names
 }
 
-struct TestIOError: Error, CustomStringConvertible {
-  var description: String
-}
-
-/// Reads a whole file (tests only; the readers themselves map files).
-func readFile(_ path: String) throws -> [UInt8] {
-  guard let file = fopen(path, "rb") else { throw TestIOError(description: "cannot open \(path)") }
-  defer { fclose(file) }
-  var result: [UInt8] = []
-  var buffer = [UInt8](repeating: 0, count: 1 << 16)
-  while true {
-    let count = buffer.withUnsafeMutableBytes { fread($0.baseAddress, 1, $0.count, file) }
-    if count <= 0 { break }
-    result += buffer[0..<count]
-  }
-  return result
-}
-
-/// Runs the real tools tests compare against.
-enum Tools {
-  /// True when `tool` is on PATH.
-  static func have(_ tool: String) -> Bool { haveTool(tool) }
-
-  /// Runs `arguments` (searched on PATH) and returns the exit status and standard output
-  /// (standard error is dropped).
-  static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-    let result = try runChild(arguments)
-    return (result.exitCode ?? 128 + (result.signal ?? 0), result.output)
-  }
-}
-
 /// A small seeded generator, so a failing mutation reproduces.
 struct SplitMix64: RandomNumberGenerator {
   private var state: UInt64
@@ -106,13 +77,13 @@ struct SplitMix64: RandomNumberGenerator {
 /// copied into arrays). Throws when the file cannot be opened or is empty.
 func withMappedFile<R>(_ path: String, _ body: (ByteReader) throws -> R) throws -> R {
   let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-  guard descriptor >= 0 else { throw TestIOError(description: "cannot open \(path)") }
+  guard descriptor >= 0 else { throw TestSupportError("cannot open \(path)") }
   defer { close(descriptor) }
   var info = stat()
-  guard fstat(descriptor, &info) == 0, info.st_size > 0 else { throw TestIOError(description: "empty \(path)") }
+  guard fstat(descriptor, &info) == 0, info.st_size > 0 else { throw TestSupportError("empty \(path)") }
   let size = Int(info.st_size)
   guard let base = mmap(nil, size, PROT_READ, MAP_PRIVATE, descriptor, 0), base != MAP_FAILED else {
-    throw TestIOError(description: "cannot map \(path)")
+    throw TestSupportError("cannot map \(path)")
   }
   defer { munmap(base, size) }
   return try body(ByteReader(UnsafeRawBufferPointer(start: base, count: size)))

@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Foundation
 @testable import ImageReaders
 
@@ -33,13 +34,9 @@ enum MachOFixtures {
   }
 }
 
-/// Runs LLVM and binutils tools for the comparisons; a missing tool makes the test skip.
+/// Runs LLVM and binutils tools for the comparisons, in the fixtures folder (a missing tool makes the
+/// test skip: `haveTool` in its condition trait).
 enum Tool {
-  static func available(_ name: String) -> Bool {
-    let paths = (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":")
-    return paths.contains { FileManager.default.isExecutableFile(atPath: "\($0)/\(name)") }
-  }
-
   /// Standard output of `arguments`, run with the fixtures folder as working directory.
   static func run(_ arguments: [String]) throws -> String {
     let process = Process()

@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Foundation
 import Testing
 @testable import ImageReaders
@@ -12,13 +13,13 @@ import Testing
     try Tool.run(["llvm-objdump-14", "--macho", "--private-headers", "--non-verbose", "--arch=all", name])
   }
 
-  @Test(.enabled(if: Tool.available(otool) && Tool.available("llvm-objdump-14"), "llvm-14 tools not installed; skipped"))
+  @Test(.enabled(if: haveTool(otool) && haveTool("llvm-objdump-14"), "llvm-14 tools not installed; skipped"))
   func objdumpSpellingIsOtool() throws {
     let name = "fixture-arm64-ios-signed"
     #expect(try Tool.run([Self.otool, "-l", name]) == (try Self.otoolOutput(name)))
   }
 
-  @Test(.enabled(if: Tool.available("llvm-objdump-14"), "llvm-objdump-14 is not installed (Debian llvm-14); skipped"),
+  @Test(.enabled(if: haveTool("llvm-objdump-14"), "llvm-objdump-14 is not installed (Debian llvm-14); skipped"),
         arguments: MachOFixtures.names)
   func loadCommandsMatchOtool(name: String) throws {
     let files = try MachOFixtures.machOs(name)
@@ -132,7 +133,7 @@ import Testing
 
 /// Architecture names, UUIDs, header flags and universal headers against the other LLVM tools.
 @Suite struct MachOLLVMToolTests {
-  @Test(.enabled(if: Tool.available("llvm-dwarfdump-14"), "llvm-dwarfdump-14 is not installed; skipped"),
+  @Test(.enabled(if: haveTool("llvm-dwarfdump-14"), "llvm-dwarfdump-14 is not installed; skipped"),
         arguments: MachOFixtures.names)
   func uuidsAndArchitecturesMatchDwarfdump(name: String) throws {
     let files = try MachOFixtures.machOs(name)
@@ -147,7 +148,7 @@ import Testing
     }
   }
 
-  @Test(.enabled(if: Tool.available("llvm-readobj-14"), "llvm-readobj-14 is not installed; skipped"),
+  @Test(.enabled(if: haveTool("llvm-readobj-14"), "llvm-readobj-14 is not installed; skipped"),
         arguments: MachOFixtures.names.filter { !$0.hasPrefix("universal") })
   func headerFlagsMatchReadobj(name: String) throws {
     guard case .machO(let file) = try MachOFixtures.parse(name) else { Issue.record("\(name) not thin"); return }
@@ -163,7 +164,7 @@ import Testing
     #expect(text.contains("NumOfLoadCommands: \(file.header.commandCount)"), "\(name)")
   }
 
-  @Test(.enabled(if: Tool.available("llvm-objdump-14"), "llvm-objdump-14 is not installed; skipped"),
+  @Test(.enabled(if: haveTool("llvm-objdump-14"), "llvm-objdump-14 is not installed; skipped"),
         arguments: MachOFixtures.names.filter { $0.hasPrefix("universal") })
   func universalHeadersMatchObjdump(name: String) throws {
     guard case .fat(let fat) = try MachOFixtures.parse(name) else { Issue.record("\(name) not universal"); return }
@@ -188,7 +189,7 @@ import Testing
     #expect(fat.slices.map(\.fileOffset) == fat.members.map(\.fileOffset))
   }
 
-  @Test(.enabled(if: Tool.available("llvm-lipo-14"), "llvm-lipo-14 is not installed; skipped"),
+  @Test(.enabled(if: haveTool("llvm-lipo-14"), "llvm-lipo-14 is not installed; skipped"),
         arguments: MachOFixtures.names.filter { $0.hasPrefix("universal") })
   func architecturesMatchLipo(name: String) throws {
     let summaries = try MachOFixtures.parse(name).slices

@@ -5,16 +5,16 @@ import ImageReaders
 
 /// `imagelog pid`: output against eu-unstrip on the same process, every style, and the errors.
 @Suite(.serialized) struct PidCommandTests {
-  static let haveUnstrip = processTestToolExists("eu-unstrip")
+  static let haveUnstrip = haveTool("eu-unstrip")
 
   /// "0xSTART+0xSIZE BUILDID@0xADDR" of each unstrip line.
   func moduleKeys(_ text: String) -> [String] {
     text.split(separator: "\n").map { $0.split(separator: " ").prefix(2).joined(separator: " ") }
   }
 
-  @Test(.enabled(if: haveUnstrip && processTestToolExists("python3"), "eu-unstrip or python3 missing"))
+  @Test(.enabled(if: haveUnstrip && haveTool("python3"), "eu-unstrip or python3 missing"))
   func unstripStyleMatchesEuUnstrip() throws {
-    let child = try ProcessTestProgram(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    let child = try RunningChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
     try child.wait(for: "ready")
     let ours = try runProcessTest([processTestImagelog, "pid", String(child.pid), "--format", "unstrip"])
     let theirs = try runProcessTest(["eu-unstrip", "-n", "-p", String(child.pid)])
@@ -30,7 +30,7 @@ import ImageReaders
   }
 
   @Test func everyStyleListsTheSameImages() throws {
-    let child = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+    let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     try child.wait(for: "ready")
     try waitUntilSleeping(child.pid, in: "sleep")  // the exec and the loader are done
     let pid = String(child.pid)
@@ -58,7 +58,7 @@ import ImageReaders
     defer { _ = try? runChild(["rm", "-rf", folder]) }
     let library = folder + "/lib\u{1B}[2Jhostile\u{9B}\\.so"
     _ = try runChild(["cp", "/usr/lib/x86_64-linux-gnu/libz.so.1", library])
-    let child = try ProcessTestProgram(["env", "LD_PRELOAD=" + library, "sh", "-c", "echo ready; exec sleep 600"])
+    let child = try RunningChild(["env", "LD_PRELOAD=" + library, "sh", "-c", "echo ready; exec sleep 600"])
     try child.wait(for: "ready")
     try waitUntilSleeping(child.pid, in: "sleep")
     for style in ["crash", "logger", "unstrip"] {
@@ -81,7 +81,7 @@ import ImageReaders
     #expect(result.output == "")
   }
 
-  @Test(.enabled(if: processTestReadFile("/proc/2/stat").contains("(kthreadd)"),
+  @Test(.enabled(if: (readFile("/proc/2/stat") ?? "").contains("(kthreadd)"),
                  "PID 2 is not kthreadd: not in the initial PID namespace (a container); skipped"))
   func kernelThread() throws {
     let result = try runProcessTest([processTestImagelog, "pid", "2"])
@@ -89,14 +89,14 @@ import ImageReaders
     #expect(result.error == "imagelog: pid 2: kthreadd is a kernel thread: it has no images\n")
   }
 
-  @Test(.enabled(if: processTestToolExists("python3"), "needs python3 to make a zombie"))
+  @Test(.enabled(if: haveTool("python3"), "needs python3 to make a zombie"))
   func zombie() throws {
     // The parent forks a child that exits at once and never reaps it (a shell may reap on its own).
-    let child = try ProcessTestProgram(["python3", "-c",
+    let child = try RunningChild(["python3", "-c",
       "import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)"])
     let zombiePID = try #require(child.readLine())
     try waitUntil("the kernel shows pid \(zombiePID) as a zombie (state Z in /proc/\(zombiePID)/stat)") {
-      let stat = processTestReadFile("/proc/\(zombiePID)/stat")
+      let stat = (readFile("/proc/\(zombiePID)/stat") ?? "")
       return stat.lastIndex(of: ")").map { stat[$0...].hasPrefix(") Z") } == true
     }
     let result = try runProcessTest([processTestImagelog, "pid", zombiePID])
@@ -109,7 +109,7 @@ import ImageReaders
   /// 0 with nothing listed (it did about once in 600 runs, caught between exec's two halves).
   @Test func processInTheMiddleOfExec() throws {
     let script = "I=$((${I:-0}+1)); export I; [ \"$I\" -lt 1000000 ] && exec /bin/sh -c \"$S\""
-    let child = try ProcessTestProgram(["sh", "-c", "echo ready; S='\(script)' exec /bin/sh -c '\(script)'"])
+    let child = try RunningChild(["sh", "-c", "echo ready; S='\(script)' exec /bin/sh -c '\(script)'"])
     try child.wait(for: "ready")
     for _ in 0..<150 {
       let result = try runProcessTest([processTestImagelog, "pid", String(child.pid)])
@@ -126,12 +126,12 @@ import ImageReaders
   }
 
   /// As root, the same check from the other side: `nobody` may not read root's process.
-  @Test(.enabled(if: processTestToolExists("setpriv") || getuid() != 0, "needs setpriv to drop root"))
+  @Test(.enabled(if: haveTool("setpriv") || getuid() != 0, "needs setpriv to drop root"))
   func permissionDenied() throws {
-    let target: ProcessTestProgram?
+    let target: RunningChild?
     let result: ProcessTestResult
     if getuid() == 0 {
-      target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+      target = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
       try target?.wait(for: "ready")
       result = try runProcessTest(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                    processTestImagelog, "pid", String(target?.pid ?? 1)])
@@ -143,7 +143,7 @@ import ImageReaders
     #expect(result.exitStatus == 1)
     #expect(result.error.hasPrefix("imagelog: pid \(pid): permission denied reading /proc/\(pid)/"))
     // The hint names the uids as /proc/PID/status gives them, then what would do.
-    let targetUID = processTestReadFile("/proc/\(pid)/status").split(separator: "\n")
+    let targetUID = (readFile("/proc/\(pid)/status") ?? "").split(separator: "\n")
       .first { $0.hasPrefix("Uid:") }?.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst(2).first
     let ourUID = getuid() == 0 ? "65534" : String(getuid())
     #expect(result.error.contains(": it runs as uid \(targetUID ?? "?"), imagelog as uid \(ourUID)"), "\(result.error)")
@@ -154,17 +154,17 @@ import ImageReaders
   /// Root that lacks capabilities the target holds (PID 1 of a container, seen from a `docker exec`
   /// with fewer capabilities): the same uid, so the hint names the capabilities, as capabilities(7)
   /// spells them, that the target's CapPrm has and imagelog's CapEff lacks; not "run as root".
-  @Test(.enabled(if: getuid() == 0 && processTestToolExists("setpriv"), "needs root and setpriv (util-linux)"))
+  @Test(.enabled(if: getuid() == 0 && haveTool("setpriv"), "needs root and setpriv (util-linux)"))
   func rootWithoutTheTargetsCapabilities() throws {
     func capabilities(_ status: String, _ key: String) -> UInt64? {
       status.split(separator: "\n").first { $0.hasPrefix(key) }.flatMap { UInt64($0.dropFirst(key.count).trimmingPrefix { $0 == "\t" }, radix: 16) }
     }
     let ptrace: UInt64 = 1 << 19, netAdmin: UInt64 = 1 << 12
-    let ours = try #require(capabilities(processTestReadFile("/proc/self/status"), "CapEff:"))
+    let ours = try #require(capabilities((readFile("/proc/self/status") ?? ""), "CapEff:"))
     try #require(ours & (ptrace | netAdmin) == ptrace | netAdmin, "this test drops CAP_SYS_PTRACE and CAP_NET_ADMIN, which it needs to hold")
-    let target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+    let target = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     try target.wait(for: "ready")
-    let held = try #require(capabilities(processTestReadFile("/proc/\(target.pid)/status"), "CapPrm:"))
+    let held = try #require(capabilities((readFile("/proc/\(target.pid)/status") ?? ""), "CapPrm:"))
     #expect(held & (ptrace | netAdmin) == ptrace | netAdmin)
     let result = try runProcessTest(["setpriv", "--bounding-set=-sys_ptrace,-net_admin", processTestImagelog, "pid",
                                      String(target.pid)])

@@ -55,7 +55,7 @@ import Testing
   /// writing the loader's trace per process; returns our lines, the command's trace and result.
   func runTraced(_ command: [String], in directory: String) throws -> (ours: String, trace: String, result: ProcessTestResult) {
     let events = directory + "/events.jsonl"
-    let environment = currentEnvironment().filter { !$0.hasPrefix("LD_DEBUG") }
+    let environment = environment(applying: [:]).filter { !$0.hasPrefix("LD_DEBUG") }
       + ["LD_DEBUG=libs,files", "LD_DEBUG_OUTPUT=\(directory)/ld-debug"]
     let result = try runProcessTest([processTestImagelog, "run", "--format", "json", "--output", events, "--"] + command,
                                     environment: environment)
@@ -66,11 +66,11 @@ import Testing
     let program = command[0].split(separator: "/").last.map(String.init) ?? command[0]
     let handOver = "transferring control: \(processTestImagelog)"
     let trace = listing.map { file -> String in
-      let text = processTestReadFile(String(file))
+      let text = (readFile(String(file)) ?? "")
       guard let start = processTestRange(of: handOver, in: Substring(text)) else { return text }
       return String(text[start.upperBound...])
     }.first { $0.contains("initialize program: ") && $0.contains(program) }
-    return (processTestReadFile(events), trace ?? "", result)
+    return ((readFile(events) ?? ""), trace ?? "", result)
   }
 
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
@@ -95,7 +95,7 @@ import Testing
     #expect(lines.allSatisfy { field("buildID", in: $0) != "null" })
   }
 
-  @Test(.enabled(if: processTestToolExists("python3"), "python3 missing"))
+  @Test(.enabled(if: haveTool("python3"), "python3 missing"))
   func pythonCtypesEventsMatchTheLoaderTrace() throws {
     var template = Array("/tmp/imagelog-run-python-XXXXXX".utf8CString)
     let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
@@ -134,7 +134,7 @@ import Testing
     #expect(audited.exitStatus == plain.exitStatus)
     #expect(audited.output == plain.output)
     #expect(audited.error == plain.error)
-    let events = processTestReadFile(programs.directory + "/events").split(separator: "\n")
+    let events = (readFile(programs.directory + "/events") ?? "").split(separator: "\n")
     #expect(events.filter { $0.hasPrefix("Added: ") && $0.contains("liba.so") }.count == 50)
     #expect(events.filter { $0.hasPrefix("Removed: ") && $0.contains("liba.so") }.count == 50)
   }
@@ -184,7 +184,7 @@ import Testing
   /// By default, as LD_DEBUG does, exec is followed: a wrapper reaches the real program. Through
   /// /usr/bin/env (and, where python3 is pyenv's shim, a bash script that runs helpers and executes the
   /// real python) python's ctypes load of libz is reported.
-  @Test(.enabled(if: processTestToolExists("python3"), "python3 missing"))
+  @Test(.enabled(if: haveTool("python3"), "python3 missing"))
   func execIsFollowedThroughAWrapper() throws {
     let result = try runProcessTest([processTestImagelog, "run", "--format", "crash", "--",
                                      "/usr/bin/env", "python3", "-c", "import ctypes; ctypes.CDLL('libz.so.1'); print('ok')"])
@@ -248,7 +248,7 @@ import Testing
     #expect(notExecutable.exitStatus == 1)
     #expect(notExecutable.error == "imagelog: \(directory)/plain: cannot run \(directory)/plain: Permission denied\n")
     let onPath = try runProcessTest([processTestImagelog, "run", "--", "plain"],
-                                    environment: currentEnvironment().filter { !$0.hasPrefix("PATH=") } + ["PATH=\(directory)"])
+                                    environment: environment(applying: [:]).filter { !$0.hasPrefix("PATH=") } + ["PATH=\(directory)"])
     #expect(onPath.error == "imagelog: plain: cannot run \(directory)/plain: Permission denied\n")
     let garbage = try runProcessTest([processTestImagelog, "run", "--", directory + "/garbage"])
     #expect(garbage.exitStatus == 1)
@@ -346,18 +346,18 @@ extension RunCommandTests {
 extension RunCommandTests {
   /// The module computes each image's fields in C from the link map and program headers: checked
   /// against eu-unstrip on the same process while it still runs (start, size, build-id@address).
-  @Test(.enabled(if: processTestHaveCC && processTestToolExists("eu-unstrip"), "cc or eu-unstrip missing"))
+  @Test(.enabled(if: processTestHaveCC && haveTool("eu-unstrip"), "cc or eu-unstrip missing"))
   func recordsMatchEuUnstripOnTheLiveProcess() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
     let events = programs.directory + "/events"
-    let run = try ProcessTestProgram([processTestImagelog, "run", "--format", "unstrip", "--output", events, "--",
+    let run = try RunningChild([processTestImagelog, "run", "--format", "unstrip", "--output", events, "--",
                                       programs.loop, "hold", programs.libraryA])
     let pidLine = try #require(run.readLine())
     try run.wait(for: "loaded")
     let pid = try #require(Int32(pidLine.dropFirst(4)))
     // The module wrote each line before dlopen returned, so before the program printed "loaded".
-    let ours = processTestReadFile(events).split(separator: "\n")
+    let ours = (readFile(events) ?? "").split(separator: "\n")
     let unstrip = try runProcessTest(["eu-unstrip", "-n", "-p", String(pid)])
     let fromOutside = try runProcessTest([processTestImagelog, "pid", String(pid), "--format", "unstrip"])
     run.signal(SIGTERM)  // the program is the process imagelog was
@@ -437,11 +437,11 @@ extension RunCommandTests {
     let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
     try #require(reader >= 0)
     defer { close(reader) }
-    let run = try ProcessTestProgram(["sh", "-c", "exec \"$0\" run --output \"$1\" -- \"$2\" cycle 0 4000 \"$3\" > \"$4\"",
+    let run = try RunningChild(["sh", "-c", "exec \"$0\" run --output \"$1\" -- \"$2\" cycle 0 4000 \"$3\" > \"$4\"",
                                       processTestImagelog, fifo, programs.loop, programs.libraryA, programOutput])
     // sh executes imagelog, which executes the program: all three are process run.pid in turn.
     try waitUntil("the program under imagelog (pid \(run.pid)) waits in write for room in the FIFO") {
-      processTestReadFile("/proc/\(run.pid)/comm") == "loop\n" && blockedSystemCall(of: run.pid) == SystemCallNumber.write
+      (readFile("/proc/\(run.pid)/comm") ?? "") == "loop\n" && blockedSystemCall(of: run.pid) == SystemCallNumber.write
     }
     #expect(kill(run.pid, 0) == 0, "the program still runs: it waits, it does not give up")
     // Read through a second descriptor until imagelog closes the FIFO (`reader` stays unread).
@@ -451,7 +451,7 @@ extension RunCommandTests {
     let events = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
     #expect(events.filter { $0.hasPrefix("Added: ") && $0.contains("/liba.so") }.count == 4000)
     #expect(events.filter { $0.hasPrefix("Removed: ") && $0.contains("/liba.so") }.count == 4000)
-    let output = processTestReadFile(programOutput).split(separator: "\n")
+    let output = (readFile(programOutput) ?? "").split(separator: "\n")
     #expect(output.filter { $0 == "open \(programs.libraryA)" }.count == 4000)
     #expect(output.last == "done")
   }
@@ -463,7 +463,7 @@ extension RunCommandTests {
   func aSharedFullPipeWaitsAndLosesNothing() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
-    let run = try ProcessTestProgram([processTestImagelog, "run", "--output", "/dev/stdout", "--",
+    let run = try RunningChild([processTestImagelog, "run", "--output", "/dev/stdout", "--",
                                       programs.loop, "cycle", "0", "4000", programs.libraryA])
     try waitUntil("the program (pid \(run.pid), imagelog's own) blocks writing to the full pipe") {
       blockedSystemCall(of: run.pid) == SystemCallNumber.write

@@ -1,15 +1,12 @@
 // Support for the process command tests (pid, watch, run): starting programs, running the built
-// imagelog, building the C test programs. Names are prefixed so they stay out of other suites' way.
+// imagelog, building the C test programs. Names are prefixed so they stay out of other suites' way;
+// what all test targets share is ImageLogTestSupport's, used under its own names.
 import Glibc
 import ImageLogTestSupport
 import Testing
 
 /// The built `imagelog`, next to this test bundle in .build/<triple>/debug.
 let processTestImagelog = builtProduct("imagelog")
-
-/// The shared test machinery (Tests/ImageLogTestSupport) under the names these tests use.
-typealias ProcessTestError = TestSupportError
-typealias ProcessTestProgram = RunningChild
 
 /// What a finished program did: exit status or terminating signal, standard output and error.
 struct ProcessTestResult {
@@ -20,25 +17,16 @@ struct ProcessTestResult {
   var signal: Int32? { rawStatus & 0x7f == 0 ? nil : rawStatus & 0x7f }
 }
 
-func currentEnvironment() -> [String] { environment(applying: [:]) }
-
 /// Runs a program to completion: standard output through a pipe, standard error through a file.
 func runProcessTest(_ arguments: [String], environment: [String]? = nil) throws -> ProcessTestResult {
   let errorPath = "/tmp/imagelog-process-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).err"
   defer { unlink(errorPath) }
-  let program = try ProcessTestProgram(arguments, environment: environment, errorPath: errorPath)
+  let program = try RunningChild(arguments, environment: environment, errorPath: errorPath)
   let lines = program.readAll()
   program.reap()
   return ProcessTestResult(rawStatus: program.rawStatus, output: lines.map { $0 + "\n" }.joined(),
-                           error: processTestReadFile(errorPath))
+                           error: (readFile(errorPath) ?? ""))
 }
-
-func processTestReadFile(_ path: String) -> String { readFile(path) ?? "" }
-
-func processTestToolExists(_ tool: String) -> Bool { haveTool(tool) }
-
-/// The repository root.
-func processTestRoot() -> String { packageRoot }
 
 /// A temporary directory with the dlopen test program (`loop`) and two tiny libraries
 /// (`liba.so`, `libb.so`, each with a build-id and a constructor). Removed by `remove()`.
@@ -50,7 +38,7 @@ struct ProcessTestPrograms {
 
   init() throws {
     directory = try makeTemporaryDirectory("imagelog-process")
-    let source = processTestRoot() + "/Tests/Programs/process-dlopen-loop.c"
+    let source = packageRoot + "/Tests/Programs/process-dlopen-loop.c"
     let script = """
       set -e
       cd '\(directory)'
@@ -61,13 +49,13 @@ struct ProcessTestPrograms {
       cc -shared -fPIC -Wl,--build-id -o libb.so b.c
       """
     let built = try runProcessTest(["sh", "-c", script])
-    guard built.exitStatus == 0 else { throw ProcessTestError("building test programs failed: \(built.error)") }
+    guard built.exitStatus == 0 else { throw TestSupportError("building test programs failed: \(built.error)") }
   }
 
   func remove() { _ = try? runProcessTest(["rm", "-rf", directory]) }
 }
 
-let processTestHaveCC = processTestToolExists("cc")
+let processTestHaveCC = haveTool("cc")
 
 /// Where `needle` first occurs in `text` (no Foundation here).
 func processTestRange(of needle: String, in text: Substring) -> Range<String.Index>? {

@@ -1,26 +1,14 @@
 import Glibc
 import ImageLogTestSupport
 
-/// The shared test machinery (Tests/ImageLogTestSupport) under the names these tests use.
-typealias SymbolicateRun = ChildResult
-typealias SymbolicateTestError = TestSupportError
-
-/// Runs `arguments` (searched on PATH) with standard input from /dev/null, capturing both outputs.
-func symbolicateRun(_ arguments: [String], environment: [String: String] = [:]) throws -> ChildResult {
-  try runChild(arguments, environment: environment)
-}
 
 enum SymbolicateCLI {
-  static let packageRoot = ImageLogTestSupport.packageRoot
   /// The built `imagelog`, next to the test bundle.
   static let executable = builtProduct("imagelog")
-  static func have(_ tool: String) -> Bool { haveTool(tool) }
-  static func temporaryDirectory() throws -> String { try makeTemporaryDirectory("imagelog-symbolicate-cli") }
-  static func write(_ path: String, _ text: String) throws { try writeFile(path, text) }
 
   /// Function symbols (`T`/`t`) of `path` from `llvm-nm --defined-only`, as (address, name) pairs.
   static func functionSymbols(_ path: String) throws -> [(UInt64, String)] {
-    let nm = try symbolicateRun(["llvm-nm", "--defined-only", path])
+    let nm = try runChild(["llvm-nm", "--defined-only", path])
     var result: [(UInt64, String)] = []
     for line in nm.output.split(separator: "\n") {
       let words = line.split(separator: " ", maxSplits: 2)
@@ -34,19 +22,19 @@ enum SymbolicateCLI {
   /// of a crash report's image line sits in the file's own addresses (0 for a PIE or a shared object,
   /// 0x400000 for a classic x86-64 executable such as imagelog itself).
   static func firstLoadAddress(_ path: String) throws -> UInt64 {
-    let headers = try symbolicateRun(["readelf", "-lW", path])
+    let headers = try runChild(["readelf", "-lW", path])
     for line in headers.output.split(separator: "\n") {
       let words = line.split(separator: " ")
       if words.first == "LOAD", words.count > 3, let address = UInt64(words[2].dropFirst(2), radix: 16) { return address }
     }
-    throw SymbolicateTestError("readelf -lW \(path) lists no LOAD segment")
+    throw TestSupportError("readelf -lW \(path) lists no LOAD segment")
   }
 
   /// `llvm-symbolizer`'s answers for `addresses` in `object`: the function (linkage name) of each.
   static func llvmSymbolizerNames(_ object: String, _ addresses: [UInt64]) throws -> [String] {
     let arguments = ["llvm-symbolizer", "--no-demangle", "--functions=linkage", "--no-inlines", "--obj=" + object]
       + addresses.map { "0x" + String($0, radix: 16) }
-    let result = try symbolicateRun(arguments)
+    let result = try runChild(arguments)
     return result.output.split(separator: "\n", omittingEmptySubsequences: true).enumerated()
       .filter { $0.offset % 2 == 0 }.map { String($0.element) }
   }

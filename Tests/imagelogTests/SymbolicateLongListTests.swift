@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 
 /// `imagelog symbolicate` over a long list of bare addresses in one large Swift library, as `make bench`
@@ -6,8 +7,8 @@ import Testing
 /// names demangled as the toolchain's `swift demangle --simplified` writes them.
 @Suite struct SymbolicateLongListTests {
   static let libswiftCore = "/opt/swift/usr/lib/swift/linux/libswiftCore.so"
-  static let haveTools = SymbolicateCLI.have("llvm-nm") && SymbolicateCLI.have("llvm-symbolizer")
-    && SymbolicateCLI.have("swift-demangle") && SymbolicateCLI.have(libswiftCore)
+  static let haveTools = haveTool("llvm-nm") && haveTool("llvm-symbolizer")
+    && haveTool("swift-demangle") && haveTool(libswiftCore)
 
   @Test(.enabled(if: haveTools, "needs llvm-nm, llvm-symbolizer, swift-demangle and libswiftCore.so"))
   func longListFromStandardInputAndFile() throws {
@@ -17,12 +18,12 @@ import Testing
     let functions = (0..<2500).map { symbols[($0 &* 7919) % symbols.count].0 }
     let addresses = functions.map { $0 + 1 } + functions.reversed().map { $0 + 2 }
     let load: UInt64 = 0x7f00_0000_0000  // the library's first PT_LOAD is at 0
-    let directory = try SymbolicateCLI.temporaryDirectory()
+    let directory = try makeTemporaryDirectory("imagelog-symbolicate-cli")
     let list = directory + "/addresses.txt"
-    try SymbolicateCLI.write(list, addresses.map { "0x" + String($0 + load, radix: 16) }.joined(separator: "\n") + "\n")
+    try writeFile(list, addresses.map { "0x" + String($0 + load, radix: 16) }.joined(separator: "\n") + "\n")
     let image = "\(Self.libswiftCore)@0x\(String(load, radix: 16))"
 
-    let raw = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-lines", "--no-demangle", "--image", image, list])
+    let raw = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-lines", "--no-demangle", "--image", image, list])
     #expect(raw.exitCode == 0, "\(raw.error)")
     let rawLines = raw.output.split(separator: "\n")
     try #require(rawLines.count == addresses.count + 1, "\(raw.error)")
@@ -31,7 +32,7 @@ import Testing
     #expect(rawLines.last == "-- symbolicated by imagelog: 5000 of 5000 frames; 1 of 1 images found, 0 missing, 0 mismatched")
 
     // Demangled (the default), from standard input: `sh -c` redirects the list.
-    let demangled = try symbolicateRun(["sh", "-c", "\"$0\" symbolicate --no-lines --image \"$1\" - < \"$2\"",
+    let demangled = try runChild(["sh", "-c", "\"$0\" symbolicate --no-lines --image \"$1\" - < \"$2\"",
                                         SymbolicateCLI.executable, image, list])
     #expect(demangled.exitCode == 0, "\(demangled.error)")
     let lines = demangled.output.split(separator: "\n", omittingEmptySubsequences: false)
@@ -43,7 +44,7 @@ import Testing
     }
     let swiftIndices = rawNames.indices.filter { rawNames[$0].hasPrefix("$s") }
     try #require(swiftIndices.count > 1000)
-    let expected = try symbolicateRun(["swift-demangle", "--simplified", "--compact"] + swiftIndices.map { rawNames[$0] })
+    let expected = try runChild(["swift-demangle", "--simplified", "--compact"] + swiftIndices.map { rawNames[$0] })
       .output.split(separator: "\n", omittingEmptySubsequences: false)
     try #require(expected.count >= swiftIndices.count)
     for (position, index) in swiftIndices.enumerated() {

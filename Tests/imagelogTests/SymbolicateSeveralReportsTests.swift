@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Glibc
 import Testing
 
@@ -20,13 +21,13 @@ import Testing
   }
 
   @Test func eachReportInOrderWithItsSummary() throws {
-    let directory = try SymbolicateCLI.temporaryDirectory()
+    let directory = try makeTemporaryDirectory("imagelog-symbolicate-cli")
     let path = directory + "/three.crash"
     let first = Self.crash("6156F33D-7F2B-4C4A-9E2C-3E6F0C1D2E3F", "__pthread_kill + 8")
     let second = Self.crash("7156F33D-7F2B-4C4A-9E2C-3E6F0C1D2E3F", "abort + 12")
     let broken = "Incident Identifier: 8156F33D-7F2B-4C4A-9E2C-3E6F0C1D2E3F\nnothing else\n"
-    try SymbolicateCLI.write(path, first + "\n" + second + "\n" + broken)
-    let result = try symbolicateRun([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", path])
+    try writeFile(path, first + "\n" + second + "\n" + broken)
+    let result = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", path])
     // The third part is no report: named on standard error, status 1; the first two are still written.
     #expect(result.status == 1 << 8)
     #expect(result.error.contains("imagelog: \(path): report 3 of 3 (line 23): not a crash report"), "\(result.error)")

@@ -9,9 +9,9 @@ import Testing
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
     // Each library stays loaded 400 ms and the watch polls every 20 ms: far inside the documented limit.
-    let target = try ProcessTestProgram([programs.loop, "cycle", "400", "1", programs.libraryA, programs.libraryB])
+    let target = try RunningChild([programs.loop, "cycle", "400", "1", programs.libraryA, programs.libraryB])
     try target.wait(for: "ready")
-    let watch = try ProcessTestProgram([processTestImagelog, "watch", String(target.pid), "--interval", "0.02",
+    let watch = try RunningChild([processTestImagelog, "watch", String(target.pid), "--interval", "0.02",
                                         "--format", "unstrip"])
     let first = try #require(watch.readLine())
     #expect(first.hasPrefix("Added: 0x"))
@@ -37,10 +37,10 @@ import Testing
   }
 
   @Test func stopsCleanlyOnInterrupt() throws {
-    let target = try ProcessTestProgram(["sh", "-c", "echo ready; exec sleep 600"])
+    let target = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     try target.wait(for: "ready")
     try waitUntilSleeping(target.pid, in: "sleep")  // the exec and the loader are done
-    let watch = try ProcessTestProgram([processTestImagelog, "watch", String(target.pid), "--interval", "5"])
+    let watch = try RunningChild([processTestImagelog, "watch", String(target.pid), "--interval", "5"])
     #expect(watch.readLine()?.hasPrefix("Added: 0x") == true)
     watch.signal(SIGINT)  // arrives during the 5-second sleep: must end it, not wait it out
     _ = watch.readAll()
