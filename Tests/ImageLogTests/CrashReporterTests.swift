@@ -11,6 +11,10 @@ import Testing
   static func tableLines() throws -> [String] {
     var fds: [Int32] = [0, 0]
     try #require(pipe(&fds) == 0)
+    // Close-on-exec: children other tests start meanwhile must not inherit these (tests compare
+    // the descriptors a command receives).
+    _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+    _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
     defer { close(fds[0]) }
     #expect(CrashReporter.writeBinaryImages(toFileDescriptor: fds[1]))
     close(fds[1])

@@ -341,9 +341,9 @@ struct ObserverTests {
   @Test func logImagesWritesToStandardErrorByDefault() throws {
     let libraries = try CoreTestLibraries.fresh("stderr")
     let capture = libraries.directory + "/stderr.txt"
-    let file = open(capture, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let file = open(capture, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
     try #require(file >= 0)
-    let saved = dup(2)
+    let saved = fcntl(2, F_DUPFD_CLOEXEC, 0)  // not inherited by children other tests start meanwhile
     dup2(file, 2)
     let token = LoadedImages.logImages()
     let handle = dlopen(libraries.first, RTLD_NOW)
