@@ -13,13 +13,14 @@ import ImageReaders
 /// would otherwise replace the outermost DWARF name by an ELF symbol alias (see DWARFOracle in the tests),
 /// and without them it has less to load, not more.
 func dwarfBenchmarks() throws -> [BenchmarkTable] {
-  // Debian's llvm-symbolizer-14 first: its answers are the ones compared (DWARFOracle in the tests says why).
+  // The toolchain's (current LLVM) llvm-symbolizer first: its answers are the ones compared (Debian's LLVM 14
+  // doubles a relative DWARF 5 directory 0; the tests' `currentLLVMSymbolizer` says more).
   var symbolizers: [(name: String, path: String)] = []
-  if haveTool("llvm-symbolizer-14") { symbolizers.append(("llvm-symbolizer-14", "llvm-symbolizer-14")) }
   if let swiftc = try? runProcess(["sh", "-c", "command -v swiftc"]).output.split(separator: "\n").first,
      let slash = swiftc.lastIndex(of: "/"), FileSystemProbe.exists(String(swiftc[..<slash]) + "/llvm-symbolizer") {
     symbolizers.append(("toolchain llvm-symbolizer", String(swiftc[..<slash]) + "/llvm-symbolizer"))
   }
+  if haveTool("llvm-symbolizer-14") { symbolizers.append(("llvm-symbolizer-14", "llvm-symbolizer-14")) }
   guard !symbolizers.isEmpty else { throw BenchError("no llvm-symbolizer (the Swift toolchain's or Debian llvm-14)") }
   guard haveTool("llvm-objcopy-14") else { throw BenchError("llvm-objcopy-14 not found (Debian llvm-14)") }
   let directory = "/tmp/imagelog-bench-dwarf-\(getpid())"

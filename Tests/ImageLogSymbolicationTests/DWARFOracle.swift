@@ -37,12 +37,10 @@ struct DWARFOracleCase: CustomStringConvertible, Sendable {
 /// The fixtures, the addresses to ask, and llvm-symbolizer's answers.
 enum DWARFOracle {
   static let directory = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
-  /// Debian's llvm-symbolizer (LLVM 14), the peer our reader follows. It joins a DWARF 5 file in
-  /// directory entry 0 with the compilation directory, so libc's `peek_token` is in
-  /// ./posix/./posix/regcomp.c, as elfutils 0.188, binutils 2.40 and the sanitizers print it; current
-  /// LLVM (the Swift toolchain's) prints ./posix/regcomp.c, since entry 0 *is* the compilation directory
-  /// (DWARF 5, 6.2.4.1).
-  static let symbolizer = "llvm-symbolizer"
+  /// The current llvm-symbolizer (the Swift toolchain's; see `currentLLVMSymbolizer` for why not
+  /// Debian's LLVM 14: it doubles a relative DWARF 5 directory 0, so libc's `peek_token` would be in
+  /// ./posix/./posix/regcomp.c instead of gdb's ./posix/regcomp.c).
+  static let symbolizer = currentLLVMSymbolizer ?? "llvm-symbolizer"
   static let objdump = "llvm-objdump-14"
   static let haveTools = haveTool(symbolizer) && haveTool(objdump) && haveTool("llvm-objcopy-14") && haveTool("objcopy")
 

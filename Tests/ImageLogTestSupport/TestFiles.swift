@@ -21,6 +21,23 @@ public func which(_ tool: String) -> String? {
 /// True when `tool` is on PATH.
 public func haveTool(_ tool: String) -> Bool { which(tool) != nil }
 
+/// The newest `llvm-symbolizer` here: the one beside the Swift toolchain's `clang` (current LLVM), else
+/// the first on PATH. DWARF paths are compared with it: LLVM 14 (Debian 12's), binutils and elfutils
+/// put the compilation directory before a relative DWARF 5 directory 0 a second time
+/// (`./nptl/./nptl/pthread_create.c`); current LLVM and gdb do not, as DWARF 5 (6.2.4.1) says entry 0
+/// is the compilation directory.
+public let currentLLVMSymbolizer: String? = {
+  for clang in [which("swiftc"), which("clang")].compactMap({ $0 }) {
+    var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    guard realpath(clang, &resolved) != nil else { continue }
+    let path = String(decoding: resolved.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let candidate = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+      + "/llvm-symbolizer"
+    if access(candidate, X_OK) == 0 { return candidate }
+  }
+  return which("llvm-symbolizer")
+}()
+
 /// A new empty folder under /tmp named after `label`.
 public func makeTemporaryDirectory(_ label: String = "imagelog-test") throws -> String {
   var template = Array("/tmp/\(label).XXXXXX".utf8CString)

@@ -265,10 +265,10 @@ final class DWARFLineTable {
     version >= 5 ? index < UInt64(files.count) : index >= 1 && index <= UInt64(files.count)
   }
 
-  /// The path of file `index`, joined as `llvm-symbolizer` joins it (`Prologue::getFileNameByIndex` with
-  /// `AbsoluteFilePath`, LLVM 14): an absolute name alone; else the compilation directory (unless the
-  /// include directory is absolute), the include directory, the name. `nil` for an index the table
-  /// does not have.
+  /// The path of file `index`, joined as gdb and current `llvm-symbolizer` join it: an absolute name
+  /// alone; else the compilation directory (unless the include directory is absolute, or is DWARF 5's
+  /// directory 0, which *is* the compilation directory), the include directory, the name. `nil` for an
+  /// index the table does not have.
   func path(_ index: UInt64, compilationDirectory: String?) -> String? {
     guard hasFile(index) else { return nil }
     let position = Int(index) - (version >= 5 ? 0 : 1)  // hasFile bounds index by files.count
@@ -285,10 +285,13 @@ final class DWARFLineTable {
         includeDirectory = directories[entry.directory - 1]
       }
       result = ""
-      // LLVM 14 (Debian 12's llvm-symbolizer, our oracle) prepends the compilation directory to a
-      // relative DWARF 5 directory 0 too, as gcc 12 writes it for glibc ("./nptl" twice:
-      // "./nptl/./nptl/pthread_create.c"); later LLVM leaves directory 0 alone.
-      if let compilationDirectory, !compilationDirectory.isEmpty, !includeDirectory.hasPrefix("/") {
+      // DWARF 5 (6.2.4.1): directory 0 is the compilation directory itself. LLVM 14, binutils and
+      // elfutils prepend the compilation directory to a relative directory 0 again (glibc's
+      // "./nptl/./nptl/pthread_create.c", a path that exists nowhere); gdb and later LLVM do not
+      // ("./nptl/pthread_create.c", the file in glibc's source tree).
+      let isCompilationDirectory = version >= 5 && entry.directory == 0
+      if let compilationDirectory, !compilationDirectory.isEmpty, !includeDirectory.hasPrefix("/"),
+         !isCompilationDirectory {
         result = compilationDirectory
       }
       Self.append(&result, includeDirectory)
