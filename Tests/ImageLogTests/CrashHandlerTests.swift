@@ -125,7 +125,9 @@ import Testing
     }
 
     // Symbolication with llvm-symbolizer: frame 0 at its address, return addresses at - 1.
-    guard let symbolizer = Self.symbolizer else { return }
+    guard let symbolizer = Self.symbolizer else {
+      try Test.cancel("llvm-symbolizer missing (Debian llvm-14): the report was checked, its names were not; skipped")
+    }
     let programName = "crash-program"
     if let expected = testCase.frame0Function {
       #expect(report.frames[0].imageName == programName)
@@ -308,7 +310,9 @@ import Testing
     #expect(report.images.allSatisfy { $0.architecture == "arm64" })
     #expect(report.images.filter(\.isMainExecutable).map(\.path) == [program])
     if testCase.mode == "stack" { #expect(report.frames.count == 128) }
-    guard let symbolizer = Self.symbolizer else { return }
+    guard let symbolizer = Self.symbolizer else {
+      try Test.cancel("llvm-symbolizer missing (Debian llvm-14): the report was checked, its names were not; skipped")
+    }
     if let expected = testCase.frame0Function {
       #expect(try Self.symbolize(program, offsets: [report.frames[0].offset], symbolizer: symbolizer) == [expected])
     }

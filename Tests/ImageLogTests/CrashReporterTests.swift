@@ -148,7 +148,9 @@ import Testing
     }
     // The crashing Swift function is in a frame of the test binary (llvm-symbolizer prints the
     // mangled name, which contains the identifier).
-    guard let symbolizer = CrashHandlerTests.symbolizer else { return }
+    guard let symbolizer = CrashHandlerTests.symbolizer else {
+      try Test.cancel("llvm-symbolizer missing (Debian llvm-14): the report was checked, its names were not; skipped")
+    }
     let offsets = report.frames.enumerated().filter { $0.element.imageName == name }
       .map { $0.offset == 0 ? $0.element.offset : $0.element.offset - 1 }
     let names = try CrashHandlerTests.symbolize(CrashHandlerTests.realPath(executable), offsets: offsets,
