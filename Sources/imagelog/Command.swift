@@ -3,6 +3,7 @@ internal import Glibc
 #endif
 
 import ImageLog
+import ImageReaders
 
 /// How imagelog ends: 0 ok, 1 runtime failure, 64 usage, as swift-argument-parser uses them. (`imagelog
 /// run` becomes the command it runs, so the command's status is its own without passing through here.)
@@ -50,11 +51,21 @@ extension Command {
   }
 }
 
-/// Writes `text` and a newline to standard error, unbuffered.
+/// Writes a one-line diagnostic (`imagelog: PATH: problem`) and a newline to standard error, unbuffered.
+/// Its text holds paths, commands and names from files, so it is escaped as every text style is
+/// (`TextEscaping`): a newline or an escape sequence in a file name cannot forge a line or drive the
+/// terminal.
 func printError(_ text: String) {
-  var line = text
-  if !line.hasSuffix("\n") { line += "\n" }
+  var line = TextEscaping.escaped(text.hasSuffix("\n") ? String(text.dropLast()) : text)
+  line += "\n"
   writeAll(to: 2, line)
+}
+
+/// Writes text of several lines (usage, a summary whose parts are already escaped) to standard error as it is.
+func printErrorLines(_ text: String) {
+  var lines = text
+  if !lines.hasSuffix("\n") { lines += "\n" }
+  writeAll(to: 2, lines)
 }
 
 /// Writes `text` to standard output through stdio's buffer (results, not diagnostics).

@@ -23,7 +23,7 @@ enum ImageLogMain {
     do {
       status = try dispatch(&scanner)
     } catch let error as UsageError {
-      printError("Error: \(error.message)\nUsage: \(error.usage)\n"
+      printErrorLines("Error: \(error.message)\nUsage: \(error.usage)\n"
                  + "  See 'imagelog \(error.commandName) --help' for more information.")
       status = .usage
     } catch {

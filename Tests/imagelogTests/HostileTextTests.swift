@@ -99,6 +99,22 @@ import ImageReaders
     #expect(TextEscaping.unescaped(String(uuidLines[0][uuidPath...])) == Array(path.utf8))
   }
 
+  /// Diagnostics on standard error are one line each, their paths escaped: a file name cannot forge a
+  /// second `imagelog:` line or drive the terminal.
+  @Test func diagnosticsEscapeThePath() throws {
+    let path = "/nonexistent-imagelog/lib\u{1B}[2J\nimagelog: FORGED\u{9B}.so"
+    for arguments in [["file", path], ["file", "--format", "json", path], ["symbolicate", path]] {
+      let result = try Self.imagelog(arguments)
+      #expect(result.exitCode == 1, "\(arguments)")
+      Self.expectNoControl(result.error)
+      let lines = result.error.split(separator: "\n")
+      #expect(lines.count == 1, "\(arguments): \(lines)")
+      let line = try #require(lines.first)
+      #expect(line.hasPrefix("imagelog: /nonexistent-imagelog/lib\\x1b[2J\\nimagelog: FORGED\\u{9b}.so: "), "\(line)")
+      #expect(try #require(TextEscaping.unescaped(String(line))).starts(with: Array("imagelog: \(path): ".utf8)))
+    }
+  }
+
   /// symbolicate's text output names the hostile function escaped, on one line.
   @Test func symbolicatedNamesAreEscaped() throws {
     let run = try Self.imagelog(["symbolicate", "--no-lines", "--image", Self.elf + "@0x10000", "0x112f2"])

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import ImageLogTestSupport
+import ImageReaders
 import Testing
 
 /// Runs the built `imagelog` (next to this test bundle in .build/<triple>/debug) with `arguments`.
@@ -128,7 +129,9 @@ struct ListCommandTests {
                "-looks-like-an-option"]
     let run = try runImagelog(["file", "--"] + odd)
     #expect(run.status == 1)
-    #expect(lines(run.error) == odd.map { "imagelog: \($0): cannot open: No such file or directory" })
+    // Diagnostics escape control characters (the tab) as every text style does; the rest arrives as given.
+    #expect(lines(run.error) == odd.map { "imagelog: \(TextEscaping.escaped($0)): cannot open: No such file or directory" })
+    #expect(lines(run.error)[1] == "imagelog: /nonexistent/tab\\there: cannot open: No such file or directory")
   }
 
   @Test func everyFormat() throws {

@@ -174,7 +174,7 @@ struct SymbolicateCommand: Command {
       let result = Symbolicator.symbolicate(report, options: options)
       if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
         // The JSON stays valid: the summary goes to standard error.
-        printError(String(result.summary().drop { $0 == "\n" }))
+        printErrorLines(String(result.summary().drop { $0 == "\n" }))
       }
       // 64 KiB at a time with write(2): 20,000 lines are neither 20,000 `print`s nor one giant string.
       var last: UInt8?
