@@ -12,7 +12,9 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,12 +127,17 @@ static void *second_thread_overflow(void *unused) {
   return NULL;
 }
 
+/* How many malloc_loop threads have been through malloc and free once: main crashes only when all
+   are busy in the allocator, so one of them may hold the arena lock when the handler runs. */
+static atomic_int malloc_threads_running;
+
 static void *malloc_loop(void *unused) {
   (void)unused;
-  for (;;) {
+  for (int round = 0;; round++) {
     void *blocks[16];
     for (int i = 0; i < 16; i++) blocks[i] = malloc(1024 + 64 * i);
     for (int i = 0; i < 16; i++) free(blocks[i]);
+    if (round == 0) atomic_fetch_add(&malloc_threads_running, 1);
   }
   return NULL;
 }
@@ -349,7 +356,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "malloc") == 0) {
     prepare_heap_corruption();
     for (int i = 0; i < 3; i++) pthread_create(&thread, NULL, malloc_loop, NULL);
-    usleep(100 * 1000);
+    while (atomic_load(&malloc_threads_running) < 3) sched_yield();
   }
   copy_maps(argv[3]);
   if (strcmp(mode, "null") == 0 || strcmp(mode, "chained") == 0 || strcmp(mode, "uninstalled") == 0 ||

@@ -4,23 +4,21 @@
                                              _exit (status 5, no atexit, no stdio flush), abort
                                              (SIGABRT), or fork (a forked child loads LIB, prints
                                              "child N" and calls _exit(0); the parent waits, exits 0)
-     process-dlopen-loop cycle DELAY_MS N LIB...
-                                             N times: for each LIB dlopen, print "open NAME",
-                                             sleep DELAY_MS, dlclose, print "close NAME", sleep DELAY_MS
+     process-dlopen-loop cycle N LIB...      N times: for each LIB dlopen, print "open NAME", dlclose,
+                                             print "close NAME"
+     process-dlopen-loop step LIB...         for each LIB: wait for SIGUSR1, dlopen, print "open NAME",
+                                             wait for SIGUSR1, dlclose, print "close NAME"; then wait
+                                             for SIGUSR1 and end (a test moves it on when it has seen
+                                             what it waits for, instead of sleeping for it)
    Prints "ready" first and "done" last; exits with status 3 so the exit status is checked too. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-static void pause_ms(long ms) {
-  struct timespec duration = { ms / 1000, (ms % 1000) * 1000000L };
-  while (nanosleep(&duration, &duration) != 0) {}
-}
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -54,23 +52,39 @@ int main(int argc, char **argv) {
     }
     return 64;
   }
-  if (argc < 5 || strcmp(argv[1], "cycle") != 0) {
-    fprintf(stderr, "usage: %s hold LIB | end _exit|abort|fork LIB | cycle DELAY_MS N LIB...\n", argv[0]);
-    return 64;
-  }
-  long delay = atol(argv[2]);
-  long rounds = atol(argv[3]);
-  printf("ready\n");
-  pause_ms(delay);
-  for (long round = 0; round < rounds; round++) {
-    for (int index = 4; index < argc; index++) {
+  if (argc >= 3 && strcmp(argv[1], "step") == 0) {
+    sigset_t next;
+    sigemptyset(&next);
+    sigaddset(&next, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &next, NULL);  /* before "ready": no SIGUSR1 can find it at its default */
+    printf("ready\n");
+    int received;
+    for (int index = 2; index < argc; index++) {
+      sigwait(&next, &received);
       void *handle = dlopen(argv[index], RTLD_NOW | RTLD_LOCAL);
       if (!handle) { fprintf(stderr, "%s\n", dlerror()); return 1; }
       printf("open %s\n", argv[index]);
-      pause_ms(delay);
+      sigwait(&next, &received);
       dlclose(handle);
       printf("close %s\n", argv[index]);
-      pause_ms(delay);
+    }
+    sigwait(&next, &received);
+    printf("done\n");
+    return 3;
+  }
+  if (argc < 4 || strcmp(argv[1], "cycle") != 0) {
+    fprintf(stderr, "usage: %s hold LIB | end _exit|abort|fork LIB | cycle N LIB... | step LIB...\n", argv[0]);
+    return 64;
+  }
+  long rounds = atol(argv[2]);
+  printf("ready\n");
+  for (long round = 0; round < rounds; round++) {
+    for (int index = 3; index < argc; index++) {
+      void *handle = dlopen(argv[index], RTLD_NOW | RTLD_LOCAL);
+      if (!handle) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+      printf("open %s\n", argv[index]);
+      dlclose(handle);
+      printf("close %s\n", argv[index]);
     }
   }
   printf("done\n");

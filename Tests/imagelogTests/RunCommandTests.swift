@@ -77,7 +77,7 @@ import Testing
   func cProgramEventsMatchTheLoaderTrace() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
-    let run = try runTraced([programs.loop, "cycle", "0", "2", programs.libraryA, "libz.so.1", programs.libraryB],
+    let run = try runTraced([programs.loop, "cycle", "2", programs.libraryA, "libz.so.1", programs.libraryB],
                             in: programs.directory)
     #expect(run.result.exitStatus == 3, "the command's exit status passes through")
     #expect(run.result.output.hasSuffix("done\n"))
@@ -127,7 +127,7 @@ import Testing
   func programBehavesTheSameUnderRun() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
-    let command = [programs.loop, "cycle", "0", "50", programs.libraryA, programs.libraryB, "libz.so.1"]
+    let command = [programs.loop, "cycle", "50", programs.libraryA, programs.libraryB, "libz.so.1"]
     let plain = try runProcessTest(command)
     let audited = try runProcessTest([processTestImagelog, "run", "--output", programs.directory + "/events", "--"] + command)
     #expect(plain.exitStatus == 3)
@@ -279,7 +279,7 @@ extension RunCommandTests {
     let spaced = programs.directory + "/with space"
     #expect(try runProcessTest(["sh", "-c", "mkdir '\(spaced)' && cp \(programs.loop) \(programs.libraryA) '\(spaced)/'"]).exitStatus == 0)
     let result = try runProcessTest([processTestImagelog, "run", "--format", "json", "--",
-                                     spaced + "/loop", "cycle", "0", "1", spaced + "/liba.so"])
+                                     spaced + "/loop", "cycle", "1", spaced + "/liba.so"])
     let lines = result.error.split(separator: "\n")
     #expect(lines.first.flatMap { field("path", in: $0) } == spaced + "/loop")
     #expect(lines.contains { field("path", in: $0) == spaced + "/liba.so" && field("event", in: $0) == "removed" })
@@ -333,7 +333,7 @@ extension RunCommandTests {
     #expect(try runProcessTest(["cp", programs.libraryA, forged]).exitStatus == 0)
     for style in ["logger", "crash", "unstrip"] {
       let result = try runProcessTest([processTestImagelog, "run", "--format", style, "--",
-                                       programs.loop, "cycle", "0", "1", forged])
+                                       programs.loop, "cycle", "1", forged])
       #expect(result.exitStatus == 3)
       let lines = result.error.split(separator: "\n", omittingEmptySubsequences: false)
       #expect(!lines.contains { $0.hasPrefix("Removed: 0xdead") || $0.contains("FORGED.so <") && !$0.contains("libx\\n") })
@@ -341,7 +341,7 @@ extension RunCommandTests {
       #expect(lines.filter { $0.hasPrefix("Removed: ") }.count == 1, "\(style): one real removal")
     }
     let json = try runProcessTest([processTestImagelog, "run", "--format", "json", "--",
-                                   programs.loop, "cycle", "0", "1", forged])
+                                   programs.loop, "cycle", "1", forged])
     #expect(json.error.split(separator: "\n").contains { $0.contains("\"path\":\"\(programs.directory)/libx\\nRemoved: 0xdead (0x1) FORGED.so\"") })
   }
 }
@@ -440,7 +440,7 @@ extension RunCommandTests {
     let reader = open(fifo, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
     try #require(reader >= 0)
     defer { close(reader) }
-    let run = try RunningChild(["sh", "-c", "exec \"$0\" run --output \"$1\" -- \"$2\" cycle 0 4000 \"$3\" > \"$4\"",
+    let run = try RunningChild(["sh", "-c", "exec \"$0\" run --output \"$1\" -- \"$2\" cycle 4000 \"$3\" > \"$4\"",
                                       processTestImagelog, fifo, programs.loop, programs.libraryA, programOutput])
     // sh executes imagelog, which executes the program: all three are process run.pid in turn.
     try waitUntil("the program under imagelog (pid \(run.pid)) waits in write for room in the FIFO") {
@@ -467,7 +467,7 @@ extension RunCommandTests {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
     let run = try RunningChild([processTestImagelog, "run", "--output", "/dev/stdout", "--",
-                                      programs.loop, "cycle", "0", "4000", programs.libraryA])
+                                      programs.loop, "cycle", "4000", programs.libraryA])
     try waitUntil("the program (pid \(run.pid), imagelog's own) blocks writing to the full pipe") {
       blockedSystemCall(of: run.pid) == SystemCallNumber.write
     }

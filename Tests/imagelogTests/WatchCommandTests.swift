@@ -8,17 +8,34 @@ import Testing
   func seesLibrariesComeAndGoThenExitsWithTheProcess() throws {
     let programs = try ProcessTestPrograms()
     defer { programs.remove() }
-    // Each library stays loaded 400 ms and the watch polls every 20 ms: far inside the documented limit.
-    let target = try RunningChild([programs.loop, "cycle", "400", "1", programs.libraryA, programs.libraryB])
+    // The program takes each step (dlopen, dlclose, exit) on SIGUSR1, sent once the watch has shown
+    // the previous one: nothing depends on how fast either runs.
+    let target = try RunningChild([programs.loop, "step", programs.libraryA, programs.libraryB])
     try target.wait(for: "ready")
     let watch = try RunningChild([processTestImagelog, "watch", String(target.pid), "--interval", "0.02",
                                         "--format", "unstrip"])
     let first = try #require(watch.readLine())
     #expect(first.hasPrefix("Added: 0x"))
+    var lines = [first]
+    /// Reads the watch's lines until one is `verb`'s line for `library`.
+    func readUntil(_ verb: String, _ library: String) throws {
+      while let line = watch.readLine() {
+        lines.append(line)
+        if line.hasPrefix(verb + ": ") && line.contains(library) { return }
+      }
+      throw TestSupportError("watch ended before its \(verb) line for \(library):\n\(lines.joined(separator: "\n"))")
+    }
+    for library in [programs.libraryA, programs.libraryB] {
+      target.signal(SIGUSR1)
+      try readUntil("Added", library)
+      target.signal(SIGUSR1)
+      try readUntil("Removed", library)
+    }
+    target.signal(SIGUSR1)
     let targetOutput = target.readAll()  // until the program exits
     #expect(targetOutput.last == "done")
     target.reap()
-    let lines = [first] + watch.readAll()
+    lines += watch.readAll()
     watch.reap()
     #expect(watch.rawStatus == 0, "watch exits 0 when the process exits")
     // The initial images, the main executable among them.
