@@ -86,7 +86,9 @@ import ImageReaders
         try SymbolTable.machO(symbols: reader, count: 3, strings: reader, is64Bit: true)
       }
       // A ULEB128 delta longer than 64 bits.
-      #expect(throws: FormatError.self) { try SymbolTable.functionStartAddresses(reader, textVMAddress: 0) }
+      #expect(throws: FormatError.machO("LC_FUNCTION_STARTS: ULEB128 longer than 64 bits at offset 0")) {
+        try SymbolTable.functionStartAddresses(reader, textVMAddress: 0)
+      }
     }
   }
 }

@@ -63,14 +63,13 @@ extension SymbolTable {
     var address = textVMAddress
     var result: [UInt64] = []
     while reader.remaining > 0 {
-      var delta: UInt64 = 0
-      var shift: UInt64 = 0
-      while true {
-        let byte = try reader.read(UInt8.self)
-        guard shift < 64 else { throw .machO("LC_FUNCTION_STARTS: ULEB128 longer than 64 bits at offset \(reader.offset - 1)") }
-        delta |= UInt64(byte & 0x7F) << shift
-        shift += 7
-        if byte & 0x80 == 0 { break }
+      let start = reader.offset
+      let delta: UInt64
+      do throws(FormatError) {
+        delta = try reader.readULEB128()
+      } catch {
+        guard case .leb128TooLong = error else { throw error }
+        throw .machO("LC_FUNCTION_STARTS: ULEB128 longer than 64 bits at offset \(start)")
       }
       if delta == 0 { break }
       let (next, overflow) = address.addingReportingOverflow(delta)
