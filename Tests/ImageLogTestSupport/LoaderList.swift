@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 import Testing
 
@@ -26,10 +27,19 @@ public struct LoaderListTrait: TestTrait, SuiteTrait, TestScoping {
     if Self.isHeld { return try await function() }
     await loaderListGate.acquire()
     defer { loaderListGate.release() }
+    _ = Self.lazilyLoadedLibraries
     try await Self.$isHeld.withValue(true) { try await function() }
   }
 
   @TaskLocal static var isHeld = false
+
+  /// The libraries the code under test loads with `dlopen` the first time it needs them, from tests
+  /// that do not carry the trait (the DWARF reader's decompressors: libz and libzstd). They are loaded
+  /// and kept before the first `.loaderList` test runs, under the lock, so a later lazy load only finds
+  /// them loaded and cannot change the list under a comparison. Absent ones are simply not loaded.
+  static let lazilyLoadedLibraries: Int = ["libz.so.1", "libzstd.so.1"].filter { (name: String) in
+    dlopen(name, RTLD_NOW | RTLD_LOCAL) != nil  // the handles are kept open: never dlclosed
+  }.count
 }
 
 extension Trait where Self == LoaderListTrait {
