@@ -1,0 +1,96 @@
+#ifndef CIMAGELOG_UNWIND_H
+#define CIMAGELOG_UNWIND_H
+/* The one stack unwinder, shared by the crash handler (this process, at crash time), `imagelog pid
+   --threads` (another process, through process_vm_readv) and core files (the core's segments and the
+   files they map). Call frame information first (.eh_frame_hdr/.eh_frame as the loader mapped them;
+   .debug_frame when a caller supplies it), then frame pointers where an image has no CFI for the pc,
+   then stack scanning as the last resort, each frame marked with how it was found.
+
+   Async-signal-safe by construction: no allocation, no locks, no errno, no libc but memcpy/memset;
+   bounded work per step (instruction and expression steps are capped). Every byte of the unwound
+   process is read through il_memory, which must never fault; nothing here dereferences a pointer it
+   computed. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { IL_ARCH_X86_64 = 1, IL_ARCH_AARCH64 = 2 } il_arch;
+
+/* DWARF register numbers, as the CFI names them.
+   x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15 r8..r15, 16 rip (the
+           return-address column).
+   aarch64: 0..30 x0..x30 (29 is fp, 30 lr: the return-address column), 31 sp, 32 pc. */
+enum {
+  IL_REGISTER_COUNT = 33,
+  IL_X86_64_RBP = 6, IL_X86_64_RSP = 7, IL_X86_64_RIP = 16,
+  IL_AARCH64_FP = 29, IL_AARCH64_LR = 30, IL_AARCH64_SP = 31, IL_AARCH64_PC = 32,
+};
+
+/* One frame's registers: value[n] is DWARF register n; bit n of `known` says it holds the value. */
+typedef struct {
+  il_arch arch;
+  uint64_t known;
+  uint64_t value[IL_REGISTER_COUNT];
+} il_register_set;
+
+/* How to read the unwound process's memory. `read` copies `length` bytes at `address` into `out` and
+   returns 1, or returns 0 when any of them cannot be read; it never faults. */
+typedef struct {
+  int (*read)(void *context, uint64_t address, void *out, size_t length);
+  void *context;
+} il_memory;
+
+/* Where an image's call frame information is, for a pc inside it. Addresses are run-time addresses in
+   the unwound process, read through the unwinder's memory. */
+typedef struct {
+  uint64_t text_start, text_end;  /* the image's executable range: a return address must be inside one */
+  uint64_t load_bias;             /* run-time minus link-time address */
+  uint64_t eh_frame_hdr;          /* PT_GNU_EH_FRAME's run-time address; 0 when none */
+  uint64_t eh_frame;              /* .eh_frame's run-time address when there is no usable header; 0: unknown */
+  uint64_t eh_frame_size;         /* its size in bytes, with eh_frame */
+  /* .debug_frame (offline only): its bytes at debug_frame in debug_frame_memory (another il_memory,
+     a file's bytes), FDE addresses link-time (load_bias is added). debug_frame_memory NULL: none. */
+  const il_memory *debug_frame_memory;
+  uint64_t debug_frame, debug_frame_size;
+} il_unwind_image;
+
+/* What the unwinder is given: the memory and a way to find the image that holds a pc (1 when found). */
+typedef struct {
+  il_memory memory;
+  int (*find_image)(void *context, uint64_t pc, il_unwind_image *image);
+  void *find_context;
+  uint64_t scan_bytes;            /* how far above the stack pointer the last resort looks for a return
+                                     address; 0: never scan */
+} il_unwinder;
+
+/* How a frame was found (Breakpad's "trust"). */
+typedef enum {
+  IL_FRAME_CONTEXT = 0,           /* frame 0: the registers the cursor started from */
+  IL_FRAME_CFI = 1,               /* call frame information */
+  IL_FRAME_FRAME_POINTER = 2,     /* the previous frame's frame record */
+  IL_FRAME_SCAN = 3,              /* a word on the stack that looks like a return address: may be stale */
+} il_frame_trust;
+
+typedef struct {
+  il_register_set registers;      /* this frame's registers; the pc is always known */
+  il_frame_trust trust;
+  int pc_is_exact;                /* 1: pc is where the frame was interrupted (frame 0, or the frame a
+                                     signal interrupted); 0: a return address (look up pc - 1) */
+  /* private to the unwinder */
+  uint64_t floor;                 /* no caller's frame lies below this stack address */
+  int steps;
+} il_unwind_cursor;
+
+/* Starts a walk at `registers` (frame 0: pc and sp at least). */
+void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers);
+
+/* Moves the cursor to its caller's frame. Returns 1 when it moved, 0 at the end of the stack (the
+   outermost frame, or no caller any method trusts). CFI when the pc's image has an FDE for it (a
+   signal frame's CIE 'S' augmentation marks the caller's pc exact); frame pointers when it does not;
+   scanning (cursor->trust IL_FRAME_SCAN) only when both fail. Never moves below the floor: the walk
+   ends. */
+int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor);
+
+/* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address. */
+uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor);
+
+#endif
