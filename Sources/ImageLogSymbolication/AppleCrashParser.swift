@@ -10,12 +10,15 @@ enum AppleCrashParser {
     var crashedFromHeader: Int?
     var currentThread = 0
     var sawLinux = false
+    var crashedTID: UInt64?
+    var registers: [(Int, RegisterState)] = []
     for (lineIndex, line) in lines.enumerated() {
       let trimmed = line.drop { $0 == " " || $0 == "\t" }
       if lineIndex == 0, line.hasPrefix("{") { continue }  // the JSON header line
       if trimmed.isEmpty {
         if section == .images && !report.images.isEmpty { section = .header }
         if case .thread = section { section = .header }
+        if section == .registers { section = .header }
         continue
       }
       if line.hasPrefix("Binary Images:") { section = .images; continue }
@@ -36,27 +39,46 @@ enum AppleCrashParser {
       }
       if line.hasPrefix("Thread "), let heading = threadHeading(line) {
         switch heading {
-        case let .frames(number, crashed, name):
+        case let .frames(number, crashed, name, tid, state, unreadable):
+          if let unreadable {
+            report.problems.append("line \(lineIndex + 1): unreadable words in the thread heading '\(unreadable.prefix(80))'")
+          }
           section = .thread(number)
           currentThread = number
-          if let existing = report.threads.firstIndex(where: { $0.number == number }) {
-            report.threads[existing].crashed = report.threads[existing].crashed || crashed
-            if let name { report.threads[existing].name = name }
-          } else {
-            report.threads.append(CrashReport.Thread(number: number, crashed: crashed, name: name))
-          }
+          let existing = report.threads.firstIndex { $0.number == number } ?? {
+            report.threads.append(CrashReport.Thread(number: number, crashed: false, name: nil))
+            return report.threads.count - 1
+          }()
+          report.threads[existing].crashed = report.threads[existing].crashed || crashed
+          if let name { report.threads[existing].name = name }
+          if let tid { report.threads[existing].tid = tid }
+          if let state { report.threads[existing].state = state }
         case .name(let number, let name):
           report.threads.append(CrashReport.Thread(number: number, crashed: false, name: name))
           section = .header
-        case .state:
-          section = .header
+        case let .registers(number, title):
+          registers.append((number, RegisterState(title: title, rows: [])))
+          section = .registers
         }
         continue
+      }
+      if section == .registers {
+        // Register rows are indented; anything else ends the section (Apple's `Logical CPU:` lines).
+        if line.hasPrefix(" ") || line.hasPrefix("\t"), let row = registerRow(line), !registers.isEmpty {
+          registers[registers.count - 1].1.rows.append(row)
+          continue
+        }
+        section = .header
       }
       switch section {
       case .header:
         if let value = field(line, "Crashed Thread:") {
-          crashedFromHeader = value.split(separator: " ").first.flatMap { Int($0) }
+          let words = value.split(separator: " ")
+          crashedFromHeader = words.first.flatMap { Int($0) }
+          // imagelog's `Crashed Thread:  2  tid 12345`.
+          if words.count >= 3, words[1] == "tid" { crashedTID = UInt64(words[2]) }
+        } else if let value = field(line, "Threads:"), let count = Int(value.trimmingSpaces), count >= 0 {
+          report.threadCount = count
         } else if let value = field(line, "Code Type:") {
           report.architecture = ReportParser.architectureName(value)
         } else if let value = field(line, "OS Version:"), value.hasPrefix("Linux") {
@@ -66,6 +88,12 @@ enum AppleCrashParser {
           sawLinux = true
         }
       case .thread:
+        if let problem = notUnwound(line) {
+          if let index = report.threads.firstIndex(where: { $0.number == currentThread }) {
+            report.threads[index].problem = problem
+          }
+          continue
+        }
         guard let parsed = frame(line) else {
           report.problems.append("line \(lineIndex + 1): unreadable frame '\(line.prefix(80))'")
           continue
@@ -75,6 +103,8 @@ enum AppleCrashParser {
         frame.line = lineIndex
         if let name = parsed.imageName { frameImageNames[report.frames.count] = name }
         report.frames.append(frame)
+      case .registers:
+        break  // handled above
       case .images:
         if line.hasPrefix("EOF") { section = .header; continue }
         guard let image = binaryImage(line) else {
@@ -86,6 +116,19 @@ enum AppleCrashParser {
     }
     if let crashedFromHeader, let index = report.threads.firstIndex(where: { $0.number == crashedFromHeader }) {
       report.threads[index].crashed = true
+      if report.threads[index].tid == nil { report.threads[index].tid = crashedTID }
+    }
+    for (number, state) in registers {
+      // The heading says the thread crashed; a report that lists no such thread still keeps its registers.
+      if let index = report.threads.firstIndex(where: { $0.number == number }) {
+        report.threads[index].registers = state
+      } else {
+        report.threads.append(CrashReport.Thread(number: number, crashed: true, name: nil, registers: state))
+      }
+    }
+    if let count = report.threadCount {
+      let listed = report.threads.filter { $0.number >= 0 }.count
+      if listed != count { report.problems.append("the header says \(count) threads, the report lists \(listed)") }
     }
     if sawLinux { report.format = .imagelog }
     ReportParser.attachImages(&report, frameImageNames: frameImageNames)
@@ -93,29 +136,81 @@ enum AppleCrashParser {
     return report
   }
 
-  enum Section: Equatable { case header, thread(Int), images }
+  enum Section: Equatable { case header, thread(Int), registers, images }
 
-  enum Heading { case frames(Int, crashed: Bool, name: String?), name(Int, String), state }
+  enum Heading {
+    /// `unreadable`: the words after the colon that are neither `tid T` nor `state S`, if any.
+    case frames(Int, crashed: Bool, name: String?, tid: UInt64?, state: String?, unreadable: String? = nil)
+    case name(Int, String)
+    /// `Thread N crashed with TITLE:`, the registers' heading.
+    case registers(Int, title: String)
+  }
 
   /// `Thread 3:`, `Thread 0 Crashed:`, `Thread 0 name:  Dispatch queue: ...`,
-  /// `Thread 0 crashed with ARM Thread State (64-bit):`, and macOS 12's `Thread 0 Crashed::  Dispatch
-  /// queue: com.apple.main-thread` / `Thread 1::  Dispatch queue: ...` (the name after a double colon).
+  /// `Thread 0 crashed with ARM Thread State (64-bit):`, macOS 12's `Thread 0 Crashed::  Dispatch
+  /// queue: com.apple.main-thread` / `Thread 1::  Dispatch queue: ...` (the name after a double colon),
+  /// and imagelog's `Thread 1:  tid 12341  state S` / `Thread 2 Crashed:  tid 12345`.
   static func threadHeading(_ line: String) -> Heading? {
     var rest = line.dropFirst("Thread ".count)
     let digits = rest.prefix { $0.isASCII && $0.isNumber }
-    guard let number = Int(digits) else { return nil }
+    guard digits.count <= 9, let number = Int(digits) else { return nil }
     rest = rest.dropFirst(digits.count)
     if rest.hasPrefix(" name:") { return .name(number, String(rest.dropFirst(6).drop { $0 == " " })) }
-    if rest.hasPrefix(" crashed with") || rest.contains("Thread State") { return .state }
+    if rest.hasPrefix(" crashed with") || rest.contains("Thread State") {
+      var title = rest.hasPrefix(" crashed with") ? rest.dropFirst(" crashed with".count) : rest
+      if title.hasSuffix(":") { title = title.dropLast() }
+      return .registers(number, title: title.trimmingSpaces)
+    }
     var crashed = false
     if rest.hasPrefix(" Crashed") { crashed = true; rest = rest.dropFirst(8) }
     guard rest.hasPrefix(":") else { return nil }
     rest = rest.dropFirst()
     if rest.hasPrefix(":") {
       let name = rest.dropFirst().trimmingSpaces
-      return .frames(number, crashed: crashed, name: name.isEmpty ? nil : name)
+      return .frames(number, crashed: crashed, name: name.isEmpty ? nil : name, tid: nil, state: nil)
     }
-    return rest.trimmingSpaces.isEmpty ? .frames(number, crashed: crashed, name: nil) : nil
+    // imagelog's `tid T` and `state S`, in that order, each at most once.
+    let words = rest.split(separator: " ", omittingEmptySubsequences: true)
+    var tid: UInt64?
+    var state: String?
+    var position = 0
+    if position + 1 < words.count, words[position] == "tid", let value = UInt64(words[position + 1]) {
+      tid = value
+      position += 2
+    }
+    if position + 1 < words.count, words[position] == "state" {
+      state = String(words[position + 1])
+      position += 2
+    }
+    // Words of a later layout (or damage) leave the heading a heading: its frames are still read.
+    let unreadable = position < words.count ? words[position...].joined(separator: " ") : nil
+    return .frames(number, crashed: crashed, name: nil, tid: tid, state: state, unreadable: unreadable)
+  }
+
+  /// The reason in imagelog's `(not unwound: REASON)` line, else `nil`.
+  static func notUnwound(_ line: String) -> String? {
+    let trimmed = line.trimmingSpaces
+    guard trimmed.hasPrefix("(not unwound: "), trimmed.hasSuffix(")") else { return nil }
+    return String(trimmed.dropFirst("(not unwound: ".count).dropLast())
+  }
+
+  /// One line of a `Thread State` section: each `name: 0xHEX` cell (`  rax: 0x…  rbx: 0x…`,
+  /// `    x0: 0x…   x1: 0x…`); words that are no cell (Apple's `(Data Abort) byte read`) are passed
+  /// over. `nil` when the line has no cell.
+  static func registerRow(_ line: String) -> [RegisterState.Register]? {
+    let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+    var row: [RegisterState.Register] = []
+    var index = 0
+    while index + 1 < words.count {
+      let name = words[index], value = words[index + 1]
+      if name.count > 1, name.hasSuffix(":"), value.hasPrefix("0x"), let number = ReportParser.hexNumber(value) {
+        row.append(RegisterState.Register(name: String(name.dropLast()), value: number, digits: value.count - 2))
+        index += 2
+      } else {
+        index += 1
+      }
+    }
+    return row.isEmpty ? nil : row
   }
 
   static func field(_ line: String, _ name: String) -> Substring? {
@@ -126,7 +221,9 @@ enum AppleCrashParser {
   /// `0   libsystem_kernel.dylib   0x00000001a2b3c4d8 __pthread_kill + 8` or
   /// `0   MyApp   0x000000010064db08 0x100104000 + 5544712`. The image name may contain spaces.
   static func frame(_ line: String) -> (frame: CrashReport.Frame, imageName: String?)? {
-    let characters = Array(line)
+    // imagelog's trust mark ends the line; the rest is read without it.
+    let trust = CrashReport.Frame.trust(endingLine: line)
+    let characters = Array(line.dropLast(trust?.markLength ?? 0))
     var position = 0
     while position < characters.count, characters[position] == " " { position += 1 }
     let numberStart = position
@@ -153,9 +250,10 @@ enum AppleCrashParser {
     while symbolColumn < characters.count, characters[symbolColumn] == " " { symbolColumn += 1 }
     let rest = String(characters[symbolColumn...])
     let reported: String? = rest.hasPrefix("0x") || rest.isEmpty || rest == "???" ? nil : rest
-    let frame = CrashReport.Frame(thread: 0, index: index, address: address, imageIndex: nil,
+    var frame = CrashReport.Frame(thread: 0, index: index, address: address, imageIndex: nil,
                                   isReturnAddress: index > 0, line: nil, symbolColumn: tokenEnd + 1,
                                   reportedSymbol: reported, ipsThread: nil)
+    frame.trust = trust?.trust
     return (frame, name.isEmpty || name == "???" ? nil : name)
   }
 

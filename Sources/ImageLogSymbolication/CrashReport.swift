@@ -91,6 +91,27 @@ public struct CrashReport: Sendable {
     public var ipsThread: Int?
     /// The `symbol+0xoffset` the report located the frame by (glibc's `backtrace_symbols`).
     public var symbolOffset: SymbolOffset? = nil
+    /// How the unwinder found the frame when the report says (imagelog's `  (frame pointer)` and
+    /// `  (stack scan)` marks): `"frame-pointer"` or `"scan"`, as `FrameTrust` names them; `nil` for
+    /// frames from the context or call frame information, and in reports that do not say.
+    public var trust: String? = nil
+
+    /// The mark imagelog's report layout writes after a frame line found with `trust`, `nil` for none.
+    public static func trustMark(_ trust: String?) -> String? {
+      switch trust {
+      case "frame-pointer": "  (frame pointer)"
+      case "scan": "  (stack scan)"
+      default: nil
+      }
+    }
+
+    /// The trust a frame line's ending names (`trustMark` read back), with the length of the mark.
+    static func trust(endingLine line: some StringProtocol) -> (trust: String, markLength: Int)? {
+      for trust in ["frame-pointer", "scan"] {
+        if let mark = trustMark(trust), line.hasSuffix(mark) { return (trust, mark.count) }
+      }
+      return nil
+    }
   }
 
   /// A position given as a symbol's name and an offset from its start.
@@ -110,6 +131,15 @@ public struct CrashReport: Sendable {
     public var crashed: Bool
     /// The thread's or its queue's name, when the report gives one.
     public var name: String?
+    /// The kernel's thread id (imagelog's `tid T`, the `.ips` thread's `id`), when the report gives it.
+    public var tid: UInt64? = nil
+    /// The thread's state letter from `/proc/PID/task/TID/stat` (`S`, `R`, `D`...), when the report
+    /// gives it (`imagelog pid --threads`).
+    public var state: String? = nil
+    /// Why the thread has no backtrace, when the report says (the text after `not unwound: `).
+    public var problem: String? = nil
+    /// The thread's registers, when the report lists them (the crashed thread's `Thread State`).
+    public var registers: RegisterState? = nil
   }
 
   /// The kind of report this was read as.
@@ -147,8 +177,81 @@ public struct CrashReport: Sendable {
     self.problems = problems
   }
 
+  /// The number of threads the report's header says the process had (imagelog's `Threads:`).
+  public var threadCount: Int? = nil
+
   /// The number of the crashed thread, when the report marks one.
   public var crashedThread: Int? { threads.first { $0.crashed }?.number }
+}
+
+/// A thread's registers as a crash report lists them, in Apple's `Thread State` layout: rows of
+/// `name: 0x…` cells (`Thread 2 crashed with X86 Thread State (64-bit):`).
+public struct RegisterState: Sendable, Equatable {
+  /// One register: its name as the report writes it, its value, and how many hex digits it is written with.
+  public struct Register: Sendable, Equatable {
+    public var name: String
+    public var value: UInt64
+    /// Hex digits after `0x` (16, or 8 for `cpsr`).
+    public var digits: Int
+    public init(name: String, value: UInt64, digits: Int = 16) {
+      self.name = name
+      self.value = value
+      self.digits = digits
+    }
+  }
+
+  /// The heading's words after `crashed with ` (`X86 Thread State (64-bit)`, `ARM Thread State (64-bit)`).
+  public var title: String
+  /// The registers, one array per line, as the report lays them out.
+  public var rows: [[Register]]
+
+  public init(title: String, rows: [[Register]]) {
+    self.title = title
+    self.rows = rows
+  }
+
+  /// The value of the register named `name`, when listed.
+  public subscript(name: String) -> UInt64? {
+    for row in rows { for register in row where register.name == name { return register.value } }
+    return nil
+  }
+
+  /// x86_64's registers in Apple's rows (`rax rbx rcx rdx`, `rdi rsi rbp rsp`, `r8`…`r15`, `rip rfl cr2`);
+  /// `value` gives each by that name (`rfl` the flags, `cr2` the fault address: 0 when none).
+  public static func x86_64(_ value: (String) -> UInt64) -> RegisterState {
+    let names = [["rax", "rbx", "rcx", "rdx"], ["rdi", "rsi", "rbp", "rsp"], ["r8", "r9", "r10", "r11"],
+                 ["r12", "r13", "r14", "r15"], ["rip", "rfl", "cr2"]]
+    return RegisterState(title: "X86 Thread State (64-bit)",
+                         rows: names.map { row in row.map { Register(name: $0, value: value($0)) } })
+  }
+
+  /// aarch64's registers in Apple's rows (`x0`…`x27` four a row, `x28 fp lr`, `sp pc cpsr`); `value`
+  /// gives each by that name (`fp` is x29, `lr` x30, `cpsr` the PSTATE bits, written with 8 digits).
+  public static func aarch64(_ value: (String) -> UInt64) -> RegisterState {
+    var rows = stride(from: 0, to: 28, by: 4).map { first in
+      (first..<first + 4).map { Register(name: "x\($0)", value: value("x\($0)")) }
+    }
+    rows.append(["x28", "fp", "lr"].map { Register(name: $0, value: value($0)) })
+    rows.append([Register(name: "sp", value: value("sp")), Register(name: "pc", value: value("pc")),
+                 Register(name: "cpsr", value: value("cpsr") & 0xFFFF_FFFF, digits: 8)])
+    return RegisterState(title: "ARM Thread State (64-bit)", rows: rows)
+  }
+
+  /// The section's lines after its heading, each ending in a newline: two spaces, then each cell as its
+  /// name right-aligned (in 3 columns for x86, 4 for ARM), `: 0x` and the digits; cells joined by two
+  /// spaces (x86) or one (ARM), as Apple's reports have them.
+  public func text() -> String {
+    let isARM = title.hasPrefix("ARM")
+    let width = isARM ? 4 : 3
+    var out = ""
+    for row in rows {
+      out += "  " + row.map { register in
+        String(repeating: " ", count: max(0, width - register.name.count)) + register.name + ": 0x"
+          + hexDigits(register.value, width: register.digits)
+      }.joined(separator: isARM ? " " : "  ") + "\n"
+    }
+    return out
+  }
 }
 
 /// Why a text could not be read as a crash report at all.

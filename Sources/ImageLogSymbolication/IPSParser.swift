@@ -34,8 +34,10 @@ enum IPSParser {
     let faulting = body["faultingThread"]?.integer
     for (threadIndex, thread) in (body["threads"]?.array ?? []).enumerated() {
       let crashed = thread["triggered"] == .bool(true) || faulting == threadIndex
-      report.threads.append(CrashReport.Thread(number: threadIndex, crashed: crashed,
-                                               name: thread["name"]?.string ?? thread["queue"]?.string))
+      var entry = CrashReport.Thread(number: threadIndex, crashed: crashed,
+                                     name: thread["name"]?.string ?? thread["queue"]?.string)
+      entry.tid = thread["id"]?.unsigned  // the thread's id (a Mach thread id, or Linux's tid)
+      report.threads.append(entry)
       for (frameIndex, frame) in (thread["frames"]?.array ?? []).enumerated() {
         guard let imageIndex = frame["imageIndex"]?.integer, report.images.indices.contains(imageIndex),
               let offset = frame["imageOffset"]?.unsigned else {

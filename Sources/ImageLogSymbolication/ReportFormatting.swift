@@ -79,17 +79,17 @@ extension SymbolicatedReport {
       let prefix = paddedPrefix(line, column)
       switch result.status {
       case .symbolicated:
+        let mark = CrashReport.Frame.trustMark(frame.trust) ?? ""  // imagelog's trust stays on the line
         for function in result.functions {
           if function.isInlined, report.format == .swiftBacktrace {
             out += inlinedSwiftPrefix(prefix) + describe(function, image: result.imageName) + "\n"
           } else {
-            out += prefix + describe(function, image: result.imageName) + "\n"
+            out += prefix + describe(function, image: result.imageName) + mark + "\n"
           }
         }
       case let .mismatch(reportID, fileID, path):
         out += line + "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]\n"
       default:
-        _ = frame
         out += line + "\n"
       }
     }
@@ -244,7 +244,7 @@ extension SymbolicatedReport {
         out.removeAll(keepingCapacity: true)
       }
     }
-    out += "\n],\"images\":["
+    out += "\n],\"threads\":" + threadsJSON().serialized() + ",\"images\":["
     for (index, resolution) in images.enumerated() {
       let image = report.images[resolution.imageIndex]
       var members: [(String, JSONValue)] = [("name", .string(image.name)), ("loadAddress", .string("0x" + hexDigits(image.loadAddress)))]
@@ -270,6 +270,7 @@ extension SymbolicatedReport {
     ]
     if let name = result.imageName { members.append(("image", .string(name))) }
     if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
+    if let trust = frame.trust { members.append(("trust", .string(trust))) }
     let status: String
     switch result.status {
     case .symbolicated: status = "symbolicated"
@@ -287,6 +288,27 @@ extension SymbolicatedReport {
       if !inlined.isEmpty { members.append(("inlined", .array(inlined.map { .object(functionMembers($0)) }))) }
     }
     return .object(members)
+  }
+
+  /// `[{"index", "tid", "name", "crashed", "state", "problem", "registers"}]`: each thread the report lists, keys
+  /// absent when the report does not give them (`crashed` is given when the report marks any thread
+  /// crashed: a live process's threads have none). Frames name their thread by `index`.
+  func threadsJSON() -> JSONValue {
+    let marksCrash = report.threads.contains { $0.crashed }
+    return .array(report.threads.map { thread in
+      var members: [(String, JSONValue)] = [("index", .number(String(thread.number)))]
+      if let tid = thread.tid { members.append(("tid", .number(String(tid)))) }
+      if let name = thread.name { members.append(("name", .string(name))) }
+      if marksCrash { members.append(("crashed", .bool(thread.crashed))) }
+      if let state = thread.state { members.append(("state", .string(state))) }
+      if let problem = thread.problem { members.append(("problem", .string(problem))) }
+      if let registers = thread.registers {
+        members.append(("registers", .object(registers.rows.joined().map {
+          ($0.name, .string("0x" + hexDigits($0.value, width: $0.digits)))
+        })))
+      }
+      return .object(members)
+    })
   }
 
   func functionMembers(_ function: SymbolicatedFrame.Function) -> [(String, JSONValue)] {

@@ -102,7 +102,9 @@ public struct ImageFormatter: Sendable {
     "  +\(milliseconds(timing.sinceStart)) ms (loaded in \(milliseconds(timing.loadDuration)) ms)"
   }
 
-  private static func milliseconds(_ nanoseconds: UInt64) -> String {
+  /// `nanoseconds` as milliseconds with three decimals (`12.345`): the text styles' durations (also
+  /// a threads report's `Stopped:`).
+  public static func milliseconds(_ nanoseconds: UInt64) -> String {
     let micro = nanoseconds / 1000
     let fraction = String(micro % 1000)
     return "\(micro / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction

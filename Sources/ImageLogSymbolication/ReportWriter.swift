@@ -1,0 +1,232 @@
+public import ImageLog
+import ImageReaders
+
+/// A report of a process's threads taken from outside (`imagelog pid --threads`, a core file), written
+/// in the layout imagelog's crash handler writes at crash time, so that `imagelog symbolicate` (and
+/// its parser) reads both the same way. `text()` writes it; the symbolication pipeline takes it from there.
+public struct ThreadsReport: Sendable {
+  /// The signal a crashed process (a core) died of.
+  public struct Exception: Sendable {
+    /// The signal number (`si_signo`).
+    public var signal: Int32
+    /// `si_code`.
+    public var code: Int32
+    /// The fault address (`si_addr`), 0 when the signal has none.
+    public var address: UInt64
+
+    public init(signal: Int32, code: Int32, address: UInt64) {
+      self.signal = signal
+      self.code = code
+      self.address = address
+    }
+  }
+
+  /// One frame of a thread's backtrace.
+  public struct Frame: Sendable {
+    /// The PC (frame 0) or return address (the others), as unwound.
+    public var address: UInt64
+    /// How the frame was found, as `FrameTrust` names it: `"frame-pointer"` and `"scan"` are marked in
+    /// the text; `nil`, `"context"` and `"cfi"` are not.
+    public var trust: String?
+
+    public init(address: UInt64, trust: String? = nil) {
+      self.address = address
+      self.trust = trust
+    }
+  }
+
+  /// One thread of the process.
+  public struct Thread: Sendable {
+    /// The kernel's thread id.
+    public var tid: Int32
+    /// `/proc/PID/task/TID/comm`, when known.
+    public var name: String?
+    /// The state letter of `/proc/PID/task/TID/stat` (`pid --threads` only).
+    public var state: String?
+    /// True for the thread that crashed (cores).
+    public var crashed: Bool
+    /// The backtrace, innermost frame first.
+    public var frames: [Frame]
+    /// Why the thread was not unwound (written as `(not unwound: PROBLEM)`), `nil` when it was.
+    public var problem: String?
+
+    public init(tid: Int32, name: String? = nil, state: String? = nil, crashed: Bool = false, frames: [Frame] = [],
+                problem: String? = nil) {
+      self.tid = tid
+      self.name = name
+      self.state = state
+      self.crashed = crashed
+      self.frames = frames
+      self.problem = problem
+    }
+  }
+
+  /// The process's name (`/proc/PID/comm`, or the core's `NT_PRPSINFO`).
+  public var processName: String
+  /// The executable's path.
+  public var path: String
+  public var pid: Int32
+  /// When the report was taken (or the core written), seconds since the epoch; written in UTC.
+  public var date: Int64
+  /// `Linux RELEASE MACHINE`, as `uname` gives them.
+  public var osVersion: String
+  /// The signal, for a crash (core); `nil` for a live process.
+  public var exception: Exception?
+  /// How long the threads were stopped (`pid --threads`), in nanoseconds.
+  public var stoppedNanoseconds: UInt64?
+  /// Every thread, in `/proc/PID/task` order (the main thread first).
+  public var threads: [Thread]
+  /// The crashed thread's registers (cores); written after the threads.
+  public var registers: RegisterState?
+  /// The process's images: frames are placed in the one whose text range holds them, and each is
+  /// listed under `Binary Images:`.
+  public var images: [Image]
+
+  public init(processName: String, path: String, pid: Int32, date: Int64, osVersion: String,
+              exception: Exception? = nil, stoppedNanoseconds: UInt64? = nil, threads: [Thread],
+              registers: RegisterState? = nil, images: [Image]) {
+    self.processName = processName
+    self.path = path
+    self.pid = pid
+    self.date = date
+    self.osVersion = osVersion
+    self.exception = exception
+    self.stoppedNanoseconds = stoppedNanoseconds
+    self.threads = threads
+    self.registers = registers
+    self.images = images
+  }
+
+  /// The report in imagelog's crash-report layout (the crash handler's, `CONTRACTS.md` §2), ending
+  /// with a newline: the header, each thread's headings and frames, the crashed thread's registers,
+  /// `Binary Images:`. Names from the process are escaped (`TextEscaping`), so none can forge a line.
+  public func text() -> String {
+    var out = ""
+    func field(_ label: String, _ value: String) {
+      out += label + String(repeating: " ", count: max(1, 17 - label.count)) + value + "\n"
+    }
+    field("Process:", "\(TextEscaping.escaped(processName)) [\(pid)]")
+    field("Path:", TextEscaping.escaped(path))
+    field("Date/Time:", Self.dateText(date))
+    field("OS Version:", TextEscaping.escaped(osVersion))
+    let crashedIndex = threads.firstIndex { $0.crashed }
+    if let exception {
+      let name = Self.signalName(exception.signal) ?? "signal \(exception.signal)"
+      let code = Self.codeName(signal: exception.signal, code: exception.code) ?? String(exception.code)
+      field("Exception Type:", "\(name) (\(code))")
+      field("Exception Codes:", "signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
+    }
+    if let crashedIndex { field("Crashed Thread:", "\(crashedIndex)  tid \(threads[crashedIndex].tid)") }
+    field("Threads:", String(threads.count))
+    if let stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stoppedNanoseconds) + " ms") }
+
+    let sorted = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
+    for (index, thread) in threads.enumerated() {
+      out += "\n"
+      if let name = thread.name { out += "Thread \(index) name:  \(TextEscaping.escaped(name))\n" }
+      out += "Thread \(index)\(thread.crashed ? " Crashed" : ""):  tid \(thread.tid)"
+      if let state = thread.state { out += "  state \(TextEscaping.escaped(state))" }
+      out += "\n"
+      for (frameIndex, frame) in thread.frames.enumerated() {
+        out += frameLine(frameIndex, frame, image: Self.image(containing: frame.address, in: sorted))
+      }
+      if let problem = thread.problem { out += "(not unwound: \(TextEscaping.escaped(problem)))\n" }
+    }
+    if let registers, let crashedIndex {  // only a crash has them: `pid --threads` writes none
+      out += "\nThread \(crashedIndex) crashed with \(registers.title):\n" + registers.text()
+    }
+    out += "\nBinary Images:\n"
+    let formatter = ImageFormatter(style: .crash)
+    for image in images { out += formatter.format(image) + "\n" }
+    return out
+  }
+
+  /// `N   name(padded to 30)  0x%016llx 0xLOAD + OFFSET` and the trust mark, as the crash handler's
+  /// `w_frame` writes it (`???` and the address itself as LOAD when no image holds the address).
+  func frameLine(_ index: Int, _ frame: Frame, image: Image?) -> String {
+    let name = image.map { TextEscaping.escaped($0.name) } ?? "???"
+    let base = image?.loadAddress ?? frame.address
+    var line = String(index) + String(repeating: " ", count: index < 10 ? 3 : index < 100 ? 2 : 1)
+    line += name + String(repeating: " ", count: name.utf8.count < 30 ? 30 - name.utf8.count : 1)
+    line += "0x" + hexDigits(frame.address, width: 16) + " " + HexText.address(base) + " + " + String(frame.address &- base)
+    return line + (CrashReport.Frame.trustMark(frame.trust) ?? "") + "\n"
+  }
+
+  /// The image whose text range holds `address` (`sorted` by text start; the crash handler's `table_lookup`).
+  static func image(containing address: UInt64, in sorted: [Image]) -> Image? {
+    // The last image starting at or below the address, found by bisection.
+    var low = 0, high = sorted.count
+    while low < high {
+      let middle = (low + high) / 2
+      if sorted[middle].textRange.lowerBound <= address { low = middle + 1 } else { high = middle }
+    }
+    guard low > 0, sorted[low - 1].textRange.contains(address) else {
+      return sorted.first { $0.textRange.contains(address) }  // overlapping ranges: any that holds it
+    }
+    return sorted[low - 1]
+  }
+
+  /// `YYYY-MM-DD HH:MM:SS +0000` for `seconds` since the epoch (UTC), as the crash handler's `w_date`.
+  static func dateText(_ seconds: Int64) -> String {
+    // Howard Hinnant's civil_from_days, as crash.c uses it.
+    let days = seconds >= 0 ? seconds / 86400 : -((-seconds + 86399) / 86400)
+    let rest = seconds - days * 86400
+    let z = days + 719468
+    let era = (z >= 0 ? z : z - 146096) / 146097
+    let dayOfEra = z - era * 146097
+    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36524 - dayOfEra / 146096) / 365
+    var year = yearOfEra + era * 400
+    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+    let mp = (5 * dayOfYear + 2) / 153
+    let day = dayOfYear - (153 * mp + 2) / 5 + 1
+    let month = mp < 10 ? mp + 3 : mp - 9
+    if month <= 2 { year += 1 }
+    func digits(_ value: Int64, _ width: Int) -> String {
+      let text = String(value)
+      return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+    return "\(digits(year, 4))-\(digits(month, 2))-\(digits(day, 2)) "
+      + "\(digits(rest / 3600, 2)):\(digits(rest / 60 % 60, 2)):\(digits(rest % 60, 2)) +0000"
+  }
+
+  /// The crash handler's `signal_name`: the signals it handles by name, `nil` for others.
+  static func signalName(_ signal: Int32) -> String? {
+    switch signal {
+    case 11: "SIGSEGV"
+    case 7: "SIGBUS"
+    case 4: "SIGILL"
+    case 8: "SIGFPE"
+    case 6: "SIGABRT"
+    case 5: "SIGTRAP"
+    default: nil
+    }
+  }
+
+  /// The crash handler's `code_name`: `si_code`'s `<signal.h>` name for `signal`, `nil` when unknown.
+  static func codeName(signal: Int32, code: Int32) -> String? {
+    switch code {
+    case 0: return "SI_USER"
+    case 0x80: return "SI_KERNEL"
+    case -1: return "SI_QUEUE"
+    case -2: return "SI_TIMER"
+    case -3: return "SI_MESGQ"
+    case -4: return "SI_ASYNCIO"
+    case -5: return "SI_SIGIO"
+    case -6: return "SI_TKILL"
+    default: break
+    }
+    let names: [String]
+    switch signal {
+    case 11: names = ["SEGV_MAPERR", "SEGV_ACCERR", "SEGV_BNDERR", "SEGV_PKUERR", "SEGV_ACCADI", "SEGV_ADIDERR",
+                      "SEGV_ADIPERR", "SEGV_MTEAERR", "SEGV_MTESERR", "SEGV_CPERR"]
+    case 7: names = ["BUS_ADRALN", "BUS_ADRERR", "BUS_OBJERR", "BUS_MCEERR_AR", "BUS_MCEERR_AO"]
+    case 4: names = ["ILL_ILLOPC", "ILL_ILLOPN", "ILL_ILLADR", "ILL_ILLTRP", "ILL_PRVOPC", "ILL_PRVREG", "ILL_COPROC",
+                     "ILL_BADSTK", "ILL_BADIADDR"]
+    case 8: names = ["FPE_INTDIV", "FPE_INTOVF", "FPE_FLTDIV", "FPE_FLTOVF", "FPE_FLTUND", "FPE_FLTRES", "FPE_FLTINV",
+                     "FPE_FLTSUB", "FPE_FLTUNK", "FPE_CONDTRAP"]
+    case 5: names = ["TRAP_BRKPT", "TRAP_TRACE", "TRAP_BRANCH", "TRAP_HWBKPT", "TRAP_UNK", "TRAP_PERF"]
+    default: return nil
+    }
+    return code >= 1 && Int(code) <= names.count ? names[Int(code) - 1] : nil
+  }
+}
