@@ -33,8 +33,9 @@ let package = Package(
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations
     // to apply to its 18 MB (about 27,000 of them, and the page copies they cause). A version script keeps
     // its dynamic symbol table to the dlopen/dlclose interposers: the runtime's start-up dladdr scans it.
-    // The executable's C part: CommandLine's argv without the runtime's /proc/self/maps scan (argv.c).
-    .target(name: "CImageLogMain"),
+    // The executable's C part: CommandLine's argv without the runtime's /proc/self/maps scan (argv.c),
+    // and `imagelog run`, which execs the command from the first constructor, before the runtime starts (run.c).
+    .target(name: "CImageLogMain", dependencies: ["CImageLogImage"]),
     .executableTarget(name: "imagelog", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLogMain"],
                       exclude: ["StaticLink"],
                       linkerSettings: [.unsafeFlags(["-static-stdlib", "-L", staticLinkDirectory,

@@ -10,6 +10,8 @@
 #include "CImageLogMain.h"
 
 #include <stddef.h>
+#include <string.h>
+#include <unistd.h>
 
 static char **saved_argv;
 static int saved_argc;
@@ -18,9 +20,11 @@ static int override_argc;
 
 // Priority 101, the first one programs may use: before any default-priority initializer that could ask.
 __attribute__((constructor(101))) static void il_capture_argv(int argc, char **argv, char **envp) {
-  (void)envp;
   saved_argc = argc;
   saved_argv = argv;
+  // `imagelog run` becomes the command it runs: done here, before the runtime's initializers and
+  // main, whose work the command could not use (run.c). Help is left to the Swift side.
+  if (argc > 1 && strcmp(argv[1], "run") == 0 && !il_run_wants_help(argc, argv)) _exit(il_run(argc, argv, envp));
 }
 
 // Swift calling convention, as the runtime declares them (SWIFT_CC(swift)).

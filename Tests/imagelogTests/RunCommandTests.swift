@@ -61,10 +61,10 @@ import Testing
                                     environment: environment)
     // One trace file per process (ld-debug.PID). imagelog executes the command in its own process, so
     // the loader's trace of the command follows imagelog's own in the same file: it starts after the
-    // line where the loader handed control to imagelog.
+    // line where the loader starts imagelog's initializers (the first of which executes the command).
     let listing = try runProcessTest(["sh", "-c", "ls \(directory)/ld-debug.*"]).output.split(separator: "\n")
     let program = command[0].split(separator: "/").last.map(String.init) ?? command[0]
-    let handOver = "transferring control: \(processTestImagelog)"
+    let handOver = "initialize program: \(processTestImagelog)"
     let trace = listing.map { file -> String in
       let text = (readFile(String(file)) ?? "")
       guard let start = processTestRange(of: handOver, in: Substring(text)) else { return text }
@@ -236,6 +236,51 @@ import Testing
     let missing = try runProcessTest([processTestImagelog, "run", "--", "no-such-command-imagelog"])
     #expect(missing.exitStatus == 1)
     #expect(missing.error == "imagelog: no-such-command-imagelog: command not found\n")
+  }
+
+  /// `run` reads its arguments in C, before the Swift runtime starts (CImageLogMain/run.c); its usage
+  /// errors read as those of the commands ArgumentScanner parses: the same mistake given to `pid`
+  /// (Swift) gives the same message, with run's usage line. Help stays the Swift side's.
+  @Test func usageErrorsReadAsTheSwiftCommandsRead() throws {
+    let help = try runProcessTest([processTestImagelog, "run", "--help"])
+    #expect(help.exitStatus == 0)
+    #expect(help.output == (try runProcessTest([processTestImagelog, "help", "run"])).output)
+    #expect(try runProcessTest([processTestImagelog, "run", "--format", "xml", "--", "--help"]).exitStatus == 64,
+            "after --, --help is the command's")
+    let usage = try #require(help.output.split(separator: "\n").first { $0.hasPrefix("USAGE: ") }?.dropFirst(7))
+    let pidUsage = try #require(try runProcessTest([processTestImagelog, "pid", "--help"]).output
+      .split(separator: "\n").first { $0.hasPrefix("USAGE: ") }?.dropFirst(7))
+    let mistakes: [(run: [String], pid: [String])] = [
+      (["--bogus", "--", "true"], ["--bogus", "1"]),
+      (["-x", "true"], ["-x", "1"]),
+      (["--timing=1", "--", "true"], ["--timing=1", "1"]),
+      (["--format"], ["--format"]),
+      (["--format", "xml", "--", "true"], ["--format", "xml", "1"]),
+      (["--format=xml", "--", "true"], ["--format=xml", "1"]),
+      (["--format", "--full-build-ids", "--", "true"], ["--format", "--full-build-ids", "1"]),
+      ([], []),
+    ]
+    for mistake in mistakes {
+      let ours = try runProcessTest([processTestImagelog, "run"] + mistake.run)
+      let swift = try runProcessTest([processTestImagelog, "pid"] + mistake.pid)
+      #expect(swift.exitStatus == 64)
+      #expect(ours.exitStatus == 64, "\(mistake.run)")
+      let expected = swift.error.replacing(String(pidUsage), with: String(usage))
+        .replacing("'imagelog pid --help'", with: "'imagelog run --help'")
+        .replacing("'<pid>'", with: "'<command>'")
+      #expect(ours.error == expected, "\(mistake.run)")
+      #expect(ours.output.isEmpty)
+    }
+    // Options taken as ArgumentScanner takes them: a flag is removed before an option looks for its
+    // value, and the last of a repeated option wins.
+    let missing = try runProcessTest([processTestImagelog, "run", "--output", "--timing"])
+    #expect(missing.error.hasPrefix("Error: Missing value for '--output <value>'\nUsage: \(usage)\n"))
+    let short = try runProcessTest([processTestImagelog, "run", "-o"])
+    #expect(short.error.hasPrefix("Error: Missing value for '-o <value>'\n"))
+    let repeated = try runProcessTest([processTestImagelog, "run", "--format", "unstrip", "--format=json", "-o", "/dev/stdout",
+                                       "--", "true"])
+    #expect(repeated.exitStatus == 0)
+    #expect(repeated.output.hasPrefix("{\"event\":\"added\""))
   }
 
   /// An exec that fails says why: a file without execute permission is not "command not found", and
