@@ -24,6 +24,14 @@ struct FileCommand: Command {
                               textStart equals loadStart there; it ends after the last executable
                               segment. Where code itself starts: the R-X segment in the detailed
                               view, elf.segments or machO.segments in JSON.
+                              unstrip: for core files, eu-unstrip -n --core's lines
+                                0xSTART+0xSIZE build-id@0xADDRESS path - path
+      A core file (ELF ET_CORE) lists the images the dead process had mapped (NT_FILE), each
+      with the build-id its headers in the core's memory hold (for a file whose headers the core
+      left out: the file on disk, when it maps as the core shows). A file on disk whose build-id
+      differs from the core's is reported on standard error (the file changed since the core was
+      written). crash and unstrip print one line per image, json one object per image (as
+      imagelog pid prints them), detailed the core's process, signal and threads, then the images.
       --uuid                  Print 'UUID: XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX (arch) path' per slice,
                               as llvm-dwarfdump --uuid does (ELF: the build-id's first 16 bytes).
       --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...; aarch64,
@@ -42,6 +50,8 @@ struct FileCommand: Command {
   /// How each slice is printed.
   enum Style: String, CaseIterable {
     case crash, detailed, json
+    /// `eu-unstrip -n` lines; for core files only (`eu-unstrip -n --core`).
+    case unstrip
   }
 
   var paths: [String]
@@ -55,7 +65,7 @@ struct FileCommand: Command {
     let formatName = try scanner.option("--format", command: Self.name, usage: Self.usage)
     if let formatName {
       guard let style = Style(rawValue: formatName) else {
-        throw UsageError(message: "The value '\(formatName)' is invalid for '--format <style>' (crash, detailed, json)",
+        throw UsageError(message: "The value '\(formatName)' is invalid for '--format <style>' (crash, detailed, json, unstrip)",
                          commandName: Self.name, usage: Self.usage)
       }
       self.style = style
@@ -149,6 +159,7 @@ struct FileCommand: Command {
       do throws(FormatError) {
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
+          if CoreDump.isCore(try ranges.slice(at: 0, length: min(ranges.count, 64))) { return .core }
           // No style prints section names (only their count): the others are checked, not made into Strings.
           return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
@@ -169,6 +180,8 @@ struct FileCommand: Command {
   /// over a few files notices.
   enum ReadOutcome {
     case binary(BinaryFile)
+    /// An ELF core (`ET_CORE`): read by `reportCore`, which lists the images it holds.
+    case core
     case problem(Problem)
   }
 
@@ -214,6 +227,8 @@ struct FileCommand: Command {
       return report
     case .binary(let binary):
       return report(binary, path: input.path)
+    case .core:
+      return reportCore(path: input.path)
     }
   }
 
@@ -282,6 +297,11 @@ struct FileCommand: Command {
       var writer = JSONWriter()
       BinaryFormatter.writeJSON(binary, slice: index, summary: slice, path: path, into: &writer)
       report.lines.append(.jsonElement(writer.bytes))
+    case .unstrip:
+      // eu-unstrip -n lists the modules of a process or a core; a file on its own is neither.
+      if index == 0 {
+        report.fail("imagelog: \(path): not a core file (--format unstrip lists a core's images)")
+      }
     }
   }
 

@@ -1,0 +1,173 @@
+/// What a loaded ELF image's own headers say: the header, the program headers, the spans they cover
+/// and the build-id with where its bytes are. Read from an image mapped in memory (a core's, another
+/// process's) or from its file, with the same checks.
+public struct ELFImageHeaders: Sendable, Equatable {
+  /// The ELF header.
+  public var header: ELFHeader
+  /// The program headers.
+  public var programHeaders: [ProgramHeader]
+  /// The spans the `PT_LOAD`s cover, link-time.
+  public var layout: LoadLayout
+  /// The GNU build-id, or `nil` when the image has none (or, in memory, its note was not available).
+  public var buildID: BuildID?
+  /// The link-time address of the build-id's bytes (the note descriptor), or `nil`.
+  public var buildIDVMAddress: UInt64?
+
+  /// The most note bytes read per `PT_NOTE`: build-id notes are tiny.
+  static let noteLimit: UInt64 = 64 * 1024
+
+  /// The headers of the image whose ELF header is mapped at `loadAddress`, read through `read(address,
+  /// length)`, which returns `nil` for memory it does not have. `nil` when the header or the program
+  /// headers are not available; throws when the bytes there are not an ELF image's headers.
+  public init?(mappedAt loadAddress: UInt64,
+               read: (UInt64, Int) throws(FormatError) -> ByteReader?) throws(FormatError) {
+    var first = try read(loadAddress, 64)
+    if first == nil { first = try read(loadAddress, 52) }  // an ELF32 header at the very end of the memory kept
+    guard let first else { return nil }
+    header = try ELFHeader(first)
+    // e_phnum and e_phentsize are UInt16: the product fits.
+    let tableSize = Int(header.programHeaderCount) * Int(header.programHeaderEntrySize)
+    let (tableAddress, overflow) = loadAddress.addingReportingOverflow(header.programHeaderOffset)
+    guard !overflow, header.programHeaderCount > 0 else {
+      throw .elf("ELF header at 0x\(hexDigits(loadAddress)) has no program headers")
+    }
+    guard var table = try read(tableAddress, tableSize) else { return nil }
+    table.endian = header.endian
+    programHeaders = try ProgramHeader.table(table, count: Int(header.programHeaderCount),
+                                             entrySize: Int(header.programHeaderEntrySize), is64Bit: header.is64Bit)
+    guard let layout = try LoadLayout(programHeaders) else {
+      throw .elf("ELF image at 0x\(hexDigits(loadAddress)) has no PT_LOAD")
+    }
+    self.layout = layout
+    let bias = loadAddress &- layout.firstVMAddress  // wraps for images linked above where they load
+    for segment in programHeaders where segment.type == ProgramHeader.note && segment.fileSize > 0 {
+      let size = Int(min(segment.fileSize, Self.noteLimit))  // <= 64 KiB
+      guard var area = try read(bias &+ segment.vmAddress, size) else { continue }
+      area.endian = header.endian
+      // A note segment that does not parse is not a build-id: the image is still an image.
+      if let note = try? ELFNote.buildIDNote(in: area, alignment: segment.alignment == 8 ? 8 : 4) {
+        buildID = BuildID(note.descriptor)
+        buildIDVMAddress = segment.vmAddress &+ UInt64(note.descriptorOffset)
+        break
+      }
+    }
+  }
+
+  /// The headers of the ELF file whose bytes `file` fetches (notes found by `p_offset`).
+  public init<Source: RandomAccessBytes>(file source: Source) throws(FormatError) {
+    header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
+    var file = source
+    file.endian = header.endian
+    let tableSize = UInt64(header.programHeaderCount) * UInt64(header.programHeaderEntrySize)  // UInt16 * UInt16
+    let range = try ByteReader.checkedRange(offset: header.programHeaderOffset, size: tableSize, limit: file.count,
+                                            "program header table")
+    programHeaders = try ProgramHeader.table(file.slice(at: range.lowerBound, length: range.count),
+                                             count: Int(header.programHeaderCount),
+                                             entrySize: max(Int(header.programHeaderEntrySize), 1), is64Bit: header.is64Bit)
+    guard let layout = try LoadLayout(programHeaders) else { throw .elf("no PT_LOAD: not a loadable image") }
+    self.layout = layout
+    for segment in programHeaders where segment.type == ProgramHeader.note && segment.fileSize > 0 {
+      guard let area = try? ByteReader.checkedRange(offset: segment.fileOffset, size: min(segment.fileSize, Self.noteLimit),
+                                                    limit: file.count, "PT_NOTE") else { continue }
+      if let note = try? ELFNote.buildIDNote(in: file.slice(at: area.lowerBound, length: area.count),
+                                              alignment: segment.alignment == 8 ? 8 : 4) {
+        buildID = BuildID(note.descriptor)
+        buildIDVMAddress = segment.vmAddress &+ UInt64(note.descriptorOffset)
+        break
+      }
+    }
+  }
+
+  /// The architecture name of the image (`x86_64`, `i386`, ...).
+  public var architecture: String {
+    elfArchitectureName(machine: header.machine, is64Bit: header.is64Bit, flags: header.flags)
+  }
+
+  /// True when the file's `PT_LOAD`s map the way `mappings` (one image's `NT_FILE` entries, the first at
+  /// `loadAddress`) show: each mapping's offset in the file lies in the file range of the segment at
+  /// its address. How a file on disk is tied to a core that kept no build-id for it.
+  public func matches(_ mappings: [ELFCore.MappedFiles.Mapping], loadAddress: UInt64) -> Bool {
+    let bias = loadAddress &- layout.firstVMAddress
+    for mapping in mappings {
+      let linkAddress = mapping.vmRange.lowerBound &- bias
+      guard let segment = programHeaders.first(where: { header in
+        guard header.type == ProgramHeader.load else { return false }
+        let alignment = header.alignment > 1 && header.alignment & (header.alignment - 1) == 0 ? header.alignment : 1
+        let start = header.vmAddress & ~(alignment - 1)
+        return linkAddress >= start && linkAddress - start < header.vmSize &+ (header.vmAddress - start)
+      }) else { return false }
+      let alignment = segment.alignment > 1 && segment.alignment & (segment.alignment - 1) == 0 ? segment.alignment : 1
+      let segmentStart = segment.vmAddress & ~(alignment - 1)
+      let expectedOffset = (segment.fileOffset & ~(alignment - 1)) &+ (linkAddress - segmentStart)
+      guard expectedOffset == mapping.fileOffset else { return false }
+    }
+    return true
+  }
+}
+
+/// One image of a core: a file mapped from offset 0 (`NT_FILE`) whose mappings follow it, or the vDSO.
+public struct ELFCoreImage: Sendable, Equatable {
+  /// The path `NT_FILE` gives (` (deleted)` kept), or `[vdso]`.
+  public var path: String
+  /// Where the file's offset 0 is mapped: the ELF header.
+  public var loadAddress: UInt64
+  /// The image's `NT_FILE` mappings, in address order (empty for the vDSO).
+  public var mappings: [ELFCore.MappedFiles.Mapping]
+  /// The headers read from the core's memory, or `nil` when the core did not keep them.
+  public var headers: ELFImageHeaders?
+  /// Why the headers in memory could not be read when there were bytes to read, else `nil`.
+  public var problem: FormatError?
+  /// True for the vDSO (`AT_SYSINFO_EHDR`).
+  public var isVDSO: Bool
+
+  /// The end of the image's last mapping (the vDSO: of its segments in the core).
+  public var mappedEnd: UInt64
+}
+
+extension ELFCore {
+  /// The images the core holds, in address order: each `NT_FILE` file mapped from offset 0, with the
+  /// mappings of the same file that follow it, and the vDSO. The headers are read from the core's
+  /// memory (the kernel dumps the first page of every ELF mapping by default); a file whose first
+  /// page the core lacks has `headers == nil` (the caller may read the file, see `matches`), and one
+  /// whose first page is not ELF (a locale archive, a font) is left out.
+  public func images<Source: RandomAccessBytes>(in source: Source) -> [ELFCoreImage] {
+    var result: [ELFCoreImage] = []
+    let read = { (address: UInt64, length: Int) throws(FormatError) -> ByteReader? in
+      try self.memory(at: address, length: length, in: source)
+    }
+    let mappings = mappedFiles?.mappings ?? []
+    var index = 0
+    while index < mappings.count {
+      let first = mappings[index]
+      var group = [first]
+      index += 1
+      while index < mappings.count, mappings[index].path == first.path, mappings[index].fileOffset != 0 {
+        group.append(mappings[index])
+        index += 1
+      }
+      guard first.fileOffset == 0 else { continue }
+      var image = ELFCoreImage(path: first.path, loadAddress: first.vmRange.lowerBound, mappings: group, headers: nil,
+                               problem: nil, isVDSO: false, mappedEnd: group.map(\.vmRange.upperBound).max() ?? 0)
+      do throws(FormatError) {
+        image.headers = try ELFImageHeaders(mappedAt: image.loadAddress, read: read)
+      } catch {
+        if case .notRecognized = error { continue }  // a data file mapped from its start
+        image.problem = error
+      }
+      result.append(image)
+    }
+    if let vdso = auxiliaryValue(Self.auxSysinfoEHDR), vdso != 0,
+       !result.contains(where: { $0.loadAddress == vdso }),
+       let headers = try? ELFImageHeaders(mappedAt: vdso, read: read) {
+      var end = vdso
+      while let segment = segment(containing: end), segment.vmRange.upperBound > end,
+            end - vdso < headers.layout.loadEndVMAddress &- headers.layout.firstVMAddress {
+        end = segment.vmRange.upperBound  // moves forward every step: bounded by the segments
+      }
+      result.append(ELFCoreImage(path: "[vdso]", loadAddress: vdso, mappings: [], headers: headers, problem: nil,
+                                 isVDSO: true, mappedEnd: end))
+    }
+    result.sort { $0.loadAddress < $1.loadAddress }
+    return result
+  }
+}

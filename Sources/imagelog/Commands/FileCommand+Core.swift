@@ -1,0 +1,73 @@
+import ImageLog
+import ImageReaders
+
+extension FileCommand {
+  /// A core file's images in the chosen style: the crash style's Binary Images lines, `eu-unstrip -n
+  /// --core`'s lines, one JSON object per image (as `imagelog pid --format json`), or the detailed view
+  /// (the process, its signal and threads, then the images' crash lines). A file on disk that cannot
+  /// stand in for what the core left out (changed since: another build-id) is one line on standard
+  /// error; the images are still listed, with the build-ids the core holds.
+  func reportCore(path: String) -> FileReport {
+    var report = FileReport()
+    let dump: CoreDump
+    do { dump = try CoreDump(path: path) } catch {
+      report.fail("imagelog: \(path): \(error)")
+      return report
+    }
+    let (images, problems) = dump.images()
+    for problem in problems { report.lines.append(.error("imagelog: \(path): \(problem)")) }
+    if printEntitlements {
+      report.fail("imagelog: \(path): entitlements are stored only in Mach-O code signatures")
+      return report
+    }
+    if let architecture, Self.canonicalArchitecture(architecture) != Self.canonicalArchitecture(dump.core.architecture) {
+      report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(dump.core.architecture))")
+      return report
+    }
+    if printUUIDs {
+      for image in images {
+        guard let buildID = image.buildID else { continue }
+        report.lines.append(.output(BinaryFormatter.uuidLine(buildID, architecture: image.architecture, path: image.path)))
+      }
+      return report
+    }
+    switch style {
+    case .crash, .unstrip:
+      let formatter = ImageFormatter(style: style == .crash ? .crash : .unstrip)
+      for image in images { report.lines.append(.output(formatter.format(image))) }
+    case .json:
+      let formatter = ImageFormatter(style: .json)
+      for image in images { report.lines.append(.jsonElement(Array(formatter.format(image).utf8))) }
+    case .detailed:
+      report.lines.append(.output(Self.coreDetails(dump.core, path: path, images: images)))
+    }
+    return report
+  }
+
+  /// The detailed view of a core: what its notes say about the process, then its images.
+  static func coreDetails(_ core: ELFCore, path: String, images: [Image]) -> String {
+    var lines = ["\(path):", "  file type:     core", "  architecture:  \(core.architecture)"]
+    if let process = core.process {
+      lines.append("  process:       \(process.name) [\(process.pid)]")
+      if !process.arguments.isEmpty { lines.append("  arguments:     \(process.arguments)") }
+    }
+    if let signal = core.signal {
+      var text = "signal \(signal)"
+      if let info = core.signalInfo {
+        text += ", code \(info.code)"
+        if let address = info.faultAddress { text += ", address 0x\(hexDigits(address, width: 16))" }
+      }
+      lines.append("  signal:        \(text)")
+    } else {
+      lines.append("  signal:        none (a core of a live process)")
+    }
+    let tids = core.threads.map { String($0.tid) }.joined(separator: " ")
+    lines.append("  threads:       \(core.threads.count) (\(tids))")
+    let missing = core.segments.filter { $0.availableSize < $0.vmRange.upperBound - $0.vmRange.lowerBound }.count
+    lines.append("  segments:      \(core.segments.count) (\(missing) not or not wholly in the core)")
+    lines.append("  images:        \(images.count)")
+    let escaped = lines.map(TextEscaping.escaped)
+    let formatter = ImageFormatter(style: .crash)
+    return (escaped + images.map { "    " + formatter.format($0) }).joined(separator: "\n")
+  }
+}
