@@ -157,12 +157,14 @@ public final class CoreDump {
         // Neither the core nor a file on disk shows ELF headers: a data file mapped from its start
         // (a locale archive, a cache), or a file gone since. Not an image anyone can name.
         if headers == nil && disk == nil { continue }
-        entry.image = Self.image(coreImage, headers: headers, phdr: phdr, core: core)
+        entry.image = Self.image(coreImage, headers: headers, phdr: phdr, core: core,
+                                 fileVerified: entry.verifiedFile != nil)
         entries.append(entry)
       }
     }
 
-    static func image(_ coreImage: ELFCoreImage, headers: ELFImageHeaders?, phdr: UInt64?, core: ELFCore) -> Image {
+    static func image(_ coreImage: ELFCoreImage, headers: ELFImageHeaders?, phdr: UInt64?, core: ELFCore,
+                      fileVerified: Bool) -> Image {
       let load = coreImage.loadAddress
       let mappedEnd = max(coreImage.mappedEnd, load)
       guard let headers else {
@@ -174,11 +176,12 @@ public final class CoreDump {
       let loadEnd = max(bias &+ headers.layout.loadEndVMAddress, load)
       let textEnd = min(max(bias &+ headers.layout.textEndVMAddress, load), loadEnd)
       let isMain = phdr.map { $0 >= load && $0 < loadEnd } ?? false
-      // eu-unstrip -n --core's module span: libraries end where their last PT_LOAD does; the main
-      // executable and the vDSO, which elfutils builds from the core's memory (the executable through
-      // AT_PHDR), end at the page that holds that end. `unstrip` prints this span.
+      // eu-unstrip -n --core's module span: a library it reads from its file (found through the
+      // dynamic linker's list, same build-id) ends where its last PT_LOAD does; the main executable,
+      // the vDSO and a library whose file is gone or changed, which elfutils finds in the core's
+      // memory, end at the page that holds that end. `unstrip` prints this span.
       var moduleEnd = loadEnd
-      if isMain || coreImage.isVDSO {
+      if isMain || coreImage.isVDSO || !fileVerified {
         let page = max(core.auxiliaryValue(ELFCore.auxPageSize) ?? 4096, 1)  // gdb writes NT_FILE with page size 1
         let rounded = loadEnd.addingReportingOverflow((page - loadEnd % page) % page)
         if !rounded.overflow { moduleEnd = rounded.partialValue }

@@ -250,8 +250,10 @@ public struct ELFCore: Sendable {
     guard length >= 0, let segment = segment(containing: address) else { return nil }
     let delta = address - segment.vmRange.lowerBound  // segment contains address
     guard delta <= segment.availableSize, UInt64(length) <= segment.availableSize - delta else { return nil }
-    // availableSize is clipped to the file (memorySegments), so offset + delta + length fits in Int.
-    let start = Int(segment.fileOffset + delta)
+    // A segment with bytes in the core lies inside the file (memorySegments clips availableSize), so
+    // with delta + length <= availableSize the range fits in Int; an empty read of an empty segment
+    // may start anywhere and is refused here.
+    guard length > 0, let start = Int(exactly: segment.fileOffset + delta) else { return nil }
     return start..<start + length
   }
 

@@ -1,0 +1,318 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ImageLog
+import ImageLogTestSupport
+import ImageReaders
+import Testing
+
+/// Core files made here, by gdb's `gcore` and by the kernel, read by `imagelog file CORE` and held to
+/// `eu-unstrip -n --core CORE`: every module with a build-id has the same start, size and
+/// build-id@address, and we list no ELF module eu-unstrip does not.
+@Suite(.serialized) struct CoreFileTests {
+  static let haveGcore = haveTool("gcore") && haveTool("eu-unstrip")
+
+  /// Why the kernel cannot write a core where a test can find it, or nil when it can: a pattern that
+  /// pipes to a helper (systemd-coredump, apport) or names another folder is the machine's business,
+  /// and the tests do not change it. A plain name (`core`, with `core_uses_pid` or `%p`/`%e` in it) is
+  /// written in the crashing process's folder once `ulimit -c unlimited` allows it.
+  static let kernelCoreProblem: String? = {
+    guard let pattern = readFile("/proc/sys/kernel/core_pattern")?.split(separator: "\n").first.map(String.init) else {
+      return "cannot read /proc/sys/kernel/core_pattern"
+    }
+    if pattern.hasPrefix("|") { return "core_pattern pipes cores to a helper (\(pattern))" }
+    if pattern.contains("/") { return "core_pattern writes cores to another folder (\(pattern))" }
+    return nil
+  }()
+  static let kernelWritesCores = kernelCoreProblem == nil
+
+  static let binary = builtProduct("imagelog")
+
+  static func imagelog(_ arguments: [String]) throws -> ChildResult { try runChild([binary] + arguments) }
+
+  /// One eu-unstrip module line's `START+SIZE BUILDID@ADDRESS` (nil without a build-id).
+  static func unstripKeys(_ output: String) -> (withBuildID: Set<String>, all: [String]) {
+    var keys: Set<String> = []
+    var all: [String] = []
+    for line in output.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      guard fields.count >= 2 else { continue }
+      let key = "\(fields[0]) \(fields[1])"
+      all.append(key)
+      if fields[1] != "-" { keys.insert(key) }
+    }
+    return (keys, all)
+  }
+
+  /// `imagelog file --format unstrip CORE` against `eu-unstrip -n --core CORE`; returns our lines.
+  @discardableResult
+  static func expectMatchesUnstrip(_ core: String, _ comment: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String] {
+    let ours = try imagelog(["file", "--format", "unstrip", core])
+    #expect(ours.exitCode == 0, "\(comment): \(ours.error)", sourceLocation: sourceLocation)
+    let theirs = try runTool(["eu-unstrip", "-n", "--core", core])
+    try #require(theirs.status == 0, "eu-unstrip failed on \(comment): \(theirs.error)")
+    let (theirKeys, _) = unstripKeys(theirs.output)
+    let (ourKeys, ourAll) = unstripKeys(ours.output)
+    #expect(!theirKeys.isEmpty, "\(comment): eu-unstrip listed no module with a build-id", sourceLocation: sourceLocation)
+    for key in theirKeys.subtracting(ourKeys).sorted() {
+      Issue.record("\(comment): eu-unstrip has \(key), we do not\n\(ours.output)", sourceLocation: sourceLocation)
+    }
+    for key in ourKeys.subtracting(theirKeys).sorted() {
+      Issue.record("\(comment): we have \(key), eu-unstrip does not\n\(theirs.output)", sourceLocation: sourceLocation)
+    }
+    #expect(ourAll.count == ourKeys.count, "\(comment): every image we list has a build-id\n\(ours.output)",
+            sourceLocation: sourceLocation)
+    return ours.output.split(separator: "\n").map(String.init)
+  }
+
+  /// Builds Tests/Programs/coredump-threads.c without frame pointers into `directory`.
+  static func buildThreadsProgram(in directory: String) throws -> String {
+    let program = "\(directory)/coredump-threads"
+    let build = try runTool(["cc", "-O2", "-fomit-frame-pointer", "-g", "-pthread",
+                             "\(packageRoot)/Tests/Programs/coredump-threads.c", "-o", program])
+    try #require(build.status == 0, "cc failed: \(build.error)")
+    return program
+  }
+
+  /// `gcore -o DIR/core PID`: the core's path.
+  static func gcore(_ pid: pid_t, in directory: String) throws -> String {
+    let result = try runTool(["gcore", "-o", "\(directory)/core", String(pid)])
+    let path = "\(directory)/core.\(pid)"
+    try #require(access(path, R_OK) == 0, "gcore wrote no core: \(result.error)")
+    return path
+  }
+
+  /// Runs `arguments` in `directory` with core dumps allowed and returns the core the kernel wrote
+  /// when the program died of a signal (`kill` sent after "ready" when given).
+  static func kernelCore(_ arguments: [String], in directory: String, kill signal: Int32? = nil) throws -> String {
+    let quoted = arguments.map { "'\($0)'" }.joined(separator: " ")
+    let child = try RunningChild(["sh", "-c", "cd '\(directory)' && ulimit -c unlimited && exec \(quoted)"])
+    try child.wait(for: "ready")
+    if let signal { child.signal(signal) }
+    child.reap()
+    let names = try runTool(["ls", directory]).output.split(separator: "\n").map(String.init)
+    let core = try #require(names.first { $0 == "core" || $0.hasPrefix("core.") }, "no core in \(directory): \(names)")
+    return "\(directory)/\(core)"
+  }
+
+  @Test(.enabled(if: haveGcore && haveTool("cc"), "gcore (gdb), eu-unstrip (elfutils) or cc missing"))
+  func gcoreOfAThreadedCProgramMatchesUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-c")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = try Self.buildThreadsProgram(in: directory)
+    let child = try RunningChild([program, "sleep"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let core = try Self.gcore(child.pid, in: directory)
+    let lines = try Self.expectMatchesUnstrip(core, "gcore of coredump-threads")
+    #expect(lines.contains { $0.hasSuffix("/coredump-threads") }, "the program itself is listed")
+    #expect(lines.contains { $0.contains("libc.so.6") })
+    #expect(lines.contains { $0.contains("[vdso]") })
+
+    // The crash style: the main executable marked with +, the same build-ids.
+    let crash = try Self.imagelog(["file", core])
+    #expect(crash.exitCode == 0)
+    #expect(crash.output.split(separator: "\n").filter { $0.contains(" +coredump-threads ") }.count == 1)
+    // JSON: one object per image, as imagelog pid prints them, with the build-ids eu-unstrip printed.
+    let json = try Self.imagelog(["file", "--format", "json", core])
+    #expect(json.exitCode == 0)
+    let objects = json.output.split(separator: "\n").filter { $0.hasPrefix("{") }
+    #expect(objects.count == lines.count)
+    for line in lines {
+      let buildID = line.split(separator: " ")[1].split(separator: "@")[0]
+      #expect(objects.contains { $0.contains("\"buildID\":\"\(buildID)\"") }, "\(buildID) in \(json.output)")
+    }
+    // --uuid: llvm-dwarfdump's line per image with a build-id.
+    let uuids = try Self.imagelog(["file", "--uuid", core])
+    #expect(uuids.output.split(separator: "\n").count == lines.count)
+    #expect(uuids.output.split(separator: "\n").allSatisfy { $0.hasPrefix("UUID: ") && $0.contains(" (x86_64) ") })
+    // The detailed view names every thread eu-readelf sees in the notes (NT_PRSTATUS pids).
+    let details = try Self.imagelog(["file", "--format", "detailed", core])
+    let tids = try Self.noteThreadIDs(core)
+    #expect(tids.count == 4)
+    #expect(details.output.contains("threads:       4 (\(tids.joined(separator: " ")))"), "\(details.output)")
+    // pr_fname holds 16 bytes: the kernel's 15 and a NUL, gdb's all 16.
+    #expect(details.output.contains("process:       coredump-thread"), "\(details.output)")
+    #expect(details.output.contains(" [\(child.pid)]\n"), "\(details.output)")
+  }
+
+  /// The thread ids `eu-readelf -n` prints for each NT_PRSTATUS (its `pid: N` line), in note order.
+  static func noteThreadIDs(_ core: String) throws -> [String] {
+    let notes = try runTool(["eu-readelf", "-n", core]).output
+    var inStatus = false
+    var tids: [String] = []
+    for line in notes.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      if fields.first == "CORE" || fields.first == "LINUX" { inStatus = fields.last == "PRSTATUS"; continue }
+      if inStatus, fields.first == "pid:", fields.count > 1 { tids.append(String(fields[1].filter(\.isNumber))) }
+    }
+    return tids
+  }
+
+  @Test(.enabled(if: kernelWritesCores && haveTool("eu-unstrip") && haveTool("cc"),
+                 "the kernel cannot write cores here (see kernelCoreProblem), or eu-unstrip or cc missing"))
+  func kernelCoreOfACrashMatchesUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-kernel")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = try Self.buildThreadsProgram(in: directory)
+    let core = try Self.kernelCore([program, "crash"], in: directory)
+    try Self.expectMatchesUnstrip(core, "kernel core of coredump-threads crash")
+    let details = try Self.imagelog(["file", "--format", "detailed", core])
+    #expect(details.output.contains("signal:        signal 11, code 1, address 0x0000000000000010"), "\(details.output)")
+  }
+
+  @Test(.enabled(if: haveGcore && haveTool("python3"), "gcore, eu-unstrip or python3 missing"))
+  func gcoreOfPythonWithThreadsMatchesUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-python")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let script = "import threading, time, ssl\n"
+      + "for i in range(3): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+      + "print('ready', flush=True); time.sleep(600)\n"
+    let child = try RunningChild(["python3", "-c", script])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let core = try Self.gcore(child.pid, in: directory)
+    let lines = try Self.expectMatchesUnstrip(core, "gcore of python3")
+    #expect(lines.contains { $0.contains("_ssl") || $0.contains("libssl") })
+  }
+
+  @Test(.enabled(if: haveGcore && haveTool("swiftc"), "gcore, eu-unstrip or swiftc missing"))
+  func gcoreOfASwiftProgramMatchesUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-swift")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = "\(directory)/sleeper"
+    let build = try runTool(["swiftc", "\(packageRoot)/Tests/Programs/process-swift-sleeper.swift", "-o", program])
+    try #require(build.status == 0, "swiftc failed: \(build.error)")
+    let child = try RunningChild([program])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let core = try Self.gcore(child.pid, in: directory)
+    let lines = try Self.expectMatchesUnstrip(core, "gcore of a Swift program")
+    #expect(lines.contains { $0.contains("libswiftCore.so") })
+  }
+
+  static let canBuild32Bit: Bool = {
+    guard haveTool("gcc"), let directory = try? makeTemporaryDirectory("imagelog-core-m32") else { return false }
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let built = try? runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
+                              "\(packageRoot)/Tests/Programs/process-elf32-sleeper.c", "-o", "\(directory)/p"])
+    guard built?.status == 0, let run = try? RunningChild(["\(directory)/p"]) else { return false }
+    defer { run.stop() }
+    return run.readLine() == "ready"  // no IA-32 emulation: it cannot start
+  }()
+
+  /// An i386 program's cores, by gcore and by the kernel (SIGQUIT): ELF32 notes, i386 registers.
+  @Test(.enabled(if: haveGcore && canBuild32Bit && kernelWritesCores,
+                 "gcore, eu-unstrip, gcc -m32 (IA-32 emulation) missing, or the kernel cannot write cores here"))
+  func elf32CoresMatchUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-elf32")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = "\(directory)/sleeper32"
+    let build = try runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie", "-Wl,--build-id",
+                             "\(packageRoot)/Tests/Programs/process-elf32-sleeper.c", "-o", program])
+    try #require(build.status == 0)
+    let child = try RunningChild([program])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let gcoreFile = try Self.gcore(child.pid, in: directory)
+    child.stop()
+    try Self.expectMatchesUnstrip(gcoreFile, "gcore of an i386 program")
+    let kernelDirectory = "\(directory)/kernel"
+    try #require(mkdir(kernelDirectory, 0o755) == 0)
+    let kernelFile = try Self.kernelCore([program], in: kernelDirectory, kill: SIGQUIT)
+    try Self.expectMatchesUnstrip(kernelFile, "kernel core of an i386 program")
+    let details = try Self.imagelog(["file", "--format", "detailed", kernelFile])
+    #expect(details.output.contains("architecture:  i386"))
+    #expect(details.output.contains("signal:        signal 3,"), "\(details.output)")
+  }
+
+  /// A library replaced on disk after the core was written: the core's build-id is listed, the
+  /// mismatch is said on standard error, and the file is not read in its place.
+  @Test(.enabled(if: haveGcore && haveTool("cc") && haveTool("readelf"), "gcore, eu-unstrip, cc or readelf missing"))
+  func aLibraryChangedSinceIsReported() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-changed")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let library = "\(directory)/libcorechanged.so"
+    func buildLibrary(_ value: Int, into path: String) throws {
+      let source = "int core_changed_value(void) { return \(value); }"
+      try #require(try runTool(["sh", "-c", "echo '\(source)' | cc -shared -fPIC -Wl,--build-id -x c - -o '\(path)'"]).status == 0)
+    }
+    func buildID(_ path: String) throws -> String {
+      let notes = try runTool(["readelf", "-n", path]).output
+      return try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last.map(String.init))
+    }
+    try buildLibrary(1, into: library)
+    let program = "\(directory)/uses-library"
+    let main = "int core_changed_value(void); int main(void) { if (core_changed_value() != 1) return 1; "
+      + "puts(\"ready\"); fflush(stdout); for (;;) pause(); }"
+    let build = try runTool(["sh", "-c", "printf '#include <stdio.h>\\n#include <unistd.h>\\n%s\\n' '\(main)' | "
+                               + "cc -x c - -o '\(program)' -L'\(directory)' -lcorechanged -Wl,-rpath,'\(directory)'"])
+    try #require(build.status == 0, "cc failed: \(build.error)")
+    let child = try RunningChild([program])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let core = try Self.gcore(child.pid, in: directory)
+    let before = try buildID(library)
+    try buildLibrary(2, into: "\(library).new")
+    try #require(rename("\(library).new", library) == 0)
+    let after = try buildID(library)
+    try #require(before != after)
+
+    let run = try Self.imagelog(["file", "--format", "unstrip", core])
+    #expect(run.exitCode == 0)
+    #expect(run.output.contains(" \(before)@"), "the core's build-id is listed: \(run.output)")
+    #expect(!run.output.contains(after))
+    #expect(run.error == "imagelog: \(core): \(library): build-id \(before) in the core, \(after) on disk: "
+              + "the file changed since the core was written; not read in its place\n")
+    try Self.expectMatchesUnstrip(core, "core with a replaced library")
+  }
+
+  /// A kernel core cut short keeps its notes (written first): the images whose first pages were cut
+  /// off come from their files, checked against the core's mappings, so the list is the whole core's
+  /// (but for the vDSO, which has no file).
+  /// A gcore core keeps its notes last: cut short, it has none, and that is one line naming the file.
+  @Test(.enabled(if: haveGcore && kernelWritesCores && haveTool("cc") && haveTool("truncate"),
+                 "gcore, eu-unstrip, cc or truncate missing, or the kernel cannot write cores here"))
+  func truncatedCores() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-truncated")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = try Self.buildThreadsProgram(in: directory)
+    let core = try Self.kernelCore([program, "crash"], in: directory)
+    let whole = try Self.imagelog(["file", "--format", "unstrip", core])
+    try #require(whole.exitCode == 0)
+    var info = stat()
+    try #require(stat(core, &info) == 0)
+    for fraction in [2, 4, 20] {
+      let cut = "\(directory)/cut-\(fraction)"
+      try #require(try runTool(["cp", core, cut]).status == 0)
+      try #require(truncate(cut, info.st_size / off_t(fraction)) == 0)
+      let run = try Self.imagelog(["file", "--format", "unstrip", cut])
+      #expect(run.exitCode == 0, "\(run.error)")
+      // The vDSO has no file to stand in for it: it goes when its page is cut off.
+      let expected = whole.output.split(separator: "\n").filter { !$0.hasSuffix(" [vdso]") }
+      let got = run.output.split(separator: "\n").filter { !$0.hasSuffix(" [vdso]") }
+      #expect(got == expected, "cut to 1/\(fraction)")
+    }
+
+    let child = try RunningChild([program, "sleep"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let gcoreFile = try Self.gcore(child.pid, in: directory)
+    try #require(stat(gcoreFile, &info) == 0)
+    try #require(truncate(gcoreFile, info.st_size / 2) == 0)
+    let run = try Self.imagelog(["file", gcoreFile])
+    #expect(run.exitCode == 1)
+    #expect(run.output.isEmpty)
+    let lines = run.error.split(separator: "\n")
+    #expect(lines.count == 1 && lines[0].hasPrefix("imagelog: \(gcoreFile): PT_NOTE (the core is truncated or damaged) 0x"),
+            "\(run.error)")
+  }
+
+  /// A regular binary has no images to list in eu-unstrip's form.
+  @Test func unstripFormatNeedsACore() throws {
+    let library = "\(packageRoot)/Tests/ImageReadersTests/Fixtures/elf/libfixture-x86_64.so"
+    let run = try Self.imagelog(["file", "--format", "unstrip", library])
+    #expect(run.exitCode == 1)
+    #expect(run.error == "imagelog: \(library): not a core file (--format unstrip lists a core's images)\n")
+  }
+}
