@@ -17,7 +17,10 @@ let package = Package(
   dependencies: [],
   targets: [
     // C shim over the dynamic loader: dl_iterate_phdr, dladdr, dlopen/dlclose forwarding, process_vm_readv.
-    .target(name: "CImageLog", dependencies: ["CImageLogImage"]),
+    .target(name: "CImageLog", dependencies: ["CImageLogImage", "CImageLogUnwind"]),
+    // The one stack unwinder (CFI, frame pointers, scanning) in async-signal-safe C: the crash handler,
+    // pid --threads and cores all walk stacks with it.
+    .target(name: "CImageLogUnwind"),
     // One image's layout, build-id and event line in C, header-only: shared by the shim and the audit module.
     .target(name: "CImageLogImage"),
     // rtld-audit module for `imagelog run` (LD_AUDIT); a shared library of its own.
@@ -25,7 +28,7 @@ let package = Package(
     // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.
     .target(name: "ImageReaders"),
     // The in-process image list, observers, formatting, other processes. No Foundation.
-    .target(name: "ImageLog", dependencies: ["CImageLog", "ImageReaders"]),
+    .target(name: "ImageLog", dependencies: ["CImageLog", "CImageLogUnwind", "ImageReaders"]),
     // Crash report parsing and address-to-symbol resolution.
     .target(name: "ImageLogSymbolication", dependencies: ["ImageLog", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
@@ -51,7 +54,7 @@ let package = Package(
     .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "CImageLogImage",
-                                                     "ImageLogTestSupport"]),
+                                                     "CImageLogUnwind", "ImageLogTestSupport"]),
     .testTarget(name: "ImageLogSymbolicationTests",
                 dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),

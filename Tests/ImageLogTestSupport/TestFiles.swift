@@ -88,3 +88,16 @@ public func builtProduct(_ name: String) -> String {
   let me = count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
   return String(me[..<(me.lastIndex(of: "/") ?? me.endIndex)]) + "/" + name
 }
+
+/// A small seeded generator, so a failing mutation reproduces.
+public struct SeededGenerator: RandomNumberGenerator {
+  private var state: UInt64
+  public init(seed: UInt64) { state = seed }
+  public mutating func next() -> UInt64 {  // SplitMix64
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}

@@ -78,6 +78,7 @@ typedef struct {
   /* private to the unwinder */
   uint64_t floor;                 /* no caller's frame lies below this stack address */
   int steps;
+  uint64_t cfa;                   /* the last CFI step's CFA: the same one twice is a loop */
 } il_unwind_cursor;
 
 /* Starts a walk at `registers` (frame 0: pc and sp at least). */
@@ -92,5 +93,83 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor);
 
 /* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address. */
 uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor);
+
+/* ------------------------------------------------------------------ call frame information, directly
+   The CFI engine under il_unwind_step, for tests and offline readers: one FDE's rows, as
+   `readelf --debug-dump=frames-interp` prints them. */
+
+enum {
+  IL_CFI_COLUMNS = 97,            /* registers 0..96 get rules (x86_64's xmm0-15 are 17..32, aarch64's
+                                     v0-v31 64..95); a rule for a higher column is ignored */
+  IL_CFI_STATE_DEPTH = 6,         /* DW_CFA_remember_state nesting (compilers use one or two levels) */
+};
+
+typedef enum {
+  IL_RULE_NONE = 0,               /* no rule: the ABI decides (callee-saved registers keep their value) */
+  IL_RULE_UNDEFINED,              /* DW_CFA_undefined */
+  IL_RULE_SAME_VALUE,             /* DW_CFA_same_value */
+  IL_RULE_OFFSET,                 /* saved at CFA + value */
+  IL_RULE_VAL_OFFSET,             /* is CFA + value */
+  IL_RULE_REGISTER,               /* in register `value` */
+  IL_RULE_EXPRESSION,             /* saved at the address the expression at `value` (`length` bytes) computes */
+  IL_RULE_VAL_EXPRESSION,         /* is what the expression computes */
+} il_cfi_rule_kind;
+
+typedef struct {
+  int64_t value;                  /* offset, register, or the expression's address (as il_memory reads it) */
+  uint32_t length;                /* an expression's length */
+  uint8_t kind;                   /* il_cfi_rule_kind */
+} il_cfi_rule;
+
+typedef struct {
+  uint64_t location, end;         /* the row holds for pcs in [location, end) */
+  il_cfi_rule cfa;                /* IL_RULE_REGISTER (register `cfa.value` + cfa_offset) or IL_RULE_VAL_EXPRESSION */
+  int64_t cfa_offset;
+  uint64_t return_address_register;
+  uint8_t signal_frame;           /* CIE augmentation 'S' */
+  uint8_t ra_signed;              /* AArch64: DW_CFA_AARCH64_negate_ra_state toggled an odd number of times */
+  il_cfi_rule rules[IL_CFI_COLUMNS];
+} il_cfi_row;
+
+/* A section of call frame entries: `size` bytes at `address` in `memory`. */
+typedef struct {
+  const il_memory *memory;
+  uint64_t address, size;
+  int debug_frame;                /* 1: .debug_frame (CIE id 0xffffffff, absolute addresses + load_bias) */
+  uint64_t load_bias;             /* .debug_frame only */
+  uint8_t address_size;           /* 8 or 4 */
+} il_cfi_section;
+
+/* One FDE as il_cfi_next_entry finds it. */
+typedef struct {
+  uint64_t offset;                /* its offset in the section */
+  uint64_t pc_start, pc_end;
+  uint64_t instructions, instructions_end;  /* the addresses of its instructions */
+  uint64_t cie;                   /* its CIE's address */
+} il_cfi_fde;
+
+/* Reads the entry at section offset `*offset` and moves `*offset` past it. Returns 1 for an FDE (filled
+   in), 2 for a CIE, 0 at the end (terminator or section end), -1 when the entry is malformed. */
+int il_cfi_next_entry(const il_cfi_section *section, uint64_t *offset, il_cfi_fde *fde);
+
+/* The row of `fde` that holds `pc` (1), or 0 when pc is outside it or its instructions are malformed.
+   Rules come back unevaluated. */
+int il_cfi_fde_row(const il_cfi_section *section, const il_cfi_fde *fde, uint64_t pc, il_cfi_row *row);
+
+/* The row for `pc` in `image`, found the way il_unwind_step finds it (.eh_frame_hdr's binary search,
+   else a walk of .eh_frame, then .debug_frame). 1 when found. */
+int il_cfi_find_row(const il_memory *memory, const il_unwind_image *image, uint64_t pc, il_cfi_row *row);
+
+/* Evaluates the DWARF expression of `length` bytes at `address` in `code` (CFI's subset: literals,
+   constants, breg/bregx/reg/regx over `registers`, stack operations, deref/deref_size through `memory`,
+   arithmetic, logic, comparisons, skip/bra, nop), with `initial` pushed first when `push_initial`.
+   1 with the value on top in *result; 0 when malformed, a register is unknown or memory unreadable. */
+int il_cfi_evaluate(const il_memory *code, const il_memory *memory, uint64_t address, uint32_t length,
+                    const il_register_set *registers, int push_initial, uint64_t initial, uint64_t *result);
+
+/* True when the bytes before `address` end in an x86_64 call instruction (E8 rel32, or FF /2 in its
+   register and memory forms, 2 to 7 bytes with or without a REX prefix): a stack word that is a return
+   address, not a stale code pointer. */
+int il_x86_64_follows_call(const il_memory *memory, uint64_t address);
 
 #endif

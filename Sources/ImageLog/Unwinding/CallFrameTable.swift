@@ -1,0 +1,189 @@
+internal import CImageLogUnwind
+
+/// How to recover one register of the caller in one row (DWARF 5 section 6.4.1), as the C engine
+/// decoded it. Expressions stay where they are: their address (in the table's memory) and length.
+public enum CallFrameRule: Sendable, Equatable {
+  /// `DW_CFA_undefined`: not recoverable (the return address column here ends the stack).
+  case undefined
+  /// `DW_CFA_same_value`: unchanged from this frame.
+  case sameValue
+  /// `DW_CFA_offset*`: saved at `CFA + offset`.
+  case offset(Int64)
+  /// `DW_CFA_val_offset*`: the value is `CFA + offset`.
+  case valueOffset(Int64)
+  /// `DW_CFA_register`: in another register of this frame.
+  case register(Int)
+  /// `DW_CFA_expression`: saved at the address the expression computes (CFA pushed first).
+  case expression(address: UInt64, length: Int)
+  /// `DW_CFA_val_expression`: the value the expression computes (CFA pushed first).
+  case valueExpression(address: UInt64, length: Int)
+}
+
+/// One row of an FDE's unwind table: from `location` up to `end`, the CFA rule and every register
+/// rule set (registers 0 to 96; a register without a rule is absent).
+public struct CallFrameRow: Sendable, Equatable {
+  /// How to find the Canonical Frame Address.
+  public enum CFA: Sendable, Equatable {
+    /// `register + offset` (`DW_CFA_def_cfa` and friends).
+    case registerOffset(register: Int, offset: Int64)
+    /// `DW_CFA_def_cfa_expression`: its address and length.
+    case expression(address: UInt64, length: Int)
+  }
+
+  /// The first address the row applies to.
+  public var location: UInt64
+  /// The first address past it (the next row's location, or the FDE's end).
+  public var end: UInt64
+  /// The CFA rule.
+  public var cfa: CFA
+  /// The register rules by DWARF register number.
+  public var rules: [Int: CallFrameRule]
+  /// The column of the return address (the CIE's).
+  public var returnAddressRegister: Int
+  /// True for a signal frame (CIE augmentation `S`).
+  public var isSignalFrame: Bool
+
+  init?(_ row: il_cfi_row) {
+    location = row.location
+    end = row.end
+    switch Int32(row.cfa.kind) {
+    case Int32(IL_RULE_REGISTER.rawValue): cfa = .registerOffset(register: Int(row.cfa.value), offset: row.cfa_offset)
+    case Int32(IL_RULE_VAL_EXPRESSION.rawValue):
+      cfa = .expression(address: UInt64(bitPattern: row.cfa.value), length: Int(row.cfa.length))
+    default: return nil
+    }
+    returnAddressRegister = Int(truncatingIfNeeded: row.return_address_register)
+    isSignalFrame = row.signal_frame != 0
+    var rules: [Int: CallFrameRule] = [:]
+    withUnsafeBytes(of: row.rules) { raw in
+      let stride = MemoryLayout<il_cfi_rule>.stride
+      for column in 0..<Int(IL_CFI_COLUMNS) {
+        // A C array of IL_CFI_COLUMNS il_cfi_rule: every offset below is inside it.
+        let rule = raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)
+        let value = rule.value
+        let address = UInt64(bitPattern: value), length = Int(rule.length)
+        switch UInt32(rule.kind) {
+        case IL_RULE_UNDEFINED.rawValue: rules[column] = .undefined
+        case IL_RULE_SAME_VALUE.rawValue: rules[column] = .sameValue
+        case IL_RULE_OFFSET.rawValue: rules[column] = .offset(value)
+        case IL_RULE_VAL_OFFSET.rawValue: rules[column] = .valueOffset(value)
+        case IL_RULE_REGISTER.rawValue: rules[column] = .register(Int(value))
+        case IL_RULE_EXPRESSION.rawValue: rules[column] = .expression(address: address, length: length)
+        case IL_RULE_VAL_EXPRESSION.rawValue: rules[column] = .valueExpression(address: address, length: length)
+        default: break
+        }
+      }
+    }
+    self.rules = rules
+  }
+}
+
+/// A call frame section (`.eh_frame` or `.debug_frame`) in some memory, read by the unwinder's own
+/// CFI engine: its FDEs and their rows, for tools and tests (`readelf --debug-dump=frames-interp`).
+public struct CallFrameTable {
+  /// `.eh_frame` (CIE id 0, `DW_EH_PE_*` pointers) or `.debug_frame` (CIE id all ones, plain addresses).
+  public enum Kind: Sendable { case ehFrame, debugFrame }
+
+  /// One FDE.
+  public struct Entry: Sendable, Equatable {
+    /// Its offset in the section.
+    public var offset: UInt64
+    /// The addresses it covers (run-time for `.eh_frame`, link-time plus `loadBias` for `.debug_frame`).
+    public var pcRange: Range<UInt64>
+    /// Where its instructions are, in the table's memory.
+    public var instructions: Range<UInt64>
+    var cie: UInt64
+  }
+
+  let memory: any MemoryReading
+  let section: il_cfi_section
+
+  /// The section of `size` bytes at `address` in `memory`. `.debug_frame` FDE addresses get `loadBias`
+  /// added; `addressSize` is the target's (8, or 4 for 32-bit code).
+  public init(memory: some MemoryReading, address: UInt64, size: UInt64, kind: Kind, loadBias: UInt64 = 0,
+              addressSize: Int = 8) {
+    self.memory = memory
+    var section = il_cfi_section()
+    section.address = address
+    section.size = size
+    section.debug_frame = kind == .debugFrame ? 1 : 0
+    section.load_bias = loadBias
+    section.address_size = addressSize == 4 ? 4 : 8
+    self.section = section
+  }
+
+  /// Every FDE in section order, at most `limit`; `complete` is false when a malformed entry ended the walk.
+  public func entries(limit: Int = 1 << 22) -> (entries: [Entry], complete: Bool) {
+    withCMemory(memory) { cMemory in
+      var section = self.section
+      section.memory = cMemory
+      var offset: UInt64 = 0
+      var entries: [Entry] = []
+      while entries.count < limit {
+        var fde = il_cfi_fde()
+        let kind = il_cfi_next_entry(&section, &offset, &fde)
+        if kind == 0 { return (entries, true) }
+        if kind < 0 { return (entries, false) }
+        if kind == 1 {
+          entries.append(Entry(offset: fde.offset, pcRange: fde.pc_start..<max(fde.pc_start, fde.pc_end),
+                               instructions: fde.instructions..<max(fde.instructions, fde.instructions_end), cie: fde.cie))
+        }
+      }
+      return (entries, false)
+    }
+  }
+
+  /// The row of `entry` holding `pc`, `nil` outside it or when its instructions are malformed.
+  public func row(of entry: Entry, at pc: UInt64) -> CallFrameRow? {
+    withCMemory(memory) { cMemory in
+      var section = self.section
+      section.memory = cMemory
+      var fde = cFDE(entry)
+      var row = il_cfi_row()
+      guard il_cfi_fde_row(&section, &fde, pc, &row) != 0 else { return nil }
+      return CallFrameRow(row)
+    }
+  }
+
+  /// Every row of `entry` in order (`nil` when its instructions are malformed).
+  public func rows(of entry: Entry) -> [CallFrameRow]? {
+    var rows: [CallFrameRow] = []
+    var pc = entry.pcRange.lowerBound
+    // Each row ends past its start: at most one row per address of the FDE, and at most one per
+    // instruction byte.
+    while pc < entry.pcRange.upperBound, rows.count <= entry.instructions.count {
+      guard let row = row(of: entry, at: pc), row.end > pc else { return nil }
+      rows.append(row)
+      pc = row.end
+    }
+    return rows
+  }
+
+  func cFDE(_ entry: Entry) -> il_cfi_fde {
+    var fde = il_cfi_fde()
+    fde.offset = entry.offset
+    fde.pc_start = entry.pcRange.lowerBound
+    fde.pc_end = entry.pcRange.upperBound
+    fde.instructions = entry.instructions.lowerBound
+    fde.instructions_end = entry.instructions.upperBound
+    fde.cie = entry.cie
+    return fde
+  }
+}
+
+extension UnwindImage {
+  /// The row for `pc`, found as the unwinder finds it (`.eh_frame_hdr`'s binary search, else a walk of
+  /// `.eh_frame`, then `.debug_frame`); `nil` when no FDE covers it.
+  public func row(at pc: UInt64, in memory: some MemoryReading) -> CallFrameRow? {
+    let lookup = ImageLookup([self])
+    return withExtendedLifetime(lookup) {
+      withCMemory(memory) { cMemory in
+        var image = il_unwind_image()
+        lookup.fill(0, &image)
+        var row = il_cfi_row()
+        guard il_cfi_find_row(cMemory, &image, pc, &row) != 0 else { return nil }
+        return CallFrameRow(row)
+      }
+    }
+  }
+}

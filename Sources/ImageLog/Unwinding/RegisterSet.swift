@@ -1,0 +1,68 @@
+internal import CImageLogUnwind
+
+/// One frame's registers, numbered as DWARF numbers them (as the C unwinder): x86_64 0 rax, 1 rdx,
+/// 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15, 16 rip; aarch64 0-30 x0-x30 (29 fp, 30 lr),
+/// 31 sp, 32 pc. A register not known is `nil`.
+public struct RegisterSet: Sendable, Equatable {
+  /// The machine whose numbering applies.
+  public enum Architecture: Sendable { case x86_64, aarch64 }
+
+  /// The machine whose numbering applies.
+  public var architecture: Architecture
+  var values: [UInt64?]
+
+  /// The number of registers a set holds (`IL_REGISTER_COUNT`).
+  public static let count = 33
+
+  /// A set with no register known.
+  public init(architecture: Architecture) {
+    self.architecture = architecture
+    values = Array(repeating: nil, count: Self.count)
+  }
+
+  /// DWARF register `register`; `nil` when unknown or outside the set (setting one outside is ignored).
+  public subscript(dwarf register: Int) -> UInt64? {
+    get { values.indices.contains(register) ? values[register] : nil }
+    set { if values.indices.contains(register) { values[register] = newValue } }
+  }
+
+  /// The program counter (rip, pc).
+  public var pc: UInt64? {
+    get { self[dwarf: architecture == .x86_64 ? 16 : 32] }
+    set { self[dwarf: architecture == .x86_64 ? 16 : 32] = newValue }
+  }
+
+  /// The stack pointer (rsp, sp).
+  public var sp: UInt64? {
+    get { self[dwarf: architecture == .x86_64 ? 7 : 31] }
+    set { self[dwarf: architecture == .x86_64 ? 7 : 31] = newValue }
+  }
+
+  /// The frame pointer (rbp, x29).
+  public var fp: UInt64? {
+    get { self[dwarf: architecture == .x86_64 ? 6 : 29] }
+    set { self[dwarf: architecture == .x86_64 ? 6 : 29] = newValue }
+  }
+
+  var cValue: il_register_set {
+    var set = il_register_set()
+    set.arch = architecture == .x86_64 ? IL_ARCH_X86_64 : IL_ARCH_AARCH64
+    withUnsafeMutableBytes(of: &set.value) { raw in
+      for (index, value) in values.enumerated() {
+        guard let value else { continue }
+        raw.storeBytes(of: value, toByteOffset: index * 8, as: UInt64.self)  // index < 33 = the tuple's count
+        set.known |= 1 << UInt64(index)
+      }
+    }
+    return set
+  }
+
+  init(_ set: il_register_set) {
+    self.init(architecture: set.arch == IL_ARCH_AARCH64 ? .aarch64 : .x86_64)
+    withUnsafeBytes(of: set.value) { raw in
+      for index in 0..<Self.count where set.known & (1 << UInt64(index)) != 0 {
+        values[index] = raw.load(fromByteOffset: index * 8, as: UInt64.self)  // a C array of 33 UInt64
+      }
+    }
+  }
+}

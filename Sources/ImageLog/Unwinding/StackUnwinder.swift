@@ -1,0 +1,203 @@
+internal import CImageLogUnwind
+internal import ImageReaders
+
+/// How a frame was found (Breakpad's "trust"); the raw value is the mark crash reports print.
+public enum FrameTrust: String, Sendable {
+  /// Frame 0: the registers the walk started from.
+  case context
+  /// Call frame information (`.eh_frame`, `.debug_frame`), or the kernel's signal frame.
+  case callFrameInfo = "cfi"
+  /// The previous frame's frame record (or, for an aarch64 leaf, its link register).
+  case framePointer = "frame-pointer"
+  /// A stack word that looks like a return address: may be stale.
+  case stackScan = "scan"
+}
+
+/// One frame of a walk.
+public struct UnwoundFrame: Sendable, Equatable {
+  /// The frame's pc: where it was interrupted (frame 0, or a frame a signal interrupted), else a return address.
+  public var pc: UInt64
+  /// How the frame was found.
+  public var trust: FrameTrust
+  /// True when `pc` is where the frame was interrupted; false for a return address.
+  public var pcIsExact: Bool
+
+  /// The address to symbolicate the frame by: `pc`, or `pc - 1` for a return address (inside the call).
+  public var lookupAddress: UInt64 { pcIsExact || pc == 0 ? pc : pc - 1 }
+
+  /// A frame as given.
+  public init(pc: UInt64, trust: FrameTrust, pcIsExact: Bool) {
+    self.pc = pc
+    self.trust = trust
+    self.pcIsExact = pcIsExact
+  }
+}
+
+/// One mapped image's call frame information, at run-time addresses.
+public struct UnwindImage: Sendable {
+  /// The image's executable range: a pc (or return address) inside it belongs to this image.
+  public var textRange: Range<UInt64>
+  /// Run-time minus link-time address.
+  public var loadBias: UInt64
+  /// `PT_GNU_EH_FRAME`'s run-time address (`.eh_frame_hdr`), `nil` when none.
+  public var ehFrameHeader: UInt64?
+  /// `.eh_frame`'s run-time range, when known: walked when there is no usable header.
+  public var ehFrame: Range<UInt64>?
+  /// `.debug_frame`'s bytes (read from the file; FDE addresses link-time), for images whose
+  /// `.eh_frame` does not cover everything. `nil`: none.
+  public var debugFrame: [UInt8]?
+
+  /// An image as given.
+  public init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
+              debugFrame: [UInt8]? = nil) {
+    self.textRange = textRange
+    self.loadBias = loadBias
+    self.ehFrameHeader = ehFrameHeader
+    self.ehFrame = ehFrame
+    self.debugFrame = debugFrame
+  }
+
+  /// Reads the ELF header and program headers at `loadAddress` through `memory`, finds PT_GNU_EH_FRAME.
+  /// An image whose headers cannot be read or decoded has no call frame information (frame pointers
+  /// and scanning still apply to it).
+  public static func locate(loadAddress: UInt64, loadBias: UInt64, textRange: Range<UInt64>,
+                            in memory: some MemoryReading) -> UnwindImage {
+    var image = UnwindImage(textRange: textRange, loadBias: loadBias)
+    image.ehFrameHeader = ehFrameHeaderAddress(loadAddress: loadAddress, loadBias: loadBias, memory: memory)
+    return image
+  }
+
+  /// The most program headers read (far above what linkers write: 10-15).
+  static let maximumProgramHeaders = 256
+
+  static func ehFrameHeaderAddress(loadAddress: UInt64, loadBias: UInt64, memory: some MemoryReading) -> UInt64? {
+    var headerBytes = [UInt8](repeating: 0, count: 64)
+    guard headerBytes.withUnsafeMutableBytes({ memory.read(loadAddress, into: $0) }),
+          let header = headerBytes.withUnsafeBytes({ try? ELFHeader(ByteReader($0)) }) else { return nil }
+    guard header.endian == .little, Int(header.programHeaderEntrySize) == header.expectedProgramHeaderSize,
+          Int(header.programHeaderCount) <= maximumProgramHeaders else { return nil }
+    // At most 256 entries of 56 bytes: no overflow.
+    let size = Int(header.programHeaderCount) * Int(header.programHeaderEntrySize)
+    let (tableAddress, overflow) = loadAddress.addingReportingOverflow(header.programHeaderOffset)
+    guard !overflow, size > 0 else { return nil }
+    var table = [UInt8](repeating: 0, count: size)
+    guard table.withUnsafeMutableBytes({ memory.read(tableAddress, into: $0) }) else { return nil }
+    return table.withUnsafeBytes { raw -> UInt64? in
+      var reader = ByteReader(raw)
+      for _ in 0..<Int(header.programHeaderCount) {
+        guard let programHeader = try? ProgramHeader(&reader, is64Bit: header.is64Bit) else { return nil }
+        if programHeader.type == 0x6474_E550 { return loadBias &+ programHeader.vmAddress }  // PT_GNU_EH_FRAME
+      }
+      return nil
+    }
+  }
+}
+
+/// Walks a thread's stack: call frame information first, then frame pointers where no FDE covers the
+/// pc, then stack scanning as the last resort; each frame says which. The C unwinder does the work
+/// (the same one the crash handler runs at crash time).
+public struct StackUnwinder {
+  let memory: any MemoryReading
+  let images: [UnwindImage]
+  let scanBytes: Int
+
+  /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
+  /// above the stack pointer scanning looks (0: never scan).
+  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192) {
+    self.memory = memory
+    self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
+    self.scanBytes = max(0, scanBytes)
+  }
+
+  /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
+  public func unwind(from registers: RegisterSet, maxFrames: Int = 256) -> [UnwoundFrame] {
+    guard maxFrames > 0, registers.pc != nil, registers.sp != nil else { return [] }
+    let lookup = ImageLookup(images)
+    return withCMemory(memory) { cMemory in
+      withExtendedLifetime(lookup) {
+        var unwinder = il_unwinder()
+        unwinder.memory = cMemory.pointee
+        unwinder.find_image = imageCallback
+        unwinder.find_context = Unmanaged.passUnretained(lookup).toOpaque()
+        unwinder.scan_bytes = UInt64(scanBytes)
+        var start = registers.cValue
+        var cursor = il_unwind_cursor()
+        il_unwind_start(&cursor, &start)
+        var frames: [UnwoundFrame] = []
+        repeat {
+          let frame = RegisterSet(cursor.registers)
+          let trust: FrameTrust = switch cursor.trust {
+          case IL_FRAME_CFI: .callFrameInfo
+          case IL_FRAME_FRAME_POINTER: .framePointer
+          case IL_FRAME_SCAN: .stackScan
+          default: .context
+          }
+          frames.append(UnwoundFrame(pc: frame.pc ?? 0, trust: trust, pcIsExact: cursor.pc_is_exact != 0))
+        } while frames.count < maxFrames && il_unwind_step(&unwinder, &cursor) != 0
+        return frames
+      }
+    }
+  }
+}
+
+/// The images as the C unwinder's find_image sees them: sorted by text start, with each one's
+/// `.debug_frame` lent as an il_memory for the walk.
+final class ImageLookup {
+  let images: [UnwindImage]
+  let debugFrames: [MemoryBox?]
+  /// One il_memory per image (stable addresses the C side keeps during the walk).
+  let debugFrameMemories: UnsafeMutablePointer<il_memory>
+
+  init(_ images: [UnwindImage]) {
+    self.images = images
+    debugFrames = images.map { image in image.debugFrame.map { MemoryBox(BufferMemory($0)) } }
+    debugFrameMemories = .allocate(capacity: max(images.count, 1))
+    for (index, box) in debugFrames.enumerated() {
+      (debugFrameMemories + index).initialize(to: il_memory(read: memoryCallback,
+                                                            context: box.map { Unmanaged.passUnretained($0).toOpaque() }))
+    }
+  }
+
+  deinit {
+    debugFrameMemories.deinitialize(count: images.count)
+    debugFrameMemories.deallocate()
+  }
+
+  func find(_ pc: UInt64, _ out: UnsafeMutablePointer<il_unwind_image>) -> Bool {
+    // The last image starting at or below pc.
+    var low = 0, high = images.count
+    while low < high {
+      let middle = (low + high) / 2
+      if images[middle].textRange.lowerBound <= pc { low = middle + 1 } else { high = middle }
+    }
+    guard low > 0, images[low - 1].textRange.contains(pc) else { return false }
+    fill(low - 1, out)
+    return true
+  }
+
+  /// The C description of image `index`.
+  func fill(_ index: Int, _ out: UnsafeMutablePointer<il_unwind_image>) {
+    let image = images[index]
+    out.pointee = il_unwind_image()
+    out.pointee.text_start = image.textRange.lowerBound
+    out.pointee.text_end = image.textRange.upperBound
+    out.pointee.load_bias = image.loadBias
+    out.pointee.eh_frame_hdr = image.ehFrameHeader ?? 0
+    if let ehFrame = image.ehFrame {
+      out.pointee.eh_frame = ehFrame.lowerBound
+      out.pointee.eh_frame_size = UInt64(ehFrame.count)
+    }
+    if let bytes = image.debugFrame, !bytes.isEmpty {
+      // The memories live as long as this lookup, which outlives the walk.
+      out.pointee.debug_frame_memory = UnsafePointer(debugFrameMemories + index)
+      out.pointee.debug_frame = 0
+      out.pointee.debug_frame_size = UInt64(bytes.count)
+    }
+  }
+}
+
+let imageCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<il_unwind_image>?) -> Int32 = {
+  context, pc, out in
+  guard let context, let out else { return 0 }
+  return Unmanaged<ImageLookup>.fromOpaque(context).takeUnretainedValue().find(pc, out) ? 1 : 0
+}
