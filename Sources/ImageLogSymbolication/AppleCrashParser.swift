@@ -11,6 +11,7 @@ enum AppleCrashParser {
     var currentThread = 0
     var sawLinux = false
     var crashedTID: UInt64?
+    var unlisted = 0
     var registers: [(Int, RegisterState)] = []
     for (lineIndex, line) in lines.enumerated() {
       let trimmed = line.drop { $0 == " " || $0 == "\t" }
@@ -79,6 +80,11 @@ enum AppleCrashParser {
           if words.count >= 3, words[1] == "tid" { crashedTID = UInt64(words[2]) }
         } else if let value = field(line, "Threads:"), let count = Int(value.trimmingSpaces), count >= 0 {
           report.threadCount = count
+        } else if line.hasPrefix("("), line.hasSuffix(" more threads not listed)"),
+                  case let digits = line.dropFirst().prefix(while: { $0.isASCII && $0.isNumber }), digits.count <= 9,
+                  let count = Int(digits) {
+          // The crash handler ran out of room for their tids. Below 10^9 each, in at most 64 MiB of lines: no overflow.
+          unlisted += count
         } else if let value = field(line, "Code Type:") {
           report.architecture = ReportParser.architectureName(value)
         } else if let value = field(line, "OS Version:"), value.hasPrefix("Linux") {
@@ -128,7 +134,10 @@ enum AppleCrashParser {
     }
     if let count = report.threadCount {
       let listed = report.threads.filter { $0.number >= 0 }.count
-      if listed != count { report.problems.append("the header says \(count) threads, the report lists \(listed)") }
+      if listed + unlisted != count {
+        report.problems.append("the header says \(count) threads, the report lists \(listed)"
+                               + (unlisted > 0 ? " and \(unlisted) more not listed" : ""))
+      }
     }
     if sawLinux { report.format = .imagelog }
     ReportParser.attachImages(&report, frameImageNames: frameImageNames)

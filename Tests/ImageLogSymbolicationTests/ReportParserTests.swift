@@ -267,7 +267,8 @@ import ImageReaders
   @Test func everyTruncationAndByteFlipOnlyThrows() {
     var rng = SplitMix64(seed: 0x5EED)
     let crashWithHeader = #"{"bug_type":"109"}"# + "\n" + ReportParserTests.appleCrash
-    for original in [ReportParserTests.appleCrash, ReportParserTests.ips, crashWithHeader, ReportParserTests.swiftJSON] {
+    for original in [ReportParserTests.appleCrash, ReportParserTests.ips, crashWithHeader, ReportParserTests.swiftJSON,
+                     ReportThreadsTests.multiThread, ReportThreadsTests.appleX86Registers] {
       let bytes = Array(original.utf8)
       for length in stride(from: 0, through: bytes.count, by: 7) { parseAnything(Array(bytes.prefix(length))) }
       for _ in 0..<400 {

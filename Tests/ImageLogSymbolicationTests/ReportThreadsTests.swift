@@ -39,6 +39,84 @@ import ImageReaders
     #expect(report.frames.map(\.reportedSymbol) == [nil, nil, nil])
   }
 
+  /// The layout of CONTRACTS.md §2 as written there by hand (not by our writer): every thread of a
+  /// crash, the marks, a thread not unwound, the registers.
+  static let multiThread = """
+    Process:         crash-threads [12340]
+    Path:            /tmp/x/crash-threads
+    Date/Time:       2026-11-25 14:30:00 +0000
+    OS Version:      Linux 6.1.0-27-amd64 x86_64
+    Exception Type:  SIGSEGV (SEGV_MAPERR)
+    Exception Codes: signal 11, code 1, address 0x0000000000000000
+    Crashed Thread:  2  tid 12345
+    Threads:         4
+
+    Thread 0 name:  crash-threads
+    Thread 0:  tid 12340
+    0   libc.so.6                     0x00007f0a1c2d3e4f 0x7f0a1c200000 + 867919
+    1   crash-threads                 0x000055d0c0de1234 0x55d0c0de0000 + 4660
+
+    Thread 1 name:  worker-1
+    Thread 1:  tid 12341  state S
+    0   libc.so.6                     0x00007f0a1c2d3e50 0x7f0a1c200000 + 867920
+    1   libfoo.so                     0x00007f0a1c601000 0x7f0a1c600000 + 4096  (frame pointer)
+    2   libfoo.so                     0x00007f0a1c601100 0x7f0a1c600000 + 4352  (stack scan)
+
+    Thread 2 name:  worker 2 (with spaces)
+    Thread 2 Crashed:  tid 12345
+    0   ???                           0x0000000000000000 0x0 + 0
+
+    Thread 3 name:  blocked
+    Thread 3:  tid 12346
+    (not unwound: the thread did not answer within 100 ms)
+
+    Thread 2 crashed with X86 Thread State (64-bit):
+      rax: 0x0000000000000001  rbx: 0x0000000000000002  rcx: 0x0000000000000003  rdx: 0x0000000000000004
+      rdi: 0x0000000000000005  rsi: 0x0000000000000006  rbp: 0x0000000000000007  rsp: 0x0000000000000008
+       r8: 0x0000000000000009   r9: 0x000000000000000a  r10: 0x000000000000000b  r11: 0x000000000000000c
+      r12: 0x000000000000000d  r13: 0x000000000000000e  r14: 0x000000000000000f  r15: 0x0000000000000010
+      rip: 0x0000000000000000  rfl: 0x0000000000010246  cr2: 0x0000000000000000
+
+    Binary Images:
+    0x55d0c0de0000 - 0x55d0c0de1fff +crash-threads x86_64  <2b5ae0d9e2c8a4d4f1c07a0d3a7b9c11> /tmp/x/crash-threads
+    0x7f0a1c200000 - 0x7f0a1c3fffff libc.so.6 x86_64  <c289da5071a3399de893d2af81d6a30c> /usr/lib/x86_64-linux-gnu/libc.so.6
+    0x7f0a1c600000 - 0x7f0a1c601fff libfoo.so x86_64  <00112233445566778899aabbccddeeff> /tmp/x/libfoo.so
+
+    """
+
+  @Test func contractLayout() throws {
+    let report = try ReportParser.parse(Self.multiThread)
+    #expect(report.format == .imagelog)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    #expect(report.threadCount == 4)
+    #expect(report.threads.map(\.number) == [0, 1, 2, 3])
+    #expect(report.threads.map(\.tid) == [12340, 12341, 12345, 12346])
+    #expect(report.threads.map(\.name) == ["crash-threads", "worker-1", "worker 2 (with spaces)", "blocked"])
+    #expect(report.threads.map(\.state) == [nil, "S", nil, nil])
+    #expect(report.threads.map(\.crashed) == [false, false, true, false])
+    #expect(report.threads.map(\.problem) == [nil, nil, nil, "the thread did not answer within 100 ms"])
+    #expect(report.threads.map { $0.registers != nil } == [false, false, true, false])
+    let registers = try #require(report.threads[2].registers)
+    #expect(registers.rows.flatMap { $0.map(\.value) } == Array(1...16) + [0, 0x10246, 0])
+    #expect(registers.rows.flatMap { $0.map(\.name) } == RegisterState.x86_64 { _ in 0 }.rows.flatMap { $0.map(\.name) })
+    #expect(report.frames.map(\.thread) == [0, 0, 1, 1, 1, 2])
+    #expect(report.frames.map(\.trust) == [nil, nil, nil, "frame-pointer", "scan", nil])
+    #expect(report.frames.map(\.imageIndex) == [1, 0, 1, 2, 2, nil])
+    #expect(report.frames.map(\.reportedSymbol) == [nil, nil, nil, nil, nil, nil])
+  }
+
+  /// The crash handler's `(N more threads not listed)` counts toward `Threads:`; a count that does not
+  /// add up is named.
+  @Test func threadsNotListed() throws {
+    let text = Self.multiThread.replacingFirst("Threads:         4\n", with: "Threads:         7\n")
+      .replacingFirst("\nThread 2 crashed with", with: "\n(3 more threads not listed)\n\nThread 2 crashed with")
+    let report = try ReportParser.parse(text)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    #expect(report.threads.count == 4 && report.threads[2].registers != nil)
+    let short = try ReportParser.parse(text.replacingFirst("(3 more", with: "(2 more"))
+    #expect(short.problems == ["the header says 7 threads, the report lists 4 and 2 more not listed"])
+  }
+
   /// A line that looks like a heading but is not one of ours, a `Threads:` count the report does not
   /// keep, a tid too long: named in `problems`, the rest still read.
   @Test func malformedThreadLines() throws {
