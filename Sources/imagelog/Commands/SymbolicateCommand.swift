@@ -34,7 +34,9 @@ struct SymbolicateCommand: Command {
       --format <style>        report (default: the report's own layout, frames symbolicated in place;
                               for .ips the JSON with symbol/symbolLocation filled in, for the
                               backtracer's JSON its symbolicate=full fields), json (one object per
-                              frame), or crash (classic .crash text, for the JSON kinds).
+                              frame, naming its thread; "threads" gives each thread's index, tid,
+                              name, crashed, state where the report has them), or crash (classic
+                              .crash text, for the JSON kinds).
       --arch <name>           The architecture that picks universal slices when the report has none.
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
                               full (swift demangle style), or none.
