@@ -1,9 +1,9 @@
 /* Crash-time image table and crash handler.
 
    Everything reachable from the signal handler uses only async-signal-safe system calls (write,
-   read, getpid, gettid, clock_gettime, sigaction, sigpending, rt_sigtimedwait, rt_tgsigqueueinfo,
-   nanosleep): no malloc, no
-   stdio, no locks, no localtime; numbers are formatted by hand.
+   read, open, close, getdents64, getpid, gettid, clock_gettime, sigaction, sigpending,
+   rt_sigtimedwait, rt_tgsigqueueinfo, futex, process_vm_readv, nanosleep): no malloc, no stdio,
+   no locks, no localtime; numbers are formatted by hand.
 
    The image table. Writers (the image observers) keep an authoritative list under a mutex and
    after every change rebuild a flat snapshot (entries + one text arena) into the slot that is not
@@ -19,28 +19,70 @@
    snapshot at once. The slots' arrays are allocated (and grown) only by the writer, outside
    signal context; capacity is not fixed.
 
-   Frame-pointer walk. Each frame record is read with a probe rather than a load: the 16 bytes are
-   written to a pipe created at install time and read back. write(2) returns EFAULT for memory that
-   is not readable, so a wild frame pointer ends the walk instead of faulting inside the handler.
-   (This works under seccomp profiles that forbid process_vm_readv, and on any thread, whose stack
-   range we could not learn safely at crash time.) The walk also requires each frame pointer to be
-   aligned, strictly above the previous one, and its return address inside an image in the table;
-   where the chain breaks (code without frame pointers, like most of glibc) the stack above is
-   scanned for return addresses that follow a call instruction, up to the next plausible record.
-   The walk stops at 128 frames. */
+   Every thread. The reporting thread (the one that crashed) lists /proc/self/task with
+   getdents64 and sends each other thread a real-time signal (rt_tgsigqueueinfo, the thread's slot
+   index and the report's generation in si_value) whose handler is installed only for the report
+   and the previous action put back afterwards. Each thread then unwinds ITSELF, from the context
+   the signal interrupted, into a slot mapped at install time (fixed capacity: threads beyond it
+   are listed by tid, not unwound), publishes "done" with an atomic and a futex wake, and waits
+   (futex, at most 5 s) until the report is written, so no thread exits the process or frees what
+   the report reads meanwhile. The reporting thread waits for the answers (futex on the answer
+   count, no sleeping) 100 ms, and past that only while a thread that has not answered is still
+   runnable (on a loaded machine it may not have been scheduled yet), 1 s at most; a thread that
+   did not answer is listed as such.
+   Why this and not the alternatives:
+   - Unwinding in the thread itself needs no stopped stack to be read from outside (the thread
+     cannot move while it runs its own handler), runs on both cores at once, and needs no ptrace
+     permission: a helper that ptraces the threads (Breakpad) needs a fork, PR_SET_PTRACER and
+     Yama's consent, and fails under many container seccomp profiles.
+   - No locks are taken anywhere, so a thread that holds one (malloc's, the loader's) answers
+     like any other; the handlers only read memory through the reader below.
+   - A thread that blocks the signal (SigBlk in /proc/self/task/TID/status) is asked with SIGPROF,
+     SIGUSR2 or SIGUSR1, whichever it leaves open (libdispatch's workers leave SIGPROF). One that
+     blocks them all and sleeps (sigwait) is not waited for and is listed as blocking them; one that
+     runs may be about to unblock them (glibc's pthread_create blocks every signal around clone).
+   - The signal: Swift's backtracer suspends threads with SIGUSR1, SIGUSR2 or SIGPROF, glibc keeps
+     32 and 33, Valgrind takes SIGRTMAX and applications take real-time signals from SIGRTMIN up;
+     SIGRTMAX - 2 collides with none. After the report SIG_IGN discards the instances still pending
+     (a thread that never unblocked it), so the previous action (usually SIG_DFL: terminate) never
+     sees one, and a late handler checks the generation and returns.
+   - A second crash: on the reporting thread, the crash signals are blocked in its handler, so the
+     kernel kills the process by that signal at once (no hang); on a thread answering, the crash
+     handler runs there (the capture handler leaves crash signals unblocked) and waits for the
+     report, which lists that thread as not answered. The reporting thread then puts back the
+     previous handlers and re-raises: the process dies by its original signal, and Swift's
+     backtracer (installed before us) runs after us and suspends the threads with its own signals.
+
+   Memory. Every read at crash time goes through read_memory, which never faults: a range inside a
+   readable segment of an image in the published table is copied directly (the table is what we
+   trust; each image's segments are first checked still mapped, once per walk, as dlclose unmaps
+   before its notification reaches the table); anything else (stacks) takes one process_vm_readv
+   on ourselves, or, where a seccomp profile forbids that, the probe pipe: the bytes are written
+   to a pipe created at install time and read back, and write(2) returns EFAULT for memory that is
+   not readable.
+
+   Frame-pointer walk. The walk requires each frame pointer to be aligned, strictly above the
+   previous one, and its return address inside an image in the table; where the chain breaks (code
+   without frame pointers, like most of glibc) the stack above is scanned for return addresses
+   that follow a call instruction, up to the next plausible record. Frames found by frame pointer
+   or by scanning carry that mark in the report. The walk stops at 128 frames. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -49,9 +91,21 @@
 
 /* ------------------------------------------------------------------ image table */
 
+/* An image's readable PT_LOAD segments (run-time [start, end)), where the crash-time memory reader
+   copies directly, and its PT_GNU_EH_FRAME, where the unwinder finds its call frame information:
+   both found when the image is added (image_layout), from the program headers the loader used. */
+enum { IL_SEGMENTS = 6 };
+typedef struct {
+  uint64_t load_bias;
+  uint64_t eh_frame_hdr;
+  uint32_t segment_count;
+  uint64_t segments[IL_SEGMENTS][2];
+} il_image_layout;
+
 typedef struct {
   uint64_t load_address, text_start, text_end;
   uint32_t name_offset, name_length, line_offset, line_length;
+  il_image_layout layout;
 } il_table_entry;
 
 typedef struct {
@@ -64,6 +118,7 @@ typedef struct {
 typedef struct {
   uint64_t load_address, text_start, text_end;
   char *name, *line;
+  il_image_layout layout;
 } il_master_entry;
 
 static pthread_mutex_t table_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -120,6 +175,7 @@ static int publish_locked(void) {
     entry->load_address = master[i].load_address;
     entry->text_start = master[i].text_start;
     entry->text_end = master[i].text_end;
+    entry->layout = master[i].layout;
     entry->name_offset = (uint32_t)used;
     entry->name_length = (uint32_t)name_length;
     memcpy(slot->text + used, master[i].name, name_length);
@@ -136,6 +192,50 @@ static int publish_locked(void) {
   return 0;
 }
 
+typedef struct {
+  uint64_t load_address;
+  il_image_layout *layout;
+} il_layout_search;
+
+/* dl_iterate_phdr callback: the object one of whose PT_LOADs starts (page-aligned) at or holds the
+   load address. */
+static int find_layout(struct dl_phdr_info *info, size_t size, void *context) {
+  (void)size;
+  il_layout_search *search = context;
+  int found = 0;
+  for (int i = 0; i < info->dlpi_phnum && !found; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    uint64_t start = (uint64_t)info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+    uint64_t page_start = start & ~(uint64_t)4095;
+    found = search->load_address >= page_start && search->load_address < end;
+  }
+  if (!found) return 0;
+  il_image_layout *layout = search->layout;
+  layout->load_bias = (uint64_t)info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uint64_t start = (uint64_t)info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_GNU_EH_FRAME) layout->eh_frame_hdr = start;
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && ph->p_memsz > 0 && layout->segment_count < IL_SEGMENTS) {
+      layout->segments[layout->segment_count][0] = start;
+      layout->segments[layout->segment_count][1] = start + ph->p_memsz;
+      layout->segment_count++;
+    }
+  }
+  return 1;
+}
+
+/* The loaded object's segments and PT_GNU_EH_FRAME; all zero for an address no object holds (the
+   tests' fake images). */
+static il_image_layout image_layout(uint64_t load_address) {
+  il_image_layout layout;
+  memset(&layout, 0, sizeof layout);
+  il_layout_search search = {load_address, &layout};
+  dl_iterate_phdr(find_layout, &search);
+  return layout;
+}
+
 int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text_end,
                        const char *name, const char *line) {
   if (name == NULL || line == NULL || text_end < text_start ||
@@ -150,6 +250,7 @@ int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text
     errno = ENOMEM;
     return -1;
   }
+  il_image_layout layout = image_layout(load_address);  /* before the lock: dl_iterate_phdr takes the loader's */
   pthread_mutex_lock(&table_mutex);
   size_t index = master_count;
   for (size_t i = 0; i < master_count; i++)
@@ -173,7 +274,7 @@ int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text
     free(master[index].name);
     free(master[index].line);
   }
-  master[index] = (il_master_entry){load_address, text_start, text_end, name_copy, line_copy};
+  master[index] = (il_master_entry){load_address, text_start, text_end, name_copy, line_copy, layout};
   int result = publish_locked();
   pthread_mutex_unlock(&table_mutex);
   if (result != 0) errno = ENOMEM;
@@ -351,6 +452,8 @@ static struct sigaction previous_actions[IL_CRASH_SIGNAL_COUNT];
 static _Atomic int installed;
 static _Atomic int report_fd = -1;
 static int probe_pipe[2] = {-1, -1};
+static atomic_flag probe_lock = ATOMIC_FLAG_INIT;
+static int self_read_works;                /* process_vm_readv on ourselves worked at install */
 static char process_path[PATH_MAX];
 static const char *process_name = "???";
 static char os_version[256];
@@ -359,26 +462,91 @@ static pthread_mutex_t install_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 enum { IL_MAX_FRAMES = 128 };
 
-/* ------------------------------------------------------------------ safe memory probe */
+/* ------------------------------------------------------------------ safe memory reads */
 
-/* Copies `length` (<= 64) bytes at `address` into `out` through the probe pipe; 0 if unreadable. */
+/* Copies `length` bytes at `address` into `out` through the probe pipe; 0 if any is unreadable.
+   One pipe serves every thread, so a read holds probe_lock from its write to its read (a bounded
+   spin: the holder is another thread inside our handlers, which never wait while holding it). */
 static int probe_read(uint64_t address, void *out, size_t length) {
-  if (probe_pipe[0] < 0 || length > 64) return 0;
-  ssize_t n;
-  do n = write(probe_pipe[1], (const void *)(uintptr_t)address, length);
-  while (n < 0 && errno == EINTR);
-  if (n <= 0) return 0;
-  char sink[64];
-  ssize_t got = 0;
-  while (got < n) {  /* drain exactly what went in, even a partial write */
-    ssize_t r = read(probe_pipe[0], sink + got, (size_t)(n - got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return 0;
-    got += r;
+  if (probe_pipe[0] < 0) return 0;
+  int spins = 0;
+  while (atomic_flag_test_and_set(&probe_lock))
+    if (++spins > 1000000) return 0;
+  int ok = 1;
+  char *to = out;
+  while (ok && length > 0) {
+    size_t chunk = length < 4096 ? length : 4096;  /* <= PIPE_BUF: one atomic write */
+    ssize_t n;
+    do n = write(probe_pipe[1], (const void *)(uintptr_t)address, chunk);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+      ok = 0;
+      break;
+    }
+    ssize_t got = 0;
+    while (got < n) {  /* drain exactly what went in, even a partial write */
+      ssize_t r = read(probe_pipe[0], to + got, (size_t)(n - got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += r;
+    }
+    if (got != n || (size_t)n != chunk) ok = 0;
+    to += chunk;
+    address += chunk;
+    length -= chunk;
   }
-  if ((size_t)n != length) return 0;
-  memcpy(out, sink, length);
-  return 1;
+  atomic_flag_clear(&probe_lock);
+  return ok;
+}
+
+/* One system call that cannot fault: process_vm_readv on ourselves (EFAULT for what is not mapped),
+   or the probe pipe where a seccomp profile forbids it. */
+static int syscall_read(uint64_t address, void *out, size_t length) {
+  if (self_read_works) {
+    struct iovec local = {out, length}, remote = {(void *)(uintptr_t)address, length};
+    ssize_t n = syscall(SYS_process_vm_readv, (pid_t)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL);
+    return n == (ssize_t)length;
+  }
+  return probe_read(address, out, length);
+}
+
+/* The crash-time memory reader (il_memory's shape). Reads inside a readable segment of an image in
+   the published table are copied directly, once that image's segments were found still mapped
+   during this walk (an image unmapped by a dlclose whose notification has not yet reached the
+   table must not fault us); anything else (stacks, heap) takes one system call. */
+typedef struct {
+  const il_table_slot *table;
+  uint64_t checked, mapped;                /* bit i: table entry i checked / found mapped */
+} il_reader;
+
+static int read_memory(void *context, uint64_t address, void *out, size_t length) {
+  il_reader *reader = context;
+  if (length == 0) return 1;
+  if (address + length < address) return 0;
+  const il_table_slot *table = reader->table;
+  for (size_t i = 0; table != NULL && i < table->count; i++) {
+    const il_image_layout *layout = &table->entries[i].layout;
+    for (uint32_t k = 0; k < layout->segment_count; k++) {
+      if (address < layout->segments[k][0] || address + length > layout->segments[k][1]) continue;
+      uint64_t bit = i < 64 ? (uint64_t)1 << i : 0;
+      if (bit == 0 || !(reader->checked & bit)) {
+        int mapped = 1;
+        for (uint32_t j = 0; j < layout->segment_count && mapped; j++) {
+          unsigned char first, last;
+          mapped = syscall_read(layout->segments[j][0], &first, 1) &&
+                   syscall_read(layout->segments[j][1] - 1, &last, 1);
+        }
+        reader->checked |= bit;
+        if (mapped) reader->mapped |= bit;
+        if (!mapped) return syscall_read(address, out, length);
+      } else if (!(reader->mapped & bit)) {
+        return syscall_read(address, out, length);
+      }
+      memcpy(out, (const void *)(uintptr_t)address, length);
+      return 1;
+    }
+  }
+  return syscall_read(address, out, length);
 }
 
 /* ------------------------------------------------------------------ report */
@@ -458,26 +626,27 @@ static void w_date(il_writer *w, int64_t seconds) {
   w_str(w, " +0000");
 }
 
-/* "N   name                          0x%016llx 0xLOAD + OFFSET" (Apple's frame line). */
-static void w_frame(il_writer *w, int index, uint64_t address, const il_table_slot *slot) {
-  const il_table_entry *entry = table_lookup(slot, address);
-  w_udec(w, (uint64_t)index, 0);
-  w_spaces(w, index < 10 ? 3 : index < 100 ? 2 : 1);
-  size_t name_length = 3;
-  if (entry != NULL) {
-    name_length = entry->name_length;
-    w_bytes(w, slot->text + entry->name_offset, name_length);
-  } else {
-    w_str(w, "???");
-  }
-  w_spaces(w, name_length < 30 ? 30 - name_length : 1);
-  w_hex(w, address, 16);
-  w_bytes(w, " ", 1);
-  uint64_t base = entry != NULL ? entry->load_address : address;
-  w_hex(w, base, 0);
-  w_str(w, " + ");
-  w_udec(w, address - base, 0);
-  w_bytes(w, "\n", 1);
+/* ------------------------------------------------------------------ frames */
+
+/* How a frame was found (the values of CImageLogUnwind.h's il_frame_trust). */
+enum { TRUST_CONTEXT = 0, TRUST_CFI = 1, TRUST_FRAME_POINTER = 2, TRUST_SCAN = 3 };
+
+/* One thread's place in a report: filled by the thread itself (the crashed one, or another one
+   answering the capture signal), read by the reporting thread once `state` says done. */
+typedef struct {
+  _Atomic int state;
+  pid_t tid;
+  int outcome;                  /* written by the reporting thread only */
+  int frame_count;
+  uint64_t pc[IL_MAX_FRAMES];
+  uint8_t trust[IL_MAX_FRAMES];
+} il_thread_slot;
+
+static void record(il_thread_slot *out, uint64_t pc, int trust) {
+  if (out->frame_count >= IL_MAX_FRAMES) return;
+  out->pc[out->frame_count] = pc;
+  out->trust[out->frame_count] = (uint8_t)trust;
+  out->frame_count++;
 }
 
 typedef struct {
@@ -508,9 +677,9 @@ static int registers_from(const void *context, il_registers *out) {
 #if defined(__x86_64__)
 /* True when the bytes before `address` end in a call instruction: E8 rel32, or FF /2 in its
    register and memory forms (2 to 7 bytes, with or without a REX prefix). */
-static int follows_call(uint64_t address) {
+static int follows_call(il_reader *reader, uint64_t address) {
   unsigned char bytes[8];
-  if (address < 8 || !probe_read(address - 8, bytes, sizeof bytes)) return 0;
+  if (address < 8 || !read_memory(reader, address - 8, bytes, sizeof bytes)) return 0;
   if (bytes[3] == 0xE8) return 1;
   for (int length = 2; length <= 7; length++) {
     unsigned char opcode = bytes[8 - length], modrm = bytes[9 - length];
@@ -530,30 +699,31 @@ static int follows_call(uint64_t address) {
    return address inside an image (on x86_64 one that follows a call instruction). Its saved frame
    pointer is not judged here: in a caller without frame pointers it is any value, and the next
    step checks it against the new floor. */
-static int plausible_record(const il_table_slot *slot, uint64_t fp, uint64_t floor) {
+static int plausible_record(il_reader *reader, uint64_t fp, uint64_t floor) {
   uint64_t record[2];
-  if (fp < floor || fp % sizeof(uint64_t) != 0 || !probe_read(fp, record, sizeof record)) return 0;
-  if (record[1] == 0 || table_lookup(slot, record[1]) == NULL) return 0;
+  if (fp < floor || fp % sizeof(uint64_t) != 0 || !read_memory(reader, fp, record, sizeof record)) return 0;
+  if (record[1] == 0 || table_lookup(reader->table, record[1]) == NULL) return 0;
 #if defined(__x86_64__)
-  if (!follows_call(record[1])) return 0;
+  if (!follows_call(reader, record[1])) return 0;
 #endif
   return 1;
 }
 
 /* In code built without frame pointers (glibc's abort, raise, pthread_kill, free) the frame
-   pointer register holds something else. Scan up to 8 KiB of stack from `sp` upwards: words that are return addresses (inside an image, just after a call instruction)
-   are frames, until a plausible frame record is found, whose address is returned (0 if none).
-   Breakpad calls this "found by stack scanning"; it can list a stale return address. */
-static uint64_t scan_for_record(il_writer *w, int *index, const il_table_slot *slot, uint64_t sp) {
+   pointer register holds something else. Scan up to 8 KiB of stack from `sp` upwards: words that
+   are return addresses (inside an image, just after a call instruction) are frames, until a
+   plausible frame record is found, whose address is returned (0 if none). Breakpad calls this
+   "found by stack scanning"; it can list a stale return address. */
+static uint64_t scan_for_record(il_reader *reader, il_thread_slot *out, uint64_t sp) {
 #if defined(__x86_64__)
-  for (uint64_t at = sp; at < sp + 8192 && *index < IL_MAX_FRAMES; at += sizeof(uint64_t)) {
-    if (plausible_record(slot, at, sp)) return at;
+  for (uint64_t at = sp; at < sp + 8192 && out->frame_count < IL_MAX_FRAMES; at += sizeof(uint64_t)) {
+    if (plausible_record(reader, at, sp)) return at;
     uint64_t word;
-    if (!probe_read(at, &word, sizeof word)) return 0;
-    if (table_lookup(slot, word) != NULL && follows_call(word)) w_frame(w, (*index)++, word, slot);
+    if (!read_memory(reader, at, &word, sizeof word)) return 0;
+    if (table_lookup(reader->table, word) != NULL && follows_call(reader, word)) record(out, word, TRUST_SCAN);
   }
 #else
-  (void)w; (void)index; (void)slot; (void)sp;
+  (void)reader; (void)out; (void)sp;
 #endif
   return 0;
 }
@@ -564,10 +734,10 @@ static uint64_t scan_for_record(il_writer *w, int *index, const il_table_slot *s
    LR is the caller when the instruction before it is a BL whose target is at most 4 KiB below
    the PC (the leaf's entry); after a call from a non-leaf function LR points back into the
    function itself, and the BL before it targets some other function. */
-static int leaf_caller(const il_table_slot *slot, const il_registers *regs) {
+static int leaf_caller(il_reader *reader, const il_registers *regs) {
   uint32_t instruction;
-  if (regs->lr < 4 || table_lookup(slot, regs->lr) == NULL) return 0;
-  if (!probe_read(regs->lr - 4, &instruction, sizeof instruction)) return 0;
+  if (regs->lr < 4 || table_lookup(reader->table, regs->lr) == NULL) return 0;
+  if (!read_memory(reader, regs->lr - 4, &instruction, sizeof instruction)) return 0;
   if ((instruction & 0xFC000000u) != 0x94000000u) return 0;  /* BL imm26 */
   int64_t displacement = (int64_t)((uint64_t)(instruction & 0x03FFFFFFu) << 38) >> 36;  /* imm26 * 4 */
   uint64_t target = regs->lr - 4 + (uint64_t)displacement;
@@ -575,29 +745,30 @@ static int leaf_caller(const il_table_slot *slot, const il_registers *regs) {
 }
 #endif
 
-static void w_backtrace(il_writer *w, const void *context, const il_table_slot *slot) {
+/* The frames of the thread whose registers `context` holds, into `out`. */
+static void unwind_context(il_reader *reader, const void *context, il_thread_slot *out) {
   il_registers regs;
+  out->frame_count = 0;
   if (!registers_from(context, &regs)) return;
-  int index = 0;
   uint64_t floor = regs.sp;
-  w_frame(w, index++, regs.pc, slot);
-  if (table_lookup(slot, regs.pc) == NULL) {
+  record(out, regs.pc, TRUST_CONTEXT);
+  if (table_lookup(reader->table, regs.pc) == NULL) {
     /* A call through a bad pointer: the caller is in the return address the call left at the
        top of the stack (x86_64) or in the link register (aarch64), not yet in a frame record. */
     uint64_t caller = regs.lr;
 #if defined(__x86_64__)
-    if (!probe_read(regs.sp, &caller, sizeof caller)) caller = 0;
+    if (!read_memory(reader, regs.sp, &caller, sizeof caller)) caller = 0;
 #endif
-    if (caller != 0 && table_lookup(slot, caller) != NULL) {
-      w_frame(w, index++, caller, slot);
+    if (caller != 0 && table_lookup(reader->table, caller) != NULL) {
+      record(out, caller, TRUST_CFI);
 #if defined(__x86_64__)
       floor = regs.sp + sizeof(uint64_t);
 #endif
     }
   }
 #if defined(__aarch64__)
-  else if (leaf_caller(slot, &regs)) {
-    w_frame(w, index++, regs.lr, slot);
+  else if (leaf_caller(reader, &regs)) {
+    record(out, regs.lr, TRUST_CFI);
   }
 #endif
   /* Follow frame records while they are plausible; across code without frame pointers (most of
@@ -605,23 +776,538 @@ static void w_backtrace(il_writer *w, const void *context, const il_table_slot *
      rises, so the walk ends. */
   uint64_t fp = regs.fp;
   int scanned = 0;
-  while (index < IL_MAX_FRAMES) {
-    if (!plausible_record(slot, fp, floor)) {
-      fp = scan_for_record(w, &index, slot, floor);
+  while (out->frame_count < IL_MAX_FRAMES) {
+    if (!plausible_record(reader, fp, floor)) {
+      fp = scan_for_record(reader, out, floor);
       if (fp == 0) break;
       scanned = 1;
       continue;
     }
-    uint64_t record[2];                        /* saved frame pointer, return address */
-    if (!probe_read(fp, record, sizeof record)) break;
-    w_frame(w, index++, record[1], slot);
+    uint64_t frame_record[2];                  /* saved frame pointer, return address */
+    if (!read_memory(reader, fp, frame_record, sizeof frame_record)) break;
+    record(out, frame_record[1], TRUST_FRAME_POINTER);
     /* A zero saved frame pointer ends a chain (the outermost frame), but in a record found by
        scanning it is as likely a zero local next to a return address. */
-    if (record[0] == 0 && !scanned) break;
+    if (frame_record[0] == 0 && !scanned) break;
     scanned = 0;
     floor = fp + 2 * sizeof(uint64_t);
-    fp = record[0];
+    fp = frame_record[0];
   }
+}
+
+/* ------------------------------------------------------------------ the other threads */
+
+enum {
+  IL_THREAD_SLOTS = 1024,       /* threads unwound in one report; the rest are listed by tid */
+  IL_OVERFLOW_TIDS = 4096,
+  IL_ANSWER_BUDGET_MS = 100,    /* how long the reporting thread waits for all answers */
+  IL_ANSWER_LIMIT_MS = 1000,    /* ... and for a thread still runnable then (a loaded machine) */
+  IL_RELEASE_BUDGET_MS = 5000,  /* how long an answered thread waits for the report to be written */
+};
+enum { SLOT_REQUESTED = 1, SLOT_WRITING, SLOT_DONE, SLOT_CLOSED };
+enum { OUTCOME_UNWOUND, OUTCOME_SILENT, OUTCOME_BLOCKED, OUTCOME_GONE, OUTCOME_CRASHED };
+
+static il_thread_slot *thread_slots;           /* IL_THREAD_SLOTS of them, mapped at install */
+static pid_t overflow_tids[IL_OVERFLOW_TIDS];
+static int capture_signal;                     /* chosen at install */
+static struct sigaction capture_previous;
+static _Atomic int capturing;                  /* a report is asking the other threads */
+static _Atomic uint32_t capture_generation;    /* which report a capture signal belongs to */
+static _Atomic uint32_t answered;              /* futex word: answers so far */
+static _Atomic uint32_t released_generation;   /* futex word: the last report that let its threads go */
+static _Atomic uint32_t departed;              /* futex word: answered threads that left the handler */
+
+static long futex(_Atomic uint32_t *word, int operation, uint32_t value, const struct timespec *timeout) {
+  return syscall(SYS_futex, (uint32_t *)word, operation, value, timeout, NULL, 0);
+}
+
+static uint64_t now_ns(void) {
+  struct timespec now = {0, 0};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static struct timespec until(uint64_t deadline) {
+  uint64_t now = now_ns(), left = deadline > now ? deadline - now : 0;
+  return (struct timespec){(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+}
+
+/* The capture signal's handler, on a thread the reporting thread asked: it unwinds itself from the
+   context the signal interrupted (its stack cannot move meanwhile), says so, and stays here until
+   the report is written (bounded), so no thread runs on (exits the process, frees what a report
+   reads) while it is written. */
+static void capture_handler(int signal, siginfo_t *info, void *context) {
+  (void)signal;
+  int saved_errno = errno;
+  uint32_t generation = atomic_load(&capture_generation);
+  if (info == NULL || info->si_code != SI_QUEUE || info->si_pid != (pid_t)syscall(SYS_getpid) ||
+      thread_slots == NULL || (uint32_t)info->si_value.sival_int >> 16 != (generation & 0x7fff)) {
+    errno = saved_errno;
+    return;  /* not ours, or late for an earlier report */
+  }
+  int index = info->si_value.sival_int & 0xffff;
+  il_thread_slot *slot = &thread_slots[index < IL_THREAD_SLOTS ? index : 0];
+  int expected = SLOT_REQUESTED;
+  if (index >= IL_THREAD_SLOTS || slot->tid != (pid_t)syscall(SYS_gettid) ||
+      !atomic_compare_exchange_strong(&slot->state, &expected, SLOT_WRITING)) {
+    errno = saved_errno;
+    return;
+  }
+  int held;
+  il_reader reader = {table_acquire(&held), 0, 0};
+  unwind_context(&reader, context, slot);
+  table_release(held);
+  atomic_store(&slot->state, SLOT_DONE);
+  atomic_fetch_add(&answered, 1);
+  futex(&answered, FUTEX_WAKE_PRIVATE, 1, NULL);
+  uint64_t deadline = now_ns() + (uint64_t)IL_RELEASE_BUDGET_MS * 1000000u;
+  for (uint32_t seen; (seen = atomic_load(&released_generation)) != generation && now_ns() < deadline;) {
+    struct timespec left = until(deadline);
+    futex(&released_generation, FUTEX_WAIT_PRIVATE, seen, &left);
+  }
+  /* The interrupted code's mask back before saying so: the next handler (Swift's backtracer) reads
+     SigBlk to pick the signal it suspends this thread with, and ours blocks nearly all. */
+  if (context != NULL) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &((const ucontext_t *)context)->uc_sigmask, NULL, 8);
+  atomic_fetch_add(&departed, 1);
+  futex(&departed, FUTEX_WAKE_PRIVATE, 1, NULL);
+  errno = saved_errno;
+}
+
+/* "/proc/self/task/TID/LEAF" into `path` (at least 64 bytes). */
+static void task_path(char *path, pid_t tid, const char *leaf) {
+  char digits[16];
+  int n = 0;
+  uint32_t value = (uint32_t)tid;
+  do digits[n++] = (char)('0' + value % 10);
+  while ((value /= 10) != 0 && n < (int)sizeof digits);
+  size_t used = 0;
+  const char *prefix = "/proc/self/task/";
+  memcpy(path, prefix, strlen(prefix));
+  used = strlen(prefix);
+  while (n > 0) path[used++] = digits[--n];
+  path[used++] = '/';
+  size_t leaf_length = strlen(leaf);
+  memcpy(path + used, leaf, leaf_length);
+  path[used + leaf_length] = '\0';
+}
+
+/* Reads up to `capacity` - 1 bytes of a /proc file; the length, or -1. */
+static ssize_t read_small_file(const char *path, char *buffer, size_t capacity) {
+  int fd;
+  do fd = open(path, O_RDONLY | O_CLOEXEC);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) return -1;
+  size_t used = 0;
+  while (used < capacity - 1) {
+    ssize_t n = read(fd, buffer + used, capacity - 1 - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    used += (size_t)n;
+  }
+  close(fd);
+  buffer[used] = '\0';
+  return (ssize_t)used;
+}
+
+/* The signals thread `tid` blocks (SigBlk in its status); 0 when it cannot be read. */
+static uint64_t thread_blocked_signals(pid_t tid) {
+  char path[64], status[4096];
+  task_path(path, tid, "status");
+  ssize_t length = read_small_file(path, status, sizeof status);
+  if (length <= 0) return 0;
+  const char *line = NULL;
+  for (ssize_t i = 0; i + 8 <= length; i++)
+    if ((i == 0 || status[i - 1] == '\n') && memcmp(status + i, "SigBlk:", 7) == 0) {
+      line = status + i + 7;
+      break;
+    }
+  if (line == NULL) return 0;
+  while (*line == '\t' || *line == ' ') line++;
+  uint64_t mask = 0;
+  for (; *line != '\0' && *line != '\n'; line++) {
+    char c = *line;
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return 0;
+    mask = mask << 4 | (uint64_t)digit;
+  }
+  return mask;
+}
+
+static int blocks(uint64_t mask, int signal) { return signal >= 1 && signal <= 64 && ((mask >> (signal - 1)) & 1); }
+
+/* The state letter of thread `tid` (R, S, D, ...) from its stat; 0 when it cannot be read. */
+static char thread_state(pid_t tid) {
+  char path[64], stat[512];
+  task_path(path, tid, "stat");
+  ssize_t length = read_small_file(path, stat, sizeof stat);
+  for (ssize_t i = length - 1; i > 0; i--)  /* after the last ')': the name may hold one */
+    if (stat[i] == ')') return i + 2 < length ? stat[i + 2] : 0;
+  return 0;
+}
+
+/* When a thread blocks the capture signal, the first of these it leaves open asks it instead:
+   libdispatch's workers (Swift's concurrency pool) block every signal but the synchronous ones and
+   SIGPROF, which it leaves to profilers. Their handlers are swapped in only for such a thread, only
+   while the report asks, as Swift's backtracer does with the same three. */
+static const int fallback_signals[3] = {SIGPROF, SIGUSR2, SIGUSR1};
+static struct sigaction fallback_previous[3];
+
+static int blocks_all(uint64_t mask) {
+  return blocks(mask, capture_signal) && blocks(mask, fallback_signals[0]) && blocks(mask, fallback_signals[1]) &&
+         blocks(mask, fallback_signals[2]);
+}
+
+/* What a report knows of the process's threads. */
+typedef struct {
+  il_thread_slot *slots;
+  int count;                    /* slots used, in /proc/self/task order */
+  int overflow;                 /* tids in overflow_tids (not unwound) */
+  int unlisted;                 /* threads beyond even those: counted only */
+  int crashed;                  /* the reporting thread's index */
+  int asked;                    /* 1 when other threads were signalled (end_capture releases them) */
+  uint64_t waited_ms;           /* how long the answers were waited for */
+  uint32_t generation;
+} il_capture;
+
+struct il_dirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[];
+};
+
+/* Whether a thread not yet done may still answer: one unwinding now, one runnable (state R: not yet
+   scheduled on a loaded machine, or about to unblock the signal), or, within the budget, any that
+   does not sleep blocking every asking signal. */
+static int can_still_answer(const il_capture *capture, int past_budget) {
+  for (int i = 0; i < capture->count; i++) {
+    il_thread_slot *slot = &capture->slots[i];
+    int state = atomic_load(&slot->state);
+    if (state == SLOT_WRITING) return 1;
+    if (state != SLOT_REQUESTED) continue;
+    char run_state = thread_state(slot->tid);
+    if (run_state == 'R') return 1;
+    if (!past_budget && !(run_state == 'S' && blocks_all(thread_blocked_signals(slot->tid)))) return 1;
+  }
+  return 0;
+}
+
+/* Lists the threads, asks each other one to unwind itself, unwinds this one, and waits (at most
+   IL_ANSWER_BUDGET_MS in all) for the answers. Without the install-time slots, or while another
+   report is asking, only this thread is reported (in `single`). */
+static void begin_capture(il_capture *capture, il_thread_slot *single, il_reader *reader, const void *context) {
+  pid_t pid = (pid_t)syscall(SYS_getpid), self = (pid_t)syscall(SYS_gettid);
+  uint64_t started = now_ns(), deadline = started + (uint64_t)IL_ANSWER_BUDGET_MS * 1000000u,
+           limit = started + (uint64_t)IL_ANSWER_LIMIT_MS * 1000000u;
+  memset(capture, 0, sizeof *capture);
+  int expected = 0;
+  int fd = -1;
+  if (thread_slots != NULL && capture_signal > 0 && atomic_compare_exchange_strong(&capturing, &expected, 1)) {
+    do fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) atomic_store(&capturing, 0);
+  }
+  if (fd < 0) {
+    capture->slots = single;
+    capture->count = 1;
+    single->tid = self;
+    single->outcome = OUTCOME_CRASHED;
+    unwind_context(reader, context, single);
+    return;
+  }
+  capture->slots = thread_slots;
+  capture->asked = 1;
+  capture->generation = atomic_fetch_add(&capture_generation, 1) + 1;
+  atomic_store(&answered, 0);
+  atomic_store(&departed, 0);
+  struct sigaction action;
+  memset(&action, 0, sizeof action);
+  action.sa_sigaction = capture_handler;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigfillset(&action.sa_mask);  /* but a fault while answering still reaches the crash handler */
+  for (int i = 0; i < IL_CRASH_SIGNAL_COUNT; i++) sigdelset(&action.sa_mask, crash_signals[i]);
+  sigaction(capture_signal, &action, &capture_previous);
+
+  /* getdents64 rather than readdir: no allocation, no lock. Each thread is asked as soon as it is
+     found, so they unwind while the list is still being read. */
+  _Alignas(8) char entries[2048];
+  int asked = 0;
+  for (;;) {
+    long n = syscall(SYS_getdents64, fd, entries, sizeof entries);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (long at = 0; at < n;) {
+      struct il_dirent64 *entry = (struct il_dirent64 *)(entries + at);
+      at += entry->d_reclen;
+      pid_t tid = 0;
+      const char *c = entry->d_name;
+      if (*c < '0' || *c > '9') continue;
+      for (; *c >= '0' && *c <= '9'; c++) tid = tid * 10 + (*c - '0');
+      if (capture->count == IL_THREAD_SLOTS) {
+        if (capture->overflow < IL_OVERFLOW_TIDS) overflow_tids[capture->overflow++] = tid;
+        else capture->unlisted++;
+        continue;
+      }
+      il_thread_slot *slot = &thread_slots[capture->count];
+      slot->tid = tid;
+      slot->frame_count = 0;
+      if (tid == self) {
+        capture->crashed = capture->count++;
+        slot->outcome = OUTCOME_CRASHED;
+        atomic_store(&slot->state, SLOT_CLOSED);
+        continue;
+      }
+      atomic_store(&slot->state, SLOT_REQUESTED);
+      siginfo_t info;
+      memset(&info, 0, sizeof info);
+      info.si_signo = capture_signal;
+      info.si_code = SI_QUEUE;
+      info.si_pid = pid;
+      info.si_uid = getuid();
+      info.si_value.sival_int = (int)((capture->generation & 0x7fff) << 16 | (uint32_t)capture->count);
+      if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, capture_signal, &info) == 0) {
+        asked++;
+      } else {
+        atomic_store(&slot->state, SLOT_CLOSED);
+        slot->outcome = OUTCOME_GONE;
+      }
+      capture->count++;
+    }
+  }
+  close(fd);
+  il_thread_slot *own = NULL;
+  if (capture->slots[capture->crashed].tid == self) {
+    own = &capture->slots[capture->crashed];
+  } else if (capture->count < IL_THREAD_SLOTS) {  /* not listed (no /proc/self/task entry?): last */
+    capture->crashed = capture->count++;
+    own = &thread_slots[capture->crashed];
+    own->tid = self;
+    own->outcome = OUTCOME_CRASHED;
+    atomic_store(&own->state, SLOT_CLOSED);
+  } else {
+    own = single;
+    capture->crashed = -1;
+  }
+  unwind_context(reader, context, own);
+
+  /* A thread that blocks the capture signal is asked with the first fallback signal it leaves open.
+     One that blocks them all answers only once it unblocks one: inside pthread_create (glibc blocks
+     every signal around clone) that is soon, in a thread asleep in sigwait never. Once the others
+     have answered (or the budget is spent), waiting goes on only while can_still_answer. */
+  int blocked = 0, fallback_installed[3] = {0, 0, 0};
+  for (int i = 0; i < capture->count; i++) {
+    il_thread_slot *slot = &capture->slots[i];
+    if (atomic_load(&slot->state) != SLOT_REQUESTED) continue;
+    uint64_t mask = thread_blocked_signals(slot->tid);
+    if (!blocks(mask, capture_signal)) continue;
+    int k = 0;
+    while (k < 3 && blocks(mask, fallback_signals[k])) k++;
+    if (k < 3) {
+      if (!fallback_installed[k]) sigaction(fallback_signals[k], &action, &fallback_previous[k]);
+      fallback_installed[k] = 1;
+      siginfo_t info;
+      memset(&info, 0, sizeof info);
+      info.si_signo = fallback_signals[k];
+      info.si_code = SI_QUEUE;
+      info.si_pid = pid;
+      info.si_uid = getuid();
+      info.si_value.sival_int = (int)((capture->generation & 0x7fff) << 16 | (uint32_t)i);
+      if (syscall(SYS_rt_tgsigqueueinfo, pid, slot->tid, fallback_signals[k], &info) == 0) continue;
+    }
+    blocked++;
+  }
+  for (;;) {
+    uint32_t seen = atomic_load(&answered);
+    uint64_t now = now_ns();
+    if (seen >= (uint32_t)asked || now >= limit) break;
+    if ((seen >= (uint32_t)(asked - blocked) || now >= deadline) && !can_still_answer(capture, now >= deadline)) break;
+    uint64_t end = now + 5000000u < limit ? now + 5000000u : limit;
+    struct timespec left = until(end);
+    futex(&answered, FUTEX_WAIT_PRIVATE, seen, &left);
+  }
+  capture->waited_ms = (now_ns() - started) / 1000000u;
+  for (int i = 0; i < capture->count; i++) {
+    il_thread_slot *slot = &capture->slots[i];
+    int state = SLOT_REQUESTED;
+    if (atomic_compare_exchange_strong(&slot->state, &state, SLOT_CLOSED))
+      slot->outcome = blocks_all(thread_blocked_signals(slot->tid)) && thread_state(slot->tid) == 'S' ? OUTCOME_BLOCKED
+                                                                                                    : OUTCOME_SILENT;
+    else if (state == SLOT_WRITING)
+      slot->outcome = OUTCOME_SILENT;
+    else if (state == SLOT_DONE)
+      slot->outcome = OUTCOME_UNWOUND;
+  }
+  /* SIG_IGN first: it discards the signals still pending (a thread that blocks it, one that did not
+     get to run), so none is later taken by the previous action (for most, SIG_DFL: termination). */
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  sigaction(capture_signal, &ignore, NULL);
+  sigaction(capture_signal, &capture_previous, NULL);
+  for (int k = 0; k < 3; k++) {
+    if (!fallback_installed[k]) continue;
+    sigaction(fallback_signals[k], &ignore, NULL);
+    sigaction(fallback_signals[k], &fallback_previous[k], NULL);
+  }
+}
+
+/* Lets the answered threads go, and waits (100 ms at most) until they have left the handler: the
+   next handler (Swift's backtracer) reads their signal masks to suspend them, and inside ours they
+   block every signal. */
+static void end_capture(il_capture *capture) {
+  if (!capture->asked) return;
+  uint32_t answers = atomic_load(&answered);
+  atomic_store(&released_generation, capture->generation);
+  futex(&released_generation, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+  uint64_t deadline = now_ns() + (uint64_t)IL_ANSWER_BUDGET_MS * 1000000u;
+  for (uint32_t seen; (seen = atomic_load(&departed)) < answers && now_ns() < deadline;) {
+    struct timespec left = until(deadline);
+    futex(&departed, FUTEX_WAIT_PRIVATE, seen, &left);
+  }
+  atomic_store(&capturing, 0);
+}
+
+/* ------------------------------------------------------------------ report */
+
+/* "N   name                          0x%016llx 0xLOAD + OFFSET" (Apple's frame line), then the
+   trust mark of a frame found by frame pointer or stack scanning. */
+static void w_frame(il_writer *w, int index, uint64_t address, int trust, const il_table_slot *slot) {
+  const il_table_entry *entry = table_lookup(slot, address);
+  w_udec(w, (uint64_t)index, 0);
+  w_spaces(w, index < 10 ? 3 : index < 100 ? 2 : 1);
+  size_t name_length = 3;
+  if (entry != NULL) {
+    name_length = entry->name_length;
+    w_bytes(w, slot->text + entry->name_offset, name_length);
+  } else {
+    w_str(w, "???");
+  }
+  w_spaces(w, name_length < 30 ? 30 - name_length : 1);
+  w_hex(w, address, 16);
+  w_bytes(w, " ", 1);
+  uint64_t base = entry != NULL ? entry->load_address : address;
+  w_hex(w, base, 0);
+  w_str(w, " + ");
+  w_udec(w, address - base, 0);
+  if (trust == TRUST_FRAME_POINTER) w_str(w, "  (frame pointer)");
+  else if (trust == TRUST_SCAN) w_str(w, "  (stack scan)");
+  w_bytes(w, "\n", 1);
+}
+
+/* "Thread N name:  NAME" from /proc/self/task/TID/comm, read now; nothing when it is gone. Control
+   bytes become '?': a name cannot end the line early. */
+static void w_thread_name(il_writer *w, int index, pid_t tid) {
+  char path[64], name[64];
+  task_path(path, tid, "comm");
+  ssize_t length = read_small_file(path, name, sizeof name);
+  if (length > 0 && name[length - 1] == '\n') length--;
+  if (length <= 0) return;
+  for (ssize_t i = 0; i < length; i++)
+    if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) name[i] = '?';
+  w_str(w, "Thread ");
+  w_udec(w, (uint64_t)index, 0);
+  w_str(w, " name:  ");
+  w_bytes(w, name, (size_t)length);
+  w_bytes(w, "\n", 1);
+}
+
+static void w_thread(il_writer *w, int index, const il_thread_slot *thread, int crashed, uint64_t waited_ms,
+                     const il_table_slot *table) {
+  w_bytes(w, "\n", 1);
+  w_thread_name(w, index, thread->tid);
+  w_str(w, "Thread ");
+  w_udec(w, (uint64_t)index, 0);
+  w_str(w, crashed ? " Crashed:  tid " : ":  tid ");
+  w_udec(w, (uint64_t)thread->tid, 0);
+  w_bytes(w, "\n", 1);
+  switch (thread->outcome) {
+  case OUTCOME_UNWOUND:
+  case OUTCOME_CRASHED:
+    for (int i = 0; i < thread->frame_count; i++) w_frame(w, i, thread->pc[i], thread->trust[i], table);
+    break;
+  case OUTCOME_SILENT:
+    w_str(w, "(not unwound: the thread did not answer within ");
+    w_udec(w, waited_ms, 0);
+    w_str(w, " ms)\n");
+    break;
+  case OUTCOME_BLOCKED:
+    w_str(w, "(not unwound: the thread blocks signal ");
+    w_udec(w, (uint64_t)capture_signal, 0);
+    w_str(w, " and SIGPROF, SIGUSR2, SIGUSR1, which ask threads for their stacks)\n");
+    break;
+  default:
+    w_str(w, "(not unwound: the thread exited before it answered)\n");
+    break;
+  }
+}
+
+/* One register cell: the name right-aligned in `width`, ": ", 0x and `digits` hex digits. */
+static void w_register(il_writer *w, const char *name, int width, uint64_t value, int digits) {
+  size_t length = strlen(name);
+  w_spaces(w, length < (size_t)width ? (size_t)width - length : 0);
+  w_str(w, name);
+  w_str(w, ": ");
+  w_hex(w, value, digits);
+}
+
+/* The crashed thread's registers in Apple's layout (CONTRACTS.md §2); cr2 is the fault address. */
+static void w_registers(il_writer *w, int index, const void *context, uint64_t fault_address) {
+  if (context == NULL) return;
+  const ucontext_t *uc = context;
+  w_str(w, "\nThread ");
+  w_udec(w, (uint64_t)(index < 0 ? 0 : index), 0);
+#if defined(__x86_64__)
+  const greg_t *g = uc->uc_mcontext.gregs;
+  static const char *const names[] = {"rax", "rbx", "rcx", "rdx", "rdi", "rsi", "rbp", "rsp", "r8", "r9",
+                                      "r10", "r11", "r12", "r13", "r14", "r15", "rip", "rfl", "cr2"};
+  const uint64_t values[] = {(uint64_t)g[REG_RAX], (uint64_t)g[REG_RBX], (uint64_t)g[REG_RCX], (uint64_t)g[REG_RDX],
+                             (uint64_t)g[REG_RDI], (uint64_t)g[REG_RSI], (uint64_t)g[REG_RBP], (uint64_t)g[REG_RSP],
+                             (uint64_t)g[REG_R8],  (uint64_t)g[REG_R9],  (uint64_t)g[REG_R10], (uint64_t)g[REG_R11],
+                             (uint64_t)g[REG_R12], (uint64_t)g[REG_R13], (uint64_t)g[REG_R14], (uint64_t)g[REG_R15],
+                             (uint64_t)g[REG_RIP], (uint64_t)g[REG_EFL], fault_address};
+  w_str(w, " crashed with X86 Thread State (64-bit):\n");
+  for (int i = 0; i < 19; i++) {
+    w_str(w, i % 4 == 0 ? "  " : "  ");
+    w_register(w, names[i], 3, values[i], 16);
+    if (i % 4 == 3 || i == 18) w_bytes(w, "\n", 1);
+  }
+#elif defined(__aarch64__)
+  (void)fault_address;
+  w_str(w, " crashed with ARM Thread State (64-bit):\n");
+  for (int row = 0; row < 7; row++) {
+    w_str(w, " ");
+    for (int k = 0; k < 4; k++) {
+      char name[4] = {'x', 0, 0, 0};
+      int n = row * 4 + k;
+      if (n < 10) name[1] = (char)('0' + n);
+      else {
+        name[1] = (char)('0' + n / 10);
+        name[2] = (char)('0' + n % 10);
+      }
+      w_str(w, " ");
+      w_register(w, name, 4, (uint64_t)uc->uc_mcontext.regs[n], 16);
+    }
+    w_bytes(w, "\n", 1);
+  }
+  w_str(w, "  ");
+  w_register(w, "x28", 4, (uint64_t)uc->uc_mcontext.regs[28], 16);
+  w_str(w, " ");
+  w_register(w, "fp", 4, (uint64_t)uc->uc_mcontext.regs[29], 16);
+  w_str(w, " ");
+  w_register(w, "lr", 4, (uint64_t)uc->uc_mcontext.regs[30], 16);
+  w_str(w, "\n  ");
+  w_register(w, "sp", 4, (uint64_t)uc->uc_mcontext.sp, 16);
+  w_str(w, " ");
+  w_register(w, "pc", 4, (uint64_t)uc->uc_mcontext.pc, 16);
+  w_str(w, " ");
+  w_register(w, "cpsr", 4, (uint64_t)(uint32_t)uc->uc_mcontext.pstate, 8);
+  w_bytes(w, "\n", 1);
+#else
+  (void)uc;
+  (void)fault_address;
+  w_str(w, " crashed\n");
+#endif
 }
 
 void il_crash_write_report(int fd, int signal, const void *info_pointer, const void *context) {
@@ -630,6 +1316,11 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   il_writer w = {.fd = fd};
   int held;
   const il_table_slot *slot = table_acquire(&held);
+  il_reader reader = {slot, 0, 0};
+  il_thread_slot single;
+  memset(&single, 0, sizeof single);
+  il_capture capture;
+  begin_capture(&capture, &single, &reader, context);
   int code = info != NULL ? info->si_code : 0;
   /* si_addr is meaningful only for faults the kernel raised (si_code > 0). */
   uint64_t address = info != NULL && code > 0 && code != 0x80 ? (uint64_t)(uintptr_t)info->si_addr : 0;
@@ -663,14 +1354,41 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   w_sdec(&w, code);
   w_str(&w, ", address ");
   w_hex(&w, address, 16);
-  w_str(&w, "\nCrashed Thread:  0  tid ");
+  int total = capture.count + capture.overflow + capture.unlisted + (capture.crashed < 0 ? 1 : 0);
+  int crashed_index = capture.crashed < 0 ? total - 1 : capture.crashed;
+  w_str(&w, "\nCrashed Thread:  ");
+  w_udec(&w, (uint64_t)crashed_index, 0);
+  w_str(&w, "  tid ");
   w_udec(&w, (uint64_t)syscall(SYS_gettid), 0);
-  w_str(&w, "\n\nThread 0 Crashed:\n");
-  w_backtrace(&w, context, slot);
+  w_str(&w, "\nThreads:         ");
+  w_udec(&w, (uint64_t)total, 0);
+  w_bytes(&w, "\n", 1);
+  for (int i = 0; i < capture.count; i++) w_thread(&w, i, &capture.slots[i], i == capture.crashed, capture.waited_ms, slot);
+  for (int i = 0; i < capture.overflow; i++) {
+    il_thread_slot listed;
+    listed.tid = overflow_tids[i];
+    w_bytes(&w, "\n", 1);
+    w_thread_name(&w, capture.count + i, listed.tid);
+    w_str(&w, "Thread ");
+    w_udec(&w, (uint64_t)(capture.count + i), 0);
+    w_str(&w, ":  tid ");
+    w_udec(&w, (uint64_t)listed.tid, 0);
+    w_str(&w, "\n(not unwound: more threads than the report's ");
+    w_udec(&w, IL_THREAD_SLOTS, 0);
+    w_str(&w, " slots)\n");
+  }
+  if (capture.unlisted > 0) {
+    w_str(&w, "\n(");
+    w_udec(&w, (uint64_t)capture.unlisted, 0);
+    w_str(&w, " more threads not listed)\n");
+  }
+  if (capture.crashed < 0) w_thread(&w, crashed_index, &single, 1, 0, slot);
+  w_registers(&w, crashed_index, context, address);
   w_str(&w, "\nBinary Images:\n");
   write_table(&w, slot);
-  table_release(held);
   w_flush(&w);
+  end_capture(&capture);
+  table_release(held);
   errno = saved_errno;
 }
 
@@ -757,6 +1475,42 @@ int il_crash_prepare_thread(void) {
   return 0;  /* kept for the thread's life: a handler may still be running on it */
 }
 
+/* The alternate stacks given to threads created after install (il_crash_prepare_new_thread) are
+   freed by this key's destructor when the thread exits, unless a handler is running on the stack
+   then (sigaltstack refuses to disable a stack in use: it is left mapped). */
+static pthread_key_t owned_stack_key;
+static pthread_once_t owned_stack_once = PTHREAD_ONCE_INIT;
+
+static void free_owned_stack(void *memory) {
+  stack_t disable = {.ss_flags = SS_DISABLE};
+  stack_t current;
+  if (sigaltstack(NULL, &current) != 0 || (current.ss_flags & SS_ONSTACK)) return;
+  if (sigaltstack(&disable, NULL) != 0) return;
+  long page = sysconf(_SC_PAGESIZE);
+  munmap(memory, alternate_stack_size() + (page > 0 ? (size_t)page : 4096));
+}
+
+static void make_owned_stack_key(void) {
+  if (pthread_key_create(&owned_stack_key, free_owned_stack) != 0) owned_stack_key = (pthread_key_t)-1;
+}
+
+int il_crash_installed(void) { return atomic_load(&installed); }
+
+int il_crash_prepare_new_thread(void) {
+  stack_t current;
+  if (sigaltstack(NULL, &current) != 0) return errno;
+  if (!(current.ss_flags & SS_DISABLE)) return 0;  /* someone gave it one already */
+  pthread_once(&owned_stack_once, make_owned_stack_key);
+  if (owned_stack_key == (pthread_key_t)-1) return EAGAIN;
+  int error = il_crash_prepare_thread();
+  if (error != 0) return error;
+  stack_t now;
+  if (sigaltstack(NULL, &now) != 0) return errno;
+  long page = sysconf(_SC_PAGESIZE);
+  char *mapping = (char *)now.ss_sp - (page > 0 ? page : 4096);  /* the guard page starts the mapping */
+  return pthread_setspecific(owned_stack_key, mapping);
+}
+
 int il_crash_open_report(const char *path) {
   int fd;
   do fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -784,6 +1538,28 @@ static void capture_process_identity(void) {
   }
 }
 
+/* The slots the other threads answer into, mapped once (pages are touched only by a report), and
+   whether process_vm_readv on ourselves works here (a seccomp profile may forbid it). */
+static int prepare_capture(void) {
+  if (thread_slots == NULL) {
+    void *memory = mmap(NULL, IL_THREAD_SLOTS * sizeof(il_thread_slot), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED) return errno;
+    thread_slots = memory;
+  }
+  /* Swift's backtracer suspends threads with SIGUSR1, SIGUSR2 or SIGPROF (whichever the thread does
+     not block), glibc keeps 32 and 33 below SIGRTMIN, Valgrind takes SIGRTMAX and applications take
+     real-time signals from SIGRTMIN up: SIGRTMAX - 2 collides with none of them, and it is ours only
+     while a report is asking. */
+  capture_signal = SIGRTMAX - 2;
+  static const uint64_t probe_value = 0x696d6167656c6f67u;
+  uint64_t copy = 0;
+  struct iovec local = {&copy, sizeof copy}, remote = {(void *)&probe_value, sizeof probe_value};
+  self_read_works = syscall(SYS_process_vm_readv, (pid_t)syscall(SYS_getpid), &local, 1UL, &remote, 1UL, 0UL) ==
+                        (long)sizeof copy && copy == probe_value;
+  return 0;
+}
+
 int il_crash_install(int fd) {
   if (fd < 0) return EBADF;
   pthread_mutex_lock(&install_mutex);
@@ -794,6 +1570,7 @@ int il_crash_install(int fd) {
   }
   int error = 0;
   if (probe_pipe[0] < 0 && pipe2(probe_pipe, O_CLOEXEC | O_NONBLOCK) != 0) error = errno;
+  if (error == 0) error = prepare_capture();
   if (error == 0) error = il_crash_prepare_thread();
   if (error != 0) {
     pthread_mutex_unlock(&install_mutex);

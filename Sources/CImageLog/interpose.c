@@ -13,9 +13,16 @@
  * directory, taking the caller from dlopen's return address. Forwarding makes the executable that
  * caller, so for a caller inside a shared library il_open_for redoes that part: `$ORIGIN` becomes the
  * caller's origin, and a bare name is looked up along the caller's RPATH/LD_LIBRARY_PATH/RUNPATH
- * directories (dlinfo RTLD_DI_SERINFO) before falling back to the ordinary search. */
+ * directories (dlinfo RTLD_DI_SERINFO) before falling back to the ordinary search.
+ *
+ * pthread_create is interposed the same way, for the crash handler: while it is installed, each new
+ * thread runs a trampoline that gives it an alternate signal stack before its start routine, so a
+ * stack overflow on any thread is reported (a handler needs a stack to run on). The trampoline's
+ * frame sits between start_thread and the start routine, as a sanitizer's interceptor does. */
 #define _GNU_SOURCE
 #include "CImageLog.h"
+#include "CImageLogCrash.h"
+#include <pthread.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
@@ -273,4 +280,37 @@ int il_address_is_loaded(uint64_t address) {
   (void)address;
   return -1;
 #endif
+}
+
+/* ---- pthread_create ---- */
+
+typedef int (*il_pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+static _Atomic(il_pthread_create_fn) il_next_pthread_create;
+
+typedef struct {
+  void *(*start)(void *);
+  void *argument;
+} il_thread_start;
+
+static void *il_thread_trampoline(void *boxed) {
+  il_thread_start start = *(il_thread_start *)boxed;
+  free(boxed);
+  if (il_crash_installed()) il_crash_prepare_new_thread();  /* a thread without one is still reported, unless it overflows */
+  return start.start(start.argument);
+}
+
+int pthread_create(pthread_t *thread, const pthread_attr_t *attributes, void *(*start)(void *), void *argument) {
+  il_pthread_create_fn next = atomic_load_explicit(&il_next_pthread_create, memory_order_acquire);
+  if (!next) {
+    next = (il_pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+    atomic_store_explicit(&il_next_pthread_create, next, memory_order_release);
+  }
+  if (!il_crash_installed()) return next(thread, attributes, start, argument);
+  il_thread_start *boxed = malloc(sizeof *boxed);
+  if (!boxed) return next(thread, attributes, start, argument);
+  boxed->start = start;
+  boxed->argument = argument;
+  int result = next(thread, attributes, il_thread_trampoline, boxed);
+  if (result != 0) free(boxed);
+  return result;
 }

@@ -11,15 +11,20 @@ import Synchronization
 /// ```
 ///
 /// On SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT or SIGTRAP the handler (on an alternate signal
-/// stack) appends a report to the file opened at install time: a header (process, path, pid, UTC
-/// time, OS, signal and `si_code` names, fault address, crashed thread id), the crashing thread's
-/// frames (`N   image   0xADDR 0xLOAD + OFFSET`) and the `Binary Images` in the `crash` style.
-/// `imagelog symbolicate` reads it. The handler uses only async-signal-safe system calls: no
-/// allocation, no locks, no stdio; it works while the crashed thread holds the allocator's lock.
-/// The fault address is 0 for a signal that was sent (`abort`, `kill`: `si_code` <= 0). Only the
-/// crashing thread is reported; a second thread crashing meanwhile waits (up to about 10 s) for
-/// the first report, then goes to the previous handler. A report descriptor that fails (a pipe
-/// nobody reads) costs the report, not the process's own exit signal.
+/// stack) appends a report to the file opened at install time, in Apple's layout: a header
+/// (process, path, pid, UTC time, OS, signal and `si_code` names, fault address, crashed thread's
+/// index and id, thread count), every thread of the process with its name
+/// (`/proc/self/task/TID/comm`) and frames (`N   image   0xADDR 0xLOAD + OFFSET`, marked
+/// `(frame pointer)` or `(stack scan)` when found that way), the crashed thread's registers, and the
+/// `Binary Images` in the `crash` style. `imagelog symbolicate` reads it. Each other thread is
+/// asked with a real-time signal (SIGPROF when it blocks that one, as libdispatch's workers do) to
+/// unwind itself; one that does not answer within 100 ms (1 s when it is still runnable), or that
+/// sleeps blocking every such signal, is listed with the reason instead of frames. The handler uses only
+/// async-signal-safe system calls: no allocation, no locks, no stdio; it works while any thread
+/// holds the allocator's lock. The fault address is 0 for a signal that was sent (`abort`, `kill`:
+/// `si_code` <= 0). A second thread crashing meanwhile waits (up to about 10 s) for the first
+/// report, then goes to the previous handler. A report descriptor that fails (a pipe nobody reads)
+/// costs the report, not the process's own exit signal.
 ///
 /// Chaining: afterwards the handler puts back the handlers it found at install (Swift's
 /// backtracer, a debugger's or sanitizer's, the default) and re-raises the signal (a fault is
@@ -32,9 +37,9 @@ import Synchronization
 /// own backtrace to stderr. With `SWIFT_BACKTRACE=enable=no` the default action follows instead.
 /// A handler someone installs after ours replaces ours; if it chains (as Swift's does), ours runs.
 ///
-/// The frame walk follows frame pointers (each read through a probe that cannot fault), and
+/// The frame walk follows frame pointers (each read through a reader that cannot fault), and
 /// across code built without them (most of glibc) scans the stack for return addresses that
-/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash.c`.
+/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash.c` for the design.
 public enum CrashReporter {
   /// Why `install` failed: the report path (if any) and the system call that failed.
   public struct InstallError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -11,17 +11,22 @@ import Testing
   static let symbolizer = which("llvm-symbolizer") ?? which("llvm-symbolizer-14")
   static let readelf = which("readelf")
 
+  /// The crash handler's C and the program: crash.c, interpose.c (pthread_create gives new threads an
+  /// alternate signal stack) and crash-program.c.
+  static func programArguments(output: String) -> [String] {
+    let root = packageRoot
+    return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
+            "-I", "\(root)/Sources/CImageLog/include", "-I", "\(root)/Sources/CImageLogImage/include",
+            "\(root)/Sources/CImageLog/crash.c", "\(root)/Sources/CImageLog/interpose.c",
+            "\(root)/Tests/Programs/crash-program.c", "-o", output, "-ldl"]
+  }
+
   /// The crash program, compiled once per test run into a temporary directory.
   static let program: Result<String, CrashTestSupport.SpawnError> = {
     guard let compiler else { return .failure(.init(description: "no C compiler")) }
-    let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-program"
     do {
-      let result = try CrashTestSupport.run(compiler, [
-        "-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
-        "-I", "\(root)/Sources/CImageLog/include",
-        "\(root)/Sources/CImageLog/crash.c", "\(root)/Tests/Programs/crash-program.c", "-o", output,
-      ])
+      let result = try CrashTestSupport.run(compiler, programArguments(output: output))
       guard result.exitCode == 0 else { return .failure(.init(description: "cc failed: \(result.stderr)")) }
       return .success(output)
     } catch let error as CrashTestSupport.SpawnError {
@@ -54,6 +59,10 @@ import Testing
     Case(mode: "thread", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_MAPERR)",
          frame0Function: "crash_null_dereference", callerFunction: "second_thread"),
     Case(mode: "threadstack", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_",
+         frame0Function: "crash_recurse", callerFunction: "crash_recurse"),
+    // A thread created after install that never asked for an alternate stack: the pthread_create
+    // interposer gave it one (without it the handler cannot run and no report is written).
+    Case(mode: "newthreadstack", signal: SIGSEGV, exceptionType: "SIGSEGV (SEGV_",
          frame0Function: "crash_recurse", callerFunction: "crash_recurse"),
     Case(mode: "divide", signal: SIGFPE, exceptionType: "SIGFPE (FPE_INTDIV)",
          frame0Function: "crash_divide", callerFunction: "main"),
@@ -91,14 +100,29 @@ import Testing
     let dates = [Self.utcDate(), Self.utcDate(offsetSeconds: -600)]
     #expect(dates.contains { report.header["Date/Time"]?.hasPrefix($0) == true })
     #expect(report.header["Date/Time"]?.hasSuffix(" +0000") == true)
-    let crashedThread = try #require(report.header["Crashed Thread"])
-    #expect(crashedThread.hasPrefix("0  tid "))
-    let tid = Int32(crashedThread.dropFirst("0  tid ".count))
-    if testCase.mode.hasPrefix("thread") {
-      #expect(tid != nil && tid != result.pid, "a second thread's tid")
+    // Every thread: the main thread first (its tid is the pid), each with its name; the others
+    // answered (no thread here blocks signals for long), so each has frames.
+    let crashed = try #require(report.threads.first { $0.crashed })
+    #expect(report.threads.first?.tid == result.pid, "the main thread first")
+    #expect(Set(report.threads.map(\.tid)).count == report.threads.count)
+    if testCase.mode.hasPrefix("thread") || testCase.mode == "newthreadstack" {
+      #expect(crashed.tid != result.pid && report.threads.count == 2, "a second thread crashed: \(text)")
     } else {
-      #expect(tid == result.pid, "the main thread's tid is the pid")
+      #expect(crashed.tid == result.pid && crashed.index == 0, "the main thread crashed")
     }
+    if testCase.mode == "malloc" { #expect(report.threads.count == 4, "main and three allocator threads") }
+    for thread in report.threads {
+      #expect(thread.name == "crash-program", "thread \(thread.index) named as its comm")
+      #expect(thread.problem == nil && !thread.frames.isEmpty, "thread \(thread.index) unwound: \(text)")
+    }
+    // Registers: the layout of the architecture, frame 0 is the instruction pointer, cr2 the fault address.
+    #if arch(x86_64)
+    #expect(report.registersTitle == "X86 Thread State (64-bit)")
+    #expect(report.registers.count == 19)
+    #expect(report.registers["rip"] == report.frames.first?.address)
+    let fault = report.header["Exception Codes"]?.split(separator: " ").last.flatMap { ParsedCrashReport.hex($0) }
+    #expect(report.registers["cr2"] == fault)
+    #endif
 
     // Binary Images are the process's images (against its own /proc/self/maps copy and readelf).
     let maps = MapsLine.parse(try #require(readFile(mapsPath)))
@@ -244,7 +268,8 @@ import Testing
     let result = try CrashTestSupport.run(Self.imagelogWithSymbolicate!, ["symbolicate", reportPath])
     #expect(result.exitCode == 0, "\(result.stderr)")
     let lines = result.stdout.split(separator: "\n").map(String.init)
-    let start = try #require(lines.firstIndex(of: "Thread 0 Crashed:"), "\(result.stdout)")
+    let start = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:  tid ") },
+                             "\(result.stdout)")
     let frames = lines[(start + 1)...].prefix { !$0.isEmpty && $0.first?.isNumber == true }
     if let frame {
       let line = try #require(frames.first { $0.hasPrefix("\(frame) ") })
@@ -262,14 +287,9 @@ import Testing
 
   static let armProgram: Result<String, CrashTestSupport.SpawnError> = {
     guard let crossCompiler else { return .failure(.init(description: "no aarch64-linux-gnu-gcc")) }
-    let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-program"
     do {
-      let result = try CrashTestSupport.run(crossCompiler, [
-        "-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
-        "-I", "\(root)/Sources/CImageLog/include",
-        "\(root)/Sources/CImageLog/crash.c", "\(root)/Tests/Programs/crash-program.c", "-o", output,
-      ])
+      let result = try CrashTestSupport.run(crossCompiler, programArguments(output: output))
       guard result.exitCode == 0 else { return .failure(.init(description: "cross cc failed: \(result.stderr)")) }
       return .success(output)
     } catch {
@@ -309,6 +329,15 @@ import Testing
     #expect(report.header["Exception Type"]?.hasPrefix(testCase.exceptionType) == true, "\(text)")
     #expect(report.images.allSatisfy { $0.architecture == "arm64" })
     #expect(report.images.filter(\.isMainExecutable).map(\.path) == [program])
+    #expect(report.registersTitle == "ARM Thread State (64-bit)")
+    #expect(report.registers.count == 34, "x0...x28, fp, lr, sp, pc, cpsr")
+    #expect(report.registers["pc"] == report.frames.first?.address)
+    // qemu-user's own threads (which block every signal) are in /proc/self/task too: the program's
+    // two threads are the ones with frames.
+    if testCase.mode.hasPrefix("thread") {
+      #expect(report.threads.filter { !$0.frames.isEmpty }.map(\.tid).contains(result.pid), "\(text)")
+      #expect(report.threads.filter { !$0.frames.isEmpty }.count == 2, "\(text)")
+    }
     if testCase.mode == "stack" { #expect(report.frames.count == 128) }
     guard let symbolizer = Self.symbolizer else {
       try Test.cancel("llvm-symbolizer missing (Debian llvm-14): the report was checked, its names were not; skipped")

@@ -96,7 +96,7 @@ import Testing
     SwiftCase(mode: "fatalError", swiftBacktrace: "enable=no", signal: SIGILL,
               exceptionType: "SIGILL (ILL_ILLOPN)", function: "triggerFatalError"),
     // Swift's backtracer installed first (by the runtime), ours after: ours writes, then chains.
-    SwiftCase(mode: "fatalError", swiftBacktrace: "enable=yes,interactive=no,symbolicate=off,color=no",
+    SwiftCase(mode: "fatalError", swiftBacktrace: "enable=yes,interactive=no,symbolicate=off,color=no,preset=full",
               signal: SIGILL, exceptionType: "SIGILL (ILL_ILLOPN)", function: "triggerFatalError"),
     SwiftCase(mode: "nullPointer", swiftBacktrace: "enable=no", signal: SIGSEGV,
               exceptionType: "SIGSEGV (SEGV_MAPERR)", function: "triggerNullDereference"),
@@ -138,7 +138,16 @@ import Testing
       let swiftFrames = Self.swiftBacktracerFrames(result.stderr)
       #expect(swiftFrames.count >= 2, "\(result.stderr.prefix(3000))")
       #expect(Array(report.frames.prefix(swiftFrames.count).map(\.address)) == swiftFrames)
+      // preset=full lists every thread (this toolchain's swift-backtrace reads threads=all as "no"): the same
+      // threads with the same names as Swift's backtracer, which numbers them in its own order.
+      let swiftNames = Self.swiftBacktracerThreadNames(result.stderr)
+      #expect(swiftNames.sorted() == report.threads.map { $0.name ?? "" }.sorted(), "\(result.stderr.prefix(6000))\n\(text)")
+      // libdispatch's workers block every signal but SIGPROF: the report asks them with that one.
+      #expect(report.threads.allSatisfy { $0.problem == nil && !$0.frames.isEmpty }, "\(text)")
     }
+    // Every thread is listed: the test binary's own (Swift Testing's pool, the main thread first).
+    #expect(report.threads.first?.tid == result.pid)
+    #expect(report.threads.count >= 2, "\(text)")
     // Round trip: imagelog symbolicate names the Swift function in one of the frames.
     if let cli = CrashHandlerTests.imagelogWithSymbolicate, testCase.mode != "stderr" {
       let symbolicated = try CrashTestSupport.run(cli, ["symbolicate", reportPath])
@@ -174,6 +183,17 @@ import Testing
       addresses.append(address)
     }
     return addresses
+  }
+
+  /// The thread names in Swift's backtracer output (`preset=full`): `Thread 0 "name" crashed:`, `Thread 2 "name":`,
+  /// `Thread 1:` (no name: "").
+  static func swiftBacktracerThreadNames(_ output: String) -> [String] {
+    output.split(separator: "\n").compactMap { line -> String? in
+      guard line.hasPrefix("Thread "), line.hasSuffix(":"), let number = line.split(separator: " ").dropFirst().first,
+            Int(number.filter { $0 != ":" }) != nil else { return nil }
+      guard let open = line.firstIndex(of: "\""), let close = line.lastIndex(of: "\""), open < close else { return "" }
+      return String(line[line.index(after: open)..<close])
+    }
   }
 
   static func selfExecutable() -> String? {

@@ -35,7 +35,8 @@ enum CrashTestSupport {
   }
 }
 
-/// imagelog's crash report (CrashReporter's format), parsed strictly enough that a format slip fails a test.
+/// imagelog's crash report (CrashReporter's format, CONTRACTS.md §2), parsed strictly enough that a format slip
+/// fails a test.
 struct ParsedCrashReport {
   struct Frame: Equatable {
     var index: Int
@@ -43,6 +44,18 @@ struct ParsedCrashReport {
     var address: UInt64
     var loadAddress: UInt64
     var offset: UInt64
+    /// nil (call frame information or the context), "frame pointer" or "stack scan".
+    var trust: String? = nil
+  }
+
+  struct Thread: Equatable {
+    var index: Int
+    var tid: Int32
+    var name: String?
+    var crashed: Bool
+    var frames: [Frame]
+    /// The `(not unwound: ...)` line, without its parentheses.
+    var problem: String?
   }
 
   struct BinaryImage: Equatable {
@@ -60,11 +73,16 @@ struct ParsedCrashReport {
   }
 
   var header: [String: String] = [:]
+  var threads: [Thread] = []
+  /// The crashed thread's frames.
   var frames: [Frame] = []
+  /// The crashed thread's registers, by name.
+  var registers: [String: UInt64] = [:]
+  var registersTitle = ""
   var images: [BinaryImage] = []
 
   static let headerKeys = ["Process", "Path", "Date/Time", "OS Version", "Exception Type",
-                           "Exception Codes", "Crashed Thread"]
+                           "Exception Codes", "Crashed Thread", "Threads"]
 
   init(_ text: String) throws {
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -82,16 +100,72 @@ struct ParsedCrashReport {
       }
       header[key] = String(line[valueStart...])
     }
-    guard lines[7] == "", lines[8] == "Thread 0 Crashed:" else {
-      throw FormatProblem(description: "no 'Thread 0 Crashed:' after the header")
-    }
-    var number = 9
-    while number < lines.count, !lines[number].isEmpty {
-      frames.append(try Self.frame(lines[number]))
+    var number = Self.headerKeys.count
+    // Thread blocks: an empty line, an optional name line, the thread line, frames or one problem line.
+    while number + 1 < lines.count, lines[number].isEmpty, lines[number + 1].hasPrefix("Thread "),
+          !lines[number + 1].contains(" crashed with ") {
       number += 1
+      let index = threads.count
+      var name: String?
+      if lines[number].hasPrefix("Thread \(index) name:  ") {
+        name = String(lines[number].dropFirst("Thread \(index) name:  ".count))
+        number += 1
+      }
+      let line = lines[number]
+      let crashed: Bool
+      let rest: Substring
+      if line.hasPrefix("Thread \(index) Crashed:  tid ") {
+        crashed = true
+        rest = line.dropFirst("Thread \(index) Crashed:  tid ".count)
+      } else if line.hasPrefix("Thread \(index):  tid ") {
+        crashed = false
+        rest = line.dropFirst("Thread \(index):  tid ".count)
+      } else {
+        throw FormatProblem(description: "not 'Thread \(index):  tid N': \(line)")
+      }
+      guard let tid = Int32(rest) else { throw FormatProblem(description: "bad tid: \(line)") }
+      number += 1
+      var thread = Thread(index: index, tid: tid, name: name, crashed: crashed, frames: [], problem: nil)
+      if number < lines.count, lines[number].hasPrefix("(not unwound: "), lines[number].hasSuffix(")") {
+        thread.problem = String(lines[number].dropFirst().dropLast())
+        number += 1
+      } else {
+        while number < lines.count, !lines[number].isEmpty {
+          thread.frames.append(try Self.frame(lines[number]))
+          number += 1
+        }
+      }
+      threads.append(thread)
     }
-    guard number + 1 < lines.count, lines[number + 1] == "Binary Images:" else {
-      throw FormatProblem(description: "no 'Binary Images:' after the frames")
+    guard threads.count == Int(header["Threads"] ?? "") else {
+      throw FormatProblem(description: "\(threads.count) thread blocks, header says \(header["Threads"] ?? "")")
+    }
+    guard let crashedThread = threads.first(where: { $0.crashed }),
+          header["Crashed Thread"] == "\(crashedThread.index)  tid \(crashedThread.tid)",
+          threads.filter(\.crashed).count == 1 else {
+      throw FormatProblem(description: "no one crashed thread matching 'Crashed Thread:'")
+    }
+    frames = crashedThread.frames
+    // Registers: "Thread N crashed with ... Thread State (64-bit):" and rows of "name: 0x..." cells.
+    if number + 1 < lines.count, lines[number].isEmpty,
+       lines[number + 1] == "Thread \(crashedThread.index) crashed with X86 Thread State (64-bit):"
+        || lines[number + 1] == "Thread \(crashedThread.index) crashed with ARM Thread State (64-bit):" {
+      registersTitle = String(lines[number + 1].split(separator: " with ")[1].dropLast())
+      number += 2
+      while number < lines.count, lines[number].hasPrefix("  ") {
+        let tokens = lines[number].split(separator: " ")
+        guard tokens.count % 2 == 0 else { throw FormatProblem(description: "bad register row: \(lines[number])") }
+        for cell in stride(from: 0, to: tokens.count, by: 2) {
+          guard tokens[cell].hasSuffix(":"), let value = Self.hex(tokens[cell + 1]) else {
+            throw FormatProblem(description: "bad register cell: \(lines[number])")
+          }
+          registers[String(tokens[cell].dropLast())] = value
+        }
+        number += 1
+      }
+    }
+    guard number + 1 < lines.count, lines[number].isEmpty, lines[number + 1] == "Binary Images:" else {
+      throw FormatProblem(description: "no 'Binary Images:' after the threads: line \(number + 1)")
     }
     number += 2
     while number < lines.count, !lines[number].isEmpty {
@@ -106,8 +180,14 @@ struct ParsedCrashReport {
     return UInt64(token.dropFirst(2), radix: 16)
   }
 
-  /// `N   name                          0x%016llx 0xLOAD + DECIMAL`
-  static func frame(_ line: String) throws -> Frame {
+  /// `N   name                          0x%016llx 0xLOAD + DECIMAL` and an optional trust mark.
+  static func frame(_ fullLine: String) throws -> Frame {
+    var line = fullLine
+    var trust: String?
+    for mark in ["frame pointer", "stack scan"] where line.hasSuffix("  (\(mark))") {
+      trust = mark
+      line = String(line.dropLast(mark.count + 4))
+    }
     let tokens = line.split(separator: " ")
     guard tokens.count >= 6, let index = Int(tokens[0]), tokens[tokens.count - 2] == "+",
           let offset = UInt64(tokens[tokens.count - 1]),
@@ -121,7 +201,7 @@ struct ParsedCrashReport {
         + name + String(repeating: " ", count: 30 - name.count) + "0x"
       guard line.hasPrefix(expectedPrefix) else { throw FormatProblem(description: "frame columns: \(line)") }
     }
-    return Frame(index: index, imageName: name, address: address, loadAddress: load, offset: offset)
+    return Frame(index: index, imageName: name, address: address, loadAddress: load, offset: offset, trust: trust)
   }
 
   /// `0xSTART - 0xEND +name arch  <32 hex> /path`

@@ -1,14 +1,18 @@
 /* A program that crashes on request, for CrashReporterTests. Built at test time with
      cc -g -O0 -fno-omit-frame-pointer -pthread -I Sources/CImageLog/include \
         Sources/CImageLog/crash.c Tests/Programs/crash-program.c -o crash-program
-   Usage: crash-program MODE REPORT MAPS
+   Usage: crash-program MODE REPORT MAPS [THREADS]
    It fills the crash image table from its own dl_iterate_phdr snapshot (the Swift library fills
    it from the LoadedImages observers instead), installs the handler writing to REPORT, copies
-   /proc/self/maps to MAPS, and crashes the way MODE says. */
+   /proc/self/maps to MAPS, and crashes the way MODE says. The modes with named worker threads
+   (qsort, library, mainworkers, blocked, bench) also write each thread's "tid name" as /proc has
+   it to MAPS.threads just before the crash; THREADS is how many threads bench runs (main included). */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
 
+#include <dlfcn.h>
 #include <elf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -123,6 +127,14 @@ static void *second_thread(void *unused) {
 static void *second_thread_overflow(void *unused) {
   (void)unused;
   if (il_crash_prepare_thread() != 0) return NULL;
+  crash_recurse(0);
+  return NULL;
+}
+
+/* A thread created after install that overflows its stack: reported only when the pthread_create
+   interposer (interpose.c, linked in) gave it an alternate signal stack. */
+static void *overflowing_thread(void *unused) {
+  (void)unused;
   crash_recurse(0);
   return NULL;
 }
@@ -303,6 +315,154 @@ static int churn(void) {
   return torn == 0 ? 0 : 1;
 }
 
+/* ---- named worker threads ---- */
+
+static atomic_int workers_ready, worker_slots;
+static pid_t worker_tids[1024];
+static int worker_count;
+static int never_written[2] = {-1, -1};
+static const char *threads_path;
+
+/* True when thread `tid` is asleep (state S in its stat): in read(2), pthread_join, ... */
+static int asleep(pid_t tid) {
+  char path[64], text[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  char *end = strrchr(text, ')');
+  return end != NULL && end[1] == ' ' && end[2] == 'S';
+}
+
+/* Waits until every worker (and, from another thread, the main thread) sleeps where the test
+   expects it, so each thread's frames are the same in every run and under gdb. */
+static void wait_until_all_asleep(int main_too) {
+  for (int i = 0; i < worker_count; i++)
+    while (!asleep(worker_tids[i])) sched_yield();
+  while (main_too && !asleep(getpid())) sched_yield();
+}
+
+/* Blocks in read(2) on a pipe nobody writes: a thread asleep in a system call, as most are. */
+static void *sleeping_worker(void *name) {
+  pthread_setname_np(pthread_self(), name);
+  worker_tids[atomic_fetch_add(&worker_slots, 1)] = gettid();
+  atomic_fetch_add(&workers_ready, 1);
+  char byte;
+  while (read(never_written[0], &byte, 1) != 0) {}
+  return NULL;
+}
+
+/* Blocks every signal first, as threads that wait for signals with sigwait do: it cannot answer. */
+static void *blocking_worker(void *name) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  return sleeping_worker(name);
+}
+
+/* "tid name" for each thread, from /proc/self/task: the oracle for the report's thread list. */
+static void write_thread_list(void) {
+  if (threads_path == NULL) return;
+  FILE *out = fopen(threads_path, "w");
+  DIR *tasks = opendir("/proc/self/task");
+  struct dirent *entry;
+  while (out != NULL && tasks != NULL && (entry = readdir(tasks)) != NULL) {
+    if (entry->d_name[0] == '.') continue;
+    char path[128], name[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
+    FILE *comm = fopen(path, "r");
+    if (comm != NULL && fgets(name, sizeof name, comm) != NULL) name[strcspn(name, "\n")] = '\0';
+    if (comm != NULL) fclose(comm);
+    fprintf(out, "%s %s\n", entry->d_name, name);
+  }
+  if (tasks != NULL) closedir(tasks);
+  if (out != NULL) fclose(out);
+}
+
+static void start_workers(int count, int blocking) {
+  static char names[1024][16];
+  if (never_written[0] < 0 && pipe(never_written) != 0) exit(1);
+  for (int i = 0; i < count && i < 1024; i++) {
+    snprintf(names[i], sizeof names[i], blocking && i == 0 ? "blocks-all" : "worker-%d", i + 1);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, blocking && i == 0 ? blocking_worker : sleeping_worker, names[i]) != 0) exit(1);
+  }
+  while (atomic_load(&workers_ready) < count) sched_yield();
+  worker_count = count;
+}
+
+/* Crashes inside glibc's qsort, in the comparator: the frames between it and the worker are
+   glibc's, built without frame pointers. */
+static int compare_crashing(const void *a, const void *b) {
+  if (*(const int *)a == 7 || *(const int *)b == 7) {
+    write_thread_list();
+    *(volatile int *)NULL = 7;
+  }
+  return *(const int *)a - *(const int *)b;
+}
+
+static void *sorting_worker(void *name) {
+  pthread_setname_np(pthread_self(), name);
+  int values[16];
+  for (int i = 0; i < 16; i++) values[i] = 15 - i;
+  wait_until_all_asleep(1);
+  qsort(values, 16, sizeof *values, compare_crashing);
+  return NULL;
+}
+
+static int add_images(void) {
+  int index = 0;
+  return dl_iterate_phdr(add_image, &index);
+}
+
+/* Calls into the library of $CRASH_LIBRARY (crash-threads-lib.c), which crashes three calls deep. */
+__attribute__((noinline)) static int call_library(int (*entry)(volatile int *, int)) {
+  write_thread_list();
+  int result = entry(NULL, 1);
+  __asm__ volatile("" ::: "memory");
+  return result + 1;
+}
+
+static void *library_worker(void *name) {
+  pthread_setname_np(pthread_self(), name);
+  const char *path = getenv("CRASH_LIBRARY");
+  void *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+  int (*entry)(volatile int *, int) = handle != NULL ? (int (*)(volatile int *, int))dlsym(handle, "crash_library_entry") : NULL;
+  if (entry == NULL) {
+    fprintf(stderr, "cannot load CRASH_LIBRARY: %s\n", dlerror());
+    exit(1);
+  }
+  add_images();  /* the table gains the library */
+  wait_until_all_asleep(1);
+  call_library(entry);
+  return NULL;
+}
+
+/* bench: the time from the fault to the report written, measured by a handler installed before
+   ours, which runs when ours has written the report, restored it and returned. */
+static struct timespec bench_start;
+
+static void bench_handler(int signal, siginfo_t *info, void *context) {
+  (void)signal;
+  (void)info;
+  (void)context;
+  struct timespec end;
+  clock_gettime(CLOCK_MONOTONIC, &end);
+  long long ns = (end.tv_sec - bench_start.tv_sec) * 1000000000LL + (end.tv_nsec - bench_start.tv_nsec);
+  char text[64] = "report-ns=";
+  char digits[24];
+  int n = 0, used = 10;
+  do digits[n++] = (char)('0' + ns % 10);
+  while ((ns /= 10) > 0);
+  while (n > 0) text[used++] = digits[--n];
+  text[used++] = '\n';
+  write(1, text, (size_t)used);
+  _exit(0);
+}
+
 /* A handler installed before ours: it must run after ours (chaining), with the original siginfo. */
 static void previous_handler(int signal, siginfo_t *info, void *context) {
   (void)context;
@@ -324,18 +484,27 @@ static void copy_maps(const char *to) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s MODE REPORT MAPS\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: %s MODE REPORT MAPS [THREADS]\n", argv[0]);
     return 64;
   }
   const char *mode = argv[1];
-  int index = 0;
-  dl_iterate_phdr(add_image, &index);
+  add_images();
+  static char threads_file[4096];
+  snprintf(threads_file, sizeof threads_file, "%s.threads", argv[3]);
+  threads_path = threads_file;
   if (strcmp(mode, "churn") == 0) return churn();
   if (strcmp(mode, "chained") == 0) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = previous_handler;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, NULL);
+  }
+  if (strcmp(mode, "bench") == 0) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = bench_handler;
     action.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &action, NULL);
   }
@@ -368,9 +537,26 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "breakpoint") == 0) crash_breakpoint();
   else if (strcmp(mode, "callnull") == 0) crash_call_null();
   else if (strcmp(mode, "malloc") == 0) crash_corrupt_heap();
-  else if (strcmp(mode, "thread") == 0 || strcmp(mode, "threadstack") == 0) {
+  else if (strcmp(mode, "newthreadstack") == 0) {  /* no il_crash_prepare_thread: the interposer gives it a stack */
+    pthread_create(&thread, NULL, overflowing_thread, NULL);
+    pthread_join(thread, NULL);
+  } else if (strcmp(mode, "thread") == 0 || strcmp(mode, "threadstack") == 0) {
     pthread_create(&thread, NULL, strcmp(mode, "thread") == 0 ? second_thread : second_thread_overflow, NULL);
     pthread_join(thread, NULL);
+  } else if (strcmp(mode, "qsort") == 0 || strcmp(mode, "library") == 0) {
+    start_workers(3, 0);
+    pthread_create(&thread, NULL, mode[0] == 'q' ? sorting_worker : library_worker,
+                   mode[0] == 'q' ? "sorter" : "library-caller");
+    pthread_join(thread, NULL);
+  } else if (strcmp(mode, "mainworkers") == 0 || strcmp(mode, "blocked") == 0) {
+    start_workers(3, mode[0] == 'b');
+    wait_until_all_asleep(0);
+    write_thread_list();
+    crash_null_dereference();
+  } else if (strcmp(mode, "bench") == 0) {
+    start_workers(argc == 5 ? atoi(argv[4]) - 1 : 3, 0);
+    clock_gettime(CLOCK_MONOTONIC, &bench_start);
+    crash_null_dereference();
   } else {
     fprintf(stderr, "unknown mode %s\n", mode);
     return 64;

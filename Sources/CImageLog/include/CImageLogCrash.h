@@ -33,20 +33,32 @@ ssize_t il_crash_write_binary_images(int fd);
 int il_crash_open_report(const char *path);
 
 /* Installs handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP that write a report
-   to `fd` (kept open; the caller must not close it), then restore the handlers found here and
-   re-raise. Gives the calling thread an alternate signal stack. Calling it again only changes the
-   descriptor. Returns 0 or an errno value. Not async-signal-safe. */
+   of every thread to `fd` (kept open; the caller must not close it), then restore the handlers
+   found here and re-raise. Gives the calling thread an alternate signal stack and maps the slots
+   other threads answer into (SIGRTMAX - 2 asks them, installed only while a report is written).
+   Calling it again only changes the descriptor. Returns 0 or an errno value. Not
+   async-signal-safe. */
 int il_crash_install(int fd);
 
 /* Gives the calling thread an alternate signal stack (unless it has a large enough one), so a
    stack overflow on this thread is reported too. Returns 0 or an errno value. */
 int il_crash_prepare_thread(void);
 
+/* 1 while il_crash_install's handlers are installed, else 0. */
+int il_crash_installed(void);
+
+/* For a thread that just started (the pthread_create interposer calls it before the start routine):
+   gives it an alternate signal stack unless it has one, freed when the thread exits (a key
+   destructor; left mapped if a handler is running on it then). Returns 0 or an errno value. */
+int il_crash_prepare_new_thread(void);
+
 /* Puts back the handlers found by il_crash_install. Returns 0, or ESRCH if none was installed. */
 int il_crash_uninstall(void);
 
 /* Writes the report il_crash_install's handler would write for (signal, info, ucontext) to `fd`:
-   for tests and for a host that runs its own signal handler. Async-signal-safe. */
+   for tests and for a host that runs its own signal handler. After il_crash_install it asks every
+   other thread for its stack (waiting 100 ms, up to 1 s for threads still runnable then); before, or while another report is asking,
+   it reports the calling thread alone. Async-signal-safe. */
 void il_crash_write_report(int fd, int signal, const void *info, const void *ucontext);
 
 #endif
