@@ -61,13 +61,14 @@
    to a pipe created at install time and read back, and write(2) returns EFAULT for memory that is
    not readable.
 
-   Frame-pointer walk. The walk requires each frame pointer to be aligned, strictly above the
-   previous one, and its return address inside an image in the table; where the chain breaks (code
-   without frame pointers, like most of glibc) the stack above is scanned for return addresses
-   that follow a call instruction, up to the next plausible record. Frames found by frame pointer
-   or by scanning carry that mark in the report. The walk stops at 128 frames. */
+   Unwinding. Each thread is unwound by the one shared unwinder (CImageLogUnwind: the call frame
+   information of .eh_frame_hdr/.eh_frame as the loader mapped them, then frame pointers where an
+   image has none for the pc, then stack scanning as the last resort), through read_memory, with
+   each image's PT_GNU_EH_FRAME found when the image was added to the table. Frames found by frame
+   pointer or by scanning carry that mark in the report. The walk stops at 128 frames. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
+#include "CImageLogUnwind.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -628,8 +629,8 @@ static void w_date(il_writer *w, int64_t seconds) {
 
 /* ------------------------------------------------------------------ frames */
 
-/* How a frame was found (the values of CImageLogUnwind.h's il_frame_trust). */
-enum { TRUST_CONTEXT = 0, TRUST_CFI = 1, TRUST_FRAME_POINTER = 2, TRUST_SCAN = 3 };
+/* How a frame was found: CImageLogUnwind.h's il_frame_trust. */
+enum { TRUST_FRAME_POINTER = IL_FRAME_FRAME_POINTER, TRUST_SCAN = IL_FRAME_SCAN };
 
 /* One thread's place in a report: filled by the thread itself (the crashed one, or another one
    answering the capture signal), read by the reporting thread once `state` says done. */
@@ -649,24 +650,38 @@ static void record(il_thread_slot *out, uint64_t pc, int trust) {
   out->frame_count++;
 }
 
-typedef struct {
-  uint64_t pc, fp, sp, lr;
-} il_registers;
+/* The unwinder's view of an image: the table entry that holds `pc`, with the PT_GNU_EH_FRAME found
+   when it was added. */
+static int find_unwind_image(void *context, uint64_t pc, il_unwind_image *image) {
+  const il_reader *reader = context;
+  const il_table_entry *entry = table_lookup(reader->table, pc);
+  if (entry == NULL) return 0;
+  memset(image, 0, sizeof *image);
+  image->text_start = entry->text_start;
+  image->text_end = entry->text_end;
+  image->load_bias = entry->layout.load_bias;
+  image->eh_frame_hdr = entry->layout.eh_frame_hdr;
+  return 1;
+}
 
-static int registers_from(const void *context, il_registers *out) {
+/* The general registers of a ucontext in DWARF numbering; 0 for an architecture we do not unwind. */
+static int registers_from(const void *context, il_register_set *set) {
+  memset(set, 0, sizeof *set);
   if (context == NULL) return 0;
   const ucontext_t *uc = context;
 #if defined(__x86_64__)
-  out->pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
-  out->fp = (uint64_t)uc->uc_mcontext.gregs[REG_RBP];
-  out->sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
-  out->lr = 0;
+  static const int order[17] = {REG_RAX, REG_RDX, REG_RCX, REG_RBX, REG_RSI, REG_RDI, REG_RBP, REG_RSP, REG_R8,
+                                REG_R9, REG_R10, REG_R11, REG_R12, REG_R13, REG_R14, REG_R15, REG_RIP};
+  set->arch = IL_ARCH_X86_64;
+  for (int i = 0; i < 17; i++) set->value[i] = (uint64_t)uc->uc_mcontext.gregs[order[i]];
+  set->known = ((uint64_t)1 << 17) - 1;
   return 1;
 #elif defined(__aarch64__)
-  out->pc = (uint64_t)uc->uc_mcontext.pc;
-  out->fp = (uint64_t)uc->uc_mcontext.regs[29];
-  out->sp = (uint64_t)uc->uc_mcontext.sp;
-  out->lr = (uint64_t)uc->uc_mcontext.regs[30];
+  set->arch = IL_ARCH_AARCH64;
+  for (int i = 0; i < 31; i++) set->value[i] = (uint64_t)uc->uc_mcontext.regs[i];
+  set->value[IL_AARCH64_SP] = (uint64_t)uc->uc_mcontext.sp;
+  set->value[IL_AARCH64_PC] = (uint64_t)uc->uc_mcontext.pc;
+  set->known = ((uint64_t)1 << 33) - 1;
   return 1;
 #else
   (void)uc;
@@ -674,125 +689,20 @@ static int registers_from(const void *context, il_registers *out) {
 #endif
 }
 
-#if defined(__x86_64__)
-/* True when the bytes before `address` end in a call instruction: E8 rel32, or FF /2 in its
-   register and memory forms (2 to 7 bytes, with or without a REX prefix). */
-static int follows_call(il_reader *reader, uint64_t address) {
-  unsigned char bytes[8];
-  if (address < 8 || !read_memory(reader, address - 8, bytes, sizeof bytes)) return 0;
-  if (bytes[3] == 0xE8) return 1;
-  for (int length = 2; length <= 7; length++) {
-    unsigned char opcode = bytes[8 - length], modrm = bytes[9 - length];
-    if (opcode != 0xFF || ((modrm >> 3) & 7) != 2) continue;
-    int mod = modrm >> 6, rm = modrm & 7, expected;  /* the length this ModRM implies */
-    if (mod == 3) expected = 2;
-    else if (mod == 0) expected = rm == 5 ? 6 : rm == 4 ? ((bytes[10 - length] & 7) == 5 ? 7 : 3) : 2;
-    else if (mod == 1) expected = rm == 4 ? 4 : 3;
-    else expected = rm == 4 ? 7 : 6;
-    if (expected == length) return 1;
-  }
-  return 0;
-}
-#endif
-
-/* True when `fp` looks like a frame record at or above `floor`: aligned, readable, and holding a
-   return address inside an image (on x86_64 one that follows a call instruction). Its saved frame
-   pointer is not judged here: in a caller without frame pointers it is any value, and the next
-   step checks it against the new floor. */
-static int plausible_record(il_reader *reader, uint64_t fp, uint64_t floor) {
-  uint64_t record[2];
-  if (fp < floor || fp % sizeof(uint64_t) != 0 || !read_memory(reader, fp, record, sizeof record)) return 0;
-  if (record[1] == 0 || table_lookup(reader->table, record[1]) == NULL) return 0;
-#if defined(__x86_64__)
-  if (!follows_call(reader, record[1])) return 0;
-#endif
-  return 1;
-}
-
-/* In code built without frame pointers (glibc's abort, raise, pthread_kill, free) the frame
-   pointer register holds something else. Scan up to 8 KiB of stack from `sp` upwards: words that
-   are return addresses (inside an image, just after a call instruction) are frames, until a
-   plausible frame record is found, whose address is returned (0 if none). Breakpad calls this
-   "found by stack scanning"; it can list a stale return address. */
-static uint64_t scan_for_record(il_reader *reader, il_thread_slot *out, uint64_t sp) {
-#if defined(__x86_64__)
-  for (uint64_t at = sp; at < sp + 8192 && out->frame_count < IL_MAX_FRAMES; at += sizeof(uint64_t)) {
-    if (plausible_record(reader, at, sp)) return at;
-    uint64_t word;
-    if (!read_memory(reader, at, &word, sizeof word)) return 0;
-    if (table_lookup(reader->table, word) != NULL && follows_call(reader, word)) record(out, word, TRUST_SCAN);
-  }
-#else
-  (void)reader; (void)out; (void)sp;
-#endif
-  return 0;
-}
-
-#if defined(__aarch64__)
-/* On aarch64 compilers omit the frame record of leaf functions (-momit-leaf-frame-pointer), so
-   when the crash is in a leaf its caller is only in LR, and the frame pointer is the caller's.
-   LR is the caller when the instruction before it is a BL whose target is at most 4 KiB below
-   the PC (the leaf's entry); after a call from a non-leaf function LR points back into the
-   function itself, and the BL before it targets some other function. */
-static int leaf_caller(il_reader *reader, const il_registers *regs) {
-  uint32_t instruction;
-  if (regs->lr < 4 || table_lookup(reader->table, regs->lr) == NULL) return 0;
-  if (!read_memory(reader, regs->lr - 4, &instruction, sizeof instruction)) return 0;
-  if ((instruction & 0xFC000000u) != 0x94000000u) return 0;  /* BL imm26 */
-  int64_t displacement = (int64_t)((uint64_t)(instruction & 0x03FFFFFFu) << 38) >> 36;  /* imm26 * 4 */
-  uint64_t target = regs->lr - 4 + (uint64_t)displacement;
-  return target <= regs->pc && regs->pc - target < 4096;
-}
-#endif
-
-/* The frames of the thread whose registers `context` holds, into `out`. */
+/* The frames of the thread whose registers `context` holds, into `out`: the shared unwinder
+   (CImageLogUnwind: call frame information, then frame pointers, then scanning), every read
+   through read_memory. */
 static void unwind_context(il_reader *reader, const void *context, il_thread_slot *out) {
-  il_registers regs;
   out->frame_count = 0;
-  if (!registers_from(context, &regs)) return;
-  uint64_t floor = regs.sp;
-  record(out, regs.pc, TRUST_CONTEXT);
-  if (table_lookup(reader->table, regs.pc) == NULL) {
-    /* A call through a bad pointer: the caller is in the return address the call left at the
-       top of the stack (x86_64) or in the link register (aarch64), not yet in a frame record. */
-    uint64_t caller = regs.lr;
-#if defined(__x86_64__)
-    if (!read_memory(reader, regs.sp, &caller, sizeof caller)) caller = 0;
-#endif
-    if (caller != 0 && table_lookup(reader->table, caller) != NULL) {
-      record(out, caller, TRUST_CFI);
-#if defined(__x86_64__)
-      floor = regs.sp + sizeof(uint64_t);
-#endif
-    }
-  }
-#if defined(__aarch64__)
-  else if (leaf_caller(reader, &regs)) {
-    record(out, regs.lr, TRUST_CFI);
-  }
-#endif
-  /* Follow frame records while they are plausible; across code without frame pointers (most of
-     glibc) scan the stack for return addresses up to the next plausible record. `floor` only
-     rises, so the walk ends. */
-  uint64_t fp = regs.fp;
-  int scanned = 0;
-  while (out->frame_count < IL_MAX_FRAMES) {
-    if (!plausible_record(reader, fp, floor)) {
-      fp = scan_for_record(reader, out, floor);
-      if (fp == 0) break;
-      scanned = 1;
-      continue;
-    }
-    uint64_t frame_record[2];                  /* saved frame pointer, return address */
-    if (!read_memory(reader, fp, frame_record, sizeof frame_record)) break;
-    record(out, frame_record[1], TRUST_FRAME_POINTER);
-    /* A zero saved frame pointer ends a chain (the outermost frame), but in a record found by
-       scanning it is as likely a zero local next to a return address. */
-    if (frame_record[0] == 0 && !scanned) break;
-    scanned = 0;
-    floor = fp + 2 * sizeof(uint64_t);
-    fp = frame_record[0];
-  }
+  il_register_set registers;
+  if (!registers_from(context, &registers)) return;
+  int pc = registers.arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : IL_X86_64_RIP;
+  il_unwinder unwinder = {{read_memory, reader}, find_unwind_image, reader, 8192};
+  il_unwind_cursor cursor;
+  il_unwind_start(&cursor, &registers);
+  record(out, cursor.registers.value[pc], cursor.trust);
+  while (out->frame_count < IL_MAX_FRAMES && il_unwind_step(&unwinder, &cursor))
+    record(out, cursor.registers.value[pc], cursor.trust);
 }
 
 /* ------------------------------------------------------------------ the other threads */

@@ -5,9 +5,12 @@ import Testing
 /// Every thread at crash time: crash-program's worker modes (named threads asleep in read(2); a crash in
 /// glibc's qsort comparator, in a gcc -O2 -fomit-frame-pointer library three calls deep, on the main
 /// thread, with a thread that blocks every signal). The report lists each thread /proc lists, with its
-/// name, in /proc's order.
+/// name, in /proc's order; each thread's frames (unwound by call frame information through glibc and the
+/// library built without frame pointers, down to clone3) and the crashed thread's rip/rsp equal gdb's for the
+/// same program stopped at the same crash (both runs without address randomization, so addresses compare).
 @Suite(.serialized) struct CrashThreadsTests {
   static let gcc = which("gcc")
+  static let gdb = which("gdb")
   static let setarch = which("setarch")
 
   /// crash-threads-lib.c as gcc -O2 -fomit-frame-pointer builds it: no frame records at all.
@@ -85,4 +88,86 @@ import Testing
     }
     #expect(testCase.mode != "blocked" || report.threads.contains { $0.name == "blocks-all" })
   }
+
+  /// gdb's view of the same crash: each thread's physical frames (gdb's NORMAL and SIGTRAMP frames; its inlined
+  /// frames and the tail-call frames it infers from DWARF call sites are not on the stack, so no unwinder from
+  /// the stack sees them), by thread id, and the crashed thread's rip and rsp.
+  struct GDBView {
+    var threads: [Int32: [UInt64]] = [:]
+    var rip: UInt64?
+    var rsp: UInt64?
+  }
+
+  static let gdbScript = """
+    import gdb
+    gdb.execute("set backtrace past-main on")
+    gdb.execute("set backtrace past-entry on")
+    crashed = gdb.selected_thread()
+    for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.ptid[1]):
+        thread.switch()
+        frame, pcs = gdb.newest_frame(), []
+        while frame is not None:
+            if frame.type() in (gdb.NORMAL_FRAME, gdb.SIGTRAMP_FRAME):
+                pcs.append("%x" % frame.pc())
+            frame = frame.older()
+        print("frames %d %s" % (thread.ptid[1], " ".join(pcs)))
+    crashed.switch()
+    print("registers %x %x" % (int(gdb.parse_and_eval("$rip")), int(gdb.parse_and_eval("$rsp"))))
+
+    """
+
+  static func gdbView(_ mode: String) throws -> GDBView {
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let script = "\(directory)/frames.py"
+    let fd = open(script, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    _ = gdbScript.withCString { write(fd, $0, strlen($0)) }
+    close(fd)
+    // No shell between gdb and the program, and without the LINES/COLUMNS gdb adds: the program's
+    // environment, and so its stack addresses, are those of the run without gdb.
+    let result = try CrashTestSupport.run(gdb!, [
+      "-nx", "-batch", "-ex", "set startup-with-shell off", "-ex", "unset environment LINES",
+      "-ex", "unset environment COLUMNS", "-ex", "run", "-x", script,
+      "--args", program, mode, "\(directory)/report.crash", "\(directory)/maps",
+    ], environment: ["CRASH_LIBRARY": try library.get()], timeoutSeconds: 120)
+    var view = GDBView()
+    for line in result.stdout.split(separator: "\n") {
+      let tokens = line.split(separator: " ")
+      if tokens.first == "frames", tokens.count >= 2, let tid = Int32(tokens[1]) {
+        view.threads[tid] = tokens.dropFirst(2).compactMap { UInt64($0, radix: 16) }
+      } else if tokens.first == "registers", tokens.count == 3 {
+        view.rip = UInt64(tokens[1], radix: 16)
+        view.rsp = UInt64(tokens[2], radix: 16)
+      }
+    }
+    #expect(!view.threads.isEmpty, "gdb: \(result.stdout.suffix(2000))\(result.stderr.suffix(2000))")
+    return view
+  }
+
+  #if arch(x86_64)
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && gcc != nil && gdb != nil && setarch != nil,
+                 "needs cc, gcc, gdb and setarch"), arguments: cases)
+  func framesAndRegistersEqualGDB(_ testCase: Case) throws {
+    let run = try Self.crash(testCase.mode)
+    let gdb = try Self.gdbView(testCase.mode)
+    let crashed = try #require(run.report.threads.first { $0.crashed })
+    #expect(run.report.registers["rip"] == gdb.rip, "\(run.text)")
+    #expect(run.report.registers["rsp"] == gdb.rsp)
+    // Thread ids differ between the runs: threads are matched by their place in the list.
+    let gdbThreads = gdb.threads.keys.sorted()
+    #expect(gdbThreads.count == run.report.threads.count, "gdb saw \(gdbThreads.count) threads")
+    for (thread, gdbTid) in zip(run.report.threads, gdbThreads) {
+      guard thread.problem == nil, var expected = gdb.threads[gdbTid] else { continue }
+      // A thread the report's signal interrupted in a system call: with SA_RESTART the kernel moves its pc
+      // back onto the 2-byte syscall instruction, to run it again; gdb shows the thread inside the call.
+      if !thread.crashed, let first = thread.frames.first, !expected.isEmpty, first.address == expected[0] &- 2 {
+        expected[0] = first.address
+      }
+      #expect(thread.frames.map(\.address) == expected, "thread \(thread.index) (\(thread.name ?? ""))\n\(run.text)")
+    }
+    // The crashed thread is unwound through code without frame pointers by call frame information:
+    // no frame of it was found by scanning.
+    #expect(crashed.frames.allSatisfy { $0.trust != "stack scan" }, "\(run.text)")
+  }
+  #endif
 }
