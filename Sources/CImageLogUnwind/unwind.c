@@ -911,7 +911,9 @@ int il_x86_64_follows_call(const il_memory *memory, uint64_t address) {
     if (opcode != 0xFF || ((modrm >> 3) & 7) != 2) continue;
     int mod = modrm >> 6, rm = modrm & 7, expected;  /* the length this ModRM implies */
     if (mod == 3) expected = 2;
-    else if (mod == 0) expected = rm == 5 ? 6 : rm == 4 ? ((bytes[10 - length] & 7) == 5 ? 7 : 3) : 2;
+    /* With a SIB byte (rm 4) the instruction is at least 3 bytes: a 2-byte candidate has none to read
+       (its "SIB" would be the byte at the return address itself, past what was read). */
+    else if (mod == 0) expected = rm == 5 ? 6 : rm == 4 ? (length < 3 ? 3 : (bytes[10 - length] & 7) == 5 ? 7 : 3) : 2;
     else if (mod == 1) expected = rm == 4 ? 4 : 3;
     else expected = rm == 4 ? 7 : 6;
     if (expected == length) return 1;
