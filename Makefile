@@ -38,21 +38,30 @@ fixtures:
 	Scripts/make-hostile-fixtures
 	Scripts/make-dwarf-reader-fixtures
 
-# libFuzzer over BinaryFile.parse: Tests/Fuzz compiled with Sources/ImageReaders into one module (no
-# package target), seeded with every committed fixture. FUZZ_SECONDS=600 make fuzz for a longer run.
+# libFuzzer over BinaryFile.parse: Tests/Fuzz/*.swift compiled with Sources/ImageReaders into one module (no
+# package target), seeded with every committed fixture; then the unwinder's C engine (Tests/Fuzz/FuzzUnwind.c
+# with Sources/CImageLogUnwind, clang -fsanitize=fuzzer,address,undefined) over the same seeds, each read as a
+# process's memory. FUZZ_SECONDS=600 make fuzz for a longer run (each target gets FUZZ_SECONDS).
 FUZZ_SECONDS ?= 60
 FUZZ_DIR ?= .build-fuzz
+CLANG ?= clang
 fuzz:
-	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
+	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus-unwind $(FUZZ_DIR)/artifacts
 	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz \
 	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
+	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -I Sources/CImageLogUnwind/include Sources/CImageLogUnwind/unwind.c Tests/Fuzz/FuzzUnwind.c \
+	  -o $(FUZZ_DIR)/fuzz-unwind
 	cd Tests/ImageReadersTests/Fixtures && find . -type f ! -name '.*' | while read -r f; do \
 	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-$$(echo "$${f#./}" | tr / -)"; done
-	# The DWARF fixtures too: compilers' .eh_frame/.debug_info for the call frame and DWARF readers.
+	# The DWARF fixtures too: compilers' .eh_frame/.debug_info for the DWARF reader and the unwinder.
 	cd Tests/ImageLogSymbolicationTests/Fixtures/dwarf && find . -type f ! -name '.*' | while read -r f; do \
 	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-dwarf-$$(echo "$${f#./}" | tr / -)"; done
+	cp $(FUZZ_DIR)/corpus/seed-* $(FUZZ_DIR)/corpus-unwind/
 	$(FUZZ_DIR)/fuzz-binary-file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
 	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus
+	$(FUZZ_DIR)/fuzz-unwind -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+	  -artifact_prefix=$(FUZZ_DIR)/artifacts/ $(FUZZ_DIR)/corpus-unwind
 
 install:
 	$(SWIFT) build $(RELEASE_FLAGS) --product imagelog

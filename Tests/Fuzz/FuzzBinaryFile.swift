@@ -15,7 +15,6 @@ public func fuzzBinaryFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
     _ = slice.loadVMRange.upperBound - slice.loadVMRange.lowerBound
   }
   if case .elf(let file) = binary {
-    fuzzCallFrames(file, reader)
     for section in file.sections { _ = try? file.contents(of: section, in: reader) }
     _ = file.textSize
     fuzzDWARF(file, reader)

@@ -1,5 +1,5 @@
 # i386 call frame directives (addresses of 4 bytes, data alignment -4, return address column 8) in
-# .eh_frame and .debug_frame, for CallFrameTests against readelf. Never run.
+# .eh_frame and .debug_frame, for CallFrameTableTests against readelf. Never run.
 	.cfi_sections .eh_frame, .debug_frame
 	.text
 	.globl	f

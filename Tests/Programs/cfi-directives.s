@@ -1,5 +1,5 @@
 # Every call frame directive GAS has for x86-64, and the DW_CFA_* operations it has no directive for
-# (through .cfi_escape), in .eh_frame and .debug_frame both. CallFrameTests compares our rows for
+# (through .cfi_escape), in .eh_frame and .debug_frame both. CallFrameTableTests compares our rows for
 # this file with readelf --debug-dump=frames-interp. Never run: only its unwind tables matter.
 	.cfi_sections .eh_frame, .debug_frame
 	.text
