@@ -43,7 +43,7 @@ import Testing
 
   static let flags = ["-g", "-O2", "-fomit-frame-pointer", "-fasynchronous-unwind-tables"]
 
-  static func build(compiler: String, output: String) throws -> String {
+  static func build(compiler: String, output: String, flags: [String] = flags) throws -> String {
     let root = packageRoot
     let result = try runChild([compiler] + flags + ["-I", root + "/Sources/CImageLogUnwind/include",
                                                     root + "/Sources/CImageLogUnwind/unwind.c",
@@ -90,9 +90,8 @@ import Testing
 
   /// A child stopped (SIGSTOP) four calls deep, unwound from outside from the registers it printed:
   /// the same return addresses as `eu-stack -p`, from the frame above the stop on, to `_start`.
-  @Test(.enabled(if: haveTool("gcc") && haveTool("eu-stack"), "needs gcc and eu-stack (elfutils)"))
-  func stoppedChildEqualsEuStack() throws {
-    let program = try Self.program.get()
+  /// Returns our frames.
+  static func compareStoppedChild(_ program: String, debugFrame: Bool) throws -> [UnwoundFrame] {
     let child = try RunningChild([program, "stop"])
     defer { child.stop() }
     var registers = RegisterSet(architecture: .x86_64)
@@ -106,10 +105,17 @@ import Testing
     try waitUntil("child \(child.pid) is stopped") { Self.state(of: child.pid) == "T" }
 
     let memory = ProcessMemory(pid: child.pid)
-    let images = try ProcessImages.snapshot(of: child.pid).map {
+    let snapshot = try ProcessImages.snapshot(of: child.pid)
+    var images = snapshot.map {
       UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: memory)
     }
     #expect(images.contains { $0.ehFrameHeader != nil }, "PT_GNU_EH_FRAME found through the child's memory")
+    if debugFrame {
+      let index = try #require(snapshot.firstIndex { $0.path == program }, "\(program) is not in the child's images")
+      let bytes = try #require(readFileBytes(program))
+      let section: [UInt8] = try #require(try FileCallFrames(bytes).debugFrame, "\(program) has no .debug_frame")
+      images[index].debugFrame = section
+    }
     let frames = StackUnwinder(memory: memory, images: images).unwind(from: registers)
 
     let stack = try runChild(["eu-stack", "-p", "\(child.pid)"])
@@ -125,8 +131,39 @@ import Testing
     let start = try #require(theirs.firstIndex { $0.pc == frames[1].pc }, "eu-stack:\n\(stack.output)\nours \(frames)")
     #expect(start >= 1 && theirs[start - 1].name == "level4", "eu-stack:\n\(stack.output)")
     #expect(frames.dropFirst().map(\.pc) == theirs[start...].map(\.pc), "eu-stack:\n\(stack.output)\nours \(frames)")
-    #expect(frames.dropFirst().allSatisfy { $0.trust == .callFrameInfo && !$0.pcIsExact })
+    #expect(frames.dropFirst().allSatisfy { !$0.pcIsExact })
     #expect(theirs.last?.name == "_start")
+    return frames
+  }
+
+  @Test(.enabled(if: haveTool("gcc") && haveTool("eu-stack"), "needs gcc and eu-stack (elfutils)"))
+  func stoppedChildEqualsEuStack() throws {
+    let frames = try Self.compareStoppedChild(try Self.program.get(), debugFrame: false)
+    #expect(frames.dropFirst().allSatisfy { $0.trust == .callFrameInfo })
     print("StackUnwinderTests: a stopped child: \(frames.count - 1) callers equal eu-stack -p's")
+  }
+
+  /// The program's own functions described only in `.debug_frame` (no unwind tables; -g): read from
+  /// the file and given to the unwinder, as cores and offline tools do; the same stack as eu-stack's.
+  @Test(.enabled(if: haveTool("gcc") && haveTool("eu-stack"), "needs gcc and eu-stack (elfutils)"))
+  func debugFrameOnlyChildEqualsEuStack() throws {
+    let program = try Self.build(compiler: "gcc", output: try makeTemporaryDirectory("imagelog-unwind") + "/unwind-peer-debug-frame",
+                                 flags: ["-g", "-O2", "-fomit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"])
+    let frames = try Self.compareStoppedChild(program, debugFrame: true)
+    #expect(frames.dropFirst().allSatisfy { $0.trust == .callFrameInfo })
+    print("StackUnwinderTests: .debug_frame only: \(frames.count - 1) callers equal eu-stack -p's")
+  }
+
+  /// No call frame information for the program's functions at all, frame pointers kept: frame records
+  /// take the walk from level4 to libc, where CFI takes over; the same stack as eu-stack's.
+  @Test(.enabled(if: haveTool("gcc") && haveTool("eu-stack"), "needs gcc and eu-stack (elfutils)"))
+  func framePointerChildEqualsEuStack() throws {
+    let program = try Self.build(compiler: "gcc", output: try makeTemporaryDirectory("imagelog-unwind") + "/unwind-peer-fp",
+                                 flags: ["-O0", "-fno-omit-frame-pointer", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"])
+    let frames = try Self.compareStoppedChild(program, debugFrame: false)
+    // level3, level2, level1, main and __libc_start_call_main by frame records, then libc's CFI.
+    #expect(frames.dropFirst().map(\.trust).prefix(5) == [.framePointer, .framePointer, .framePointer, .framePointer, .framePointer])
+    #expect(frames.last?.trust == .callFrameInfo)
+    print("StackUnwinderTests: frame pointers: \(frames.count - 1) callers equal eu-stack -p's")
   }
 }
