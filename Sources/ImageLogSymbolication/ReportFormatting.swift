@@ -410,68 +410,6 @@ extension SymbolicatedReport {
     }
     return updated
   }
-
-  /// The classic `.crash` text of an `.ips` report: header fields, threads, `Binary Images:`.
-  func classicText() -> String {
-    let body = report.ipsBody ?? .object([])
-    var out = ""
-    func field(_ name: String, _ value: String?) {
-      guard let value, !value.isEmpty else { return }
-      out += name + ":" + String(repeating: " ", count: max(1, 23 - name.count)) + TextEscaping.escaped(value) + "\n"
-    }
-    let pid = body["pid"]?.integer.map { " [\($0)]" } ?? ""
-    field("Process", (body["procName"]?.string).map { $0 + pid })
-    field("Path", body["procPath"]?.string)
-    field("Identifier", body["bundleInfo"]?["CFBundleIdentifier"]?.string)
-    field("Code Type", body["cpuType"]?.string)
-    field("OS Version", report.ipsHeader?["os_version"]?.string)
-    field("Date/Time", body["captureTime"]?.string)
-    if let exception = body["exception"] {
-      let type = exception["type"]?.string ?? ""
-      let signal = exception["signal"]?.string.map { " (\($0))" } ?? ""
-      field("Exception Type", type + signal)
-      field("Exception Subtype", exception["subtype"]?.string)
-      field("Exception Codes", exception["codes"]?.string)
-    }
-    field("Crashed Thread", report.crashedThread.map(String.init))
-    var resultsByThread: [Int: [(CrashReport.Frame, SymbolicatedFrame)]] = [:]
-    for (frame, result) in zip(report.frames, frames) { resultsByThread[frame.thread, default: []].append((frame, result)) }
-    for thread in report.threads {
-      out += "\n"
-      if thread.number == -1 {
-        out += "Last Exception Backtrace:\n"
-      } else {
-        if let name = thread.name { out += "Thread \(thread.number) name:  \(TextEscaping.escaped(name))\n" }
-        out += "Thread \(thread.number)\(thread.crashed ? " Crashed" : ""):\n"
-      }
-      for (frame, result) in resultsByThread[thread.number] ?? [] {
-        let imageName = result.imageName ?? "???"
-        let head = String(frame.index).padding(4) + TextEscaping.escaped(imageName).padding(30) + "\t0x" + hexDigits(frame.address, width: 16) + " "
-        switch result.status {
-        case .symbolicated:
-          for function in result.functions { out += head + describe(function, image: imageName) + "\n" }
-        default:
-          let base = frame.imageIndex.map { report.images[$0].loadAddress } ?? 0
-          var line = head + (frame.reportedSymbol.map(TextEscaping.escaped) ?? "0x\(hexDigits(base)) + \(result.imageOffset ?? 0)")
-          if case let .mismatch(reportID, fileID, path) = result.status {
-            line += "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]"
-          }
-          out += line + "\n"
-        }
-      }
-    }
-    out += "\n\nBinary Images:\n"
-    for image in report.images {
-      let start = "0x" + hexDigits(image.loadAddress)
-      let end = "0x" + hexDigits(image.endAddress ?? image.loadAddress)
-      let uuid = HexText.uuid(image.identity?.bytes ?? [], uppercase: false)
-      out += String(repeating: " ", count: max(0, 18 - start.count)) + start + " - "
-      out += String(repeating: " ", count: max(0, 18 - end.count)) + end + " "
-      out += TextEscaping.escaped(image.name) + " " + TextEscaping.escaped(image.architecture ?? report.architecture ?? "")
-        + "  <" + uuid + "> " + TextEscaping.escaped(image.path ?? "???") + "\n"
-    }
-    return out
-  }
 }
 
 extension String {

@@ -1,0 +1,100 @@
+import ImageLogTestSupport
+import Testing
+@testable import ImageLogSymbolication
+
+/// `.ips` reports published together with Apple's own translation of the same report (Console's
+/// "Translated Report", Fixtures/apple-reports/README.md names each source): `--format crash` must
+/// give Apple's text line for line. No file of these macOS reports exists here, so every frame keeps
+/// the report's own symbol, which is what Apple's translation shows.
+@Suite struct IPSTranslationTests {
+  static let directory = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/apple-reports/"
+
+  /// Our translation of `name.ips` and Apple's (`name.translated.txt`), as lines; ours without
+  /// imagelog's closing summary.
+  static func translations(_ name: String) throws -> (ours: [Substring], apple: [Substring]) {
+    let ips = try #require(readFile(directory + name + ".ips"))
+    let apple = try #require(readFile(directory + name + ".translated.txt"))
+    let report = try ReportParser.parse(ips)
+    #expect(report.format == .appleIPS)
+    var options = SymbolicationOptions()
+    options.systemDirectories = false
+    let result = Symbolicator.symbolicate(report, options: options)
+    let text = result.formatted(.crash)
+    let ours = try #require(text.firstRange(of: "\n-- symbolicated by imagelog:").map { text[..<$0.lowerBound] })
+    return (ours.split(separator: "\n", omittingEmptySubsequences: false),
+            apple.split(separator: "\n", omittingEmptySubsequences: false))
+  }
+
+  /// Every line equal, in order; each difference named by its line number and both texts.
+  static func expectSameLines(_ ours: [Substring], _ apple: [Substring], sourceLocation: SourceLocation = #_sourceLocation) {
+    let trim = { (lines: [Substring]) in Array(lines.reversed().drop { $0.isEmpty }.reversed()) }
+    let (a, b) = (trim(ours), trim(apple))
+    for index in 0..<max(a.count, b.count) {
+      let mine = index < a.count ? String(a[index]) : "<none>"
+      let theirs = index < b.count ? String(b[index]) : "<none>"
+      #expect(mine == theirs, "line \(index + 1)", sourceLocation: sourceLocation)
+    }
+  }
+
+  /// A macOS 15 arm64 Rust (Tauri) app that aborted: Application Specific Information, Termination
+  /// Reason, `symbol + offset (file.rs:178) [inlined]` frames, 18 threads, ARM registers with far/esr,
+  /// Binary Images with bundle versions and Apple's `???` image, External Modification Summary.
+  @Test func focusTogetherAbortEqualsApplesTranslation() throws {
+    let (ours, apple) = try Self.translations("focustogether-abort")
+    Self.expectSameLines(ours, apple)
+  }
+
+  /// The fields Apple's translation shows, one by one (the whole-text test above names the line; these
+  /// name the field).
+  @Test func fieldsOfFocusTogether() throws {
+    let (ours, _) = try Self.translations("focustogether-abort")
+    let text = ours.joined(separator: "\n")
+    for line in [
+      "Process:               FocusTogether [9376]",
+      "Version:               0.1.0 (20260202.073425)",
+      "Code Type:             ARM-64 (Native)",
+      "Parent Process:        Exited process [9119]",
+      "Responsible:           Cursor [83951]",
+      "OS Version:            macOS 15.7.2 (24G325)",
+      "Crashed Thread:        0  main  Dispatch queue: com.apple.main-thread",
+      "Exception Type:        EXC_CRASH (SIGABRT)",
+      "Exception Codes:       0x0000000000000000, 0x0000000000000000",
+      "Termination Reason:    Namespace SIGNAL, Code 6 Abort trap: 6",
+      "Terminating Process:   FocusTogether [9376]",
+      "Application Specific Information:\nabort() called\n",
+      "Thread 0 Crashed:: main Dispatch queue: com.apple.main-thread",
+      "23  FocusTogether                 \t       0x104efe7b4 objc::message::send_message::h542a535ce49c0aa3 + 28 (mod.rs:178) [inlined]",
+      "24  FocusTogether                 \t       0x104efe7b4 tao::platform_impl::platform::event_loop::EventLoop$LT$T$GT$::run_return::he14fccb64a25b8aa + 980 (event_loop.rs:193)",
+      "Thread 13:\n0   libsystem_pthread.dylib       \t       0x1988b6b6c start_wqthread + 0\n",
+      "   far: 0x0000000000000000  esr: 0x56000080  Address size fault",
+      "               0x0 - 0xffffffffffffffff ??? (*) <00000000-0000-0000-0000-000000000000> ???",
+      "       0x19c88a000 -        0x19dd1ad1f com.apple.AppKit (6.9) <83f8017f-d50b-38ee-b055-83b7ba6a72d0> /System/Library/Frameworks/AppKit.framework/Versions/C/AppKit",
+    ] {
+      #expect(text.contains(line), "\(line)")
+    }
+  }
+
+  /// A frame imagelog symbolicated shows imagelog's chain in place of the report's: its inlined
+  /// functions marked `[inlined]`, the report's own inline entry for that address not repeated.
+  @Test func ourAnswersReplaceTheReportsChain() throws {
+    let ips = try #require(readFile(Self.directory + "focustogether-abort.ips"))
+    let report = try ReportParser.parse(ips)
+    var options = SymbolicationOptions()
+    options.systemDirectories = false
+    var result = Symbolicator.symbolicate(report, options: options)
+    let inline = try #require(report.frames.firstIndex { $0.ipsThread == 0 && $0.index == 23 })
+    let real = try #require(report.frames.firstIndex { $0.ipsThread == 0 && $0.index == 24 })
+    for index in [inline, real] {
+      result.frames[index].status = .symbolicated
+      result.frames[index].functions = [
+        .init(name: "inner\nfake", rawName: nil, offset: nil, file: "/src/a/inner.rs", line: 7, column: 3, isInlined: true),
+        .init(name: "outer", rawName: nil, offset: 980, file: "/src/b/outer.rs", line: 193, column: 1, isInlined: false),
+      ]
+    }
+    let lines = result.formatted(.crash).split(separator: "\n").map(String.init)
+    #expect(lines.contains("23  FocusTogether                 \t       0x104efe7b4 inner\\nfake (inner.rs:7) [inlined]"))
+    #expect(lines.contains("24  FocusTogether                 \t       0x104efe7b4 outer + 980 (outer.rs:193)"))
+    #expect(lines.contains { $0.hasPrefix("25  FocusTogether") && $0.contains("EventLoop$LT$T$GT$::run::h1d6984c548acdeb1 + 20 (event_loop.rs:160)") })
+    #expect(!lines.contains { $0.contains("send_message") })
+  }
+}
