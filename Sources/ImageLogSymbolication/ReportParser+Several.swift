@@ -1,11 +1,12 @@
 /// Files that hold several reports one after another (a collector's dump, a CI log with two
-/// crashes): Apple's `.crash` text and the Swift backtracer's, each read on its own, in order.
+/// crashes): Apple's `.crash` text, `.ips` reports and the Swift backtracer's, each read on its own, in order.
 extension ReportParser {
   /// Each report in `text`, in order: one result per report, an error for a part that is no report.
-  /// Text with one report (or of another kind: `.ips`, Linux logs, addresses) gives one result, as
+  /// Text with one report (or of another kind: Linux logs, addresses) gives one result, as
   /// `parse(_:images:)` does; its failure is the one error.
   public static func parseAll(_ text: String, images: [CrashReport.Image] = []) -> [Result<CrashReport, ReportError>] {
-    let starts = reportStarts(text)
+    var starts = reportStarts(text)
+    if starts.count <= 1 { starts = ipsStarts(text) }
     guard starts.count > 1 else {
       do { return [.success(try parse(text, images: images))] } catch { return [.failure(error)] }
     }
@@ -59,5 +60,32 @@ extension ReportParser {
       rest = rest[range.upperBound...]
     }
     return count
+  }
+
+  /// The header line of each `.ips` report when the text holds two or more (each a one-line JSON
+  /// header naming its `bug_type`, then its JSON body); otherwise `[0]`.
+  static func ipsStarts(_ text: String) -> [Int] {
+    // Cheap first: the text starts with a header, and one .ips has one line starting `{"` (its
+    // header; Apple's body starts with a lone `{`).
+    guard text.drop(while: { $0 == "\u{FEFF}" || $0.isWhitespace }).hasPrefix("{\""),
+          occurrences(of: "\n{\"", in: text) > 0 else { return [0] }
+    var starts: [Int] = []
+    var bodyNext = false
+    for (index, line) in splitLines(text).enumerated() {
+      guard line.hasPrefix("{") else {
+        // A header followed by text is a `.crash` behind its header (bug_type 109), not an .ips.
+        if bodyNext, !line.allSatisfy(\.isWhitespace) { return [0] }
+        continue
+      }
+      if bodyNext {
+        bodyNext = false  // the body's first line (a one-line body may name bug_type too)
+      } else if line.contains("\"bug_type\"") {
+        starts.append(index)
+        bodyNext = true
+      }
+    }
+    guard starts.count > 1 else { return [0] }
+    starts[0] = 0  // text before the first report belongs to it
+    return starts
   }
 }

@@ -138,10 +138,15 @@ public struct SymbolicatedReport: Sendable {
 public enum Symbolicator {
   /// Symbolicates every frame of `report`: files are found and their DWARF indexed once per image. Never
   /// throws: what cannot be done is in each frame's status and `notes`.
-  public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions()) -> SymbolicatedReport {
+  ///
+  /// With a `cache` (made with the same `options`), files found and indexed for earlier reports are
+  /// used again and kept for later ones: many reports over the same images read each file once.
+  public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions(),
+                                 cache: SymbolicationCache? = nil) -> SymbolicatedReport {
     var report = report
-    let locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
-                                   buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+    let locator = cache?.locator ?? DebugFileLocator(
+      searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
+      buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
     var files: [Int: SymbolFile] = [:]
@@ -150,7 +155,16 @@ public enum Symbolicator {
     let usedImages = Set(report.frames.compactMap(\.imageIndex)).sorted()
     for imageIndex in usedImages {
       let image = report.images[imageIndex]
-      switch locator.locate(image, architecture: report.architecture ?? options.architecture) {
+      let architecture = report.architecture ?? options.architecture
+      let outcome: DebugFileLocator.Outcome
+      if let cache {
+        let located = cache.locate(image, architecture: architecture)
+        outcome = located.outcome
+        for note in located.notes where !notes.contains(note) { notes.append(note) }
+      } else {
+        outcome = locator.locate(image, architecture: architecture)
+      }
+      switch outcome {
       case .found(let file, let how):
         files[imageIndex] = file
         if let debug = file.debugInfoPath { debugFiles[imageIndex] = debug }
@@ -164,8 +178,12 @@ public enum Symbolicator {
         resolutions.append(ImageResolution(imageIndex: imageIndex, status: .missing))
       }
     }
-    for (path, problem) in locator.unreadable { notes.append("\(path): \(problem)") }
-    for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
+    if let cache {
+      notes = cache.unreadableNotes + notes
+    } else {
+      for (path, problem) in locator.unreadable { notes.append("\(path): \(problem)") }
+      for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
+    }
     notes += placeImagesBySymbols(&report, files: files)
 
     var results: [SymbolicatedFrame] = []
@@ -218,9 +236,9 @@ public enum Symbolicator {
       if options.lineInfo && file.hasDebugInfo {
         let universal = file.debugInfoPath == nil ? file.isUniversalSlice : file.debugInfoIsUniversal
         do {
-          debugInfo = try DebugInfoFile(path: file.debugInfoPath ?? file.path,
-                                        architecture: universal ? file.architecture : nil,
-                                        supplementaryPath: file.supplementaryPath)
+          let (path, architecture) = (file.debugInfoPath ?? file.path, universal ? file.architecture : nil)
+          debugInfo = try cache?.debugInfo(path: path, architecture: architecture, supplementaryPath: file.supplementaryPath)
+            ?? DebugInfoFile(path: path, architecture: architecture, supplementaryPath: file.supplementaryPath)
         } catch {
           notes.append("no file:line information: \(error)")
         }

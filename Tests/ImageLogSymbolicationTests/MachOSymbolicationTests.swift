@@ -92,7 +92,8 @@ struct MachOSymbolicationTests {
       let classic = Symbolicator.symbolicate(report, options: options).formatted(.crash)
       #expect(classic.contains("Last Exception Backtrace:\n"))
       let reread = try ReportParser.parse(classic)
-      #expect(reread.threads.map(\.number) == [0, -1])
+      // Apple's translation writes the Last Exception Backtrace before the threads.
+      #expect(reread.threads.map(\.number) == [-1, 0])
       #expect(reread.frames.map(\.address) == report.frames.map(\.address))
     }
   }

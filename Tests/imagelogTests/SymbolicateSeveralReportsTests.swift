@@ -41,4 +41,34 @@ import Testing
     #expect(firstAt.upperBound < firstSummary.lowerBound && firstSummary.upperBound < secondAt.lowerBound)
     #expect(result.output.contains("missing:    libsystem_kernel.dylib <5e4f7d4a-9b2c-3f1e-8d7a-1b2c3d4e5f60>"))
   }
+
+  /// Several `.ips` reports one after another (header line, body, header line, body…): each in order,
+  /// with its own summary; a part that is no report is named by its number and line.
+  @Test func severalIPSReports() throws {
+    let directory = try makeTemporaryDirectory("imagelog-symbolicate-ips")
+    let real = try #require(readFile(packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/apple-reports/focustogether-abort.ips"))
+    // A second report in Apple's compact form: a one-line body that also names its bug_type.
+    let small = #"{"bug_type":"309","os_version":"macOS 14.4 (23E214)","name":"Small"}"# + "\n"
+      + #"{"bug_type":"309","procName":"Small","pid":77,"cpuType":"X86-64","faultingThread":0,"#
+      + #""threads":[{"triggered":true,"frames":[{"imageOffset":4096,"symbol":"boom","symbolLocation":12,"imageIndex":0}]}],"#
+      + #""usedImages":[{"base":4294967296,"size":8192,"uuid":"11111111-2222-3333-4444-555555555555","path":"/x/Small","name":"Small"}]}"# + "\n"
+    let broken = #"{"bug_type":"309","name":"Broken"}"# + "\n{\n  \"threads\" : [\n"
+    let path = directory + "/three.ips"
+    try writeFile(path, real + small + broken)
+    let result = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", "--format", "crash", path])
+    #expect(result.status == 1 << 8)
+    let realLines = real.split(separator: "\n", omittingEmptySubsequences: false).count - 1
+    #expect(result.error.contains("imagelog: \(path): report 3 of 3 (line \(realLines + 3)): unreadable .ips body"), "\(result.error)")
+    let summaries = result.output.split(separator: "\n").filter { $0.hasPrefix("-- symbolicated by imagelog:") }
+    #expect(summaries.count == 2, "\(result.output)")
+    let first = try #require(result.output.firstRange(of: "Process:               FocusTogether [9376]"))
+    let firstSummary = try #require(result.output.firstRange(of: "-- symbolicated by imagelog"))
+    let second = try #require(result.output.firstRange(of: "Process:               Small [77]"))
+    #expect(first.upperBound < firstSummary.lowerBound && firstSummary.upperBound < second.lowerBound)
+    #expect(result.output.contains("0   Small                         \t       0x100001000 boom + 12\n"))
+    // As JSON (the report style) each report stays a document of its own on standard output.
+    let json = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", path])
+    #expect(json.output.components(separatedBy: #""procName" : "FocusTogether""#).count == 2)
+    #expect(json.output.contains(#""procName" : "Small""#))
+  }
 }

@@ -10,7 +10,8 @@ struct SymbolicateCommand: Command {
   static let name = "symbolicate"
   static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace, sanitizer, coredump, tombstone, glibc) or bare addresses."
   static let usage = "imagelog symbolicate [--search <path> ...] [--image <path>@<load-address> ...] [--format <style>] "
-    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] <report> | <address> ..."
+    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] <report> | <address> ...\n"
+    + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
       <report>                A crash report file, or - for standard input. The kind is detected:
@@ -25,6 +26,7 @@ struct SymbolicateCommand: Command {
                               (no build-id in the report) say "unverified: the report has no build-id".
       <address>               Addresses to look up (0x...): with --image, or after a file listing
                               images in imagelog's formats (imagelog list --format crash|logger|unstrip).
+                              A file holding several .ips reports (header line, body, ...): each too.
 
     OPTIONS:
       --search <path>         A folder (searched recursively) or file holding binaries and debug files:
@@ -43,6 +45,11 @@ struct SymbolicateCommand: Command {
       --no-demangle           Same as --demangle none.
       --no-lines              Symbol tables only: do not read DWARF for file:line.
       --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
+      --output-dir <dir>      Symbolicate each <report> given (any number) and write it to <dir>/<its file
+                              name> (the folder is made if missing), printing one summary line per
+                              report. One process reads, loads and indexes each binary and debug file
+                              once for all the reports. A report that cannot be read or written is
+                              named on standard error and the others still go; the status is then 1.
       -h, --help              Show help information.
 
     MATCHING:
@@ -73,6 +80,8 @@ struct SymbolicateCommand: Command {
   var images: [String] = []
   var style: ReportStyle = .report
   var options = SymbolicationOptions()
+  var outputDirectory: String?
+  var reportPaths: [String] = []
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     options.searchPaths = try scanner.options("--search", command: Self.name, usage: Self.usage)
@@ -94,9 +103,24 @@ struct SymbolicateCommand: Command {
     if scanner.flag("--no-demangle") { options.demangle = .none }
     if scanner.flag("--no-lines") { options.lineInfo = false }
     if scanner.flag("--no-system-debug") { options.systemDirectories = false }
+    outputDirectory = try scanner.option("--output-dir", command: Self.name, usage: Self.usage)
     let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
     addresses = rest.filter { $0.hasPrefix("0x") || $0.hasPrefix("0X") }
     let files = rest.filter { !($0.hasPrefix("0x") || $0.hasPrefix("0X")) }
+    if outputDirectory != nil {
+      guard addresses.isEmpty, images.isEmpty else {
+        throw UsageError(message: "--output-dir takes report files, not addresses or --image", commandName: Self.name, usage: Self.usage)
+      }
+      guard !files.isEmpty else {
+        throw UsageError(message: "Missing a crash report for --output-dir", commandName: Self.name, usage: Self.usage)
+      }
+      guard !files.contains("-") else {
+        throw UsageError(message: "--output-dir writes files named after the reports: standard input has no name",
+                         commandName: Self.name, usage: Self.usage)
+      }
+      reportPaths = files
+      return
+    }
     guard files.count <= 1 else {
       throw UsageError(message: "Give one report at a time (got \(files.count))", commandName: Self.name, usage: Self.usage)
     }
@@ -119,6 +143,7 @@ struct SymbolicateCommand: Command {
   }
 
   func run() throws -> ExitStatus {
+    if let outputDirectory { return runToDirectory(outputDirectory) }
     var status = ExitStatus.success
     var reportImages: [CrashReport.Image] = []
     for spec in images {
@@ -205,5 +230,72 @@ struct SymbolicateCommand: Command {
   /// Writes all of `buffer` to standard output, in as many write(2) calls as the pipe takes.
   static func writeStandardOutput(_ buffer: UnsafeRawBufferPointer) {
     writeAll(to: 1, buffer)  // a closed pipe or a full disk: nothing more can be said there
+  }
+
+  /// `--output-dir`: each report to `directory/<its file name>`, one summary line each on standard
+  /// output, every file found and indexed once for all of them (`SymbolicationCache`).
+  func runToDirectory(_ directory: String) -> ExitStatus {
+    var status = ExitStatus.success
+    if !ReportReading.exists(directory), mkdir(directory, 0o777) != 0, errno != EEXIST {
+      printError("imagelog: \(directory): cannot make the folder: \(String(cString: strerror(errno)))")
+      return .failure
+    }
+    for path in options.searchPaths where !ReportReading.exists(path) {
+      printError("imagelog: \(path): no such file or directory")
+      status = .failure
+    }
+    let cache = SymbolicationCache(options: options)
+    var written: [String: String] = [:]  // output name -> the report written there
+    for reportPath in reportPaths {
+      let name = Image.shortName(of: reportPath)
+      let outputPath = directory + "/" + name
+      if let earlier = written[name] {
+        printError("imagelog: \(reportPath): \(outputPath) is already written for \(earlier)")
+        status = .failure
+        continue
+      }
+      let text: String
+      do { text = try ReportReading.readText(reportPath) } catch {
+        printError("imagelog: \(reportPath): \(error)")
+        status = .failure
+        continue
+      }
+      var output: [UInt8] = []
+      var lines: [String] = []
+      let reports = ReportParser.parseAll(text)
+      for (index, parsed) in reports.enumerated() {
+        let label = TextEscaping.escaped(reportPath) + (reports.count > 1 ? " (report \(index + 1) of \(reports.count))" : "")
+        let report: CrashReport
+        switch parsed {
+        case .success(let value): report = value
+        case .failure(let error):
+          printError("imagelog: \(reportPath): \(error)")
+          status = .failure
+          continue
+        }
+        let result = Symbolicator.symbolicate(report, options: options, cache: cache)
+        result.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
+        if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
+        // The summary's first line without its `-- symbolicated by imagelog: ` lead.
+        let summary = result.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
+        lines.append("\(label): \(summary) -> \(TextEscaping.escaped(outputPath))")
+      }
+      guard !lines.isEmpty else { continue }
+      written[name] = reportPath
+      let descriptor = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+      guard descriptor >= 0 else {
+        printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
+        status = .failure
+        continue
+      }
+      let complete = output.withUnsafeBytes { writeAll(to: descriptor, $0) }
+      if close(descriptor) != 0 || !complete {
+        printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
+        status = .failure
+        continue
+      }
+      for line in lines { _ = writeAll(to: 1, line + "\n") }
+    }
+    return status
   }
 }

@@ -1,0 +1,58 @@
+import ImageLog
+import ImageReaders
+
+/// Files found and read for earlier reports, kept for the next: a process that symbolicates many
+/// reports (`imagelog symbolicate --output-dir`, a crash collector) finds, loads and indexes each
+/// binary and debug file once, however many reports name it.
+///
+/// What is kept: each image's search outcome (by identity, recorded path, name and architecture,
+/// with the notes the search made), each file's symbol table, and each DWARF index. Memory grows with
+/// the number of distinct files, not of reports. Not thread-safe: use one cache per thread.
+public final class SymbolicationCache {
+  /// The locator every report's images are searched with (its own caches hold the `--search` index).
+  let locator: DebugFileLocator
+  private var outcomes: [String: (outcome: DebugFileLocator.Outcome, notes: [String])] = [:]
+  private var debugInfoFiles: [String: Result<DebugInfoFile, ReportError>] = [:]
+
+  /// A cache for symbolicating with `options` (pass the same options to each `Symbolicator.symbolicate`).
+  public init(options: SymbolicationOptions) {
+    locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
+                               buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+  }
+
+  /// How many files' outcomes and DWARF indexes are held (tests and benchmarks check files are read once).
+  public var counts: (images: Int, debugInfoFiles: Int) { (outcomes.count, debugInfoFiles.count) }
+
+  /// Search paths that could not be read, as each report's notes name them.
+  var unreadableNotes: [String] { locator.unreadable.map { "\($0.path): \($0.problem)" } }
+
+  /// The locator's outcome for `image`, found once; `notes` are the files refused while finding it.
+  func locate(_ image: CrashReport.Image, architecture: String?) -> (outcome: DebugFileLocator.Outcome, notes: [String]) {
+    // NUL cannot occur in a path or a name read from a report line or JSON string we keep whole.
+    let key = [image.identity?.text ?? "", image.path ?? "", image.name, image.architecture ?? architecture ?? ""]
+      .joined(separator: "\u{0}")
+    if let known = outcomes[key] { return known }
+    let refusedBefore = locator.refused.count
+    let outcome = locator.locate(image, architecture: architecture)
+    let notes = locator.refused.dropFirst(refusedBefore).map { "\($0.path): not used: \($0.problem)" }
+    outcomes[key] = (outcome, notes)
+    return (outcome, notes)
+  }
+
+  /// The DWARF of `path` (that slice, with that supplementary file), indexed once; a file that could
+  /// not be read throws the same error each time.
+  func debugInfo(path: String, architecture: String?, supplementaryPath: String?) throws -> DebugInfoFile {
+    let key = [path, architecture ?? "", supplementaryPath ?? ""].joined(separator: "\u{0}")
+    if let known = debugInfoFiles[key] { return try known.get() }
+    let result: Result<DebugInfoFile, ReportError>
+    do {
+      result = .success(try DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath))
+    } catch let error as ReportError {
+      result = .failure(error)
+    } catch {
+      result = .failure(ReportError("\(error)"))
+    }
+    debugInfoFiles[key] = result
+    return try result.get()
+  }
+}
