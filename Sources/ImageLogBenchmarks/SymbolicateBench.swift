@@ -8,13 +8,7 @@ import ImageReaders
 func symbolicateBenchmarks() throws -> [BenchmarkTable] {
   let library = "/opt/swift/usr/lib/swift/linux/libswiftCore.so"
   guard FileSystemProbe.exists(library) else { throw BenchError("\(library) not found") }
-  guard let file = try SymbolFile.load(path: library).first else { throw BenchError("\(library): no slice") }
-  // Code addresses, as a crash report has: symbols in executable sections (SHF_EXECINSTR), not the
-  // labels of data sections (`_edata`, `__start_swift5_...`) that llvm-symbolizer names by data symbols.
-  let code = try MappedFile(path: library).withReader { reader in
-    try ELFFile(reader).sections.filter { $0.flags & 0x4 != 0 }.map { $0.vmAddress..<($0.vmAddress &+ $0.size) }
-  }
-  let symbols = file.symbols.symbols.filter { symbol in code.contains { $0.contains(symbol.address) } }
+  let (file, symbols) = try codeSymbols(library)
   guard symbols.count > 1000 else { throw BenchError("\(library): only \(symbols.count) symbols") }
   var addresses: [UInt64] = []
   addresses.reserveCapacity(20_000)
@@ -115,6 +109,115 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
                                  header: ["tool", "time"], rows: reportRows))
   }
   return tables
+}
+
+/// The ELF file at `path` and its function symbols in executable sections (SHF_EXECINSTR): code
+/// addresses, as a crash report has, not the labels of data sections (`_edata`, `__start_swift5_...`)
+/// that llvm-symbolizer names by data symbols.
+func codeSymbols(_ path: String) throws -> (file: SymbolFile, symbols: [SymbolTable.Symbol]) {
+  guard let file = try SymbolFile.load(path: path).first else { throw BenchError("\(path): no slice") }
+  let code = try MappedFile(path: path).withReader { reader in
+    try ELFFile(reader).sections.filter { $0.flags & 0x4 != 0 }.map { $0.vmAddress..<($0.vmAddress &+ $0.size) }
+  }
+  return (file, file.symbols.symbols.filter { symbol in code.contains { $0.contains(symbol.address) } })
+}
+
+/// A crash collector's batch: 1,000 reports of 100 frames over the same 20 libraries, symbolicated by
+/// one `imagelog symbolicate --output-dir` against one `imagelog symbolicate` process per report (what a
+/// collector without it runs). Both write every report to a file; the files are compared first.
+func manyReportsBenchmark() throws -> [BenchmarkTable] {
+  let imagelog = CommandLine.arguments[0].split(separator: "/").dropLast().joined(separator: "/")
+  let cli = (CommandLine.arguments[0].hasPrefix("/") ? "/" : "") + (imagelog.isEmpty ? "." : imagelog) + "/imagelog"
+  guard FileSystemProbe.exists(cli) else { throw BenchError("\(cli) not found: build the imagelog product first") }
+  // System libraries a crash names most (libc and libstdc++ with their Debian debug files, when
+  // installed: lines from DWARF), then the Swift runtime's, until there are 20.
+  let system = ["libc.so.6", "libstdc++.so.6", "libm.so.6", "libgcc_s.so.1", "libz.so.1", "libzstd.so.1", "liblzma.so.5",
+                "libcrypto.so.3", "libssl.so.3", "libsqlite3.so.0", "libcurl.so.4", "libxml2.so.2"]
+    .map { "/lib/x86_64-linux-gnu/" + $0 }
+  let swift = ["libswiftCore.so", "libFoundation.so", "libFoundationEssentials.so", "libdispatch.so", "libswift_Concurrency.so",
+               "libswiftDispatch.so", "libBlocksRuntime.so", "libswiftGlibc.so", "libswift_StringProcessing.so",
+               "libswift_RegexParser.so", "libswiftSynchronization.so", "libswiftObservation.so", "libXCTest.so",
+               "libFoundationNetworking.so", "libFoundationXML.so", "libswiftRemoteMirror.so"]
+    .map { "/opt/swift/usr/lib/swift/linux/" + $0 }
+  var libraries: [(path: String, file: SymbolFile, symbols: [SymbolTable.Symbol])] = []
+  for path in system + swift where libraries.count < 20 && FileSystemProbe.exists(path) {
+    guard let (file, symbols) = try? codeSymbols(path), file.buildID != nil, symbols.count >= 50 else { continue }
+    libraries.append((path, file, symbols))
+  }
+  guard libraries.count == 20 else { throw BenchError("only \(libraries.count) libraries with build-ids and symbols found") }
+
+  let directory = "/tmp/imagelog-bench-many-\(getpid())"
+  mkdir(directory, 0o755)
+  defer { _ = try? runProcess(["rm", "-rf", directory], discardOutput: true) }
+  mkdir(directory + "/reports", 0o755)
+  let reportCount = 1000
+  var state: UInt64 = 0x5EED  // a fixed sequence (Knuth's MMIX LCG, high bits): the same reports every run
+  func next() -> UInt64 {
+    state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+    return state >> 24
+  }
+  var images = "\nBinary Images:\n"
+  for (index, library) in libraries.enumerated() {
+    let load = 0x7f00_0000_0000 + UInt64(index) << 32
+    let end = load + (library.file.loadSize ?? 0x1000_0000) - 1
+    images += "0x\(hexDigits(load)) - 0x\(hexDigits(end)) \(Image.shortName(of: library.path)) x86_64  "
+      + "<\(library.file.buildID?.compactUUID ?? "")> \(library.path)\n"
+  }
+  for report in 0..<reportCount {
+    var text = "Process:         collected [\(1000 + report)]\nOS Version:      Linux 6.1.0 x86_64\nCrashed Thread:  0  tid 1\n\n"
+      + "Thread 0 Crashed:\n"
+    for frame in 0..<100 {
+      let index = Int(next() % UInt64(libraries.count))
+      let symbol = libraries[index].symbols[Int(next() % UInt64(libraries[index].symbols.count))]
+      let offset = symbol.address - libraries[index].file.imageBaseVMAddress + (symbol.size > 1 ? next() % symbol.size : 0)
+      let load = 0x7f00_0000_0000 + UInt64(index) << 32
+      let name = Image.shortName(of: libraries[index].path)
+      text += padded(String(frame), 4) + padded(name, 30) + "0x\(hexDigits(load + offset, width: 16)) 0x\(hexDigits(load)) + \(offset)\n"
+    }
+    try writeText(text + images, to: directory + "/reports/r\(report).crash")
+  }
+
+  func padded(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(1, width - text.count)) }
+  let batch = "\(cli) symbolicate --output-dir \(directory)/batch \(directory)/reports/*.crash > \(directory)/batch.txt"
+  let each = "mkdir -p \(directory)/each && for f in \(directory)/reports/*.crash; do "
+    + "\(cli) symbolicate \"$f\" > \(directory)/each/\"${f##*/}\" || exit 1; done"
+  // Same answers first: every report's file from the batch equals the one its own process wrote.
+  let first = try measuredShell(batch, peakMemory: true)
+  let firstEach = try measuredShell(each)
+  var identical = 0
+  var symbolicated = ""
+  for report in 0..<reportCount {
+    let name = "/r\(report).crash"
+    let ours = try runProcess(["cat", directory + "/batch" + name]).output
+    if ours == (try runProcess(["cat", directory + "/each" + name]).output) { identical += 1 }
+    if report == 0, let summary = ours.split(separator: "\n").last(where: { $0.hasPrefix("-- symbolicated by imagelog:") }) {
+      symbolicated = String(summary.dropFirst("-- symbolicated by imagelog: ".count))
+    }
+  }
+  guard identical == reportCount else { throw BenchError("only \(identical) of \(reportCount) reports agree between the two ways") }
+  // One round of a process per report (1,000 runs, minutes) is the one checked above; the batch is
+  // run twice more and its median taken.
+  var batches = [first]
+  for _ in 0..<2 { batches.append(try measuredShell(batch, peakMemory: true)) }
+  let batchWall = median(batches.map(\.wall)), batchCPU = median(batches.map(\.cpu))
+  let eachWall = firstEach.wall, eachCPU = firstEach.cpu
+  let peak = median(batches.map { Double($0.maxRSSKiB) }) / 1024
+  let names = libraries.map { Image.shortName(of: $0.path) }.joined(separator: ", ")
+  return [BenchmarkTable(
+    title: "Symbolication: \(reportCount) reports of 100 frames over the same 20 libraries",
+    notes: "A crash collector's batch. Libraries: \(names) (libc and libstdc++ with lines from their Debian debug "
+      + "files when installed). Each way writes every report to its own file; all \(reportCount) files are identical "
+      + "between the two (checked first; report 0: \(symbolicated)). One process per report: the one round that made "
+      + "the files compared; --output-dir: median of 3 runs. Goal: at least 20x "
+      + "less total time with --output-dir.",
+    header: ["way", "wall", "CPU", "peak memory", "per report"],
+    rows: [
+      ["`imagelog symbolicate --output-dir DIR` (one process, every file read once)", formatDuration(batchWall),
+       formatDuration(batchCPU), peak > 0 ? "\(rounded(peak)) MiB" : "", formatDuration(batchWall / Double(reportCount))],
+      ["`imagelog symbolicate REPORT > FILE`, one process per report", formatDuration(eachWall), formatDuration(eachCPU), "",
+       formatDuration(eachWall / Double(reportCount))],
+      ["ratio (one process per report / --output-dir)", "\(rounded(eachWall / batchWall))x", "\(rounded(eachCPU / batchCPU))x", "", ""],
+    ])]
 }
 
 /// Runs `command` with `sh -c` and returns its wall-clock and CPU (user + system) seconds.

@@ -11,6 +11,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("snapshot and observers", snapshotBenchmark),
   ("file", fileBenchmark),
   ("symbolicate", symbolicateBenchmarks),
+  ("many reports at once (symbolicate --output-dir)", manyReportsBenchmark),
   ("dwarf lines and inlines vs llvm-symbolizer", dwarfBenchmarks),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),

@@ -232,7 +232,10 @@ enum AppleCrashParser {
   static func frame(_ line: String) -> (frame: CrashReport.Frame, imageName: String?)? {
     // imagelog's trust mark ends the line; the rest is read without it.
     let trust = CrashReport.Frame.trust(endingLine: line)
-    let characters = Array(line.dropLast(trust?.markLength ?? 0))
+    let body = line.dropLast(trust?.markLength ?? 0)
+    // An ASCII line (nearly every one) needs no grapheme breaking: each byte is one Character.
+    let characters: [Character] = body.utf8.allSatisfy { $0 < 0x80 && $0 != UInt8(ascii: "\r") }
+      ? body.utf8.map { Character(Unicode.Scalar($0)) } : Array(body)
     var position = 0
     while position < characters.count, characters[position] == " " { position += 1 }
     let numberStart = position
@@ -245,7 +248,9 @@ enum AppleCrashParser {
       while scan < characters.count, characters[scan] == " " || characters[scan] == "\t" { scan += 1 }
       let start = scan
       while scan < characters.count, characters[scan] != " ", characters[scan] != "\t" { scan += 1 }
-      if start < scan, ReportParser.hexNumber(String(characters[start..<scan])) != nil, start > position + 1 {
+      // `0x` first: no string is made for the image name's and other tokens.
+      if start + 1 < scan, characters[start] == "0", characters[start + 1] == "x" || characters[start + 1] == "X",
+         ReportParser.hexNumber(String(characters[start..<scan])) != nil, start > position + 1 {
         tokenStart = start
         break
       }

@@ -41,7 +41,7 @@ enum LinuxLogParser {
     var firstKind: Kind?
     var imageKeys: [String: Int] = [:]
     var moduleIdentities: [String: ImageIdentity] = [:]
-    var heading: String?
+    var heading: String?  // the last non-blank line before a stack, trimmed when a stack starts
     var previousNumber: Int?
     var previousKind: Kind?
     var inStack = false
@@ -55,13 +55,13 @@ enum LinuxLogParser {
         inStack = false
         continue
       case .other:
-        if let (name, identity) = moduleLine(line) {
+        // Most lines of a log are neither: a byte search first, the string searches only on a hit.
+        if contains(bytes, "build-id"), let (name, identity) = moduleLine(line) {
           moduleIdentities[name] = identity
-        } else if let ids = packageJSON(line) {
+        } else if contains(bytes, "COREDUMP_PACKAGE_JSON="), let ids = packageJSON(line) {
           for (name, identity) in ids where moduleIdentities[name] == nil { moduleIdentities[name] = identity }
         }
-        let trimmed = line.trimmingSpaces
-        if !trimmed.isEmpty { heading = String(trimmed.prefix(120)) }
+        if bytes.contains(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }) { heading = line }
         inStack = false
         continue
       case .frame(let parsed):
@@ -72,7 +72,8 @@ enum LinuxLogParser {
           && (parsed.number.map { number in previousNumber.map { number > $0 } ?? false } ?? inStack)
         if !continues {
           stack += 1
-          report.threads.append(CrashReport.Thread(number: stack, crashed: stack == 0, name: heading))
+          report.threads.append(CrashReport.Thread(number: stack, crashed: stack == 0,
+                                                   name: heading.map { String($0.trimmingSpaces.prefix(120)) }))
           previousNumber = nil
         }
         inStack = true
@@ -319,6 +320,20 @@ enum LinuxLogParser {
   }
 
   // MARK: Bytes
+
+  /// True when `needle` occurs in `b`.
+  static func contains(_ b: [UInt8], _ needle: StaticString) -> Bool {
+    needle.withUTF8Buffer { needle in
+      guard let first = needle.first, needle.count <= b.count else { return false }
+      var start = 0
+      while start <= b.count - needle.count {
+        guard let found = b[start...].firstIndex(of: first), found <= b.count - needle.count else { return false }
+        if b[found..<found + needle.count].elementsEqual(needle) { return true }
+        start = found + 1
+      }
+      return false
+    }
+  }
 
   static func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
 

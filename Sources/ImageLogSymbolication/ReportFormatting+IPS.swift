@@ -243,7 +243,11 @@ extension SymbolicatedReport {
       }
       out += "  \n"
       if let cpu = value("cpu") { out += "Logical CPU:     \(cpu)\n" }
-      if let error = value("err") { out += "Error Code:      0x\(hexDigits(error, width: 8))\n" }
+      if let error = value("err") {
+        // Apple keeps the fault's description with the trap number and writes it after the error code.
+        let description = state["trap"]?["description"]?.string.map { " " + TextEscaping.escaped($0) } ?? ""
+        out += "Error Code:      0x\(hexDigits(error, width: 8))\(description)\n"
+      }
       if let trap = value("trap") { out += "Trap Number:     \(trap)\n" }
     }
     return out

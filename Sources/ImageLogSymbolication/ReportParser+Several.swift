@@ -53,13 +53,26 @@ extension ReportParser {
   }
 
   static func occurrences(of needle: String, in text: String) -> Int {
-    var count = 0
-    var rest = text[...]
-    while let range = rest.firstRange(of: needle) {
-      count += 1
-      rest = rest[range.upperBound...]
+    // On UTF-8 bytes: a collector's batch reads every report through here, and a 64 MiB list too.
+    var text = text
+    var needle = needle
+    return text.withUTF8 { bytes in
+      needle.withUTF8 { needle in
+        guard let first = needle.first, needle.count <= bytes.count else { return 0 }
+        var count = 0
+        var start = 0
+        while start <= bytes.count - needle.count {
+          guard let found = bytes[start...].firstIndex(of: first), found <= bytes.count - needle.count else { break }
+          if UnsafeBufferPointer(rebasing: bytes[found..<found + needle.count]).elementsEqual(needle) {
+            count += 1
+            start = found + needle.count
+          } else {
+            start = found + 1
+          }
+        }
+        return count
+      }
     }
-    return count
   }
 
   /// The header line of each `.ips` report when the text holds two or more (each a one-line JSON

@@ -1,4 +1,5 @@
 import ImageLogTestSupport
+import ImageReaders
 import Testing
 @testable import ImageLogSymbolication
 
@@ -96,5 +97,34 @@ import Testing
     #expect(lines.contains("24  FocusTogether                 \t       0x104efe7b4 outer + 980 (outer.rs:193)"))
     #expect(lines.contains { $0.hasPrefix("25  FocusTogether") && $0.contains("EventLoop$LT$T$GT$::run::h1d6984c548acdeb1 + 20 (event_loop.rs:160)") })
     #expect(!lines.contains { $0.contains("send_message") })
+  }
+
+  /// The X86 register block as a published macOS 12 translation of an Electron app's crash writes it
+  /// (registers, the `  ` line, Logical CPU, the error code with the trap's description, the trap),
+  /// from a thread state shaped as that report's JSON.
+  @Test func x86ThreadState() throws {
+    let values: [(String, UInt64)] = [
+      ("rax", 0x804177f04b95003b), ("rbx", 0), ("rcx", 0x8000100), ("rdx", 0x80), ("rdi", 0), ("rsi", 0x7ff7b3177360),
+      ("rbp", 0x7ff7b3177330), ("rsp", 0x7ff7b31772f0), ("r8", 0x600003e54128), ("r9", 0), ("r10", 0xffffff00),
+      ("r11", 0x600003e54120), ("r12", 0x80), ("r13", 0x200832d1b1), ("r14", 0x7ff7b3177360), ("r15", 0x8000100),
+      ("rip", 0x7ff81490e6d9), ("rflags", 0x10246), ("cr2", 0), ("cpu", 0), ("err", 4),
+    ]
+    var members = values.map { ($0.0, JSONValue.object([("value", .number(String($0.1)))])) }
+    members.append(("trap", .object([("value", .number("14")), ("description", .string("(no mapping for user data read)"))])))
+    members.append(("flavor", .string("x86_THREAD_STATE")))
+    let text = SymbolicatedReport.threadStateText(.object(members), thread: 0)
+    #expect(text == """
+      Thread 0 crashed with X86 Thread State (64-bit):
+        rax: 0x804177f04b95003b  rbx: 0x0000000000000000  rcx: 0x0000000008000100  rdx: 0x0000000000000080
+        rdi: 0x0000000000000000  rsi: 0x00007ff7b3177360  rbp: 0x00007ff7b3177330  rsp: 0x00007ff7b31772f0
+         r8: 0x0000600003e54128   r9: 0x0000000000000000  r10: 0x00000000ffffff00  r11: 0x0000600003e54120
+        r12: 0x0000000000000080  r13: 0x000000200832d1b1  r14: 0x00007ff7b3177360  r15: 0x0000000008000100
+        rip: 0x00007ff81490e6d9  rfl: 0x0000000000010246  cr2: 0x0000000000000000
+      \u{20}\u{20}
+      Logical CPU:     0
+      Error Code:      0x00000004 (no mapping for user data read)
+      Trap Number:     14
+
+      """)
   }
 }

@@ -133,5 +133,12 @@ import Testing
             "\(result.error)")
     let alone = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", directory + "/a/crash.crash"])
     #expect(readFile(output + "/crash.crash") == alone.output)
+    // The report's own folder as the output folder: the report is not written over.
+    let original = try #require(readFile(directory + "/a/crash.crash"))
+    let same = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", "--output-dir", directory + "/a",
+                             directory + "/a/crash.crash"])
+    #expect(same.status == 1 << 8)
+    #expect(same.error.contains("imagelog: \(directory)/a/crash.crash: --output-dir would write over the report itself"), "\(same.error)")
+    #expect(readFile(directory + "/a/crash.crash") == original)
   }
 }

@@ -232,6 +232,12 @@ struct SymbolicateCommand: Command {
     writeAll(to: 1, buffer)  // a closed pipe or a full disk: nothing more can be said there
   }
 
+  /// True when both paths name one existing file (same device and inode).
+  static func sameFile(_ first: String, _ second: String) -> Bool {
+    var a = stat(), b = stat()
+    return stat(first, &a) == 0 && stat(second, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino
+  }
+
   /// `--output-dir`: each report to `directory/<its file name>`, one summary line each on standard
   /// output, every file found and indexed once for all of them (`SymbolicationCache`).
   func runToDirectory(_ directory: String) -> ExitStatus {
@@ -251,6 +257,11 @@ struct SymbolicateCommand: Command {
       let outputPath = directory + "/" + name
       if let earlier = written[name] {
         printError("imagelog: \(reportPath): \(outputPath) is already written for \(earlier)")
+        status = .failure
+        continue
+      }
+      if Self.sameFile(reportPath, outputPath) {
+        printError("imagelog: \(reportPath): --output-dir would write over the report itself")
         status = .failure
         continue
       }
