@@ -23,8 +23,12 @@ let package = Package(
     .target(name: "CImageLogUnwind"),
     // One image's layout, build-id and event line in C, header-only: shared by the shim and the audit module.
     .target(name: "CImageLogImage"),
-    // rtld-audit module for `imagelog run` (LD_AUDIT); a shared library of its own.
-    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage"]),
+    // rtld-audit module for `imagelog run` (LD_AUDIT); a shared library of its own, linked against nothing
+    // (audit.c says why): no libc, no crt files, no search path to the toolchain's runtime, and -z defs so
+    // that a function the module would need from a library fails the link rather than the audited program.
+    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage"],
+            linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xclang-linker", "-nostdlib",
+                                           "-Xlinker", "-z", "-Xlinker", "defs"])]),
     // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.
     .target(name: "ImageReaders"),
     // The in-process image list, observers, formatting, other processes. No Foundation.

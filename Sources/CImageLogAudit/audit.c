@@ -7,37 +7,138 @@
  * tests), and written with one write(2) to the descriptor imagelog left open.
  *
  * Constraints: the loader calls us with its lock held, before the program's libc is set up, and in
- * a namespace of our own. So: no malloc, no stdio, no locks; errno is saved and restored around
- * every hook, so the program never sees ours. The line buffer is static: the loader lock
- * serializes the hooks, and a forked child has its own copy. The program headers come from the
- * loader itself (dlinfo RTLD_DI_PHDR, glibc 2.35 and later; AT_PHDR for the executable), so the
- * usual image costs one system call: its write. */
+ * a namespace of our own. So: no malloc, no stdio, no locks. The line buffer is static: the loader
+ * lock serializes the hooks, and a forked child has its own copy.
+ *
+ * No libc: a module that needs one makes the loader map, relocate and initialize a second libc in
+ * the audit namespace at every start of every audited program, which costs more than everything the
+ * module does (BENCHMARKS.md). So the module makes its few system calls itself, reads the
+ * environment and the auxiliary vector from the arguments the loader passes its initializer, and
+ * defines the four string functions the compiler and CImageLogImage.h call. Nothing it does touches
+ * the program's errno (it has none of its own either).
+ *
+ * Program headers: the loader's own table for each object, as dlinfo(RTLD_DI_PHDR) returns it
+ * (which is libc's). glibc keeps it in the link map, in the fields l_phdr, l_entry and l_phnum, one
+ * after the other, past the public part and the l_info array whose length changes between
+ * versions; the module finds them once in the executable's link map, where the three must equal the
+ * kernel's AT_PHDR, AT_ENTRY and AT_PHNUM, and checks the place against the loader's own link map
+ * (whose program headers its ELF header at AT_BASE gives). Should a C library keep them elsewhere,
+ * the module says so in one line and reports only the executable, the loader and the vDSO, whose
+ * program headers it has without the link map. */
 #define _GNU_SOURCE
 #include "CImageLogAudit.h"
 #include "CImageLogImage.h"
-#include <dlfcn.h>
-#include <errno.h>
+#include <elf.h>
+#include <errno.h>  /* the E* numbers only: the module has no errno */
 #include <fcntl.h>
 #include <link.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 /* SwiftPM links every product with the Swift driver, which adds swiftrt.o and -lswiftCore. Loaded
    by LD_AUDIT, that would bring the Swift runtime, libstdc++ and a second libm into the audit
    namespace of every program, at each start (the cost: BENCHMARKS.md). So: swiftrt.o's two references to the
    runtime are satisfied here (hidden, never called by anything that matters for a C library),
    and an autolink entry (the Swift driver's own mechanism, read by swift-autolink-extract and put
-   before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module's
-   only dependency is then libc. */
+   before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module
+   links with -nostdlib (Package.swift), so it depends on nothing at all. */
 __asm__(".section .swift1_autolink_entries,\"e\"\n.asciz \"-Wl,--as-needed\"\n.previous\n");
 __attribute__((visibility("hidden"))) void swift_addNewDSOImage(const void *image) { (void)image; }
 __attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const char *name) { (void)name; return 0; }
+
+/* ---- what libc would have given: system calls, string functions ---- */
+
+/* A system call; returns the result, or -errno. */
+static long sys6(long number, long a, long b, long c, long d, long e, long f) {
+#if defined(__x86_64__)
+  register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
+  long result;
+  __asm__ volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return result;
+#elif defined(__aarch64__)
+  register long x8 __asm__("x8") = number, x0 __asm__("x0") = a, x1 __asm__("x1") = b, x2 __asm__("x2") = c,
+                x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
+  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
+  return x0;
+#else
+#error "the audit module makes its own system calls: add this architecture's convention"
+#endif
+}
+#define SYS(number, ...) SYS_N(number, __VA_ARGS__, 0, 0, 0, 0, 0, 0)
+#define SYS_N(number, a, b, c, d, e, f, ...) sys6((number), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+
+/* The compiler may call these for copies and comparisons, and CImageLogImage.h does; hidden, so nothing outside the
+   module binds to them. The loops stay loops (LLVM does not turn a loop in a function named memcpy
+   or memset into a call to itself; the barrier keeps any compiler from doing so). */
+__attribute__((visibility("hidden"))) void *memcpy(void *restrict to, const void *restrict from, size_t count) {
+  unsigned char *out = to;
+  const unsigned char *in = from;
+  for (size_t index = 0; index < count; index++) { out[index] = in[index]; __asm__("" ::: "memory"); }
+  return to;
+}
+__attribute__((visibility("hidden"))) void *memset(void *to, int value, size_t count) {
+  unsigned char *out = to;
+  for (size_t index = 0; index < count; index++) { out[index] = (unsigned char)value; __asm__("" ::: "memory"); }
+  return to;
+}
+__attribute__((visibility("hidden"))) int memcmp(const void *left, const void *right, size_t count) {
+  const unsigned char *a = left, *b = right;
+  for (size_t index = 0; index < count; index++) if (a[index] != b[index]) return a[index] < b[index] ? -1 : 1;
+  return 0;
+}
+/* What clang turns memcmp(...) == 0 into. */
+__attribute__((visibility("hidden"))) int bcmp(const void *left, const void *right, size_t count) {
+  return memcmp(left, right, count);
+}
+__attribute__((visibility("hidden"))) size_t strlen(const char *text) {
+  size_t length = 0;
+  while (text[length] != '\0') { length++; __asm__("" ::: "memory"); }
+  return length;
+}
+
+/* True when `entry` is `name=...`; *value is then what follows the '='. */
+static int variable_named(const char *entry, const char *name, const char **value) {
+  size_t index = 0;
+  while (name[index] != '\0' && entry[index] == name[index]) index++;
+  if (name[index] != '\0' || entry[index] != '=') return 0;
+  *value = entry + index + 1;
+  return 1;
+}
+
+/* ---- the process: its environment and auxiliary vector, from the loader ---- */
+
+static char **environment;
+static const ElfW(auxv_t) *auxiliary;
+
+/* The loader passes every initializer argc, argv and the environment, as the kernel laid them out
+   (its initializers run before la_version): the auxiliary vector follows the environment's NULL. */
+__attribute__((constructor)) static void capture_environment(int argc, char **argv, char **envp) {
+  (void)argc; (void)argv;
+  environment = envp;
+  if (envp == NULL) return;
+  char **end = envp;
+  while (*end != NULL) end++;
+  auxiliary = (const ElfW(auxv_t) *)(end + 1);
+}
+
+static const char *variable(const char *name) {
+  const char *value;
+  for (char **entry = environment; entry != NULL && *entry != NULL; entry++) if (variable_named(*entry, name, &value)) return value;
+  return NULL;
+}
+
+static uintptr_t auxiliary_value(uintptr_t type) {
+  for (const ElfW(auxv_t) *entry = auxiliary; entry != NULL && entry->a_type != AT_NULL; entry++) {
+    if (entry->a_type == type) return entry->a_un.a_val;
+  }
+  return 0;
+}
+
+/* ---- state ---- */
 
 static int output_fd = -1;
 static il_line_options options;
@@ -45,34 +146,30 @@ static uintptr_t page_size = 4096;
 static pid_t own_pid;
 /* The process imagelog became: its lines are not labelled. */
 static pid_t first_pid;
-/* The kernel's AT_PHDR, AT_PHNUM and AT_SYSINFO_EHDR, read once. */
-static uintptr_t main_phdrs, main_phnum, vdso_header;
-#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 35)
-#define IL_RTLD_DI_PHDR RTLD_DI_PHDR
-#else
-#define IL_RTLD_DI_PHDR 11  /* the request number glibc 2.35 gave it; older ones refuse it */
-#endif
+/* The kernel's AT_PHDR, AT_PHNUM, AT_BASE and AT_SYSINFO_EHDR, read once. */
+static uintptr_t at_phdr, at_phnum, loader_base, vdso_header;
+/* The vDSO's load bias (its header's address less its first segment's address). */
+static uintptr_t vdso_bias;
 
-/* getpid(2) is a system call (glibc stopped caching it), and the module needs the PID for every
-   line only to notice a fork. A page marked MADV_WIPEONFORK reads back as zeros in a forked child:
-   fork_page[0] is 1 in the process that set it, 0 in a fork that has not looked up its PID yet. The
-   page sits in .bss past the file-backed part (page-aligned, so it is in the loader's anonymous
-   zero-fill mapping); where madvise refuses (a kernel before 4.14) or pages are larger than the
-   array, every event asks getpid. */
+/* getpid(2) is a system call, and the module needs the PID for every line only to notice a fork. A
+   page marked MADV_WIPEONFORK reads back as zeros in a forked child: fork_page[0] is 1 in the
+   process that set it, 0 in a fork that has not looked up its PID yet. The page sits in .bss past
+   the file-backed part (page-aligned, so it is in the loader's anonymous zero-fill mapping); where
+   madvise refuses (a kernel before 4.14) or pages are larger than the array, every event asks getpid. */
 static unsigned char fork_page[4096] __attribute__((aligned(4096)));
 static int fork_page_armed;
 
 static void arm_fork_page(void) {
   /* Only where the array is exactly one page: a larger page would wipe other variables too. */
   if (page_size == sizeof fork_page && ((uintptr_t)fork_page & (page_size - 1)) == 0)
-    fork_page_armed = madvise(fork_page, sizeof fork_page, MADV_WIPEONFORK) == 0;
+    fork_page_armed = SYS(SYS_madvise, fork_page, sizeof fork_page, MADV_WIPEONFORK) == 0;
   fork_page[0] = 1;
 }
 
 /* The PID of the calling process, without a system call unless it forked since the last look. */
 static pid_t current_pid(void) {
   if (fork_page_armed && fork_page[0] == 1) return own_pid;
-  own_pid = getpid();
+  own_pid = (pid_t)SYS(SYS_getpid, 0);
   fork_page[0] = 1;
   return own_pid;
 }
@@ -88,50 +185,124 @@ static struct link_map *main_map;
 static int exiting;
 
 static uint64_t now_ns(void) {
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
+  struct timespec now = { 0, 0 };
+  SYS(SYS_clock_gettime, CLOCK_MONOTONIC, &now);
   return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
 /* One line: a path of PATH_MAX bytes escaped at up to 4 bytes each, twice in the unstrip style. */
 static char line_text[40960];
 
-/* Writes the line with one write(2) (a line up to PIPE_BUF bytes reaches a pipe whole, between other
-   writers' lines). A descriptor that is gone (closed by the program, a reader that left) silences
-   the module; the program goes on as if it were not there. */
-static void emit(il_line *line) {
-  if (line->truncated) line->used = line->capacity - 1;
-  line->text[line->used++] = '\n';
+/* Writes `length` bytes with one write(2) where it can (a line up to PIPE_BUF bytes reaches a pipe
+   whole, between other writers' lines). A descriptor that is gone (closed by the program, a reader
+   that left) silences the module; the program goes on as if it were not there. */
+static void write_line(const char *text, size_t length) {
   size_t done = 0;
-  while (done < line->used) {
-    ssize_t written = write(output_fd, line->text + done, line->used - done);
-    if (written < 0 && errno == EINTR) continue;
+  while (done < length) {
+    long written = SYS(SYS_write, output_fd, text + done, length - done);
+    if (written == -EINTR) continue;
     if (written <= 0) { output_fd = -1; return; }
     done += (size_t)written;
   }
 }
 
-static void report(int removed, struct link_map *map, uint64_t since_start, uint64_t step) {
+static void emit(il_line *line) {
+  if (line->truncated) line->used = line->capacity - 1;
+  line->text[line->used++] = '\n';
+  write_line(line->text, line->used);
+}
+
+/* ---- program headers ---- */
+
+/* Where glibc's link map keeps l_phdr (l_phnum is two words after it, past l_entry): 0 until found,
+   -1 when this C library keeps them elsewhere. */
+static long phdr_field;
+/* Link maps searched for it so far. */
+static int maps_searched;
+
+/* The program headers of the ELF image whose header is mapped at `header` (the loader, the vDSO). */
+static const ElfW(Phdr) *headers_of_image(uintptr_t header, size_t *count) {
+  const ElfW(Ehdr) *elf = (const ElfW(Ehdr) *)header;
+  if (header == 0 || memcmp(elf->e_ident, ELFMAG, SELFMAG) != 0 || elf->e_phentsize != sizeof(ElfW(Phdr))) return NULL;
+  *count = elf->e_phnum;
+  return (const ElfW(Phdr) *)(header + elf->e_phoff);
+}
+
+/* Looks for the field in `map`: the word past the public part that holds the kernel's AT_PHDR with
+   AT_PHNUM two words later. The kernel's table is the executable's (the first map), or the loader's
+   when the loader runs as the program (`ld.so PROGRAM`: then the loader's map, the second, holds it).
+   The search stays within the first kilobyte: a link map is larger (its l_info array alone is about
+   600 bytes). Given up after the first three maps. */
+static void find_phdr_field(const struct link_map *map) {
+  const unsigned char *bytes = (const unsigned char *)map;
+  if (at_phdr != 0) {
+    for (size_t offset = sizeof(struct link_map); offset + 2 * sizeof(uintptr_t) + sizeof(ElfW(Half)) <= 1024;
+         offset += sizeof(uintptr_t)) {
+      uintptr_t phdr;
+      ElfW(Half) count;
+      memcpy(&phdr, bytes + offset, sizeof phdr);
+      memcpy(&count, bytes + offset + 2 * sizeof(uintptr_t), sizeof count);
+      if (phdr == at_phdr && count == at_phnum) { phdr_field = (long)offset; return; }
+    }
+  }
+  if (++maps_searched >= 3) phdr_field = -1;
+}
+
+/* The loader's table for `map` from its link map, or NULL. */
+static const ElfW(Phdr) *link_map_headers(const struct link_map *map, size_t *count) {
+  if (phdr_field <= 0) return NULL;
+  const unsigned char *bytes = (const unsigned char *)map;
+  const ElfW(Phdr) *table;
+  ElfW(Half) number;
+  memcpy(&table, bytes + phdr_field, sizeof table);
+  memcpy(&number, bytes + phdr_field + 2 * sizeof(uintptr_t), sizeof number);
+  *count = number;
+  return table;
+}
+
+/* The program headers the loader mapped `map` by: the kernel's for the executable; for the loader
+   (when it is not the program) and the vDSO, those their ELF header gives, which also check the
+   link map's field (a field that disagrees is not used again); for the others the one the loader
+   read when it mapped the object (in the image, or its copy). NULL when unknown. */
+static const ElfW(Phdr) *headers_of(const struct link_map *map, int is_main, size_t *count) {
+  if (phdr_field == 0) find_phdr_field(map);
+  const ElfW(Phdr) *table = NULL;
+  if (is_main && loader_base != 0) {
+    *count = at_phnum;
+    return (const ElfW(Phdr) *)at_phdr;
+  }
+  if (loader_base != 0 && (uintptr_t)map->l_addr == loader_base) table = headers_of_image(loader_base, count);
+  else if (vdso_header != 0 && (uintptr_t)map->l_addr == vdso_bias) table = headers_of_image(vdso_header, count);
+  else return link_map_headers(map, count);
+  size_t field_count = 0;
+  const ElfW(Phdr) *field = link_map_headers(map, &field_count);
+  if (field != NULL && (field != table || field_count != *count)) phdr_field = -1;
+  return table;
+}
+
+/* Said once, when the link map's fields are not where glibc keeps them. */
+static void say_layout_unknown(void) {
+  static int said;
+  if (said) return;
+  said = 1;
+  static const char text[] = "imagelog: the audit module cannot find program headers in this C library's link maps; "
+                             "only the executable, the loader and the vDSO are reported\n";
+  write_line(text, sizeof text - 1);
+}
+
+static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
+                        uint64_t since_start, uint64_t step) {
   static char executable[4096];
   const char *path = map->l_name;
-  int is_main = 0;
-  if (map == main_map || (main_map == NULL && (path == NULL || path[0] == '\0') && main_phdrs != 0)) {
-    is_main = 1;
-    main_map = map;
+  if (is_main) {
     if (executable[0] == '\0') {
-      ssize_t length = readlink("/proc/self/exe", executable, sizeof executable - 1);
+      long length = SYS(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", executable, sizeof executable - 1);
       executable[length > 0 ? length : 0] = '\0';
     }
     path = executable;
   }
-  /* The loader's own table: for the executable that is AT_PHDR; for the others the one the loader
-     read when it mapped the object (in the image, or its copy). */
-  const ElfW(Phdr) *table = NULL;
-  int count = dlinfo(map, IL_RTLD_DI_PHDR, &table);
-  if ((count <= 0 || table == NULL) && is_main) { table = (const ElfW(Phdr) *)main_phdrs; count = (int)main_phnum; }
-  if (count <= 0 || table == NULL) return;  /* not an object we can describe: say nothing rather than something wrong */
   il_image image;
-  if (!il_image_describe(table, (size_t)count, (uint64_t)map->l_addr, page_size, &image)) return;
+  if (count == 0 || !il_image_describe(table, count, (uint64_t)map->l_addr, page_size, &image)) return;
   image.path = path != NULL ? path : "";
   image.architecture = il_native_architecture();
   image.is_main = is_main;
@@ -147,20 +318,57 @@ static void report(int removed, struct link_map *map, uint64_t since_start, uint
   emit(&line);
 }
 
+/* The executable's add, when its program headers are known only from its link map and the field
+   is not found yet (`ld.so PROGRAM`): written as soon as the next map finds it, before that map's. */
+static const struct link_map *pending_main;
+static uint64_t pending_since_start, pending_step;
+
+static void report(int removed, struct link_map *map, uint64_t since_start, uint64_t step) {
+  int is_main = 0;
+  if (map == main_map || (main_map == NULL && (map->l_name == NULL || map->l_name[0] == '\0'))) {
+    is_main = 1;
+    main_map = map;
+  }
+  size_t count = 0;
+  const ElfW(Phdr) *table = headers_of(map, is_main, &count);
+  if (pending_main != NULL && phdr_field != 0) {
+    size_t main_count = 0;
+    const ElfW(Phdr) *main_table = link_map_headers(pending_main, &main_count);
+    if (main_table != NULL) write_event(0, pending_main, 1, main_table, main_count, pending_since_start, pending_step);
+    pending_main = NULL;
+  }
+  if (table == NULL) {
+    if (is_main && !removed && phdr_field == 0) {
+      pending_main = map;
+      pending_since_start = since_start;
+      pending_step = step;
+      return;
+    }
+    say_layout_unknown();
+    return;  /* not an object we can describe: say nothing rather than something wrong */
+  }
+  write_event(removed, map, is_main, table, count, since_start, step);
+}
+
 /* ---- the environment: what imagelog passed, and what the program's children must not inherit ---- */
 
 /* Removes our module from LD_AUDIT in place (the strings live on the initial stack, shared with the
    program's libc), and drops the IMAGELOG_AUDIT_* variables, so the program's children run plain. */
 static void clean_environment(const char *module_path) {
   size_t module_length = strlen(module_path);
-  char **write_at = environ;
-  for (char **read_at = environ; *read_at != NULL; read_at++) {
+  char **write_at = environment;
+  for (char **read_at = environment; *read_at != NULL; read_at++) {
     char *entry = *read_at;
-    if (strncmp(entry, "IMAGELOG_AUDIT_", 15) == 0) continue;
-    if (strncmp(entry, "LD_AUDIT=", 9) == 0 && strncmp(entry + 9, module_path, module_length) == 0) {
+    const char *value;
+    if (memcmp(entry, "IMAGELOG_AUDIT_", 15) == 0) continue;  /* stops at a difference: never past the NUL */
+    if (variable_named(entry, "LD_AUDIT", &value) && strlen(value) >= module_length && memcmp(value, module_path, module_length) == 0) {
       char *rest = entry + 9 + module_length;
       if (*rest == '\0') continue;
-      if (*rest == ':') memmove(entry + 9, rest + 1, strlen(rest + 1) + 1);
+      if (*rest == ':') {
+        char *to = entry + 9;
+        const char *from = rest + 1;
+        while ((*to++ = *from++) != '\0') {}
+      }
     }
     *write_at++ = entry;
   }
@@ -178,61 +386,73 @@ static int parse_number(const char *text, uint64_t *value) {
   return 1;
 }
 
+static int same_text(const char *left, const char *right) {
+  return left != NULL && strlen(left) == strlen(right) && memcmp(left, right, strlen(right)) == 0;
+}
+
 /* Always accepts the interface version: a module that returns 0 is unloaded, and glibc asserts
    (rtld.c unload_audit_module) when the module brought dependencies into its namespace. Without a
    usable IMAGELOG_AUDIT_FD the module stays loaded but inert. */
 unsigned int la_version(unsigned int version) {
-  int saved_errno = errno;
   unsigned int accepted = version < LAV_CURRENT ? version : LAV_CURRENT;
   uint64_t fd = 0, device = 0, inode = 0, pid = 0;
-  const char *identity = getenv("IMAGELOG_AUDIT_FILE");
+  const char *identity = variable("IMAGELOG_AUDIT_FILE");
   struct stat info;
   /* The descriptor must still be the file imagelog opened: a program that closed it and opened
      something else on its number (then executed another program) must not get our lines. */
-  int usable = parse_number(getenv("IMAGELOG_AUDIT_FD"), &fd) && fd <= 1 << 20 && fstat((int)fd, &info) == 0;
+  int usable = parse_number(variable("IMAGELOG_AUDIT_FD"), &fd) && fd <= 1 << 20 && SYS(SYS_fstat, (int)fd, &info) == 0;
   if (usable && identity != NULL) {
     char device_text[24] = {0}, inode_text[24] = {0};
-    const char *colon = strchr(identity, ':');
-    if (colon == NULL || (size_t)(colon - identity) >= sizeof device_text || strlen(colon + 1) >= sizeof inode_text) usable = 0;
+    size_t colon = 0;
+    while (identity[colon] != '\0' && identity[colon] != ':') colon++;
+    size_t rest = strlen(identity + colon);
+    if (identity[colon] != ':' || colon >= sizeof device_text || rest - 1 >= sizeof inode_text) usable = 0;
     else {
-      memcpy(device_text, identity, (size_t)(colon - identity));
-      strcpy(inode_text, colon + 1);
+      memcpy(device_text, identity, colon);
+      memcpy(inode_text, identity + colon + 1, rest - 1);
       usable = parse_number(device_text, &device) && parse_number(inode_text, &inode)
                && (uint64_t)info.st_dev == device && (uint64_t)info.st_ino == inode;
     }
   }
   if (usable) output_fd = (int)fd;
-  const char *style = getenv("IMAGELOG_AUDIT_FORMAT");
+  const char *style = variable("IMAGELOG_AUDIT_FORMAT");
   options.style = IL_STYLE_LOGGER;
-  if (style != NULL && strcmp(style, "crash") == 0) options.style = IL_STYLE_CRASH;
-  if (style != NULL && strcmp(style, "unstrip") == 0) options.style = IL_STYLE_UNSTRIP;
-  if (style != NULL && strcmp(style, "json") == 0) options.style = IL_STYLE_JSON;
-  options.full_build_ids = getenv("IMAGELOG_AUDIT_FULL_BUILD_IDS") != NULL;
-  options.timing = getenv("IMAGELOG_AUDIT_TIMING") != NULL;
-  if (!parse_number(getenv("IMAGELOG_AUDIT_START_NS"), &start_ns)) start_ns = 0;
-  int follow = getenv("IMAGELOG_AUDIT_NO_FOLLOW") == NULL;
-  own_pid = getpid();
-  first_pid = parse_number(getenv("IMAGELOG_AUDIT_PID"), &pid) ? (pid_t)pid : own_pid;
-  long size = sysconf(_SC_PAGESIZE);
-  if (size > 0) page_size = (uintptr_t)size;
+  if (same_text(style, "crash")) options.style = IL_STYLE_CRASH;
+  if (same_text(style, "unstrip")) options.style = IL_STYLE_UNSTRIP;
+  if (same_text(style, "json")) options.style = IL_STYLE_JSON;
+  options.full_build_ids = variable("IMAGELOG_AUDIT_FULL_BUILD_IDS") != NULL;
+  options.timing = variable("IMAGELOG_AUDIT_TIMING") != NULL;
+  if (!parse_number(variable("IMAGELOG_AUDIT_START_NS"), &start_ns)) start_ns = 0;
+  int follow = variable("IMAGELOG_AUDIT_NO_FOLLOW") == NULL;
+  own_pid = (pid_t)SYS(SYS_getpid, 0);
+  first_pid = parse_number(variable("IMAGELOG_AUDIT_PID"), &pid) ? (pid_t)pid : own_pid;
+  uintptr_t size = auxiliary_value(AT_PAGESZ);
+  if (size != 0) page_size = size;
   arm_fork_page();
-  main_phdrs = getauxval(AT_PHDR);
-  main_phnum = getauxval(AT_PHNUM);
-  vdso_header = getauxval(AT_SYSINFO_EHDR);
+  /* Without AT_BASE the loader runs as the program (`ld.so PROGRAM`): AT_PHDR is the loader's, and
+     the executable's program headers are only in its link map. */
+  at_phdr = auxiliary_value(AT_PHDR);
+  at_phnum = auxiliary_value(AT_PHNUM);
+  loader_base = auxiliary_value(AT_BASE);
+  vdso_header = auxiliary_value(AT_SYSINFO_EHDR);
+  size_t vdso_count = 0;
+  const ElfW(Phdr) *vdso_headers = headers_of_image(vdso_header, &vdso_count);
+  il_layout vdso_layout;
+  if (vdso_headers != NULL && il_image_layout(vdso_headers, vdso_count, 0, page_size, &vdso_layout))
+    vdso_bias = vdso_header - (uintptr_t)vdso_layout.first_vaddr;
   mark_ns = now_ns();
   if (start_ns == 0 || start_ns > mark_ns) start_ns = mark_ns;
   if (!follow) {
     /* The command's own process only: its children run plain, and exec closes the descriptor. Last,
        once every variable above was read. */
-    const char *module_path = getenv("IMAGELOG_AUDIT_MODULE");
-    if (module_path != NULL) {
+    const char *module_path = variable("IMAGELOG_AUDIT_MODULE");
+    if (module_path != NULL && environment != NULL) {
       static char saved[4096];
       size_t length = strlen(module_path);
       if (length < sizeof saved) { memcpy(saved, module_path, length + 1); clean_environment(saved); }
     }
-    if (usable) fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    if (usable) SYS(SYS_fcntl, (int)fd, F_SETFD, FD_CLOEXEC);
   }
-  errno = saved_errno;
   return accepted;
 }
 
@@ -240,11 +460,7 @@ unsigned int la_version(unsigned int version) {
    for (before each search-path candidate); the name is returned unchanged. */
 char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
   (void)cookie;
-  if (output_fd >= 0 && options.timing && flag == LA_SER_ORIG) {
-    int saved_errno = errno;
-    mark_ns = now_ns();
-    errno = saved_errno;
-  }
+  if (output_fd >= 0 && options.timing && flag == LA_SER_ORIG) mark_ns = now_ns();
   return (char *)name;
 }
 
@@ -254,7 +470,6 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
      does not report it to us anyway). */
   (void)lmid;
   if (output_fd < 0) return 0;
-  int saved_errno = errno;
   if (options.timing) {
     uint64_t time = now_ns();
     report(0, map, time - start_ns, time >= mark_ns ? time - mark_ns : 0);
@@ -262,7 +477,6 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
   } else {
     report(0, map, 0, 0);
   }
-  errno = saved_errno;
   return 0;  /* no LA_FLG_BINDTO/BINDFROM: symbol binding is not audited, so no PLT trampolines */
 }
 
@@ -274,8 +488,6 @@ unsigned int la_objclose(uintptr_t *cookie) {
   /* _dl_fini closes the main executable first: from then on the process is exiting, and the images
      are not being unloaded in any sense a reader of the log cares about. */
   if (map == main_map) { exiting = 1; return 0; }
-  int saved_errno = errno;
   report(1, map, 0, 0);
-  errno = saved_errno;
   return 0;
 }

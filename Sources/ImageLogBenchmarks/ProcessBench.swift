@@ -67,7 +67,7 @@ func processBenchmarks() throws -> [BenchmarkTable] {
     let audited = environment + ["LD_AUDIT=\(module)", "IMAGELOG_AUDIT_FD=\(sink)"]
     // A do-nothing audit module: what the loader itself charges for auditing (loading a module into
     // a namespace of its own, calling the hooks), which no LD_AUDIT module can avoid. It uses nothing
-    // from libc, so cc links none: the second libc ours loads into the audit namespace is not in it.
+    // from libc, so cc links none; ours links none either (audit.c makes its own system calls).
     let noop = "\(directory)/libnoop-audit.so"
     let noopSource = "#include <link.h>\nunsigned int la_version(unsigned int v) { return v; }\n"
       + "unsigned int la_objopen(struct link_map *m, Lmid_t l, uintptr_t *c) { return 0; }\n"
@@ -99,7 +99,7 @@ func processBenchmarks() throws -> [BenchmarkTable] {
       title: "imagelog run: cost on a program loading 200 libraries",
       notes: "A C program that dlopens 200 tiny libraries and exits. Rows, interleaved, medians of \(iterations): "
         + "plain; with a do-nothing audit module (cc-built, `la_version` and `la_objopen` only): the loader's own "
-        + "price for auditing (that module needs no libc; ours brings a second libc into the audit namespace); with our "
+        + "price for auditing (neither it nor ours brings a libc into the audit namespace); with our "
         + "audit module as `imagelog run` sets it up (`LD_AUDIT`, each event formatted and written to /dev/null with one "
         + "write(2)): what the module costs; the whole `imagelog run --output /dev/null`, which adds imagelog's own "
         + "exec before it executes the program in its own process (the loader, libc and libm, then run's C from "

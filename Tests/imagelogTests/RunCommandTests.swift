@@ -452,6 +452,31 @@ extension RunCommandTests {
     #expect(run.ours.split(separator: "\n").contains { field("path", in: $0) == programs.libraryA })
   }
 
+  /// The loader run as the program (`ld.so PROGRAM`): the kernel's auxiliary vector then describes
+  /// the loader, and the module takes every table from the link maps (CImageLogAudit/audit.c). The
+  /// images and their order are those of the same program started by the kernel.
+  @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"))
+  func theLoaderRunAsTheProgramReportsTheSameImages() throws {
+    let programs = try ProcessTestPrograms()
+    defer { programs.remove() }
+    let headers = try runProcessTest(["readelf", "-lW", programs.loop]).output
+    let interpreter = try #require(headers.split(separator: "\n").first { $0.contains("Requesting program interpreter: ") }?
+      .split(separator: ": ").last?.dropLast())
+    let command = [programs.loop, "cycle", "1", programs.libraryA]
+    let direct = try runProcessTest([processTestImagelog, "run", "--format", "json", "--", String(interpreter)] + command)
+    let started = try runProcessTest([processTestImagelog, "run", "--format", "json", "--"] + command)
+    #expect(direct.exitStatus == 3 && started.exitStatus == 3)
+    func images(_ lines: String) -> [String] {
+      lines.split(separator: "\n").map { "\(field("event", in: $0) ?? "?") \(field("name", in: $0) ?? "?") \(field("buildID", in: $0) ?? "?")" }
+    }
+    let ours = images(direct.error), expected = images(started.error)
+    try #require(ours.count == expected.count && ours.count > 4, "\(direct.error)")
+    // The first line is the program (its build-id; /proc/self/exe names the loader, as it does for the program itself).
+    #expect(ours.first?.hasPrefix("added ") == true && ours.first?.hasSuffix(expected[0].split(separator: " ").last ?? "") == true)
+    #expect(Array(ours.dropFirst()) == Array(expected.dropFirst()))
+    #expect(!direct.error.contains("imagelog:"))
+  }
+
   /// A child forked without exec reports with its own PID (the module notices the fork without a
   /// system call per event), labelled; with --no-follow too (it executes nothing).
   @Test(.enabled(if: processTestHaveCC, "no C compiler (cc)"), arguments: [[], ["--no-follow"]])

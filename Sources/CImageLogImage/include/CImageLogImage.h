@@ -207,13 +207,25 @@ static inline void il_line_put(il_line *line, const char *text, size_t length) {
   line->used += length;
 }
 static inline void il_line_text(il_line *line, const char *text) { il_line_put(line, text, strlen(text)); }
-static inline void il_line_char(il_line *line, char c) { il_line_put(line, &c, 1); }
+static inline void il_line_char(il_line *line, char c) {
+  if (line->used < line->capacity) line->text[line->used++] = c;
+  else line->truncated = 1;
+}
 
+/* The pieces below write in place when the line has room for all of the piece (every event line
+   does, in the audit module), and through il_line_put, which keeps what fits, when it has not. */
 static inline void il_line_hex(il_line *line, uint64_t value) {
+  int count = 1;
+  while (count < 16 && (value >> (4 * count)) != 0) count++;
+  if ((size_t)count <= line->capacity - line->used) {
+    char *at = line->text + line->used;
+    for (int index = count - 1; index >= 0; index--) { at[index] = "0123456789abcdef"[value & 15]; value >>= 4; }
+    line->used += (size_t)count;
+    return;
+  }
   char digits[16];
-  int count = 0;
-  do { digits[15 - count++] = "0123456789abcdef"[value & 15]; value >>= 4; } while (value != 0);
-  il_line_put(line, digits + 16 - count, (size_t)count);
+  for (int index = count - 1; index >= 0; index--) { digits[index] = "0123456789abcdef"[value & 15]; value >>= 4; }
+  il_line_put(line, digits, (size_t)count);
 }
 static inline void il_line_address(il_line *line, uint64_t value) { il_line_put(line, "0x", 2); il_line_hex(line, value); }
 
@@ -227,6 +239,17 @@ static inline void il_line_decimal(il_line *line, uint64_t value) {
 /* Bytes as lowercase hex; `dashes` puts the UUID dashes after bytes 4, 6, 8 and 10. */
 static inline void il_line_bytes(il_line *line, const unsigned char *bytes, size_t count, int uppercase, int dashes) {
   const char *digits = uppercase ? "0123456789ABCDEF" : "0123456789abcdef";
+  size_t dash_count = dashes ? (count > 10 ? 4 : count > 8 ? 3 : count > 6 ? 2 : count > 4 ? 1 : 0) : 0;
+  if (dash_count <= line->capacity - line->used && count <= (line->capacity - line->used - dash_count) / 2) {
+    char *at = line->text + line->used;
+    for (size_t index = 0; index < count; index++) {
+      if (dashes && (index == 4 || index == 6 || index == 8 || index == 10)) *at++ = '-';
+      *at++ = digits[bytes[index] >> 4];
+      *at++ = digits[bytes[index] & 15];
+    }
+    line->used = (size_t)(at - line->text);
+    return;
+  }
   for (size_t index = 0; index < count; index++) {
     if (dashes && (index == 4 || index == 6 || index == 8 || index == 10)) il_line_char(line, '-');
     char pair[2] = { digits[bytes[index] >> 4], digits[bytes[index] & 15] };
