@@ -1029,7 +1029,10 @@ static int signal_trampoline(const il_unwinder *unwinder, const il_register_set 
     uint8_t code[9];
     /* mov $15, %rax (rt_sigreturn); syscall */
     static const uint8_t expected[9] = {0x48, 0xC7, 0xC0, 0x0F, 0x00, 0x00, 0x00, 0x0F, 0x05};
-    if (!memory_read(memory, pc, code, 9) || memcmp(code, expected, 9) != 0) return 0;
+    if (!memory_read(memory, pc, code, 9)) return 0;
+    for (int i = 0; i < 9; i++) {
+      if (code[i] != expected[i]) return 0;
+    }
     /* The handler's ret popped pretcode: sp is the ucontext; its gregs at 40, in REG_R8.. order. */
     uint64_t gregs[17];
     if (!memory_read(memory, sp + 40, gregs, sizeof gregs)) return 0;
