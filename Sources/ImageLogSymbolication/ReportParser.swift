@@ -105,8 +105,13 @@ public enum ReportParser {
     }
     if body.first == "{" {
       do {
-        let document = try JSONValue.parse(body)
-        return try IPSParser.parse(header: header, body: document)
+        // Console's "Full Report", as people paste it, has the machine's profile (`Model: …`) after the body.
+        let (document, after) = try JSONValue.parsePrefix(body)
+        var report = try IPSParser.parse(header: header, body: document)
+        if let first = after.split(separator: "\n").first(where: { !$0.allSatisfy(\.isWhitespace) }) {
+          report.problems.append("text after the .ips body is not read: '\(first.prefix(80))'")
+        }
+        return report
       } catch let error as JSONError {
         throw ReportError("unreadable .ips body (bug_type \(header["bug_type"]?.string ?? "?")): \(error)")
       } catch let error as ReportError {

@@ -45,6 +45,20 @@ import Testing
     Self.expectSameLines(ours, apple)
   }
 
+  /// The "Full Report" as Console shows it and people paste it, with the machine's profile after the
+  /// body: the same translation, and the rest named as not read.
+  @Test func fullReportWithTheProfileAfterIt() throws {
+    let ips = try #require(readFile(Self.directory + "focustogether-abort.ips"))
+    let pasted = ips + "\nModel: Mac14,2, BootROM 13822.41.1, proc 8:4:4 processors, 8 GB, SMC \nGraphics: Apple M2, Apple M2, Built-In\n"
+    let report = try ReportParser.parse(pasted)
+    #expect(report.problems == ["text after the .ips body is not read: 'Model: Mac14,2, BootROM 13822.41.1, proc 8:4:4 processors, 8 GB, SMC '"])
+    var options = SymbolicationOptions()
+    options.systemDirectories = false
+    let text = Symbolicator.symbolicate(report, options: options).formatted(.crash)
+    let apple = try #require(readFile(Self.directory + "focustogether-abort.translated.txt"))
+    #expect(text.hasPrefix(String(apple.reversed().drop { $0 == "\n" }.reversed())))
+  }
+
   /// The fields Apple's translation shows, one by one (the whole-text test above names the line; these
   /// name the field).
   @Test func fieldsOfFocusTogether() throws {
