@@ -48,6 +48,9 @@ public final class CoreDump {
     }
   }
 
+  /// The kernel's `MAJOR.MINOR.PATCH` as the core's vDSO records it, or `nil` (see `ELFCore.kernelVersion`).
+  public var kernelVersion: String? { file.withRanges { core.kernelVersion(in: $0) } }
+
   /// True when the bytes at `path` start with an ELF header whose `e_type` is `ET_CORE`.
   public static func isCore(_ header: ByteReader) -> Bool {
     guard let parsed = try? ELFHeader(header) else { return false }

@@ -11,6 +11,8 @@ import Testing
 /// build-id@address, and we list no ELF module eu-unstrip does not.
 @Suite(.serialized) struct CoreFileTests {
   static let haveGcore = haveTool("gcore") && haveTool("eu-unstrip")
+  /// eu-stack is the oracle for backtraces, readelf for telling aliases (`read`, `__read`) apart.
+  static let haveStack = haveTool("eu-stack") && haveTool("readelf")
 
   /// Why the kernel cannot write a core where a test can find it, or nil when it can: a pattern that
   /// pipes to a helper (systemd-coredump, apport) or names another folder is the machine's business,
@@ -95,7 +97,7 @@ import Testing
     return "\(directory)/\(core)"
   }
 
-  @Test(.enabled(if: haveGcore && haveTool("cc"), "gcore (gdb), eu-unstrip (elfutils) or cc missing"))
+  @Test(.enabled(if: haveGcore && haveStack && haveTool("cc"), "gcore (gdb), eu-unstrip, eu-stack (elfutils), readelf or cc missing"))
   func gcoreOfAThreadedCProgramMatchesUnstrip() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-c")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
@@ -134,6 +136,15 @@ import Testing
     // pr_fname holds 16 bytes: the kernel's 15 and a NUL, gdb's all 16.
     #expect(details.output.contains("process:       coredump-thread"), "\(details.output)")
     #expect(details.output.contains(" [\(child.pid)]\n"), "\(details.output)")
+
+    // symbolicate: eu-stack's threads and functions; a live process has no exception, no crashed
+    // thread, no register section.
+    try Self.expectSameStacks(core, "gcore of coredump-threads")
+    let report = try Self.imagelog(["symbolicate", core])
+    #expect(report.exitCode == 0)
+    #expect(report.output.contains("Threads:         4\n"))
+    #expect(!report.output.contains("Exception Type:"))
+    #expect(!report.output.contains("Crashed"))
   }
 
   /// The thread ids `eu-readelf -n` prints for each NT_PRSTATUS (its `pid: N` line), in note order.
@@ -149,8 +160,8 @@ import Testing
     return tids
   }
 
-  @Test(.enabled(if: kernelWritesCores && haveTool("eu-unstrip") && haveTool("cc"),
-                 "the kernel cannot write cores here (see kernelCoreProblem), or eu-unstrip or cc missing"))
+  @Test(.enabled(if: kernelWritesCores && haveTool("eu-unstrip") && haveStack && haveTool("cc"),
+                 "the kernel cannot write cores here (see kernelCoreProblem), or eu-unstrip, eu-stack, readelf or cc missing"))
   func kernelCoreOfACrashMatchesUnstrip() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-kernel")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
@@ -159,9 +170,28 @@ import Testing
     try Self.expectMatchesUnstrip(core, "kernel core of coredump-threads crash")
     let details = try Self.imagelog(["file", "--format", "detailed", core])
     #expect(details.output.contains("signal:        signal 11, code 1, address 0x0000000000000010"), "\(details.output)")
+
+    // symbolicate: eu-stack's threads and functions, the signal, the crashed thread and its registers.
+    try Self.expectSameStacks(core, "kernel core of coredump-threads crash")
+
+    let run = try Self.imagelog(["symbolicate", core])
+    #expect(run.exitCode == 0, "\(run.error)")
+    let lines = run.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    #expect(lines.contains("Exception Type:  SIGSEGV (SEGV_MAPERR)"))
+    #expect(lines.contains("Exception Codes: signal 11, code 1, address 0x0000000000000010"))
+    #expect(lines.contains("Threads:         4"))
+    let crashedTID = try #require(try Self.noteThreadIDs(core).first)  // the kernel writes the dumping thread first
+    #expect(lines.contains { $0.hasPrefix("Crashed Thread:  ") && $0.hasSuffix("  tid \(crashedTID)") }, "\(run.output)")
+    #expect(lines.contains { $0.hasSuffix(" Crashed:  tid \(crashedTID)") })
+    // The crashed thread's first frame is crash_now, where the bad write is; cr2 is the fault address.
+    let crashed = try #require(lines.firstIndex { $0.hasSuffix(" Crashed:  tid \(crashedTID)") })
+    #expect(lines[crashed + 1].contains(" crash_now "), "\(lines[crashed + 1])")
+    #expect(lines.contains { $0.contains("crashed with X86 Thread State (64-bit):") })
+    #expect(lines.contains { $0.contains("cr2: 0x0000000000000010") })
+    #expect(lines.contains("Binary Images:"))
   }
 
-  @Test(.enabled(if: haveGcore && haveTool("python3"), "gcore, eu-unstrip or python3 missing"))
+  @Test(.enabled(if: haveGcore && haveStack && haveTool("python3"), "gcore, eu-unstrip, eu-stack, readelf or python3 missing"))
   func gcoreOfPythonWithThreadsMatchesUnstrip() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-python")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
@@ -174,9 +204,10 @@ import Testing
     let core = try Self.gcore(child.pid, in: directory)
     let lines = try Self.expectMatchesUnstrip(core, "gcore of python3")
     #expect(lines.contains { $0.contains("_ssl") || $0.contains("libssl") })
+    try Self.expectSameStacks(core, "gcore of python3 with threads")
   }
 
-  @Test(.enabled(if: haveGcore && haveTool("swiftc"), "gcore, eu-unstrip or swiftc missing"))
+  @Test(.enabled(if: haveGcore && haveStack && haveTool("swiftc"), "gcore, eu-unstrip, eu-stack, readelf or swiftc missing"))
   func gcoreOfASwiftProgramMatchesUnstrip() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-swift")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
@@ -189,6 +220,7 @@ import Testing
     let core = try Self.gcore(child.pid, in: directory)
     let lines = try Self.expectMatchesUnstrip(core, "gcore of a Swift program")
     #expect(lines.contains { $0.contains("libswiftCore.so") })
+    try Self.expectSameStacks(core, "gcore of a Swift program")
   }
 
   static let canBuild32Bit: Bool = {
@@ -224,6 +256,10 @@ import Testing
     let details = try Self.imagelog(["file", "--format", "detailed", kernelFile])
     #expect(details.output.contains("architecture:  i386"))
     #expect(details.output.contains("signal:        signal 3,"), "\(details.output)")
+    // The unwinder walks x86_64 and aarch64 stacks: an i386 thread has its pc, and the report says why no more.
+    let report = try Self.imagelog(["symbolicate", kernelFile])
+    #expect(report.output.contains("Thread 0 Crashed:  tid "), "\(report.output)")
+    #expect(report.output.contains("(not unwound: frame 0 only: the unwinder does not walk i386 stacks)"), "\(report.output)")
   }
 
   /// A library replaced on disk after the core was written: the core's build-id is listed, the
@@ -265,6 +301,10 @@ import Testing
     #expect(run.error == "imagelog: \(core): \(library): build-id \(before) in the core, \(after) on disk: "
               + "the file changed since the core was written; not read in its place\n")
     try Self.expectMatchesUnstrip(core, "core with a replaced library")
+    // symbolicate says it too, and the library's frames are not named from the other build.
+    let report = try Self.imagelog(["symbolicate", core])
+    #expect(report.error.hasPrefix("imagelog: \(core): \(library): build-id \(before) in the core, \(after) on disk: "),
+            "\(report.error)")
   }
 
   /// A kernel core cut short keeps its notes (written first): the images whose first pages were cut
@@ -314,5 +354,101 @@ import Testing
     let run = try Self.imagelog(["file", "--format", "unstrip", library])
     #expect(run.exitCode == 1)
     #expect(run.error == "imagelog: \(library): not a core file (--format unstrip lists a core's images)\n")
+  }
+
+  // MARK: symbolicate CORE against eu-stack --core
+
+  /// Each thread's function names by tid, as `imagelog symbolicate --format json --demangle none CORE`
+  /// gives them (the function each frame is in, not the inlined ones), with each frame's image file.
+  static func ourStacks(_ core: String) throws -> [Int: [(name: String?, file: String?)]] {
+    let run = try imagelog(["symbolicate", "--format", "json", "--demangle", "none", core])
+    try #require(run.exitCode == 0, "symbolicate failed: \(run.error)")
+    let document = try JSONValue.parse(run.output[...])
+    var tids: [Int: Int] = [:]
+    for thread in document["threads"]?.array ?? [] {
+      if let index = thread["index"]?.integer, let tid = thread["tid"]?.integer { tids[index] = tid }
+    }
+    var files: [String: String] = [:]
+    for image in document["images"]?.array ?? [] {
+      if let name = image["name"]?.string, let file = image["file"]?.string { files[name] = file }
+    }
+    var stacks: [Int: [(name: String?, file: String?)]] = [:]
+    for frame in document["frames"]?.array ?? [] {
+      guard let index = frame["thread"]?.integer, let tid = tids[index] else { continue }
+      let name = frame["mangledSymbol"]?.string ?? frame["symbol"]?.string
+      stacks[tid, default: []].append((name, frame["image"]?.string.flatMap { files[$0] }))
+    }
+    return stacks
+  }
+
+  /// Each thread's function names by tid, as `eu-stack --core CORE` prints them (nil where it has none).
+  static func theirStacks(_ core: String) throws -> [Int: [String?]] {
+    let run = try runTool(["eu-stack", "--core", core])
+    var stacks: [Int: [String?]] = [:]
+    var tid: Int?
+    for line in run.output.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      if fields.first == "TID", fields.count == 2 { tid = Int(fields[1].dropLast()); continue }
+      guard let tid, let first = fields.first, first.hasPrefix("#"), fields.count >= 2 else { continue }
+      stacks[tid, default: []].append(fields.count >= 3 ? String(fields[2]) : nil)
+    }
+    return stacks
+  }
+
+  /// The name without a symbol version (`@@GLIBC_2.34`) and without glibc's hidden-alias prefix (`__GI_`).
+  static func plainName(_ name: String) -> String {
+    var name = name.split(separator: "@", maxSplits: 1).first.map(String.init) ?? name
+    if name.hasPrefix("__GI_") { name.removeFirst(5) }
+    return name
+  }
+
+  /// Every symbol's address in `file` and in its separate debug file under /usr/lib/debug, by name
+  /// (readelf), to tell aliases of one function apart from different functions.
+  static func symbolAddresses(_ file: String) throws -> [String: Set<String>] {
+    var files = [file]
+    let notes = try runTool(["readelf", "-n", file]).output
+    if let id = notes.split(separator: "\n").first(where: { $0.contains("Build ID:") })?.split(separator: " ").last, id.count > 2 {
+      files.append("/usr/lib/debug/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug")
+    }
+    var addresses: [String: Set<String>] = [:]
+    for path in files where access(path, R_OK) == 0 {
+      for line in try runTool(["readelf", "-sW", "--dyn-syms", path]).output.split(separator: "\n") {
+        let fields = line.split(separator: " ")
+        guard fields.count >= 8, fields[0].hasSuffix(":"), fields[3] == "FUNC" || fields[3] == "IFUNC" else { continue }
+        addresses[plainName(String(fields[7])), default: []].insert(String(fields[1]))
+      }
+    }
+    return addresses
+  }
+
+  /// Our stacks against eu-stack's: the same threads by tid, and in each the same functions in the
+  /// same order (a name eu-stack prints and ours may differ only as aliases of one address in the same
+  /// file: `read` and `__read`).
+  static func expectSameStacks(_ core: String, _ comment: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let ours = try ourStacks(core)
+    let theirs = try theirStacks(core)
+    #expect(!theirs.isEmpty, "\(comment): eu-stack printed no thread", sourceLocation: sourceLocation)
+    #expect(Set(ours.keys) == Set(theirs.keys), "\(comment): threads \(ours.keys.sorted()) vs eu-stack's \(theirs.keys.sorted())",
+            sourceLocation: sourceLocation)
+    var aliases: [String: [String: Set<String>]] = [:]
+    for (tid, their) in theirs {
+      let our = ours[tid] ?? []
+      let ourNames = our.map { $0.name.map(plainName) ?? "?" }
+      let theirNames = their.map { $0.map(plainName) ?? "?" }
+      guard ourNames.count == theirNames.count else {
+        Issue.record("\(comment): thread \(tid): \(ourNames) vs eu-stack's \(theirNames)", sourceLocation: sourceLocation)
+        continue
+      }
+      for (index, (mine, other)) in zip(ourNames, theirNames).enumerated() where mine != other {
+        var same = false
+        if let file = our[index].file {
+          if aliases[file] == nil { aliases[file] = try symbolAddresses(file) }
+          let table = aliases[file] ?? [:]
+          same = !(table[mine] ?? []).isDisjoint(with: table[other] ?? [])
+        }
+        #expect(same, "\(comment): thread \(tid) frame \(index): \(mine) vs eu-stack's \(other)\n\(ourNames)\n\(theirNames)",
+                sourceLocation: sourceLocation)
+      }
+    }
   }
 }

@@ -171,3 +171,29 @@ extension ELFCore {
     return result
   }
 }
+
+extension ELFCore {
+  /// The kernel's version as its vDSO records it (the `Linux` note, `LINUX_VERSION_CODE`:
+  /// `MAJOR.MINOR.PATCH`), read from the core's memory; `nil` when the core holds no vDSO or no such
+  /// note. A core records no `uname`: this is the one trace of the kernel it ran on.
+  public func kernelVersion<Source: RandomAccessBytes>(in source: Source) -> String? {
+    guard let vdso = auxiliaryValue(Self.auxSysinfoEHDR), vdso != 0 else { return nil }
+    let read = { (address: UInt64, length: Int) throws(FormatError) -> ByteReader? in
+      try self.memory(at: address, length: length, in: source)
+    }
+    guard let headers = try? ELFImageHeaders(mappedAt: vdso, read: read) else { return nil }
+    let bias = vdso &- headers.layout.firstVMAddress
+    for segment in headers.programHeaders where segment.type == ProgramHeader.note && segment.fileSize > 0 {
+      let size = Int(min(segment.fileSize, ELFImageHeaders.noteLimit))  // <= 64 KiB
+      guard let area = try? read(bias &+ segment.vmAddress, size),
+            let notes = try? ELFNote.notes(in: area, alignment: 4) else { continue }
+      for note in notes where note.name == "Linux" && note.type == 0 && note.descriptor.count == 4 {
+        guard let code = try? withCoreReader(note.descriptor, endian: header.endian, { reader throws(FormatError) in
+          try reader.peek(UInt32.self, at: 0)
+        }) else { continue }
+        return "\(code >> 16).\((code >> 8) & 0xFF).\(code & 0xFF)"
+      }
+    }
+    return nil
+  }
+}

@@ -14,7 +14,10 @@ struct SymbolicateCommand: Command {
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
-      <report>                A crash report file, or - for standard input. The kind is detected:
+      <report>                A crash report file, or - for standard input, or an ELF core file (its
+                              threads are unwound in the core's memory into imagelog's report, with
+                              the signal, the crashed thread's registers and the images, then
+                              symbolicated). The kind of a report is detected:
                               imagelog's report, Apple .crash (also behind a JSON header line),
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
                               text or format=json), a list of addresses (with --image or image
@@ -171,7 +174,17 @@ struct SymbolicateCommand: Command {
     }
     var text = ""
     let source = reportPath ?? "<arguments>"
-    if let reportPath {
+    if let reportPath, Self.isCoreFile(reportPath) {
+      // A core: its threads unwound into imagelog's report layout, then symbolicated as a report is.
+      do {
+        let (report, problems) = try Self.coreReport(reportPath)
+        for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
+        text = report
+      } catch {
+        printError("imagelog: \(reportPath): \(error)")
+        return .failure
+      }
+    } else if let reportPath {
       do { text = try ReportReading.readText(reportPath) } catch {
         printError("imagelog: \(reportPath): \(error)")
         return .failure

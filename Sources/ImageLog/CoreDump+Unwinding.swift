@@ -1,0 +1,50 @@
+public import ImageReaders
+
+/// A core's memory as the unwinder reads it: the core's segments, then the verified files (`read`).
+extension CoreDump: MemoryReading {}
+
+extension CoreDump {
+  /// The unwinder's view of `images` (text ranges, load biases, `PT_GNU_EH_FRAME` found through this
+  /// core's memory, which falls back to each verified file for the text the core left out).
+  public func unwindImages(_ images: [Image]) -> [UnwindImage] {
+    images.map { UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: self) }
+  }
+
+  /// `thread`'s backtrace, unwound from its `NT_PRSTATUS` registers in this core's memory; empty with a
+  /// reason when the thread cannot be unwound (no registers, a machine the unwinder does not know).
+  public func unwind(_ thread: ELFCore.Thread, images: [UnwindImage], maxFrames: Int = 256)
+    -> (frames: [UnwoundFrame], problem: String?) {
+    guard let registers = thread.registers else { return ([], "the core holds no registers for this thread") }
+    guard let set = Self.registerSet(registers) else {
+      // The unwinder knows x86_64 and aarch64: frame 0 is still the thread's pc, and the report says why
+      // there is no more.
+      return (registers.pc.map { [UnwoundFrame(pc: $0, trust: .context, pcIsExact: true)] } ?? [],
+              "frame 0 only: the unwinder does not walk \(registers.layout) stacks")
+    }
+    let frames = StackUnwinder(memory: self, images: images).unwind(from: set, maxFrames: maxFrames)
+    return (frames, frames.isEmpty ? "the registers hold no pc and stack pointer" : nil)
+  }
+
+  /// `registers` in DWARF numbering (x86_64: rax 0, rdx 1, rcx 2, rbx 3, rsi 4, rdi 5, rbp 6, rsp 7,
+  /// r8-r15 8-15, rip 16; aarch64: x0-x30 0-30, sp 31, pc 32); `nil` for i386.
+  static func registerSet(_ registers: ELFCore.Registers) -> RegisterSet? {
+    switch registers.layout {
+    case .x86_64:
+      var set = RegisterSet(architecture: .x86_64)
+      let names = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
+                   "r14", "r15", "rip"]
+      for (number, name) in names.enumerated() { set[dwarf: number] = registers[name] }
+      return set
+    case .aarch64:
+      var set = RegisterSet(architecture: .aarch64)
+      for number in 0...28 { set[dwarf: number] = registers["x\(number)"] }
+      set[dwarf: 29] = registers["fp"]
+      set[dwarf: 30] = registers["lr"]
+      set[dwarf: 31] = registers["sp"]
+      set[dwarf: 32] = registers["pc"]
+      return set
+    case .i386:
+      return nil
+    }
+  }
+}
