@@ -361,3 +361,99 @@ enum CoreFileProgram {
     return "\(directory)/\(core)"
   }
 }
+
+/// Every thread's registers as we decode `NT_PRSTATUS`, held to `eu-readelf -n` on real cores: the
+/// kernel's of an x86_64 program, QEMU's of an aarch64 one, the kernel's of an i386 one.
+@Suite(.serialized) struct ELFCoreRegisterTests {
+  /// `eu-readelf -n`'s registers by thread id: `name: value` pairs after each PRSTATUS's `pid:` line,
+  /// values decimal (signed) or hex, renamed to the kernel's names we use.
+  static func oracleRegisters(_ core: String, is64Bit: Bool) throws -> [Int32: [String: UInt64]] {
+    let text = try runTool(["eu-readelf", "-n", core]).output
+    let renames = ["rflags": "eflags", "fs.base": "fs_base", "gs.base": "gs_base", "x29": "fp", "x30": "lr"]
+    var result: [Int32: [String: UInt64]] = [:]
+    var tid: Int32?
+    for line in text.split(separator: "\n") {
+      let words = line.split(separator: " ").map(String.init)
+      if words.first == "CORE" || words.first == "LINUX" { tid = nil; if words.last == "PRSTATUS" { tid = -1 }; continue }
+      guard let current = tid else { continue }
+      if current == -1, words.first == "pid:", words.count > 1 { tid = Int32(words[1].filter(\.isNumber)); continue }
+      guard current > 0 else { continue }
+      var index = 0
+      while index + 1 < words.count {
+        guard words[index].hasSuffix(":") else { index += 1; continue }
+        let name = String(words[index].dropLast())
+        let raw = words[index + 1].hasSuffix(",") ? String(words[index + 1].dropLast()) : words[index + 1]
+        let value: UInt64?
+        if raw.hasPrefix("0x") { value = UInt64(raw.dropFirst(2), radix: 16) }
+        else if let signed = Int64(raw) { value = is64Bit ? UInt64(bitPattern: signed) : UInt64(UInt32(truncatingIfNeeded: signed)) }
+        else { value = nil }
+        if let value { result[current, default: [:]][renames[name] ?? name] = value }
+        index += 2
+      }
+    }
+    return result
+  }
+
+  static func expectRegistersMatch(_ path: String, architecture: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let bytes = try #require(readFileBytes(path))
+    let core = try bytes.withUnsafeBytes { try ELFCore(source: ByteReader($0)) }
+    #expect(core.architecture == architecture, sourceLocation: sourceLocation)
+    let oracle = try oracleRegisters(path, is64Bit: core.header.is64Bit)
+    #expect(Set(oracle.keys) == Set(core.threads.map(\.tid)), sourceLocation: sourceLocation)
+    for thread in core.threads {
+      let registers = try #require(thread.registers, "thread \(thread.tid) has no registers", sourceLocation: sourceLocation)
+      let expected = oracle[thread.tid] ?? [:]
+      var compared = 0
+      for (name, value) in zip(registers.names, registers.values) {
+        guard let theirs = expected[name] else { continue }
+        #expect(value == theirs, "\(path): thread \(thread.tid) \(name) 0x\(hexDigits(value)) vs eu-readelf 0x\(hexDigits(theirs))",
+                sourceLocation: sourceLocation)
+        compared += 1
+      }
+      #expect(compared >= 15, "\(path): thread \(thread.tid): only \(compared) registers compared", sourceLocation: sourceLocation)
+    }
+  }
+
+  @Test(.enabled(if: CoreFileProgram.kernelWritesCores && haveTool("cc") && haveTool("eu-readelf"),
+                 "cc or eu-readelf missing, or the kernel cannot write cores here"))
+  func x86_64RegistersMatchEuReadelf() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-registers")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    try Self.expectRegistersMatch(try CoreFileProgram.kernelCore(in: directory), architecture: "x86_64")
+  }
+
+  /// QEMU's user-mode emulator writes the guest's core (`qemu_PROGRAM_..._PID.core`) in its folder.
+  @Test(.enabled(if: haveTool("aarch64-linux-gnu-gcc") && haveTool("qemu-aarch64") && haveTool("eu-readelf"),
+                 "aarch64-linux-gnu-gcc, qemu-aarch64 (qemu-user) or eu-readelf missing"))
+  func aarch64RegistersMatchEuReadelf() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-aarch64")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = "\(directory)/coredump-threads"
+    let build = try runTool(["aarch64-linux-gnu-gcc", "-static", "-O2", "-fomit-frame-pointer", "-pthread",
+                             "\(packageRoot)/Tests/Programs/coredump-threads.c", "-o", program])
+    try #require(build.status == 0, "aarch64-linux-gnu-gcc failed: \(build.error)")
+    _ = try runTool(["sh", "-c", "cd '\(directory)' && ulimit -c unlimited && exec qemu-aarch64 '\(program)' crash"])
+    let names = try runTool(["ls", directory]).output.split(separator: "\n")
+    let core = try #require(names.first { $0.hasPrefix("qemu_") && $0.hasSuffix(".core") }, "QEMU wrote no core: \(names)")
+    try Self.expectRegistersMatch("\(directory)/\(core)", architecture: "arm64")
+  }
+
+  @Test(.enabled(if: CoreFileProgram.kernelWritesCores && haveTool("gcc") && haveTool("eu-readelf"),
+                 "gcc or eu-readelf missing, or the kernel cannot write cores here"))
+  func i386RegistersMatchEuReadelf() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-i386")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = "\(directory)/sleeper32"
+    let build = try runTool(["gcc", "-m32", "-nostdlib", "-static", "-fno-pic", "-no-pie",
+                             "\(packageRoot)/Tests/Programs/process-elf32-sleeper.c", "-o", program])
+    try #require(build.status == 0, "gcc -m32 failed: \(build.error)")
+    let child = try RunningChild(["sh", "-c", "cd '\(directory)' && ulimit -c unlimited && exec '\(program)'"])
+    // An IA-32 program needs the kernel's IA-32 emulation: without it, it never says "ready".
+    try #require(child.readLine() == "ready", "the i386 program did not start (no IA-32 emulation?)")
+    child.signal(SIGSEGV)
+    child.reap()
+    let names = try runTool(["ls", directory]).output.split(separator: "\n")
+    let core = try #require(names.first { $0 == "core" || $0.hasPrefix("core.") }, "no core in \(directory): \(names)")
+    try Self.expectRegistersMatch("\(directory)/\(core)", architecture: "i386")
+  }
+}
