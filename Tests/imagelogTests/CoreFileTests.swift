@@ -189,6 +189,17 @@ import Testing
     #expect(lines.contains { $0.contains("crashed with X86 Thread State (64-bit):") })
     #expect(lines.contains { $0.contains("cr2: 0x0000000000000010") })
     #expect(lines.contains("Binary Images:"))
+
+    // --no-symbolicate: the report as built, frames as image + offset; symbolicating it later gives
+    // the same report as symbolicating the core.
+    let raw = try Self.imagelog(["symbolicate", "--no-symbolicate", core])
+    #expect(raw.exitCode == 0)
+    #expect(raw.output.contains(" coredump-threads "))
+    #expect(!raw.output.contains("crash_now"))
+    let saved = "\(directory)/report.txt"
+    try writeFile(saved, raw.output)
+    let later = try Self.imagelog(["symbolicate", saved])
+    #expect(later.output == run.output)
   }
 
   @Test(.enabled(if: haveGcore && haveStack && haveTool("python3"), "gcore, eu-unstrip, eu-stack, readelf or python3 missing"))
@@ -348,12 +359,15 @@ import Testing
             "\(run.error)")
   }
 
-  /// A regular binary has no images to list in eu-unstrip's form.
+  /// A regular binary has no images to list in eu-unstrip's form, and no report to print unsymbolicated.
   @Test func unstripFormatNeedsACore() throws {
     let library = "\(packageRoot)/Tests/ImageReadersTests/Fixtures/elf/libfixture-x86_64.so"
     let run = try Self.imagelog(["file", "--format", "unstrip", library])
     #expect(run.exitCode == 1)
     #expect(run.error == "imagelog: \(library): not a core file (--format unstrip lists a core's images)\n")
+    let symbolicate = try Self.imagelog(["symbolicate", "--no-symbolicate", library])
+    #expect(symbolicate.exitCode == 1)
+    #expect(symbolicate.error == "imagelog: \(library): not a core file (--no-symbolicate prints a core's report as built)\n")
   }
 
   // MARK: symbolicate CORE against eu-stack --core

@@ -10,7 +10,7 @@ struct SymbolicateCommand: Command {
   static let name = "symbolicate"
   static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace, sanitizer, coredump, tombstone, glibc) or bare addresses."
   static let usage = "imagelog symbolicate [--search <path> ...] [--image <path>@<load-address> ...] [--format <style>] "
-    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] <report> | <address> ...\n"
+    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-symbolicate] <report> | <address> ...\n"
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
@@ -53,6 +53,8 @@ struct SymbolicateCommand: Command {
                               report. One process reads, loads and indexes each binary and debug file
                               once for all the reports. A report that cannot be read or written is
                               named on standard error and the others still go; the status is then 1.
+      --no-symbolicate        For a core file: print its report with addresses only (image + offset),
+                              to symbolicate later or elsewhere.
       -h, --help              Show help information.
 
     MATCHING:
@@ -82,6 +84,8 @@ struct SymbolicateCommand: Command {
   var addresses: [String] = []
   var images: [String] = []
   var style: ReportStyle = .report
+  /// `--no-symbolicate`: a core's report as built, not symbolicated.
+  var noSymbolicate = false
   var options = SymbolicationOptions()
   var outputDirectory: String?
   var reportPaths: [String] = []
@@ -107,6 +111,7 @@ struct SymbolicateCommand: Command {
     if scanner.flag("--no-lines") { options.lineInfo = false }
     if scanner.flag("--no-system-debug") { options.systemDirectories = false }
     outputDirectory = try scanner.option("--output-dir", command: Self.name, usage: Self.usage)
+    noSymbolicate = scanner.flag("--no-symbolicate")
     let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
     addresses = rest.filter { $0.hasPrefix("0x") || $0.hasPrefix("0X") }
     let files = rest.filter { !($0.hasPrefix("0x") || $0.hasPrefix("0X")) }
@@ -179,12 +184,20 @@ struct SymbolicateCommand: Command {
       do {
         let (report, problems) = try Self.coreReport(reportPath)
         for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
+        if noSymbolicate {
+          _ = writeAll(to: 1, report)
+          return .success
+        }
         text = report
       } catch {
         printError("imagelog: \(reportPath): \(error)")
         return .failure
       }
     } else if let reportPath {
+      if noSymbolicate {
+        printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
+        return .failure
+      }
       do { text = try ReportReading.readText(reportPath) } catch {
         printError("imagelog: \(reportPath): \(error)")
         return .failure
