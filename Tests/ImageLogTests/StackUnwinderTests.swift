@@ -5,8 +5,8 @@ import Testing
 
 /// The unwinder against real peers over real stacks: libgcc's `_Unwind_Backtrace` over the same stack
 /// in the same process (Tests/Programs/unwind-peer.c, built with gcc -O2 -fomit-frame-pointer, natively
-/// and for aarch64 under qemu-user), through libc's qsort and a signal handler; and `eu-stack -p` on a
-/// stopped child unwound from outside through `ProcessMemory`.
+/// and for aarch64 under qemu-user), through libc's qsort and a signal handler (also on an alternate
+/// signal stack); and `eu-stack -p` on a stopped child unwound from outside through `ProcessMemory`.
 @Suite struct StackUnwinderTests {
   struct PeerFrame: Equatable { var pc: UInt64; var detail: String; var exact: Bool }
 
@@ -37,7 +37,7 @@ import Testing
     #expect(Array(ours.dropFirst().map(\.pc)) == Array(theirs.dropFirst(2).map(\.pc)), "\(mode):\n\(output)")
     #expect(Array(ours.dropFirst().map(\.exact)) == Array(theirs.dropFirst(2).map(\.exact)), "\(mode):\n\(output)")
     #expect(ours.dropFirst().allSatisfy { $0.detail == "cfi" }, "\(mode): every caller from call frame information:\n\(output)")
-    if mode == "signal" { #expect(ours.contains { $0.exact && $0.detail == "cfi" }, "\(mode): the interrupted frame") }
+    if mode.hasSuffix("signal") || mode.hasSuffix("altstack") { #expect(ours.contains { $0.exact && $0.detail == "cfi" }, "\(mode): the interrupted frame") }
     print("StackUnwinderTests: \(mode): \(ours.count) frames equal libgcc's _Unwind_Backtrace")
   }
 
@@ -56,7 +56,7 @@ import Testing
     try build(compiler: "gcc", output: try makeTemporaryDirectory("imagelog-unwind") + "/unwind-peer")
   }.mapError { $0 as? TestSupportError ?? TestSupportError("\($0)") }
 
-  @Test(.enabled(if: haveTool("gcc"), "needs gcc"), arguments: ["plain", "qsort", "signal"])
+  @Test(.enabled(if: haveTool("gcc"), "needs gcc"), arguments: ["plain", "qsort", "signal", "altstack"])
   func ownStackEqualsLibgcc(mode: String) throws {
     let program = try Self.program.get()
     let result = try runChild([program, mode], timeoutSeconds: 60)
@@ -73,7 +73,7 @@ import Testing
   /// return trampoline (qemu's, which has no CFI: recognised by its code, as libgcc does).
   @Test(.enabled(if: haveTool("aarch64-linux-gnu-gcc") && haveTool("qemu-aarch64") && access(armSysroot, F_OK) == 0,
                  "needs aarch64-linux-gnu-gcc, qemu-aarch64 and libc6-dev-arm64-cross"),
-        arguments: ["plain", "qsort", "signal"])
+        arguments: ["plain", "qsort", "signal", "altstack"])
   func aarch64StackEqualsLibgccUnderQEMU(mode: String) throws {
     let program = try Self.armProgram.get()
     let result = try runChild(["qemu-aarch64", program, mode], environment: ["QEMU_LD_PREFIX": Self.armSysroot],

@@ -4,6 +4,7 @@
      plain   a call chain four deep; the deepest function captures its registers (getcontext) and walks
      qsort   the same from inside libc's qsort comparator
      signal  the walk from inside a SIGUSR1 handler, through the signal frame back to main
+     altstack  the same with the handler on an alternate signal stack (the walk changes stacks)
      stop    for UnwinderTests' outside view: prints the registers getcontext captured in the deepest
              function as "register N 0xVALUE" lines, then "ready", and stops itself (SIGSTOP) there
    Prints "ours 0xPC TRUST EXACT" lines, then "theirs 0xPC" lines (_Unwind_GetIPInfo's ip), then "end". */
@@ -170,7 +171,7 @@ static void __attribute__((noinline)) level3(void) {
     for (int i = 0; i < 64; i++) values[i] = (i * 37) % 64;
     qsort(values, 64, sizeof values[0], compare);
     sink += values[3];
-  } else if (strcmp(mode, "signal") == 0) {
+  } else if (strcmp(mode, "signal") == 0 || strcmp(mode, "altstack") == 0) {
     raise(SIGUSR1);
   } else {
     level4();
@@ -181,7 +182,7 @@ static void __attribute__((noinline)) level2(void) { level3(); sink++; }
 static void __attribute__((noinline)) level1(void) { level2(); sink++; }
 
 int main(int argc, char **argv) {
-  if (argc < 2) { fprintf(stderr, "usage: unwind-peer plain|qsort|signal|stop\n"); return 64; }
+  if (argc < 2) { fprintf(stderr, "usage: unwind-peer plain|qsort|signal|altstack|stop\n"); return 64; }
   mode = argv[1];
   if (pipe(probe) != 0) return 1;
   dl_iterate_phdr(add_image, NULL);
@@ -189,6 +190,12 @@ int main(int argc, char **argv) {
   memset(&action, 0, sizeof action);
   action.sa_sigaction = handler;
   action.sa_flags = SA_SIGINFO;
+  if (strcmp(mode, "altstack") == 0) {
+    static char alternate[256 * 1024];
+    stack_t stack = {.ss_sp = alternate, .ss_size = sizeof alternate, .ss_flags = 0};
+    if (sigaltstack(&stack, NULL) != 0) return 1;
+    action.sa_flags |= SA_ONSTACK;
+  }
   sigaction(SIGUSR1, &action, NULL);
   level1();
   return sink == 0;
