@@ -81,6 +81,8 @@ public final class CoreDump {
         let delta = at - segment.vmRange.lowerBound
         if delta < segment.availableSize {
           got = Int(min(UInt64(want), segment.availableSize - delta))  // <= want
+          // availableSize > delta >= 0 means the segment's bytes lie inside the core file (ELFCore clips
+          // availableSize to it), so fileOffset + delta is below the file's size: no overflow.
           if !copy(from: file, offset: segment.fileOffset + delta, count: got, into: target) { return false }
         }
       }

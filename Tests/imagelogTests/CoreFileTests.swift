@@ -357,6 +357,10 @@ import Testing
     let lines = run.error.split(separator: "\n")
     #expect(lines.count == 1 && lines[0].hasPrefix("imagelog: \(gcoreFile): PT_NOTE (the core is truncated or damaged) 0x"),
             "\(run.error)")
+    let report = try Self.imagelog(["symbolicate", gcoreFile])
+    #expect(report.exitCode == 1)
+    #expect(report.output.isEmpty)
+    #expect(report.error == run.error, "symbolicate says what file says")
   }
 
   /// A regular binary has no images to list in eu-unstrip's form, and no report to print unsymbolicated.
