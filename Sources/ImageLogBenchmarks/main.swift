@@ -15,6 +15,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("dwarf lines and inlines vs llvm-symbolizer", dwarfBenchmarks),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),
+  ("crash report of every thread vs Swift's backtracer", crashBenchmark),
 ]
 
 // IMAGELOG_BENCH_ONLY=file (a part of an area's name) runs that area alone and writes BENCHMARKS-partial.md,
