@@ -58,7 +58,7 @@ let package = Package(
     .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "CImageLogImage",
-                                                     "CImageLogUnwind", "ImageLogTestSupport"]),
+                                                     "CImageLogUnwind", "ImageLogSymbolication", "ImageLogTestSupport"]),
     .testTarget(name: "ImageLogSymbolicationTests",
                 dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),

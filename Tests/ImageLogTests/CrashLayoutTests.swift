@@ -1,0 +1,87 @@
+import Glibc
+import ImageLog
+import ImageLogSymbolication
+import ImageReaders
+import ImageLogTestSupport
+import Testing
+
+/// One layout, two writers (CONTRACTS.md §2): the crash handler's report, written in C at crash time, and
+/// `ThreadsReport.text()`, the Swift writer of `pid --threads` and cores, given the same values (threads,
+/// frames and their trust, registers, images, header), write the same bytes.
+@Suite(.serialized) struct CrashLayoutTests {
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashThreadsTests.gcc != nil, "needs cc and gcc"),
+        arguments: ["qsort", "blocked", "abort"])
+  func crashHandlerAndSwiftWriterWriteTheSameText(mode: String) throws {
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(program, [mode, reportPath, "\(directory)/maps"],
+                                          environment: ["CRASH_LIBRARY": try CrashThreadsTests.library.get()])
+    let text = try #require(readFile(reportPath))
+    let report = try ParsedCrashReport(text)
+
+    let images = report.images.map { image in
+      Image(path: image.path, loadAddress: image.start, loadBias: 0, textRange: image.start..<(image.end + 1),
+            loadRange: image.start..<(image.end + 1), buildID: Self.buildID(image.uuid),
+            architecture: image.architecture, isMainExecutable: image.isMainExecutable)
+    }
+    let threads = report.threads.map { thread in
+      ThreadsReport.Thread(tid: thread.tid, name: thread.name, crashed: thread.crashed,
+                           frames: thread.frames.map { frame in
+                             ThreadsReport.Frame(address: frame.address,
+                                                 trust: frame.trust == "frame pointer" ? "frame-pointer"
+                                                   : frame.trust == "stack scan" ? "scan" : nil)
+                           },
+                           problem: thread.problem.map { String($0.dropFirst("not unwound: ".count)) })
+    }
+    // "signal 11, code 1, address 0x0000000000000000"
+    let codes = try #require(report.header["Exception Codes"]).split(separator: " ")
+    let exception = ThreadsReport.Exception(signal: Int32(codes[1].dropLast()) ?? 0, code: Int32(codes[3].dropLast()) ?? 0,
+                                            address: ParsedCrashReport.hex(codes[5]) ?? 0)
+    let registers: RegisterState
+    #if arch(x86_64)
+    registers = RegisterState.x86_64 { report.registers[$0] ?? 0 }
+    #else
+    registers = RegisterState.aarch64 { report.registers[$0] ?? 0 }
+    #endif
+    let written = ThreadsReport(processName: "crash-program", path: try #require(report.header["Path"]), pid: result.pid,
+                                date: Self.epochSeconds(try #require(report.header["Date/Time"])),
+                                osVersion: try #require(report.header["OS Version"]), exception: exception,
+                                threads: threads, registers: registers, images: images).text()
+    #expect(written == text)
+    if written != text {
+      let ours = text.split(separator: "\n", omittingEmptySubsequences: false)
+      let theirs = written.split(separator: "\n", omittingEmptySubsequences: false)
+      for (number, (a, b)) in zip(ours, theirs).enumerated() where a != b {
+        Issue.record("line \(number + 1): crash.c '\(a)', ThreadsReport '\(b)'")
+        break
+      }
+    }
+  }
+
+  /// The Binary Images UUID column (the build-id's first 16 bytes) as a build-id that prints the same.
+  static func buildID(_ hex: String) -> BuildID? {
+    guard hex != String(repeating: "0", count: 32) else { return nil }
+    var bytes: [UInt8] = []
+    var index = hex.startIndex
+    while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) {
+      bytes.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+      index = next
+    }
+    return BuildID(bytes)
+  }
+
+  /// "YYYY-MM-DD HH:MM:SS +0000" as seconds since the epoch (glibc's timegm).
+  static func epochSeconds(_ text: String) -> Int64 {
+    let fields = text.split(whereSeparator: { $0 == "-" || $0 == " " || $0 == ":" }).compactMap { Int32($0) }
+    guard fields.count >= 6 else { return 0 }
+    var parts = tm()
+    parts.tm_year = fields[0] - 1900
+    parts.tm_mon = fields[1] - 1
+    parts.tm_mday = fields[2]
+    parts.tm_hour = fields[3]
+    parts.tm_min = fields[4]
+    parts.tm_sec = fields[5]
+    return Int64(timegm(&parts))
+  }
+}
