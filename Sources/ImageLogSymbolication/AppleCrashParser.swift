@@ -12,6 +12,8 @@ enum AppleCrashParser {
     var sawLinux = false
     var crashedTID: UInt64?
     var unlisted = 0
+    // Thread number to its first entry in report.threads: a report of many threads stays linear.
+    var threadIndex: [Int: Int] = [:]
     var registers: [(Int, RegisterState)] = []
     for (lineIndex, line) in lines.enumerated() {
       let trimmed = line.drop { $0 == " " || $0 == "\t" }
@@ -27,6 +29,7 @@ enum AppleCrashParser {
         section = .thread(-1)
         currentThread = -1
         report.threads.append(CrashReport.Thread(number: -1, crashed: false, name: "Last Exception Backtrace"))
+        if threadIndex[-1] == nil { threadIndex[-1] = report.threads.count - 1 }
         continue
       }
       // macOS's Objective-C exception crashes: `Application Specific Backtrace 1:` inside Application
@@ -36,6 +39,7 @@ enum AppleCrashParser {
         section = .thread(-1 - number)
         currentThread = -1 - number
         report.threads.append(CrashReport.Thread(number: currentThread, crashed: false, name: String(line.dropLast())))
+        if threadIndex[currentThread] == nil { threadIndex[currentThread] = report.threads.count - 1 }
         continue
       }
       if line.hasPrefix("Thread "), let heading = threadHeading(line) {
@@ -46,8 +50,9 @@ enum AppleCrashParser {
           }
           section = .thread(number)
           currentThread = number
-          let existing = report.threads.firstIndex { $0.number == number } ?? {
+          let existing = threadIndex[number] ?? {
             report.threads.append(CrashReport.Thread(number: number, crashed: false, name: nil))
+            threadIndex[number] = report.threads.count - 1
             return report.threads.count - 1
           }()
           report.threads[existing].crashed = report.threads[existing].crashed || crashed
@@ -56,6 +61,7 @@ enum AppleCrashParser {
           if let state { report.threads[existing].state = state }
         case .name(let number, let name):
           report.threads.append(CrashReport.Thread(number: number, crashed: false, name: name))
+          if threadIndex[number] == nil { threadIndex[number] = report.threads.count - 1 }
           section = .header
         case let .registers(number, title):
           registers.append((number, RegisterState(title: title, rows: [])))
@@ -95,7 +101,7 @@ enum AppleCrashParser {
         }
       case .thread:
         if let problem = notUnwound(line) {
-          if let index = report.threads.firstIndex(where: { $0.number == currentThread }) {
+          if let index = threadIndex[currentThread] {
             report.threads[index].problem = problem
           }
           continue
@@ -120,16 +126,17 @@ enum AppleCrashParser {
         report.images.append(image)
       }
     }
-    if let crashedFromHeader, let index = report.threads.firstIndex(where: { $0.number == crashedFromHeader }) {
+    if let crashedFromHeader, let index = threadIndex[crashedFromHeader] {
       report.threads[index].crashed = true
       if report.threads[index].tid == nil { report.threads[index].tid = crashedTID }
     }
     for (number, state) in registers {
       // The heading says the thread crashed; a report that lists no such thread still keeps its registers.
-      if let index = report.threads.firstIndex(where: { $0.number == number }) {
+      if let index = threadIndex[number] {
         report.threads[index].registers = state
       } else {
         report.threads.append(CrashReport.Thread(number: number, crashed: true, name: nil, registers: state))
+        threadIndex[number] = report.threads.count - 1
       }
     }
     if let count = report.threadCount {

@@ -99,15 +99,15 @@ public struct CrashReport: Sendable {
     /// The mark imagelog's report layout writes after a frame line found with `trust`, `nil` for none.
     public static func trustMark(_ trust: String?) -> String? {
       switch trust {
-      case "frame-pointer": "  (frame pointer)"
-      case "scan": "  (stack scan)"
+      case FrameTrust.framePointer.rawValue: "  (frame pointer)"
+      case FrameTrust.stackScan.rawValue: "  (stack scan)"
       default: nil
       }
     }
 
     /// The trust a frame line's ending names (`trustMark` read back), with the length of the mark.
     static func trust(endingLine line: some StringProtocol) -> (trust: String, markLength: Int)? {
-      for trust in ["frame-pointer", "scan"] {
+      for trust in [FrameTrust.framePointer.rawValue, FrameTrust.stackScan.rawValue] {
         if let mark = trustMark(trust), line.hasSuffix(mark) { return (trust, mark.count) }
       }
       return nil

@@ -33,6 +33,11 @@ public struct ThreadsReport: Sendable {
       self.address = address
       self.trust = trust
     }
+
+    /// A frame as `StackUnwinder` found it: its pc and how.
+    public init(_ frame: UnwoundFrame) {
+      self.init(address: frame.pc, trust: frame.trust.rawValue)
+    }
   }
 
   /// One thread of the process.

@@ -37,7 +37,8 @@ import Testing
         .init(tid: 4321, name: "report-writer", frames: [.init(address: libcAddress), .init(address: probeTwo + 1)]),
         .init(tid: 4322, name: "worker-1", state: "S", frames: [
           .init(address: libcAddress + 8), .init(address: probeOne + 1, trust: "frame-pointer"),
-          .init(address: probeTwo + 1, trust: "scan"), .init(address: 0x10, trust: "cfi"),
+          .init(UnwoundFrame(pc: probeTwo + 1, trust: .stackScan, pcIsExact: false)),
+          .init(UnwoundFrame(pc: 0x10, trust: .callFrameInfo, pcIsExact: false)),
         ]),
         .init(tid: 4325, name: "worker-2", crashed: true, frames: [.init(address: probeOne), .init(address: probeTwo + 1)]),
         .init(tid: 4326, name: "blocked", problem: "the thread did not answer within 100 ms"),
