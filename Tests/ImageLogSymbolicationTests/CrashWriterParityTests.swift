@@ -20,15 +20,13 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
 /// The two writers of imagelog's report layout: crash.c's at crash time and `ThreadsReport` for
 /// `pid --threads` and cores. A report the crash handler writes for a real context, read back by the
 /// parser, and written again by `ThreadsReport` from what was read, is the same bytes; and what it
-/// says of the thread is what /proc says.
+/// says of each thread is what /proc says.
 @Suite struct CrashWriterParityTests {
-  /// The crash handler's report for this thread, interrupted by a signal (SIGURG: ignored by default,
-  /// and used by nothing in the tests), as if it had crashed there with a SEGV_MAPERR at 0x10.
-  static func crashHandlerReport() throws -> String {
+  /// The crash handler's report, written to `path`, for this thread interrupted by a signal (SIGURG:
+  /// ignored by default, and used by nothing in the tests), as if it had crashed there with a
+  /// SEGV_MAPERR at 0x10. After `CrashReporter.install` it lists every thread, as at crash time.
+  static func crashHandlerReport(path: String) throws -> String {
     CrashReporter.startImageTable()
-    let directory = try makeTemporaryDirectory()
-    defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let path = directory + "/parity.crash"
     let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
     try #require(fd >= 0, "cannot create \(path)")
     parityReportFD = fd
@@ -60,32 +58,25 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
     text.split(separator: "\n").first { $0.hasPrefix(label) }.map { String($0.dropFirst(17)) }
   }
 
-  @Test(.loaderList) func crashHandlerAndSwiftWriterWriteTheSameBytes() throws {
-    // This thread's id, as /proc/thread-self names it (`PID/task/TID`); Glibc's gettid is not imported.
+  /// This thread's id, as /proc/thread-self names it (`PID/task/TID`); Glibc's gettid is not imported.
+  static func currentTID() throws -> Int32 {
     var link = [CChar](repeating: 0, count: 64)
     let length = readlink("/proc/thread-self", &link, link.count - 1)
-    let tid = try #require(Int32(String(decoding: link.prefix(max(length, 0)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return try #require(Int32(String(decoding: link.prefix(max(length, 0)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
       .split(separator: "/").last ?? ""))
-    let text = try Self.crashHandlerReport()
+  }
+
+  /// `/proc/self/task/TID/comm` without its newline.
+  static func comm(_ tid: UInt64) -> String? { readFile("/proc/self/task/\(tid)/comm").map { String($0.dropLast()) } }
+
+  /// `text` (a crash handler's report) read back, and written again by ThreadsReport from what was read;
+  /// the images are this process's, in the order of the report's Binary Images.
+  static func rewritten(_ text: String) throws -> String {
     let report = try ReportParser.parse(text)
-    #expect(report.problems.isEmpty, "\(report.problems)")
-
-    // What the report says of the process and the thread, against /proc.
-    let process = try #require(Self.field(text, "Process:"))
-    #expect(process.hasSuffix(" [\(getpid())]"))
-    let crashed = try #require(report.threads.first { $0.crashed }, "\(text)")
-    #expect(crashed.tid == UInt64(tid))
-    let comm = readFile("/proc/self/task/\(tid)/comm").map { String($0.dropLast()) }
-    #expect(crashed.name == comm)
-    #expect(report.threads.allSatisfy { thread in
-      thread.tid.map { readFile("/proc/self/task/\($0)/comm").map { String($0.dropLast()) } == thread.name } ?? false
-    }, "\(text)")
-    #expect(Self.field(text, "Exception Codes:") == "signal 11, code 1, address 0x0000000000000010")
-    #expect(report.frames.contains { $0.thread == crashed.number }, "\(text)")
-
-    // The same report, written by ThreadsReport from what was read.
-    let codes = try #require(Self.field(text, "Exception Codes:")).split(separator: " ")
-    let date = try #require(Self.field(text, "Date/Time:")).split(whereSeparator: { "- :".contains($0) }).compactMap { Int32($0) }
+    let process = try #require(field(text, "Process:"))
+    let codes = try #require(field(text, "Exception Codes:")).split(separator: " ")
+    try #require(codes.count == 6)
+    let date = try #require(field(text, "Date/Time:")).split(whereSeparator: { "- :".contains($0) }).compactMap { Int32($0) }
     try #require(date.count == 7)
     var parts = tm(tm_sec: date[5], tm_min: date[4], tm_hour: date[3], tm_mday: date[2], tm_mon: date[1] - 1,
                    tm_year: date[0] - 1900, tm_wday: 0, tm_yday: 0, tm_isdst: 0, tm_gmtoff: 0, tm_zone: nil)
@@ -99,12 +90,114 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
                            frames: report.frames.filter { $0.thread == thread.number }.map { .init(address: $0.address, trust: $0.trust) },
                            problem: thread.problem)
     }
-    let rewritten = ThreadsReport(
-      processName: String(process.dropLast(" [\(getpid())]".count)), path: Self.field(text, "Path:") ?? "",
-      pid: getpid(), date: Int64(timegm(&parts)), osVersion: Self.field(text, "OS Version:") ?? "",
+    return ThreadsReport(
+      processName: String(process.dropLast(" [\(getpid())]".count)), path: field(text, "Path:") ?? "",
+      pid: getpid(), date: Int64(timegm(&parts)), osVersion: field(text, "OS Version:") ?? "",
       exception: .init(signal: SIGSEGV, code: Int32(codes[3].dropLast()) ?? -1,
                        address: UInt64(codes[5].dropFirst(2), radix: 16) ?? 1),
-      threads: threads, registers: crashed.registers, images: images)
-    #expect(rewritten.text() == text)
+      threads: threads, registers: report.threads.first { $0.crashed }?.registers, images: images).text()
+  }
+
+  /// In this process, without `install`: the crash handler reports the calling thread alone.
+  @Test(.loaderList) func crashHandlerAndSwiftWriterWriteTheSameBytes() throws {
+    let tid = try Self.currentTID()
+    let directory = try makeTemporaryDirectory()
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let text = try Self.crashHandlerReport(path: directory + "/parity.crash")
+    let report = try ReportParser.parse(text)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    let process = try #require(Self.field(text, "Process:"))
+    #expect(process.hasSuffix(" [\(getpid())]"))
+    let crashed = try #require(report.threads.first { $0.crashed }, "\(text)")
+    #expect(crashed.tid == UInt64(tid))
+    #expect(crashed.name == Self.comm(UInt64(tid)))
+    #expect(Self.field(text, "Exception Codes:") == "signal 11, code 1, address 0x0000000000000010")
+    #expect(report.frames.contains { $0.thread == crashed.number }, "\(text)")
+    #expect(try Self.rewritten(text) == text)
+  }
+
+  /// In a child process (this test binary again) that installed the crash handler and runs three named
+  /// threads: every thread of the process is listed, each with /proc's tid and name, the named ones
+  /// unwound; and ThreadsReport writes the same bytes.
+  @Test(.enabled(if: access("/proc/self/exe", R_OK) == 0, "needs /proc/self/exe to start the child"))
+  func everyThreadAgreesWithProc() throws {
+    let directory = try makeTemporaryDirectory()
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let executable = try #require(executablePath(of: getpid()))
+    let result = try runChild([executable, "--testing-library", "swift-testing", "--filter", "CrashWriterParityChild"],
+                              environment: ["IMAGELOG_PARITY_CHILD": directory])
+    #expect(!result.timedOut)
+    #expect(result.exitCode == 0, "\(result.output.suffix(3000))\(result.error.suffix(3000))")
+    let text = try #require(readFile(directory + "/c.crash"), "\(result.output.suffix(3000))")
+    #expect(readFile(directory + "/swift.crash") == text)
+    let report = try ReportParser.parse(text)
+    #expect(report.problems.isEmpty, "\(report.problems)")
+    // Each thread as /proc/PID/task listed it in the child while the report was written ("TID NAME" lines).
+    let tasks = Dictionary(try #require(readFile(directory + "/tasks")).split(separator: "\n").map { line in
+      (UInt64(line.prefix { $0 != " " }) ?? 0, String(line.drop { $0 != " " }.dropFirst()))
+    }, uniquingKeysWith: { first, _ in first })
+    #expect(report.threadCount == report.threads.count)
+    #expect(report.threads.first?.tid == UInt64(result.pid), "the main thread first")
+    for thread in report.threads {
+      let tid = try #require(thread.tid)
+      #expect(tasks[tid] != nil && tasks[tid] == thread.name, "thread \(thread.number) tid \(tid) \(thread.name ?? "-")")
+    }
+    for name in ["parity-1", "parity-2", "parity-3"] {
+      let thread = try #require(report.threads.first { $0.name == name }, "\(text)")
+      #expect(thread.problem == nil && report.frames.contains { $0.thread == thread.number }, "\(text)")
+    }
+    #expect(report.threads.filter(\.crashed).count == 1)
+  }
+}
+
+/// Runs only in the child `everyThreadAgreesWithProc` starts: installs the crash handler, starts three
+/// named threads blocked in `read`, writes the crash handler's report and ThreadsReport's of it, and
+/// the process's threads as /proc lists them.
+@Suite struct CrashWriterParityChild {
+  @Test(.enabled(if: getenv("IMAGELOG_PARITY_CHILD") != nil, "only in the child of everyThreadAgreesWithProc"))
+  func writeBothReports() throws {
+    let directory = String(cString: try #require(getenv("IMAGELOG_PARITY_CHILD")))
+    try CrashReporter.install(writingTo: directory + "/installed.crash")
+    defer { CrashReporter.uninstall() }
+    var fds: [Int32] = [0, 0]
+    try #require(pipe(&fds) == 0)
+    var threads: [pthread_t] = []
+    for index in 1...3 {
+      var thread = pthread_t()
+      // The argument carries the thread's number and the descriptor it blocks on (no context to capture).
+      let argument = UnsafeMutableRawPointer(bitPattern: Int(fds[0]) << 8 | index)
+      try #require(pthread_create(&thread, nil, { argument in
+        let bits = Int(bitPattern: argument)
+        // Its name, as pthread_setname_np sets it (which Glibc does not import).
+        let named = open("/proc/thread-self/comm", O_WRONLY)
+        _ = "parity-\(bits & 0xFF)".withCString { write(named, $0, strlen($0)) }
+        close(named)
+        var byte: UInt8 = 0
+        _ = read(Int32(bits >> 8), &byte, 1)  // until the write end is closed
+        return nil
+      }, argument) == 0)
+      threads.append(thread)
+    }
+    defer {
+      close(fds[1])
+      for thread in threads { pthread_join(thread, nil) }
+      close(fds[0])
+    }
+    func tasks() -> [String] {
+      guard let folder = opendir("/proc/self/task") else { return [] }
+      defer { closedir(folder) }
+      var lines: [String] = []
+      while let entry = readdir(folder) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard let tid = UInt64(name), let comm = CrashWriterParityTests.comm(tid) else { continue }
+        lines.append("\(tid) \(comm)")
+      }
+      return lines
+    }
+    try waitUntil("the three threads are named") { Set(["parity-1", "parity-2", "parity-3"]).isSubset(of: tasks().map { String($0.drop { $0 != " " }.dropFirst()) }) }
+    let before = tasks()
+    let text = try CrashWriterParityTests.crashHandlerReport(path: directory + "/c.crash")
+    try writeFile(directory + "/tasks", (before + tasks()).joined(separator: "\n") + "\n")
+    try writeFile(directory + "/swift.crash", try CrashWriterParityTests.rewritten(text))
   }
 }
