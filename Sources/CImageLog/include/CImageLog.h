@@ -17,6 +17,65 @@ void il_catch_interrupts(void);
 int il_was_interrupted(void);
 /* end of other processes */
 
+/* --- other processes' threads (ptrace.c): `imagelog pid --threads` ---------------------------
+   Stops every thread of a process with PTRACE_SEIZE + PTRACE_INTERRUPT (never a SIGSTOP: a seized
+   tracee is resumed by the kernel if imagelog dies, even by SIGKILL, so nothing is left stopped),
+   copies each thread's registers and the live part of its stack, and lets every thread go at once.
+   The unwinding happens afterwards, on the copy: the target is stopped only for the copying. */
+
+/* One thread's registers in DWARF numbering (as CImageLogUnwind.h numbers them): value[n] is DWARF
+   register n; bit n of `known` says it holds a value. arch: 1 x86_64, 2 aarch64 (il_arch). */
+typedef struct {
+  int arch;
+  uint64_t known;
+  uint64_t value[33];
+} il_thread_registers;
+
+/* What became of one thread. */
+enum {
+  IL_THREAD_CAPTURED = 0,    /* stopped; registers and stack copied; let go */
+  IL_THREAD_VANISHED = 1,    /* it exited between being listed and being read (ESRCH, or its exit reported) */
+  IL_THREAD_NO_ANSWER = 2,   /* it did not stop within the time given (uninterruptible sleep, say) */
+  IL_THREAD_REFUSED = 3,     /* PTRACE_SEIZE failed: `error` (EPERM: traced already, a zombie, access) */
+  IL_THREAD_FAILED = 4,      /* stopped, but its registers could not be read: `error` */
+  IL_THREAD_UNSUPPORTED = 5, /* stopped, but its register set is not x86_64/aarch64 (a 32-bit process) */
+};
+
+typedef struct {
+  pid_t tid;
+  int status;              /* IL_THREAD_* */
+  int error;               /* errno of the call that failed, or 0 */
+  int stop_signal;         /* a signal the thread stopped for, given back to it at detach; 0 when none */
+  il_thread_registers registers;  /* with IL_THREAD_CAPTURED */
+  uint64_t stack_address;  /* target address of stack[0]: the stack pointer (less the red zone) */
+  uint8_t *stack;          /* malloc'd copy of stack_size bytes; NULL when nothing could be read */
+  size_t stack_size;
+} il_thread_capture;
+
+typedef struct {
+  il_thread_capture *threads;  /* in /proc/PID/task order (the main thread first), late ones after */
+  size_t count;
+  uint64_t stopped_ns;         /* CLOCK_MONOTONIC from the first PTRACE_INTERRUPT to the last PTRACE_DETACH */
+  size_t stragglers;           /* threads that had not stopped, still traced when this returned (see below) */
+} il_threads_capture;
+
+/* Stops every thread of `pid` (re-listing /proc/PID/task until no new thread appears), copies each
+   one's registers and stack, and detaches them all. `mappings` holds `mapping_count` start/end
+   pairs of the process's mappings in address order: a thread's stack is copied from its stack
+   pointer to the end of the mapping holding it, at most `max_stack_bytes` (`max_stack_bytes` / 16
+   when no mapping holds it). A thread gets `answer_ns` to stop; one that has not (uninterruptible
+   sleep) stays seized and is released as soon as it stops, waited for up to `release_ns` more once
+   the others run again; the kernel releases any left when this process exits. SIGINT, SIGTERM,
+   SIGHUP and SIGQUIT are blocked on the calling thread while threads are stopped, so they arrive
+   once every thread is let go. Returns 0, or -1 with errno when /proc/PID/task cannot be listed
+   (ENOENT: no such process) or memory runs out; then `out` holds nothing to free. */
+int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack_bytes,
+                       uint64_t answer_ns, uint64_t release_ns, il_threads_capture *out);
+
+/* Frees the copies and the thread array of a capture. */
+void il_free_threads_capture(il_threads_capture *capture);
+/* end of other processes' threads */
+
 /* One loaded object as dl_iterate_phdr(3) reports it (see il_walk_objects). Pointers live for the
    callback only. */
 typedef struct {

@@ -1,0 +1,267 @@
+internal import CImageLog
+internal import Glibc
+
+/// Every thread of another running process, stopped for an instant: each one's registers and the
+/// live part of its stack, copied while the process was stopped, with its name and state.
+///
+/// All threads are stopped together (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`), so the stacks are one
+/// consistent moment of the process, as a debugger shows it; they are let go as soon as the copies
+/// are made, and unwinding (`ProcessThreads+Unwinding.swift`) works on the copies afterwards. The
+/// kernel lets a seized thread go if imagelog dies, so the target is never left stopped.
+public struct ProcessThreads: Sendable {
+  /// The part of a thread's stack copied at the stop: from its stack pointer (less the x86_64 red
+  /// zone) to the end of the mapping that holds it, at most `ProcessThreads.maxStackBytes`.
+  public struct StackCopy: Sendable {
+    /// The run-time address of `bytes[0]`.
+    public var address: Address
+    public var bytes: [UInt8]
+  }
+
+  /// One thread as it was at the stop.
+  public struct Thread: Sendable {
+    public var tid: Int32
+    /// `/proc/PID/task/TID/comm`; nil when it could not be read.
+    public var name: String?
+    /// The state letter of `/proc/PID/task/TID/stat` just before the stop (`R`, `S`, `D`, `T`...).
+    public var state: String?
+    /// DWARF register numbers to values (as `CImageLogUnwind.h` numbers them); nil when the thread
+    /// was not read (`problem` says why).
+    public var registerValues: [UInt64?]?
+    /// The stack bytes copied at the stop; nil when none could be read.
+    public var stack: StackCopy?
+    /// Why the thread has no registers ("the thread exited while it was being read"), or nil.
+    public var problem: String?
+    /// True when the thread has no registers because it exited (it no longer exists: not a failure).
+    public var exited = false
+  }
+
+  /// The process whose threads these are.
+  public var pid: Int32
+  /// Every thread, in `/proc/PID/task` order (the main thread first); threads created while the
+  /// others were being stopped come last.
+  public var threads: [Thread]
+  /// How long the process was stopped: from the first thread's interrupt to the last thread's release.
+  public var stoppedNanoseconds: UInt64
+  /// The architecture of the registers: `x86_64` or `aarch64` (the one imagelog runs on).
+  public var architecture: String
+
+  /// The problem of a thread that exited between being listed and being read.
+  public static let vanished = "the thread exited while it was being read"
+  /// The problem of a zombie main thread whose process runs on in other threads (it called pthread_exit).
+  public static let mainThreadExited = "the main thread has exited; the process lives on in its other threads"
+
+  /// How long a thread may take to stop before it is reported as not answering.
+  public static let answerNanoseconds: UInt64 = 100_000_000
+  /// The most stack copied per thread; frames deeper than this are read from the live process.
+  public static let maxStackBytes: UInt64 = 1 << 20
+
+  /// Stops every thread of `pid`, copies its registers and stack, and lets it go.
+  ///
+  /// Needs the access `ptrace(2)` calls `PTRACE_MODE_ATTACH`: the same user, Yama's `ptrace_scope`
+  /// allowing it (0, or 1 for a descendant), or `CAP_SYS_PTRACE`; and no other tracer. Threads that
+  /// vanish, do not stop within `answerNanoseconds`, or cannot be read are kept with a `problem`.
+  public static func capture(of pid: Int32) throws(ProcessThreadsError) -> ProcessThreads {
+    guard pid != getpid() else { throw .ownProcess(pid: pid) }
+    try checkStoppable(pid)
+    // Names and states before the stop: during it every thread shows `t` (tracing stop).
+    var before: [Int32: (name: String?, state: String?)] = [:]
+    for tid in taskIDs(of: pid) { before[tid] = (threadName(pid, tid), threadState(pid, tid)) }
+    // The mappings bound each stack copy; without them (refused) a smaller fixed size is copied.
+    let mappings = (try? ProcessImages.readMappings(of: pid)) ?? []
+    var bounds: [UInt64] = []
+    bounds.reserveCapacity(mappings.count * 2)
+    for mapping in mappings { bounds += [mapping.start, mapping.end] }
+    var capture = il_threads_capture()
+    let status = bounds.withUnsafeBufferPointer { pairs in
+      il_capture_threads(pid, pairs.baseAddress, mappings.count, maxStackBytes, answerNanoseconds, 1_000_000_000, &capture)
+    }
+    guard status == 0 else {
+      let failure = errno
+      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid) }
+      throw .system(pid: pid, SystemError("cannot stop the threads", errno: failure))
+    }
+    defer { il_free_threads_capture(&capture) }
+    var threads: [Thread] = []
+    threads.reserveCapacity(capture.count)
+    for index in 0..<capture.count {
+      let raw = capture.threads[index]
+      let known = before[raw.tid]
+      var thread = Thread(tid: raw.tid, name: known?.name ?? threadName(pid, raw.tid),
+                          state: known?.state ?? threadState(pid, raw.tid))
+      switch Int32(raw.status) {
+      case Int32(IL_THREAD_CAPTURED):
+        thread.registerValues = registerValues(raw.registers)
+        if let base = raw.stack, raw.stack_size > 0 {
+          thread.stack = StackCopy(address: raw.stack_address,
+                                   bytes: Array(UnsafeRawBufferPointer(start: base, count: raw.stack_size)))
+        }
+      case Int32(IL_THREAD_VANISHED):
+        thread.problem = Self.vanished
+        thread.exited = true
+      case Int32(IL_THREAD_NO_ANSWER):
+        thread.problem = "the thread did not answer within \(answerNanoseconds / 1_000_000) ms"
+      case Int32(IL_THREAD_UNSUPPORTED): thread.problem = "a 32-bit thread: imagelog unwinds x86_64 and aarch64"
+      case Int32(IL_THREAD_REFUSED):
+        thread.problem = refusalProblem(pid: pid, tid: raw.tid, errno: raw.error)
+        thread.exited = thread.problem == Self.vanished || thread.problem == Self.mainThreadExited
+      default: thread.problem = "its registers could not be read: \(String(cString: strerror(raw.error)))"
+      }
+      threads.append(thread)
+    }
+    // No thread read: the process as a whole is out of reach (gone, a zombie, a tracer, permissions).
+    if threads.allSatisfy({ $0.registerValues == nil }) {
+      let states = threads.map { threadState(pid, $0.tid) }
+      if states.allSatisfy({ $0 == nil }) { throw .exited(pid: pid) }
+      if states.allSatisfy({ $0 == nil || $0 == "Z" || $0 == "X" }) {
+        throw .zombie(pid: pid, command: commandName(of: pid) ?? "?")
+      }
+      if let refused = (0..<capture.count).first(where: { capture.threads[$0].status == Int32(IL_THREAD_REFUSED) }),
+         capture.threads[refused].error == EPERM {
+        throw refusal(pid: pid, tid: capture.threads[refused].tid)
+      }
+    }
+    if threads.isEmpty { throw .exited(pid: pid) }
+    #if arch(x86_64)
+    let architecture = "x86_64"
+    #else
+    let architecture = "aarch64"
+    #endif
+    return ProcessThreads(pid: pid, threads: threads, stoppedNanoseconds: capture.stopped_ns, architecture: architecture)
+  }
+
+  /// Kernel threads and zombies are refused before anything is stopped: they have nothing to unwind.
+  static func checkStoppable(_ pid: Int32) throws(ProcessThreadsError) {
+    guard let stat = try? ProcFile.read("/proc/\(pid)/stat") else { throw .noSuchProcess(pid: pid) }
+    guard let fields = statFields(stat) else { throw .exited(pid: pid) }
+    let pfKernelThread: UInt64 = 0x0020_0000  // PF_KTHREAD
+    if fields.rest.count > 6, let flags = UInt64(String(decoding: fields.rest[6], as: UTF8.self)),
+       flags & pfKernelThread != 0 {
+      throw .kernelThread(pid: pid, command: fields.command)
+    }
+    // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
+    if fields.rest.first == [0x5A] || fields.rest.first == [0x58],  // Z, X
+       taskIDs(of: pid).allSatisfy({ ["Z", "X", nil].contains(threadState(pid, $0)) }) {
+      throw .zombie(pid: pid, command: fields.command)
+    }
+  }
+
+  /// What an `EPERM` from `PTRACE_SEIZE` on the whole process means: a tracer, or missing access.
+  static func refusal(pid: Int32, tid: Int32) -> ProcessThreadsError {
+    if let tracer = tracerPID(pid, tid) { return .traced(pid: pid, tracer: tracer, tracerCommand: commandName(of: tracer)) }
+    return .permissionDenied(pid: pid, hint: ptraceHint(for: pid))
+  }
+
+  /// Why one thread (of a process whose other threads were read) was refused.
+  static func refusalProblem(pid: Int32, tid: Int32, errno: Int32) -> String {
+    // The kernel refuses an exiting thread with EPERM too (its exit_state is set): gone is gone.
+    let now = threadState(pid, tid)
+    if now == nil || now == "Z" || now == "X" {
+      return tid == pid && now != nil ? mainThreadExited : vanished
+    }
+    if errno == EPERM, let tracer = tracerPID(pid, tid) {
+      return "already traced by pid \(tracer)" + (commandName(of: tracer).map { " (\($0))" } ?? "")
+    }
+    return "ptrace refused: \(String(cString: strerror(errno)))"
+  }
+
+  /// Why `PTRACE_SEIZE` is refused, in words a person can act on: Yama's `ptrace_scope` first (it
+  /// decides before the credentials), then the uid and capability checks `accessHint` compares.
+  static func ptraceHint(for pid: Int32) -> String {
+    let ptraceBit: UInt64 = 1 << 19  // CAP_SYS_PTRACE
+    let capable = AccessStatus(path: "/proc/self/status").map { $0.effectiveCapabilities & ptraceBit != 0 } ?? false
+    var yama: String?
+    if let scope = try? ProcFile.read("/proc/sys/kernel/yama/ptrace_scope"), let level = scope.first {
+      let path = "/proc/sys/kernel/yama/ptrace_scope"
+      switch level {
+      case UInt8(ascii: "1") where !capable && !isDescendant(pid):
+        yama = "\(path) is 1: only an ancestor may trace a process (0 lifts that; or CAP_SYS_PTRACE)"
+      case UInt8(ascii: "2") where !capable:
+        yama = "\(path) is 2: only a process with CAP_SYS_PTRACE may trace"
+      case UInt8(ascii: "3"):
+        yama = "\(path) is 3: tracing is disabled until the next boot"
+      default: break
+      }
+    }
+    let access = ProcessImages.accessHint(for: pid)
+    guard let yama else { return access }
+    // accessHint's fallback says only that CAP_SYS_PTRACE is missing, which yama's line already covers.
+    return access.hasPrefix("imagelog lacks") ? yama : yama + "; " + access
+  }
+
+  /// Whether `pid` descends from this process (Yama's `ptrace_scope` 1 allows those).
+  static func isDescendant(_ pid: Int32) -> Bool {
+    var current = pid
+    let me = getpid()
+    for _ in 0..<4096 {
+      guard current > 1, let stat = try? ProcFile.read("/proc/\(current)/stat"), let fields = statFields(stat),
+            fields.rest.count > 1, let parent = Int32(String(decoding: fields.rest[1], as: UTF8.self)) else { return false }
+      if parent == me { return true }
+      current = parent
+    }
+    return false
+  }
+
+  /// `TracerPid:` of the thread (or the process) when it is non-zero.
+  static func tracerPID(_ pid: Int32, _ tid: Int32) -> Int32? {
+    for path in ["/proc/\(pid)/task/\(tid)/status", "/proc/\(pid)/status"] {
+      guard let bytes = try? ProcFile.read(path) else { continue }
+      for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: Array("TracerPid:".utf8)) {
+        let value = String(decoding: line.dropFirst(10), as: UTF8.self).filter { $0 != "\t" && $0 != " " }
+        if let tracer = Int32(value), tracer > 0 { return tracer }
+      }
+    }
+    return nil
+  }
+
+  /// The thread IDs in `/proc/PID/task`, in its order.
+  static func taskIDs(of pid: Int32) -> [Int32] {
+    guard let directory = opendir("/proc/\(pid)/task") else { return [] }
+    defer { closedir(directory) }
+    var tids: [Int32] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      }
+      if let tid = Int32(name), tid > 0 { tids.append(tid) }
+    }
+    return tids
+  }
+
+  static func threadName(_ pid: Int32, _ tid: Int32) -> String? {
+    guard var bytes = try? ProcFile.read("/proc/\(pid)/task/\(tid)/comm") else { return nil }
+    if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+
+  static func threadState(_ pid: Int32, _ tid: Int32) -> String? {
+    guard let stat = try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat"), let fields = statFields(stat),
+          let state = fields.rest.first else { return nil }
+    return String(decoding: state, as: UTF8.self)
+  }
+
+  /// The process's command (the `comm` in `/proc/PID/stat`), nil when it cannot be read.
+  public static func commandName(of pid: Int32) -> String? {
+    (try? ProcFile.read("/proc/\(pid)/stat")).flatMap(statFields)?.command
+  }
+
+  /// `/proc/.../stat` split: the command between the first `(` and the last `)`, and the fields after
+  /// it (state, ppid, pgrp, session, tty_nr, tpgid, flags, ...).
+  static func statFields(_ stat: [UInt8]) -> (command: String, rest: [ArraySlice<UInt8>])? {
+    guard let open = stat.firstIndex(of: 0x28), let close = stat.lastIndex(of: 0x29), open < close else { return nil }
+    return (String(decoding: stat[(open + 1)..<close], as: UTF8.self), stat[(close + 1)...].split(separator: 0x20))
+  }
+
+  /// The DWARF-numbered registers of a capture, nil where the thread did not give a value.
+  static func registerValues(_ registers: il_thread_registers) -> [UInt64?] {
+    withUnsafeBytes(of: registers.value) { raw in
+      (0..<33).map { number in
+        registers.known & (1 << UInt64(number)) != 0 ? raw.load(fromByteOffset: number * 8, as: UInt64.self) : nil
+      }
+    }
+  }
+}
+
+extension ProcessImages {
+  /// True when `/proc/PID` is gone (the process does not exist, rather than exited meanwhile).
+  static func processGone(_ pid: Int32) -> Bool { access("/proc/\(pid)", F_OK) != 0 }
+}
