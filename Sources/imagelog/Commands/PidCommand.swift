@@ -1,18 +1,51 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
 import ImageLog
+import ImageLogSymbolication
 
-/// `imagelog pid PID`: the images of another running process.
+/// `imagelog pid PID`: the images of another running process. `imagelog pid --threads PID`: every
+/// thread's stack, as a crash report of the live process.
 struct PidCommand: Command {
   static let name = "pid"
-  static let abstract = "List the images of a running process (read from /proc/PID and its memory)."
-  static let usage = "imagelog pid <pid> [--format <style>] [--full-build-ids]"
+  static let abstract = "List the images of a running process, or with --threads the stack of each of its threads."
+  static let usage = "imagelog pid <pid> [--format <style>] [--full-build-ids]\n"
+    + "       imagelog pid --threads <pid> [--format report|json] [--no-symbolicate] [--search <path> ...] "
+    + "[--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug]"
   static let helpSections = """
     ARGUMENTS:
       <pid>                   The process to inspect.
 
     OPTIONS:
-      --format <style>        logger, crash, unstrip or json (default: crash).
+      --format <style>        logger, crash, unstrip or json (default: crash). With --threads: report
+                              (default: imagelog's crash-report layout) or json (the shape of
+                              imagelog symbolicate --format json, with "threads").
       --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
+      --threads               Stop the process for an instant, read every thread's registers and stack,
+                              let it go, and print each thread's backtrace (see THREADS).
+      --no-symbolicate        With --threads: addresses only (image + offset), to symbolicate later with
+                              imagelog symbolicate (the report style only).
+      --search <path>         With --threads: a folder or file holding binaries and debug files. Repeatable.
+      --demangle <style>      With --threads: simplified (default), full or none.
+      --no-demangle           Same as --demangle none.
+      --no-lines              With --threads: symbol tables only, no file:line from DWARF.
+      --no-system-debug       With --threads: do not look in /usr/lib/debug, debuginfod caches or servers.
       -h, --help              Show help information.
+
+    THREADS:
+      imagelog pid --threads PID writes the report imagelog's crash handler writes (Process, Path,
+      Date/Time, OS Version, Threads, and Stopped: how long the process was stopped), then each thread
+      with its name (/proc/PID/task/TID/comm), tid and state (the letter of /proc/PID/task/TID/stat
+      just before the stop) and its frames, then Binary Images; symbolicated as imagelog symbolicate
+      does it (the same matching by build-id, DWARF lines and inlined frames). Every thread is stopped
+      at once with PTRACE_SEIZE and PTRACE_INTERRUPT (no SIGSTOP), its registers and the live part of
+      its stack are copied, and every thread is let go; the stacks are then unwound from the copies
+      (call frame information, then frame pointers, then stack scanning, frames marked "(frame
+      pointer)" or "(stack scan)"). If imagelog is killed meanwhile, the kernel lets the threads go.
+      A thread that does not stop within 100 ms (uninterruptible sleep) or exits meanwhile is listed
+      with the reason. Needs ptrace access: the same user with /proc/sys/kernel/yama/ptrace_scope 0
+      (1: only descendants), or CAP_SYS_PTRACE; and no debugger already attached. Exit status 1 when
+      the process cannot be stopped, or a thread that still runs could not be read.
 
     NOTES:
       Needs the access ptrace(2) calls PTRACE_MODE_READ for /proc/PID/maps: the same user (and, to
@@ -24,14 +57,37 @@ struct PidCommand: Command {
     """
 
   var pid: Int32
-  var formatter: ImageFormatter
+  var formatter = ImageFormatter(style: .crash)
+  /// `--threads`: the stacks, not the image list.
+  var threads = false
+  var symbolicating = true
+  var style: ReportStyle = .report
+  var options = SymbolicationOptions()
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
+    threads = scanner.flag("--threads")
+    if threads {
+      if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
+        guard let chosen = ReportStyle(rawValue: format), chosen != .crash else {
+          throw UsageError(message: "Unknown format '\(format)' for --threads (report or json)", commandName: Self.name,
+                           usage: Self.usage)
+        }
+        style = chosen
+      }
+      symbolicating = !scanner.flag("--no-symbolicate")
+      guard symbolicating || style == .report else {
+        throw UsageError(message: "--no-symbolicate writes the report's text: it takes no --format json",
+                         commandName: Self.name, usage: Self.usage)
+      }
+      options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
+    } else {
+      formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
+    }
     pid = try parsePIDArgument(&scanner, command: Self.name, usage: Self.usage)
   }
 
   func run() throws -> ExitStatus {
+    if threads { return runThreads() }
     let images: [Image]
     do {
       images = try ProcessImages.snapshot(of: pid)
@@ -45,6 +101,102 @@ struct PidCommand: Command {
     printOutput(text)
     return .success
   }
+
+  /// `--threads`: stop, copy, let go; then unwind the copies, write the report and symbolicate it.
+  func runThreads() -> ExitStatus {
+    let captured: ProcessThreads
+    do {
+      captured = try ProcessThreads.capture(of: pid)
+    } catch {
+      printError("imagelog: \(error)")
+      return .failure
+    }
+    var status = ExitStatus.success
+    // The images after the stop: what the threads ran is mapped still (a library unloaded in between
+    // leaves its frames as bare addresses).
+    var images: [Image] = []
+    do {
+      images = try ProcessImages.snapshot(of: pid)
+    } catch {
+      printError("imagelog: pid \(pid): the process exited while its threads were being read: "
+                 + "what was read before is shown")
+      status = .failure
+    }
+    let stacks = captured.unwind(images: images)
+    var threads: [ThreadsReport.Thread] = []
+    threads.reserveCapacity(captured.threads.count)
+    var unread = 0
+    for (thread, frames) in zip(captured.threads, stacks) {
+      var problem = thread.problem
+      if problem == nil, frames.isEmpty { problem = "no frame could be read (the process exited meanwhile)" }
+      if thread.problem != nil, !thread.exited { unread += 1 }
+      threads.append(ThreadsReport.Thread(
+        tid: thread.tid, name: thread.name, state: thread.state,
+        frames: frames.map { ThreadsReport.Frame(address: $0.pc, trust: Self.trustMark($0.trust)) },
+        problem: problem))
+    }
+    if unread > 0 {
+      printError("imagelog: pid \(pid): \(unread) of \(captured.threads.count) threads could not be read (listed with the reason)")
+      status = .failure
+    }
+    let main = images.first(where: \.isMainExecutable)
+    let report = ThreadsReport(
+      processName: ProcessThreads.commandName(of: pid) ?? main?.name ?? "?", path: main?.path ?? "?", pid: pid,
+      date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
+      threads: threads, images: images)
+    let text = report.text()
+    guard symbolicating else {
+      writeAll(to: 1, text)
+      return status
+    }
+    let parsed = ReportParser.parseAll(text, images: [])
+    guard parsed.count == 1, case .success(let crashReport) = parsed[0] else {
+      printError("imagelog: pid \(pid): the report written could not be read back")  // a writer/parser mismatch
+      return .failure
+    }
+    let result = Symbolicator.symbolicate(crashReport, options: options)
+    var last: UInt8?
+    result.write(style) { chunk in
+      last = chunk.last
+      SymbolicateCommand.writeStandardOutput(chunk)
+    }
+    if last != UInt8(ascii: "\n") { writeAll(to: 1, "\n") }
+    return status
+  }
+
+  /// The report's mark for a frame found other than by CFI (`FrameTrust`'s raw value), nil for CFI.
+  static func trustMark(_ trust: FrameTrust) -> String? {
+    trust == .framePointer || trust == .stackScan ? trust.rawValue : nil
+  }
+
+  /// `Linux RELEASE MACHINE`, as `uname -srm` and the crash handler write it.
+  static func osVersion() -> String {
+    var names = utsname()
+    uname(&names)
+    func field<T>(_ value: T) -> String {
+      withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    }
+    return "Linux \(field(names.release)) \(field(names.machine))"
+  }
+}
+
+/// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`: how symbolicate and
+/// pid --threads find and name symbols.
+func parseSymbolicationOptions(_ scanner: inout ArgumentScanner, command: String,
+                               usage: String) throws(UsageError) -> SymbolicationOptions {
+  var options = SymbolicationOptions()
+  options.searchPaths = try scanner.options("--search", command: command, usage: usage)
+  if let demangle = try scanner.option("--demangle", command: command, usage: usage) {
+    guard let chosen = Demangler.Style(rawValue: demangle) else {
+      throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
+                       commandName: command, usage: usage)
+    }
+    options.demangle = chosen
+  }
+  if scanner.flag("--no-demangle") { options.demangle = .none }
+  if scanner.flag("--no-lines") { options.lineInfo = false }
+  if scanner.flag("--no-system-debug") { options.systemDirectories = false }
+  return options
 }
 
 /// A PID argument: a positive decimal number.

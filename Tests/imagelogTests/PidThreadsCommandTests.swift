@@ -1,0 +1,258 @@
+import FoundationEssentials
+import Glibc
+import ImageLogTestSupport
+import Testing
+
+/// `imagelog pid --threads`: every thread's stack against `eu-stack -p` on the same process (a C
+/// program without frame pointers, python3 with named threads, a Swift program), the report's
+/// layout, and the errors; after each run the target runs on, no thread stopped.
+@Suite struct PidThreadsCommandTests {
+  static let haveEuStack = haveTool("eu-stack")
+
+  struct Report: Decodable {
+    struct Frame: Decodable { var thread: Int; var frame: Int; var address: String; var symbol: String?; var trust: String? }
+    struct Thread: Decodable { var index: Int; var tid: Int32; var name: String?; var state: String? }
+    var frames: [Frame]
+    var threads: [Thread]
+  }
+
+  /// A symbol as glibc's aliases of one function compare: without its version, and without the
+  /// `__GI_`, `__libc_` and leading `_` that glibc's internal aliases of the same address add
+  /// (eu-stack names `read` what the symbol table also calls `__read` and `__libc_read`).
+  static func canonical(_ name: String?) -> String? {
+    guard var name = name.map(unversionedSymbol) else { return nil }
+    while true {
+      if name.hasPrefix("__GI_") { name.removeFirst(5) } else if name.hasPrefix("__libc_") { name.removeFirst(7) }
+      else if name.hasPrefix("_"), name.count > 1 { name.removeFirst() } else { break }
+    }
+    return name
+  }
+
+  /// Runs ours (JSON, symbol tables, names as stored) and eu-stack on `pid`, and checks: the same
+  /// threads by tid in the same order; in each, the same frame addresses and the same functions in the
+  /// same order. Returns our report.
+  @discardableResult
+  func expectSameStacksAsEuStack(_ pid: pid_t, _ label: String) throws -> Report {
+    let ours = try runProcessTest([processTestImagelog, "pid", "--threads", String(pid), "--format", "json",
+                                   "--no-lines", "--demangle", "none"])
+    #expect(ours.exitStatus == 0, "\(label): \(ours.error)")
+    #expect(noThreadStopped(pid), "\(label): a thread was left stopped")
+    let peer = try runChild(["eu-stack", "-p", String(pid)])
+    let theirs = EuStackThread.parse(peer.output)
+    let report = try JSONDecoder().decode(Report.self, from: Data(ours.output.utf8))
+    #expect(report.threads.map(\.tid) == theirs.map(\.tid), "\(label): threads")
+    #expect(report.threads.map(\.index) == Array(report.threads.indices))
+    for (thread, peerThread) in zip(report.threads, theirs) {
+      let frames = report.frames.filter { $0.thread == thread.index }.sorted { $0.frame < $1.frame }
+      let addresses = frames.map { UInt64($0.address.dropFirst(2), radix: 16) ?? 0 }
+      #expect(addresses == peerThread.frames.map(\.address), "\(label) tid \(thread.tid): addresses\n\(peer.output)")
+      #expect(frames.map { Self.canonical($0.symbol) } == peerThread.frames.map { Self.canonical($0.name) },
+              "\(label) tid \(thread.tid): functions \(frames.map(\.symbol)) vs \(peerThread.frames.map(\.name))")
+      #expect(thread.name == readFile("/proc/\(pid)/task/\(thread.tid)/comm").map { String($0.dropLast()) })
+    }
+    return report
+  }
+
+  @Test(.enabled(if: haveEuStack && haveTool("cc"), "needs eu-stack (elfutils) and cc"))
+  func cProgramWithoutFramePointers() throws {
+    let directory = try makeTemporaryDirectory("imagelog-pid-threads")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let child = try RunningChild([try buildThreadsProgram(in: directory), "5"])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 6)
+    let report = try expectSameStacksAsEuStack(child.pid, "C")
+    #expect(report.threads.map(\.name) == ["process-threads", "reader-0", "sleeper-1", "waiter-2", "reader-3", "sleeper-4"])
+    #expect(report.threads.allSatisfy { $0.state == "S" })
+    // Each worker's own frames, by CFI alone (no frame pointers): the blocking function, then worker.
+    let names = { (index: Int) in report.frames.filter { $0.thread == index }.compactMap(\.symbol) }
+    #expect(names(1).contains("blocked_in_read") && names(2).contains("blocked_in_sleep") && names(3).contains("blocked_on_condition"))
+    #expect(names(0).starts(with: ["pause", "main_waits", "main"]))
+    #expect(report.frames.allSatisfy { $0.trust == nil || $0.trust == "cfi" || $0.trust == "context" }, "\(report.frames.map(\.trust))")
+
+    // The text report: the header of CONTRACTS §2, each thread's name, tid and state, Binary Images.
+    let text = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid)])
+    #expect(text.exitStatus == 0 && text.error.isEmpty, "\(text.error)")
+    let lines = text.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    #expect(lines.first == "Process:         process-threads [\(child.pid)]")
+    #expect(lines.contains("Path:            \(directory)/process-threads"))
+    #expect(lines.contains("Threads:         6"))
+    let stopped = try #require(lines.first { $0.hasPrefix("Stopped:         ") })
+    #expect(stopped.hasSuffix(" ms") && Double(stopped.dropFirst(17).dropLast(3)) != nil, "\(stopped)")
+    #expect(lines.contains("Thread 1 name:  reader-0"))
+    #expect(lines.contains("Thread 1:  tid \(threadIDs(of: child.pid)[1])  state S"))
+    #expect(lines.contains { $0.hasPrefix("1   process-threads ") && $0.contains(" blocked_in_read + ") && $0.contains("process-threads.c:") })
+    #expect(lines.contains("Binary Images:"))
+    #expect(noThreadStopped(child.pid))
+
+    // --no-symbolicate: addresses as image + offset, which imagelog symbolicate then names as pid did.
+    let plain = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate"])
+    #expect(plain.exitStatus == 0)
+    #expect(!plain.output.contains("blocked_in_read"))
+    let saved = directory + "/report.txt"
+    try writeFile(saved, plain.output)
+    let later = try runProcessTest([processTestImagelog, "symbolicate", saved])
+    #expect(later.output.contains(" blocked_in_read + "), "\(later.output)")
+  }
+
+  @Test(.enabled(if: haveEuStack && haveTool("python3"), "needs eu-stack (elfutils) and python3"))
+  func pythonWithNamedThreads() throws {
+    let script = """
+      import ctypes, os, threading, time
+      libc = ctypes.CDLL(None)
+      r, w = os.pipe()
+      def named(name, body):
+          def run():
+              libc.prctl(15, name.encode(), 0, 0, 0)
+              body()
+          return threading.Thread(target=run, daemon=True)
+      for t in [named('py-reader', lambda: os.read(r, 1)), named('py-sleeper', lambda: time.sleep(600)),
+                named('py-event', lambda: threading.Event().wait())]:
+          t.start()
+      print('ready', flush=True)
+      time.sleep(600)
+      """
+    let child = try RunningChild(["python3", "-c", script])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 4)
+    try waitUntil("the threads of \(child.pid) have their names") {
+      threadIDs(of: child.pid).dropFirst().compactMap { readFile("/proc/\(child.pid)/task/\($0)/comm") }
+        == ["py-reader\n", "py-sleeper\n", "py-event\n"]
+    }
+    let report = try expectSameStacksAsEuStack(child.pid, "python3")
+    #expect(report.threads.dropFirst().map(\.name) == ["py-reader", "py-sleeper", "py-event"])
+  }
+
+  @Test(.enabled(if: haveEuStack && haveTool("swiftc"), "needs eu-stack (elfutils) and swiftc"))
+  func swiftProgram() throws {
+    let directory = try makeTemporaryDirectory("imagelog-pid-threads-swift")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let program = directory + "/sleeper"
+    let build = try runChild(["swiftc", packageRoot + "/Tests/Programs/process-swift-sleeper.swift", "-o", program])
+    try #require(build.exitCode == 0, "swiftc: \(build.error)")
+    let child = try RunningChild([program])
+    try child.wait(for: "ready")
+    try waitUntilSleeping(child.pid, in: program)
+    try waitUntilThreadsBlocked(child.pid, count: threadIDs(of: child.pid).count)
+    let report = try expectSameStacksAsEuStack(child.pid, "Swift")
+    #expect(report.frames.contains { $0.symbol == "main" })
+  }
+
+  @Test(.enabled(if: haveTool("cc"), "needs cc"))
+  func alreadyTraced() throws {
+    let directory = try makeTemporaryDirectory("imagelog-pid-tracer")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let tracer = directory + "/process-tracer"
+    let build = try runChild(["cc", "-O2", packageRoot + "/Tests/Programs/process-tracer.c", "-o", tracer])
+    try #require(build.exitCode == 0, "cc: \(build.error)")
+    let parent = try RunningChild([tracer])
+    let traced = try #require(parent.readLine().flatMap { Int32($0) })
+    try waitUntil("pid \(traced) shows TracerPid \(parent.pid)") {
+      (readFile("/proc/\(traced)/status") ?? "").contains("TracerPid:\t\(parent.pid)\n")
+    }
+    let result = try runProcessTest([processTestImagelog, "pid", "--threads", String(traced)])
+    #expect(result.exitStatus == 1)
+    #expect(result.output.isEmpty)
+    #expect(result.error == "imagelog: pid \(traced): already traced by pid \(parent.pid) (process-tracer): a process has one "
+            + "tracer at a time; detach the debugger first\n")
+    #expect(noThreadStopped(traced))
+  }
+
+  /// Another user's process. As root: imagelog runs as nobody against root's process; otherwise
+  /// against PID 1 (root's).
+  @Test(.enabled(if: haveTool("setpriv") || getuid() != 0, "needs setpriv (util-linux) to drop root"))
+  func anotherUsersProcess() throws {
+    var target: RunningChild?
+    let result: ProcessTestResult
+    if getuid() == 0 {
+      let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
+      try child.wait(for: "ready")
+      target = child
+      result = try runProcessTest(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   processTestImagelog, "pid", "--threads", String(child.pid)])
+    } else {
+      result = try runProcessTest([processTestImagelog, "pid", "--threads", "1"])
+    }
+    let pid = target.map { String($0.pid) } ?? "1"
+    let targetUID = (readFile("/proc/\(pid)/status") ?? "").split(separator: "\n")
+      .first { $0.hasPrefix("Uid:") }?.split(whereSeparator: { $0 == "\t" || $0 == " " }).dropFirst(2).first.map(String.init)
+    let ourUID = getuid() == 0 ? "65534" : String(getuid())
+    #expect(result.exitStatus == 1)
+    #expect(result.output.isEmpty)
+    #expect(result.error.hasPrefix("imagelog: pid \(pid): ptrace refused (PTRACE_SEIZE: permission denied): "), "\(result.error)")
+    #expect(result.error.contains("it runs as uid \(targetUID ?? "?"), imagelog as uid \(ourUID)"), "\(result.error)")
+    #expect(result.error.hasSuffix("give imagelog CAP_SYS_PTRACE\n"), "\(result.error)")
+    #expect(result.error.split(separator: "\n").count == 1)
+    if let target { #expect(noThreadStopped(target.pid)) }
+  }
+
+  @Test(.enabled(if: (readFile("/proc/2/stat") ?? "").contains("(kthreadd)"),
+                 "PID 2 is not kthreadd: not in the initial PID namespace (a container); skipped"))
+  func kernelThread() throws {
+    let result = try runProcessTest([processTestImagelog, "pid", "--threads", "2"])
+    #expect(result.exitStatus == 1)
+    #expect(result.error == "imagelog: pid 2: kthreadd is a kernel thread: it has no user-space stack to unwind\n")
+  }
+
+  @Test(.enabled(if: haveTool("python3"), "needs python3 to make a zombie"))
+  func zombie() throws {
+    let child = try RunningChild(["python3", "-c",
+      "import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)"])
+    let zombiePID = try #require(child.readLine())
+    try waitUntil("pid \(zombiePID) is a zombie") { threadState(pid_t(zombiePID) ?? 0, pid_t(zombiePID) ?? 0) == "Z" }
+    let command = try #require(readFile("/proc/\(zombiePID)/comm")).dropLast()
+    let result = try runProcessTest([processTestImagelog, "pid", "--threads", zombiePID])
+    #expect(result.exitStatus == 1)
+    #expect(result.error == "imagelog: pid \(zombiePID): \(command) is a zombie (exited, not yet reaped): it has no threads to stop\n")
+  }
+
+  @Test func noSuchProcessAndUsage() throws {
+    let missing = try runProcessTest([processTestImagelog, "pid", "--threads", "99999999"])
+    #expect(missing.exitStatus == 1)
+    #expect(missing.error == "imagelog: pid 99999999: no such process\n")
+    #expect(try runProcessTest([processTestImagelog, "pid", "--threads"]).exitStatus == 64)
+    #expect(try runProcessTest([processTestImagelog, "pid", "--threads", "1", "--format", "crash"]).exitStatus == 64)
+    let both = try runProcessTest([processTestImagelog, "pid", "--threads", "1", "--no-symbolicate", "--format", "json"])
+    #expect(both.exitStatus == 64)
+    #expect(both.error.hasPrefix("Error: --no-symbolicate writes the report's text: it takes no --format json\n"))
+    let help = try runProcessTest([processTestImagelog, "pid", "--help"]).output
+    #expect(help.contains("imagelog pid --threads <pid>") && help.contains("THREADS:"))
+  }
+
+  /// Processes that end while they are read (threads coming and going, then the whole process):
+  /// every run is a report (status 0; threads that ended meanwhile listed as such) or one line per
+  /// problem naming the PID with status 1; never a crash or a hang, and no thread left stopped.
+  @Test(.enabled(if: haveTool("python3"), "needs python3"))
+  func processesExitingWhileRead() throws {
+    let script = """
+      import os, sys, threading, time
+      def churn():
+          while True:
+              t = threading.Thread(target=lambda: None); t.start(); t.join()
+      for _ in range(2): threading.Thread(target=churn, daemon=True).start()
+      print('ready', flush=True)
+      time.sleep(float(sys.argv[1]))
+      os._exit(0)
+      """
+    var outcomes: Set<Int32> = []
+    for round in 0..<12 {
+      let child = try RunningChild(["python3", "-c", script, String(Double(round % 4) * 0.01)])
+      try child.wait(for: "ready")
+      let result = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate"])
+      outcomes.insert(result.exitStatus ?? -1)
+      if result.exitStatus == 0 {
+        #expect(result.output.hasPrefix("Process:") && result.output.contains("Binary Images:"))
+        #expect(result.error.isEmpty)
+      } else {
+        #expect(result.exitStatus == 1, "\(result.error)")
+        let lines = result.error.split(separator: "\n")
+        #expect(!lines.isEmpty && lines.allSatisfy { $0.hasPrefix("imagelog: pid \(child.pid): ") }, "\(result.error)")
+      }
+      for line in result.output.split(separator: "\n") where line.hasPrefix("(not unwound: ") {
+        #expect(line == "(not unwound: the thread exited while it was being read)"
+                || line == "(not unwound: no frame could be read (the process exited meanwhile))", "\(line)")
+      }
+      #expect(noThreadStopped(child.pid))
+    }
+    #expect(outcomes.isSubset(of: [0, 1]))
+  }
+}
