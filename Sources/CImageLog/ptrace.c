@@ -122,9 +122,13 @@ static int poll_thread(slot *item) {
   return 0;
 }
 
-/* Polls the waiting threads until none waits or `deadline` passes. Yields first (the threads need a
-   processor to reach their stop), then sleeps briefly between sweeps. */
-static void wait_for_stops(slots *list, uint64_t deadline, int release_at_once) {
+/* Polls the waiting threads until none waits, or none has stopped for `quiet_ns`, or `limit_ns` has
+   passed. Yields first (the threads need a processor to reach their stop), then sleeps briefly
+   between sweeps. The quiet time restarts at each stop: on a busy machine hundreds of threads take
+   their turns to stop, and none of them is late while others still arrive. */
+static void wait_for_stops(slots *list, uint64_t quiet_ns, uint64_t limit_ns, int release_at_once) {
+  uint64_t start = now_ns();
+  uint64_t deadline = start + quiet_ns;
   unsigned idle = 0;
   for (;;) {
     size_t waiting = 0;
@@ -142,7 +146,9 @@ static void wait_for_stops(slots *list, uint64_t deadline, int release_at_once) 
         waiting++;
       }
     }
-    if (waiting == 0 || now_ns() >= deadline) return;
+    uint64_t now = now_ns();
+    if (progressed) deadline = now + quiet_ns;
+    if (waiting == 0 || now >= deadline || now - start >= limit_ns) return;
     if (progressed) { idle = 0; continue; }
     if (++idle < 8) { sched_yield(); continue; }
     struct timespec pause = { 0, release_at_once ? 1000000 : 20000 };
@@ -247,7 +253,7 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
     }
     if (added == 0 && round > 0) break;
     for (size_t i = before; i < list.count; i++) seize(&list.items[i], &first_interrupt);
-    wait_for_stops(&list, now_ns() + answer_ns, 0);
+    wait_for_stops(&list, answer_ns, 10 * answer_ns, 0);
   }
   if (failure == 0) {
     for (size_t i = 0; i < list.count; i++)
@@ -266,7 +272,7 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
   for (size_t i = 0; i < list.count; i++)
     if (list.items[i].phase == WAITING) list.items[i].capture.status = IL_THREAD_NO_ANSWER;
   /* A thread that did not answer is let go the moment it stops. */
-  wait_for_stops(&list, now_ns() + release_ns, 1);
+  wait_for_stops(&list, release_ns, release_ns, 1);
   prctl(PR_SET_TIMERSLACK, slack > 0 ? slack : 50000, 0, 0, 0);
   for (size_t i = 0; i < list.count; i++) out->stragglers += list.items[i].phase == WAITING;
 

@@ -16,6 +16,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),
+  ("pid --threads vs eu-stack", threadsBenchmarks),
 ]
 
 // IMAGELOG_BENCH_ONLY=file (a part of an area's name) runs that area alone and writes BENCHMARKS-partial.md,

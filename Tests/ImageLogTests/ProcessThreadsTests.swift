@@ -81,6 +81,7 @@ import Testing
     try #require(build.exitCode == 0, "cc: \(build.error)")
     let parent = try RunningChild([tracer])
     let traced = try #require(parent.readLine().flatMap { Int32($0) })
+    defer { kill(traced, SIGKILL) }  // it dies with its tracer too (PR_SET_PDEATHSIG); never left behind
     try waitUntil("pid \(traced) shows TracerPid \(parent.pid)") {
       (readFile("/proc/\(traced)/status") ?? "").contains("TracerPid:\t\(parent.pid)\n")
     }

@@ -9,12 +9,23 @@
 #include <unistd.h>
 
 int main(void) {
+  int ready[2];
+  if (pipe(ready) != 0) return 1;
+  pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0) return 1;
   if (child == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  /* never outlives the test's tracer */
+    /* Never outlives the tracer: set before the tracer goes on (the pipe), and checked, since a
+       parent that died before prctl sends no signal. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    close(ready[0]);
+    close(ready[1]);  /* end of file: set up */
     for (;;) pause();
   }
+  close(ready[1]);
+  char byte;
+  while (read(ready[0], &byte, 1) > 0) {}
   if (ptrace(PTRACE_SEIZE, child, 0, 0) != 0) { perror("PTRACE_SEIZE"); kill(child, SIGKILL); return 1; }
   printf("%d\n", (int)child);
   fflush(stdout);

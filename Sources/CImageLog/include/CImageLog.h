@@ -63,8 +63,8 @@ typedef struct {
    one's registers and stack, and detaches them all. `mappings` holds `mapping_count` start/end
    pairs of the process's mappings in address order: a thread's stack is copied from its stack
    pointer to the end of the mapping holding it, at most `max_stack_bytes` (`max_stack_bytes` / 16
-   when no mapping holds it). A thread gets `answer_ns` to stop; one that has not (uninterruptible
-   sleep) stays seized and is released as soon as it stops, waited for up to `release_ns` more once
+   when no mapping holds it). Threads get `answer_ns` after the last one stopped (and 10 times that
+   in all) to stop; one that has not (uninterruptible sleep) stays seized and is released as soon as it stops, waited for up to `release_ns` more once
    the others run again; the kernel releases any left when this process exits. SIGINT, SIGTERM,
    SIGHUP and SIGQUIT are blocked on the calling thread while threads are stopped, so they arrive
    once every thread is let go. Returns 0, or -1 with errno when /proc/PID/task cannot be listed

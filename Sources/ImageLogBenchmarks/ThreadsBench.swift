@@ -1,0 +1,125 @@
+internal import Glibc
+
+// `imagelog pid --threads PID` against `eu-stack -p PID` on the same live processes: a C program
+// (Tests/Programs/process-threads.c, -O2 -fomit-frame-pointer) with 10 and with 200 threads, each
+// blocked in a known call. Same answers first (thread ids, and each thread's functions in order), then
+// the time of a whole run of each tool, and how long imagelog kept the process stopped.
+
+func threadsBenchmarks() throws -> [BenchmarkTable] {
+  guard haveTool("eu-stack"), haveTool("cc") else { throw BenchError("eu-stack (elfutils) and cc are needed") }
+  let imagelog = benchSiblingExecutable("imagelog")
+  guard access(imagelog, X_OK) == 0 else { throw BenchError("\(imagelog) is not built") }
+  let directory = try benchTemporaryDirectory()
+  defer { _ = try? runProcess(["rm", "-rf", directory], discardOutput: true) }
+  let program = directory + "/process-threads"
+  guard try runProcess(["cc", "-O2", "-fomit-frame-pointer", "-g", "-pthread", "Tests/Programs/process-threads.c",
+                        "-o", program], discardOutput: true).status == 0 else {
+    throw BenchError("cc failed on Tests/Programs/process-threads.c (run from the package root)")
+  }
+  var rows: [[String]] = []
+  let iterations = 11
+  for threadCount in [10, 200] {
+    let target = try BenchChild([program, String(threadCount - 1)])
+    defer { target.stop() }
+    try target.wait(for: "ready")
+    try waitForBlockedThreads(target.pid, count: threadCount)
+    let pid = String(target.pid)
+    // Same answers: names from the symbol tables as eu-stack gives them (no DWARF lines, not demangled).
+    let ours = try runProcess([imagelog, "pid", "--threads", pid, "--no-lines", "--demangle", "none"])
+    let theirs = try runProcess(["eu-stack", "-p", pid])
+    let ourStacks = stacksOfOurReport(ours.output), theirStacks = stacksOfEuStack(theirs.output)
+    let same = ours.status == 0 && ourStacks.count == threadCount && ourStacks.map(\.tid) == theirStacks.map(\.tid)
+      && zip(ourStacks, theirStacks).allSatisfy { $0.functions == $1.functions }
+    let differing = zip(ourStacks, theirStacks).filter { $0.functions != $1.functions }.count
+    var stopped: [Double] = []
+    let ourTime = try medianSeconds(iterations: iterations) {
+      let run = try runProcess([imagelog, "pid", "--threads", pid])
+      if let line = run.output.split(separator: "\n").first(where: { $0.hasPrefix("Stopped:") }),
+         let value = Double(line.dropFirst("Stopped:".count).drop { $0 == " " }.dropLast(3)) {
+        stopped.append(value / 1000)
+      }
+    }
+    let theirTime = try medianSeconds(iterations: iterations) {
+      _ = try runProcess(["eu-stack", "-p", pid], discardOutput: true)
+    }
+    stopped.sort()
+    let medianStop = stopped.isEmpty ? 0 : stopped[stopped.count / 2]
+    rows.append(["\(threadCount) threads", formatDuration(ourTime), formatDuration(theirTime), "\(rounded(theirTime / ourTime))x",
+                 formatDuration(medianStop), formatDuration(medianStop / Double(threadCount)),
+                 same ? "yes" : "NO (\(ourStacks.count) vs \(theirStacks.count) threads, \(differing) differ)"])
+  }
+  return [BenchmarkTable(
+    title: "imagelog pid --threads vs eu-stack -p",
+    notes: "A C program built -O2 -fomit-frame-pointer (Tests/Programs/process-threads.c), its threads blocked in read, "
+      + "nanosleep and pthread_cond_wait; medians of \(iterations) whole runs of each tool on the same live process, "
+      + "imagelog symbolicating as it does by default (DWARF lines and inlined frames), eu-stack as it does by default "
+      + "(function names). \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
+      + "thread's release (all threads are stopped together, so each one is stopped that long); \"per thread\" divides it "
+      + "by the thread count. \"Same\": the same thread ids in the same order and, in each thread, the same functions in "
+      + "the same order (imagelog with --no-lines --demangle none; symbol versions and glibc's __GI_/__libc_/_ alias "
+      + "prefixes aside).",
+    header: ["process", "imagelog pid --threads", "eu-stack -p", "speed-up", "stopped", "stopped per thread", "same"],
+    rows: rows)]
+}
+
+/// Waits (up to 60 s) until `pid` has `count` threads, each asleep in a system call.
+private func waitForBlockedThreads(_ pid: Int32, count: Int) throws {
+  let clock = ContinuousClock()
+  let deadline = clock.now + .seconds(60)
+  while clock.now < deadline {
+    let tids = (try? runProcess(["ls", "/proc/\(pid)/task"]).output.split(separator: "\n")) ?? []
+    if tids.count == count, tids.allSatisfy({ tid in
+      let stat = (try? benchReadFile("/proc/\(pid)/task/\(tid)/stat")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+      let syscall = (try? benchReadFile("/proc/\(pid)/task/\(tid)/syscall")).map { String(decoding: $0, as: UTF8.self) } ?? ""
+      return stat.contains(") S ") && Int(syscall.split(separator: " ").first ?? "") != nil
+    }) { return }
+    var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+    nanosleep(&pause, nil)
+  }
+  throw BenchError("pid \(pid) never had \(count) threads asleep")
+}
+
+private struct ThreadStack { var tid: Int32; var functions: [String] }
+
+/// A function name as both tools' symbol tables give it: without its symbol version, and without
+/// glibc's `__GI_`, `__libc_` and `_` alias prefixes (eu-stack's `read` is the symbol table's `__read`).
+private func canonicalFunction(_ name: Substring) -> String {
+  var name = String(name.prefix { $0 != "@" })
+  while true {
+    if name.hasPrefix("__GI_") { name.removeFirst(5) } else if name.hasPrefix("__libc_") { name.removeFirst(7) }
+    else if name.hasPrefix("_"), name.count > 1 { name.removeFirst() } else { break }
+  }
+  return name
+}
+
+/// Each thread of an imagelog report: `Thread N:  tid T` then frame lines `N   image   0xADDR name + off`.
+private func stacksOfOurReport(_ text: String) -> [ThreadStack] {
+  var stacks: [ThreadStack] = []
+  for line in text.split(separator: "\n") {
+    let words = line.split(separator: " ")
+    if line.hasPrefix("Thread "), let tid = words.firstIndex(of: "tid"), tid + 1 < words.count {
+      stacks.append(ThreadStack(tid: Int32(words[tid + 1]) ?? -1, functions: []))
+    } else if !stacks.isEmpty, line.first?.isNumber == true {
+      if let address = words.firstIndex(where: { $0.hasPrefix("0x") && $0.count == 18 }), address + 1 < words.count {
+        stacks[stacks.count - 1].functions.append(canonicalFunction(words[address + 1]))
+      }
+    } else if line == "Binary Images:" {
+      break
+    }
+  }
+  return stacks
+}
+
+/// Each thread of eu-stack's output: `TID n:` then `#k  0xADDR name`.
+private func stacksOfEuStack(_ text: String) -> [ThreadStack] {
+  var stacks: [ThreadStack] = []
+  for line in text.split(separator: "\n") {
+    if line.hasPrefix("TID "), let tid = Int32(line.dropFirst(4).dropLast()) {
+      stacks.append(ThreadStack(tid: tid, functions: []))
+    } else if line.hasPrefix("#"), !stacks.isEmpty {
+      let words = line.split(separator: " ")
+      stacks[stacks.count - 1].functions.append(words.count > 2 ? canonicalFunction(words[2]) : "?")
+    }
+  }
+  return stacks
+}
