@@ -216,7 +216,7 @@ import Testing
     #expect(both.exitStatus == 64)
     #expect(both.error.hasPrefix("Error: --no-symbolicate writes the report's text: it takes no --format json\n"))
     let help = try runProcessTest([processTestImagelog, "pid", "--help"]).output
-    #expect(help.contains("imagelog pid --threads <pid>") && help.contains("THREADS:"))
+    #expect(help.contains("imagelog pid [--threads] <pid>") && help.contains("THREADS:"))
   }
 
   /// Processes that end while they are read (threads coming and going, then the whole process):

@@ -9,9 +9,8 @@ import ImageLogSymbolication
 struct PidCommand: Command {
   static let name = "pid"
   static let abstract = "List the images of a running process, or with --threads the stack of each of its threads."
-  static let usage = "imagelog pid <pid> [--format <style>] [--full-build-ids]\n"
-    + "       imagelog pid --threads <pid> [--format report|json] [--no-symbolicate] [--search <path> ...] "
-    + "[--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug]"
+  static let usage = "imagelog pid [--threads] <pid> [--format <style>] [--full-build-ids] [--no-symbolicate] "
+    + "[--search <path> ...] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug]"
   static let helpSections = """
     ARGUMENTS:
       <pid>                   The process to inspect.
