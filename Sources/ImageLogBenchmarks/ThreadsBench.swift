@@ -32,12 +32,16 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
       && zip(ourStacks, theirStacks).allSatisfy { $0.functions == $1.functions }
     let differing = zip(ourStacks, theirStacks).filter { $0.functions != $1.functions }.count
     var stopped: [Double] = []
+    // Like for like: eu-stack names functions from the symbol tables; so does --no-lines.
     let ourTime = try medianSeconds(iterations: iterations) {
-      let run = try runProcess([imagelog, "pid", "--threads", pid])
+      let run = try runProcess([imagelog, "pid", "--threads", pid, "--no-lines"])
       if let line = run.output.split(separator: "\n").first(where: { $0.hasPrefix("Stopped:") }),
          let value = Double(line.dropFirst("Stopped:".count).drop { $0 == " " }.dropLast(3)) {
         stopped.append(value / 1000)
       }
+    }
+    let fullTime = try medianSeconds(iterations: iterations) {
+      _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true)
     }
     let theirTime = try medianSeconds(iterations: iterations) {
       _ = try runProcess(["eu-stack", "-p", pid], discardOutput: true)
@@ -45,6 +49,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     stopped.sort()
     let medianStop = stopped.isEmpty ? 0 : stopped[stopped.count / 2]
     rows.append(["\(threadCount) threads", formatDuration(ourTime), formatDuration(theirTime), "\(rounded(theirTime / ourTime))x",
+                 formatDuration(fullTime),
                  formatDuration(medianStop), formatDuration(medianStop / Double(threadCount)),
                  same ? "yes" : "NO (\(ourStacks.count) vs \(theirStacks.count) threads, \(differing) differ)"])
   }
@@ -52,13 +57,15 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     title: "imagelog pid --threads vs eu-stack -p",
     notes: "A C program built -O2 -fomit-frame-pointer (Tests/Programs/process-threads.c), its threads blocked in read, "
       + "nanosleep and pthread_cond_wait; medians of \(iterations) whole runs of each tool on the same live process, "
-      + "imagelog symbolicating as it does by default (DWARF lines and inlined frames), eu-stack as it does by default "
-      + "(function names). \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
+      + "eu-stack as it does by default (function names from the symbol tables) against imagelog with --no-lines (the "
+      + "same: function names from the symbol tables), and imagelog's default (also file:line and inlined frames from "
+      + "DWARF, here libc6-dbg's, which eu-stack does not read) beside them. \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
       + "thread's release (all threads are stopped together, so each one is stopped that long); \"per thread\" divides it "
       + "by the thread count. \"Same\": the same thread ids in the same order and, in each thread, the same functions in "
       + "the same order (imagelog with --no-lines --demangle none; symbol versions and glibc's __GI_/__libc_/_ alias "
       + "prefixes aside).",
-    header: ["process", "imagelog pid --threads", "eu-stack -p", "speed-up", "stopped", "stopped per thread", "same"],
+    header: ["process", "imagelog pid --threads --no-lines", "eu-stack -p", "speed-up", "imagelog pid --threads (lines)",
+             "stopped", "stopped per thread", "same"],
     rows: rows)]
 }
 
