@@ -68,6 +68,7 @@
    pointer or by scanning carry that mark in the report. The walk stops at 128 frames. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
+#include "CImageLogImage.h"
 #include "CImageLogUnwind.h"
 
 #include <elf.h>
@@ -101,12 +102,12 @@ typedef struct {
   uint64_t eh_frame_hdr;
   uint32_t segment_count;
   uint64_t segments[IL_SEGMENTS][2];
-} il_image_layout;
+} il_table_layout;
 
 typedef struct {
   uint64_t load_address, text_start, text_end;
   uint32_t name_offset, name_length, line_offset, line_length;
-  il_image_layout layout;
+  il_table_layout layout;
 } il_table_entry;
 
 typedef struct {
@@ -119,7 +120,7 @@ typedef struct {
 typedef struct {
   uint64_t load_address, text_start, text_end;
   char *name, *line;
-  il_image_layout layout;
+  il_table_layout layout;
 } il_master_entry;
 
 static pthread_mutex_t table_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -195,7 +196,7 @@ static int publish_locked(void) {
 
 typedef struct {
   uint64_t load_address;
-  il_image_layout *layout;
+  il_table_layout *layout;
 } il_layout_search;
 
 /* dl_iterate_phdr callback: the object one of whose PT_LOADs starts (page-aligned) at or holds the
@@ -212,7 +213,7 @@ static int find_layout(struct dl_phdr_info *info, size_t size, void *context) {
     found = search->load_address >= page_start && search->load_address < end;
   }
   if (!found) return 0;
-  il_image_layout *layout = search->layout;
+  il_table_layout *layout = search->layout;
   layout->load_bias = (uint64_t)info->dlpi_addr;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -229,8 +230,8 @@ static int find_layout(struct dl_phdr_info *info, size_t size, void *context) {
 
 /* The loaded object's segments and PT_GNU_EH_FRAME; all zero for an address no object holds (the
    tests' fake images). */
-static il_image_layout image_layout(uint64_t load_address) {
-  il_image_layout layout;
+static il_table_layout image_layout(uint64_t load_address) {
+  il_table_layout layout;
   memset(&layout, 0, sizeof layout);
   il_layout_search search = {load_address, &layout};
   dl_iterate_phdr(find_layout, &search);
@@ -251,7 +252,7 @@ int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text
     errno = ENOMEM;
     return -1;
   }
-  il_image_layout layout = image_layout(load_address);  /* before the lock: dl_iterate_phdr takes the loader's */
+  il_table_layout layout = image_layout(load_address);  /* before the lock: dl_iterate_phdr takes the loader's */
   pthread_mutex_lock(&table_mutex);
   size_t index = master_count;
   for (size_t i = 0; i < master_count; i++)
@@ -526,7 +527,7 @@ static int read_memory(void *context, uint64_t address, void *out, size_t length
   if (address + length < address) return 0;
   const il_table_slot *table = reader->table;
   for (size_t i = 0; table != NULL && i < table->count; i++) {
-    const il_image_layout *layout = &table->entries[i].layout;
+    const il_table_layout *layout = &table->entries[i].layout;
     for (uint32_t k = 0; k < layout->segment_count; k++) {
       if (address < layout->segments[k][0] || address + length > layout->segments[k][1]) continue;
       uint64_t bit = i < 64 ? (uint64_t)1 << i : 0;
@@ -1105,20 +1106,21 @@ static void w_frame(il_writer *w, int index, uint64_t address, int trust, const 
   w_bytes(w, "\n", 1);
 }
 
-/* "Thread N name:  NAME" from /proc/self/task/TID/comm, read now; nothing when it is gone. Control
-   bytes become '?': a name cannot end the line early. */
+/* "Thread N name:  NAME" from /proc/self/task/TID/comm, read now; nothing when it is gone. The name
+   is escaped the project's one way (il_line_escaped, as TextEscaping escapes it in Swift): it cannot
+   end the line early, and the parser reads it back. comm is at most 15 bytes, 4 bytes each escaped. */
 static void w_thread_name(il_writer *w, int index, pid_t tid) {
-  char path[64], name[64];
+  char path[64], name[64], escaped[256];
   task_path(path, tid, "comm");
   ssize_t length = read_small_file(path, name, sizeof name);
   if (length > 0 && name[length - 1] == '\n') length--;
   if (length <= 0) return;
-  for (ssize_t i = 0; i < length; i++)
-    if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) name[i] = '?';
+  il_line line = {escaped, sizeof escaped, 0, 0};
+  il_line_escaped(&line, name, (size_t)length);
   w_str(w, "Thread ");
   w_udec(w, (uint64_t)index, 0);
   w_str(w, " name:  ");
-  w_bytes(w, name, (size_t)length);
+  w_bytes(w, escaped, line.used);
   w_bytes(w, "\n", 1);
 }
 

@@ -1,4 +1,5 @@
 import ImageLog
+import ImageReaders
 
 /// Apple's `.crash` text and imagelog's own report, which follows its layout: `Thread N:` headings,
 /// `INDEX  IMAGE  0xADDRESS  REST` frames, and a `Binary Images:` section.
@@ -146,7 +147,16 @@ enum AppleCrashParser {
                                + (unlisted > 0 ? " and \(unlisted) more not listed" : ""))
       }
     }
-    if sawLinux { report.format = .imagelog }
+    if sawLinux {
+      report.format = .imagelog
+      // imagelog's writers (crash.c, ThreadsReport) escape thread names with TextEscaping's scheme: the
+      // model holds the name itself. A name that is not in that scheme is kept as written.
+      for index in report.threads.indices {
+        if let name = report.threads[index].name, let bytes = TextEscaping.unescaped(name) {
+          report.threads[index].name = String(decoding: bytes, as: UTF8.self)
+        }
+      }
+    }
     ReportParser.attachImages(&report, frameImageNames: frameImageNames)
     if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }
     return report

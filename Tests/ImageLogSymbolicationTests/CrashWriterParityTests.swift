@@ -140,9 +140,11 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
     #expect(report.threads.first?.tid == UInt64(result.pid), "the main thread first")
     for thread in report.threads {
       let tid = try #require(thread.tid)
-      #expect(tasks[tid] != nil && tasks[tid] == thread.name, "thread \(thread.number) tid \(tid) \(thread.name ?? "-")")
+      // Names are written escaped, by the C as by TextEscaping (thread 3's holds a tab), and read back.
+      #expect(tasks[tid] != nil && tasks[tid] == thread.name,
+              "thread \(thread.number) tid \(tid) \(thread.name ?? "-")")
     }
-    for name in ["parity-1", "parity-2", "parity-3"] {
+    for name in ["parity-1", "parity-2", "parity\t3"] {
       let thread = try #require(report.threads.first { $0.name == name }, "\(text)")
       #expect(thread.problem == nil && report.frames.contains { $0.thread == thread.number }, "\(text)")
     }
@@ -170,7 +172,8 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
         let bits = Int(bitPattern: argument)
         // Its name, as pthread_setname_np sets it (which Glibc does not import).
         let named = open("/proc/thread-self/comm", O_WRONLY)
-        _ = "parity-\(bits & 0xFF)".withCString { write(named, $0, strlen($0)) }
+        // The third name holds a tab: both writers must escape it the same way.
+        _ = (bits & 0xFF == 3 ? "parity\t3" : "parity-\(bits & 0xFF)").withCString { write(named, $0, strlen($0)) }
         close(named)
         var byte: UInt8 = 0
         _ = read(Int32(bits >> 8), &byte, 1)  // until the write end is closed
@@ -194,7 +197,7 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
       }
       return lines
     }
-    try waitUntil("the three threads are named") { Set(["parity-1", "parity-2", "parity-3"]).isSubset(of: tasks().map { String($0.drop { $0 != " " }.dropFirst()) }) }
+    try waitUntil("the three threads are named") { Set(["parity-1", "parity-2", "parity\t3"]).isSubset(of: tasks().map { String($0.drop { $0 != " " }.dropFirst()) }) }
     let before = tasks()
     let text = try CrashWriterParityTests.crashHandlerReport(path: directory + "/c.crash")
     try writeFile(directory + "/tasks", (before + tasks()).joined(separator: "\n") + "\n")

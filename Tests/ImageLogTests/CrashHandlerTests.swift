@@ -207,7 +207,7 @@ import Testing
     let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-dates"
     let compiled = try CrashTestSupport.run(Self.compiler!, ["-O1", "-pthread", "-I", "\(root)/Sources/CImageLog/include",
-                                                             "-I", "\(root)/Sources/CImageLogUnwind/include",
+                                                             "-I", "\(root)/Sources/CImageLogUnwind/include", "-I", "\(root)/Sources/CImageLogImage/include",
                                                              "\(root)/Tests/Programs/crash-dates.c",
                                                              "\(root)/Sources/CImageLogUnwind/unwind.c", "-o", output])
     try #require(compiled.exitCode == 0, "\(compiled.stderr)")

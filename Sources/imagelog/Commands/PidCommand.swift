@@ -179,24 +179,6 @@ struct PidCommand: Command {
   }
 }
 
-/// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`: how symbolicate and
-/// pid --threads find and name symbols.
-func parseSymbolicationOptions(_ scanner: inout ArgumentScanner, command: String,
-                               usage: String) throws(UsageError) -> SymbolicationOptions {
-  var options = SymbolicationOptions()
-  options.searchPaths = try scanner.options("--search", command: command, usage: usage)
-  if let demangle = try scanner.option("--demangle", command: command, usage: usage) {
-    guard let chosen = Demangler.Style(rawValue: demangle) else {
-      throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
-                       commandName: command, usage: usage)
-    }
-    options.demangle = chosen
-  }
-  if scanner.flag("--no-demangle") { options.demangle = .none }
-  if scanner.flag("--no-lines") { options.lineInfo = false }
-  if scanner.flag("--no-system-debug") { options.systemDirectories = false }
-  return options
-}
 
 /// A PID argument: a positive decimal number.
 /// The one positional argument of `imagelog pid` and `imagelog watch`: a process ID.

@@ -91,7 +91,7 @@ struct SymbolicateCommand: Command {
   var reportPaths: [String] = []
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    options.searchPaths = try scanner.options("--search", command: Self.name, usage: Self.usage)
+    options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
     images = try scanner.options("--image", command: Self.name, usage: Self.usage)
     if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
       guard let chosen = ReportStyle(rawValue: format) else {
@@ -100,16 +100,6 @@ struct SymbolicateCommand: Command {
       style = chosen
     }
     options.architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
-    if let demangle = try scanner.option("--demangle", command: Self.name, usage: Self.usage) {
-      guard let chosen = Demangler.Style(rawValue: demangle) else {
-        throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
-                         commandName: Self.name, usage: Self.usage)
-      }
-      options.demangle = chosen
-    }
-    if scanner.flag("--no-demangle") { options.demangle = .none }
-    if scanner.flag("--no-lines") { options.lineInfo = false }
-    if scanner.flag("--no-system-debug") { options.systemDirectories = false }
     outputDirectory = try scanner.option("--output-dir", command: Self.name, usage: Self.usage)
     noSymbolicate = scanner.flag("--no-symbolicate")
     let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
@@ -335,4 +325,23 @@ struct SymbolicateCommand: Command {
     }
     return status
   }
+}
+
+/// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`: how symbolicate and
+/// pid --threads find and name symbols.
+func parseSymbolicationOptions(_ scanner: inout ArgumentScanner, command: String,
+                               usage: String) throws(UsageError) -> SymbolicationOptions {
+  var options = SymbolicationOptions()
+  options.searchPaths = try scanner.options("--search", command: command, usage: usage)
+  if let demangle = try scanner.option("--demangle", command: command, usage: usage) {
+    guard let chosen = Demangler.Style(rawValue: demangle) else {
+      throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
+                       commandName: command, usage: usage)
+    }
+    options.demangle = chosen
+  }
+  if scanner.flag("--no-demangle") { options.demangle = .none }
+  if scanner.flag("--no-lines") { options.lineInfo = false }
+  if scanner.flag("--no-system-debug") { options.systemDirectories = false }
+  return options
 }
