@@ -38,6 +38,7 @@ public enum ProcessImages {
       let mapping = mappings[index]
       guard mapping.fileOffset == 0, mapping.isReadable, mapping.isFile || mapping.path == "[vdso]" else { continue }
       guard var image = try reader.image(at: index, in: mappings) else { continue }
+      guard mapping.path == "[vdso]" || mapsItsCode(image, from: index, in: mappings) else { continue }
       if let main, mapping.inode == main.inode, mapping.deviceMajor == main.major, mapping.deviceMinor == main.minor {
         image.isMainExecutable = true
       }
@@ -56,6 +57,22 @@ public enum ProcessImages {
     return images
   }
 
+
+  /// True when a mapping of the same file inside the image's load range is executable: the loader
+  /// maps a loaded object's code, while an ELF file only mapped to be read (a symbolizer's or a
+  /// debugger's `mmap` of a library, this process's own `MappedFile`) has no executable part. The
+  /// object's mappings follow its first one in address order, so the scan stops past its range.
+  static func mapsItsCode(_ image: Image, from index: Int, in mappings: [ProcessMapping]) -> Bool {
+    let first = mappings[index]
+    for mapping in mappings[index...] {
+      guard mapping.start < image.loadRange.upperBound else { break }
+      if mapping.isExecutable, mapping.inode == first.inode, mapping.deviceMajor == first.deviceMajor,
+         mapping.deviceMinor == first.deviceMinor {
+        return true
+      }
+    }
+    return false
+  }
 
   /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on.
   static func readMappings(of pid: Int32) throws(ProcessImagesError) -> [ProcessMapping] {

@@ -229,3 +229,25 @@ extension ProcessImagesTests {
     }
   }
 }
+
+extension ProcessImagesTests {
+  /// An ELF file only mapped to be read (as a symbolizer or this process's own `MappedFile` maps one) is
+  /// not an image: nothing of it is executable. /usr/bin/true is mapped whole, read-only, at offset 0.
+  @Test func aFileMappedToBeReadIsNotAnImage() throws {
+    let fd = open("/usr/bin/true", O_RDONLY | O_CLOEXEC)
+    try #require(fd >= 0, "/usr/bin/true cannot be opened here")
+    defer { close(fd) }
+    var status = stat()
+    try #require(fstat(fd, &status) == 0)
+    let size = Int(status.st_size)
+    let mapping = try #require(mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), "mmap failed")
+    try #require(mapping != MAP_FAILED)
+    defer { munmap(mapping, size) }
+    let address = UInt64(UInt(bitPattern: mapping))
+    let maps = try ProcessImages.readMappings(of: getpid())
+    try #require(maps.contains { $0.start == address && $0.fileOffset == 0 }, "the mapping is in /proc/self/maps")
+    let images = try ProcessImages.images(of: getpid(), mappings: maps, readingMemory: true)
+    #expect(!images.contains { $0.loadAddress == address }, "a read-only mapping of /usr/bin/true was taken for an image")
+    #expect(images.contains { $0.isMainExecutable }, "the loaded images are still found")
+  }
+}
