@@ -84,3 +84,18 @@ public func buildThreadsProgram(in directory: String) throws -> String {
   guard build.exitCode == 0 else { throw TestSupportError("cc process-threads.c: \(build.error)") }
   return program
 }
+
+/// A process held by another tracer: Tests/Programs/process-tracer.c (a debugger in miniature) built in
+/// `directory`, started, and waited for until /proc shows its child traced. The child dies with its
+/// tracer (PR_SET_PDEATHSIG); the caller kills it too, never leaving it behind.
+public func startTracedProcess(in directory: String) throws -> (tracer: RunningChild, traced: pid_t) {
+  let tracer = directory + "/process-tracer"
+  let build = try runChild(["cc", "-O2", packageRoot + "/Tests/Programs/process-tracer.c", "-o", tracer])
+  guard build.exitCode == 0 else { throw TestSupportError("cc: \(build.error)") }
+  let parent = try RunningChild([tracer])
+  guard let traced = parent.readLine().flatMap({ pid_t($0) }) else { throw TestSupportError("process-tracer printed no pid") }
+  try waitUntil("pid \(traced) shows TracerPid \(parent.pid)") {
+    (readFile("/proc/\(traced)/status") ?? "").contains("TracerPid:\t\(parent.pid)\n")
+  }
+  return (parent, traced)
+}

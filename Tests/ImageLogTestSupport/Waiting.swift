@@ -27,18 +27,19 @@ public func blockedSystemCall(of pid: pid_t) -> Int? {
   return number
 }
 
-/// The system calls a program blocks in while it sleeps: `clock_nanosleep` and `nanosleep`.
+/// The system calls a program blocks in while it sleeps or waits for a signal: `clock_nanosleep`,
+/// `nanosleep`, and `pause` (glibc's `pause` is `ppoll` with nothing to poll on arm64).
 public let sleepSystemCalls: Set<Int> = {
   #if arch(x86_64)
-  [230, 35]
+  [230, 35, 34]
   #elseif arch(arm64)
-  [115, 101]
+  [115, 101, 73]
   #else
   []
   #endif
 }()
 
-/// Waits until `pid` runs `program` (a path, or a name searched on PATH) and sleeps in it: the exec
+/// Waits until `pid` runs `program` (a path, or a name searched on PATH) and sleeps or pauses in it: the exec
 /// is done and, for a dynamically linked program, the loader has mapped every library (a program
 /// started as `sh -c "echo ready; exec PROGRAM"` prints "ready" before the exec).
 public func waitUntilSleeping(_ pid: pid_t, in program: String, timeoutSeconds: Double = 60) throws {

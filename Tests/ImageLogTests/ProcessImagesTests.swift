@@ -47,7 +47,7 @@ import Testing
 
   @Test(.enabled(if: haveUnstrip && haveTool("python3"), "eu-unstrip or python3 missing"))
   func pythonWithSSLAndSQLiteMatchesUnstrip() throws {
-    let child = try RunningChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    let child = try RunningChild(["python3", "-c", "import signal, ssl, sqlite3; print('ready', flush=True); signal.pause()"])
     defer { child.stop() }
     try child.wait(for: "ready")
     let images = try expectMatchesUnstrip(pid: child.pid, "python3")

@@ -49,13 +49,13 @@ import Testing
   @Test(.enabled(if: haveTool("python3"), "needs python3"))
   func threadsComingAndGoing() throws {
     let script = """
-      import threading, time
+      import signal, threading
       def churn():
           while True:
               t = threading.Thread(target=lambda: None); t.start(); t.join()
       for _ in range(2): threading.Thread(target=churn, daemon=True).start()
       print('ready', flush=True)
-      time.sleep(600)
+      signal.pause()
       """
     let child = try RunningChild(["python3", "-c", script])
     try child.wait(for: "ready")
@@ -76,15 +76,8 @@ import Testing
   func alreadyTraced() throws {
     let directory = try makeTemporaryDirectory("imagelog-tracer")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let tracer = directory + "/process-tracer"
-    let build = try runChild(["cc", "-O2", packageRoot + "/Tests/Programs/process-tracer.c", "-o", tracer])
-    try #require(build.exitCode == 0, "cc: \(build.error)")
-    let parent = try RunningChild([tracer])
-    let traced = try #require(parent.readLine().flatMap { Int32($0) })
-    defer { kill(traced, SIGKILL) }  // it dies with its tracer too (PR_SET_PDEATHSIG); never left behind
-    try waitUntil("pid \(traced) shows TracerPid \(parent.pid)") {
-      (readFile("/proc/\(traced)/status") ?? "").contains("TracerPid:\t\(parent.pid)\n")
-    }
+    let (parent, traced) = try startTracedProcess(in: directory)
+    defer { kill(traced, SIGKILL) }
     #expect(throws: ProcessThreadsError.traced(pid: traced, tracer: parent.pid, tracerCommand: "process-tracer")) {
       try ProcessThreads.capture(of: traced)
     }

@@ -206,9 +206,9 @@ import Testing
   func gcoreOfPythonWithThreadsMatchesUnstrip() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-python")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
-    let script = "import threading, time, ssl\n"
-      + "for i in range(3): threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
-      + "print('ready', flush=True); time.sleep(600)\n"
+    let script = "import signal, threading, ssl\n"
+      + "for i in range(3): threading.Thread(target=signal.pause, daemon=True).start()\n"
+      + "print('ready', flush=True); signal.pause()\n"
     let child = try RunningChild(["python3", "-c", script])
     defer { child.stop() }
     try child.wait(for: "ready")

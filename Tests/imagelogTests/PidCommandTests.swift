@@ -14,7 +14,7 @@ import ImageReaders
 
   @Test(.enabled(if: haveUnstrip && haveTool("python3"), "eu-unstrip or python3 missing"))
   func unstripStyleMatchesEuUnstrip() throws {
-    let child = try RunningChild(["python3", "-c", "import ssl, sqlite3, time; print('ready', flush=True); time.sleep(600)"])
+    let child = try RunningChild(["python3", "-c", "import signal, ssl, sqlite3; print('ready', flush=True); signal.pause()"])
     try child.wait(for: "ready")
     let ours = try runProcessTest([processTestImagelog, "pid", String(child.pid), "--format", "unstrip"])
     let theirs = try runProcessTest(["eu-unstrip", "-n", "-p", String(child.pid)])
@@ -93,7 +93,7 @@ import ImageReaders
   func zombie() throws {
     // The parent forks a child that exits at once and never reaps it (a shell may reap on its own).
     let child = try RunningChild(["python3", "-c",
-      "import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)"])
+      "import os, signal\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\nsignal.pause()"])
     let zombiePID = try #require(child.readLine())
     try waitUntil("the kernel shows pid \(zombiePID) as a zombie (state Z in /proc/\(zombiePID)/stat)") {
       let stat = (readFile("/proc/\(zombiePID)/stat") ?? "")

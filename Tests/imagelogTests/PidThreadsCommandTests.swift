@@ -97,7 +97,7 @@ import Testing
   @Test(.enabled(if: haveEuStack && haveTool("python3"), "needs eu-stack (elfutils) and python3"))
   func pythonWithNamedThreads() throws {
     let script = """
-      import ctypes, os, threading, time
+      import ctypes, os, signal, threading
       libc = ctypes.CDLL(None)
       r, w = os.pipe()
       def named(name, body):
@@ -105,21 +105,21 @@ import Testing
               libc.prctl(15, name.encode(), 0, 0, 0)
               body()
           return threading.Thread(target=run, daemon=True)
-      for t in [named('py-reader', lambda: os.read(r, 1)), named('py-sleeper', lambda: time.sleep(600)),
+      for t in [named('py-reader', lambda: os.read(r, 1)), named('py-pause', signal.pause),
                 named('py-event', lambda: threading.Event().wait())]:
           t.start()
       print('ready', flush=True)
-      time.sleep(600)
+      signal.pause()
       """
     let child = try RunningChild(["python3", "-c", script])
     try child.wait(for: "ready")
     try waitUntilThreadsBlocked(child.pid, count: 4)
     try waitUntil("the threads of \(child.pid) have their names") {
       threadIDs(of: child.pid).dropFirst().compactMap { readFile("/proc/\(child.pid)/task/\($0)/comm") }
-        == ["py-reader\n", "py-sleeper\n", "py-event\n"]
+        == ["py-reader\n", "py-pause\n", "py-event\n"]
     }
     let report = try expectSameStacksAsEuStack(child.pid, "python3")
-    #expect(report.threads.dropFirst().map(\.name) == ["py-reader", "py-sleeper", "py-event"])
+    #expect(report.threads.dropFirst().map(\.name) == ["py-reader", "py-pause", "py-event"])
   }
 
   @Test(.enabled(if: haveEuStack && haveTool("swiftc"), "needs eu-stack (elfutils) and swiftc"))
@@ -141,15 +141,8 @@ import Testing
   func alreadyTraced() throws {
     let directory = try makeTemporaryDirectory("imagelog-pid-tracer")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let tracer = directory + "/process-tracer"
-    let build = try runChild(["cc", "-O2", packageRoot + "/Tests/Programs/process-tracer.c", "-o", tracer])
-    try #require(build.exitCode == 0, "cc: \(build.error)")
-    let parent = try RunningChild([tracer])
-    let traced = try #require(parent.readLine().flatMap { Int32($0) })
-    defer { kill(traced, SIGKILL) }  // it dies with its tracer too (PR_SET_PDEATHSIG); never left behind
-    try waitUntil("pid \(traced) shows TracerPid \(parent.pid)") {
-      (readFile("/proc/\(traced)/status") ?? "").contains("TracerPid:\t\(parent.pid)\n")
-    }
+    let (parent, traced) = try startTracedProcess(in: directory)
+    defer { kill(traced, SIGKILL) }
     let result = try runProcessTest([processTestImagelog, "pid", "--threads", String(traced)])
     #expect(result.exitStatus == 1)
     #expect(result.output.isEmpty)
@@ -197,7 +190,7 @@ import Testing
   @Test(.enabled(if: haveTool("python3"), "needs python3 to make a zombie"))
   func zombie() throws {
     let child = try RunningChild(["python3", "-c",
-      "import os, sys, time\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\ntime.sleep(600)"])
+      "import os, signal\npid = os.fork()\nif pid == 0: os._exit(0)\nprint(pid, flush=True)\nsignal.pause()"])
     let zombiePID = try #require(child.readLine())
     try waitUntil("pid \(zombiePID) is a zombie") { threadState(pid_t(zombiePID) ?? 0, pid_t(zombiePID) ?? 0) == "Z" }
     let command = try #require(readFile("/proc/\(zombiePID)/comm")).dropLast()
@@ -225,18 +218,19 @@ import Testing
   @Test(.enabled(if: haveTool("python3"), "needs python3"))
   func processesExitingWhileRead() throws {
     let script = """
-      import os, sys, threading, time
+      import os, sys, threading
       def churn():
           while True:
               t = threading.Thread(target=lambda: None); t.start(); t.join()
       for _ in range(2): threading.Thread(target=churn, daemon=True).start()
       print('ready', flush=True)
-      time.sleep(float(sys.argv[1]))
+      # Ends after some work of its own, not after a time: early or late in imagelog's reading.
+      for _ in range(int(sys.argv[1])): t = threading.Thread(target=lambda: None); t.start(); t.join()
       os._exit(0)
       """
     var outcomes: Set<Int32> = []
     for round in 0..<12 {
-      let child = try RunningChild(["python3", "-c", script, String(Double(round % 4) * 0.01)])
+      let child = try RunningChild(["python3", "-c", script, String((round % 4) * 100)])
       try child.wait(for: "ready")
       let result = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate"])
       outcomes.insert(result.exitStatus ?? -1)
