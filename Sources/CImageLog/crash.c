@@ -1063,7 +1063,7 @@ static void begin_capture(il_capture *capture, il_thread_slot *single, il_reader
   }
 }
 
-/* Lets the answered threads go, and waits (100 ms at most) until they have left the handler: the
+/* Lets the answered threads go, and waits (IL_ANSWER_BUDGET_MS at most) until they have left the handler: the
    next handler (Swift's backtracer) reads their signal masks to suspend them, and inside ours they
    block every signal. */
 static void end_capture(il_capture *capture) {
@@ -1342,7 +1342,7 @@ static void crash_handler(int signal, siginfo_t *info, void *context) {
     restore_previous_actions();
     atomic_store(&installed, 0);
   } else if (expected != self) {
-    /* Another thread is writing its report: let it finish (bounded, ~10 s), then fall through to
+    /* Another thread is writing its report: let it finish (bounded: 1000 brief pauses), then fall through to
        the previous handler, which it has restored. */
     for (int i = 0; i < 1000 && atomic_load(&reporting_thread) != 0 && atomic_load(&installed); i++)
       pause_briefly();

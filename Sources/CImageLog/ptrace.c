@@ -236,7 +236,8 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
   sigaddset(&blocked, SIGHUP);
   sigaddset(&blocked, SIGQUIT);
   pthread_sigmask(SIG_BLOCK, &blocked, &previous);
-  /* 20 µs pauses between polls mean 20 µs, not the default 50 µs of timer slack more. */
+  /* The pauses between polls are short: without lowering the timer slack the kernel would stretch
+     each one by its default slack, several times the pause itself. */
   int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0);
 

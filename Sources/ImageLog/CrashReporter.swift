@@ -22,7 +22,7 @@ import Synchronization
 /// sleeps blocking every such signal, is listed with the reason instead of frames. The handler uses only
 /// async-signal-safe system calls: no allocation, no locks, no stdio; it works while any thread
 /// holds the allocator's lock. The fault address is 0 for a signal that was sent (`abort`, `kill`:
-/// `si_code` <= 0). A second thread crashing meanwhile waits (up to about 10 s) for the first
+/// `si_code` <= 0). A second thread crashing meanwhile waits (bounded) for the first
 /// report, then goes to the previous handler. A report descriptor that fails (a pipe nobody reads)
 /// costs the report, not the process's own exit signal.
 ///
