@@ -135,12 +135,19 @@ static int64_t read_sleb(reader *r) {
   return (int64_t)value;
 }
 
-static int read_word(const il_memory *memory, uint64_t address, uint64_t *out) {
+/* A pointer of `size` bytes (8, or 4 in a 32-bit process). */
+static int read_pointer(const il_memory *memory, uint64_t address, int size, uint64_t *out) {
   uint8_t bytes[8];
-  if (!memory_read(memory, address, bytes, 8)) return 0;
-  *out = little_endian(bytes, 8);
+  if (!memory_read(memory, address, bytes, (size_t)size)) return 0;
+  *out = little_endian(bytes, size);
   return 1;
 }
+
+/* A value cut to the address size: 32-bit sums wrap as the 32-bit process's own do. */
+static uint64_t wrap(uint64_t value, int size) { return size == 4 ? value & 0xFFFFFFFFu : value; }
+
+/* A value of the address size read as signed. */
+static int64_t as_signed(uint64_t value, int size) { return size == 4 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value; }
 
 /* What DW_EH_PE_* bases are: 0 means unknown (an encoding that needs it fails). */
 typedef struct {
@@ -188,8 +195,8 @@ static uint64_t read_encoded(reader *r, uint8_t encoding, int address_size, cons
   if (address_size == 4) value &= 0xFFFFFFFFu;
   if (encoding & PE_INDIRECT) {
     uint64_t target;
-    if (r->failed || !read_word(r->memory, value, &target)) { r->failed = 1; return 0; }
-    value = address_size == 4 ? target & 0xFFFFFFFFu : target;
+    if (r->failed || !read_pointer(r->memory, value, address_size == 4 ? 4 : 8, &target)) { r->failed = 1; return 0; }
+    value = target;
   }
   return r->failed ? 0 : value;
 }
@@ -643,19 +650,19 @@ static int linear_search(const il_cfi_section *s, uint64_t pc, il_cfi_fde *fde, 
 /* .eh_frame_hdr: version 1, eh_frame_ptr's encoding, fde_count's, the table's; then the pointer, the
    count and (location, FDE address) pairs sorted by location. Returns 1 with the FDE, 0 when the table
    has none for pc, -1 when the header is unusable (the caller walks .eh_frame). */
-static int header_search(const il_memory *memory, uint64_t header, uint64_t pc, uint64_t *eh_frame,
+static int header_search(const il_memory *memory, uint64_t header, uint64_t pc, int address_size, uint64_t *eh_frame,
                          uint64_t *fde_address) {
   reader r;
   reader_init(&r, memory, header, ~(uint64_t)0);
   pointer_bases bases = {.data = header, .function = 0};
   uint8_t version = read_u8(&r), frame_encoding = read_u8(&r), count_encoding = read_u8(&r), table_encoding = read_u8(&r);
   if (r.failed || version != 1) return -1;
-  *eh_frame = read_encoded(&r, frame_encoding, 8, &bases);
+  *eh_frame = read_encoded(&r, frame_encoding, address_size, &bases);
   if (r.failed) return -1;
-  int size = encoded_size(table_encoding, 8);
+  int size = encoded_size(table_encoding, address_size);
   if (count_encoding == PE_OMIT || table_encoding == PE_OMIT || size == 0 || (table_encoding & 0x70) == PE_ALIGNED)
     return -1;
-  uint64_t count = read_encoded(&r, count_encoding, 8, &bases);
+  uint64_t count = read_encoded(&r, count_encoding, address_size, &bases);
   if (r.failed || count == 0 || count > (~(uint64_t)0 >> 5)) return -1;
   uint64_t table = r.position;
   uint64_t entry = 2 * (uint64_t)size;
@@ -665,7 +672,7 @@ static int header_search(const il_memory *memory, uint64_t header, uint64_t pc, 
     reader e;
     reader_init(&e, memory, table + middle * entry, table + middle * entry + size);
     if (e.end < e.position) return -1;
-    uint64_t location = read_encoded(&e, table_encoding, 8, &bases);
+    uint64_t location = read_encoded(&e, table_encoding, address_size, &bases);
     if (e.failed) return -1;
     if (location <= pc) low = middle + 1; else high = middle;
   }
@@ -673,7 +680,7 @@ static int header_search(const il_memory *memory, uint64_t header, uint64_t pc, 
   if (low != high) return -1;  /* did not converge within the probes: count was a lie */
   reader e;
   reader_init(&e, memory, table + (low - 1) * entry + size, table + low * entry);
-  *fde_address = read_encoded(&e, table_encoding, 8, &bases);
+  *fde_address = read_encoded(&e, table_encoding, address_size, &bases);
   return e.failed ? -1 : 1;
 }
 
@@ -682,32 +689,35 @@ static const uint64_t UNKNOWN_EH_FRAME_SIZE = 1ull << 32;
 
 static int find_fde(const il_memory *memory, const il_unwind_image *image, uint64_t pc, il_cfi_section *section,
                     il_cfi_fde *fde, cie_info *cie) {
+  /* A 32-bit image's .eh_frame_hdr (i386 PIC: datarel|sdata4 relative to the header's start, as every
+     header) and .eh_frame hold 4-byte pointers, and their sums wrap at 32 bits. */
+  uint8_t size = image->address_size == 4 ? 4 : 8;
   if (image->eh_frame_hdr != 0) {
     uint64_t eh_frame = 0, fde_address = 0;
-    int found = header_search(memory, image->eh_frame_hdr, pc, &eh_frame, &fde_address);
+    int found = header_search(memory, image->eh_frame_hdr, pc, size, &eh_frame, &fde_address);
     if (found >= 0) {
-      *section = (il_cfi_section){.memory = memory, .address = eh_frame, .address_size = 8};
+      *section = (il_cfi_section){.memory = memory, .address = eh_frame, .address_size = size};
       section->size = image->eh_frame != 0 && image->eh_frame == eh_frame ? image->eh_frame_size : UNKNOWN_EH_FRAME_SIZE;
       if (section->address + section->size < section->address) section->size = ~(uint64_t)0 - section->address;
       if (found == 1 && fde_at(section, fde_address, pc, fde, cie)) return 1;
     } else if (image->eh_frame == 0 && eh_frame != 0) {
       /* A header without a usable table still says where .eh_frame is. */
-      *section = (il_cfi_section){.memory = memory, .address = eh_frame, .size = UNKNOWN_EH_FRAME_SIZE, .address_size = 8};
+      *section = (il_cfi_section){.memory = memory, .address = eh_frame, .size = UNKNOWN_EH_FRAME_SIZE, .address_size = size};
       if (section->address + section->size < section->address) section->size = ~(uint64_t)0 - section->address;
       if (linear_search(section, pc, fde, cie)) return 1;
     }
     if (found < 0 && image->eh_frame != 0) {
-      *section = (il_cfi_section){.memory = memory, .address = image->eh_frame, .size = image->eh_frame_size, .address_size = 8};
+      *section = (il_cfi_section){.memory = memory, .address = image->eh_frame, .size = image->eh_frame_size, .address_size = size};
       if (linear_search(section, pc, fde, cie)) return 1;
     }
   } else if (image->eh_frame != 0) {
-    *section = (il_cfi_section){.memory = memory, .address = image->eh_frame, .size = image->eh_frame_size, .address_size = 8};
+    *section = (il_cfi_section){.memory = memory, .address = image->eh_frame, .size = image->eh_frame_size, .address_size = size};
     if (linear_search(section, pc, fde, cie)) return 1;
   }
   if (image->debug_frame_memory != NULL && image->debug_frame_size != 0) {
     *section = (il_cfi_section){.memory = image->debug_frame_memory, .address = image->debug_frame,
                                 .size = image->debug_frame_size, .debug_frame = 1, .load_bias = image->load_bias,
-                                .address_size = 8};
+                                .address_size = size};
     if (linear_search(section, pc, fde, cie)) return 1;
   }
   return 0;
@@ -733,9 +743,12 @@ static int register_value(const il_register_set *registers, uint64_t reg, uint64
    pushed first when `push_initial`. The value on top at the end is the result. */
 static int evaluate(const il_memory *code_memory, const il_memory *memory, uint64_t address, uint32_t length,
                     const il_register_set *registers, int push_initial, uint64_t initial, uint64_t *result) {
+  /* The generic type is the address size: 32 bits for i386. Only the top of the stack is ever a new
+     value, so wrapping it after each operation keeps every entry 32-bit. */
+  int size = registers->arch == IL_ARCH_I386 ? 4 : 8;
   uint64_t stack[EXPRESSION_STACK];
   int depth = 0;
-  if (push_initial) stack[depth++] = initial;
+  if (push_initial) stack[depth++] = wrap(initial, size);
   reader r;
   reader_init(&r, code_memory, address, address + length);
   if (r.end < r.position) return 0;
@@ -743,6 +756,7 @@ static int evaluate(const il_memory *code_memory, const il_memory *memory, uint6
 #define PUSH(v) do { if (depth >= EXPRESSION_STACK) return 0; uint64_t pushed_ = (v); stack[depth] = pushed_; depth++; } while (0)
   for (int steps = 0; r.position < r.end; steps++) {
     if (steps >= MAX_EXPRESSION_STEPS) return 0;
+    if (depth > 0) stack[depth - 1] = wrap(stack[depth - 1], size);
     uint8_t op = read_u8(&r);
     if (r.failed) return 0;
     uint64_t a, b;
@@ -759,10 +773,10 @@ static int evaluate(const il_memory *code_memory, const il_memory *memory, uint6
       continue;
     }
     switch (op) {
-    case 0x03: a = read_unsigned(&r, 8); PUSH(a); break;                          /* addr */
+    case 0x03: a = read_unsigned(&r, size); PUSH(a); break;                       /* addr */
     case 0x06: {                                                                  /* deref */
       NEED(1);
-      if (!read_word(memory, stack[depth - 1], &a)) return 0;
+      if (!read_pointer(memory, stack[depth - 1], size, &a)) return 0;
       stack[depth - 1] = a;
       break;
     }
@@ -793,7 +807,7 @@ static int evaluate(const il_memory *code_memory, const il_memory *memory, uint6
       stack[depth - 2] = stack[depth - 3];
       stack[depth - 3] = a;
       break;
-    case 0x19: NEED(1); if ((int64_t)stack[depth - 1] < 0) stack[depth - 1] = 0 - stack[depth - 1]; break;  /* abs */
+    case 0x19: NEED(1); if (as_signed(stack[depth - 1], size) < 0) stack[depth - 1] = 0 - stack[depth - 1]; break;  /* abs */
     case 0x1A: NEED(2); b = stack[--depth]; stack[depth - 1] &= b; break;         /* and */
     case 0x1B: case 0x1D: {                                                       /* div, mod */
       NEED(2);
@@ -801,8 +815,8 @@ static int evaluate(const il_memory *code_memory, const il_memory *memory, uint6
       a = stack[depth - 1];
       if (b == 0) return 0;
       if (op == 0x1B) {
-        if ((int64_t)a == INT64_MIN && (int64_t)b == -1) return 0;
-        stack[depth - 1] = (uint64_t)((int64_t)a / (int64_t)b);
+        if (as_signed(a, size) == INT64_MIN && as_signed(b, size) == -1) return 0;
+        stack[depth - 1] = (uint64_t)(as_signed(a, size) / as_signed(b, size));
       } else {
         stack[depth - 1] = a % b;
       }
@@ -820,12 +834,12 @@ static int evaluate(const il_memory *code_memory, const il_memory *memory, uint6
     case 0x26:                                                                    /* shra */
       NEED(2);
       b = stack[--depth];
-      stack[depth - 1] = (uint64_t)((int64_t)stack[depth - 1] >> (b >= 63 ? 63 : b));
+      stack[depth - 1] = (uint64_t)(as_signed(stack[depth - 1], size) >> (b >= 63 ? 63 : b));
       break;
     case 0x27: NEED(2); b = stack[--depth]; stack[depth - 1] ^= b; break;         /* xor */
     case 0x29: case 0x2A: case 0x2B: case 0x2C: case 0x2D: case 0x2E: {          /* eq ge gt le lt ne */
       NEED(2);
-      int64_t y = (int64_t)stack[--depth], x = (int64_t)stack[depth - 1];
+      int64_t y = as_signed(stack[--depth], size), x = as_signed(stack[depth - 1], size);
       int truth = op == 0x29 ? x == y : op == 0x2A ? x >= y : op == 0x2B ? x > y : op == 0x2C ? x <= y
                 : op == 0x2D ? x < y : x != y;
       stack[depth - 1] = (uint64_t)truth;
@@ -872,7 +886,7 @@ static int evaluate(const il_memory *code_memory, const il_memory *memory, uint6
 #undef NEED
 #undef PUSH
   if (depth == 0) return 0;
-  *result = stack[depth - 1];
+  *result = wrap(stack[depth - 1], size);
   return 1;
 }
 
@@ -883,9 +897,17 @@ int il_cfi_evaluate(const il_memory *code, const il_memory *memory, uint64_t add
 
 /* ------------------------------------------------------------------ one step */
 
-static int sp_register(il_arch arch) { return arch == IL_ARCH_AARCH64 ? IL_AARCH64_SP : IL_X86_64_RSP; }
-static int pc_register(il_arch arch) { return arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : IL_X86_64_RIP; }
-static int fp_register(il_arch arch) { return arch == IL_ARCH_AARCH64 ? IL_AARCH64_FP : IL_X86_64_RBP; }
+static int sp_register(il_arch arch) {
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_SP : arch == IL_ARCH_I386 ? IL_I386_ESP : IL_X86_64_RSP;
+}
+static int pc_register(il_arch arch) {
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : IL_X86_64_RIP;
+}
+static int fp_register(il_arch arch) {
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_FP : arch == IL_ARCH_I386 ? IL_I386_EBP : IL_X86_64_RBP;
+}
+/* The size of a pointer (and of a stack word) in the unwound process. */
+static int word_size(il_arch arch) { return arch == IL_ARCH_I386 ? 4 : 8; }
 
 static void set_register(il_register_set *registers, int reg, uint64_t value) {
   registers->value[reg] = value;
@@ -921,11 +943,11 @@ int il_x86_64_follows_call(const il_memory *memory, uint64_t address) {
   return 0;
 }
 
-/* A plausible return address: in some image's text and, on x86_64, just after a call. */
+/* A plausible return address: in some image's text and, on x86, just after a call. */
 static int plausible_return(const il_unwinder *unwinder, il_arch arch, uint64_t address) {
   il_unwind_image image;
   if (address < 2 || !image_for(unwinder, address - 1, &image)) return 0;
-  if (arch == IL_ARCH_X86_64) return il_x86_64_follows_call(&unwinder->memory, address);
+  if (arch == IL_ARCH_X86_64 || arch == IL_ARCH_I386) return il_x86_64_follows_call(&unwinder->memory, address);
   if (arch == IL_ARCH_AARCH64) return address % 4 == 0;
   return 1;
 }
@@ -934,11 +956,12 @@ static int plausible_return(const il_unwinder *unwinder, il_arch arch, uint64_t 
 static int apply_row(const il_unwinder *unwinder, const il_cfi_row *row, const il_memory *code_memory,
                      const il_register_set *from, il_register_set *to, uint64_t *cfa_out) {
   const il_memory *memory = &unwinder->memory;
+  int size = word_size(from->arch);
   uint64_t cfa;
   if (row->cfa.kind == IL_RULE_REGISTER) {
     uint64_t base;
     if (!register_value(from, (uint64_t)row->cfa.value, &base)) return 0;
-    cfa = base + (uint64_t)row->cfa_offset;
+    cfa = wrap(base + (uint64_t)row->cfa_offset, size);
   } else if (row->cfa.kind == IL_RULE_VAL_EXPRESSION) {
     if (!evaluate(code_memory, memory, (uint64_t)row->cfa.value, row->cfa.length, from, 0, 0, &cfa)) return 0;
   } else {
@@ -954,13 +977,13 @@ static int apply_row(const il_unwinder *unwinder, const il_cfi_row *row, const i
     case IL_RULE_NONE: case IL_RULE_SAME_VALUE: continue;
     case IL_RULE_UNDEFINED: to->known &= ~(1ull << reg); continue;
     case IL_RULE_OFFSET:
-      if (!read_word(memory, cfa + (uint64_t)rule->value, &value)) {
+      if (!read_pointer(memory, wrap(cfa + (uint64_t)rule->value, size), size, &value)) {
         if ((uint64_t)reg == ra_column) return 0;
         to->known &= ~(1ull << reg);
         continue;
       }
       break;
-    case IL_RULE_VAL_OFFSET: value = cfa + (uint64_t)rule->value; break;
+    case IL_RULE_VAL_OFFSET: value = wrap(cfa + (uint64_t)rule->value, size); break;
     case IL_RULE_REGISTER:
       if (!register_value(from, (uint64_t)rule->value, &value)) {
         if ((uint64_t)reg == ra_column) return 0;
@@ -971,7 +994,7 @@ static int apply_row(const il_unwinder *unwinder, const il_cfi_row *row, const i
     case IL_RULE_EXPRESSION: case IL_RULE_VAL_EXPRESSION: {
       uint64_t computed;
       if (!evaluate(code_memory, memory, (uint64_t)rule->value, rule->length, from, 1, cfa, &computed) ||
-          (rule->kind == IL_RULE_EXPRESSION && !read_word(memory, computed, &computed))) {
+          (rule->kind == IL_RULE_EXPRESSION && !read_pointer(memory, computed, size, &computed))) {
         if ((uint64_t)reg == ra_column) return 0;
         to->known &= ~(1ull << reg);
         continue;
@@ -1042,6 +1065,34 @@ static int signal_trampoline(const il_unwinder *unwinder, const il_register_set 
     for (int i = 0; i < 17; i++) set_register(to, dwarf[i], gregs[i]);
     return 1;
   }
+  if (from->arch == IL_ARCH_I386) {
+    /* glibc's __restore (sigreturn, for handlers without SA_SIGINFO): pop %eax; mov $119, %eax; int $0x80.
+       __restore_rt (rt_sigreturn): mov $173, %eax; int $0x80. The handler's ret popped pretcode: sp is
+       the signal number, then the sigcontext (sigframe), or siginfo and ucontext pointers, the siginfo
+       (128 bytes) and the ucontext, whose uc_mcontext is at 20 (rt_sigframe). */
+    static const uint8_t restore[8] = {0x58, 0xB8, 0x77, 0x00, 0x00, 0x00, 0xCD, 0x80};
+    static const uint8_t restore_rt[7] = {0xB8, 0xAD, 0x00, 0x00, 0x00, 0xCD, 0x80};
+    uint8_t code[8];
+    int rt = 1, plain = 1;
+    if (!memory_read(memory, pc, code, 7)) return 0;
+    for (int i = 0; i < 7; i++) rt &= code[i] == restore_rt[i];
+    if (!rt) {
+      if (!memory_read(memory, pc, code, 8)) return 0;
+      for (int i = 0; i < 8; i++) plain &= code[i] == restore[i];
+      if (!plain) return 0;
+    }
+    uint64_t context = rt ? sp + 12 + 128 + 20 : sp + 4;
+    /* struct sigcontext: gs fs es ds edi esi ebp esp ebx edx ecx eax trapno err eip, 32 bits each. */
+    uint8_t words[15 * 4];
+    if (context > 0xFFFFFFFFu || !memory_read(memory, context, words, sizeof words)) return 0;
+    static const int dwarf[11] = {7, 6, 5, 4, 3, 2, 1, 0, -1, -1, 8};  /* edi .. eip, from index 4 */
+    memset(to, 0, sizeof *to);
+    to->arch = from->arch;
+    for (int i = 0; i < 11; i++) {
+      if (dwarf[i] >= 0) set_register(to, dwarf[i], little_endian(words + (4 + i) * 4, 4));
+    }
+    return 1;
+  }
   return 0;
 }
 
@@ -1087,13 +1138,14 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   cursor->steps++;
   il_register_set *from = &cursor->registers;
   il_arch arch = from->arch;
-  if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64) return 0;
-  int sp = sp_register(arch), pc = pc_register(arch), fp = fp_register(arch);
+  if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64 && arch != IL_ARCH_I386) return 0;
+  int sp = sp_register(arch), pc = pc_register(arch), fp = fp_register(arch), size = word_size(arch);
   if (!known(from, pc) || !known(from, sp)) return 0;
   uint64_t lookup = il_unwind_lookup_pc(cursor);
   il_register_set next;
   il_unwind_image image;
   int in_image = image_for(unwinder, lookup, &image);
+  if (arch == IL_ARCH_I386) image.address_size = 4;  /* an i386 thread runs 32-bit code */
 
   /* 1. Call frame information. */
   if (in_image) {
@@ -1122,9 +1174,9 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   if (!in_image && cursor->steps == 1) {
     next = *from;
     uint64_t caller = 0;
-    if (arch == IL_ARCH_X86_64) {
-      if (read_word(&unwinder->memory, from->value[sp], &caller)) {
-        set_register(&next, sp, from->value[sp] + 8);
+    if (arch == IL_ARCH_X86_64 || arch == IL_ARCH_I386) {
+      if (read_pointer(&unwinder->memory, from->value[sp], size, &caller)) {
+        set_register(&next, sp, wrap(from->value[sp] + (uint64_t)size, size));
       }
     } else if (known(from, IL_AARCH64_LR)) {
       caller = from->value[IL_AARCH64_LR];
@@ -1154,15 +1206,16 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     }
   }
 
-  /* 5. Frame pointers: [fp] the caller's fp, [fp + 8] the return address. */
+  /* 5. Frame pointers: [fp] the caller's fp, [fp + word] the return address (i386: ebp, [ebp + 4]). */
   if (known(from, fp)) {
     uint64_t frame = from->value[fp], record[2];
-    if (frame % 8 == 0 && frame >= cursor->floor && frame >= from->value[sp] &&
-        read_word(&unwinder->memory, frame, &record[0]) && read_word(&unwinder->memory, frame + 8, &record[1]) &&
+    if (frame % (uint64_t)size == 0 && frame >= cursor->floor && frame >= from->value[sp] &&
+        read_pointer(&unwinder->memory, frame, size, &record[0]) &&
+        read_pointer(&unwinder->memory, frame + (uint64_t)size, size, &record[1]) &&
         plausible_return(unwinder, arch, record[1])) {
       next = *from;
       set_register(&next, fp, record[0]);
-      set_register(&next, sp, frame + 16);
+      set_register(&next, sp, wrap(frame + 2 * (uint64_t)size, size));
       set_register(&next, pc, record[1]);
       if (arch == IL_ARCH_AARCH64) set_register(&next, IL_AARCH64_LR, record[1]);
       if (accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0)) return 1;
@@ -1170,16 +1223,16 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   }
 
   /* 6. Stack scanning: the first word above sp that looks like a return address. */
-  uint64_t words = unwinder->scan_bytes / 8;
+  uint64_t words = unwinder->scan_bytes / (uint64_t)size;
   uint64_t start = from->value[sp];
-  if (start % 8 != 0) start = (start + 7) & ~(uint64_t)7;
+  if (start % (uint64_t)size != 0) start = (start + (uint64_t)size - 1) & ~((uint64_t)size - 1);
   for (uint64_t i = 0; i < words; i++) {
-    uint64_t at = start + i * 8, word;
+    uint64_t at = start + i * (uint64_t)size, word;
     if (at < start) break;
-    if (!read_word(&unwinder->memory, at, &word)) break;
+    if (!read_pointer(&unwinder->memory, at, size, &word)) break;
     if (!plausible_return(unwinder, arch, word)) continue;
     next = *from;
-    set_register(&next, sp, at + 8);
+    set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);
     if (arch == IL_ARCH_AARCH64) next.known &= ~(1ull << IL_AARCH64_LR);
     if (accept(cursor, &next, IL_FRAME_SCAN, 0, 0, 0)) return 1;

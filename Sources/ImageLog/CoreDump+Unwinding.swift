@@ -16,8 +16,8 @@ extension CoreDump {
     -> (frames: [UnwoundFrame], problem: String?) {
     guard let registers = thread.registers else { return ([], "the core holds no registers for this thread") }
     guard let set = Self.registerSet(registers) else {
-      // The unwinder knows x86_64 and aarch64: frame 0 is still the thread's pc, and the report says why
-      // there is no more.
+      // A register layout the unwinder has no numbering for: frame 0 is still the thread's pc, and the
+      // report says why there is no more.
       return (registers.pc.map { [UnwoundFrame(pc: $0, trust: .context, pcIsExact: true)] } ?? [],
               "frame 0 only: the unwinder does not walk \(registers.layout) stacks")
     }
@@ -26,7 +26,8 @@ extension CoreDump {
   }
 
   /// `registers` in DWARF numbering (x86_64: rax 0, rdx 1, rcx 2, rbx 3, rsi 4, rdi 5, rbp 6, rsp 7,
-  /// r8-r15 8-15, rip 16; aarch64: x0-x30 0-30, sp 31, pc 32); `nil` for i386.
+  /// r8-r15 8-15, rip 16; aarch64: x0-x30 0-30, sp 31, pc 32; i386: eax 0, ecx 1, edx 2, ebx 3, esp 4,
+  /// ebp 5, esi 6, edi 7, eip 8); `nil` for a layout the unwinder does not know.
   static func registerSet(_ registers: ELFCore.Registers) -> RegisterSet? {
     switch registers.layout {
     case .x86_64:
@@ -44,7 +45,11 @@ extension CoreDump {
       set[dwarf: 32] = registers["pc"]
       return set
     case .i386:
-      return nil
+      var set = RegisterSet(architecture: .i386)
+      let names = ["eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi", "eip"]
+      // pr_reg's 32-bit longs: the upper half is zero, as a 32-bit process's pointers are.
+      for (number, name) in names.enumerated() { set[dwarf: number] = registers[name].map { $0 & 0xFFFF_FFFF } }
+      return set
     }
   }
 }

@@ -1,10 +1,11 @@
 /* libFuzzer entry for the unwinder's CFI engine (Sources/CImageLogUnwind), built only by `make fuzz`
    with clang -fsanitize=fuzzer,address,undefined. The input is a process's memory: an ELF64 file is
    mapped at its PT_LOADs' link-time addresses with PT_GNU_EH_FRAME as the header (the seeds are the
-   committed fixtures); any other input is read as an .eh_frame at 0x10000 and, separately, as an
-   .eh_frame_hdr there. Every entry, rows at each FDE's start, middle and end, lookups through the
-   header, and walks over a stack made of the input's own words run; a crash, an out-of-bounds access,
-   undefined behaviour or a hang (libFuzzer's -timeout) is a finding. */
+   committed fixtures; an ELF32 one, i386's, the same with 4-byte pointers); any other input is read as
+   an .eh_frame at 0x10000 and, separately, as an .eh_frame_hdr there, with 8-byte and with 4-byte
+   pointers. Every entry, rows at each FDE's start, middle and end, lookups through the header, and
+   walks (x86_64, aarch64, i386) over a stack made of the input's own words run; a crash, an
+   out-of-bounds access, undefined behaviour or a hang (libFuzzer's -timeout) is a finding. */
 #include <stdint.h>
 #include <string.h>
 
@@ -18,15 +19,17 @@ typedef struct {
   const uint8_t *data;
   size_t size;
   uint64_t stack[STACK_WORDS];
+  uint64_t stack_address;  /* where the stack is for the walk in progress */
 } fuzz_memory;
 
-static const uint64_t STACK_ADDRESS = 0x7ff000000000ull;
+/* A 64-bit process's stack, and a 32-bit one's (below 4 GiB). */
+static const uint64_t STACK_ADDRESS = 0x7ff000000000ull, STACK_ADDRESS_32 = 0xff000000u;
 
 static int fuzz_read(void *context, uint64_t address, void *out, size_t length) {
   const fuzz_memory *memory = context;
-  if (address >= STACK_ADDRESS && address - STACK_ADDRESS <= sizeof memory->stack &&
-      length <= sizeof memory->stack - (address - STACK_ADDRESS)) {
-    memcpy(out, (const uint8_t *)memory->stack + (address - STACK_ADDRESS), length);
+  uint64_t stack = memory->stack_address;
+  if (address >= stack && address - stack <= sizeof memory->stack && length <= sizeof memory->stack - (address - stack)) {
+    memcpy(out, (const uint8_t *)memory->stack + (address - stack), length);
     return 1;
   }
   for (int i = 0; i < memory->count; i++) {
@@ -63,12 +66,13 @@ static void walk(fuzz_memory *memory, const il_unwind_image *image, il_arch arch
   il_register_set registers;
   memset(&registers, 0, sizeof registers);
   registers.arch = arch;
+  memory->stack_address = arch == IL_ARCH_I386 ? STACK_ADDRESS_32 : STACK_ADDRESS;
   for (int i = 0; i < IL_REGISTER_COUNT; i++) {
-    registers.value[i] = STACK_ADDRESS + (uint64_t)(i * 24 % (STACK_WORDS * 8));
+    registers.value[i] = memory->stack_address + (uint64_t)(i * 24 % (STACK_WORDS * 8));
     registers.known |= 1ull << i;
   }
-  int pc_register = arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : IL_X86_64_RIP;
-  registers.value[pc_register] = pc;
+  int pc_register = arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : IL_X86_64_RIP;
+  registers.value[pc_register] = arch == IL_ARCH_I386 ? pc & 0xFFFFFFFFu : pc;
   il_unwind_cursor cursor;
   il_unwind_start(&cursor, &registers);
   for (int frames = 0; frames < 64 && il_unwind_step(&unwinder, &cursor); frames++) (void)il_unwind_lookup_pc(&cursor);
@@ -82,16 +86,20 @@ static void probe(fuzz_memory *memory, const il_unwind_image *image) {
     uint64_t pc = image->text_start + span / 64 * i;
     (void)il_cfi_find_row(&reader, image, pc, &row);
     if (i % 8 == 0) {
-      walk(memory, image, IL_ARCH_X86_64, pc);
-      walk(memory, image, IL_ARCH_AARCH64, pc);
+      if (image->address_size == 4) {
+        walk(memory, image, IL_ARCH_I386, pc);
+      } else {
+        walk(memory, image, IL_ARCH_X86_64, pc);
+        walk(memory, image, IL_ARCH_AARCH64, pc);
+      }
     }
   }
 }
 
-static void walk_entries(fuzz_memory *memory, uint64_t address, uint64_t size, int debug_frame) {
+static void walk_entries(fuzz_memory *memory, uint64_t address, uint64_t size, int debug_frame, uint8_t address_size) {
   il_memory reader = {.read = fuzz_read, .context = memory};
   il_cfi_section section = {.memory = &reader, .address = address, .size = size, .debug_frame = debug_frame,
-                            .address_size = 8};
+                            .address_size = address_size};
   uint64_t offset = 0;
   il_cfi_fde fde;
   il_cfi_row row;
@@ -116,14 +124,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   il_unwind_image image;
   memset(&image, 0, sizeof image);
-  if (size >= 64 && memcmp(data, "\177ELF\2\1", 6) == 0) {
-    uint64_t phoff = le(data + 32, 8), phentsize = le(data + 54, 2), phnum = le(data + 56, 2);
+  int elf64 = size >= 64 && memcmp(data, "\177ELF\2\1", 6) == 0;
+  int elf32 = size >= 52 && memcmp(data, "\177ELF\1\1", 6) == 0;  /* little-endian ELF32: i386's layout */
+  if (elf64 || elf32) {
+    /* e_phoff, e_phentsize, e_phnum; then p_type, p_flags, p_offset, p_vaddr, p_filesz by class. */
+    uint64_t entry = elf64 ? 56 : 32;
+    int word = elf64 ? 8 : 4;
+    uint64_t phoff = le(data + (elf64 ? 32 : 28), word), phentsize = le(data + (elf64 ? 54 : 42), 2),
+             phnum = le(data + (elf64 ? 56 : 44), 2);
     image.text_start = UINT64_MAX;
-    for (uint64_t i = 0; i < phnum && phentsize == 56; i++) {
-      if (phoff > size || i * 56 > size - phoff || 56 > size - phoff - i * 56) break;
-      const uint8_t *header = data + phoff + i * 56;
-      uint32_t type = (uint32_t)le(header, 4), flags = (uint32_t)le(header + 4, 4);
-      uint64_t offset = le(header + 8, 8), vaddr = le(header + 16, 8), filesz = le(header + 32, 8);
+    image.address_size = (uint8_t)word;
+    for (uint64_t i = 0; i < phnum && phentsize == entry; i++) {
+      if (phoff > size || i * entry > size - phoff || entry > size - phoff - i * entry) break;
+      const uint8_t *header = data + phoff + i * entry;
+      uint32_t type = (uint32_t)le(header, 4), flags = (uint32_t)le(header + (elf64 ? 4 : 24), 4);
+      uint64_t offset = le(header + (elf64 ? 8 : 4), word), vaddr = le(header + (elf64 ? 16 : 8), word),
+               filesz = le(header + (elf64 ? 32 : 16), word);
       if (type == 1 && memory.count < MAX_SEGMENTS && offset <= size && filesz <= size - offset) {
         memory.segments[memory.count].address = vaddr;
         memory.segments[memory.count].offset = offset;
@@ -140,15 +156,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memory.segments[0].address = 0x10000;
   memory.segments[0].size = size;
   memory.count = 1;
-  walk_entries(&memory, 0x10000, size, 0);
-  walk_entries(&memory, 0x10000, size, 1);
-  image.text_start = 0;
-  image.text_end = UINT64_MAX;
-  image.eh_frame = 0x10000;
-  image.eh_frame_size = size;
-  probe(&memory, &image);
-  image.eh_frame = 0;
-  image.eh_frame_hdr = 0x10000;
-  probe(&memory, &image);
+  walk_entries(&memory, 0x10000, size, 0, 8);
+  walk_entries(&memory, 0x10000, size, 1, 8);
+  walk_entries(&memory, 0x10000, size, 0, 4);
+  walk_entries(&memory, 0x10000, size, 1, 4);
+  for (uint8_t address_size = 8; address_size >= 4; address_size -= 4) {
+    image.address_size = address_size;
+    image.text_start = 0;
+    image.text_end = address_size == 4 ? 0x100000000ull : UINT64_MAX;
+    image.eh_frame = 0x10000;
+    image.eh_frame_size = size;
+    image.eh_frame_hdr = 0;
+    probe(&memory, &image);
+    image.eh_frame = 0;
+    image.eh_frame_hdr = 0x10000;
+    probe(&memory, &image);
+  }
   return 0;
 }

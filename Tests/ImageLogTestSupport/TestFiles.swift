@@ -21,6 +21,21 @@ public func which(_ tool: String) -> String? {
 /// True when `tool` is on PATH.
 public func haveTool(_ tool: String) -> Bool { which(tool) != nil }
 
+/// True when `gcc -m32` links a threaded C program against a 32-bit glibc (Debian's gcc-multilib) and
+/// the kernel runs it (IA-32 emulation): what the i386 unwinding tests need. Checked once, on a
+/// program of its own, so a test's own build failing is that test's failure, not a skip.
+public let canRun32BitLibcPrograms: Bool = {
+  guard haveTool("gcc"), let directory = try? makeTemporaryDirectory("imagelog-m32") else { return false }
+  defer { _ = try? runTool(["rm", "-rf", directory]) }
+  let source = "\(directory)/probe.c"
+  guard (try? writeFile(source, "#include <pthread.h>\n#include <stdio.h>\nstatic void *run(void *a) { return a; }\n"
+                          + "int main(void) { pthread_t t; pthread_create(&t, 0, run, 0); pthread_join(t, 0); "
+                          + "puts(\"ok\"); return 0; }\n")) != nil,
+        (try? runTool(["gcc", "-m32", "-pthread", source, "-o", "\(directory)/probe"]))?.status == 0,
+        let run = try? runTool(["\(directory)/probe"]) else { return false }
+  return run.status == 0 && run.output == "ok\n"
+}()
+
 /// The newest `llvm-symbolizer` here: the one beside the Swift toolchain's `clang` (current LLVM), else
 /// the first on PATH. DWARF paths are compared with it: LLVM 14 (Debian 12's), binutils and elfutils
 /// put the compilation directory before a relative DWARF 5 directory 0 a second time

@@ -37,7 +37,7 @@ import Testing
     #expect(Array(ours.dropFirst().map(\.pc)) == Array(theirs.dropFirst(2).map(\.pc)), "\(mode):\n\(output)")
     #expect(Array(ours.dropFirst().map(\.exact)) == Array(theirs.dropFirst(2).map(\.exact)), "\(mode):\n\(output)")
     #expect(ours.dropFirst().allSatisfy { $0.detail == "cfi" }, "\(mode): every caller from call frame information:\n\(output)")
-    if mode.hasSuffix("signal") || mode.hasSuffix("altstack") { #expect(ours.contains { $0.exact && $0.detail == "cfi" }, "\(mode): the interrupted frame") }
+    if mode.hasSuffix("signal") || mode.hasSuffix("altstack") || mode.contains("trampoline") { #expect(ours.contains { $0.exact && $0.detail == "cfi" }, "\(mode): the interrupted frame") }
     print("StackUnwinderTests: \(mode): \(ours.count) frames equal libgcc's _Unwind_Backtrace")
   }
 
@@ -62,6 +62,23 @@ import Testing
     let result = try runChild([program, mode], timeoutSeconds: 60)
     #expect(result.exitCode == 0, "\(result.error)")
     try Self.compare(result.output, mode: mode, minimumFrames: mode == "qsort" ? 10 : 8)
+  }
+
+  static let i386Program: Result<String, TestSupportError> = Result {
+    try build(compiler: "gcc", output: try makeTemporaryDirectory("imagelog-unwind") + "/unwind-peer-i386",
+              flags: ["-m32"] + flags)
+  }.mapError { $0 as? TestSupportError ?? TestSupportError("\($0)") }
+
+  /// i386 (gcc -m32): 4-byte pointers, .eh_frame_hdr's datarel table, the vDSO's signal frame CFI
+  /// (expressions over esp), and the kernel's return trampolines without CFI (rt_sigframe and the old
+  /// sigframe), recognised by their code as libgcc's fallback does.
+  @Test(.enabled(if: canRun32BitLibcPrograms, "needs gcc -m32 with a 32-bit libc (gcc-multilib) and IA-32 emulation"),
+        arguments: ["plain", "qsort", "signal", "altstack", "trampoline", "trampoline-plain"])
+  func i386StackEqualsLibgcc(mode: String) throws {
+    let program = try Self.i386Program.get()
+    let result = try runChild([program, mode], timeoutSeconds: 60)
+    #expect(result.exitCode == 0, "\(result.error)")
+    try Self.compare(result.output, mode: "i386 \(mode)", minimumFrames: mode == "qsort" ? 10 : 8)
   }
 
   static let armSysroot = "/usr/aarch64-linux-gnu"

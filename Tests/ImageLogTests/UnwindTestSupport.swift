@@ -53,6 +53,7 @@ struct FileCallFrames {
 
   var image: UnwindImage {
     UnwindImage(textRange: 0..<UInt64.max, loadBias: 0, ehFrameHeader: ehFrameHeader,
-                ehFrame: ehFrame.map { $0.address..<$0.address + $0.size }, debugFrame: debugFrame)
+                ehFrame: ehFrame.map { $0.address..<$0.address + $0.size }, debugFrame: debugFrame,
+                addressSize: is64Bit ? 8 : 4)
   }
 }

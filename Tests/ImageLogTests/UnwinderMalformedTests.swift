@@ -1,4 +1,5 @@
 import CImageLogUnwind
+import Glibc
 import ImageLog
 import ImageLogTestSupport
 import ImageReaders
@@ -300,9 +301,21 @@ import Testing
   /// libz's `.eh_frame` and `.eh_frame_hdr` (zlib1g is essential on Debian), mutated: entries, rows, the
   /// header's lookups and whole walks over a stack of plausible return addresses may only end early.
   @Test func mutatedRealSectionsOnlyEndTheStack() throws {
-    let path = "/lib/x86_64-linux-gnu/libz.so.1"
+    try Self.mutate("/lib/x86_64-linux-gnu/libz.so.1", architecture: .x86_64)
+  }
+
+  /// The same over a 32-bit library's sections (datarel `.eh_frame_hdr` table, 4-byte pointers), walked
+  /// from i386 registers over a stack of 4-byte words.
+  @Test(.enabled(if: access("/usr/lib32/libgcc_s.so.1", R_OK) == 0, "needs /usr/lib32/libgcc_s.so.1 (lib32gcc-s1, gcc-multilib)"))
+  func mutatedI386SectionsOnlyEndTheStack() throws {
+    try Self.mutate("/usr/lib32/libgcc_s.so.1", architecture: .i386)
+  }
+
+  static func mutate(_ path: String, architecture: RegisterSet.Architecture) throws {
     let bytes = try #require(readFileBytes(path), "\(path) is not installed here")
     let original = try FileCallFrames(bytes)
+    let wordSize = original.is64Bit ? 8 : 4
+    try #require((architecture == .i386) == (wordSize == 4), "\(path) is not a \(architecture) library")
     let frame = try #require(original.ehFrame), header = try #require(original.ehFrameHeader)
     let originalFrames = original.memory  // segments: mutate the bytes of .eh_frame and .eh_frame_hdr in place
     let segment = try #require(originalFrames.segments.firstIndex {
@@ -311,7 +324,8 @@ import Testing
     let area = Int(min(header, frame.address) - originalFrames.segments[segment].address)
     let areaEnd = Int(max(header + 0x400, frame.address + frame.size) - originalFrames.segments[segment].address)
     var text: [UInt64] = []
-    let table = CallFrameTable(memory: originalFrames, address: frame.address, size: frame.size, kind: .ehFrame)
+    let table = CallFrameTable(memory: originalFrames, address: frame.address, size: frame.size, kind: .ehFrame,
+                               addressSize: wordSize)
     for fde in table.entries().entries.prefix(64) { text.append(fde.pcRange.lowerBound + (fde.pcRange.upperBound - fde.pcRange.lowerBound) / 2) }
     try #require(text.count > 10)
     var rng = SeededGenerator(seed: 0xCF1_2026)
@@ -330,25 +344,28 @@ import Testing
       }
       memory.segments[segment].bytes = segmentBytes
       let image = UnwindImage(textRange: 0..<0x10_0000, loadBias: 0, ehFrameHeader: header,
-                              ehFrame: frame.address..<frame.address + frame.size)
-      let mutatedTable = CallFrameTable(memory: memory, address: frame.address, size: frame.size, kind: .ehFrame)
+                              ehFrame: frame.address..<frame.address + frame.size, addressSize: wordSize)
+      let mutatedTable = CallFrameTable(memory: memory, address: frame.address, size: frame.size, kind: .ehFrame,
+                                        addressSize: wordSize)
       let (entries, _) = mutatedTable.entries()
       for fde in entries.prefix(32) { _ = mutatedTable.rows(of: fde) }
       for pc in text where image.row(at: pc, in: memory) != original.image.row(at: pc, in: originalFrames) { changed += 1 }
       // A walk from each pc, over a stack whose every word is a pc in the text.
       struct Stack: MemoryReading {
         var base: MemoryReading
-        var words: [UInt64]
+        var bytes: [UInt8]
         func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-          if address >= 0x7000_0000, address < 0x7000_0000 + UInt64(words.count * 8) {
-            let bytes = words.flatMap { UnwinderMalformedTests.le64($0) }
+          if address >= 0x7000_0000, address < 0x7000_0000 + UInt64(bytes.count) {
             return BufferMemory(bytes, at: 0x7000_0000).read(address, into: buffer)
           }
           return base.read(address, into: buffer)
         }
       }
-      let stack = Stack(base: memory, words: (0..<64).map { text[$0 % text.count] })
-      var registers = RegisterSet(architecture: .x86_64)
+      let words = (0..<64).map { text[$0 % text.count] }
+      let stack = Stack(base: memory, bytes: words.flatMap {
+        wordSize == 8 ? UnwinderMalformedTests.le64($0) : UnwinderMalformedTests.le32(UInt32(truncatingIfNeeded: $0))
+      })
+      var registers = RegisterSet(architecture: architecture)
       registers.pc = text[round % text.count]
       registers.sp = 0x7000_0000
       registers.fp = 0x7000_0100
@@ -357,6 +374,6 @@ import Testing
       frameCounts += walk.count
     }
     #expect(changed > 0, "mutations that change no lookup test nothing")
-    print("UnwinderMalformedTests: 300 mutations of libz's .eh_frame/.eh_frame_hdr: \(changed) lookups changed, \(frameCounts) frames walked, no trap")
+    print("UnwinderMalformedTests: 300 mutations of \(path)'s .eh_frame/.eh_frame_hdr: \(changed) lookups changed, \(frameCounts) frames walked, no trap")
   }
 }

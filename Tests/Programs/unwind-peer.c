@@ -5,6 +5,11 @@
      qsort   the same from inside libc's qsort comparator
      signal  the walk from inside a SIGUSR1 handler, through the signal frame back to main
      altstack  the same with the handler on an alternate signal stack (the walk changes stacks)
+     trampoline  a SIGTRAP handler (int3 in level3, so the interrupted frame is not in the vDSO), and
+             our unwinder is not shown the vDSO's CFI: the kernel's signal return trampoline there
+             (i386's) is recognised by its code and the ucontext read, as libgcc's fallback does
+     trampoline-plain  the same with a handler installed without SA_SIGINFO (sigreturn and the old
+             sigframe instead of rt_sigreturn and the rt_sigframe)
      stop    for UnwinderTests' outside view: prints the registers getcontext captured in the deepest
              function as "register N 0xVALUE" lines, then "ready", and stops itself (SIGSTOP) there
    Prints "ours 0xPC TRUST EXACT" lines, then "theirs 0xPC" lines (_Unwind_GetIPInfo's ip), then "end". */
@@ -15,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -24,6 +30,7 @@
 enum { MAX_IMAGES = 64, MAX_FRAMES = 128 };
 static il_unwind_image images[MAX_IMAGES];
 static int image_count;
+static int hide_vdso_cfi;
 
 static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
   (void)size; (void)context;
@@ -41,6 +48,9 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
     }
     if (header->p_type == PT_GNU_EH_FRAME) image.eh_frame_hdr = start;
   }
+  /* The vDSO: its program headers are in its first page, at AT_SYSINFO_EHDR. */
+  uintptr_t vdso = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+  if (hide_vdso_cfi && vdso != 0 && (uintptr_t)info->dlpi_phdr - vdso < 4096) image.eh_frame_hdr = 0;
   if (image.text_start < image.text_end) images[image_count++] = image;
   return 0;
 }
@@ -81,6 +91,13 @@ static void registers_from(const ucontext_t *uc, il_register_set *registers) {
     registers->value[i] = (uint64_t)uc->uc_mcontext.gregs[dwarf[i]];
     registers->known |= 1ull << i;
   }
+#elif defined(__i386__)
+  static const int dwarf[9] = {REG_EAX, REG_ECX, REG_EDX, REG_EBX, REG_ESP, REG_EBP, REG_ESI, REG_EDI, REG_EIP};
+  registers->arch = IL_ARCH_I386;
+  for (int i = 0; i < 9; i++) {
+    registers->value[i] = (uint32_t)uc->uc_mcontext.gregs[dwarf[i]];
+    registers->known |= 1ull << i;
+  }
 #elif defined(__aarch64__)
   registers->arch = IL_ARCH_AARCH64;
   for (int i = 0; i <= 30; i++) registers->value[i] = uc->uc_mcontext.regs[i];
@@ -117,7 +134,8 @@ static void __attribute__((noinline)) walk(const ucontext_t *uc) {
   il_unwind_start(&cursor, &registers);
   int count = 0;
   do {
-    uint64_t pc = cursor.registers.value[registers.arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : IL_X86_64_RIP];
+    uint64_t pc = cursor.registers.value[registers.arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC
+                                         : registers.arch == IL_ARCH_I386 ? IL_I386_EIP : IL_X86_64_RIP];
     printf("ours 0x%llx %s %d\n", (unsigned long long)pc, trust_name(cursor.trust), cursor.pc_is_exact);
   } while (++count < MAX_FRAMES && il_unwind_step(&unwinder, &cursor));
   count = 0;
@@ -165,12 +183,25 @@ static void handler(int signal, siginfo_t *info, void *context) {
   walk(&uc);
 }
 
+static void plain_handler(int signal) {
+  (void)signal;
+  ucontext_t uc;
+  getcontext(&uc);
+  walk(&uc);
+}
+
 static void __attribute__((noinline)) level3(void) {
   if (strcmp(mode, "qsort") == 0) {
     int values[64];
     for (int i = 0; i < 64; i++) values[i] = (i * 37) % 64;
     qsort(values, 64, sizeof values[0], compare);
     sink += values[3];
+  } else if (strncmp(mode, "trampoline", 10) == 0) {
+#if defined(__i386__) || defined(__x86_64__)
+    __asm__ volatile("int3" ::: "memory");  /* SIGTRAP with the pc after it: the handler returns here */
+#else
+    raise(SIGTRAP);
+#endif
   } else if (strcmp(mode, "signal") == 0 || strcmp(mode, "altstack") == 0) {
     raise(SIGUSR1);
   } else {
@@ -182,8 +213,12 @@ static void __attribute__((noinline)) level2(void) { level3(); sink++; }
 static void __attribute__((noinline)) level1(void) { level2(); sink++; }
 
 int main(int argc, char **argv) {
-  if (argc < 2) { fprintf(stderr, "usage: unwind-peer plain|qsort|signal|altstack|stop\n"); return 64; }
+  if (argc < 2) {
+    fprintf(stderr, "usage: unwind-peer plain|qsort|signal|altstack|trampoline|trampoline-plain|stop\n");
+    return 64;
+  }
   mode = argv[1];
+  hide_vdso_cfi = strncmp(mode, "trampoline", 10) == 0;
   if (pipe(probe) != 0) return 1;
   dl_iterate_phdr(add_image, NULL);
   struct sigaction action;
@@ -196,7 +231,11 @@ int main(int argc, char **argv) {
     if (sigaltstack(&stack, NULL) != 0) return 1;
     action.sa_flags |= SA_ONSTACK;
   }
-  sigaction(SIGUSR1, &action, NULL);
+  if (strcmp(mode, "trampoline-plain") == 0) {
+    action.sa_flags = 0;
+    action.sa_handler = plain_handler;
+  }
+  sigaction(hide_vdso_cfi ? SIGTRAP : SIGUSR1, &action, NULL);
   level1();
   return sink == 0;
 }

@@ -13,15 +13,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { IL_ARCH_X86_64 = 1, IL_ARCH_AARCH64 = 2 } il_arch;
+typedef enum { IL_ARCH_X86_64 = 1, IL_ARCH_AARCH64 = 2, IL_ARCH_I386 = 3 } il_arch;
 
 /* DWARF register numbers, as the CFI names them.
    x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15 r8..r15, 16 rip (the
            return-address column).
-   aarch64: 0..30 x0..x30 (29 is fp, 30 lr: the return-address column), 31 sp, 32 pc. */
+   aarch64: 0..30 x0..x30 (29 is fp, 30 lr: the return-address column), 31 sp, 32 pc.
+   i386:   0 eax, 1 ecx, 2 edx, 3 ebx, 4 esp, 5 ebp, 6 esi, 7 edi, 8 eip (the return-address column).
+           Values are 32-bit, and every pointer the unwinder reads in the unwound process (saved
+           registers, frame records, stack words, DW_OP_deref) is 4 bytes. */
 enum {
   IL_REGISTER_COUNT = 33,
   IL_X86_64_RBP = 6, IL_X86_64_RSP = 7, IL_X86_64_RIP = 16,
+  IL_I386_ESP = 4, IL_I386_EBP = 5, IL_I386_EIP = 8,
   IL_AARCH64_FP = 29, IL_AARCH64_LR = 30, IL_AARCH64_SP = 31, IL_AARCH64_PC = 32,
 };
 
@@ -51,6 +55,8 @@ typedef struct {
      a file's bytes), FDE addresses link-time (load_bias is added). debug_frame_memory NULL: none. */
   const il_memory *debug_frame_memory;
   uint64_t debug_frame, debug_frame_size;
+  uint8_t address_size;           /* 4 for a 32-bit image; 0 or 8: 64-bit (il_unwind_step sets it from the
+                                     registers' architecture) */
 } il_unwind_image;
 
 /* What the unwinder is given: the memory and a way to find the image that holds a pc (1 when found). */
@@ -163,13 +169,16 @@ int il_cfi_find_row(const il_memory *memory, const il_unwind_image *image, uint6
 /* Evaluates the DWARF expression of `length` bytes at `address` in `code` (CFI's subset: literals,
    constants, breg/bregx/reg/regx over `registers`, stack operations, deref/deref_size through `memory`,
    arithmetic, logic, comparisons, skip/bra, nop), with `initial` pushed first when `push_initial`.
-   1 with the value on top in *result; 0 when malformed, a register is unknown or memory unreadable. */
+   1 with the value on top in *result; 0 when malformed, a register is unknown or memory unreadable.
+   For i386 registers the expression's generic type is 32 bits (DW_OP_addr and deref read 4 bytes;
+   values wrap at 32 bits; signed operations see 32-bit signs). */
 int il_cfi_evaluate(const il_memory *code, const il_memory *memory, uint64_t address, uint32_t length,
                     const il_register_set *registers, int push_initial, uint64_t initial, uint64_t *result);
 
-/* True when the bytes before `address` end in an x86_64 call instruction (E8 rel32, or FF /2 in its
+/* True when the bytes before `address` end in an x86 call instruction (E8 rel32, or FF /2 in its
    register and memory forms, 2 to 7 bytes with or without a REX prefix): a stack word that is a return
-   address, not a stale code pointer. */
+   address, not a stale code pointer. The same bytes are the same calls in 32-bit code (i386), where
+   ModRM's disp32 form is absolute instead of rip-relative but just as long. */
 int il_x86_64_follows_call(const il_memory *memory, uint64_t address);
 
 #endif

@@ -46,34 +46,40 @@ public struct UnwindImage: Sendable {
   /// `.debug_frame`'s bytes (read from the file; FDE addresses link-time), for images whose
   /// `.eh_frame` does not cover everything. `nil`: none.
   public var debugFrame: [UInt8]?
+  /// The size of the image's pointers in its call frame information: 8, or 4 for a 32-bit (ELFCLASS32)
+  /// image. A walk from i386 registers reads 4-byte pointers whatever this says.
+  public var addressSize: Int
 
   /// An image as given.
   public init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
-              debugFrame: [UInt8]? = nil) {
+              debugFrame: [UInt8]? = nil, addressSize: Int = 8) {
     self.textRange = textRange
     self.loadBias = loadBias
     self.ehFrameHeader = ehFrameHeader
     self.ehFrame = ehFrame
     self.debugFrame = debugFrame
+    self.addressSize = addressSize == 4 ? 4 : 8
   }
 
-  /// Reads the ELF header and program headers at `loadAddress` through `memory`, finds PT_GNU_EH_FRAME.
-  /// An image whose headers cannot be read or decoded has no call frame information (frame pointers
-  /// and scanning still apply to it).
+  /// Reads the ELF header and program headers at `loadAddress` through `memory`, finds PT_GNU_EH_FRAME
+  /// and the image's class (its pointer size). An image whose headers cannot be read or decoded has no
+  /// call frame information (frame pointers and scanning still apply to it).
   public static func locate(loadAddress: UInt64, loadBias: UInt64, textRange: Range<UInt64>,
                             in memory: some MemoryReading) -> UnwindImage {
     var image = UnwindImage(textRange: textRange, loadBias: loadBias)
-    image.ehFrameHeader = ehFrameHeaderAddress(loadAddress: loadAddress, loadBias: loadBias, memory: memory)
+    var headerBytes = [UInt8](repeating: 0, count: 64)
+    guard headerBytes.withUnsafeMutableBytes({ memory.read(loadAddress, into: $0) }),
+          let header = headerBytes.withUnsafeBytes({ try? ELFHeader(ByteReader($0)) }) else { return image }
+    image.addressSize = header.is64Bit ? 8 : 4
+    image.ehFrameHeader = ehFrameHeaderAddress(header, loadAddress: loadAddress, loadBias: loadBias, memory: memory)
     return image
   }
 
   /// The most program headers read (far above what linkers write: 10-15).
   static let maximumProgramHeaders = 256
 
-  static func ehFrameHeaderAddress(loadAddress: UInt64, loadBias: UInt64, memory: some MemoryReading) -> UInt64? {
-    var headerBytes = [UInt8](repeating: 0, count: 64)
-    guard headerBytes.withUnsafeMutableBytes({ memory.read(loadAddress, into: $0) }),
-          let header = headerBytes.withUnsafeBytes({ try? ELFHeader(ByteReader($0)) }) else { return nil }
+  static func ehFrameHeaderAddress(_ header: ELFHeader, loadAddress: UInt64, loadBias: UInt64,
+                                   memory: some MemoryReading) -> UInt64? {
     guard header.endian == .little, Int(header.programHeaderEntrySize) == header.expectedProgramHeaderSize,
           Int(header.programHeaderCount) <= maximumProgramHeaders else { return nil }
     // At most 256 entries of 56 bytes: no overflow.
@@ -182,6 +188,7 @@ final class ImageLookup {
     out.pointee.text_start = image.textRange.lowerBound
     out.pointee.text_end = image.textRange.upperBound
     out.pointee.load_bias = image.loadBias
+    out.pointee.address_size = image.addressSize == 4 ? 4 : 8
     out.pointee.eh_frame_hdr = image.ehFrameHeader ?? 0
     if let ehFrame = image.ehFrame {
       out.pointee.eh_frame = ehFrame.lowerBound
