@@ -182,20 +182,35 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
     capture->error = errno;
     return;
   }
-  if (vector.iov_len != sizeof regs) {  /* a compat (32-bit) tracee's smaller set */
-    capture->status = IL_THREAD_UNSUPPORTED;
-    return;
-  }
   il_thread_registers *out = &capture->registers;
   uint64_t sp, red_zone;
 #if defined(__x86_64__)
-  out->arch = 1;
-  const uint64_t values[17] = { regs.rax, regs.rdx, regs.rcx, regs.rbx, regs.rsi, regs.rdi, regs.rbp, regs.rsp,
-                                regs.r8, regs.r9, regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15, regs.rip };
-  for (int n = 0; n < 17; n++) set_register(out, n, values[n]);
-  sp = regs.rsp;
-  red_zone = 128;  /* System V x86_64: a leaf may keep data below the stack pointer */
+  if (vector.iov_len == 17 * 4) {
+    /* A 32-bit (compat) tracee: the kernel gives i386's user_regs_struct, 17 32-bit registers: ebx ecx
+       edx esi edi ebp eax xds xes xfs xgs orig_eax eip xcs eflags esp xss. */
+    uint32_t r[17];
+    memcpy(r, &regs, sizeof r);
+    out->arch = 3;
+    const uint64_t values[9] = { r[6], r[1], r[2], r[0], r[15], r[5], r[3], r[4], r[12] };  /* eax .. edi, eip */
+    for (int n = 0; n < 9; n++) set_register(out, n, values[n]);
+    sp = r[15];
+    red_zone = 0;  /* the i386 System V ABI has none */
+  } else if (vector.iov_len != sizeof regs) {
+    capture->status = IL_THREAD_UNSUPPORTED;
+    return;
+  } else {
+    out->arch = 1;
+    const uint64_t values[17] = { regs.rax, regs.rdx, regs.rcx, regs.rbx, regs.rsi, regs.rdi, regs.rbp, regs.rsp,
+                                  regs.r8, regs.r9, regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15, regs.rip };
+    for (int n = 0; n < 17; n++) set_register(out, n, values[n]);
+    sp = regs.rsp;
+    red_zone = 128;  /* System V x86_64: a leaf may keep data below the stack pointer */
+  }
 #elif defined(__aarch64__)
+  if (vector.iov_len != sizeof regs) {  /* a compat (32-bit arm) tracee's smaller set */
+    capture->status = IL_THREAD_UNSUPPORTED;
+    return;
+  }
   out->arch = 2;
   for (int n = 0; n < 31; n++) set_register(out, n, regs.regs[n]);
   set_register(out, 31, regs.sp);

@@ -9,7 +9,7 @@ extension ProcessThreads {
       UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: live)
     }
     #if arch(x86_64)
-    let architecture = RegisterSet.Architecture.x86_64
+    let architecture: RegisterSet.Architecture = self.architecture == "i386" ? .i386 : .x86_64
     #else
     let architecture = RegisterSet.Architecture.aarch64
     #endif

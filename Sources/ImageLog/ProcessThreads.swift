@@ -42,7 +42,8 @@ public struct ProcessThreads: Sendable {
   public var threads: [Thread]
   /// How long the process was stopped: from the first thread's interrupt to the last thread's release.
   public var stoppedNanoseconds: UInt64
-  /// The architecture of the registers: `x86_64` or `aarch64` (the one imagelog runs on).
+  /// The architecture of the registers: `x86_64` or `aarch64` (the one imagelog runs on), or `i386`
+  /// (a 32-bit process on an x86_64 kernel).
   public var architecture: String
 
   /// The problem of a thread that exited between being listed and being read.
@@ -100,7 +101,7 @@ public struct ProcessThreads: Sendable {
         thread.exited = true
       case Int32(IL_THREAD_NO_ANSWER):
         thread.problem = "the thread did not answer within \(answerNanoseconds / 1_000_000) ms"
-      case Int32(IL_THREAD_UNSUPPORTED): thread.problem = "a 32-bit thread: imagelog unwinds x86_64 and aarch64"
+      case Int32(IL_THREAD_UNSUPPORTED): thread.problem = "a 32-bit thread: imagelog unwinds x86_64, aarch64 and i386"
       case Int32(IL_THREAD_REFUSED):
         thread.problem = refusalProblem(pid: pid, tid: raw.tid, errno: raw.error)
         thread.exited = thread.problem == Self.vanished || thread.problem == Self.mainThreadExited
@@ -122,7 +123,11 @@ public struct ProcessThreads: Sendable {
     }
     if threads.isEmpty { throw .exited(pid: pid) }
     #if arch(x86_64)
-    let architecture = "x86_64"
+    // A 32-bit process on the x86_64 kernel: its threads' registers are i386's.
+    let i386 = (0..<capture.count).contains {
+      capture.threads[$0].status == Int32(IL_THREAD_CAPTURED) && capture.threads[$0].registers.arch == 3
+    }
+    let architecture = i386 ? "i386" : "x86_64"
     #else
     let architecture = "aarch64"
     #endif

@@ -10,7 +10,9 @@ import Testing
   static let haveEuStack = haveTool("eu-stack")
 
   struct Report: Decodable {
-    struct Frame: Decodable { var thread: Int; var frame: Int; var address: String; var symbol: String?; var trust: String? }
+    struct Frame: Decodable {
+      var thread: Int; var frame: Int; var address: String; var symbol: String?; var trust: String?; var image: String?
+    }
     struct Thread: Decodable { var index: Int; var tid: Int32; var name: String?; var state: String? }
     var frames: [Frame]
     var threads: [Thread]
@@ -26,6 +28,15 @@ import Testing
       else if name.hasPrefix("_"), name.count > 1 { name.removeFirst() } else { break }
     }
     return name
+  }
+
+  /// Our frames' functions against a peer's, position by position: equal as `canonical` names, but for
+  /// a vDSO frame we leave unnamed (symbolication finds symbols in files, and the vDSO's are only in
+  /// memory; every i386 system call goes through its `__kernel_vsyscall`).
+  static func sameFunctions(_ ours: [Report.Frame], _ theirs: [String?]) -> Bool {
+    ours.count == theirs.count && zip(ours, theirs).allSatisfy { frame, name in
+      canonical(frame.symbol) == canonical(name) || (frame.symbol == nil && frame.image == "[vdso]")
+    }
   }
 
   /// Runs ours (JSON, symbol tables, names as stored) and eu-stack on `pid`, and checks: the same
@@ -46,7 +57,7 @@ import Testing
       let frames = report.frames.filter { $0.thread == thread.index }.sorted { $0.frame < $1.frame }
       let addresses = frames.map { UInt64($0.address.dropFirst(2), radix: 16) ?? 0 }
       #expect(addresses == peerThread.frames.map(\.address), "\(label) tid \(thread.tid): addresses\n\(peer.output)")
-      #expect(frames.map { Self.canonical($0.symbol) } == peerThread.frames.map { Self.canonical($0.name) },
+      #expect(Self.sameFunctions(frames, peerThread.frames.map(\.name)),
               "\(label) tid \(thread.tid): functions \(frames.map(\.symbol)) vs \(peerThread.frames.map(\.name))")
       #expect(thread.name == readFile("/proc/\(pid)/task/\(thread.tid)/comm").map { String($0.dropLast()) })
     }
@@ -92,6 +103,55 @@ import Testing
     try writeFile(saved, plain.output)
     let later = try runProcessTest([processTestImagelog, "symbolicate", saved])
     #expect(later.output.contains(" blocked_in_read + "), "\(later.output)")
+  }
+
+  /// A 32-bit process on the x86_64 kernel (Tests/Programs/process-threads.c built with gcc -m32 -O2
+  /// -fomit-frame-pointer): PTRACE_GETREGSET gives i386's 17 registers and every thread is unwound as
+  /// 32-bit code. Held to `eu-stack --core` on a gcore of the same blocked process (the same threads,
+  /// addresses and functions), and to `eu-stack -p`, whose live walk of an i386 main thread ends at
+  /// `main` where its walk of the core goes on to `_start`: each of its threads is a prefix of ours.
+  @Test(.enabled(if: haveEuStack && haveTool("gcore") && canRun32BitLibcPrograms,
+                 "needs eu-stack (elfutils), gcore (gdb) and gcc -m32 with a 32-bit libc (gcc-multilib)"))
+  func i386Program() throws {
+    let directory = try makeTemporaryDirectory("imagelog-pid-threads-i386")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let program = directory + "/process-threads32"
+    let build = try runChild(["gcc", "-m32", "-O2", "-fomit-frame-pointer", "-g", "-pthread",
+                              packageRoot + "/Tests/Programs/process-threads.c", "-o", program])
+    try #require(build.exitCode == 0, "gcc -m32: \(build.error)")
+    let child = try RunningChild([program, "5"])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 6)
+    let ours = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--format", "json",
+                                   "--no-lines", "--demangle", "none"])
+    #expect(ours.exitStatus == 0 && ours.error.isEmpty, "\(ours.error)")
+    #expect(noThreadStopped(child.pid))
+    let report = try JSONDecoder().decode(Report.self, from: Data(ours.output.utf8))
+    let live = EuStackThread.parse(try runChild(["eu-stack", "-p", String(child.pid)]).output)
+    _ = try runChild(["gcore", "-o", directory + "/core", String(child.pid)])
+    let core = directory + "/core.\(child.pid)"
+    let dumped = EuStackThread.parse(try runChild(["eu-stack", "--core", core]).output)
+    #expect(report.threads.map(\.tid) == threadIDs(of: child.pid))
+    #expect(Set(report.threads.map(\.tid)) == Set(dumped.map(\.tid)) && Set(report.threads.map(\.tid)) == Set(live.map(\.tid)))
+    var frameCount = 0
+    for thread in report.threads {
+      let frames = report.frames.filter { $0.thread == thread.index }.sorted { $0.frame < $1.frame }
+      let addresses = frames.map { UInt64($0.address.dropFirst(2), radix: 16) ?? 0 }
+      frameCount += frames.count
+      let full = try #require(dumped.first { $0.tid == thread.tid })
+      #expect(addresses == full.frames.map(\.address), "tid \(thread.tid): \(addresses) vs eu-stack --core \(full.frames)")
+      #expect(Self.sameFunctions(frames, full.frames.map(\.name)),
+              "tid \(thread.tid): \(frames.map(\.symbol)) vs eu-stack --core \(full.frames.map(\.name))")
+      let partial = try #require(live.first { $0.tid == thread.tid })
+      #expect(partial.frames.count >= 4 && frames.count >= partial.frames.count, "tid \(thread.tid): eu-stack -p \(partial.frames)")
+      let prefix = Array(frames.prefix(partial.frames.count))
+      #expect(Array(addresses.prefix(partial.frames.count)) == partial.frames.map(\.address), "tid \(thread.tid)")
+      #expect(Self.sameFunctions(prefix, partial.frames.map(\.name)), "tid \(thread.tid): eu-stack -p \(partial.frames)")
+    }
+    let names = { (index: Int) in report.frames.filter { $0.thread == index }.compactMap(\.symbol) }
+    #expect(names(0).starts(with: ["pause", "main_waits", "main"]), "\(names(0))")
+    #expect(names(1).contains("blocked_in_read") && names(2).contains("blocked_in_sleep") && names(3).contains("blocked_on_condition"))
+    print("PidThreadsCommandTests: i386: \(report.threads.count) threads, \(frameCount) frames equal eu-stack --core's")
   }
 
   @Test(.enabled(if: haveEuStack && haveTool("python3"), "needs eu-stack (elfutils) and python3"))

@@ -24,7 +24,8 @@ int il_was_interrupted(void);
    The unwinding happens afterwards, on the copy: the target is stopped only for the copying. */
 
 /* One thread's registers in DWARF numbering (as CImageLogUnwind.h numbers them): value[n] is DWARF
-   register n; bit n of `known` says it holds a value. arch: 1 x86_64, 2 aarch64 (il_arch). */
+   register n; bit n of `known` says it holds a value. arch: 1 x86_64, 2 aarch64, 3 i386 (il_arch;
+   a 32-bit tracee of a 64-bit x86 kernel). */
 typedef struct {
   int arch;
   uint64_t known;
@@ -38,7 +39,7 @@ enum {
   IL_THREAD_NO_ANSWER = 2,   /* it did not stop within the time given (uninterruptible sleep, say) */
   IL_THREAD_REFUSED = 3,     /* PTRACE_SEIZE failed: `error` (EPERM: traced already, a zombie, access) */
   IL_THREAD_FAILED = 4,      /* stopped, but its registers could not be read: `error` */
-  IL_THREAD_UNSUPPORTED = 5, /* stopped, but its register set is not x86_64/aarch64 (a 32-bit process) */
+  IL_THREAD_UNSUPPORTED = 5, /* stopped, but its register set is not x86_64/aarch64/i386 (32-bit arm) */
 };
 
 typedef struct {
