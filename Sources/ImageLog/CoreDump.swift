@@ -57,13 +57,17 @@ public final class CoreDump {
     return parsed.type == ELFFile.coreType
   }
 
-  /// The images the core holds, in address order (see `ELFCore.images(in:)`), as `Image` values, and one
-  /// line per image whose file on disk cannot stand in for what the core left out (a build-id mismatch:
-  /// the file changed since the core was written), without the `imagelog: CORE: ` prefix.
+  /// The images the core holds, in address order (see `ELFCore.imageList(in:)`), as `Image` values, and
+  /// one line per image whose file on disk cannot stand in for what the core left out (a build-id
+  /// mismatch: the file changed since the core was written) and per thing that cut a list read from the
+  /// dynamic linker's `link_map` short, without the `imagelog: CORE: ` prefix.
   public func images() -> (images: [Image], problems: [String]) {
     let catalog = loadCatalog()
     return (catalog.entries.compactMap(\.image), catalog.problems)
   }
+
+  /// Where the list of images came from: `NT_FILE`, or the dynamic linker's list for a core without it.
+  public var imageSource: ELFCoreImageSource { loadCatalog().source }
 
   /// Reads the process's memory at `address` into `buffer`: from the core where it holds the bytes,
   /// else from the verified file mapped there. False when any byte is in neither.
@@ -124,15 +128,21 @@ public final class CoreDump {
 
     var entries: [Entry] = []
     var problems: [String] = []
+    var source: ELFCoreImageSource
 
     init(core: ELFCore, file: FileBytes) {
-      let coreImages = file.withRanges { core.images(in: $0) }
+      let list = file.withRanges { core.imageList(in: $0) }
+      source = list.source
+      problems = list.problems
       let phdr = core.auxiliaryValue(ELFCore.auxPHDR)
-      for coreImage in coreImages {
+      for var coreImage in list.images {
         var entry = Entry(image: nil, coreImage: coreImage, verifiedFile: nil)
         let diskPath = coreImage.path.hasSuffix(" (deleted)") ? String(coreImage.path.dropLast(10)) : coreImage.path
+        // NT_FILE's paths are absolute; a path from the process's memory (l_name, AT_EXECFN) may be
+        // relative to a working directory that is not ours, and is not opened.
+        let openable = list.source == .fileNote || diskPath.hasPrefix("/")
         var disk: (file: FileBytes, headers: ELFImageHeaders)?
-        if !coreImage.isVDSO, let opened = try? FileBytes(path: diskPath),
+        if !coreImage.isVDSO, openable, let opened = try? FileBytes(path: diskPath),
            let headers = try? opened.withRanges({ ranges throws(FormatError) in try ELFImageHeaders(file: ranges) }) {
           disk = (opened, headers)
         }
@@ -151,7 +161,23 @@ public final class CoreDump {
           if let problem = coreImage.problem {
             problems.append("\(shownPath): its ELF headers in the core are damaged (\(problem))")
           }
-          if let disk, disk.headers.matches(coreImage.mappings, loadAddress: coreImage.loadAddress) {
+          if let placement = coreImage.linkMap {
+            // Found in the dynamic linker's list: the file is the one mapped there when its PT_DYNAMIC,
+            // moved by l_addr, lands at l_ld (as elfutils ties a file to a link_map entry).
+            if let disk, placement.places(disk.headers) {
+              headers = disk.headers
+              entry.verifiedFile = disk.file
+              coreImage.loadAddress = placement.loadAddress(of: disk.headers)
+              coreImage.mappings = disk.headers.fileMappings(loadBias: placement.loadBias, path: coreImage.path,
+                                                             pageSize: core.pageSize)
+              coreImage.mappedEnd = coreImage.mappings.map(\.vmRange.upperBound).max() ?? coreImage.loadAddress
+              entry.coreImage = coreImage
+            } else if disk != nil {
+              problems.append("\(shownPath): the core kept no ELF headers for it and the file on disk does not put "
+                                + "its dynamic section at l_ld 0x\(hexDigits(placement.dynamicVMAddress)) as the "
+                                + "dynamic linker's list shows; its build-id is unknown")
+            }
+          } else if let disk, disk.headers.matches(coreImage.mappings, loadAddress: coreImage.loadAddress) {
             headers = disk.headers
             entry.verifiedFile = disk.file
           } else if disk != nil {
@@ -161,8 +187,13 @@ public final class CoreDump {
         }
         // Neither the core nor a file on disk shows ELF headers: a data file mapped from its start
         // (a locale archive, a cache), or a file gone since. Not an image anyone can name.
-        if headers == nil && disk == nil { continue }
-        entry.image = Self.image(coreImage, headers: headers, phdr: phdr, core: core,
+        if headers == nil && disk == nil {
+          if coreImage.linkMap != nil {
+            problems.append("\(shownPath): neither the core nor a file at that path holds its ELF headers; left out")
+          }
+          continue
+        }
+        entry.image = Self.image(entry.coreImage, headers: headers, phdr: phdr, core: core,
                                  fileVerified: entry.verifiedFile != nil)
         entries.append(entry)
       }

@@ -84,10 +84,15 @@ public func readFile(_ path: String) -> String? {
 
 /// Writes `text` to `path`, replacing it.
 public func writeFile(_ path: String, _ text: String) throws {
+  try writeFile(path, bytes: Array(text.utf8))
+}
+
+/// Writes `bytes` to `path`, replacing it.
+public func writeFile(_ path: String, bytes whole: [UInt8]) throws {
   let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
   guard fd >= 0 else { throw TestSupportError("cannot write \(path): \(String(cString: strerror(errno)))") }
   defer { close(fd) }
-  var bytes = Array(text.utf8)[...]
+  var bytes = whole[...]
   while !bytes.isEmpty {
     let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     if written < 0 && errno == EINTR { continue }

@@ -3,7 +3,7 @@ import Glibc
 #endif
 import ImageLog
 import ImageLogTestSupport
-import ImageReaders
+@testable import ImageReaders
 import Testing
 
 /// Core files made here, by gdb's `gcore` and by the kernel, read by `imagelog file CORE` and held to
@@ -319,6 +319,146 @@ import Testing
     #expect(lines[crashed + 1].contains(" crash_now "), "\(lines[crashed + 1])")
     #expect(lines[crashed + 2].contains(" core_block_in_read "), "\(lines[crashed + 2])")
     #expect(!report.output.contains("not unwound"), "\(report.output)")
+  }
+
+  // MARK: cores without NT_FILE
+
+  /// `core` with its `NT_FILE` note turned into a note of an unknown type (see `hideFileNotes`), as a
+  /// core from QEMU, an older kernel or another dumper has none: written beside it, its path returned.
+  static func withoutFileNote(_ core: String) throws -> String {
+    var bytes = try #require(readFileBytes(core))
+    try #require(hideFileNotes(&bytes) == 1, "\(core): no NT_FILE note to hide")
+    let path = "\(core).nofile"
+    try writeFile(path, bytes: bytes)
+    let notes = try runTool(["eu-readelf", "-n", path]).output
+    try #require(!notes.contains("FILE") && notes.contains("AUXV"), "NT_FILE still seen:\n\(notes)")
+    return path
+  }
+
+  /// `core` and the same core without `NT_FILE`: eu-unstrip lists the same modules for both (it reads
+  /// the dynamic linker's list), and we match it on the second as on the first, the list said to come
+  /// from link_map; symbolicate unwinds and names the same frames as with `NT_FILE`, libc's included.
+  static func expectSameWithoutFileNote(_ core: String, _ comment: String, architecture: String,
+                                        sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let hidden = try withoutFileNote(core)
+    let withNote = try runTool(["eu-unstrip", "-n", "--core", core])
+    let without = try runTool(["eu-unstrip", "-n", "--core", hidden])
+    #expect(without.output.contains("libc.so.6"), "\(comment): eu-unstrip lists no libc:\n\(without.output)",
+            sourceLocation: sourceLocation)
+    #expect(unstripKeys(without.output).withBuildID == unstripKeys(withNote.output).withBuildID,
+            "\(comment): eu-unstrip differs without NT_FILE:\n\(withNote.output)\n\(without.output)",
+            sourceLocation: sourceLocation)
+    let lines = try expectMatchesUnstrip(hidden, "\(comment) without NT_FILE", sourceLocation: sourceLocation)
+    #expect(lines.contains { $0.contains("/libc.so.6 ") }, "\(lines)", sourceLocation: sourceLocation)
+    let details = try imagelog(["file", "--format", "detailed", hidden])
+    #expect(details.exitCode == 0 && details.error.isEmpty, "\(details.error)", sourceLocation: sourceLocation)
+    #expect(details.output.contains("  images:        \(lines.count) (from the dynamic linker's link_map list: no NT_FILE)"),
+            "\(details.output)", sourceLocation: sourceLocation)
+    #expect(details.output.contains("  architecture:  \(architecture)"), sourceLocation: sourceLocation)
+    let original = try imagelog(["file", "--format", "detailed", core])
+    #expect(original.output.contains("  images:        \(lines.count) (from NT_FILE)"), "\(original.output)",
+            sourceLocation: sourceLocation)
+
+    guard architecture == "x86_64" else { return }  // the unwinder walks x86_64 and aarch64 stacks
+    let ours = try ourStacks(hidden)
+    let reference = try ourStacks(core)
+    #expect(Set(ours.keys) == Set(reference.keys), sourceLocation: sourceLocation)
+    for (tid, frames) in reference {
+      #expect(ours[tid]?.map(\.name) == frames.map(\.name), "\(comment): thread \(tid) without NT_FILE",
+              sourceLocation: sourceLocation)
+    }
+    // A frame's file is the one its symbols came from: libc itself, or its debug file by build-id.
+    let libcLine = try #require(lines.first { $0.contains("/libc.so.6 ") })
+    let libcID = String(libcLine.split(separator: " ")[1].split(separator: "@")[0])
+    let libcFrames = ours.values.joined().filter { frame in
+      frame.file.map { $0.hasSuffix("/libc.so.6") || $0.contains(libcID.dropFirst(2)) } ?? false
+    }
+    #expect(!libcFrames.isEmpty && libcFrames.allSatisfy { $0.name != nil },
+            "\(comment): frames in libc are named: \(ours)", sourceLocation: sourceLocation)
+    let report = try imagelog(["symbolicate", hidden])
+    #expect(report.exitCode == 0 && report.error.isEmpty, "\(report.error)", sourceLocation: sourceLocation)
+  }
+
+  /// gcore's and the kernel's cores of a threaded C program, without NT_FILE: the images come from
+  /// the dynamic linker's list; eu-unstrip is the oracle, and the same cores with NT_FILE, held to
+  /// eu-stack by the tests above, the reference for the stacks.
+  @Test(.enabled(if: haveGcore && kernelWritesCores && haveStack && haveTool("cc"),
+                 "gcore, eu-unstrip, eu-stack, readelf or cc missing, or the kernel cannot write cores here"))
+  func coresWithoutFileNoteMatchUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-nofile")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = try Self.buildThreadsProgram(in: directory)
+    let child = try RunningChild([program, "sleep"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let gcoreFile = try Self.gcore(child.pid, in: directory)
+    child.stop()
+    try Self.expectSameWithoutFileNote(gcoreFile, "gcore of coredump-threads", architecture: "x86_64")
+    let kernelDirectory = "\(directory)/kernel"
+    try #require(mkdir(kernelDirectory, 0o755) == 0)
+    let kernelFile = try Self.kernelCore([program, "crash"], in: kernelDirectory)
+    try Self.expectSameWithoutFileNote(kernelFile, "kernel core of coredump-threads", architecture: "x86_64")
+
+    // Hostile lists, end to end: a loop in link_map and an absurd r_debug each give one line on standard
+    // error and a partial list, with exit status 0 (the images found are still right).
+    let hidden = "\(kernelFile).nofile"
+    let original = try #require(readFileBytes(hidden))
+    let (rDebug, entries, core) = try original.withUnsafeBytes { raw in
+      let reader = ByteReader(raw)
+      let core = try ELFCore(source: reader)
+      var walk = ELFCoreLinkMap(core: core) { address, length throws(FormatError) in
+        try core.memory(at: address, length: length, in: reader)
+      }
+      walk.run()
+      return (try #require(walk.debugAddress), walk.entryAddresses, core)
+    }
+    try #require(entries.count >= 4)
+    func broken(_ name: String, _ words: [UInt64], at address: UInt64) throws -> String {
+      var bytes = original
+      let range = try #require(core.fileRange(ofMemory: address, length: 8 * words.count))
+      bytes.replaceSubrange(range, with: words.flatMap { word in (0..<8).map { UInt8(truncatingIfNeeded: word >> ($0 * 8)) } })
+      let path = "\(directory)/\(name)"
+      try writeFile(path, bytes: bytes)
+      return path
+    }
+    let looping = try broken("looping.core", [entries[1]], at: entries[2] + 24)
+    var run = try Self.imagelog(["file", "--format", "unstrip", looping])
+    #expect(run.exitCode == 0)
+    #expect(run.error == "imagelog: \(looping): link_map entry 3 (0x\(hexDigits(entries[1]))) comes round again: "
+              + "the list loops; the first 3 entries are listed\n")
+    #expect(run.output.split(separator: "\n").count >= 3, "\(run.output)")
+    let absurd = try broken("absurd.core", [77], at: rDebug)
+    run = try Self.imagelog(["symbolicate", absurd])
+    #expect(run.exitCode == 0)
+    #expect(run.error == "imagelog: \(absurd): r_debug at 0x\(hexDigits(rDebug)) has r_version 77 (1 or 2 expected): "
+              + "not a dynamic linker's list; libraries not listed\n")
+    // The program, the dynamic linker (by AT_BASE) and the vDSO remain, and frames in them are named.
+    let images = run.output.split(separator: "\n", omittingEmptySubsequences: false).drop { $0 != "Binary Images:" }
+      .dropFirst().prefix { !$0.isEmpty }
+    #expect(images.count == 3 && images.contains { $0.contains(" ld-linux-x86-64.so.2 ") }, "\(run.output)")
+    #expect(run.output.contains(" core_main_wait "), "\(run.output)")
+  }
+
+  static let canBuild32BitThreads: Bool = {
+    guard canBuild32Bit, let directory = try? makeTemporaryDirectory("imagelog-core-m32-dynamic") else { return false }
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let built = try? runTool(["gcc", "-m32", "-pthread", "\(packageRoot)/Tests/Programs/coredump-threads.c",
+                              "-o", "\(directory)/p"])
+    return built?.status == 0
+  }()
+
+  /// An ELFCLASS32 core without NT_FILE: 4-byte link_map fields, the same list as eu-unstrip's.
+  @Test(.enabled(if: kernelWritesCores && canBuild32BitThreads && haveTool("eu-unstrip") && haveTool("eu-readelf"),
+                 "gcc -m32 with 32-bit libc (gcc-multilib), IA-32 emulation or eu-unstrip missing, or the kernel cannot write cores here"))
+  func elf32CoreWithoutFileNoteMatchesUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-nofile32")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = "\(directory)/coredump-threads32"
+    let build = try runTool(["gcc", "-m32", "-O2", "-g", "-pthread", "\(packageRoot)/Tests/Programs/coredump-threads.c",
+                             "-o", program])
+    try #require(build.status == 0, "gcc -m32 failed: \(build.error)")
+    let core = try Self.kernelCore([program, "crash"], in: directory)
+    try Self.expectSameWithoutFileNote(core, "kernel core of an i386 program", architecture: "i386")
   }
 
   /// A library replaced on disk after the core was written: the core's build-id is listed, the

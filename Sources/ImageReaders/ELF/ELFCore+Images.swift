@@ -83,6 +83,27 @@ public struct ELFImageHeaders: Sendable, Equatable {
     elfArchitectureName(machine: header.machine, is64Bit: header.is64Bit, flags: header.flags)
   }
 
+  /// The file mappings a loader makes for these headers at `loadBias`, as `NT_FILE` would show them:
+  /// one per `PT_LOAD` with file bytes, from its page-aligned start to the end of its file bytes (the
+  /// zero fill past `p_filesz` is not the file's), at its page-aligned offset. A segment whose address
+  /// and offset disagree modulo `pageSize`, which no loader can map, is left out. For an image found
+  /// without `NT_FILE`; `pageSize` is a power of two.
+  public func fileMappings(loadBias: UInt64, path: String, pageSize: UInt64) -> [ELFCore.MappedFiles.Mapping] {
+    let mask = pageSize &- 1
+    var result: [ELFCore.MappedFiles.Mapping] = []
+    for segment in programHeaders where segment.type == ProgramHeader.load && segment.fileSize > 0 {
+      let inPage = segment.vmAddress & mask
+      guard segment.fileOffset & mask == inPage else { continue }
+      let (fileEnd, overflow) = segment.vmAddress.addingReportingOverflow(min(segment.fileSize, segment.vmSize))
+      // inPage <= vmAddress and inPage <= fileOffset: the subtractions cannot wrap.
+      let start = loadBias &+ (segment.vmAddress - inPage), end = loadBias &+ fileEnd
+      guard !overflow, start < end else { continue }  // a wrapping bias is no mapping
+      result.append(.init(vmRange: start..<end, fileOffset: segment.fileOffset - inPage, path: path))
+    }
+    result.sort { $0.vmRange.lowerBound < $1.vmRange.lowerBound }
+    return result
+  }
+
   /// True when the file's `PT_LOAD`s map the way `mappings` (one image's `NT_FILE` entries, the first at
   /// `loadAddress`) show: each mapping's offset in the file lies in the file range of the segment at
   /// its address. How a file on disk is tied to a core that kept no build-id for it.
@@ -105,13 +126,15 @@ public struct ELFImageHeaders: Sendable, Equatable {
   }
 }
 
-/// One image of a core: a file mapped from offset 0 (`NT_FILE`) whose mappings follow it, or the vDSO.
+/// One image of a core: a file mapped from offset 0 (`NT_FILE`) whose mappings follow it, an image the
+/// dynamic linker's list names (`link_map`, for a core without `NT_FILE`), or the vDSO.
 public struct ELFCoreImage: Sendable, Equatable {
-  /// The path `NT_FILE` gives (` (deleted)` kept), or `[vdso]`.
+  /// The path `NT_FILE` gives (` (deleted)` kept), the `link_map` entry's `l_name`, or `[vdso]`.
   public var path: String
   /// Where the file's offset 0 is mapped: the ELF header.
   public var loadAddress: UInt64
-  /// The image's `NT_FILE` mappings, in address order (empty for the vDSO).
+  /// The image's file mappings in address order: its `NT_FILE` entries, or, for an image from the
+  /// dynamic linker's list, the mappings its `PT_LOAD`s make (empty for the vDSO).
   public var mappings: [ELFCore.MappedFiles.Mapping]
   /// The headers read from the core's memory, or `nil` when the core did not keep them.
   public var headers: ELFImageHeaders?
@@ -122,19 +145,93 @@ public struct ELFCoreImage: Sendable, Equatable {
 
   /// The end of the image's last mapping (the vDSO: of its segments in the core).
   public var mappedEnd: UInt64
+
+  /// Where the dynamic linker placed an image found without `NT_FILE`, or `nil`: how a file on disk
+  /// is tied to the core when the core kept no headers (its `PT_DYNAMIC` must land at `l_ld`).
+  public var linkMap: LinkMapPlacement? = nil
+
+  /// A `struct link_map`'s placement of an image (for the main executable: from `AT_PHDR`).
+  public struct LinkMapPlacement: Sendable, Equatable {
+    /// `l_addr`: the difference between the image's addresses in memory and its link-time ones.
+    public var loadBias: UInt64
+    /// `l_ld`: where its dynamic section (`PT_DYNAMIC`) is in memory.
+    public var dynamicVMAddress: UInt64
+
+    /// True when `headers` (an image's, from the core or a file) are the image placed here: its
+    /// `PT_DYNAMIC` moved by `l_addr` lands at `l_ld`. Addresses wrap at the image's word size (an
+    /// ELF32 `l_addr` below the link address is a 32-bit two's complement).
+    public func places(_ headers: ELFImageHeaders) -> Bool {
+      headers.programHeaders.contains { segment in
+        segment.type == ProgramHeader.dynamic
+          && Self.wrapped(loadBias &+ segment.vmAddress, headers.header.is64Bit) == dynamicVMAddress
+      }
+    }
+
+    /// Where `headers`' ELF header is once placed here: `l_addr` plus the first `PT_LOAD`'s page.
+    public func loadAddress(of headers: ELFImageHeaders) -> UInt64 {
+      Self.wrapped(loadBias &+ headers.layout.firstVMAddress, headers.header.is64Bit)
+    }
+
+    static func wrapped(_ address: UInt64, _ is64Bit: Bool) -> UInt64 { is64Bit ? address : address & 0xFFFF_FFFF }
+  }
+}
+
+/// Where a core's list of images came from.
+public enum ELFCoreImageSource: Sendable, Equatable {
+  /// `NT_FILE`: the files the process had mapped, as the kernel or gdb wrote them.
+  case fileNote
+  /// The dynamic linker's list in the core's memory (`r_debug.r_map`'s `link_map` chain, found through
+  /// the main executable's `DT_DEBUG`; the executable through `NT_AUXV`), as elfutils reads a core
+  /// without `NT_FILE` (QEMU's, older kernels', some dumpers').
+  case linkMap
+}
+
+/// The images of a core, where the list came from, and what cut it short.
+public struct ELFCoreImageList: Sendable, Equatable {
+  /// The images, in address order.
+  public var images: [ELFCoreImage]
+  /// `NT_FILE`, or the dynamic linker's list when the core has no `NT_FILE` naming an image.
+  public var source: ELFCoreImageSource
+  /// One line for each thing that left the list partial (a `link_map` entry outside the core's memory,
+  /// a loop in the list), without the core's path; empty for a whole list.
+  public var problems: [String]
 }
 
 extension ELFCore {
+  /// The images the core holds, in address order (see `imageList(in:)`).
+  public func images<Source: RandomAccessBytes>(in source: Source) -> [ELFCoreImage] {
+    imageList(in: source).images
+  }
+
   /// The images the core holds, in address order: each `NT_FILE` file mapped from offset 0, with the
   /// mappings of the same file that follow it, and the vDSO. The headers are read from the core's
   /// memory (the kernel dumps the first page of every ELF mapping by default); a file whose first
   /// page the core lacks has `headers == nil` (the caller may read the file, see `matches`), and one
   /// whose first page is not ELF (a locale archive, a font) is left out.
-  public func images<Source: RandomAccessBytes>(in source: Source) -> [ELFCoreImage] {
-    var result: [ELFCoreImage] = []
+  ///
+  /// A core without `NT_FILE`, or whose `NT_FILE` names no image, lists the main executable found
+  /// through `NT_AUXV` and the libraries of the dynamic linker's `link_map` list instead (see
+  /// `ELFCoreLinkMap`), with `source == .linkMap`.
+  public func imageList<Source: RandomAccessBytes>(in source: Source) -> ELFCoreImageList {
     let read = { (address: UInt64, length: Int) throws(FormatError) -> ByteReader? in
       try self.memory(at: address, length: length, in: source)
     }
+    var list = ELFCoreImageList(images: fileNoteImages(read), source: .fileNote, problems: [])
+    if list.images.isEmpty {
+      var walk = ELFCoreLinkMap(core: self, read: read)
+      walk.run()
+      list = ELFCoreImageList(images: walk.images, source: .linkMap, problems: walk.problems)
+    }
+    if let vdso = vdsoImage(read), !list.images.contains(where: { $0.loadAddress == vdso.loadAddress }) {
+      list.images.append(vdso)
+    }
+    list.images.sort { $0.loadAddress < $1.loadAddress }
+    return list
+  }
+
+  /// The images `NT_FILE` names (none without the note).
+  func fileNoteImages(_ read: (UInt64, Int) throws(FormatError) -> ByteReader?) -> [ELFCoreImage] {
+    var result: [ELFCoreImage] = []
     let mappings = mappedFiles?.mappings ?? []
     var index = 0
     while index < mappings.count {
@@ -156,19 +253,20 @@ extension ELFCore {
       }
       result.append(image)
     }
-    if let vdso = auxiliaryValue(Self.auxSysinfoEHDR), vdso != 0,
-       !result.contains(where: { $0.loadAddress == vdso }),
-       let headers = try? ELFImageHeaders(mappedAt: vdso, read: read) {
-      var end = vdso
-      while let segment = segment(containing: end), segment.vmRange.upperBound > end,
-            end - vdso < headers.layout.loadEndVMAddress &- headers.layout.firstVMAddress {
-        end = segment.vmRange.upperBound  // moves forward every step: bounded by the segments
-      }
-      result.append(ELFCoreImage(path: "[vdso]", loadAddress: vdso, mappings: [], headers: headers, problem: nil,
-                                 isVDSO: true, mappedEnd: end))
-    }
-    result.sort { $0.loadAddress < $1.loadAddress }
     return result
+  }
+
+  /// The vDSO (`AT_SYSINFO_EHDR`) when the core holds its headers.
+  func vdsoImage(_ read: (UInt64, Int) throws(FormatError) -> ByteReader?) -> ELFCoreImage? {
+    guard let vdso = auxiliaryValue(Self.auxSysinfoEHDR), vdso != 0,
+          let headers = try? ELFImageHeaders(mappedAt: vdso, read: read) else { return nil }
+    var end = vdso
+    while let segment = segment(containing: end), segment.vmRange.upperBound > end,
+          end - vdso < headers.layout.loadEndVMAddress &- headers.layout.firstVMAddress {
+      end = segment.vmRange.upperBound  // moves forward every step: bounded by the segments
+    }
+    return ELFCoreImage(path: "[vdso]", loadAddress: vdso, mappings: [], headers: headers, problem: nil,
+                        isVDSO: true, mappedEnd: end)
   }
 }
 

@@ -177,9 +177,9 @@ public struct ELFCore: Sendable {
   /// `NT_PRSTATUS`, `NT_PRPSINFO`, `NT_AUXV` (owner `CORE`), `NT_SIGINFO` and `NT_FILE` (owner `CORE`).
   public static let prstatusType: UInt32 = 1, prpsinfoType: UInt32 = 3, auxvType: UInt32 = 6,
                     siginfoType: UInt32 = 0x5349_4749, fileType: UInt32 = 0x4649_4C45
-  /// `AT_PHDR`, `AT_PAGESZ`, `AT_ENTRY`, `AT_SYSINFO_EHDR`, `AT_EXECFN`
-  public static let auxPHDR: UInt64 = 3, auxPageSize: UInt64 = 6, auxEntry: UInt64 = 9, auxSysinfoEHDR: UInt64 = 33,
-                    auxExecFN: UInt64 = 31
+  /// `AT_PHDR`, `AT_PHENT`, `AT_PHNUM`, `AT_PAGESZ`, `AT_BASE`, `AT_ENTRY`, `AT_SYSINFO_EHDR`, `AT_EXECFN`
+  public static let auxPHDR: UInt64 = 3, auxPHEntrySize: UInt64 = 4, auxPHCount: UInt64 = 5, auxPageSize: UInt64 = 6,
+                    auxBase: UInt64 = 7, auxEntry: UInt64 = 9, auxSysinfoEHDR: UInt64 = 33, auxExecFN: UInt64 = 31
   /// The largest note segment decoded (the notes of a process with thousands of threads and mappings
   /// are a few megabytes; more is not a core this reader was made for).
   public static let noteLimit = 256 * 1024 * 1024
@@ -219,6 +219,15 @@ public struct ELFCore: Sendable {
     auxiliaryVector.first { $0.type == type }?.value
   }
 
+  /// The process's page size: `AT_PAGESZ` when it is a plausible one (a power of two from 512 bytes to
+  /// 1 GiB), else 4 KiB.
+  public var pageSize: UInt64 {
+    guard let size = auxiliaryValue(Self.auxPageSize), size >= 512, size <= 1 << 30, size & (size - 1) == 0 else {
+      return 4096
+    }
+    return size
+  }
+
   /// The signal that killed the process (`NT_SIGINFO`, else the first thread's `pr_cursig`), or `nil`
   /// for a core of a live process (gcore).
   public var signal: Int32? {
@@ -235,13 +244,18 @@ public struct ELFCore: Sendable {
 
   /// The segment holding `address`, or `nil`. Binary search: segments are sorted and do not overlap.
   public func segment(containing address: UInt64) -> MemorySegment? {
+    segmentIndex(containing: address).map { segments[$0] }
+  }
+
+  /// The index in `segments` of the segment holding `address`, or `nil`.
+  func segmentIndex(containing address: UInt64) -> Int? {
     var low = 0, high = segments.count
     while low < high {
       let middle = low + (high - low) / 2
       if segments[middle].vmRange.upperBound <= address { low = middle + 1 } else { high = middle }
     }
     guard low < segments.count, segments[low].vmRange.contains(address) else { return nil }
-    return segments[low]
+    return low
   }
 
   /// The byte range of the core file that holds the process's memory `address ..< address + length`,

@@ -5,9 +5,10 @@ public struct ELFDynamicEntry: Sendable, Equatable {
   /// `d_un`: a value or a link-time address, depending on the tag.
   public var value: UInt64
 
-  /// `DT_NULL`, `DT_NEEDED`, `DT_STRTAB`, `DT_STRSZ`, `DT_SONAME`, `DT_RPATH`, `DT_RUNPATH`, `DT_FLAGS_1`
+  /// `DT_NULL`, `DT_NEEDED`, `DT_STRTAB`, `DT_STRSZ`, `DT_SONAME`, `DT_RPATH`, `DT_DEBUG`, `DT_RUNPATH`, `DT_FLAGS_1`
   public static let null: UInt64 = 0, needed: UInt64 = 1, stringTable: UInt64 = 5, stringTableSize: UInt64 = 10,
-                    soname: UInt64 = 14, rpath: UInt64 = 15, runpath: UInt64 = 29, flags1: UInt64 = 0x6FFF_FFFB
+                    soname: UInt64 = 14, rpath: UInt64 = 15, debug: UInt64 = 21, runpath: UInt64 = 29,
+                    flags1: UInt64 = 0x6FFF_FFFB
 
   /// An entry with `tag` and `value` (tests and hand-built tables).
   public init(tag: UInt64, value: UInt64) {

@@ -23,6 +23,8 @@ public struct ProgramHeader: Sendable, Equatable {
   public static let interpreter: UInt32 = 3
   /// `PT_NOTE`
   public static let note: UInt32 = 4
+  /// `PT_PHDR`
+  public static let programHeaderTable: UInt32 = 6
   /// `PF_X`
   public static let executable: UInt32 = 1
 

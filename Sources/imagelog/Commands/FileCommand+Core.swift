@@ -39,13 +39,13 @@ extension FileCommand {
       let formatter = ImageFormatter(style: .json)
       for image in images { report.lines.append(.jsonElement(Array(formatter.format(image).utf8))) }
     case .detailed:
-      report.lines.append(.output(Self.coreDetails(dump.core, path: path, images: images)))
+      report.lines.append(.output(Self.coreDetails(dump.core, path: path, images: images, source: dump.imageSource)))
     }
     return report
   }
 
   /// The detailed view of a core: what its notes say about the process, then its images.
-  static func coreDetails(_ core: ELFCore, path: String, images: [Image]) -> String {
+  static func coreDetails(_ core: ELFCore, path: String, images: [Image], source: ELFCoreImageSource) -> String {
     var lines = ["\(path):", "  file type:     core", "  architecture:  \(core.architecture)"]
     if let process = core.process {
       lines.append("  process:       \(process.name) [\(process.pid)]")
@@ -65,7 +65,10 @@ extension FileCommand {
     lines.append("  threads:       \(core.threads.count) (\(tids))")
     let missing = core.segments.filter { $0.availableSize < $0.vmRange.upperBound - $0.vmRange.lowerBound }.count
     lines.append("  segments:      \(core.segments.count) (\(missing) not or not wholly in the core)")
-    lines.append("  images:        \(images.count)")
+    switch source {
+    case .fileNote: lines.append("  images:        \(images.count) (from NT_FILE)")
+    case .linkMap: lines.append("  images:        \(images.count) (from the dynamic linker's link_map list: no NT_FILE)")
+    }
     let escaped = lines.map(TextEscaping.escaped)
     let formatter = ImageFormatter(style: .crash)
     return (escaped + images.map { "    " + formatter.format($0) }).joined(separator: "\n")

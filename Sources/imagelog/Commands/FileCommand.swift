@@ -30,8 +30,11 @@ struct FileCommand: Command {
       with the build-id its headers in the core's memory hold (for a file whose headers the core
       left out: the file on disk, when it maps as the core shows). A file on disk whose build-id
       differs from the core's is reported on standard error (the file changed since the core was
-      written). crash and unstrip print one line per image, json one object per image (as
-      imagelog pid prints them), detailed the core's process, signal and threads, then the images.
+      written). A core without NT_FILE (QEMU's, some dumpers', older kernels') lists the images
+      the dynamic linker's link_map list names in the core's memory, as eu-unstrip does; detailed
+      says which list was used. crash and unstrip print one line per image, json one object per
+      image (as imagelog pid prints them), detailed the core's process, signal and threads, then
+      the images.
       --uuid                  Print 'UUID: XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX (arch) path' per slice,
                               as llvm-dwarfdump --uuid does (ELF: the build-id's first 16 bytes).
       --arch <name>           Only the slice for this architecture (x86_64, arm64, i386, ...; aarch64,
