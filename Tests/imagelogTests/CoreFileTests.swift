@@ -359,7 +359,6 @@ import Testing
     #expect(original.output.contains("  images:        \(lines.count) (from NT_FILE)"), "\(original.output)",
             sourceLocation: sourceLocation)
 
-    guard architecture == "x86_64" else { return }  // the unwinder walks x86_64 and aarch64 stacks
     let ours = try ourStacks(hidden)
     let reference = try ourStacks(core)
     #expect(Set(ours.keys) == Set(reference.keys), sourceLocation: sourceLocation)
@@ -373,7 +372,10 @@ import Testing
     let libcFrames = ours.values.joined().filter { frame in
       frame.file.map { $0.hasSuffix("/libc.so.6") || $0.contains(libcID.dropFirst(2)) } ?? false
     }
-    #expect(!libcFrames.isEmpty && libcFrames.allSatisfy { $0.name != nil },
+    // (An i386 libc without its debug file leaves some frames between exported symbols unnamed, with
+    // NT_FILE as without: the stacks above are the same.)
+    let named = libcFrames.filter { $0.name != nil }.count
+    #expect(named > 0 && (architecture != "x86_64" || named == libcFrames.count),
             "\(comment): frames in libc are named: \(ours)", sourceLocation: sourceLocation)
     let report = try imagelog(["symbolicate", hidden])
     #expect(report.exitCode == 0 && report.error.isEmpty, "\(report.error)", sourceLocation: sourceLocation)
