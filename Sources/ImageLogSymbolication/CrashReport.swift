@@ -225,6 +225,16 @@ public struct RegisterState: Sendable, Equatable {
                          rows: names.map { row in row.map { Register(name: $0, value: value($0)) } })
   }
 
+  /// i386's registers in Apple's rows (`eax ebx ecx edx`, `edi esi ebp esp`, `ss efl eip cs`,
+  /// `ds es fs gs`, `cr2`), 8 digits each, as Apple's 32-bit x86 reports have them; `value` gives each by
+  /// that name (`efl` the flags, `cr2` the fault address: 0 when none).
+  public static func i386(_ value: (String) -> UInt64) -> RegisterState {
+    let names = [["eax", "ebx", "ecx", "edx"], ["edi", "esi", "ebp", "esp"], ["ss", "efl", "eip", "cs"],
+                 ["ds", "es", "fs", "gs"], ["cr2"]]
+    return RegisterState(title: "X86 Thread State (32-bit)",
+                         rows: names.map { row in row.map { Register(name: $0, value: value($0) & 0xFFFF_FFFF, digits: 8) } })
+  }
+
   /// aarch64's registers in Apple's rows (`x0`…`x27` four a row, `x28 fp lr`, `sp pc cpsr`); `value`
   /// gives each by that name (`fp` is x29, `lr` x30, `cpsr` the PSTATE bits, written with 8 digits).
   public static func aarch64(_ value: (String) -> UInt64) -> RegisterState {

@@ -319,6 +319,32 @@ import Testing
     #expect(lines[crashed + 1].contains(" crash_now "), "\(lines[crashed + 1])")
     #expect(lines[crashed + 2].contains(" core_block_in_read "), "\(lines[crashed + 2])")
     #expect(!report.output.contains("not unwound"), "\(report.output)")
+    // The crashed thread's registers in Apple's 32-bit rows, each the value gdb shows for the core's
+    // current thread (the dumping one), and cr2 the fault address.
+    let heading = try #require(lines.firstIndex { $0.hasSuffix(" crashed with X86 Thread State (32-bit):") }, "\(report.output)")
+    var ourRegisters: [String: String] = [:]
+    for line in lines[(heading + 1)...].prefix(5) {
+      let words = line.split(separator: " ")
+      for index in stride(from: 0, to: words.count - 1, by: 2) { ourRegisters[String(words[index].dropLast())] = String(words[index + 1]) }
+    }
+    #expect(ourRegisters["cr2"] == "0x00000010", "\(ourRegisters)")
+    // gdb comes with gcore (both in Debian's gdb).
+    let gdb = try runTool(["gdb", "-batch", "-nx", "-ex", "info registers", program, kernelFile]).output
+    var checked = 0
+    for line in gdb.split(separator: "\n") {
+      let words = line.split(separator: " ")
+      guard words.count >= 2, let theirs = UInt64(words[1].dropFirst(2), radix: 16) else { continue }
+      let name = words[0] == "eflags" ? "efl" : String(words[0])
+      guard let ours = ourRegisters[name] else { continue }
+      #expect(UInt64(ours.dropFirst(2), radix: 16) == theirs, "\(name): ours \(ours), gdb \(words[1])")
+      checked += 1
+    }
+    #expect(checked == 16, "every register gdb prints is compared:\n\(gdb)")
+    // --no-symbolicate, then symbolicate the saved report: the same report, registers included.
+    let raw = try Self.imagelog(["symbolicate", "--no-symbolicate", kernelFile])
+    let saved = "\(directory)/report.txt"
+    try writeFile(saved, raw.output)
+    #expect(try Self.imagelog(["symbolicate", saved]).output == (try Self.imagelog(["symbolicate", kernelFile]).output))
   }
 
   // MARK: cores without NT_FILE

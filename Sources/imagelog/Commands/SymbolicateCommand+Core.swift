@@ -67,8 +67,7 @@ extension SymbolicateCommand {
                          registers: registers, images: images)
   }
 
-  /// The register section of a crash report (Apple's rows) from a thread's `NT_PRSTATUS` registers;
-  /// `nil` for layouts the section has no rows for (i386).
+  /// The register section of a crash report (Apple's rows) from a thread's `NT_PRSTATUS` registers.
   static func registerState(_ registers: ELFCore.Registers, faultAddress: UInt64) -> RegisterState? {
     switch registers.layout {
     case .x86_64:
@@ -82,7 +81,13 @@ extension SymbolicateCommand {
     case .aarch64:
       return RegisterState.aarch64 { name in name == "cpsr" ? registers["pstate"] ?? 0 : registers[name] ?? 0 }
     case .i386:
-      return nil
+      return RegisterState.i386 { name in
+        switch name {
+        case "efl": registers["eflags"] ?? 0
+        case "cr2": faultAddress
+        default: registers[name] ?? 0
+        }
+      }
     }
   }
 
