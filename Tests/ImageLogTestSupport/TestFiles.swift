@@ -21,7 +21,7 @@ public func which(_ tool: String) -> String? {
 /// True when `tool` is on PATH.
 public func haveTool(_ tool: String) -> Bool { which(tool) != nil }
 
-/// True when `gcc -m32` links a threaded C program against a 32-bit glibc (Debian's gcc-multilib) and
+/// True when `gcc -m32` links a threaded C program against a 32-bit glibc (Debian's gcc-12-multilib) and
 /// the kernel runs it (IA-32 emulation): what the i386 unwinding tests need. Checked once, on a
 /// program of its own, so a test's own build failing is that test's failure, not a skip.
 public let canRun32BitLibcPrograms: Bool = {

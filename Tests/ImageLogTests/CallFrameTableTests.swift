@@ -183,7 +183,7 @@ import Testing
   static let systemLibraries = [
     "/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libz.so.1",
     "/usr/aarch64-linux-gnu/lib/libc.so.6",
-    // i386 (libc6-i386, with gcc-multilib): 4-byte pointers, the lookups through its datarel .eh_frame_hdr.
+    // i386 (libc6-i386, with gcc-12-multilib): 4-byte pointers, the lookups through its datarel .eh_frame_hdr.
     "/usr/lib32/libc.so.6",
   ]
 

@@ -30,7 +30,7 @@ import Testing
   }
 
   @Test(.enabled(if: haveTool("gcore") && canRun32BitLibcPrograms,
-                 "needs gcore (gdb) and gcc -m32 with a 32-bit libc (gcc-multilib)"))
+                 "needs gcore (gdb) and gcc -m32 with a 32-bit libc (gcc-12-multilib)"))
   func garbledI386StacksOnlyChangeTheWalk() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-garbled")
     let program = directory + "/coredump-threads32"

@@ -72,7 +72,7 @@ import Testing
   /// i386 (gcc -m32): 4-byte pointers, .eh_frame_hdr's datarel table, the vDSO's signal frame CFI
   /// (expressions over esp), and the kernel's return trampolines without CFI (rt_sigframe and the old
   /// sigframe), recognised by their code as libgcc's fallback does.
-  @Test(.enabled(if: canRun32BitLibcPrograms, "needs gcc -m32 with a 32-bit libc (gcc-multilib) and IA-32 emulation"),
+  @Test(.enabled(if: canRun32BitLibcPrograms, "needs gcc -m32 with a 32-bit libc (gcc-12-multilib) and IA-32 emulation"),
         arguments: ["plain", "qsort", "signal", "altstack", "trampoline", "trampoline-plain"])
   func i386StackEqualsLibgcc(mode: String) throws {
     let program = try Self.i386Program.get()

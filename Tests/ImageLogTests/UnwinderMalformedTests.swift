@@ -306,7 +306,7 @@ import Testing
 
   /// The same over a 32-bit library's sections (datarel `.eh_frame_hdr` table, 4-byte pointers), walked
   /// from i386 registers over a stack of 4-byte words.
-  @Test(.enabled(if: access("/usr/lib32/libgcc_s.so.1", R_OK) == 0, "needs /usr/lib32/libgcc_s.so.1 (lib32gcc-s1, gcc-multilib)"))
+  @Test(.enabled(if: access("/usr/lib32/libgcc_s.so.1", R_OK) == 0, "needs /usr/lib32/libgcc_s.so.1 (lib32gcc-s1, with gcc-12-multilib)"))
   func mutatedI386SectionsOnlyEndTheStack() throws {
     try Self.mutate("/usr/lib32/libgcc_s.so.1", architecture: .i386)
   }

@@ -285,7 +285,7 @@ import Testing
   /// it (CFI through 32-bit `.eh_frame_hdr` tables, libc's datarel one included, into the vDSO's
   /// `__kernel_vsyscall`), the images as eu-unstrip lists them.
   @Test(.enabled(if: haveGcore && haveStack && canRun32BitLibcPrograms && kernelWritesCores,
-                 "gcore, eu-unstrip, eu-stack, readelf or gcc -m32 with a 32-bit libc (gcc-multilib) missing, or no kernel cores here"))
+                 "gcore, eu-unstrip, eu-stack, readelf or gcc -m32 with a 32-bit libc (gcc-12-multilib) missing, or no kernel cores here"))
   func i386CoresOfAThreadedProgramMatchEuStack() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-i386")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
@@ -477,7 +477,7 @@ import Testing
 
   /// An ELFCLASS32 core without NT_FILE: 4-byte link_map fields, the same list as eu-unstrip's.
   @Test(.enabled(if: kernelWritesCores && canBuild32BitThreads && haveTool("eu-unstrip") && haveTool("eu-readelf"),
-                 "gcc -m32 with 32-bit libc (gcc-multilib), IA-32 emulation or eu-unstrip missing, or the kernel cannot write cores here"))
+                 "gcc -m32 with 32-bit libc (gcc-12-multilib), IA-32 emulation or eu-unstrip missing, or the kernel cannot write cores here"))
   func elf32CoreWithoutFileNoteMatchesUnstrip() throws {
     let directory = try makeTemporaryDirectory("imagelog-core-nofile32")
     defer { _ = try? runTool(["rm", "-rf", directory]) }

@@ -111,7 +111,7 @@ import Testing
   /// addresses and functions), and to `eu-stack -p`, whose live walk of an i386 main thread ends at
   /// `main` where its walk of the core goes on to `_start`: each of its threads is a prefix of ours.
   @Test(.enabled(if: haveEuStack && haveTool("gcore") && canRun32BitLibcPrograms,
-                 "needs eu-stack (elfutils), gcore (gdb) and gcc -m32 with a 32-bit libc (gcc-multilib)"))
+                 "needs eu-stack (elfutils), gcore (gdb) and gcc -m32 with a 32-bit libc (gcc-12-multilib)"))
   func i386Program() throws {
     let directory = try makeTemporaryDirectory("imagelog-pid-threads-i386")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
