@@ -467,6 +467,27 @@ import Testing
     #expect(run.output.contains(" core_main_wait "), "\(run.output)")
   }
 
+  /// The hand-made cores without NT_FILE (Scripts/make-core-fixtures, ELFCLASS64 and ELFCLASS32): the
+  /// program, a library and the dynamic linker found only through NT_AUXV, DT_DEBUG and link_map, with
+  /// the same start, size and build-id@address as eu-unstrip, each library named by its l_name as
+  /// eu-unstrip names it.
+  @Test(.enabled(if: haveTool("eu-unstrip"), "eu-unstrip (elfutils) missing"), arguments: ["x86_64", "i386"])
+  func handMadeCoresWithoutFileNoteMatchUnstrip(_ architecture: String) throws {
+    let core = "\(packageRoot)/Tests/ImageReadersTests/Fixtures/cores/linkmap-\(architecture).core"
+    let lines = try Self.expectMatchesUnstrip(core, "hand-made \(architecture) core without NT_FILE")
+    #expect(lines.count == 3)
+    let theirs = try runTool(["eu-unstrip", "-n", "--core", core]).output.split(separator: "\n")
+    for line in lines where !line.contains("/nonexistent/prog") {
+      let fields = line.split(separator: " ")
+      let name = fields.last.map { String($0.split(separator: "/").last ?? $0) }
+      #expect(theirs.contains { $0.hasPrefix("\(fields[0]) ") && $0.hasSuffix(" \(name ?? "?")") }, "\(line)\n\(theirs)")
+    }
+    let details = try Self.imagelog(["file", "--format", "detailed", core])
+    #expect(details.exitCode == 0 && details.error.isEmpty, "\(details.error)")
+    #expect(details.output.contains("  images:        3 (from the dynamic linker's link_map list: no NT_FILE)"))
+    #expect(details.output.contains(" +prog \(architecture) "), "AT_EXECFN names the program: \(details.output)")
+  }
+
   static let canBuild32BitThreads: Bool = {
     guard canBuild32Bit, let directory = try? makeTemporaryDirectory("imagelog-core-m32-dynamic") else { return false }
     defer { _ = try? runTool(["rm", "-rf", directory]) }
