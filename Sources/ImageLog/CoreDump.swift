@@ -177,6 +177,13 @@ public final class CoreDump {
                                 + "its dynamic section at l_ld 0x\(hexDigits(placement.dynamicVMAddress)) as the "
                                 + "dynamic linker's list shows; its build-id is unknown")
             }
+          } else if coreImage.mappings.isEmpty {
+            // Nothing the core holds says where the file would map (an image from the dynamic linker's
+            // list without a dynamic section): no file is tied to it.
+            if disk != nil {
+              problems.append("\(shownPath): the core kept no ELF headers for it and nothing in the core ties the "
+                                + "file on disk to it; its build-id is unknown")
+            }
           } else if let disk, disk.headers.matches(coreImage.mappings, loadAddress: coreImage.loadAddress) {
             headers = disk.headers
             entry.verifiedFile = disk.file
@@ -204,8 +211,9 @@ public final class CoreDump {
       let load = coreImage.loadAddress
       let mappedEnd = max(coreImage.mappedEnd, load)
       guard let headers else {
+        let isMain = phdr.map { $0 >= load && $0 < mappedEnd } ?? false
         return Image(path: coreImage.path, loadAddress: load, loadBias: load, textRange: load..<mappedEnd,
-                     loadRange: load..<mappedEnd, buildID: nil, architecture: core.architecture, isMainExecutable: false,
+                     loadRange: load..<mappedEnd, buildID: nil, architecture: core.architecture, isMainExecutable: isMain,
                      buildIDAddress: nil, fileMappedRange: load..<mappedEnd)
       }
       let bias = load &- headers.layout.firstVMAddress

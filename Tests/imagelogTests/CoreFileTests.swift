@@ -488,6 +488,73 @@ import Testing
     #expect(details.output.contains(" +prog \(architecture) "), "AT_EXECFN names the program: \(details.output)")
   }
 
+  /// The hand-made x86_64 core with the program's ELF header broken and its PT_DYNAMIC gone, and
+  /// AT_EXECFN naming a real file: nothing in the core ties that file to the program, so it is not
+  /// read in its place (no build-id is guessed), and each problem is one line.
+  @Test func aFileNothingTiesToTheProgramIsNotUsed() throws {
+    var bytes = try #require(readFileBytes("\(packageRoot)/Tests/ImageReadersTests/Fixtures/cores/linkmap-x86_64.core"))
+    let core = try bytes.withUnsafeBytes { try ELFCore(source: ByteReader($0)) }
+    let phdr = try #require(core.auxiliaryValue(ELFCore.auxPHDR))
+    let program = phdr - 64  // the ELF header, 64 bytes before the program headers (Scripts/make-core-fixtures)
+    func patch(_ address: UInt64, _ value: [UInt8]) throws {
+      let range = try #require(core.fileRange(ofMemory: address, length: value.count))
+      bytes.replaceSubrange(range, with: value)
+    }
+    try patch(program, Array("XELF".utf8))
+    try patch(phdr + 3 * 56, [0, 0, 0, 0])  // the fourth program header, PT_DYNAMIC, becomes PT_NULL
+    try patch(try #require(core.auxiliaryValue(ELFCore.auxExecFN)), Array("/usr/bin/true\0".utf8))
+    let directory = try makeTemporaryDirectory("imagelog-core-untied")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let path = "\(directory)/untied.core"
+    try writeFile(path, bytes: bytes)
+    let run = try Self.imagelog(["file", path])
+    #expect(run.exitCode == 0)
+    #expect(run.error.split(separator: "\n") == [
+      "imagelog: \(path): /usr/bin/true: its ELF headers in the core are damaged (not an ELF or Mach-O file (magic 0x464c4558))",
+      "imagelog: \(path): /usr/bin/true: the core kept no ELF headers for it and nothing in the core ties the file on disk "
+        + "to it; its build-id is unknown",
+    ], "\(run.error)")
+    // The program is listed without a build-id; the dynamic linker by AT_BASE, with its own.
+    let lines = run.output.split(separator: "\n")
+    #expect(lines.count == 2, "\(run.output)")
+    #expect(lines.contains { $0.contains(" +true x86_64  <00000000000000000000000000000000> /usr/bin/true") }, "\(run.output)")
+    #expect(lines.contains { $0.hasSuffix(" /nonexistent/ld.so") && !$0.contains("<000000") }, "\(run.output)")
+  }
+
+  /// QEMU's user-mode cores have no NT_FILE. Held to eu-unstrip whatever QEMU keeps: when it recognizes
+  /// modules we list the same ones; when it recognizes none (QEMU leaves out every read-only file
+  /// mapping, the program's headers included), we list none and say why in one line.
+  @Test(.enabled(if: haveTool("aarch64-linux-gnu-gcc") && haveTool("qemu-aarch64") && haveTool("eu-unstrip"),
+                 "aarch64-linux-gnu-gcc, qemu-aarch64 (qemu-user) or eu-unstrip missing"))
+  func qemuCoreOfADynamicProgramAgreesWithUnstrip() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-qemu")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let program = "\(directory)/coredump-threads"
+    let build = try runTool(["aarch64-linux-gnu-gcc", "-O2", "-pthread", "\(packageRoot)/Tests/Programs/coredump-threads.c",
+                             "-o", program])
+    try #require(build.status == 0, "aarch64-linux-gnu-gcc failed: \(build.error)")
+    _ = try runTool(["sh", "-c", "cd '\(directory)' && ulimit -c unlimited && "
+                       + "QEMU_LD_PREFIX=/usr/aarch64-linux-gnu exec qemu-aarch64 '\(program)' crash"])
+    let names = try runTool(["ls", directory]).output.split(separator: "\n")
+    let name = try #require(names.first { $0.hasPrefix("qemu_") && $0.hasSuffix(".core") }, "QEMU wrote no core: \(names)")
+    let core = "\(directory)/\(name)"
+    let notes = try runTool(["eu-readelf", "-n", core]).output
+    try #require(notes.contains("AUXV") && !notes.contains("FILE"), "QEMU's core has NT_AUXV and no NT_FILE:\n\(notes)")
+    let theirs = try runTool(["eu-unstrip", "-n", "--core", core])
+    let details = try Self.imagelog(["file", "--format", "detailed", core])
+    #expect(details.output.contains("(from the dynamic linker's link_map list: no NT_FILE)"), "\(details.output)")
+    if theirs.status == 0 {
+      try Self.expectMatchesUnstrip(core, "QEMU core of an aarch64 program")
+      return
+    }
+    #expect(theirs.error.contains("No modules recognized"), "\(theirs.error)")
+    let ours = try Self.imagelog(["file", "--format", "unstrip", core])
+    #expect(ours.exitCode == 0 && ours.output.isEmpty, "\(ours.output)")
+    let lines = ours.error.split(separator: "\n")
+    #expect(lines.count == 1 && lines[0].hasPrefix("imagelog: \(core): the main executable's program headers (AT_PHDR 0x")
+              && lines[0].hasSuffix(" entries) are not in the core's memory"), "\(ours.error)")
+  }
+
   static let canBuild32BitThreads: Bool = {
     guard canBuild32Bit, let directory = try? makeTemporaryDirectory("imagelog-core-m32-dynamic") else { return false }
     defer { _ = try? runTool(["rm", "-rf", directory]) }

@@ -112,6 +112,10 @@ struct ELFCoreLinkMap {
     do throws(FormatError) { found = try ELFImageHeaders(mappedAt: load, read: read) } catch { problem = error }
     var main = image(name, at: load, headers: found, placement: placement)
     main.problem = problem
+    if found == nil {
+      // The program headers at AT_PHDR still say how far it maps.
+      main.mappedEnd = max(wrapped(bias &+ layout.loadEndVMAddress), load)
+    }
     images.append(main)
     return (headers, bias, interpreter)
   }
