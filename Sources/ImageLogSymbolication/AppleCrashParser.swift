@@ -182,7 +182,7 @@ enum AppleCrashParser {
     guard digits.count <= 9, let number = Int(digits) else { return nil }
     rest = rest.dropFirst(digits.count)
     if rest.hasPrefix(" name:") { return .name(number, String(rest.dropFirst(6).drop { $0 == " " })) }
-    if rest.hasPrefix(" crashed with") || rest.contains("Thread State") {
+    if rest.hasPrefix(" crashed with") || rest.utf8Range(of: "Thread State") != nil {
       var title = rest.hasPrefix(" crashed with") ? rest.dropFirst(" crashed with".count) : rest
       if title.hasSuffix(":") { title = title.dropLast() }
       return .registers(number, title: title.trimmingSpaces)
@@ -250,36 +250,43 @@ enum AppleCrashParser {
     // imagelog's trust mark ends the line; the rest is read without it.
     let trust = CrashReport.Frame.trust(endingLine: line)
     let body = line.dropLast(trust?.markLength ?? 0)
-    // An ASCII line (nearly every one) needs no grapheme breaking: each byte is one Character.
-    let characters: [Character] = body.utf8.allSatisfy { $0 < 0x80 && $0 != UInt8(ascii: "\r") }
-      ? body.utf8.map { Character(Unicode.Scalar($0)) } : Array(body)
+    // Scanned as one byte per Character: an ASCII line (nearly every one) is its own UTF-8, with no
+    // grapheme breaking and no Character values; in any other line each Character that is not one ASCII
+    // byte stands as 0x80, which no test below accepts, so positions stay Character columns.
+    let ascii = body.utf8.allSatisfy { $0 < 0x80 && $0 != UInt8(ascii: "\r") }
+    let characters: [Character] = ascii ? [] : Array(body)
+    let units: [UInt8] = ascii ? Array(body.utf8) : characters.map { $0.utf8.count == 1 ? $0.utf8.first! : 0x80 }
+    func text(_ range: Range<Int>) -> String {
+      ascii ? String(decoding: units[range], as: UTF8.self) : String(characters[range])
+    }
+    let space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
     var position = 0
-    while position < characters.count, characters[position] == " " { position += 1 }
+    while position < units.count, units[position] == space { position += 1 }
     let numberStart = position
-    while position < characters.count, characters[position].isASCII, characters[position].isNumber { position += 1 }
-    guard position > numberStart, let index = Int(String(characters[numberStart..<position])) else { return nil }
+    while position < units.count, units[position] >= UInt8(ascii: "0"), units[position] <= UInt8(ascii: "9") { position += 1 }
+    guard position > numberStart, let index = Int(text(numberStart..<position)) else { return nil }
     // Find the first whitespace-delimited `0x...` token after the image name.
     var tokenStart: Int?
     var scan = position
-    while scan < characters.count {
-      while scan < characters.count, characters[scan] == " " || characters[scan] == "\t" { scan += 1 }
+    while scan < units.count {
+      while scan < units.count, units[scan] == space || units[scan] == tab { scan += 1 }
       let start = scan
-      while scan < characters.count, characters[scan] != " ", characters[scan] != "\t" { scan += 1 }
+      while scan < units.count, units[scan] != space, units[scan] != tab { scan += 1 }
       // `0x` first: no string is made for the image name's and other tokens.
-      if start + 1 < scan, characters[start] == "0", characters[start + 1] == "x" || characters[start + 1] == "X",
-         ReportParser.hexNumber(String(characters[start..<scan])) != nil, start > position + 1 {
+      if start + 1 < scan, units[start] == UInt8(ascii: "0"), units[start + 1] == UInt8(ascii: "x") || units[start + 1] == UInt8(ascii: "X"),
+         ReportParser.hexNumber(text(start..<scan)) != nil, start > position + 1 {
         tokenStart = start
         break
       }
     }
     guard let tokenStart else { return nil }
     var tokenEnd = tokenStart
-    while tokenEnd < characters.count, characters[tokenEnd] != " ", characters[tokenEnd] != "\t" { tokenEnd += 1 }
-    guard let address = ReportParser.hexNumber(String(characters[tokenStart..<tokenEnd])) else { return nil }
-    let name = String(characters[position..<tokenStart]).trimmingSpaces
+    while tokenEnd < units.count, units[tokenEnd] != space, units[tokenEnd] != tab { tokenEnd += 1 }
+    guard let address = ReportParser.hexNumber(text(tokenStart..<tokenEnd)) else { return nil }
+    let name = text(position..<tokenStart).trimmingSpaces
     var symbolColumn = tokenEnd
-    while symbolColumn < characters.count, characters[symbolColumn] == " " { symbolColumn += 1 }
-    let rest = String(characters[symbolColumn...])
+    while symbolColumn < units.count, units[symbolColumn] == space { symbolColumn += 1 }
+    let rest = text(symbolColumn..<units.count)
     let reported: String? = rest.hasPrefix("0x") || rest.isEmpty || rest == "???" ? nil : rest
     var frame = CrashReport.Frame(thread: 0, index: index, address: address, imageIndex: nil,
                                   isReturnAddress: index > 0, line: nil, symbolColumn: tokenEnd + 1,
@@ -294,7 +301,7 @@ enum AppleCrashParser {
   /// `0x10d5c1000 - 0x10d5c4fff +com.example.app (1.0 - 1) <UUID> /path`, `??? (*) <0000...> ???`.
   static func binaryImage(_ line: String) -> CrashReport.Image? {
     let text = line.drop { $0 == " " || $0 == "\t" }
-    guard let dash = text.firstRange(of: " - ") ?? text.firstRange(of: "-") else { return nil }
+    guard let dash = text.utf8Range(of: " - ") ?? text.utf8Range(of: "-") else { return nil }
     guard let start = ReportParser.hexNumber(text[..<dash.lowerBound].trimmingSpaces) else { return nil }
     let afterDash = text[dash.upperBound...].drop { $0 == " " }
     let endToken = afterDash.prefix { $0 != " " }
@@ -310,7 +317,7 @@ enum AppleCrashParser {
       path = pathText.isEmpty || pathText == "???" ? nil : pathText
     } else {
       // No identity: the path is the last word that starts with `/`.
-      if let slash = rest.firstRange(of: " /") {
+      if let slash = rest.utf8Range(of: " /") {
         path = String(rest[rest.index(after: slash.lowerBound)...]).trimmingSpaces
         middle = rest[..<slash.lowerBound]
       } else {
@@ -322,7 +329,7 @@ enum AppleCrashParser {
     if head.hasSuffix(")"), let open = head.lastIndex(of: "(") { head = head[..<open] }
     var words = head.split(separator: " ")
     var architecture: String?
-    if words.count > 1, let last = words.last, ReportParser.knownArchitectures.contains(String(last)) {
+    if words.count > 1, let last = words.last, ReportParser.isKnownArchitecture(last) {
       architecture = String(last)
       words.removeLast()
     }
@@ -333,15 +340,47 @@ enum AppleCrashParser {
   }
 }
 
+extension Substring {
+  /// The first occurrence of `needle`, compared as UTF-8 bytes (what `firstRange(of:)` finds for text
+  /// compared by code units); its bounds are scalar boundaries, as `needle` is whole UTF-8.
+  func utf8Range(of needle: String) -> Range<Index>? {
+    let bytes = utf8
+    let pattern = Array(needle.utf8)
+    guard let first = pattern.first else { return startIndex..<startIndex }
+    var start = bytes.startIndex
+    while let found = bytes[start...].firstIndex(of: first) {
+      var end = found
+      var matched = 0
+      while matched < pattern.count, end < bytes.endIndex, bytes[end] == pattern[matched] {
+        bytes.formIndex(after: &end)
+        matched += 1
+      }
+      if matched == pattern.count { return found..<end }
+      start = bytes.index(after: found)
+    }
+    return nil
+  }
+}
+
+extension String {
+  /// `Substring.utf8Range(of:)` over the whole string.
+  func utf8Range(of needle: String) -> Range<Index>? { self[...].utf8Range(of: needle) }
+}
+
 extension StringProtocol {
+  /// The text without leading and trailing spaces and tabs. Walked as UTF-8: both are one byte and one
+  /// scalar, so the ends found are scalar boundaries, as a walk over the scalars would find them.
   var trimmingSpaces: String {
-    let scalars = unicodeScalars.drop { $0 == " " || $0 == "\t" }
-    var end = scalars.endIndex
-    while end > scalars.startIndex {
-      let before = scalars.index(before: end)
-      guard scalars[before] == " " || scalars[before] == "\t" else { break }
+    let whole = Substring(self)
+    let bytes = whole.utf8
+    var start = bytes.startIndex
+    var end = bytes.endIndex
+    while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { bytes.formIndex(after: &start) }
+    while start < end {
+      let before = bytes.index(before: end)
+      guard bytes[before] == UInt8(ascii: " ") || bytes[before] == UInt8(ascii: "\t") else { break }
       end = before
     }
-    return String(String.UnicodeScalarView(scalars[..<end]))
+    return String(whole[start..<end])
   }
 }

@@ -28,6 +28,9 @@ public final class DebugFileLocator {
   /// Whether servers in `DEBUGINFOD_URLS` are asked.
   public let asksDebuginfodServers: Bool
   private var checksums: [String: UInt32?] = [:]
+  /// How much of each file's symbol table is read: `.presence` when the caller reads the symbols of the
+  /// file chosen itself (`SymbolFile.readSymbols`), for one report's addresses.
+  var symbolReading = SymbolFile.SymbolReading.table
 
   /// `systemDirectories: false` leaves out `/usr/lib/debug` and the debuginfod cache; explicit
   /// `buildIDDirectories` and `debuginfodCaches` replace them.
@@ -253,13 +256,13 @@ public final class DebugFileLocator {
   }
 
   private func symbolScore(_ file: SymbolFile) -> Int {
-    (file.symbols.count > 0 ? 4 : 0) + (file.hasFullSymbolTable ? 2 : 0) + (file.hasDebugInfo ? 1 : 0)
+    (file.hasSymbols ? 4 : 0) + (file.hasFullSymbolTable ? 2 : 0) + (file.hasDebugInfo ? 1 : 0)
   }
 
   /// The slices of the file at `path`, read once and cached; `nil` when it is not a readable binary.
   func slices(_ path: String) -> [SymbolFile]? {
     if let cached = cache[path] { return cached.isEmpty ? nil : cached }
-    guard FileSystem.kind(path) == .file, let files = try? SymbolFile.load(path: path) else {
+    guard FileSystem.kind(path) == .file, let files = try? SymbolFile.load(path: path, reading: symbolReading) else {
       cache[path] = []
       return nil
     }

@@ -165,11 +165,23 @@ public enum ReportParser {
   }
 
   /// `0x` followed by hex digits (or bare hex digits when `requirePrefix` is false).
+  /// Read as UTF-8 bytes: no digit is more than one, and a token with any other byte is no number.
   static func hexNumber(_ token: some StringProtocol, requirePrefix: Bool = true) -> UInt64? {
-    var digits = Substring(token)
-    if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) } else if requirePrefix { return nil }
-    guard !digits.isEmpty, digits.count <= 16 else { return nil }
-    return UInt64(digits, radix: 16)
+    var bytes = Substring(token).utf8[...]
+    if bytes.starts(with: "0x".utf8) || bytes.starts(with: "0X".utf8) { bytes = bytes.dropFirst(2) } else if requirePrefix { return nil }
+    guard !bytes.isEmpty, bytes.count <= 16 else { return nil }
+    var value: UInt64 = 0
+    for byte in bytes {
+      let digit: UInt8
+      switch byte {
+      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+      default: return nil
+      }
+      value = value << 4 | UInt64(digit)  // at most 16 digits: no bit is shifted out
+    }
+    return value
   }
 
   /// Architecture names as crash reports write them (`ARM-64`, `X86-64 (Native)`, `x86_64`).
@@ -190,8 +202,14 @@ public enum ReportParser {
     }
   }
 
-  static let knownArchitectures: Set<String> = ["arm64", "arm64e", "x86_64", "x86_64h", "i386", "armv7",
-                                                 "armv7s", "armv7k", "arm64_32", "armv6", "armv7m", "armv7em", "ppc"]
+  /// Architecture names as Binary Images lines write them after the image name.
+  static func isKnownArchitecture(_ word: some StringProtocol) -> Bool {
+    switch String(word) {
+    case "arm64", "arm64e", "x86_64", "x86_64h", "i386", "armv7", "armv7s", "armv7k", "arm64_32", "armv6", "armv7m",
+         "armv7em", "ppc": true
+    default: false
+    }
+  }
 
   /// Assigns each frame without an image the image whose address range contains it (the narrowest,
   /// when ranges overlap; never an image with neither identity nor path, such as Apple's

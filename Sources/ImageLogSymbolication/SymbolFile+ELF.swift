@@ -2,9 +2,9 @@ import ImageReaders
 
 extension SymbolFile {
   /// An ELF file: build-id, where its first `PT_LOAD` maps, `.symtab`/`.dynsym`, DWARF presence.
-  static func elf(_ reader: ByteReader, path: String, withSymbols: Bool) throws(FormatError) -> SymbolFile {
+  static func elf(_ reader: ByteReader, path: String, reading: SymbolReading) throws(FormatError) -> SymbolFile {
     let file = try ELFFile(reader)
-    let symbols = withSymbols ? try SymbolTable.elf(file, bytes: reader) : SymbolTable()
+    let symbols = reading == .table ? try SymbolTable.elf(file, bytes: reader) : SymbolTable()
     let load = file.loadVMRange
     var altLink: DebugAltLink?
     var altLinkProblem: String?
@@ -15,6 +15,7 @@ extension SymbolFile {
                       symbols: symbols, hasDebugInfo: file.debugInfo.hasDebugInfo,
                       hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType },
                       debugLink: file.debugInfo.debugLinkFileName, debugLinkCRC: file.debugInfo.debugLinkCRC,
-                      debugAltLink: altLink, debugAltLinkProblem: altLinkProblem)
+                      debugAltLink: altLink, debugAltLinkProblem: altLinkProblem,
+                      unreadSymbols: reading == .presence ? try SymbolTable.elfHasCodeSymbols(file, bytes: reader) : nil)
   }
 }

@@ -5,7 +5,7 @@ extension SymbolFile {
   /// skipped: one bad slice stops nothing else).
   static func machO(_ reader: ByteReader, path: String, withSymbols: Bool) throws(FormatError) -> [SymbolFile] {
     switch try BinaryFile.parse(reader) {
-    case .elf: return [try elf(reader, path: path, withSymbols: withSymbols)]
+    case .elf: return [try elf(reader, path: path, reading: withSymbols ? .table : .none)]
     case .machO(let file): return [try machOSlice(file, bytes: reader, path: path, universal: false, withSymbols: withSymbols)]
     case .fat(let fat):
       var result: [SymbolFile] = []

@@ -42,19 +42,56 @@ public struct SymbolFile: Sendable {
   /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
   public var debugInfoIsUniversal = false
 
+  /// For an ELF file read with `.presence`: whether it has function symbols (`symbols` is empty until
+  /// `readSymbols`). `nil` once the table is read, or when it was not asked for.
+  var unreadSymbols: Bool?
+  /// Whether the file has function symbols, read or not.
+  var hasSymbols: Bool { unreadSymbols ?? (symbols.count > 0) }
+
+  /// How much of a file's symbol table `load` reads.
+  enum SymbolReading {
+    /// The whole table, sorted for any lookup.
+    case table
+    /// None: identities only.
+    case none
+    /// For ELF, only whether there are symbols; `readSymbols` reads what some addresses need later, for
+    /// one report's few addresses (Mach-O reads the table).
+    case presence
+  }
+
   /// Reads every slice of the file at `path`. Throws when the file cannot be mapped or is neither ELF
   /// nor Mach-O.
   public static func load(path: String, withSymbols: Bool = true) throws -> [SymbolFile] {
-    let mapped = try MappedFile(path: path)
-    return try mapped.withReader { reader throws -> [SymbolFile] in try load(reader, path: path, withSymbols: withSymbols) }
+    try load(path: path, reading: withSymbols ? .table : .none)
   }
 
-  static func load(_ reader: ByteReader, path: String, withSymbols: Bool) throws(FormatError) -> [SymbolFile] {
+  static func load(path: String, reading: SymbolReading) throws -> [SymbolFile] {
+    let mapped = try MappedFile(path: path)
+    return try mapped.withReader { reader throws -> [SymbolFile] in try load(reader, path: path, reading: reading) }
+  }
+
+  static func load(_ reader: ByteReader, path: String, reading: SymbolReading) throws(FormatError) -> [SymbolFile] {
     guard reader.count >= 4 else { throw .tooShort(count: reader.count) }
     if try reader.peek(UInt32.self, at: 0) == ELFHeader.magic {
-      return [try elf(reader, path: path, withSymbols: withSymbols)]
+      return [try elf(reader, path: path, reading: reading)]
     }
-    return try machO(reader, path: path, withSymbols: withSymbols)
+    return try machO(reader, path: path, withSymbols: reading != .none)
+  }
+
+  /// Reads the symbol table a `.presence` load left unread, from the same file (checked to be the same
+  /// build): only what looking up `addresses` (link-time) needs, or the whole table when `nil`.
+  mutating func readSymbols(for addresses: [UInt64]?) throws {
+    guard unreadSymbols != nil else { return }
+    let expected = buildID
+    let path = path
+    symbols = try MappedFile(path: path).withReader { reader throws -> SymbolTable in
+      let file = try ELFFile(reader)
+      guard file.buildID == expected else {
+        throw FormatError.elf("\(path) changed while it was read (build-id \(file.buildID?.hex ?? "none"))")
+      }
+      return try SymbolTable.elf(file, bytes: reader, for: addresses)
+    }
+    unreadSymbols = nil
   }
 
   /// The slice of `slices` for `architecture` (exact, then `arm64e`/`arm64` and `x86_64h`/`x86_64`

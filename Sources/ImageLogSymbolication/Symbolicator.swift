@@ -144,9 +144,17 @@ public enum Symbolicator {
   public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions(),
                                  cache: SymbolicationCache? = nil) -> SymbolicatedReport {
     var report = report
-    let locator = cache?.locator ?? DebugFileLocator(
-      searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
-      buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+    let locator: DebugFileLocator
+    if let cache {
+      locator = cache.locator
+    } else {
+      locator = DebugFileLocator(
+        searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
+        buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+      // One report looks up a few addresses per image: the chosen files' symbols are read for those
+      // alone (below), not every candidate's whole table sorted.
+      locator.symbolReading = .presence
+    }
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
     var files: [Int: SymbolFile] = [:]
@@ -183,6 +191,10 @@ public enum Symbolicator {
     } else {
       for (path, problem) in locator.unreadable { notes.append("\(path): \(problem)") }
       for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
+    }
+    // Placing an image by a frame's symbol name needs the whole table.
+    for (imageIndex, file) in files where report.images[imageIndex].loadAddressFromSymbols && file.unreadSymbols != nil {
+      readSymbols(of: &files[imageIndex]!, for: nil, notes: &notes)
     }
     notes += placeImagesBySymbols(&report, files: files)
 
@@ -230,6 +242,8 @@ public enum Symbolicator {
     // reports from the address itself.
     let offsetFromLookup = report.format == .swiftBacktrace || report.format == .swiftBacktraceJSON
     for (imageIndex, frameLookups) in lookups.enumerated() where !frameLookups.isEmpty {
+      guard files[imageIndex] != nil else { continue }
+      readSymbols(of: &files[imageIndex]!, for: frameLookups.map(\.lookup), notes: &notes)
       guard let file = files[imageIndex] else { continue }
       let table = file.symbols
       var debugInfo: DebugInfoFile?
@@ -290,6 +304,17 @@ public enum Symbolicator {
       }
     }
     return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes, debugFiles: debugFiles)
+  }
+
+  /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A file that
+  /// cannot be read again (gone, or changed since it was found) keeps no symbols, and a note says why.
+  static func readSymbols(of file: inout SymbolFile, for addresses: [UInt64]?, notes: inout [String]) {
+    do {
+      try file.readSymbols(for: addresses)
+    } catch {
+      file.unreadSymbols = nil
+      notes.append("\(file.path): no symbols: \(error)")
+    }
   }
 
   /// Gives `frame`'s real function the location of DWARF's outermost frame and puts the inlined ones

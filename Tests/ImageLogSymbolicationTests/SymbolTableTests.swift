@@ -2,6 +2,7 @@ import ImageLogTestSupport
 import Testing
 @testable import ImageLogSymbolication
 import ImageReaders
+import Glibc
 
 /// Symbol tables of every ELF and Mach-O fixture (all classes, both byte orders, universal slices)
 /// against `llvm-nm` and `llvm-symbolizer`, and mutated fixtures that may only throw.
@@ -62,7 +63,14 @@ import ImageReaders
           }
         }
         let result: Result<[SymbolFile], FormatError> = bytes.withUnsafeBytes { raw in
-          Result { () throws(FormatError) -> [SymbolFile] in try SymbolFile.load(ByteReader(raw), path: path, withSymbols: true) }
+          Result { () throws(FormatError) -> [SymbolFile] in
+            // The one-report path too: whether there are symbols, and a table cut down to two addresses.
+            if let file = try? ELFFile(ByteReader(raw)) {
+              _ = try? SymbolTable.elfHasCodeSymbols(file, bytes: ByteReader(raw))
+              _ = try? SymbolTable.elf(file, bytes: ByteReader(raw), for: [0x100, UInt64.max])
+            }
+            return try SymbolFile.load(ByteReader(raw), path: path, reading: .table)
+          }
         }
         if case .success(let slices) = result {
           for slice in slices { _ = slice.symbols.symbol(containing: slice.imageBaseVMAddress &+ 0x100) }
@@ -73,6 +81,54 @@ import ImageReaders
     }
     #expect(mutated == paths.count * 150)
     #expect(loaded > 0 && loaded < mutated, "mutations should both break and spare files (\(loaded) of \(mutated) loaded)")
+  }
+
+  /// A table cut down to some addresses (what one report reads) answers each of them as the whole
+  /// table does: every symbol's start, the bytes around it and its end, and addresses between, in the
+  /// ELF fixtures, this machine's libc and libm, and their .debug files when installed.
+  @Test func tablesForAddressesAnswerAsTheWholeTable() throws {
+    var paths = Self.files("elf").filter { !$0.hasSuffix(".o") }
+    for library in ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
+                    "/lib/aarch64-linux-gnu/libc.so.6"] where access(library, R_OK) == 0 {
+      paths.append(library)
+      if let id = try? SymbolFile.load(path: library, withSymbols: false).first?.buildID?.hex {
+        let debug = "/usr/lib/debug/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
+        if access(debug, R_OK) == 0 { paths.append(debug) }
+      }
+    }
+    var rng = SplitMix64(seed: 0xAD_D2E5)
+    var compared = 0
+    for path in paths {
+      let bytes = try SymbolFileBytes.read(path)
+      try bytes.withUnsafeBytes { raw in
+        let reader = ByteReader(raw)
+        guard let file = try? ELFFile(reader) else { return }
+        let whole = try SymbolTable.elf(file, bytes: reader)
+        #expect(try SymbolTable.elfHasCodeSymbols(file, bytes: reader) == (whole.count > 0), "\(path)")
+        var addresses: [UInt64] = [0]
+        for symbol in whole.symbols {
+          addresses += [symbol.address &- 1, symbol.address, symbol.address &+ 1, symbol.address &+ symbol.size,
+                        symbol.address &+ symbol.size &- 1]
+        }
+        let last = whole.symbols.last.map { $0.address &+ $0.size &+ 64 } ?? 0x1000
+        for _ in 0..<200 { addresses.append(UInt64.random(in: 0...last, using: &rng)) }
+        // The whole list at once, and a few addresses at a time as a backtrace asks.
+        var batches = [addresses]
+        addresses.shuffle(using: &rng)
+        for start in stride(from: 0, to: min(addresses.count, 400), by: 8) {
+          batches.append(Array(addresses[start..<min(start + 8, addresses.count)]))
+        }
+        for batch in batches {
+          let cut = try SymbolTable.elf(file, bytes: reader, for: batch)
+          #expect(cut.count <= Set(batch).count)
+          for address in batch where whole.symbol(containing: address) != cut.symbol(containing: address) {
+            Issue.record("\(path) 0x\(String(address, radix: 16)): whole table \(String(describing: whole.symbol(containing: address))), cut \(String(describing: cut.symbol(containing: address)))")
+          }
+          compared += batch.count
+        }
+      }
+    }
+    #expect(paths.count >= 20 && compared > 10_000, "\(paths.count) files, \(compared) addresses")
   }
 
   @Test func malformedSymbolTables() {

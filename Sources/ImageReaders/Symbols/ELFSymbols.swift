@@ -9,50 +9,121 @@ extension SymbolTable {
   /// `entrySize` is `sh_entsize`; a table whose size is not a multiple of it ignores the tail.
   public static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int,
                          is64Bit: Bool) throws(FormatError) -> SymbolTable {
+    let names = copyStrings(strings)
+    var entries: [Entry] = []
+    entries.reserveCapacity(symbols.count / max(entrySize, 1))  // sized by the data, not a field
+    try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit) { entry in
+      var entry = entry
+      // The name is terminated (forEachCodeSymbol checked), so this stays inside `names`.
+      entry.nameLength = UInt32(nameLength(in: names, at: Int(entry.nameOffset)) ?? 0)
+      entries.append(entry)
+      return true
+    }
+    return SymbolTable(entries: entries, names: names)
+  }
+
+  /// The table `elf(symbols:strings:entrySize:is64Bit:)` would make, cut down to what `addresses` need:
+  /// for each address the symbol that table's `index(containing:)` finds, and no other. One pass over the
+  /// entries with no sort and no names decoded but the kept ones: for a few addresses in a large table
+  /// (a backtrace in libc), the way `eu-stack` looks symbols up. Other addresses must not be asked.
+  public static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
+                         for addresses: [UInt64]) throws(FormatError) -> SymbolTable {
+    let queries = Array(Set(addresses)).sorted()
+    guard !queries.isEmpty else { return SymbolTable() }
+    // Slot i holds the best symbol starting in (queries[i-1], queries[i]]: the one the sorted table
+    // would keep for the greatest such start (the first of its address in `init`'s order).
+    var best = [Entry?](repeating: nil, count: queries.count)
+    try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit) { entry in
+      var low = 0, high = queries.count
+      while low < high {  // the first query at or above the symbol's start
+        let middle = low + (high - low) / 2
+        if queries[middle] < entry.address { low = middle + 1 } else { high = middle }
+      }
+      guard low < queries.count else { return true }
+      if let current = best[low], current.address > entry.address
+        || (current.address == entry.address && !sortsBefore(entry, current)) { return true }
+      best[low] = entry
+      return true
+    }
+    // A query's symbol is the best of the last filled slot at or below it: the kept entries are those,
+    // with their names copied out of the string table, which stays where it is.
+    var kept: [Entry] = []
+    var names: [UInt8] = []
+    for case let entry? in best {
+      // forEachCodeSymbol checked the name is terminated inside `strings`.
+      let length = (try? strings.cStringLength(at: Int(entry.nameOffset))) ?? 0
+      var copy = entry
+      copy.nameOffset = UInt32(truncatingIfNeeded: names.count)  // names.count <= strings.count <= UInt32.max
+      copy.nameLength = UInt32(truncatingIfNeeded: length)
+      names += (try? strings.bytes(at: Int(entry.nameOffset), length: length)) ?? []
+      names.append(0)
+      kept.append(copy)
+    }
+    return SymbolTable(entries: kept, names: names)
+  }
+
+  /// Whether an ELF symbol table section has a symbol `elf(symbols:...)` would keep; stops at the first.
+  public static func elfHasCodeSymbols(symbols: ByteReader, strings: ByteReader, entrySize: Int,
+                                       is64Bit: Bool) throws(FormatError) -> Bool {
+    var found = false
+    try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit) { _ in
+      found = true
+      return false
+    }
+    return found
+  }
+
+  /// Calls `body` with each entry of the symbol table that can name code (see `elf(symbols:...)`), in
+  /// file order, until it returns false, with the name's offset checked to be a non-empty,
+  /// NUL-terminated string of `strings` (`nameLength` left 0: measuring every name is left to the
+  /// callers that keep every entry). The string table is read in place, not copied.
+  static func forEachCodeSymbol(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
+                                _ body: (Entry) -> Bool) throws(FormatError) {
     let expected = is64Bit ? 24 : 16
     guard entrySize >= expected else {
       throw .elf("symbol table sh_entsize \(entrySize) is smaller than \(expected)")
     }
-    let names = copyStrings(strings)
-    guard names.count <= Int(UInt32.max) else {
-      throw .limitExceeded("string table size", value: UInt64(names.count), limit: UInt64(UInt32.max))
+    guard strings.count <= Int(UInt32.max) else {
+      throw .limitExceeded("string table size", value: UInt64(strings.count), limit: UInt64(UInt32.max))
     }
-    let count = symbols.count / entrySize
-    var entries: [Entry] = []
-    entries.reserveCapacity(count)  // count <= bytes / entrySize: sized by the data, not a field
-    for index in 0..<count {
-      // index < count = symbols.count / entrySize, so the product is within symbols.count.
-      var reader = try symbols.slice(at: index * entrySize, length: entrySize)
-      let nameOffset = try reader.read(UInt32.self)
-      let info: UInt8, sectionIndex: UInt16, value: UInt64, size: UInt64
-      if is64Bit {
-        info = try reader.read(UInt8.self)
-        _ = try reader.read(UInt8.self)
-        sectionIndex = try reader.read(UInt16.self)
-        value = try reader.read(UInt64.self)
-        size = try reader.read(UInt64.self)
-      } else {
-        value = UInt64(try reader.read(UInt32.self))
-        size = UInt64(try reader.read(UInt32.self))
-        info = try reader.read(UInt8.self)
-        _ = try reader.read(UInt8.self)
-        sectionIndex = try reader.read(UInt16.self)
+    strings.withUnsafeBytes { names in
+      // A name starting at or before the table's last NUL is terminated inside it.
+      guard let lastNul = names.lastIndex(of: 0) else { return }
+      let count = symbols.count / entrySize
+      for index in 0..<count {
+        // index < count = symbols.count / entrySize: the entry lies inside `symbols`.
+        let base = index * entrySize
+        let nameOffset = symbols.field(UInt32.self, at: base)
+        let info: UInt8, sectionIndex: UInt16, value: UInt64, size: UInt64
+        if is64Bit {
+          info = symbols.field(UInt8.self, at: base + 4)
+          sectionIndex = symbols.field(UInt16.self, at: base + 6)
+          value = symbols.field(UInt64.self, at: base + 8)
+          size = symbols.field(UInt64.self, at: base + 16)
+        } else {
+          value = UInt64(symbols.field(UInt32.self, at: base + 4))
+          size = UInt64(symbols.field(UInt32.self, at: base + 8))
+          info = symbols.field(UInt8.self, at: base + 12)
+          sectionIndex = symbols.field(UInt16.self, at: base + 14)
+        }
+        let type = info & 0xF
+        let binding = info >> 4
+        guard isCodeType(type), sectionIndex != 0, sectionIndex != 0xFFF1, nameOffset != 0 else { continue }
+        // UInt32 -> Int is exact on 64-bit. From here on every byte read is at or before `lastNul`:
+        // a byte other than NUL at `start + k` puts `start + k + 1` at or before it.
+        let start = Int(nameOffset)
+        guard start <= lastNul, names[start] != 0 else { continue }
+        // Mapping symbols: `$x`, `$d`, `$x.123`.
+        if names[start] == UInt8(ascii: "$"), names[start + 1] != 0,
+           names[start + 2] == 0 || names[start + 2] == UInt8(ascii: ".") {
+          continue
+        }
+        // Prefer functions over untyped labels, then global/weak over local (as llvm-symbolizer does).
+        let rank: UInt8 = (type == 0 ? 2 : 0) + (binding == 0 ? 1 : 0)
+        // `order` only breaks ties between aliases.
+        guard body(Entry(address: value, size: size, nameOffset: nameOffset, nameLength: 0, rank: rank,
+                         order: UInt32(truncatingIfNeeded: index))) else { return }
       }
-      let type = info & 0xF
-      let binding = info >> 4
-      guard isCodeType(type), sectionIndex != 0, sectionIndex != 0xFFF1, nameOffset != 0 else { continue }
-      // UInt32 -> Int is exact on 64-bit; nameLength checks the offset against the table.
-      guard let length = nameLength(in: names, at: Int(nameOffset)), length > 0 else { continue }
-      let first = names[Int(nameOffset)]
-      if first == UInt8(ascii: "$"), length == 2 || (length > 2 && names[Int(nameOffset) + 2] == UInt8(ascii: ".")) {
-        continue  // mapping symbols: `$x`, `$d`, `$x.123`
-      }
-      // Prefer functions over untyped labels, then global/weak over local (as llvm-symbolizer does).
-      let rank: UInt8 = (type == 0 ? 2 : 0) + (binding == 0 ? 1 : 0)
-      // length < names.count <= UInt32.max; `order` only breaks ties between aliases.
-      entries.append(Entry(address: value, size: size, nameOffset: nameOffset, nameLength: UInt32(length), rank: rank,
-                           order: UInt32(truncatingIfNeeded: index)))
     }
-    return SymbolTable(entries: entries, names: names)
   }
 }

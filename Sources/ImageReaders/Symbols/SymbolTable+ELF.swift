@@ -1,19 +1,34 @@
 extension SymbolTable {
   /// The symbol table of a decoded ELF file: `.symtab` when present, else `.dynsym` (what a stripped
   /// library still exports). Empty when the file has neither. `bytes` are the bytes `file` was decoded
-  /// from.
-  public static func elf(_ file: ELFFile, bytes: ByteReader) throws(FormatError) -> SymbolTable {
+  /// from. With `addresses` (link-time), only what looking those up needs (see
+  /// `elf(symbols:strings:entrySize:is64Bit:for:)`).
+  public static func elf(_ file: ELFFile, bytes: ByteReader, for addresses: [UInt64]? = nil) throws(FormatError) -> SymbolTable {
+    guard let (symbols, strings, entrySize) = try elfSections(file, bytes: bytes) else { return SymbolTable() }
+    if let addresses {
+      return try elf(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: file.header.is64Bit, for: addresses)
+    }
+    return try elf(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: file.header.is64Bit)
+  }
+
+  /// Whether the table `elf(_:bytes:)` would make has a symbol, without making it.
+  public static func elfHasCodeSymbols(_ file: ELFFile, bytes: ByteReader) throws(FormatError) -> Bool {
+    guard let (symbols, strings, entrySize) = try elfSections(file, bytes: bytes) else { return false }
+    return try elfHasCodeSymbols(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: file.header.is64Bit)
+  }
+
+  /// The chosen symbol table's bytes, its string table's and its entry size; `nil` when there is none.
+  private static func elfSections(_ file: ELFFile, bytes: ByteReader)
+    throws(FormatError) -> (symbols: ByteReader, strings: ByteReader, entrySize: Int)? {
     let chosen = file.sections.first { $0.type == ELFSection.symbolTableType && $0.occupiesFile }
       ?? file.sections.first { $0.type == ELFSection.dynamicSymbolTableType && $0.occupiesFile }
-    guard let table = chosen else { return SymbolTable() }
+    guard let table = chosen else { return nil }
     guard let stringIndex = file.sections.firstIndex(where: { $0.index == Int(table.link) }) else {
       throw .elf("symbol table section \(table.index): sh_link \(table.link) is not a section")
     }
     guard let entrySize = Int(exactly: table.entrySize) else {
       throw .elf("symbol table section \(table.index): sh_entsize \(table.entrySize) is too large")
     }
-    return try elf(symbols: try file.contents(of: table, in: bytes),
-                   strings: try file.contents(of: file.sections[stringIndex], in: bytes),
-                   entrySize: entrySize, is64Bit: file.header.is64Bit)
+    return (try file.contents(of: table, in: bytes), try file.contents(of: file.sections[stringIndex], in: bytes), entrySize)
   }
 }

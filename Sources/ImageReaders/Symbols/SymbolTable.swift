@@ -35,12 +35,7 @@ public struct SymbolTable: Sendable {
 
   init(entries: consuming [Entry], names: [UInt8]) {
     var sorted = entries  // the caller's array, sorted and thinned in place: no copies of the table
-    sorted.sort {
-      if $0.address != $1.address { return $0.address < $1.address }
-      if $0.rank != $1.rank { return $0.rank < $1.rank }
-      if $0.size != $1.size { return $0.size > $1.size }  // the largest, as llvm-symbolizer picks
-      return $0.order > $1.order
-    }
+    sorted.sort(by: Self.sortsBefore)
     var kept = 0
     for index in sorted.indices where kept == 0 || sorted[kept - 1].address != sorted[index].address {
       sorted[kept] = sorted[index]  // kept <= index
@@ -49,6 +44,15 @@ public struct SymbolTable: Sendable {
     sorted.removeLast(sorted.count - kept)
     self.entries = sorted
     self.names = names
+  }
+
+  /// The table's order: by address, then the entry kept for an address first (a function before a
+  /// label, global before local, the largest, as llvm-symbolizer picks; the later alias).
+  static func sortsBefore(_ a: Entry, _ b: Entry) -> Bool {
+    if a.address != b.address { return a.address < b.address }
+    if a.rank != b.rank { return a.rank < b.rank }
+    if a.size != b.size { return a.size > b.size }
+    return a.order > b.order
   }
 
   /// An empty table.
