@@ -94,17 +94,21 @@ enum ProcFile {
     guard descriptor >= 0 else { throw .current("open") }
     defer { close(descriptor) }
     var result: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let got = buffer.withUnsafeMutableBytes { raw in Glibc.read(descriptor, raw.baseAddress, raw.count) }
-      if got < 0 {
-        let failure = errno
-        if failure == EINTR { continue }
-        throw SystemError("read", errno: failure)
+    // An uninitialized buffer, on the stack where the runtime can: most of these files are a few
+    // hundred bytes, read many times per command (a thread's stat), and a zeroed 64 KiB array each time
+    // cost more than the read.
+    let failure: Int32? = withUnsafeTemporaryAllocation(byteCount: 16384, alignment: 16) { buffer in
+      while true {
+        let got = Glibc.read(descriptor, buffer.baseAddress, buffer.count)
+        if got < 0 {
+          if errno == EINTR { continue }
+          return errno
+        }
+        if got == 0 { return nil }
+        result.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<got]))
       }
-      if got == 0 { break }
-      result.append(contentsOf: buffer[0..<got])
     }
+    if let failure { throw SystemError("read", errno: failure) }
     return result
   }
 

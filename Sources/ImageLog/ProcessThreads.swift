@@ -20,7 +20,7 @@ public struct ProcessThreads: Sendable {
   /// One thread as it was at the stop.
   public struct Thread: Sendable {
     public var tid: Int32
-    /// `/proc/PID/task/TID/comm`; nil when it could not be read.
+    /// The thread's `comm` (`/proc/PID/task/TID/comm`); nil when it could not be read.
     public var name: String?
     /// The state letter of `/proc/PID/task/TID/stat` just before the stop (`R`, `S`, `D`, `T`...).
     public var state: String?
@@ -65,8 +65,8 @@ public struct ProcessThreads: Sendable {
     guard pid != getpid() else { throw .ownProcess(pid: pid) }
     try checkStoppable(pid)
     // Names and states before the stop: during it every thread shows `t` (tracing stop).
-    var before: [Int32: (name: String?, state: String?)] = [:]
-    for tid in taskIDs(of: pid) { before[tid] = (threadName(pid, tid), threadState(pid, tid)) }
+    let tids = taskIDs(of: pid)
+    let before = tids.map { threadNameAndState(pid, $0) }
     // The mappings bound each stack copy; without them (refused) a smaller fixed size is copied.
     let mappings = (try? ProcessImages.readMappings(of: pid)) ?? []
     var bounds: [UInt64] = []
@@ -86,9 +86,10 @@ public struct ProcessThreads: Sendable {
     threads.reserveCapacity(capture.count)
     for index in 0..<capture.count {
       let raw = capture.threads[index]
-      let known = before[raw.tid]
-      var thread = Thread(tid: raw.tid, name: known?.name ?? threadName(pid, raw.tid),
-                          state: known?.state ?? threadState(pid, raw.tid))
+      // Threads come back in the order they were listed, then those created meanwhile.
+      let known = index < tids.count && tids[index] == raw.tid ? before[index]
+        : tids.firstIndex(of: raw.tid).map { before[$0] } ?? threadNameAndState(pid, raw.tid)
+      var thread = Thread(tid: raw.tid, name: known.name, state: known.state)
       switch Int32(raw.status) {
       case Int32(IL_THREAD_CAPTURED):
         thread.registerValues = registerValues(raw.registers)
@@ -232,10 +233,13 @@ public struct ProcessThreads: Sendable {
     return tids
   }
 
-  static func threadName(_ pid: Int32, _ tid: Int32) -> String? {
-    guard var bytes = try? ProcFile.read("/proc/\(pid)/task/\(tid)/comm") else { return nil }
-    if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
-    return String(decoding: bytes, as: UTF8.self)
+  /// The thread's name and state letter, from one read of `/proc/PID/task/TID/stat`: its command field
+  /// is the thread's `comm`, as `/proc/PID/task/TID/comm` shows it (the kernel writes both unescaped).
+  static func threadNameAndState(_ pid: Int32, _ tid: Int32) -> (name: String?, state: String?) {
+    guard let stat = try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat"), let fields = statFields(stat) else {
+      return (nil, nil)
+    }
+    return (fields.command, fields.rest.first.map { String(decoding: $0, as: UTF8.self) })
   }
 
   static func threadState(_ pid: Int32, _ tid: Int32) -> String? {

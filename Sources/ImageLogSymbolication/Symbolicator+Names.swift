@@ -13,10 +13,10 @@ extension Symbolicator {
   /// `Demangler` per chunk (each call of the runtime's demangler has its own context). The answer is
   /// the same, in the same order, however it was split.
   static func names(of symbols: [Int], in table: SymbolTable, demangler: Demangler) -> [(raw: String, name: String)] {
-    let processors = WorkerThread.processorCount
-    // A few chunks per core: a core taken by another process then delays only a small piece.
-    let chunks = symbols.count < parallelNamesThreshold || processors < 2
-      ? 1 : min(processors * 4, 32, symbols.count / (parallelNamesThreshold / 4))
+    // A few chunks per core: a core taken by another process then delays only a small piece. (The
+    // processors are counted only for a long list: counting reads a /sys file.)
+    let processors = symbols.count < parallelNamesThreshold ? 1 : WorkerThread.processorCount
+    let chunks = processors < 2 ? 1 : min(processors * 4, 32, symbols.count / (parallelNamesThreshold / 4))
     guard chunks > 1 else { return symbols.map { name(of: $0, in: table, demangler: demangler) } }
     let style = demangler.style
     return [(raw: String, name: String)](unsafeUninitializedCapacity: symbols.count) { buffer, initialized in
