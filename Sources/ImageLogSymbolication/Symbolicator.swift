@@ -143,18 +143,32 @@ public enum Symbolicator {
   /// used again and kept for later ones: many reports over the same images read each file once.
   public static func symbolicate(_ report: CrashReport, options: SymbolicationOptions = SymbolicationOptions(),
                                  cache: SymbolicationCache? = nil) -> SymbolicatedReport {
+    symbolicate(report, options: options, cache: cache, locator: nil)
+  }
+
+  /// The locator `symbolicate` makes for one report: `locate` its images ahead (on another thread,
+  /// while the report is being made) and pass it to `symbolicate(_:options:locator:)`, which then finds
+  /// the files it reads already read.
+  package static func locator(forOneReport options: SymbolicationOptions) -> DebugFileLocator {
+    let locator = DebugFileLocator(
+      searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
+      buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+    // One report looks up a few addresses per image: the chosen files' symbols are read for those
+    // alone (below), not every candidate's whole table sorted.
+    locator.symbolReading = .presence
+    return locator
+  }
+
+  /// `symbolicate(_:options:cache:)` with the locator made by `locator(forOneReport:)` (no cache).
+  package static func symbolicate(_ report: CrashReport, options: SymbolicationOptions,
+                                  locator: DebugFileLocator) -> SymbolicatedReport {
+    symbolicate(report, options: options, cache: nil, locator: locator)
+  }
+
+  static func symbolicate(_ report: CrashReport, options: SymbolicationOptions, cache: SymbolicationCache?,
+                          locator given: DebugFileLocator?) -> SymbolicatedReport {
     var report = report
-    let locator: DebugFileLocator
-    if let cache {
-      locator = cache.locator
-    } else {
-      locator = DebugFileLocator(
-        searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
-        buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
-      // One report looks up a few addresses per image: the chosen files' symbols are read for those
-      // alone (below), not every candidate's whole table sorted.
-      locator.symbolReading = .presence
-    }
+    let locator = cache?.locator ?? given ?? Self.locator(forOneReport: options)
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
     var files: [Int: SymbolFile] = [:]

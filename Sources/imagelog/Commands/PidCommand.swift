@@ -121,6 +121,10 @@ struct PidCommand: Command {
                  + "what was read before is shown")
       status = .failure
     }
+    // The files to symbolicate with are found and read while the stacks are unwound and the report
+    // written: their search is most of symbolication's time for a few frames, and it needs only the
+    // images. (Not during the stop: the threads need the processors to stop.)
+    let prefetch = symbolicating ? FilePrefetch(images: images, options: options) : nil
     let stacks = captured.unwind(images: images)
     var threads: [ThreadsReport.Thread] = []
     threads.reserveCapacity(captured.threads.count)
@@ -144,16 +148,17 @@ struct PidCommand: Command {
       date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
       threads: threads, images: images)
     let text = report.text()
-    guard symbolicating else {
+    guard let prefetch else {
       writeAll(to: 1, text)
       return status
     }
+    let locator = prefetch.finish()
     let parsed = ReportParser.parseAll(text, images: [])
     guard parsed.count == 1, case .success(let crashReport) = parsed[0] else {
       printError("imagelog: pid \(pid): the report written could not be read back")  // a writer/parser mismatch
       return .failure
     }
-    let result = Symbolicator.symbolicate(crashReport, options: options)
+    let result = Symbolicator.symbolicate(crashReport, options: options, locator: locator)
     var last: UInt8?
     result.write(style) { chunk in
       last = chunk.last
@@ -161,6 +166,34 @@ struct PidCommand: Command {
     }
     if last != UInt8(ascii: "\n") { writeAll(to: 1, "\n") }
     return status
+  }
+
+  /// Finds, on a thread of its own, the files symbolication will read for `images`: the locator's
+  /// answers and the files it read are kept for `symbolicate`.
+  final class FilePrefetch: @unchecked Sendable {
+    // Used by the worker until `finish` joins it, then by the caller alone.
+    private let locator: DebugFileLocator
+    private var worker: WorkerThread?
+
+    init(images: [Image], options: SymbolicationOptions) {
+      locator = Symbolicator.locator(forOneReport: options)
+      worker = WorkerThread.start { [self] in
+        for image in images {
+          let wanted = CrashReport.Image(name: image.name, path: image.path, loadAddress: image.loadAddress,
+                                         endAddress: nil, identity: image.buildID.map(ImageIdentity.init),
+                                         architecture: image.architecture)
+          _ = locator.locate(wanted, architecture: nil)
+        }
+      }
+    }
+
+    /// Waits for the search to end and returns the locator (with nothing found ahead when no thread
+    /// could be started: `symbolicate` then searches as it always does).
+    func finish() -> DebugFileLocator {
+      worker?.join()
+      worker = nil
+      return locator
+    }
   }
 
   /// The report's mark for a frame found other than by CFI (`FrameTrust`'s raw value), nil for CFI.
