@@ -173,9 +173,13 @@ public final class CoreDump {
               coreImage.mappedEnd = coreImage.mappings.map(\.vmRange.upperBound).max() ?? coreImage.loadAddress
               entry.coreImage = coreImage
             } else if disk != nil {
+              // elfutils would place the file by l_ld alone; a file that disagrees with l_addr is not
+              // the one mapped there. Without headers, a library's extent is unknown: it is left out.
+              let known = coreImage.mappedEnd > coreImage.loadAddress
               problems.append("\(shownPath): the core kept no ELF headers for it and the file on disk does not put "
                                 + "its dynamic section at l_ld 0x\(hexDigits(placement.dynamicVMAddress)) as the "
-                                + "dynamic linker's list shows; its build-id is unknown")
+                                + "dynamic linker's list shows; " + (known ? "its build-id is unknown" : "left out"))
+              if !known { continue }
             }
           } else if coreImage.mappings.isEmpty {
             // Nothing the core holds says where the file would map (an image from the dynamic linker's

@@ -407,6 +407,20 @@ import Testing
     #expect(report.exitCode == 0 && report.error.isEmpty, "\(report.error)", sourceLocation: sourceLocation)
   }
 
+  /// The core `bytes` decoded, and where its link_map walk found r_debug and each entry (for tests that
+  /// break them).
+  static func linkMapLayout(_ bytes: [UInt8]) throws -> (core: ELFCore, rDebug: UInt64, entries: [UInt64]) {
+    try bytes.withUnsafeBytes { raw in
+      let reader = ByteReader(raw)
+      let core = try ELFCore(source: reader)
+      var walk = ELFCoreLinkMap(core: core) { address, length throws(FormatError) in
+        try core.memory(at: address, length: length, in: reader)
+      }
+      walk.run()
+      return (core, try #require(walk.debugAddress), walk.entryAddresses)
+    }
+  }
+
   /// gcore's and the kernel's cores of a threaded C program, without NT_FILE: the images come from
   /// the dynamic linker's list; eu-unstrip is the oracle, and the same cores with NT_FILE, held to
   /// eu-stack by the tests above, the reference for the stacks.
@@ -431,15 +445,7 @@ import Testing
     // error and a partial list, with exit status 0 (the images found are still right).
     let hidden = "\(kernelFile).nofile"
     let original = try #require(readFileBytes(hidden))
-    let (rDebug, entries, core) = try original.withUnsafeBytes { raw in
-      let reader = ByteReader(raw)
-      let core = try ELFCore(source: reader)
-      var walk = ELFCoreLinkMap(core: core) { address, length throws(FormatError) in
-        try core.memory(at: address, length: length, in: reader)
-      }
-      walk.run()
-      return (try #require(walk.debugAddress), walk.entryAddresses, core)
-    }
+    let (core, rDebug, entries) = try Self.linkMapLayout(original)
     try #require(entries.count >= 4)
     func broken(_ name: String, _ words: [UInt64], at address: UInt64) throws -> String {
       var bytes = original
@@ -553,6 +559,60 @@ import Testing
     let lines = ours.error.split(separator: "\n")
     #expect(lines.count == 1 && lines[0].hasPrefix("imagelog: \(core): the main executable's program headers (AT_PHDR 0x")
               && lines[0].hasSuffix(" entries) are not in the core's memory"), "\(ours.error)")
+  }
+
+  /// A library whose headers the core left out is read from the file its l_name gives only when that
+  /// file's PT_DYNAMIC, moved by l_addr, lands at l_ld (as elfutils ties a file to a link_map entry):
+  /// then its build-id is the file's, the same as eu-unstrip's; a file that lands elsewhere is said
+  /// on standard error and not used. The hand-made x86_64 core, its library page left out, its entry
+  /// pointed at a library built here.
+  @Test(.enabled(if: haveTool("cc") && haveTool("eu-unstrip") && haveTool("readelf"), "cc, eu-unstrip or readelf missing"))
+  func aLibraryTheCoreLeftOutIsReadFromItsFileWhenItLandsAtLLD() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-lld")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let library = "\(directory)/libplaced.so"
+    let build = try runTool(["sh", "-c", "echo 'int placed(void) { return 1; }' | cc -shared -fPIC -Wl,--build-id -x c - -o '\(library)'"])
+    try #require(build.status == 0, "cc failed: \(build.error)")
+    let dynamic = try #require(try runTool(["readelf", "-lW", library]).output.split(separator: "\n")
+      .first { $0.trimmingPrefix(while: \.isWhitespace).hasPrefix("DYNAMIC") }?.split(separator: " ")[2])
+    let dynamicAddress = try #require(UInt64(dynamic.dropFirst(2), radix: 16))
+
+    var bytes = try #require(readFileBytes("\(packageRoot)/Tests/ImageReadersTests/Fixtures/cores/linkmap-x86_64.core"))
+    let (core, rDebug, entries) = try Self.linkMapLayout(bytes)
+    try #require(entries.count == 3)
+    func patch(_ address: UInt64, _ value: [UInt8]) throws {
+      let range = try #require(core.fileRange(ofMemory: address, length: value.count))
+      bytes.replaceSubrange(range, with: value)
+    }
+    func le64(_ value: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) } }
+    // The library entry (the second): l_name -> the path, written at DATA + 0x800; l_ld -> its PT_DYNAMIC.
+    let libraryBase = try #require(core.fileRange(ofMemory: entries[1], length: 32)).map { bytes[$0] }
+    let base = libraryBase.prefix(8).reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+    try patch(rDebug + 0x800, Array(library.utf8) + [0])
+    try patch(entries[1] + 8, le64(rDebug + 0x800))
+    // The core leaves the library's page out: its PT_LOAD (the third program header) gets p_filesz 0.
+    let libraryHeader = 64 + 2 * 56
+    try #require(bytes[libraryHeader] == 1)
+    bytes.replaceSubrange(libraryHeader + 32..<libraryHeader + 40, with: le64(0))
+
+    for (name, offset) in [("placed", UInt64(0)), ("misplaced", UInt64(0x10))] {
+      try patch(entries[1] + 16, le64(base + dynamicAddress + offset))
+      let path = "\(directory)/\(name).core"
+      try writeFile(path, bytes: bytes)
+      let run = try Self.imagelog(["file", "--format", "unstrip", path])
+      #expect(run.exitCode == 0)
+      if offset == 0 {
+        #expect(run.error.isEmpty, "\(run.error)")
+        let lines = try Self.expectMatchesUnstrip(path, "the hand-made core pointed at \(library)")
+        #expect(lines.contains { $0.hasPrefix("0x\(hexDigits(base))+") && $0.hasSuffix(" \(library)") }, "\(lines)")
+      } else {
+        // (eu-unstrip places the file by l_ld alone, here 0x10 past l_addr, off its page: a guess.)
+        #expect(run.error == "imagelog: \(path): \(library): the core kept no ELF headers for it and the file on disk does "
+                  + "not put its dynamic section at l_ld 0x\(hexDigits(base + dynamicAddress + offset)) as the dynamic "
+                  + "linker's list shows; left out\n")
+        #expect(!run.output.contains(library) && run.output.split(separator: "\n").count == 2, "\(run.output)")
+      }
+    }
   }
 
   static let canBuild32BitThreads: Bool = {
