@@ -31,6 +31,8 @@ public final class DebugFileLocator {
   /// How much of each file's symbol table is read: `.presence` when the caller reads the symbols of the
   /// file chosen itself (`SymbolFile.readSymbols`), for one report's addresses.
   var symbolReading = SymbolFile.SymbolReading.table
+  /// Images read from memory (the vDSO): one with an image's build-id serves when no file does.
+  public var inMemoryImages: [InMemoryImage] = []
 
   /// `systemDirectories: false` leaves out `/usr/lib/debug` and the debuginfod cache; explicit
   /// `buildIDDirectories` and `debuginfodCaches` replace them.
@@ -148,6 +150,8 @@ public final class DebugFileLocator {
         }
       }
     }
+    // An image no file holds (the vDSO), as eu-stack names it: from its bytes in memory, by build-id.
+    if matches.isEmpty, let file = inMemoryFile(identity) { return .found(file, how: "memory") }
     // Last, as gdb and elfutils do: the debuginfod servers, which download into the client cache.
     if !matches.contains(where: { $0.0.hasDebugInfo }), let path = askDebuginfod(identity.hex) {
       for file in slices(path) ?? [] { accept(file, identity, "debuginfod", into: &matches) }
@@ -253,6 +257,32 @@ public final class DebugFileLocator {
     identified.path = file.path
     guard case .found(let better, _) = locate(identified, architecture: architecture) else { return file }
     return better
+  }
+
+  /// The in-memory image with `identity`, decoded with its whole symbol table (a vDSO's is tiny, and
+  /// there is no file to read it from later); `nil` when none has it. Bytes that do not decode, or
+  /// decode to another build-id, are refused.
+  private func inMemoryFile(_ identity: ImageIdentity) -> SymbolFile? {
+    for image in inMemoryImages where identity.match(image.buildID) != .different {
+      let files: [SymbolFile]
+      do {
+        files = try image.bytes.withUnsafeBytes { raw in try SymbolFile.load(ByteReader(raw), path: image.path, reading: .table) }
+      } catch {
+        refuse(image.path, "its bytes in memory: \(error)")
+        continue
+      }
+      guard var file = files.first, let id = file.buildID, identity.match(id) != .different else {
+        refuse(image.path, "its bytes in memory have build-id \(files.first?.buildID?.hex ?? "none"), not \(identity.hex)")
+        continue
+      }
+      // Only its symbols are used: DWARF and linked files are read by path, and it has none.
+      file.hasDebugInfo = false
+      file.debugLink = nil
+      file.debugAltLink = nil
+      file.debugAltLinkProblem = nil
+      return file
+    }
+    return nil
   }
 
   private func symbolScore(_ file: SymbolFile) -> Int {

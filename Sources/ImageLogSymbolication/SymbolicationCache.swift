@@ -18,6 +18,7 @@ public final class SymbolicationCache {
   public init(options: SymbolicationOptions) {
     locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
                                buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+    locator.inMemoryImages = options.inMemoryImages
   }
 
   /// How many files' outcomes and DWARF indexes are held (tests and benchmarks check files are read once).

@@ -17,6 +17,9 @@ public struct SymbolicationOptions: Sendable {
   public var lineInfo = true
   /// The architecture to pick universal slices by when neither the report nor the image says.
   public var architecture: String? = nil
+  /// Images no file holds (the vDSO), as copied from the process's or the core's memory: used for an
+  /// image with the same build-id when no file on disk has it.
+  public var inMemoryImages: [InMemoryImage] = []
 
   /// The defaults: system debug folders, simplified names, lines from DWARF.
   public init() {}
@@ -153,6 +156,7 @@ public enum Symbolicator {
     let locator = DebugFileLocator(
       searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
       buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
+    locator.inMemoryImages = options.inMemoryImages
     // One report looks up a few addresses per image: the chosen files' symbols are read for those
     // alone (below), not every candidate's whole table sorted.
     locator.symbolReading = .presence

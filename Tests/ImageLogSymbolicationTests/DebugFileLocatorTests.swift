@@ -1,4 +1,5 @@
 import Glibc
+import ImageLog
 import ImageLogTestSupport
 @testable import ImageLogSymbolication
 import ImageReaders
@@ -276,5 +277,82 @@ import Testing
       #expect(file.debugInfoPath == nil ? file.isUniversalSlice : file.debugInfoIsUniversal, "\(arch): a slice of the universal dSYM")
       #expect(locator.refused.isEmpty, "\(locator.refused)")
     }
+  }
+
+  // MARK: images no file holds (the vDSO)
+
+  /// Our own vDSO as `pid --threads` and cores hand it over: its bytes copied from memory.
+  static func ownVDSO() throws -> InMemoryImage {
+    let copies = InMemoryImage.copies(of: LoadedImages.snapshot(), in: ProcessMemory(pid: getpid()))
+    return try #require(copies.first { $0.path == "[vdso]" }, "no vDSO with a build-id in this process")
+  }
+
+  static func vdsoImage(_ id: BuildID) -> CrashReport.Image {
+    CrashReport.Image(name: "[vdso]", path: "[vdso]", loadAddress: 0x7fff_0000_0000, endAddress: nil,
+                      identity: ImageIdentity(id), architecture: nil)
+  }
+
+  /// The vDSO's symbols come from its bytes in memory when its build-id is the image's ("memory"), and
+  /// are its symbol table as readelf reads it from those bytes written to a file: each function at its
+  /// address, under one of the names readelf gives that address. Another build-id gets nothing.
+  @Test(.enabled(if: haveTool("readelf"), "needs readelf (binutils)"))
+  func vdsoSymbolsFromMemory() throws {
+    let vdso = try Self.ownVDSO()
+    let locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+    locator.symbolReading = .presence  // as for one report: the in-memory file's table is read anyway
+    locator.inMemoryImages = [vdso]
+    guard case .found(var file, let how) = locator.locate(Self.vdsoImage(vdso.buildID), architecture: nil) else {
+      Issue.record("the vDSO was not found in memory")
+      return
+    }
+    #expect(how == "memory" && file.path == "[vdso]" && !file.hasDebugInfo && file.unreadSymbols == nil)
+    let before = file.symbols.count
+    try file.readSymbols(for: [0])  // nothing to read again: there is no file
+    #expect(file.symbols.count == before && before > 0)
+
+    let directory = try makeTemporaryDirectory()
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    try writeFile(directory + "/vdso.so", bytes: vdso.bytes)
+    var names: [UInt64: Set<String>] = [:]
+    for line in try runChild(["readelf", "-sW", "--dyn-syms", directory + "/vdso.so"]).output.split(separator: "\n") {
+      let fields = line.split(separator: " ")
+      guard fields.count >= 8, fields[0].hasSuffix(":"), fields[3] == "FUNC", fields[6] != "UND",
+            let value = UInt64(fields[1], radix: 16) else { continue }
+      names[value, default: []].insert(String(fields[7].split(separator: "@").first ?? fields[7]))
+    }
+    #expect(!names.isEmpty)
+    for (address, aliases) in names {
+      let symbol = file.symbols.symbol(containing: address)
+      #expect(symbol?.address == address && aliases.contains(symbol?.name ?? ""), "0x\(String(address, radix: 16)): \(aliases)")
+    }
+
+    var other = vdso.buildID.bytes
+    other[0] ^= 0xFF
+    guard case .missing = locator.locate(Self.vdsoImage(BuildID(other)), architecture: nil) else {
+      Issue.record("an image with another build-id was given the vDSO's symbols")
+      return
+    }
+  }
+
+  /// Bytes that are truncated or damaged (a core cut short or corrupted) are refused or, where they
+  /// still decode to the same build-id, used: never a trap, never another identity.
+  @Test func damagedVDSOBytesAreRefusedNotTrusted() throws {
+    let vdso = try Self.ownVDSO()
+    var rng = SplitMix64(seed: 0x5D_50)
+    var refused = 0
+    for round in 0..<300 {
+      var bytes = Array(vdso.bytes.prefix(round % 3 == 0 ? Int.random(in: 0...vdso.bytes.count, using: &rng) : vdso.bytes.count))
+      for _ in 0..<(round % 3 == 1 ? 8 : 1) where !bytes.isEmpty {
+        bytes[Int.random(in: 0..<bytes.count, using: &rng)] ^= 1 << UInt8.random(in: 0...7, using: &rng)
+      }
+      let locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
+      locator.inMemoryImages = [InMemoryImage(buildID: vdso.buildID, path: "[vdso]", bytes: bytes)]
+      switch locator.locate(Self.vdsoImage(vdso.buildID), architecture: nil) {
+      case .found(let file, _): #expect(file.buildID == vdso.buildID)
+      case .missing: #expect(!locator.refused.isEmpty); refused += 1
+      default: Issue.record("round \(round): neither found nor missing")
+      }
+    }
+    #expect(refused > 0)
   }
 }

@@ -124,6 +124,9 @@ struct PidCommand: Command {
     // The files to symbolicate with are found and read while the stacks are unwound and the report
     // written: their search is most of symbolication's time for a few frames, and it needs only the
     // images. (Not during the stop: the threads need the processors to stop.)
+    // The vDSO is in no file: its symbols come from the target's memory (a few pages, read once).
+    var options = options
+    if symbolicating { options.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid)) }
     let prefetch = symbolicating ? FilePrefetch(images: images, options: options) : nil
     let stacks = captured.unwind(images: images)
     var threads: [ThreadsReport.Thread] = []

@@ -17,13 +17,15 @@ extension SymbolicateCommand {
     }
   }
 
-  /// The report of the process the core at `path` holds, in imagelog's layout, and the lines to say on
-  /// standard error (files that changed since the core was written).
-  static func coreReport(_ path: String) throws(CoreDump.OpenError) -> (text: String, problems: [String]) {
+  /// The report of the process the core at `path` holds, in imagelog's layout, the lines to say on
+  /// standard error (files that changed since the core was written), and the images no file holds
+  /// (the vDSO) as the core's memory has them, to symbolicate their frames with.
+  static func coreReport(_ path: String) throws(CoreDump.OpenError)
+    -> (text: String, problems: [String], inMemoryImages: [InMemoryImage]) {
     let dump = try CoreDump(path: path)
     let (images, problems) = dump.images()
     let report = threadsReport(dump, images: images, written: modificationTime(path))
-    return (report.text(), problems)
+    return (report.text(), problems, InMemoryImage.copies(of: images, in: dump))
   }
 
   /// The core's threads (main thread first, then by tid), each unwound in the

@@ -142,6 +142,7 @@ struct SymbolicateCommand: Command {
 
   func run() throws -> ExitStatus {
     if let outputDirectory { return runToDirectory(outputDirectory) }
+    var options = options
     var status = ExitStatus.success
     var reportImages: [CrashReport.Image] = []
     for spec in images {
@@ -172,8 +173,9 @@ struct SymbolicateCommand: Command {
     if let reportPath, Self.isCoreFile(reportPath) {
       // A core: its threads unwound into imagelog's report layout, then symbolicated as a report is.
       do {
-        let (report, problems) = try Self.coreReport(reportPath)
+        let (report, problems, inMemoryImages) = try Self.coreReport(reportPath)
         for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
+        options.inMemoryImages = inMemoryImages
         if noSymbolicate {
           _ = writeAll(to: 1, report)
           return .success
@@ -193,6 +195,7 @@ struct SymbolicateCommand: Command {
         return .failure
       }
     }
+    if options.inMemoryImages.isEmpty { options.inMemoryImages = Self.ownInMemoryImages() }
     if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
     // A file may hold several reports (a collector's dump): each is symbolicated and written in turn,
     // with its own summary.
@@ -231,6 +234,12 @@ struct SymbolicateCommand: Command {
     return status
   }
 
+  /// Our own vDSO, as our memory has it: a report written on this machine (same kernel, same ABI) has
+  /// the same one, which its build-id shows; its frames are then named as the process's own would be.
+  static func ownInMemoryImages() -> [InMemoryImage] {
+    InMemoryImage.copies(of: LoadedImages.snapshot(), in: ProcessMemory(pid: getpid()))
+  }
+
   /// The process ends once `run` returns: handing the names of 20,000 frames back to malloc one by
   /// one would cost more than writing them did, so the result is left for the exit to reclaim
   /// (as compilers do: clang's `-disable-free`).
@@ -266,6 +275,8 @@ struct SymbolicateCommand: Command {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
     }
+    var options = options
+    options.inMemoryImages = Self.ownInMemoryImages()
     let cache = SymbolicationCache(options: options)
     var written: [String: String] = [:]  // output name -> the report written there
     for reportPath in reportPaths {
