@@ -25,6 +25,8 @@ import Testing
     guard var name = name.map(unversionedSymbol) else { return nil }
     while true {
       if name.hasPrefix("__GI_") { name.removeFirst(5) } else if name.hasPrefix("__libc_") { name.removeFirst(7) }
+      // The x86_64 vDSO exports each function twice at one address: `__vdso_clock_gettime` and `clock_gettime`.
+      else if name.hasPrefix("__vdso_") { name.removeFirst(7) }
       else if name.hasPrefix("_"), name.count > 1 { name.removeFirst() } else { break }
     }
     return name
@@ -103,6 +105,55 @@ import Testing
     try writeFile(saved, plain.output)
     let later = try runProcessTest([processTestImagelog, "symbolicate", saved])
     #expect(later.output.contains(" blocked_in_read + "), "\(later.output)")
+  }
+
+  /// A report saved with `--no-symbolicate` on this machine, symbolicated later: its vDSO has the
+  /// build-id of ours (same kernel), so its frames are named from our own vDSO. Frames are added at
+  /// addresses across the vDSO's code and held to `eu-addr2line --pid`, which reads the target's vDSO
+  /// (frames after the first are return addresses: looked up one byte before, as eu-stack does).
+  @Test(.enabled(if: haveTool("eu-addr2line") && haveTool("python3"), "needs eu-addr2line (elfutils) and python3"))
+  func savedReportNamesVDSOFramesFromOurOwnVDSO() throws {
+    let child = try RunningChild(["python3", "-c", "import time; print('ready', flush=True); time.sleep(120)"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    let plain = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate"])
+    try #require(plain.exitStatus == 0, "\(plain.error)")
+    let maps = try #require(readFile("/proc/\(child.pid)/maps"))
+    let range = try #require(maps.split(separator: "\n").first { $0.hasSuffix(" [vdso]") }?.split(separator: " ").first)
+    let bounds = range.split(separator: "-").compactMap { UInt64($0, radix: 16) }
+    try #require(bounds.count == 2 && bounds[0] < bounds[1])
+    // Our frames after thread 0's first, every 16 bytes from the vDSO's second page on (its code).
+    let addresses = Array(stride(from: bounds[0] + 0x400, to: bounds[1], by: 16))
+    var lines = plain.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    let first = try #require(lines.firstIndex { $0.hasPrefix("0   ") })
+    let added = addresses.enumerated().map { index, address in
+      let number = String(index + 1).padding(toLength: 4, withPad: " ", startingAt: 0)
+      let image = "[vdso]".padding(toLength: 30, withPad: " ", startingAt: 0)
+      let hex = String(address, radix: 16)
+      return number + image + "0x" + String(repeating: "0", count: 16 - hex.count) + hex
+        + " 0x\(String(bounds[0], radix: 16)) + \(address - bounds[0])"
+    }
+    lines.removeSubrange(first + 1..<(lines[(first + 1)...].firstIndex { !($0.first?.isNumber ?? false) } ?? first + 1))
+    lines.insert(contentsOf: added, at: first + 1)
+    let directory = try makeTemporaryDirectory("imagelog-vdso-report")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    try writeFile(directory + "/report.txt", lines.joined(separator: "\n"))
+    let ours = try runProcessTest([processTestImagelog, "symbolicate", "--format", "json", "--no-lines", "--demangle", "none",
+                                   directory + "/report.txt"])
+    try #require(ours.exitStatus == 0, "\(ours.error)")
+    let report = try JSONDecoder().decode(Report.self, from: Data(ours.output.utf8))
+    let frames = report.frames.filter { $0.thread == 0 && $0.image == "[vdso]" }.sorted { $0.frame < $1.frame }
+    try #require(frames.count == addresses.count, "\(ours.output)")
+    let peer = try runChild(["eu-addr2line", "--pid=\(child.pid)", "-f"] + addresses.map { "0x" + String($0 - 1, radix: 16) })
+    let theirNames = peer.output.split(separator: "\n").enumerated().filter { $0.offset % 2 == 0 }.map { $0.element == "??" ? nil : String($0.element) }
+    try #require(theirNames.count == addresses.count, "\(peer.output)\(peer.error)")
+    var named = 0
+    for (frame, name) in zip(frames, theirNames) {
+      #expect(Self.canonical(frame.symbol) == Self.canonical(name), "\(frame.address): \(frame.symbol ?? "none") vs eu-addr2line's \(name ?? "??")")
+      if frame.symbol != nil { named += 1 }
+    }
+    #expect(named > 0, "no vDSO frame named")
+    print("PidThreadsCommandTests: saved report: \(named) of \(frames.count) vDSO frames named as eu-addr2line names them")
   }
 
   /// A 32-bit process on the x86_64 kernel (Tests/Programs/process-threads.c built with gcc -m32 -O2
