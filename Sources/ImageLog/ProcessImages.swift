@@ -213,7 +213,7 @@ struct ProcessMemoryReader {
                                         in mappings: [ProcessMapping]) throws(ProcessImagesError) -> Image? {
     let parsed: (header: ELFHeader, phdrs: [ProgramHeader])?
     do throws(FormatError) {
-      parsed = try withByteReader(first) { reader throws(FormatError) in
+      parsed = try ByteReader.reading(first) { reader throws(FormatError) in
         let header = try ELFHeader(reader)
         let size = UInt64(header.programHeaderCount) * UInt64(header.programHeaderEntrySize)  // UInt16 * UInt16
         if let range = try? ByteReader.checkedRange(offset: header.programHeaderOffset, size: size,
@@ -237,7 +237,7 @@ struct ProcessMemoryReader {
       let (address, overflow) = mapping.start.addingReportingOverflow(header.programHeaderOffset)
       guard !overflow, let table = try read(at: address, count: size) else { return nil }
       do throws(FormatError) {
-        phdrs = try withByteReader(table, endian: header.endian) { reader throws(FormatError) in
+        phdrs = try ByteReader.reading(table, endian: header.endian) { reader throws(FormatError) in
           try ProgramHeader.table(reader, count: Int(header.programHeaderCount),
                                   entrySize: Int(header.programHeaderEntrySize), is64Bit: header.is64Bit)
         }
@@ -259,7 +259,7 @@ struct ProcessMemoryReader {
         bytes = try read(at: address, count: size)
       }
       guard let bytes else { continue }
-      let found = try? withByteReader(bytes, endian: header.endian) { reader throws(FormatError) in
+      let found = try? ByteReader.reading(bytes, endian: header.endian) { reader throws(FormatError) in
         try ELFNote.buildIDNote(in: reader, alignment: note.alignment == 8 ? 8 : 4)
       }
       if let found {
@@ -351,11 +351,3 @@ struct ProcessMemoryReader {
   }
 }
 
-/// Calls `body` with a reader over `bytes`, keeping the typed error (`Array.withUnsafeBytes` rethrows untyped).
-func withByteReader<R>(_ bytes: [UInt8], endian: ByteReader.Endian = .little,
-                       _ body: (ByteReader) throws(FormatError) -> R) throws(FormatError) -> R {
-  let result: Result<R, FormatError> = bytes.withUnsafeBytes { raw in
-    Result { () throws(FormatError) in try body(ByteReader(raw, endian: endian)) }
-  }
-  return try result.get()
-}

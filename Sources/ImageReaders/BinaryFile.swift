@@ -30,9 +30,6 @@ public enum BinaryFile {
 
   /// Decodes the bytes of an array (tests and the fuzz target).
   public static func parse(_ bytes: [UInt8]) throws(FormatError) -> BinaryFile {
-    let result: Result<BinaryFile, FormatError> = bytes.withUnsafeBytes { raw in
-      Result { () throws(FormatError) -> BinaryFile in try parse(ByteReader(raw)) }
-    }
-    return try result.get()
+    try ByteReader.reading(bytes) { reader throws(FormatError) in try parse(reader) }
   }
 }

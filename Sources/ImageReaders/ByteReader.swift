@@ -253,6 +253,22 @@ public struct ByteReader {
   public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
     try body(bytes)
   }
+
+  /// Calls `body` with a reader over `bytes`, keeping the typed error (`Array.withUnsafeBytes`
+  /// rethrows untyped). Not through `Result`: making `Result<R, FormatError>` for each new `R` looks
+  /// `FormatError: Error` up in every conformance record of the executable, at each start.
+  public static func reading<R>(_ bytes: [UInt8], endian: Endian = .little,
+                                _ body: (ByteReader) throws(FormatError) -> R) throws(FormatError) -> R {
+    var failure: FormatError?
+    let value: R? = bytes.withUnsafeBytes { raw in
+      do throws(FormatError) { return try body(ByteReader(raw, endian: endian)) } catch { failure = error; return nil }
+    }
+    switch (value, failure) {
+    case (let value?, _): return value
+    case (nil, let failure?): throw failure
+    case (nil, nil): preconditionFailure("body neither returned nor threw")
+    }
+  }
 }
 
 extension ByteReader {

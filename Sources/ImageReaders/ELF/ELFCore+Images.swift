@@ -286,7 +286,7 @@ extension ELFCore {
       guard let area = try? read(bias &+ segment.vmAddress, size),
             let notes = try? ELFNote.notes(in: area, alignment: 4) else { continue }
       for note in notes where note.name == "Linux" && note.type == 0 && note.descriptor.count == 4 {
-        guard let code = try? withCoreReader(note.descriptor, endian: header.endian, { reader throws(FormatError) in
+        guard let code = try? ByteReader.reading(note.descriptor, endian: header.endian, { reader throws(FormatError) in
           try reader.peek(UInt32.self, at: 0)
         }) else { continue }
         return "\(code >> 16).\((code >> 8) & 0xFF).\(code & 0xFF)"

@@ -13,7 +13,7 @@ struct ELFCoreNotes {
     // Core notes are 4-aligned in both classes (the kernel's and gdb's writers).
     for note in try ELFNote.notes(in: area, alignment: 4) where note.name == "CORE" {
       let context = "note \(Self.typeName(note.type)) at offset \(note.descriptorOffset)"
-      try withCoreReader(note.descriptor, endian: header.endian) { (reader: ByteReader) throws(FormatError) in
+      try ByteReader.reading(note.descriptor, endian: header.endian) { (reader: ByteReader) throws(FormatError) in
         switch note.type {
         case ELFCore.prstatusType: threads.append(try Self.prstatus(reader, header: header, context))
         case ELFCore.prpsinfoType: if process == nil { process = try Self.prpsinfo(reader, is64Bit: header.is64Bit, context) }
@@ -166,11 +166,3 @@ func trimmingTrailingSpaces(_ text: String) -> String {
   return text
 }
 
-/// Calls `body` with a reader over `bytes`, keeping the typed error.
-func withCoreReader<R>(_ bytes: [UInt8], endian: ByteReader.Endian,
-                   _ body: (ByteReader) throws(FormatError) -> R) throws(FormatError) -> R {
-  let result: Result<R, FormatError> = bytes.withUnsafeBytes { raw in
-    Result { () throws(FormatError) in try body(ByteReader(raw, endian: endian)) }
-  }
-  return try result.get()
-}

@@ -156,9 +156,11 @@ struct PidCommand: Command {
       return status
     }
     let locator = prefetch.finish()
-    let parsed = ReportParser.parseAll(text, images: [])
-    guard parsed.count == 1, case .success(let crashReport) = parsed[0] else {
-      printError("imagelog: pid \(pid): the report written could not be read back")  // a writer/parser mismatch
+    let crashReport: CrashReport
+    do {
+      crashReport = try ReportParser.parse(text)
+    } catch {
+      printError("imagelog: pid \(pid): the report written could not be read back: \(error)")  // a writer/parser mismatch
       return .failure
     }
     let result = Symbolicator.symbolicate(crashReport, options: options, locator: locator)
