@@ -187,6 +187,8 @@ import Testing
   @Test func mapsWithoutImagesOfALiveProcess() throws {
     let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     #expect(child.readLine() == "ready")
+    // "ready" comes before the exec: the whole maps are read once sleep runs, not inside its exec.
+    try waitUntilSleeping(child.pid, in: "sleep")
     let maps = try ProcessImages.readMappings(of: child.pid)
     let stackOnly = maps.filter { $0.path == "[stack]" }
     try #require(stackOnly.count == 1, "the child's maps have a [stack] line")
