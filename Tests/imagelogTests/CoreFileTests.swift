@@ -356,6 +356,35 @@ import Testing
     #expect(fromSaved.contains { $0.hasPrefix("  missing:    [vdso] <") })
     let same = { (lines: [Substring]) in lines.filter { !vdsoFrame($0) && !$0.hasPrefix("--") && !$0.hasPrefix("  missing:") } }
     #expect(same(fromSaved) == same(fromCore))
+
+    // The vDSO's bytes damaged in the core (its second page, section headers included, overwritten
+    // with 0xff) or cut off mid-vDSO: the report is written all the same, its vDSO frames unnamed,
+    // and the damage is said.
+    let unstrip = try Self.imagelog(["file", "--format", "unstrip", kernelFile]).output
+    let vdsoStart = try #require(unstrip.split(separator: "\n").first { $0.hasSuffix(" [vdso]") }?.split(separator: "+").first)
+    let vdsoAddress = UInt64(vdsoStart.dropFirst(2), radix: 16)
+    let programHeaders: [[Substring]] = try runTool(["readelf", "-lW", kernelFile]).output.split(separator: "\n").map { $0.split(separator: " ") }
+    let segment = try #require(programHeaders.first { fields in
+      fields.count >= 6 && fields[0] == "LOAD" && UInt64(fields[2].dropFirst(2), radix: 16) == vdsoAddress
+    }, "no PT_LOAD at the vDSO's \(vdsoStart)")
+    let segmentOffset = try #require(UInt64(segment[1].dropFirst(2), radix: 16))
+    let damaged = "\(directory)/damaged-vdso"
+    var bytes = try #require(readFileBytes(kernelFile))
+    let pageStart = Int(segmentOffset) + 0x1000
+    try #require(pageStart + 0x1000 <= bytes.count)
+    for index in pageStart..<pageStart + 0x1000 { bytes[index] = 0xFF }
+    try writeFile(damaged, bytes: bytes)
+    let fromDamaged = try Self.imagelog(["symbolicate", damaged])
+    #expect(fromDamaged.exitCode == 0, "\(fromDamaged.error)")
+    let damagedLines = fromDamaged.output.split(separator: "\n")
+    #expect(damagedLines.filter(vdsoFrame).count == fromCore.filter(vdsoFrame).count
+            && !damagedLines.filter(vdsoFrame).contains { $0.contains("__kernel_vsyscall") }, "\(fromDamaged.output)")
+    #expect(damagedLines.contains { $0.hasPrefix("  note: [vdso]: not used: its bytes in memory: ") }, "\(fromDamaged.output)")
+    let cut = "\(directory)/cut-vdso"
+    try writeFile(cut, bytes: Array(bytes[..<(pageStart + 0x100)]))
+    let fromCut = try Self.imagelog(["symbolicate", cut])
+    #expect(fromCut.exitCode == 0, "\(fromCut.error)")
+    #expect(!fromCut.output.contains("__kernel_vsyscall") && fromCut.output.contains("Binary Images:"), "\(fromCut.output)")
   }
 
   // MARK: cores without NT_FILE
@@ -718,6 +747,9 @@ import Testing
       let expected = whole.output.split(separator: "\n").filter { !$0.hasSuffix(" [vdso]") }
       let got = run.output.split(separator: "\n").filter { !$0.hasSuffix(" [vdso]") }
       #expect(got == expected, "cut to 1/\(fraction)")
+      // The vDSO's bytes are read from what is left: cut off or partly there, symbolicate neither traps nor fails.
+      let report = try Self.imagelog(["symbolicate", cut])
+      #expect(report.exitCode == 0 && report.output.contains("Binary Images:"), "cut to 1/\(fraction): \(report.error)")
     }
 
     let child = try RunningChild([program, "sleep"])

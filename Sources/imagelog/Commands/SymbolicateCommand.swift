@@ -195,11 +195,15 @@ struct SymbolicateCommand: Command {
         return .failure
       }
     }
-    if options.inMemoryImages.isEmpty { options.inMemoryImages = Self.ownInMemoryImages() }
     if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
     // A file may hold several reports (a collector's dump): each is symbolicated and written in turn,
     // with its own summary.
     let reports = ReportParser.parseAll(text, images: reportImages)
+    let namesInMemoryImage = reports.contains { parsed in
+      guard case .success(let report) = parsed else { return false }
+      return report.images.contains { $0.path?.hasPrefix("[") == true || $0.name.hasPrefix("[") }
+    }
+    if options.inMemoryImages.isEmpty, namesInMemoryImage { options.inMemoryImages = Self.ownInMemoryImages() }
     if reports.count == 1, case .failure(let error) = reports[0] {
       printError("imagelog: \(source): \(error)")
       return .failure
