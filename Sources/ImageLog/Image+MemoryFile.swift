@@ -16,9 +16,7 @@ extension Image {
   public func fileBytes(in memory: some MemoryReading, limit: Int = Image.fileBytesLimit) -> [UInt8]? {
     var head = [UInt8](repeating: 0, count: 64)  // ELFCLASS64's header; ELFCLASS32's is 52 bytes
     guard head.withUnsafeMutableBytes({ memory.read(loadAddress, into: $0) }) else { return nil }
-    guard let header = try? head.withUnsafeBytes({ raw throws(FormatError) in try ELFHeader(ByteReader(raw)) }) else {
-      return nil
-    }
+    guard let header = try? ByteReader.reading(head, { reader throws(FormatError) in try ELFHeader(reader) }) else { return nil }
     // e_shnum and e_shentsize are UInt16: their product cannot overflow UInt64.
     let tableSize = UInt64(header.sectionHeaderCount) * UInt64(header.sectionHeaderEntrySize)
     let (tableEnd, overflowed) = header.sectionHeaderOffset.addingReportingOverflow(tableSize)

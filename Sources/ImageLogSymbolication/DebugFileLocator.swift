@@ -266,7 +266,9 @@ public final class DebugFileLocator {
     for image in inMemoryImages where identity.match(image.buildID) != .different {
       let files: [SymbolFile]
       do {
-        files = try image.bytes.withUnsafeBytes { raw in try SymbolFile.load(ByteReader(raw), path: image.path, reading: .table) }
+        files = try ByteReader.reading(image.bytes) { reader throws(FormatError) in
+          try SymbolFile.load(reader, path: image.path, reading: .table)
+        }
       } catch {
         refuse(image.path, "its bytes in memory: \(error)")
         continue
