@@ -107,6 +107,42 @@ import Testing
     #expect(later.output.contains(" blocked_in_read + "), "\(later.output)")
   }
 
+  /// x86_64's `clock_gettime` runs in the vDSO (`__vdso_clock_gettime`): a program calling it in a loop
+  /// is caught there, and that frame is named as `eu-addr2line --pid` names its address (frame 0: the
+  /// address itself), then unwound through the vDSO's CFI into libc's `clock_gettime` and `main`.
+  @Test(.enabled(if: haveTool("eu-addr2line") && haveTool("cc"), "needs eu-addr2line (elfutils) and cc"))
+  func frameInTheVDSOIsNamedAsElfutilsNamesIt() throws {
+    let directory = try makeTemporaryDirectory("imagelog-vdso-spin")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    try writeFile(directory + "/spin.c", """
+      #include <stdio.h>
+      #include <time.h>
+      int main(void) { struct timespec t; puts("ready"); fflush(stdout); for (;;) clock_gettime(CLOCK_MONOTONIC, &t); }
+      """)
+    let build = try runChild(["cc", "-O2", "-g", directory + "/spin.c", "-o", directory + "/spin"])
+    try #require(build.exitCode == 0, "cc: \(build.error)")
+    let child = try RunningChild([directory + "/spin"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    // The loop is mostly in the vDSO; a stop that lands in libc or main instead is tried again.
+    for _ in 0..<100 {
+      let ours = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--format", "json",
+                                     "--no-lines", "--demangle", "none"])
+      try #require(ours.exitStatus == 0, "\(ours.error)")
+      let report = try JSONDecoder().decode(Report.self, from: Data(ours.output.utf8))
+      let frames = report.frames.filter { $0.thread == 0 }.sorted { $0.frame < $1.frame }
+      guard let top = frames.first, top.image == "[vdso]" else { continue }
+      let peer = try runChild(["eu-addr2line", "--pid=\(child.pid)", "-f", top.address])
+      let theirs = peer.output.split(separator: "\n").first.map(String.init)
+      #expect(top.symbol != nil && Self.canonical(top.symbol) == Self.canonical(theirs),
+              "\(top.address): \(top.symbol ?? "none") vs eu-addr2line's \(theirs ?? "nothing") \(peer.error)")
+      #expect(frames.dropFirst().prefix(2).map { Self.canonical($0.symbol) } == ["clock_gettime", "main"],
+              "\(frames.map(\.symbol))")
+      return
+    }
+    Issue.record("pid \(child.pid) was never stopped in the vDSO in 100 tries")
+  }
+
   /// A report saved with `--no-symbolicate` on this machine, symbolicated later: its vDSO has the
   /// build-id of ours (same kernel), so its frames are named from our own vDSO. Frames are added at
   /// addresses across the vDSO's code and held to `eu-addr2line --pid`, which reads the target's vDSO
