@@ -190,6 +190,7 @@ extension SymbolicatedReport {
     case .noImage: out.append(" ??? (no image contains this address)" as StaticString)
     case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
     case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
+    case .notLookedUp: break  // the line stays as the report wrote it
     }
   }
 
@@ -211,6 +212,7 @@ extension SymbolicatedReport {
       case .missing: lines.append("  missing:    \(name)\(id)\(image.path.map { " " + TextEscaping.escaped($0) } ?? "")")
       case let .mismatch(reportID, fileID, path):
         lines.append("  mismatch:   \(name) report <\(reportID)> file <\(fileID)> \(TextEscaping.escaped(path))")
+      case .notSearched: break
       }
     }
     let mismatched = images.filter { if case .mismatch = $0.status { true } else { false } }.count
@@ -253,6 +255,7 @@ extension SymbolicatedReport {
       case let .found(path, how): members += [("status", .string("found")), ("file", .string(path)), ("via", .string(how))]
       case .unverified(let path): members += [("status", .string("unverified")), ("file", .string(path))]
       case .missing: members.append(("status", .string("missing")))
+      case .notSearched: members.append(("status", .string("not-searched")))
       case let .mismatch(_, fileID, path):
         members += [("status", .string("uuid-mismatch")), ("fileID", .string(fileID)), ("file", .string(path))]
       }
@@ -277,6 +280,7 @@ extension SymbolicatedReport {
     case .noSymbol: status = "no-symbol"
     case .noImage: status = "no-image"
     case .missingImage: status = "missing-image"
+    case .notLookedUp: status = "not-looked-up"
     case let .mismatch(reportID, fileID, path):
       status = "uuid-mismatch"
       members += [("reportID", .string(reportID)), ("fileID", .string(fileID)), ("file", .string(path))]

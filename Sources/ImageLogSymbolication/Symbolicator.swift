@@ -57,6 +57,8 @@ public struct SymbolicatedFrame: Sendable, Equatable {
     case missingImage
     /// The only file found has another identity.
     case mismatch(reportID: String, fileID: String, path: String)
+    /// Not looked up: symbolication was not asked for (`--no-symbolicate`); the image and offset stand.
+    case notLookedUp
   }
 
   /// Index into the report's `frames`.
@@ -115,6 +117,8 @@ public struct ImageResolution: Sendable, Equatable {
     case unverified(path: String)
     case mismatch(reportID: String, fileID: String, path: String)
     case missing
+    /// No file was looked for: symbolication was not asked for.
+    case notSearched
   }
   /// Index into the report's `images`.
   public var imageIndex: Int
@@ -322,6 +326,29 @@ public enum Symbolicator {
       }
     }
     return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes, debugFiles: debugFiles)
+  }
+
+  /// `report` with its frames placed in their images (image and offset) and nothing looked up: what
+  /// `--no-symbolicate` keeps for later, in the shape `symbolicate` answers in (each frame
+  /// `.notLookedUp`, each image with frames `.notSearched`).
+  package static func unsymbolicated(_ report: CrashReport) -> SymbolicatedReport {
+    var frames: [SymbolicatedFrame] = []
+    frames.reserveCapacity(report.frames.count)
+    for (frameIndex, frame) in report.frames.enumerated() {
+      var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
+                                     lookupAddress: nil)
+      if let imageIndex = frame.imageIndex, report.images.indices.contains(imageIndex) {
+        let image = report.images[imageIndex]
+        result.status = .notLookedUp
+        result.imageName = image.name
+        let (offset, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
+        if !below { result.imageOffset = offset }
+      }
+      frames.append(result)
+    }
+    let used = Set(report.frames.compactMap(\.imageIndex)).filter { report.images.indices.contains($0) }.sorted()
+    return SymbolicatedReport(report: report, frames: frames,
+                              images: used.map { ImageResolution(imageIndex: $0, status: .notSearched) }, notes: [])
   }
 
   /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A file that

@@ -200,6 +200,19 @@ import Testing
     try writeFile(saved, raw.output)
     let later = try Self.imagelog(["symbolicate", saved])
     #expect(later.output == run.output)
+    // And in JSON: the frames placed in their images as symbolicate places them, nothing looked up.
+    let rawJSON = try Self.imagelog(["symbolicate", "--no-symbolicate", "--format", "json", core])
+    let fullJSON = try Self.imagelog(["symbolicate", "--format", "json", core])
+    #expect(rawJSON.exitCode == 0)
+    let frames = { (text: String) -> [[JSONValue?]] in
+      guard case .array(let list)? = (try? JSONValue.parse(text[...]))?["frames"] else { return [] }
+      return list.map { frame in ["thread", "frame", "address", "image", "imageOffset", "status"].map { frame[$0] } }
+    }
+    let unlooked = frames(rawJSON.output), looked = frames(fullJSON.output)
+    #expect(!unlooked.isEmpty && unlooked.count == looked.count)
+    #expect(unlooked.map { Array($0.prefix(5)) } == looked.map { Array($0.prefix(5)) })
+    #expect(unlooked.allSatisfy { $0.last == .string("not-looked-up") }, "\(unlooked.prefix(3))")
+    #expect(rawJSON.output.contains("\"status\":\"not-searched\""))
   }
 
   @Test(.enabled(if: haveGcore && haveStack && haveTool("python3"), "gcore, eu-unstrip, eu-stack, readelf or python3 missing"))

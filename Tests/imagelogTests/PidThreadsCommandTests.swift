@@ -12,10 +12,13 @@ import Testing
   struct Report: Decodable {
     struct Frame: Decodable {
       var thread: Int; var frame: Int; var address: String; var symbol: String?; var trust: String?; var image: String?
+      var imageOffset: UInt64?; var status: String
     }
     struct Thread: Decodable { var index: Int; var tid: Int32; var name: String?; var state: String? }
+    struct Image: Decodable { var name: String; var loadAddress: String; var status: String }
     var frames: [Frame]
     var threads: [Thread]
+    var images: [Image]
   }
 
   /// A symbol as glibc's aliases of one function compare: without its version, and without the
@@ -105,6 +108,23 @@ import Testing
     try writeFile(saved, plain.output)
     let later = try runProcessTest([processTestImagelog, "symbolicate", saved])
     #expect(later.output.contains(" blocked_in_read + "), "\(later.output)")
+
+    // --no-symbolicate --format json: the shape of symbolicate's JSON, every frame placed in its image
+    // (image, offset) and not looked up, every image not searched; the same frames, images and
+    // offsets as symbolicate gives the text saved above (the threads are blocked where they were).
+    let plainJSON = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate",
+                                        "--format", "json"])
+    #expect(plainJSON.exitStatus == 0 && plainJSON.error.isEmpty, "\(plainJSON.error)")
+    let unlooked = try JSONDecoder().decode(Report.self, from: Data(plainJSON.output.utf8))
+    let looked = try JSONDecoder().decode(
+      Report.self, from: Data(try runProcessTest([processTestImagelog, "symbolicate", saved, "--format", "json"]).output.utf8))
+    #expect(unlooked.frames.allSatisfy { $0.status == "not-looked-up" && $0.symbol == nil })
+    #expect(unlooked.images.allSatisfy { $0.status == "not-searched" } && !unlooked.images.isEmpty)
+    #expect(looked.frames.allSatisfy { $0.status == "symbolicated" })
+    let placement = { (report: Report) in report.frames.map { "\($0.thread) \($0.frame) \($0.address) \($0.image ?? "?") \($0.imageOffset ?? 0)" } }
+    #expect(placement(unlooked) == placement(looked))
+    #expect(unlooked.images.map(\.name) == looked.images.map(\.name))
+    #expect(unlooked.threads.map(\.tid) == looked.threads.map(\.tid))
   }
 
   /// x86_64's `clock_gettime` runs in the vDSO (`__vdso_clock_gettime`): a program calling it in a loop
@@ -356,9 +376,7 @@ import Testing
     #expect(missing.error == "imagelog: pid 99999999: no such process\n")
     #expect(try runProcessTest([processTestImagelog, "pid", "--threads"]).exitStatus == 64)
     #expect(try runProcessTest([processTestImagelog, "pid", "--threads", "1", "--format", "crash"]).exitStatus == 64)
-    let both = try runProcessTest([processTestImagelog, "pid", "--threads", "1", "--no-symbolicate", "--format", "json"])
-    #expect(both.exitStatus == 64)
-    #expect(both.error.hasPrefix("Error: --no-symbolicate writes the report's text: it takes no --format json\n"))
+    #expect(try runProcessTest([processTestImagelog, "pid", "--threads", "1", "--format", "xml"]).exitStatus == 64)
     let help = try runProcessTest([processTestImagelog, "pid", "--help"]).output
     #expect(help.contains("imagelog pid [--threads] <pid>") && help.contains("THREADS:"))
   }

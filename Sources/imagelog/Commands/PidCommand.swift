@@ -23,7 +23,7 @@ struct PidCommand: Command {
       --threads               Stop the process for an instant, read every thread's registers and stack,
                               let it go, and print each thread's backtrace (see THREADS).
       --no-symbolicate        With --threads: addresses only (image + offset), to symbolicate later with
-                              imagelog symbolicate (the report style only).
+                              imagelog symbolicate (in json: each frame's status "not-looked-up").
       --search <path>         With --threads: a folder or file holding binaries and debug files. Repeatable.
       --demangle <style>      With --threads: simplified (default), full or none.
       --no-demangle           Same as --demangle none.
@@ -74,10 +74,6 @@ struct PidCommand: Command {
         style = chosen
       }
       symbolicating = !scanner.flag("--no-symbolicate")
-      guard symbolicating || style == .report else {
-        throw UsageError(message: "--no-symbolicate writes the report's text: it takes no --format json",
-                         commandName: Self.name, usage: Self.usage)
-      }
       options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
     } else {
       formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
@@ -151,11 +147,11 @@ struct PidCommand: Command {
       date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
       threads: threads, images: images)
     let text = report.text()
-    guard let prefetch else {
+    if prefetch == nil && style == .report {
       writeAll(to: 1, text)
       return status
     }
-    let locator = prefetch.finish()
+    let locator = prefetch?.finish()
     let crashReport: CrashReport
     do {
       crashReport = try ReportParser.parse(text)
@@ -163,7 +159,8 @@ struct PidCommand: Command {
       printError("imagelog: pid \(pid): the report written could not be read back: \(error)")  // a writer/parser mismatch
       return .failure
     }
-    let result = Symbolicator.symbolicate(crashReport, options: options, locator: locator)
+    let result = locator.map { Symbolicator.symbolicate(crashReport, options: options, locator: $0) }
+      ?? Symbolicator.unsymbolicated(crashReport)
     var last: UInt8?
     result.write(style) { chunk in
       last = chunk.last

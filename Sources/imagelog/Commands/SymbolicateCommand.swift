@@ -54,7 +54,8 @@ struct SymbolicateCommand: Command {
                               once for all the reports. A report that cannot be read or written is
                               named on standard error and the others still go; the status is then 1.
       --no-symbolicate        For a core file: print its report with addresses only (image + offset),
-                              to symbolicate later or elsewhere.
+                              to symbolicate later or elsewhere (in json: each frame's status
+                              "not-looked-up").
       -h, --help              Show help information.
 
     MATCHING:
@@ -176,7 +177,7 @@ struct SymbolicateCommand: Command {
         let (report, problems, inMemoryImages) = try Self.coreReport(reportPath)
         for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
         options.inMemoryImages = inMemoryImages
-        if noSymbolicate {
+        if noSymbolicate && style == .report {
           _ = writeAll(to: 1, report)
           return .success
         }
@@ -203,7 +204,7 @@ struct SymbolicateCommand: Command {
       guard case .success(let report) = parsed else { return false }
       return report.images.contains { $0.path?.hasPrefix("[") == true || $0.name.hasPrefix("[") }
     }
-    if options.inMemoryImages.isEmpty, namesInMemoryImage { options.inMemoryImages = Self.ownInMemoryImages() }
+    if options.inMemoryImages.isEmpty, namesInMemoryImage, !noSymbolicate { options.inMemoryImages = Self.ownInMemoryImages() }
     if reports.count == 1, case .failure(let error) = reports[0] {
       printError("imagelog: \(source): \(error)")
       return .failure
@@ -221,7 +222,7 @@ struct SymbolicateCommand: Command {
         status = .failure
         continue
       }
-      let result = Symbolicator.symbolicate(report, options: options)
+      let result = noSymbolicate ? Symbolicator.unsymbolicated(report) : Symbolicator.symbolicate(report, options: options)
       if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
         // The JSON stays valid: the summary goes to standard error.
         printErrorLines(String(result.summary().drop { $0 == "\n" }))
