@@ -291,6 +291,23 @@ public final class DebugFileLocator {
     (file.hasSymbols ? 4 : 0) + (file.hasFullSymbolTable ? 2 : 0) + (file.hasDebugInfo ? 1 : 0)
   }
 
+  /// Locates `image` and reads, in the file found, the symbols of the addresses at `offsets` from the
+  /// image's load address (return addresses already less 1): a later `locate` gives the file with
+  /// them read, and `SymbolFile.readSymbols` reads again only for other addresses. For a caller that
+  /// knows a report's frames before the report is read (`pid --threads`, on another thread).
+  package func prepareSymbols(_ image: CrashReport.Image, architecture: String?, offsets: [UInt64]) {
+    let file: SymbolFile
+    switch locate(image, architecture: architecture) {
+    case .found(let found, _): file = found
+    case .unverified(let found): file = found
+    case .mismatch, .missing: return
+    }
+    guard file.presentSymbols != nil, var slices = cache[file.path],
+          let index = slices.firstIndex(where: { $0.architecture == file.architecture }) else { return }
+    try? slices[index].readSymbols(for: offsets.map { file.imageBaseVMAddress &+ $0 })
+    cache[file.path] = slices
+  }
+
   /// The slices of the file at `path`, read once and cached; `nil` when it is not a readable binary.
   func slices(_ path: String) -> [SymbolFile]? {
     if let cached = cache[path] { return cached.isEmpty ? nil : cached }

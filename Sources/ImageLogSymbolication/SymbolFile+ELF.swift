@@ -16,6 +16,6 @@ extension SymbolFile {
                       hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType },
                       debugLink: file.debugInfo.debugLinkFileName, debugLinkCRC: file.debugInfo.debugLinkCRC,
                       debugAltLink: altLink, debugAltLinkProblem: altLinkProblem,
-                      unreadSymbols: reading == .presence ? try SymbolTable.elfHasCodeSymbols(file, bytes: reader) : nil)
+                      presentSymbols: reading == .presence ? try SymbolTable.elfHasCodeSymbols(file, bytes: reader) : nil)
   }
 }

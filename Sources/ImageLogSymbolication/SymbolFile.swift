@@ -42,11 +42,23 @@ public struct SymbolFile: Sendable {
   /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
   public var debugInfoIsUniversal = false
 
-  /// For an ELF file read with `.presence`: whether it has function symbols (`symbols` is empty until
-  /// `readSymbols`). `nil` once the table is read, or when it was not asked for.
-  var unreadSymbols: Bool?
+  /// For an ELF file loaded with `.presence`: whether it has function symbols, found without reading
+  /// its table (`symbols` holds what `readSymbols` has read since). `nil` when the table was read at load
+  /// or not asked for.
+  var presentSymbols: Bool?
+  /// What `readSymbols` has read into `symbols`.
+  var symbolsRead = SymbolsRead.nothing
   /// Whether the file has function symbols, read or not.
-  var hasSymbols: Bool { unreadSymbols ?? (symbols.count > 0) }
+  var hasSymbols: Bool { presentSymbols ?? (symbols.count > 0) }
+
+  /// What a `.presence` load's later `readSymbols` calls have read.
+  enum SymbolsRead: Sendable {
+    case nothing
+    /// The whole table.
+    case all
+    /// A table cut down to these link-time addresses (it answers for them alone).
+    case addresses(Set<UInt64>)
+  }
 
   /// How much of a file's symbol table `load` reads.
   enum SymbolReading {
@@ -80,8 +92,14 @@ public struct SymbolFile: Sendable {
 
   /// Reads the symbol table a `.presence` load left unread, from the same file (checked to be the same
   /// build): only what looking up `addresses` (link-time) needs, or the whole table when `nil`.
+  /// A table already read for a set of addresses holding all of `addresses` is kept: it answers for them.
   mutating func readSymbols(for addresses: [UInt64]?) throws {
-    guard unreadSymbols != nil else { return }
+    guard presentSymbols != nil else { return }
+    switch (symbolsRead, addresses) {
+    case (.all, _): return
+    case (.addresses(let read), let wanted?) where wanted.allSatisfy(read.contains): return
+    default: break
+    }
     let expected = buildID
     let path = path
     symbols = try MappedFile(path: path).withReader { reader throws -> SymbolTable in
@@ -91,7 +109,7 @@ public struct SymbolFile: Sendable {
       }
       return try SymbolTable.elf(file, bytes: reader, for: addresses)
     }
-    unreadSymbols = nil
+    symbolsRead = addresses.map { .addresses(Set($0)) } ?? .all
   }
 
   /// The slice of `slices` for `architecture` (exact, then `arm64e`/`arm64` and `x86_64h`/`x86_64`

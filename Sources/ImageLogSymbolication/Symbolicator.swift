@@ -215,7 +215,7 @@ public enum Symbolicator {
       for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
     }
     // Placing an image by a frame's symbol name needs the whole table.
-    for (imageIndex, file) in files where report.images[imageIndex].loadAddressFromSymbols && file.unreadSymbols != nil {
+    for (imageIndex, file) in files where report.images[imageIndex].loadAddressFromSymbols && file.presentSymbols != nil {
       readSymbols(of: &files[imageIndex]!, for: nil, notes: &notes)
     }
     notes += placeImagesBySymbols(&report, files: files)
@@ -357,7 +357,8 @@ public enum Symbolicator {
     do {
       try file.readSymbols(for: addresses)
     } catch {
-      file.unreadSymbols = nil
+      file.symbols = SymbolTable()  // nothing more to be had
+      file.symbolsRead = .all
       notes.append("\(file.path): no symbols: \(error)")
     }
   }

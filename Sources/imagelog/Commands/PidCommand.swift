@@ -117,14 +117,11 @@ struct PidCommand: Command {
                  + "what was read before is shown")
       status = .failure
     }
-    // The files to symbolicate with are found and read while the stacks are unwound and the report
-    // written: their search is most of symbolication's time for a few frames, and it needs only the
-    // images. (Not during the stop: the threads need the processors to stop.)
-    // The vDSO is in no file: its symbols come from the target's memory (a few pages, read once).
-    var options = options
-    if symbolicating { options.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid)) }
-    let prefetch = symbolicating ? FilePrefetch(images: images, options: options) : nil
     let stacks = captured.unwind(images: images)
+    // The files to symbolicate with are found and read while the report is written and read back:
+    // their search is most of symbolication's time for a few frames, and it needs only the images the
+    // frames are in.
+    let prefetch = symbolicating ? FilePrefetch(images: images, stacks: stacks, of: pid, options: options) : nil
     var threads: [ThreadsReport.Thread] = []
     threads.reserveCapacity(captured.threads.count)
     var unread = 0
@@ -151,14 +148,15 @@ struct PidCommand: Command {
       writeAll(to: 1, text)
       return status
     }
-    let locator = prefetch?.finish()
     let crashReport: CrashReport
     do {
       crashReport = try ReportParser.parse(text)
     } catch {
+      prefetch?.finish()
       printError("imagelog: pid \(pid): the report written could not be read back: \(error)")  // a writer/parser mismatch
       return .failure
     }
+    let locator = prefetch?.finish()
     let result = locator.map { Symbolicator.symbolicate(crashReport, options: options, locator: $0) }
       ?? Symbolicator.unsymbolicated(crashReport)
     var last: UInt8?
@@ -170,27 +168,44 @@ struct PidCommand: Command {
     return status
   }
 
-  /// Finds, on a thread of its own, the files symbolication will read for `images`: the locator's
-  /// answers and the files it read are kept for `symbolicate`.
+  /// Finds, on a thread of its own, the files symbolication will read for the images of `pid` that
+  /// frames of `stacks` are in, and their symbols for those frames: the locator keeps what it found
+  /// and read for `symbolicate`. The vDSO is in no file: its symbols come from the target's memory
+  /// (a few pages), read there too.
   final class FilePrefetch: @unchecked Sendable {
     // Used by the worker until `finish` joins it, then by the caller alone.
     private let locator: DebugFileLocator
     private var worker: WorkerThread?
 
-    init(images: [Image], options: SymbolicationOptions) {
+    init(images: [Image], stacks: [[UnwoundFrame]], of pid: Int32, options: SymbolicationOptions) {
       locator = Symbolicator.locator(forOneReport: options)
-      worker = WorkerThread.start { [self] in
-        for image in images {
+      let work: @Sendable () -> Void = { [self] in
+        // Each frame's offset in its image as symbolication will look it up: a return address (every
+        // frame but a thread's first, as the report is read) less 1.
+        var offsets = [[UInt64]](repeating: [], count: images.count)
+        for frames in stacks {
+          for (position, frame) in frames.enumerated() {
+            guard let index = images.firstIndex(where: { $0.loadRange.contains(frame.pc) }) else { continue }
+            let offset = frame.pc - images[index].loadAddress  // loadRange starts at loadAddress
+            offsets[index].append(position > 0 && offset > 0 ? offset - 1 : offset)
+          }
+        }
+        let used = images.indices.filter { !offsets[$0].isEmpty }
+        locator.inMemoryImages = InMemoryImage.copies(of: used.map { images[$0] }, in: ProcessMemory(pid: pid))
+        for index in used {
+          let image = images[index]
           let wanted = CrashReport.Image(name: image.name, path: image.path, loadAddress: image.loadAddress,
                                          endAddress: nil, identity: image.buildID.map(ImageIdentity.init),
                                          architecture: image.architecture)
-          _ = locator.locate(wanted, architecture: nil)
+          locator.prepareSymbols(wanted, architecture: nil, offsets: offsets[index])
         }
       }
+      worker = WorkerThread.start(work)
+      if worker == nil { work() }  // no thread to be had: the same work, here and now
     }
 
-    /// Waits for the search to end and returns the locator (with nothing found ahead when no thread
-    /// could be started: `symbolicate` then searches as it always does).
+    /// Waits for the search to end and returns the locator.
+    @discardableResult
     func finish() -> DebugFileLocator {
       worker?.join()
       worker = nil
