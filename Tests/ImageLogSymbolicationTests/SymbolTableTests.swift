@@ -131,6 +131,26 @@ import Glibc
     #expect(paths.count >= 20 && compared > 10_000, "\(paths.count) files, \(compared) addresses")
   }
 
+  /// A file loaded for one report (`.presence`) reads its table for the addresses asked; asked again
+  /// for addresses the table was not made for, it reads again, so each answer is the whole table's.
+  @Test func symbolsReadForSomeAddressesAreReadAgainForOthers() throws {
+    let path = Self.files("elf").first { $0.hasSuffix("/libfixture-x86_64.so") } ?? ""
+    let whole = try #require(try SymbolFile.load(path: path).first, "fixture \(path)")
+    try #require(whole.symbols.count >= 2)
+    var file = try #require(try SymbolFile.load(path: path, reading: .presence).first)
+    #expect(file.symbols.count == 0 && file.hasSymbols)
+    let first = whole.symbols.symbols[0].address, last = whole.symbols.symbols[whole.symbols.count - 1].address
+    try file.readSymbols(for: [first])
+    #expect(file.symbols.count == 1)
+    try file.readSymbols(for: [first])  // covered: kept
+    #expect(file.symbols.count == 1)
+    try file.readSymbols(for: [first, last])  // not covered: read again
+    #expect(file.symbols.symbol(containing: last) == whole.symbols.symbol(containing: last))
+    #expect(file.symbols.symbol(containing: first) == whole.symbols.symbol(containing: first))
+    try file.readSymbols(for: nil)  // the whole table
+    #expect(file.symbols.count == whole.symbols.count)
+  }
+
   @Test func malformedSymbolTables() {
     let bytes: [UInt8] = Array(repeating: 0xFF, count: 40)
     bytes.withUnsafeBytes { raw in
