@@ -146,12 +146,18 @@ public enum ReportParser {
   }
 
   /// `0x` (or `0X`) and 1 to 16 hex digits, read from UTF-8 bytes without making a string; `nil` for
-  /// anything else (which `hexNumber(_:)` may still read: it also takes a sign after `0x`).
+  /// anything else (as `hexNumber(_:)` reads a string).
   static func plainHexNumber(_ bytes: UnsafeBufferPointer<UInt8>) -> UInt64? {
-    guard bytes.count >= 3, bytes.count <= 18, bytes[0] == UInt8(ascii: "0"),
+    guard bytes.count >= 3, bytes[0] == UInt8(ascii: "0"),
           bytes[1] == UInt8(ascii: "x") || bytes[1] == UInt8(ascii: "X") else { return nil }
+    return hexDigitsValue(bytes[2...])
+  }
+
+  /// The value of 1 to 16 hex digits (UTF-8 bytes), else nil.
+  static func hexDigitsValue(_ digits: some Collection<UInt8>) -> UInt64? {
+    guard !digits.isEmpty, digits.count <= 16 else { return nil }
     var value: UInt64 = 0
-    for byte in bytes[2...] {
+    for byte in digits {
       let digit: UInt8
       switch byte {
       case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
@@ -169,19 +175,7 @@ public enum ReportParser {
   static func hexNumber(_ token: some StringProtocol, requirePrefix: Bool = true) -> UInt64? {
     var bytes = Substring(token).utf8[...]
     if bytes.starts(with: "0x".utf8) || bytes.starts(with: "0X".utf8) { bytes = bytes.dropFirst(2) } else if requirePrefix { return nil }
-    guard !bytes.isEmpty, bytes.count <= 16 else { return nil }
-    var value: UInt64 = 0
-    for byte in bytes {
-      let digit: UInt8
-      switch byte {
-      case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
-      case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
-      case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
-      default: return nil
-      }
-      value = value << 4 | UInt64(digit)  // at most 16 digits: no bit is shifted out
-    }
-    return value
+    return hexDigitsValue(bytes)
   }
 
   /// Architecture names as crash reports write them (`ARM-64`, `X86-64 (Native)`, `x86_64`).
