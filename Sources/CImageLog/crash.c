@@ -25,11 +25,11 @@
    and the previous action put back afterwards. Each thread then unwinds ITSELF, from the context
    the signal interrupted, into a slot mapped at install time (fixed capacity: threads beyond it
    are listed by tid, not unwound), publishes "done" with an atomic and a futex wake, and waits
-   (futex, at most 5 s) until the report is written, so no thread exits the process or frees what
-   the report reads meanwhile. The reporting thread waits for the answers (futex on the answer
-   count, no sleeping) 100 ms, and past that only while a thread that has not answered is still
-   runnable (on a loaded machine it may not have been scheduled yet), 1 s at most; a thread that
-   did not answer is listed as such.
+   (futex, at most IL_RELEASE_BUDGET_MS) until the report is written, so no thread exits the process
+   or frees what the report reads meanwhile. The reporting thread waits for the answers (futex on the
+   answer count, no sleeping) IL_ANSWER_BUDGET_MS, and past that only while a thread that has not
+   answered is still runnable (on a loaded machine it may not have been scheduled yet), up to
+   IL_ANSWER_LIMIT_MS; a thread that did not answer is listed as such.
    Why this and not the alternatives:
    - Unwinding in the thread itself needs no stopped stack to be read from outside (the thread
      cannot move while it runs its own handler), runs on both cores at once, and needs no ptrace

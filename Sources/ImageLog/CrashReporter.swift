@@ -18,8 +18,9 @@ import Synchronization
 /// `(frame pointer)` or `(stack scan)` when found that way), the crashed thread's registers, and the
 /// `Binary Images` in the `crash` style. `imagelog symbolicate` reads it. Each other thread is
 /// asked with a real-time signal (SIGPROF when it blocks that one, as libdispatch's workers do) to
-/// unwind itself; one that does not answer within 100 ms (1 s when it is still runnable), or that
-/// sleeps blocking every such signal, is listed with the reason instead of frames. The handler uses only
+/// unwind itself; one that does not answer within a bounded wait (longer while it is still runnable:
+/// crash.c's `IL_ANSWER_BUDGET_MS` and `IL_ANSWER_LIMIT_MS`), or that sleeps blocking every such
+/// signal, is listed with the reason instead of frames. The handler uses only
 /// async-signal-safe system calls: no allocation, no locks, no stdio; it works while any thread
 /// holds the allocator's lock. The fault address is 0 for a signal that was sent (`abort`, `kill`:
 /// `si_code` <= 0). A second thread crashing meanwhile waits (bounded) for the first

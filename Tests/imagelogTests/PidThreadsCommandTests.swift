@@ -169,7 +169,7 @@ import Testing
   /// (frames after the first are return addresses: looked up one byte before, as eu-stack does).
   @Test(.enabled(if: haveTool("eu-addr2line") && haveTool("python3"), "needs eu-addr2line (elfutils) and python3"))
   func savedReportNamesVDSOFramesFromOurOwnVDSO() throws {
-    let child = try RunningChild(["python3", "-c", "import time; print('ready', flush=True); time.sleep(120)"])
+    let child = try RunningChild(["python3", "-c", "import signal; print('ready', flush=True); signal.pause()"])
     defer { child.stop() }
     try child.wait(for: "ready")
     let plain = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate"])

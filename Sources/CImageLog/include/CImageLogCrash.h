@@ -57,8 +57,9 @@ int il_crash_uninstall(void);
 
 /* Writes the report il_crash_install's handler would write for (signal, info, ucontext) to `fd`:
    for tests and for a host that runs its own signal handler. After il_crash_install it asks every
-   other thread for its stack (waiting 100 ms, up to 1 s for threads still runnable then); before, or while another report is asking,
-   it reports the calling thread alone. Async-signal-safe. */
+   other thread for its stack (waiting a bounded time, longer for threads still runnable then: crash.c's
+   IL_ANSWER_BUDGET_MS and IL_ANSWER_LIMIT_MS); before, or while another report is asking, it reports the
+   calling thread alone. Async-signal-safe. */
 void il_crash_write_report(int fd, int signal, const void *info, const void *ucontext);
 
 #endif
