@@ -99,3 +99,18 @@ public func startTracedProcess(in directory: String) throws -> (tracer: RunningC
   }
   return (parent, traced)
 }
+
+/// A Python program whose two daemon threads start and join threads without end (threads coming and
+/// going while a process is read); it prints `ready`, then runs `ending` (its modules os, signal, sys and
+/// threading imported).
+public func threadChurnScript(then ending: String) -> String {
+  """
+  import os, signal, sys, threading
+  def churn():
+      while True:
+          t = threading.Thread(target=lambda: None); t.start(); t.join()
+  for _ in range(2): threading.Thread(target=churn, daemon=True).start()
+  print('ready', flush=True)
+  \(ending)
+  """
+}

@@ -48,16 +48,7 @@ import Testing
   /// ended meanwhile marked, and leaves none stopped.
   @Test(.enabled(if: haveTool("python3"), "needs python3"))
   func threadsComingAndGoing() throws {
-    let script = """
-      import signal, threading
-      def churn():
-          while True:
-              t = threading.Thread(target=lambda: None); t.start(); t.join()
-      for _ in range(2): threading.Thread(target=churn, daemon=True).start()
-      print('ready', flush=True)
-      signal.pause()
-      """
-    let child = try RunningChild(["python3", "-c", script])
+    let child = try RunningChild(["python3", "-c", threadChurnScript(then: "signal.pause()")])
     try child.wait(for: "ready")
     for _ in 0..<30 {
       let captured = try ProcessThreads.capture(of: child.pid)

@@ -386,17 +386,11 @@ import Testing
   /// problem naming the PID with status 1; never a crash or a hang, and no thread left stopped.
   @Test(.enabled(if: haveTool("python3"), "needs python3"))
   func processesExitingWhileRead() throws {
-    let script = """
-      import os, sys, threading
-      def churn():
-          while True:
-              t = threading.Thread(target=lambda: None); t.start(); t.join()
-      for _ in range(2): threading.Thread(target=churn, daemon=True).start()
-      print('ready', flush=True)
-      # Ends after some work of its own, not after a time: early or late in imagelog's reading.
+    // Ends after some work of its own, not after a time: early or late in imagelog's reading.
+    let script = threadChurnScript(then: """
       for _ in range(int(sys.argv[1])): t = threading.Thread(target=lambda: None); t.start(); t.join()
       os._exit(0)
-      """
+      """)
     var outcomes: Set<Int32> = []
     for round in 0..<12 {
       let child = try RunningChild(["python3", "-c", script, String((round % 4) * 100)])
