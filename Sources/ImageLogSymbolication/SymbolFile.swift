@@ -48,6 +48,9 @@ public struct SymbolFile: Sendable {
   var presentSymbols: Bool?
   /// What `readSymbols` has read into `symbols`.
   var symbolsRead = SymbolsRead.nothing
+  /// For an ELF file loaded with `.presence`: its mapping and its decoded headers, kept so that
+  /// `readSymbols` reads the table from the bytes already mapped and decoded, not from the file again.
+  var symbolSource: (mapped: MappedFile, file: ELFFile)?
   /// Whether the file has function symbols, read or not.
   var hasSymbols: Bool { presentSymbols ?? (symbols.count > 0) }
 
@@ -79,36 +82,32 @@ public struct SymbolFile: Sendable {
 
   static func load(path: String, reading: SymbolReading) throws -> [SymbolFile] {
     let mapped = try MappedFile(path: path)
-    return try mapped.withReader { reader throws -> [SymbolFile] in try load(reader, path: path, reading: reading) }
+    return try mapped.withReader { reader throws -> [SymbolFile] in
+      try load(reader, path: path, reading: reading, mapped: mapped)
+    }
   }
 
-  static func load(_ reader: ByteReader, path: String, reading: SymbolReading) throws(FormatError) -> [SymbolFile] {
+  /// `mapped`: the mapping `reader` reads, kept by a `.presence` ELF load for `readSymbols`.
+  static func load(_ reader: ByteReader, path: String, reading: SymbolReading,
+                   mapped: MappedFile? = nil) throws(FormatError) -> [SymbolFile] {
     guard reader.count >= 4 else { throw .tooShort(count: reader.count) }
     if try reader.peek(UInt32.self, at: 0) == ELFHeader.magic {
-      return [try elf(reader, path: path, reading: reading)]
+      return [try elf(reader, path: path, reading: reading, mapped: mapped)]
     }
     return try machO(reader, path: path, withSymbols: reading != .none)
   }
 
-  /// Reads the symbol table a `.presence` load left unread, from the same file (checked to be the same
-  /// build): only what looking up `addresses` (link-time) needs, or the whole table when `nil`.
+  /// Reads the symbol table a `.presence` load left unread, from the bytes that load mapped and
+  /// decoded: only what looking up `addresses` (link-time) needs, or the whole table when `nil`.
   /// A table already read for a set of addresses holding all of `addresses` is kept: it answers for them.
-  mutating func readSymbols(for addresses: [UInt64]?) throws {
-    guard presentSymbols != nil else { return }
+  mutating func readSymbols(for addresses: [UInt64]?) throws(FormatError) {
+    guard let (mapped, file) = symbolSource else { return }
     switch (symbolsRead, addresses) {
     case (.all, _): return
     case (.addresses(let read), let wanted?) where wanted.allSatisfy(read.contains): return
     default: break
     }
-    let expected = buildID
-    let path = path
-    symbols = try MappedFile(path: path).withReader { reader throws -> SymbolTable in
-      let file = try ELFFile(reader)
-      guard file.buildID == expected else {
-        throw FormatError.elf("\(path) changed while it was read (build-id \(file.buildID?.hex ?? "none"))")
-      }
-      return try SymbolTable.elf(file, bytes: reader, for: addresses)
-    }
+    symbols = try mapped.withReader { reader throws(FormatError) in try SymbolTable.elf(file, bytes: reader, for: addresses) }
     symbolsRead = addresses.map { .addresses(Set($0)) } ?? .all
   }
 

@@ -351,8 +351,8 @@ public enum Symbolicator {
                               images: used.map { ImageResolution(imageIndex: $0, status: .notSearched) }, notes: [])
   }
 
-  /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A file that
-  /// cannot be read again (gone, or changed since it was found) keeps no symbols, and a note says why.
+  /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A table that
+  /// does not decode leaves the file without symbols, and a note says why.
   static func readSymbols(of file: inout SymbolFile, for addresses: [UInt64]?, notes: inout [String]) {
     do {
       try file.readSymbols(for: addresses)
