@@ -260,6 +260,16 @@ public struct ProcessThreads: Sendable {
     return (String(decoding: stat[(open + 1)..<close], as: UTF8.self), stat[(close + 1)...].split(separator: 0x20))
   }
 
+  /// The program counter of each thread that was read: where the threads were stopped.
+  public var programCounters: [UInt64] {
+    let number = switch architecture {
+    case "i386": 8
+    case "aarch64": 32
+    default: 16
+    }
+    return threads.compactMap { $0.registerValues.flatMap { $0[number] } }
+  }
+
   /// The DWARF-numbered registers of a capture, nil where the thread did not give a value.
   static func registerValues(_ registers: il_thread_registers) -> [UInt64?] {
     withUnsafeBytes(of: registers.value) { raw in

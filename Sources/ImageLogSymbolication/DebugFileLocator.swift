@@ -32,7 +32,12 @@ public final class DebugFileLocator {
   /// file chosen itself (`SymbolFile.readSymbols`), for one report's addresses.
   var symbolReading = SymbolFile.SymbolReading.table
   /// Images read from memory (the vDSO): one with an image's build-id serves when no file does.
-  public var inMemoryImages: [InMemoryImage] = []
+  public var inMemoryImages: [InMemoryImage] = [] {
+    didSet { outcomes = [:] }  // an image none was found for may be one of these
+  }
+  /// `locate`'s answers, by `outcomeKey`: an image is searched for once (its files' stats, folder
+  /// listings and debuginfod caches), however many times it is asked for.
+  private var outcomes: [String: Outcome] = [:]
 
   /// `systemDirectories: false` leaves out `/usr/lib/debug` and the debuginfod cache; explicit
   /// `buildIDDirectories` and `debuginfodCaches` replace them.
@@ -71,7 +76,21 @@ public final class DebugFileLocator {
   /// Finds the best file for `image`: of all the files with its identity, one with DWARF and a full
   /// symbol table beats one with exported symbols only.
   public func locate(_ image: CrashReport.Image, architecture: String?) -> Outcome {
-    let architecture = image.architecture ?? architecture
+    let key = Self.outcomeKey(image, architecture: architecture)
+    if let known = outcomes[key] { return known }
+    let outcome = search(image, architecture: image.architecture ?? architecture)
+    outcomes[key] = outcome
+    return outcome
+  }
+
+  /// What `locate`'s answer depends on: the image's identity, path and name, and the architecture.
+  /// NUL cannot occur in a path or a name read from a report line or JSON string we keep whole.
+  static func outcomeKey(_ image: CrashReport.Image, architecture: String?) -> String {
+    [image.identity?.text ?? "", image.path ?? "", image.name, image.architecture ?? architecture ?? ""]
+      .joined(separator: "\u{0}")
+  }
+
+  private func search(_ image: CrashReport.Image, architecture: String?) -> Outcome {
     guard let identity = image.identity else {
       if let path = image.path, let file = slices(path).flatMap({ SymbolFile.slice($0, architecture: architecture) }) {
         return .unverified(withDebugFile(file, image: image, architecture: architecture))
@@ -294,18 +313,21 @@ public final class DebugFileLocator {
   /// Locates `image` and reads, in the file found, the symbols of the addresses at `offsets` from the
   /// image's load address (return addresses already less 1): a later `locate` gives the file with
   /// them read, and `SymbolFile.readSymbols` reads again only for other addresses. For a caller that
-  /// knows a report's frames before the report is read (`pid --threads`, on another thread).
+  /// knows a report's frames before the report is read (`pid --threads`, on another thread). With no
+  /// `offsets`, only locates the file.
   package func prepareSymbols(_ image: CrashReport.Image, architecture: String?, offsets: [UInt64]) {
-    let file: SymbolFile
-    switch locate(image, architecture: architecture) {
-    case .found(let found, _): file = found
-    case .unverified(let found): file = found
-    case .mismatch, .missing: return
+    let outcome = locate(image, architecture: architecture)
+    guard !offsets.isEmpty else { return }
+    let key = Self.outcomeKey(image, architecture: architecture)
+    switch outcome {
+    case .found(var file, let how) where file.presentSymbols != nil:
+      try? file.readSymbols(for: offsets.map { file.imageBaseVMAddress &+ $0 })
+      outcomes[key] = .found(file, how: how)
+    case .unverified(var file) where file.presentSymbols != nil:
+      try? file.readSymbols(for: offsets.map { file.imageBaseVMAddress &+ $0 })
+      outcomes[key] = .unverified(file)
+    default: return
     }
-    guard file.presentSymbols != nil, var slices = cache[file.path],
-          let index = slices.firstIndex(where: { $0.architecture == file.architecture }) else { return }
-    try? slices[index].readSymbols(for: offsets.map { file.imageBaseVMAddress &+ $0 })
-    cache[file.path] = slices
   }
 
   /// The slices of the file at `path`, read once and cached; `nil` when it is not a readable binary.

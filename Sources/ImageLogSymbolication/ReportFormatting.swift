@@ -65,17 +65,21 @@ extension SymbolicatedReport {
 
   func inPlaceText() -> String {
     if report.format.isLinuxLog { return insertedText() }
-    var framesByLine: [Int: [Int]] = [:]
-    for (index, frame) in report.frames.enumerated() { if let line = frame.line { framesByLine[line, default: []].append(index) } }
+    // Each line's frame: -1 for none, -2 for more than one (left as it is).
+    var frameOfLine = [Int](repeating: -1, count: report.lines.count)
+    for (index, frame) in report.frames.enumerated() {
+      if let line = frame.line, frameOfLine.indices.contains(line) { frameOfLine[line] = frameOfLine[line] == -1 ? index : -2 }
+    }
     var out = ""
     for (lineIndex, line) in report.lines.enumerated() {
-      guard let frameIndices = framesByLine[lineIndex], frameIndices.count == 1,
-            let column = report.frames[frameIndices[0]].symbolColumn else {
-        out += line + "\n"
+      let frameIndex = frameOfLine[lineIndex]
+      guard frameIndex >= 0, let column = report.frames[frameIndex].symbolColumn else {
+        out += line
+        out += "\n"
         continue
       }
-      let frame = report.frames[frameIndices[0]]
-      let result = frames[frameIndices[0]]
+      let frame = report.frames[frameIndex]
+      let result = frames[frameIndex]
       let prefix = paddedPrefix(line, column)
       switch result.status {
       case .symbolicated:
@@ -98,8 +102,17 @@ extension SymbolicatedReport {
 
   /// The line up to the symbol column (padded when the line ended at the address).
   func paddedPrefix(_ line: String, _ column: Int) -> String {
-    let head = String(line.prefix(column))
-    return head.count < column ? head + String(repeating: " ", count: column - head.count) : head
+    // Columns count Characters; in an ASCII line without CR (nearly every one) each is one byte.
+    let head: String
+    let length: Int
+    if line.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) {
+      head = String(decoding: line.utf8.prefix(column), as: UTF8.self)
+      length = head.utf8.count
+    } else {
+      head = String(line.prefix(column))
+      length = head.count
+    }
+    return length < column ? head + String(repeating: " ", count: column - length) : head
   }
 
   /// `1 [ra] 0x…` becomes `1 [inlined] 0x…` for an inlined frame, as the backtracer writes them.

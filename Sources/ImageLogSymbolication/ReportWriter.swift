@@ -146,6 +146,14 @@ public struct ThreadsReport: Sendable {
     return out
   }
 
+  /// `image` as a report reads it back from its `Binary Images:` line (`text()` writes one per image):
+  /// what symbolication will look for, known before the report is written.
+  package static func reportImage(_ image: Image) -> CrashReport.Image {
+    AppleCrashParser.binaryImage(ImageFormatter(style: .crash).format(image))
+      ?? CrashReport.Image(name: image.name, path: image.path, loadAddress: image.loadAddress, endAddress: nil,
+                           identity: image.buildID.map(ImageIdentity.init), architecture: image.architecture)
+  }
+
   /// `N   name(padded to 30)  0x%016llx 0xLOAD + OFFSET` and the trust mark, as the crash handler's
   /// `w_frame` writes it (`???` and the address itself as LOAD when no image holds the address).
   func frameLine(_ index: Int, _ frame: Frame, image: Image?) -> String {

@@ -59,8 +59,9 @@ public struct SymbolFile: Sendable {
     case nothing
     /// The whole table.
     case all
-    /// A table cut down to these link-time addresses (it answers for them alone).
-    case addresses(Set<UInt64>)
+    /// A table cut down to these link-time addresses (it answers for them alone). A few per image:
+    /// searched in a list (a Set's first use costs more than the searches).
+    case addresses([UInt64])
   }
 
   /// How much of a file's symbol table `load` reads.
@@ -108,7 +109,7 @@ public struct SymbolFile: Sendable {
     default: break
     }
     symbols = try mapped.withReader { reader throws(FormatError) in try SymbolTable.elf(file, bytes: reader, for: addresses) }
-    symbolsRead = addresses.map { .addresses(Set($0)) } ?? .all
+    symbolsRead = addresses.map { .addresses($0) } ?? .all
   }
 
   /// The slice of `slices` for `architecture` (exact, then `arm64e`/`arm64` and `x86_64h`/`x86_64`

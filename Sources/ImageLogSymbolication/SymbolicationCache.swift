@@ -29,9 +29,7 @@ public final class SymbolicationCache {
 
   /// The locator's outcome for `image`, found once; `notes` are the files refused while finding it.
   func locate(_ image: CrashReport.Image, architecture: String?) -> (outcome: DebugFileLocator.Outcome, notes: [String]) {
-    // NUL cannot occur in a path or a name read from a report line or JSON string we keep whole.
-    let key = [image.identity?.text ?? "", image.path ?? "", image.name, image.architecture ?? architecture ?? ""]
-      .joined(separator: "\u{0}")
+    let key = DebugFileLocator.outcomeKey(image, architecture: architecture)
     if let known = outcomes[key] { return known }
     let refusedBefore = locator.refused.count
     let outcome = locator.locate(image, architecture: architecture)

@@ -355,4 +355,51 @@ import Testing
     }
     #expect(refused > 0)
   }
+
+  /// What `pid --threads` does ahead, on another thread: each image as its report will be read back
+  /// (`ThreadsReport.reportImage`), located and its frames' symbols read (`prepareSymbols`). The
+  /// report symbolicated with that locator reads no table again and says what a fresh search says; an
+  /// image then given the vDSO's bytes is searched for again.
+  @Test func symbolsPreparedAheadGiveTheSameReport() throws {
+    let snapshot = LoadedImages.snapshot()
+    let main = try #require(snapshot.first { $0.isMainExecutable })
+    let libc = try #require(snapshot.first { $0.name.hasPrefix("libc.so") })
+    let images = [main, libc]
+    let frames = images.flatMap { image in (1...3).map { ThreadsReport.Frame(address: image.textRange.lowerBound + UInt64($0) * 0x40) } }
+    let written = ThreadsReport(processName: "prepared", path: images[0].path, pid: 1, date: 0, osVersion: "Linux 6.1.0 x86_64",
+                                threads: [.init(tid: 1, frames: frames)], images: images)
+    let report = try ReportParser.parse(written.text())
+    #expect(images.map(ThreadsReport.reportImage) == report.images)
+
+    let options = SymbolicationOptions()
+    let locator = Symbolicator.locator(forOneReport: options)
+    for (index, image) in report.images.enumerated() {
+      let offsets = report.frames.filter { $0.imageIndex == index }.map { frame in
+        let offset = frame.address - image.loadAddress
+        return frame.isReturnAddress && offset > 0 ? offset - 1 : offset
+      }
+      locator.prepareSymbols(ThreadsReport.reportImage(images[index]), architecture: nil, offsets: offsets)
+      guard case .found(let file, _) = locator.locate(image, architecture: report.architecture) else {
+        Issue.record("\(image.name): not found")
+        continue
+      }
+      guard case .addresses(let read) = file.symbolsRead else {
+        Issue.record("\(image.name): the located file has not the symbols prepared for its frames")
+        continue
+      }
+      #expect(read == offsets.map { file.imageBaseVMAddress &+ $0 })
+    }
+    let ahead = Symbolicator.symbolicate(report, options: options, locator: locator)
+    let fresh = Symbolicator.symbolicate(report, options: options)
+    #expect(ahead.formatted(.report) == fresh.formatted(.report))
+    #expect(ahead.formatted(.json) == fresh.formatted(.json))
+
+    // Images read from memory may answer for an image no file did: what was found is asked again.
+    locator.inMemoryImages = []
+    guard case .found(let again, _) = locator.locate(report.images[1], architecture: report.architecture) else {
+      Issue.record("libc: not found after the in-memory images changed")
+      return
+    }
+    if case .addresses = again.symbolsRead { Issue.record("libc: the answer from before the in-memory images changed was kept") }
+  }
 }

@@ -374,74 +374,29 @@ extension ELFFile {
   }
 
   /// The name at `offset` in the section name table, with `ByteReader.cString(at:)`'s checks and
-  /// errors. The names toolchains write are the same in every file: those come from a table of
-  /// literals, matched in place by their bytes, instead of a new String each (a library has dozens of
-  /// sections, and thousands of libraries are read in a run).
+  /// errors. A String keeps up to 15 bytes of UTF-8 in itself; the longer names toolchains write are
+  /// the same in every file, so those come from literals, matched in place by their bytes, instead of
+  /// a new allocation each (a library has dozens of sections, and thousands of libraries are read in a
+  /// run). A list of literals rather than a table built at first use: that build, its hashing and its
+  /// generic types, cost more than one file's names.
   static func sectionName(_ names: ByteReader, at offset: Int) throws(FormatError) -> String {
-    let known = names.withUnsafeBytes { bytes -> String? in
-      guard offset >= 0, offset < bytes.count else { return nil }  // cString(at:) below throws
-      var key = SectionNameKey()
-      var end = offset
-      while end < bytes.count, bytes[end] != 0 {
-        let index = end - offset
-        if index < SectionNameKey.capacity { key.add(bytes[end], at: index) }
-        end += 1
-      }
-      let length = end - offset
-      guard end < bytes.count, length < commonSectionNames.count else { return nil }
-      for candidate in commonSectionNames[length] where candidate.key == key { return candidate.name }
-      return nil
+    let length = try names.cStringLength(at: offset)
+    if length > 15, let known = names.withUnsafeBytes({ bytes -> String? in
+      // offset + length < bytes.count: cStringLength found the NUL inside the table.
+      let name = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
+      // String literals: contiguous UTF-8, and copied without an allocation.
+      return longSectionNames.first { $0.utf8.count == length && $0.utf8.withContiguousStorageIfAvailable { $0.elementsEqual(name) } == true }
+    }) {
+      return known
     }
-    if let known { return known }
     return try names.cString(at: offset)
   }
 
-  /// Up to 24 bytes of a section name packed into integers, compared in three steps.
-  struct SectionNameKey: Equatable {
-    static let capacity = 24
-    var words: (UInt64, UInt64, UInt64) = (0, 0, 0)
-
-    mutating func add(_ byte: UInt8, at index: Int) {
-      let bits = UInt64(byte) << UInt64(8 * (index & 7))
-      switch index >> 3 {
-      case 0: words.0 |= bits
-      case 1: words.1 |= bits
-      default: words.2 |= bits
-      }
-    }
-
-    init() {}
-
-    init(_ name: String) {
-      for (index, byte) in name.utf8.enumerated() where index < Self.capacity { add(byte, at: index) }
-    }
-
-    static func == (a: Self, b: Self) -> Bool {
-      a.words.0 == b.words.0 && a.words.1 == b.words.1 && a.words.2 == b.words.2
-    }
-  }
-
-  /// Section names linkers and compilers write (up to 24 bytes), indexed by length in bytes.
-  static let commonSectionNames: [[(key: SectionNameKey, name: String)]] = {
-    let names = [
-      ".text", ".data", ".bss", ".init", ".fini", ".plt", ".got", ".plt.got", ".plt.sec", ".got.plt", ".rodata",
-      ".dynamic", ".dynsym", ".dynstr", ".gnu.hash", ".hash", ".interp", ".rela.dyn", ".rela.plt", ".rel.dyn",
-      ".rel.plt", ".eh_frame", ".eh_frame_hdr", ".init_array", ".fini_array", ".data.rel.ro", ".comment",
-      ".shstrtab", ".symtab", ".strtab", ".tbss", ".tdata", ".gnu.version", ".gnu.version_r", ".gnu.version_d",
-      ".note.gnu.build-id", ".note.gnu.property", ".note.ABI-tag", ".gnu_debuglink", ".gnu_debugaltlink",
-      ".gnu_debugdata", ".debug_info", ".debug_abbrev", ".debug_line", ".debug_str", ".debug_line_str",
-      ".debug_aranges", ".debug_ranges", ".debug_rnglists", ".debug_loclists", ".debug_loc", ".debug_frame",
-      ".gcc_except_table", ".rodata.cst16", ".rodata.cst8", ".rodata.cst4", ".rodata.str1.1", ".rodata.str1.8",
-      ".note.stapsdt", ".stapsdt.base", ".preinit_array", ".data.rel.ro.local", ".text.unlikely", ".text.hot",
-      ".text.startup", ".go.buildinfo", ".rel.text", ".rela.text", ".sframe", ".gnu.warning", ".tm_clone_table",
-      ".debug_str_offsets", ".debug_addr", ".debug_types", ".debug_pubnames", ".debug_pubtypes", ".gnu_debugaltlink",
-      ".note.package", ".relr.dyn", ".gnu.attributes", ".ARM.attributes", ".ARM.exidx", ".MIPS.abiflags",
-      ".reginfo", ".MIPS.options", ".sdata", ".sbss", ".toc", ".opd", ".branch_lt", ".got2",
-    ]
-    var table = [[(key: SectionNameKey, name: String)]](repeating: [], count: SectionNameKey.capacity + 1)
-    for name in Set(names) where name.utf8.count < table.count { table[name.utf8.count].append((SectionNameKey(name), name)) }
-    return table
-  }()
+  /// Section names longer than 15 bytes that linkers and compilers write.
+  static let longSectionNames: [String] = [
+    ".note.gnu.build-id", ".note.gnu.property", ".gnu_debugaltlink", ".gcc_except_table", ".data.rel.ro.local",
+    ".debug_str_offsets", ".debug_gnu_pubnames", ".debug_gnu_pubtypes",
+  ]
 
   static func readInterpreter<Source: RandomAccessBytes>(_ file: Source, programHeaders: [ProgramHeader]) throws(FormatError) -> String? {
     guard let segment = programHeaders.first(where: { $0.type == ProgramHeader.interpreter }) else { return nil }

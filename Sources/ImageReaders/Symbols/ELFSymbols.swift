@@ -28,21 +28,29 @@ extension SymbolTable {
   /// (a backtrace in libc), the way `eu-stack` looks symbols up. Other addresses must not be asked.
   public static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
                          for addresses: [UInt64]) throws(FormatError) -> SymbolTable {
-    let queries = Array(Set(addresses)).sorted()
+    var queries: [UInt64] = []  // sorted, each once
+    queries.reserveCapacity(addresses.count)
+    for address in addresses.sorted() where queries.last != address { queries.append(address) }
     guard !queries.isEmpty else { return SymbolTable() }
     // Slot i holds the best symbol starting in (queries[i-1], queries[i]]: the one the sorted table
     // would keep for the greatest such start (the first of its address in `init`'s order).
     var best = [Entry?](repeating: nil, count: queries.count)
-    try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit) { entry in
+    var slot = 0
+    // Most entries lose to a better symbol on their address alone: their names (scattered over the
+    // string table) are checked only for those that would be kept.
+    try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit, where: { entry in
       var low = 0, high = queries.count
       while low < high {  // the first query at or above the symbol's start
         let middle = low + (high - low) / 2
         if queries[middle] < entry.address { low = middle + 1 } else { high = middle }
       }
-      guard low < queries.count else { return true }
+      guard low < queries.count else { return false }
       if let current = best[low], current.address > entry.address
-        || (current.address == entry.address && !sortsBefore(entry, current)) { return true }
-      best[low] = entry
+        || (current.address == entry.address && !sortsBefore(entry, current)) { return false }
+      slot = low
+      return true
+    }) { entry in
+      best[slot] = entry
       return true
     }
     // A query's symbol is the best of the last filled slot at or below it: the kept entries are those,
@@ -77,7 +85,9 @@ extension SymbolTable {
   /// file order, until it returns false, with the name's offset checked to be a non-empty,
   /// NUL-terminated string of `strings` (`nameLength` left 0: measuring every name is left to the
   /// callers that keep every entry). The string table is read in place, not copied.
+  /// `candidate`, when given, is asked first, before the name is checked: an entry it turns down is skipped.
   static func forEachCodeSymbol(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
+                                where candidate: (Entry) -> Bool = { _ in true },
                                 _ body: (Entry) -> Bool) throws(FormatError) {
     let expected = is64Bit ? 24 : 16
     guard entrySize >= expected else {
@@ -90,25 +100,33 @@ extension SymbolTable {
       // A name starting at or before the table's last NUL is terminated inside it.
       guard let lastNul = names.lastIndex(of: 0) else { return }
       let count = symbols.count / entrySize
+      let infoOffset = is64Bit ? 4 : 12
       for index in 0..<count {
         // index < count = symbols.count / entrySize: the entry lies inside `symbols`.
         let base = index * entrySize
+        // The type first: most entries that are not code are passed over on one byte.
+        let info = symbols.field(UInt8.self, at: base + infoOffset)
+        let type = info & 0xF
+        guard isCodeType(type) else { continue }
+        let binding = info >> 4
         let nameOffset = symbols.field(UInt32.self, at: base)
-        let info: UInt8, sectionIndex: UInt16, value: UInt64, size: UInt64
+        let sectionIndex: UInt16, value: UInt64, size: UInt64
         if is64Bit {
-          info = symbols.field(UInt8.self, at: base + 4)
           sectionIndex = symbols.field(UInt16.self, at: base + 6)
           value = symbols.field(UInt64.self, at: base + 8)
           size = symbols.field(UInt64.self, at: base + 16)
         } else {
           value = UInt64(symbols.field(UInt32.self, at: base + 4))
           size = UInt64(symbols.field(UInt32.self, at: base + 8))
-          info = symbols.field(UInt8.self, at: base + 12)
           sectionIndex = symbols.field(UInt16.self, at: base + 14)
         }
-        let type = info & 0xF
-        let binding = info >> 4
-        guard isCodeType(type), sectionIndex != 0, sectionIndex != 0xFFF1, nameOffset != 0 else { continue }
+        guard sectionIndex != 0, sectionIndex != 0xFFF1, nameOffset != 0 else { continue }
+        // Prefer functions over untyped labels, then global/weak over local (as llvm-symbolizer does).
+        let rank: UInt8 = (type == 0 ? 2 : 0) + (binding == 0 ? 1 : 0)
+        // `order` only breaks ties between aliases.
+        let entry = Entry(address: value, size: size, nameOffset: nameOffset, nameLength: 0, rank: rank,
+                          order: UInt32(truncatingIfNeeded: index))
+        guard candidate(entry) else { continue }
         // UInt32 -> Int is exact on 64-bit. From here on every byte read is at or before `lastNul`:
         // a byte other than NUL at `start + k` puts `start + k + 1` at or before it.
         let start = Int(nameOffset)
@@ -118,11 +136,7 @@ extension SymbolTable {
            names[start + 2] == 0 || names[start + 2] == UInt8(ascii: ".") {
           continue
         }
-        // Prefer functions over untyped labels, then global/weak over local (as llvm-symbolizer does).
-        let rank: UInt8 = (type == 0 ? 2 : 0) + (binding == 0 ? 1 : 0)
-        // `order` only breaks ties between aliases.
-        guard body(Entry(address: value, size: size, nameOffset: nameOffset, nameLength: 0, rank: rank,
-                         order: UInt32(truncatingIfNeeded: index))) else { return }
+        guard body(entry) else { return }
       }
     }
   }

@@ -3,6 +3,7 @@ internal import Glibc
 #endif
 import ImageLog
 import ImageLogSymbolication
+import Synchronization
 
 /// `imagelog pid PID`: the images of another running process. `imagelog pid --threads PID`: every
 /// thread's stack, as a crash report of the live process.
@@ -117,11 +118,15 @@ struct PidCommand: Command {
                  + "what was read before is shown")
       status = .failure
     }
+    // The files to symbolicate with are found and read on a second thread: their search is most of
+    // symbolication's time for a few frames. It starts now, with the images the threads stopped in and
+    // the program, while this thread unwinds; the rest of the images frames are in come with the stacks.
+    let prefetch = symbolicating
+      ? FilePrefetch(images: images, likely: Self.likelyImages(images, stoppedAt: captured.programCounters),
+                     of: pid, options: options)
+      : nil
     let stacks = captured.unwind(images: images)
-    // The files to symbolicate with are found and read while the report is written and read back:
-    // their search is most of symbolication's time for a few frames, and it needs only the images the
-    // frames are in.
-    let prefetch = symbolicating ? FilePrefetch(images: images, stacks: stacks, of: pid, options: options) : nil
+    prefetch?.unwound(stacks)
     var threads: [ThreadsReport.Thread] = []
     threads.reserveCapacity(captured.threads.count)
     var unread = 0
@@ -168,48 +173,97 @@ struct PidCommand: Command {
     return status
   }
 
+  /// The images to look for first, while the stacks are unwound: those the threads stopped in (most
+  /// often libc, for threads waiting in a system call), then the program. Only with a processor to
+  /// spare: on one, the search would only delay the unwinding.
+  static func likelyImages(_ images: [Image], stoppedAt addresses: [UInt64]) -> [Int] {
+    guard WorkerThread.processorCount > 1 else { return [] }
+    var likely = images.indices.filter { index in addresses.contains { images[index].loadRange.contains($0) } }
+    if let main = images.firstIndex(where: \.isMainExecutable), !likely.contains(main) { likely.append(main) }
+    return likely
+  }
+
   /// Finds, on a thread of its own, the files symbolication will read for the images of `pid` that
-  /// frames of `stacks` are in, and their symbols for those frames: the locator keeps what it found
-  /// and read for `symbolicate`. The vDSO is in no file: its symbols come from the target's memory
-  /// (a few pages), read there too.
+  /// frames are in, and their symbols for those frames: the locator keeps what it found and read for
+  /// `symbolicate`. It looks for the `likely` images (indices into `images`) until `unwound` gives it
+  /// the stacks, then for the other images frames are in, then reads the symbols. The vDSO is in no
+  /// file: its symbols come from the target's memory (a few pages), read there too.
   final class FilePrefetch: @unchecked Sendable {
     // Used by the worker until `finish` joins it, then by the caller alone.
     private let locator: DebugFileLocator
     private var worker: WorkerThread?
+    private let images: [Image]
+    // Each image as the report will be read back: what symbolicate asks the locator for. Made by the worker.
+    private var wanted: [CrashReport.Image] = []
+    private let pid: Int32
+    // Written by `unwound` before it posts the semaphore; read by the worker after its wait.
+    private var stacks: [[UnwoundFrame]] = []
+    private var handedOver = false
+    private let stacksReady = Atomic<Bool>(false)
+    private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
-    init(images: [Image], stacks: [[UnwoundFrame]], of pid: Int32, options: SymbolicationOptions) {
+    init(images: [Image], likely: [Int], of pid: Int32, options: SymbolicationOptions) {
       locator = Symbolicator.locator(forOneReport: options)
-      let work: @Sendable () -> Void = { [self] in
-        // Each frame's offset in its image as symbolication will look it up: a return address (every
-        // frame but a thread's first, as the report is read) less 1.
-        var offsets = [[UInt64]](repeating: [], count: images.count)
-        for frames in stacks {
-          for (position, frame) in frames.enumerated() {
-            guard let index = images.firstIndex(where: { $0.loadRange.contains(frame.pc) }) else { continue }
-            let offset = frame.pc - images[index].loadAddress  // loadRange starts at loadAddress
-            offsets[index].append(position > 0 && offset > 0 ? offset - 1 : offset)
-          }
+      self.images = images
+      self.pid = pid
+      sem_init(semaphore, 0, 0)
+      worker = WorkerThread.start { [self] in
+        wanted = images.map(ThreadsReport.reportImage)
+        // The vDSO, read first: the locator answers again for every image once it has it.
+        locator.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid))
+        for index in likely {
+          guard !stacksReady.load(ordering: .acquiring) else { break }  // the stacks tell which are needed
+          locator.prepareSymbols(wanted[index], architecture: nil, offsets: [])
         }
-        let used = images.indices.filter { !offsets[$0].isEmpty }
-        locator.inMemoryImages = InMemoryImage.copies(of: used.map { images[$0] }, in: ProcessMemory(pid: pid))
-        for index in used {
-          let image = images[index]
-          let wanted = CrashReport.Image(name: image.name, path: image.path, loadAddress: image.loadAddress,
-                                         endAddress: nil, identity: image.buildID.map(ImageIdentity.init),
-                                         architecture: image.architecture)
-          locator.prepareSymbols(wanted, architecture: nil, offsets: offsets[index])
-        }
+        while sem_wait(semaphore) != 0 {}  // EINTR: wait again
+        readSymbols()
       }
-      worker = WorkerThread.start(work)
-      if worker == nil { work() }  // no thread to be had: the same work, here and now
+    }
+
+    deinit {
+      sem_destroy(semaphore)
+      semaphore.deallocate()
+    }
+
+    /// Gives the worker the unwound stacks (once; `finish` gives it none if this was not called).
+    func unwound(_ stacks: [[UnwoundFrame]]) {
+      guard !handedOver else { return }
+      handedOver = true
+      self.stacks = stacks
+      guard worker != nil else { return readSymbols() }  // no thread to be had: the work, here and now
+      stacksReady.store(true, ordering: .releasing)
+      sem_post(semaphore)
     }
 
     /// Waits for the search to end and returns the locator.
     @discardableResult
     func finish() -> DebugFileLocator {
+      unwound([])
       worker?.join()
       worker = nil
       return locator
+    }
+
+    /// Finds the files of the images frames are in and reads their symbols for the frames' addresses.
+    private func readSymbols() {
+      // Each frame's offset in its image as symbolication will look it up: a return address (every
+      // frame but a thread's first, as the report is read) less 1.
+      var offsets = [[UInt64]](repeating: [], count: images.count)
+      for frames in stacks {
+        for (position, frame) in frames.enumerated() {
+          guard let index = images.firstIndex(where: { $0.loadRange.contains(frame.pc) }) else { continue }
+          let offset = frame.pc - images[index].loadAddress  // loadRange starts at loadAddress
+          offsets[index].append(position > 0 && offset > 0 ? offset - 1 : offset)
+        }
+      }
+      let used = images.indices.filter { !offsets[$0].isEmpty }
+      if worker == nil {
+        wanted = images.map(ThreadsReport.reportImage)
+        locator.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid))
+      }
+      for index in used {
+        locator.prepareSymbols(wanted[index], architecture: nil, offsets: offsets[index])
+      }
     }
   }
 
