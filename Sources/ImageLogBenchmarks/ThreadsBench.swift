@@ -17,7 +17,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     throw BenchError("cc failed on Tests/Programs/process-threads.c (run from the package root)")
   }
   var rows: [[String]] = []
-  let iterations = 11
+  let iterations = 21
   for threadCount in [10, 200] {
     let target = try BenchChild([program, String(threadCount - 1)])
     defer { target.stop() }
@@ -31,20 +31,22 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     let same = ours.status == 0 && ourStacks.count == threadCount && ourStacks.map(\.tid) == theirStacks.map(\.tid)
       && zip(ourStacks, theirStacks).allSatisfy { $0.functions == $1.functions }
     let differing = zip(ourStacks, theirStacks).filter { $0.functions != $1.functions }.count
+    // Like for like: eu-stack names functions from the symbol tables; so does --no-lines. Both write to
+    // /dev/null, and the runs of the three alternate, so that each sees the machine as the others do.
+    let times = try interleavedMedians([
+      { _ = try runProcess([imagelog, "pid", "--threads", pid, "--no-lines"], discardOutput: true) },
+      { _ = try runProcess(["eu-stack", "-p", pid], discardOutput: true) },
+      { _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true) },
+    ], iterations: iterations)
+    let (ourTime, theirTime, fullTime) = (times[0], times[1], times[2])
+    // How long the process was stopped, from the reports' Stopped: lines (runs of their own).
     var stopped: [Double] = []
-    // Like for like: eu-stack names functions from the symbol tables; so does --no-lines.
-    let ourTime = try medianSeconds(iterations: iterations) {
+    for _ in 0..<iterations {
       let run = try runProcess([imagelog, "pid", "--threads", pid, "--no-lines"])
       if let line = run.output.split(separator: "\n").first(where: { $0.hasPrefix("Stopped:") }),
          let value = Double(line.dropFirst("Stopped:".count).drop { $0 == " " }.dropLast(3)) {
         stopped.append(value / 1000)
       }
-    }
-    let fullTime = try medianSeconds(iterations: iterations) {
-      _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true)
-    }
-    let theirTime = try medianSeconds(iterations: iterations) {
-      _ = try runProcess(["eu-stack", "-p", pid], discardOutput: true)
     }
     stopped.sort()
     let medianStop = stopped.isEmpty ? 0 : stopped[stopped.count / 2]
@@ -56,7 +58,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
   return [BenchmarkTable(
     title: "imagelog pid --threads vs eu-stack -p",
     notes: "A C program built -O2 -fomit-frame-pointer (Tests/Programs/process-threads.c), its threads blocked in read, "
-      + "nanosleep and pthread_cond_wait; medians of \(iterations) whole runs of each tool on the same live process, "
+      + "nanosleep and pthread_cond_wait; medians of \(iterations) interleaved rounds of a whole run of each tool on the same live process, "
       + "eu-stack as it does by default (function names from the symbol tables) against imagelog with --no-lines (the "
       + "same: function names from the symbol tables), and imagelog's default (also file:line and inlined frames from "
       + "DWARF, here libc6-dbg's, which eu-stack does not read) beside them. \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
