@@ -97,8 +97,9 @@ enum FileWalker {
 }
 
 /// `[n/total] path` on standard error, redrawn in place, only when standard error is a terminal and
-/// the run has already taken half a second; cleared before any other line is written. The environment
-/// variable `IMAGELOG_PROGRESS_DELAY_MS` changes the half second (the tests set 0).
+/// the run has already taken `defaultDelayMilliseconds`; cleared before any other line is written. The
+/// environment variable `IMAGELOG_PROGRESS_DELAY_MS` changes that delay (the tests set 0): a short run
+/// shows no line at all.
 struct ProgressLine {
   private let total: Int
   private var done = 0
@@ -110,6 +111,7 @@ struct ProgressLine {
   private var lastDraw: Int
   private var drawn = false
   private var shown = false
+  static let defaultDelayMilliseconds = 500
 
   init(total: Int) {
     self.total = total
@@ -117,7 +119,7 @@ struct ProgressLine {
     start = monotonicNanoseconds()
     lastDraw = start
     let configured = getenv("IMAGELOG_PROGRESS_DELAY_MS").flatMap { Int(String(cString: $0)) }
-    delay = max(0, min(configured ?? 500, 86_400_000)) * 1_000_000
+    delay = max(0, min(configured ?? Self.defaultDelayMilliseconds, 86_400_000)) * 1_000_000
   }
 
   mutating func tick(_ path: String) {
