@@ -8,11 +8,7 @@ extension ProcessThreads {
     let located = images.map {
       UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: live)
     }
-    #if arch(x86_64)
-    let architecture: RegisterSet.Architecture = self.architecture == "i386" ? .i386 : .x86_64
-    #else
-    let architecture = RegisterSet.Architecture.aarch64
-    #endif
+    let architecture = registerArchitecture
     return threads.map { thread in
       guard let values = thread.registerValues else { return [] }
       var registers = RegisterSet(architecture: architecture)

@@ -262,12 +262,17 @@ public struct ProcessThreads: Sendable {
 
   /// The program counter of each thread that was read: where the threads were stopped.
   public var programCounters: [UInt64] {
-    let number = switch architecture {
-    case "i386": 8
-    case "aarch64": 32
-    default: 16
-    }
+    let number = RegisterSet(architecture: registerArchitecture).numbers.pc
     return threads.compactMap { $0.registerValues.flatMap { $0[number] } }
+  }
+
+  /// `architecture` as the unwinder numbers registers.
+  var registerArchitecture: RegisterSet.Architecture {
+    #if arch(x86_64)
+    architecture == "i386" ? .i386 : .x86_64
+    #else
+    .aarch64
+    #endif
   }
 
   /// The DWARF-numbered registers of a capture, nil where the thread did not give a value.
