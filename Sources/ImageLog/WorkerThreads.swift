@@ -1,3 +1,4 @@
+internal import CImageLog
 internal import Glibc
 import Synchronization
 
@@ -10,12 +11,13 @@ import Synchronization
 package struct WorkerThread: @unchecked Sendable {
   private let thread: pthread_t
 
-  /// Starts a thread running `body`; `nil` when the system would not start one (the caller then
-  /// does the work itself).
+  /// Starts a thread running `body`, on another processor than the caller's when there is one
+  /// (`il_start_thread` says why); `nil` when the system would not start one (the caller then does
+  /// the work itself).
   package static func start(_ body: @escaping @Sendable () -> Void) -> WorkerThread? {
     var thread = pthread_t()
     let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    let started = pthread_create(&thread, nil, { context in
+    let started = il_start_thread(&thread, { context in
       // The thread owns the body: takeRetainedValue balances the passRetained that made `context`.
       guard let context else { return nil }
       Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue().body()

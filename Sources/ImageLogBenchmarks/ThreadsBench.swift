@@ -1,4 +1,6 @@
 internal import Glibc
+import ImageLog
+import Synchronization
 
 // `imagelog pid --threads PID` against `eu-stack -p PID` on the same live processes: a C program
 // (Tests/Programs/process-threads.c, -O2 -fomit-frame-pointer) with 10 and with 200 threads, each
@@ -131,4 +133,65 @@ private func stacksOfEuStack(_ text: String) -> [ThreadStack] {
     }
   }
   return stacks
+}
+
+// Set by the measured threads when they first run.
+private let workerRan = Atomic<Bool>(false)
+
+/// How soon a worker thread runs while the thread that made it keeps working, as `pid --threads` makes its
+/// file-search thread right after waiting for the target's threads: `WorkerThread.start` (il_start_thread)
+/// against a plain `pthread_create`. Each round sleeps 2 ms (the maker waiting, as it does on the
+/// target), makes the thread and works (spins) until it has run, timed, then joins it; capped at 50 ms.
+func workerStartBenchmark() throws -> [BenchmarkTable] {
+  guard WorkerThread.processorCount > 1 else { throw BenchError("one processor: no other to start a thread on") }
+  var capped = 0
+  let clock = ContinuousClock()
+  func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+  }
+  /// Sleeps, calls `start` (which makes a thread and returns its join), spins until the thread has run.
+  func round(_ start: () throws -> () -> Void) throws -> Double {
+    var pause = timespec(tv_sec: 0, tv_nsec: 2_000_000), rest = timespec()
+    while nanosleep(&pause, &rest) != 0 { pause = rest }  // EINTR: the rest
+    workerRan.store(false, ordering: .relaxed)
+    let begin = clock.now
+    let join = try start()
+    while !workerRan.load(ordering: .acquiring) {
+      if clock.now - begin > .milliseconds(50) { capped += 1; break }
+    }
+    let elapsed = seconds(clock.now - begin)
+    join()
+    return elapsed
+  }
+  let ours = {
+    guard let worker = WorkerThread.start({ workerRan.store(true, ordering: .releasing) }) else {
+      throw BenchError("WorkerThread.start could not start a thread")
+    }
+    return { worker.join() }
+  }
+  let plain = {
+    var thread = pthread_t()
+    guard pthread_create(&thread, nil, { _ in workerRan.store(true, ordering: .releasing); return nil }, nil) == 0 else {
+      throw BenchError("pthread_create could not start a thread")
+    }
+    return { _ = pthread_join(thread, nil) }
+  }
+  let iterations = 101
+  var oursTimes: [Double] = [], plainTimes: [Double] = []
+  for _ in 0..<iterations {
+    oursTimes.append(try round(ours))
+    plainTimes.append(try round(plain))
+  }
+  func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+  let (oursTime, plainTime) = (median(oursTimes), median(plainTimes))
+  return [BenchmarkTable(
+    title: "A worker thread's start while its maker works",
+    notes: "Medians of \(iterations) interleaved rounds on \(WorkerThread.processorCount) processors: the maker sleeps 2 ms "
+      + "(as pid --threads waits on the target's threads), makes a thread and spins until the thread has run; "
+      + "timed from the call that makes the thread. Linux places a new thread on its maker's processor, where it "
+      + "can wait for the maker's time slice to end; WorkerThread.start (il_start_thread: the file search of "
+      + "pid --threads, the readers of imagelog file) makes it on another processor, then allows it every one. "
+      + "Rounds capped at 50 ms: \(capped).",
+    header: ["WorkerThread.start", "pthread_create", "speed-up"],
+    rows: [[formatDuration(oursTime), formatDuration(plainTime), "\(rounded(plainTime / oursTime))x"]])]
 }

@@ -17,6 +17,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("other processes", processBenchmarks),
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),
   ("pid --threads vs eu-stack", threadsBenchmarks),
+  ("worker thread start", workerStartBenchmark),
 ]
 
 // IMAGELOG_BENCH_ONLY=file (a part of an area's name) runs that area alone and writes BENCHMARKS-partial.md,

@@ -1,6 +1,7 @@
 #ifndef CIMAGELOG_H
 #define CIMAGELOG_H
 /* The only C the Swift side sees. Every function is prefixed il_. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -16,6 +17,10 @@ void il_catch_interrupts(void);
 /* True once il_catch_interrupts's handler has run. */
 int il_was_interrupted(void);
 /* end of other processes */
+
+/* Worker threads (threads.c): pthread_create(3) with `body(context)`, but the thread starts on a
+   processor other than the caller's when the process may run on more than one (then anywhere it may). */
+int il_start_thread(pthread_t *thread, void *(*body)(void *), void *context);
 
 /* --- other processes' threads (ptrace.c): `imagelog pid --threads` ---------------------------
    Stops every thread of a process with PTRACE_SEIZE + PTRACE_INTERRUPT (never a SIGSTOP: a seized
