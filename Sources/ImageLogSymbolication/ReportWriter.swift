@@ -107,8 +107,70 @@ public struct ThreadsReport: Sendable {
   /// `Binary Images:`. Names from the process are escaped (`TextEscaping`), so none can forge a line.
   public func text() -> String {
     var out = ""
+    for line in layout().lines {
+      out += line
+      out += "\n"
+    }
+    return out
+  }
+
+  /// The report as `ReportParser.parse(text())` reads it, made from the values themselves: the same
+  /// lines, threads, frames (with their lines and symbol columns) and images, for the names a process
+  /// gives. Where the text loses something, the values are kept: a thread name's leading spaces, and a
+  /// thread's problem and state unescaped. `imagelog pid --threads` symbolicates this.
+  package func crashReport() -> CrashReport {
+    let (lines, placed) = layout()
+    var report = CrashReport(format: .imagelog, lines: lines, images: images.map(Self.reportImage))
+    report.threadCount = threads.count
+    if osVersion.hasPrefix("Linux") { report.architecture = osVersion.split(separator: " ").last.map(String.init) }
+    let crashedIndex = threads.firstIndex { $0.crashed }
+    report.threads.reserveCapacity(threads.count)
+    report.frames.reserveCapacity(placed.count)
+    for (number, thread) in threads.enumerated() {
+      report.threads.append(CrashReport.Thread(
+        number: number, crashed: thread.crashed, name: thread.name, tid: thread.tid >= 0 ? UInt64(thread.tid) : nil,
+        state: thread.state, problem: thread.problem,
+        registers: number == crashedIndex ? registers : nil))
+    }
+    // The images' indices by text start, as `layout` placed the frames in them.
+    let byStart = images.indices.sorted { images[$0].textRange.lowerBound < images[$1].textRange.lowerBound }
+    var frameImageNames: [Int: String] = [:]
+    for place in placed {
+      let frame = threads[place.thread].frames[place.index]
+      var entry = CrashReport.Frame(thread: place.thread, index: place.index, address: frame.address, imageIndex: nil,
+                                    isReturnAddress: place.index > 0, line: place.line, symbolColumn: place.column,
+                                    reportedSymbol: nil, ipsThread: nil)
+      entry.trust = CrashReport.Frame.trustMark(frame.trust) == nil ? nil : frame.trust
+      // As the parser does: the frame goes in the image whose Binary Images range holds it; the name on
+      // its line is the fallback it would use.
+      if let image = place.image, case let name = TextEscaping.escaped(images[byStart[image]].name).trimmingSpaces,
+         !name.isEmpty, name != "???" {
+        frameImageNames[report.frames.count] = name
+      }
+      report.frames.append(entry)
+    }
+    ReportParser.attachImages(&report, frameImageNames: frameImageNames)
+    if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }
+    return report
+  }
+
+  /// Where `layout` put a frame: its thread and index, its line, the column its symbol part starts at
+  /// (after the address and one space), and the image it was placed in (an index into the images
+  /// sorted by text start), if any.
+  private struct FramePlace {
+    var thread: Int
+    var index: Int
+    var line: Int
+    var column: Int
+    var image: Int?
+  }
+
+  /// The report's lines, without terminators, and where each frame is.
+  private func layout() -> (lines: [String], frames: [FramePlace]) {
+    var lines: [String] = []
+    var places: [FramePlace] = []
     func field(_ label: String, _ value: String) {
-      out += label + String(repeating: " ", count: max(1, 17 - label.count)) + value + "\n"
+      lines.append(label + String(repeating: " ", count: max(1, 17 - label.count)) + value)
     }
     field("Process:", "\(TextEscaping.escaped(processName)) [\(pid)]")
     field("Path:", TextEscaping.escaped(path))
@@ -127,46 +189,74 @@ public struct ThreadsReport: Sendable {
 
     let sorted = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     for (index, thread) in threads.enumerated() {
-      out += "\n"
-      if let name = thread.name { out += "Thread \(index) name:  \(TextEscaping.escaped(name))\n" }
-      out += "Thread \(index)\(thread.crashed ? " Crashed" : ""):  tid \(thread.tid)"
-      if let state = thread.state { out += "  state \(TextEscaping.escaped(state))" }
-      out += "\n"
+      lines.append("")
+      if let name = thread.name { lines.append("Thread \(index) name:  \(TextEscaping.escaped(name))") }
+      var heading = "Thread \(index)\(thread.crashed ? " Crashed" : ""):  tid \(thread.tid)"
+      if let state = thread.state { heading += "  state \(TextEscaping.escaped(state))" }
+      lines.append(heading)
       for (frameIndex, frame) in thread.frames.enumerated() {
-        out += frameLine(frameIndex, frame, image: Self.image(containing: frame.address, in: sorted))
+        let image = Self.imageIndex(containing: frame.address, in: sorted)
+        let (line, column) = frameLine(frameIndex, frame, image: image.map { sorted[$0] })
+        places.append(FramePlace(thread: index, index: frameIndex, line: lines.count, column: column, image: image))
+        lines.append(line)
       }
-      if let problem = thread.problem { out += "(not unwound: \(TextEscaping.escaped(problem)))\n" }
+      if let problem = thread.problem { lines.append("(not unwound: \(TextEscaping.escaped(problem)))") }
     }
     if let registers, let crashedIndex {  // only a crash has them: `pid --threads` writes none
-      out += "\nThread \(crashedIndex) crashed with \(registers.title):\n" + registers.text()
+      lines.append("")
+      lines.append("Thread \(crashedIndex) crashed with \(registers.title):")
+      lines += registers.text().split(separator: "\n").map(String.init)  // one line a row, each with text
     }
-    out += "\nBinary Images:\n"
+    lines.append("")
+    lines.append("Binary Images:")
     let formatter = ImageFormatter(style: .crash)
-    for image in images { out += formatter.format(image) + "\n" }
-    return out
+    for image in images { lines.append(formatter.format(image)) }
+    return (lines, places)
   }
 
   /// `image` as a report reads it back from its `Binary Images:` line (`text()` writes one per image):
-  /// what symbolication will look for, known before the report is written.
+  /// what symbolication will look for, known before the report is written. The line is written and
+  /// read only when its words could read back as other than the image's own (spaces, escapes, an
+  /// architecture the parser does not know); otherwise the fields are taken as they are.
   package static func reportImage(_ image: Image) -> CrashReport.Image {
-    AppleCrashParser.binaryImage(ImageFormatter(style: .crash).format(image))
+    func plainWord(_ text: String) -> Bool {
+      var text = text
+      return !text.isEmpty && text.withUTF8 { bytes in
+        TextEscaping.isPlain(UnsafeRawBufferPointer(bytes))
+          && !bytes.contains { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }
+      }
+    }
+    let name = image.name, path = image.path
+    if plainWord(name), name != "???", name.utf8.first != UInt8(ascii: "+"), name.utf8.last != UInt8(ascii: ")"),
+       plainWord(image.architecture), ReportParser.isKnownArchitecture(image.architecture), plainWord(path), path != "???" {
+      let end = image.textSize == 0 ? image.loadAddress : image.textRange.upperBound - 1
+      return CrashReport.Image(name: name, path: path, loadAddress: image.loadAddress, endAddress: end,
+                               identity: image.buildID.flatMap { ImageIdentity($0.compactUUID) },
+                               architecture: image.architecture)
+    }
+    return AppleCrashParser.binaryImage(ImageFormatter(style: .crash).format(image))
       ?? CrashReport.Image(name: image.name, path: image.path, loadAddress: image.loadAddress, endAddress: nil,
                            identity: image.buildID.map(ImageIdentity.init), architecture: image.architecture)
   }
 
   /// `N   name(padded to 30)  0x%016llx 0xLOAD + OFFSET` and the trust mark, as the crash handler's
-  /// `w_frame` writes it (`???` and the address itself as LOAD when no image holds the address).
-  func frameLine(_ index: Int, _ frame: Frame, image: Image?) -> String {
+  /// `w_frame` writes it (`???` and the address itself as LOAD when no image holds the address), with
+  /// the column after the address and its space, in `Character`s as the parser counts them (escaped
+  /// names keep their non-ASCII letters).
+  func frameLine(_ index: Int, _ frame: Frame, image: Image?) -> (line: String, column: Int) {
     let name = image.map { TextEscaping.escaped($0.name) } ?? "???"
     let base = image?.loadAddress ?? frame.address
     var line = String(index) + String(repeating: " ", count: index < 10 ? 3 : index < 100 ? 2 : 1)
     line += name + String(repeating: " ", count: name.utf8.count < 30 ? 30 - name.utf8.count : 1)
-    line += "0x" + hexDigits(frame.address, width: 16) + " " + HexText.address(base) + " + " + String(frame.address &- base)
-    return line + (CrashReport.Frame.trustMark(frame.trust) ?? "") + "\n"
+    line += "0x" + hexDigits(frame.address, width: 16)
+    let column = (line.utf8.allSatisfy { $0 < 0x80 } ? line.utf8.count : line.count) + 1
+    line += " " + HexText.address(base) + " + " + String(frame.address &- base)
+    return (line + (CrashReport.Frame.trustMark(frame.trust) ?? ""), column)
   }
 
-  /// The image whose text range holds `address` (`sorted` by text start; the crash handler's `table_lookup`).
-  static func image(containing address: UInt64, in sorted: [Image]) -> Image? {
+  /// The index in `sorted` (by text start) of the image whose text range holds `address` (the crash
+  /// handler's `table_lookup`).
+  static func imageIndex(containing address: UInt64, in sorted: [Image]) -> Int? {
     // The last image starting at or below the address, found by bisection.
     var low = 0, high = sorted.count
     while low < high {
@@ -174,9 +264,9 @@ public struct ThreadsReport: Sendable {
       if sorted[middle].textRange.lowerBound <= address { low = middle + 1 } else { high = middle }
     }
     guard low > 0, sorted[low - 1].textRange.contains(address) else {
-      return sorted.first { $0.textRange.contains(address) }  // overlapping ranges: any that holds it
+      return sorted.firstIndex { $0.textRange.contains(address) }  // overlapping ranges: any that holds it
     }
-    return sorted[low - 1]
+    return low - 1
   }
 
   /// `YYYY-MM-DD HH:MM:SS +0000` for `seconds` since the epoch (UTC), as the crash handler's `w_date`.

@@ -83,6 +83,69 @@ import Testing
     #expect(report.images.map(\.identity?.bytes) == images.map { $0.buildID.map { Array($0.bytes.prefix(16)) } })
   }
 
+  /// Images whose Binary Images lines do not read back as their own words: a name with spaces and
+  /// one ending in a parenthesis, a path with a space and one with a `<`, a name and path that need
+  /// escaping, an architecture the parser does not know, no build-id, the vDSO's bracketed name.
+  static func oddImages(after images: [Image]) -> [Image] {
+    let start = (images.map(\.loadRange.upperBound).max() ?? 0x7000_0000) + 0x10_0000
+    let odd: [(path: String, name: String?, architecture: String, buildID: BuildID?)] = [
+      ("/opt/My App/lib two.so", nil, "x86_64", BuildID(Array(1...20))),
+      ("/opt/lib/libv(2).so", nil, "arm64", BuildID(Array(21...40))),
+      ("/opt/naïve\tlib\\x.so", nil, "x86_64", BuildID(Array(41...60))),
+      ("/opt/a<b>.so", nil, "x86_64", nil),
+      ("/opt/lib/libriscv.so", nil, "riscv64", BuildID(Array(61...80))),
+      ("[vdso]", "[vdso]", "x86_64", BuildID(Array(81...100))),
+      ("/opt/lib/+plus.so", nil, "x86_64", BuildID([0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])),
+    ]
+    return odd.enumerated().map { index, image in
+      let load = start + UInt64(index) * 0x10_0000
+      return Image(path: image.path, name: image.name, loadAddress: load, loadBias: load,
+                   textRange: load..<load + 0x8000, loadRange: load..<load + 0x10000, buildID: image.buildID,
+                   architecture: image.architecture, isMainExecutable: false)
+    }
+  }
+
+  /// `crashReport()`, which `pid --threads` symbolicates, is what `ReportParser.parse(text())` reads: the
+  /// same lines, threads, frames (lines, symbol columns, images, trust) and images. For the sample (a
+  /// crash with registers), a live process's report (states, `Stopped:`), and a report whose names need
+  /// escaping, are not ASCII or have spaces inside, with frames in images whose lines read back lossily.
+  @Test(arguments: [x86Registers, armRegisters])
+  func crashReportIsTheTextReadBack(registers: RegisterState) throws {
+    let images = try Self.images()
+    let crash = Self.sample(images: images, registers: registers)
+    var live = crash
+    live.exception = nil
+    for index in live.threads.indices { live.threads[index].crashed = false }
+    live.stoppedNanoseconds = 412_345
+    var odd = live
+    odd.images += Self.oddImages(after: images)
+    odd.processName = "naïve proc\u{7}"
+    odd.path = "/opt/My App/naïve"
+    odd.threads[0].name = "日本語 thread"
+    odd.threads[1].name = "tab\there  two  spaces\\"
+    odd.threads[2].name = "é\u{301}combining"
+    odd.threads.append(.init(tid: 4327, name: "odd-images", state: "D",
+                             frames: odd.images.dropFirst(2).enumerated().map { index, image in
+                               .init(address: image.textRange.lowerBound + UInt64(index) * 16,
+                                     trust: index % 2 == 0 ? "scan" : "frame-pointer")
+                             } + [.init(address: 0x10, trust: "cfi")]))
+    for (kind, written) in [("crash", crash), ("live", live), ("odd names", odd)] {
+      let direct = written.crashReport()
+      let parsed = try ReportParser.parse(written.text())
+      #expect(direct.format == parsed.format, "\(kind)")
+      #expect(direct.lines == parsed.lines, "\(kind)")
+      #expect(direct.threads == parsed.threads, "\(kind)")
+      #expect(direct.frames == parsed.frames, "\(kind)")
+      #expect(direct.images == parsed.images, "\(kind)")
+      #expect(direct.architecture == parsed.architecture, "\(kind)")
+      #expect(direct.threadCount == parsed.threadCount, "\(kind)")
+      #expect(direct.problems == parsed.problems, "\(kind)")
+      #expect(direct.frames.count == written.threads.map(\.frames.count).reduce(0, +), "\(kind)")
+      // What the prefetch of `pid --threads` asks the locator for is what the report holds.
+      #expect(written.images.map(ThreadsReport.reportImage) == direct.images, "\(kind)")
+    }
+  }
+
   /// Frame lines as C's printf writes `%-4d%-30s0x%016llx 0x%llx + %llu` (the crash handler's `w_frame`
   /// for names under 30 bytes), the trust mark after them; header lines as crash.c's.
   @Test func linesAreTheCrashHandlersLayout() throws {

@@ -148,19 +148,11 @@ struct PidCommand: Command {
       processName: ProcessThreads.commandName(of: pid) ?? main?.name ?? "?", path: main?.path ?? "?", pid: pid,
       date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
       threads: threads, images: images)
-    let text = report.text()
     if prefetch == nil && style == .report {
-      writeAll(to: 1, text)
+      writeAll(to: 1, report.text())
       return status
     }
-    let crashReport: CrashReport
-    do {
-      crashReport = try ReportParser.parse(text)
-    } catch {
-      prefetch?.finish()
-      printError("imagelog: pid \(pid): the report written could not be read back: \(error)")  // a writer/parser mismatch
-      return .failure
-    }
+    let crashReport = report.crashReport()  // what symbolicate reads from report.text(), without writing and reading it
     let locator = prefetch?.finish()
     let result = locator.map { Symbolicator.symbolicate(crashReport, options: options, locator: $0) }
       ?? Symbolicator.unsymbolicated(crashReport)
