@@ -35,23 +35,33 @@ extension SymbolTable {
     // Slot i holds the best symbol starting in (queries[i-1], queries[i]]: the one the sorted table
     // would keep for the greatest such start (the first of its address in `init`'s order).
     var best = [Entry?](repeating: nil, count: queries.count)
+    // Each slot's best start so far (0 while empty: a symbol at 0 is still compared with `best`), read
+    // first: it turns most entries down without an Entry copied out of `best`.
+    var bestStart = [UInt64](repeating: 0, count: queries.count)
     var slot = 0
+    let lastQuery = queries[queries.count - 1]
     // Most entries lose to a better symbol on their address alone: their names (scattered over the
     // string table) are checked only for those that would be kept.
-    try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit, where: { entry in
-      var low = 0, high = queries.count
-      while low < high {  // the first query at or above the symbol's start
-        let middle = low + (high - low) / 2
-        if queries[middle] < entry.address { low = middle + 1 } else { high = middle }
+    try queries.withUnsafeBufferPointer { queries throws(FormatError) in
+      try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit, where: { entry in
+        let address = entry.address
+        guard address <= lastQuery else { return false }  // above every query: in no slot
+        var low = 0, high = queries.count
+        while low < high {  // the first query at or above the symbol's start
+          let middle = low + (high - low) / 2
+          if queries[middle] < address { low = middle + 1 } else { high = middle }
+        }
+        // low < queries.count: the last query is at or above the address.
+        guard address >= bestStart[low] else { return false }
+        if let current = best[low], current.address > address
+          || (current.address == address && !sortsBefore(entry, current)) { return false }
+        slot = low
+        return true
+      }) { entry in
+        best[slot] = entry
+        bestStart[slot] = entry.address
+        return true
       }
-      guard low < queries.count else { return false }
-      if let current = best[low], current.address > entry.address
-        || (current.address == entry.address && !sortsBefore(entry, current)) { return false }
-      slot = low
-      return true
-    }) { entry in
-      best[slot] = entry
-      return true
     }
     // A query's symbol is the best of the last filled slot at or below it: the kept entries are those,
     // with their names copied out of the string table, which stays where it is.
