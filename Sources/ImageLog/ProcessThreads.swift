@@ -260,12 +260,6 @@ public struct ProcessThreads: Sendable {
     return (String(decoding: stat[(open + 1)..<close], as: UTF8.self), stat[(close + 1)...].split(separator: 0x20))
   }
 
-  /// The program counter of each thread that was read: where the threads were stopped.
-  public var programCounters: [UInt64] {
-    let number = RegisterSet(architecture: registerArchitecture).numbers.pc
-    return threads.compactMap { $0.registerValues.flatMap { $0[number] } }
-  }
-
   /// `architecture` as the unwinder numbers registers.
   var registerArchitecture: RegisterSet.Architecture {
     #if arch(x86_64)

@@ -100,10 +100,15 @@ struct PidCommand: Command {
 
   /// `--threads`: stop, copy, let go; then unwind the copies, write the report and symbolicate it.
   func runThreads() -> ExitStatus {
+    // The files to symbolicate with are found and read on a second thread: their search is most of
+    // symbolication's time for a few frames. It starts while the threads are stopped, with the files
+    // most frames are in; the others come with the stacks.
+    let prefetch = symbolicating ? FilePrefetch(of: pid, options: options) : nil
     let captured: ProcessThreads
     do {
       captured = try ProcessThreads.capture(of: pid)
     } catch {
+      prefetch?.finish()
       printError("imagelog: \(error)")
       return .failure
     }
@@ -118,15 +123,8 @@ struct PidCommand: Command {
                  + "what was read before is shown")
       status = .failure
     }
-    // The files to symbolicate with are found and read on a second thread: their search is most of
-    // symbolication's time for a few frames. It starts now, with the images the threads stopped in and
-    // the program, while this thread unwinds; the rest of the images frames are in come with the stacks.
-    let prefetch = symbolicating
-      ? FilePrefetch(images: images, likely: Self.likelyImages(images, stoppedAt: captured.programCounters),
-                     of: pid, options: options)
-      : nil
     let stacks = captured.unwind(images: images)
-    prefetch?.unwound(stacks)
+    prefetch?.unwound(stacks, images: images)
     var threads: [ThreadsReport.Thread] = []
     threads.reserveCapacity(captured.threads.count)
     var unread = 0
@@ -165,47 +163,40 @@ struct PidCommand: Command {
     return status
   }
 
-  /// The images to look for first, while the stacks are unwound: those the threads stopped in (most
-  /// often libc, for threads waiting in a system call), then the program. Only with a processor to
-  /// spare: on one, the search would only delay the unwinding.
-  static func likelyImages(_ images: [Image], stoppedAt addresses: [UInt64]) -> [Int] {
-    guard WorkerThread.processorCount > 1 else { return [] }
-    var likely = images.indices.filter { index in addresses.contains { images[index].loadRange.contains($0) } }
-    if let main = images.firstIndex(where: \.isMainExecutable), !likely.contains(main) { likely.append(main) }
-    return likely
-  }
-
   /// Finds, on a thread of its own, the files symbolication will read for the images of `pid` that
   /// frames are in, and their symbols for those frames: the locator keeps what it found and read for
-  /// `symbolicate`. It looks for the `likely` images (indices into `images`) until `unwound` gives it
-  /// the stacks, then for the other images frames are in, then reads the symbols. The vDSO is in no
-  /// file: its symbols come from the target's memory (a few pages), read there too.
+  /// `symbolicate`. While the caller stops and copies the threads, it reads the image list itself and
+  /// looks for the program's file and the C library's (where threads waiting in a system call stopped),
+  /// until `unwound` gives it the stacks and the images after the stop; then it looks for the other
+  /// images frames are in and reads the symbols. The vDSO is in no file: its symbols come from the
+  /// target's memory (a few pages), read there too.
   final class FilePrefetch: @unchecked Sendable {
     // Used by the worker until `finish` joins it, then by the caller alone.
     private let locator: DebugFileLocator
     private var worker: WorkerThread?
-    private let images: [Image]
-    // Each image as the report will be read back: what symbolicate asks the locator for. Made by the worker.
-    private var wanted: [CrashReport.Image] = []
     private let pid: Int32
+    // True once the vDSO's copy is the locator's (it answers again for every image when that changes).
+    private var readVDSO = false
     // Written by `unwound` before it posts the semaphore; read by the worker after its wait.
     private var stacks: [[UnwoundFrame]] = []
+    private var images: [Image] = []
     private var handedOver = false
     private let stacksReady = Atomic<Bool>(false)
     private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
-    init(images: [Image], likely: [Int], of pid: Int32, options: SymbolicationOptions) {
+    init(of pid: Int32, options: SymbolicationOptions) {
       locator = Symbolicator.locator(forOneReport: options)
-      self.images = images
       self.pid = pid
       sem_init(semaphore, 0, 0)
+      // With one processor the early search would only slow the stop and the unwinding.
+      let early = WorkerThread.processorCount > 1
       worker = WorkerThread.start { [self] in
-        wanted = images.map(ThreadsReport.reportImage)
-        // The vDSO, read first: the locator answers again for every image once it has it.
-        locator.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid))
-        for index in likely {
-          guard !stacksReady.load(ordering: .acquiring) else { break }  // the stacks tell which are needed
-          locator.prepareSymbols(wanted[index], architecture: nil, offsets: [])
+        if early, let images = try? ProcessImages.snapshot(of: pid) {
+          readVDSO(images)
+          for image in images where Self.isLikely(image) {
+            guard !stacksReady.load(ordering: .acquiring) else { break }  // the stacks tell which are needed
+            locator.prepareSymbols(ThreadsReport.reportImage(image), architecture: nil, offsets: [])
+          }
         }
         while sem_wait(semaphore) != 0 {}  // EINTR: wait again
         readSymbols()
@@ -217,11 +208,20 @@ struct PidCommand: Command {
       semaphore.deallocate()
     }
 
-    /// Gives the worker the unwound stacks (once; `finish` gives it none if this was not called).
-    func unwound(_ stacks: [[UnwoundFrame]]) {
+    /// The images most frames are in: the program, and the C library, where threads waiting in a
+    /// system call stopped. A guess: a wrong one costs time, not answers.
+    static func isLikely(_ image: Image) -> Bool {
+      image.isMainExecutable || image.name.hasPrefix("libc.so") || image.name.hasPrefix("libc-")
+        || image.name.hasPrefix("ld-musl")
+    }
+
+    /// Gives the worker the unwound stacks and the images after the stop (once; `finish` gives it none
+    /// if this was not called).
+    func unwound(_ stacks: [[UnwoundFrame]], images: [Image]) {
       guard !handedOver else { return }
       handedOver = true
       self.stacks = stacks
+      self.images = images
       guard worker != nil else { return readSymbols() }  // no thread to be had: the work, here and now
       stacksReady.store(true, ordering: .releasing)
       sem_post(semaphore)
@@ -230,10 +230,17 @@ struct PidCommand: Command {
     /// Waits for the search to end and returns the locator.
     @discardableResult
     func finish() -> DebugFileLocator {
-      unwound([])
+      unwound([], images: [])
       worker?.join()
       worker = nil
       return locator
+    }
+
+    /// Gives the locator the vDSO's symbols as the target's memory holds them (once).
+    private func readVDSO(_ images: [Image]) {
+      guard !readVDSO else { return }
+      readVDSO = true
+      locator.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid))
     }
 
     /// Finds the files of the images frames are in and reads their symbols for the frames' addresses.
@@ -248,13 +255,11 @@ struct PidCommand: Command {
           offsets[index].append(position > 0 && offset > 0 ? offset - 1 : offset)
         }
       }
-      let used = images.indices.filter { !offsets[$0].isEmpty }
-      if worker == nil {
-        wanted = images.map(ThreadsReport.reportImage)
-        locator.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid))
-      }
-      for index in used {
-        locator.prepareSymbols(wanted[index], architecture: nil, offsets: offsets[index])
+      guard offsets.contains(where: { !$0.isEmpty }) else { return }
+      readVDSO(images)
+      for index in images.indices where !offsets[index].isEmpty {
+        // Each image as the report will be read back: what symbolicate asks the locator for.
+        locator.prepareSymbols(ThreadsReport.reportImage(images[index]), architecture: nil, offsets: offsets[index])
       }
     }
   }
