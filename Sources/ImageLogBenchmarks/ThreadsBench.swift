@@ -135,13 +135,16 @@ private func stacksOfEuStack(_ text: String) -> [ThreadStack] {
   return stacks
 }
 
-// Set by the measured threads when they first run.
+// Set by the measured threads when they first run, and by the maker to wake a watching one.
 private let workerRan = Atomic<Bool>(false)
+private let wakeWorker = Atomic<Bool>(false)
 
-/// How soon a worker thread runs while the thread that made it keeps working, as `pid --threads` makes its
-/// file-search thread right after waiting for the target's threads: `WorkerThread.start` (il_start_thread)
-/// against a plain `pthread_create`. Each round sleeps 2 ms (the maker waiting, as it does on the
-/// target), makes the thread and works (spins) until it has run, timed, then joins it; capped at 50 ms.
+/// How soon a worker thread runs while the thread that made it keeps working, as in `pid --threads`,
+/// whose main thread makes its file-search thread and later hands it the stacks while it goes on. Two
+/// ways against the usual ones: a thread made by `WorkerThread.start` (il_start_thread) against
+/// `pthread_create`, and a waiting thread that watches a flag (yielding) against one blocked in a
+/// semaphore. Each round the maker sleeps 2 ms (as it waits on the target's threads), then makes the
+/// thread or wakes it, and works (spins) until it has run: timed from the call; capped at 50 ms.
 func workerStartBenchmark() throws -> [BenchmarkTable] {
   guard WorkerThread.processorCount > 1 else { throw BenchError("one processor: no other to start a thread on") }
   var capped = 0
@@ -149,49 +152,80 @@ func workerStartBenchmark() throws -> [BenchmarkTable] {
   func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
-  /// Sleeps, calls `start` (which makes a thread and returns its join), spins until the thread has run.
-  func round(_ start: () throws -> () -> Void) throws -> Double {
+  func pause() {
     var pause = timespec(tv_sec: 0, tv_nsec: 2_000_000), rest = timespec()
     while nanosleep(&pause, &rest) != 0 { pause = rest }  // EINTR: the rest
-    workerRan.store(false, ordering: .relaxed)
+  }
+  /// From `go` to the thread's first step, working meanwhile.
+  func timed(_ go: () throws -> Void) rethrows -> Double {
     let begin = clock.now
-    let join = try start()
+    try go()
     while !workerRan.load(ordering: .acquiring) {
       if clock.now - begin > .milliseconds(50) { capped += 1; break }
     }
-    let elapsed = seconds(clock.now - begin)
+    return seconds(clock.now - begin)
+  }
+  /// A thread made after the pause by `start`, which returns its join.
+  func started(_ start: () throws -> () -> Void) throws -> Double {
+    workerRan.store(false, ordering: .relaxed)
+    pause()
+    var join: () -> Void = {}
+    let elapsed = try timed { join = try start() }
     join()
     return elapsed
   }
-  let ours = {
-    guard let worker = WorkerThread.start({ workerRan.store(true, ordering: .releasing) }) else {
+  /// A thread made before the pause, which waits as `wait` does, woken by `wake` after it.
+  func woken(wait: @escaping @Sendable () -> Void, wake: () -> Void) throws -> Double {
+    workerRan.store(false, ordering: .relaxed)
+    wakeWorker.store(false, ordering: .relaxed)
+    guard let worker = WorkerThread.start({ wait(); workerRan.store(true, ordering: .releasing) }) else {
       throw BenchError("WorkerThread.start could not start a thread")
     }
-    return { worker.join() }
+    pause()
+    let elapsed = timed(wake)
+    worker.join()
+    return elapsed
   }
-  let plain = {
-    var thread = pthread_t()
-    guard pthread_create(&thread, nil, { _ in workerRan.store(true, ordering: .releasing); return nil }, nil) == 0 else {
-      throw BenchError("pthread_create could not start a thread")
-    }
-    return { _ = pthread_join(thread, nil) }
-  }
+  let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+  sem_init(semaphore, 0, 0)
+  defer { sem_destroy(semaphore); semaphore.deallocate() }
+  nonisolated(unsafe) let shared = semaphore
   let iterations = 101
-  var oursTimes: [Double] = [], plainTimes: [Double] = []
+  var times = [[Double]](repeating: [], count: 4)
   for _ in 0..<iterations {
-    oursTimes.append(try round(ours))
-    plainTimes.append(try round(plain))
+    times[0].append(try started {
+      guard let worker = WorkerThread.start({ workerRan.store(true, ordering: .releasing) }) else {
+        throw BenchError("WorkerThread.start could not start a thread")
+      }
+      return { worker.join() }
+    })
+    times[1].append(try started {
+      var thread = pthread_t()
+      guard pthread_create(&thread, nil, { _ in workerRan.store(true, ordering: .releasing); return nil }, nil) == 0 else {
+        throw BenchError("pthread_create could not start a thread")
+      }
+      return { _ = pthread_join(thread, nil) }
+    })
+    times[2].append(try woken(wait: { while !wakeWorker.load(ordering: .acquiring) { sched_yield() } },
+                              wake: { wakeWorker.store(true, ordering: .releasing) }))
+    times[3].append(try woken(wait: { while sem_wait(shared) != 0 {} }, wake: { sem_post(semaphore) }))
   }
-  func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-  let (oursTime, plainTime) = (median(oursTimes), median(plainTimes))
+  let medians = times.map { $0.sorted()[$0.count / 2] }
+  let quartiles = times.map { $0.sorted()[$0.count * 3 / 4] }  // the slow quarter starts here
   return [BenchmarkTable(
     title: "A worker thread's start while its maker works",
     notes: "Medians of \(iterations) interleaved rounds on \(WorkerThread.processorCount) processors: the maker sleeps 2 ms "
-      + "(as pid --threads waits on the target's threads), makes a thread and spins until the thread has run; "
-      + "timed from the call that makes the thread. Linux places a new thread on its maker's processor, where it "
-      + "can wait for the maker's time slice to end; WorkerThread.start (il_start_thread: the file search of "
-      + "pid --threads, the readers of imagelog file) makes it on another processor, then allows it every one. "
+      + "(as pid --threads waits on the target's threads), then makes the thread or wakes it, and spins until the "
+      + "thread has run; timed from that call. Here Linux puts a new thread on the maker's processor, where it waits for "
+      + "the maker's time slice to end, and a thread woken from a semaphore often so (the 75th percentile). "
+      + "WorkerThread.start (il_start_thread: "
+      + "the file search of pid --threads, the readers of imagelog file) makes the thread on another processor, then "
+      + "allows it every one; the file search watches for the stacks (yielding) instead of sleeping in a semaphore. "
       + "Rounds capped at 50 ms: \(capped).",
-    header: ["WorkerThread.start", "pthread_create", "speed-up"],
-    rows: [[formatDuration(oursTime), formatDuration(plainTime), "\(rounded(plainTime / oursTime))x"]])]
+    header: ["", "imagelog's way", "the usual way", "speed-up", "imagelog's way, 75th percentile",
+             "the usual way, 75th percentile"],
+    rows: [["a new thread: WorkerThread.start / pthread_create", formatDuration(medians[0]), formatDuration(medians[1]),
+            "\(rounded(medians[1] / medians[0]))x", formatDuration(quartiles[0]), formatDuration(quartiles[1])],
+           ["a waiting thread: watching a flag / sem_wait", formatDuration(medians[2]), formatDuration(medians[3]),
+            "\(rounded(medians[3] / medians[2]))x", formatDuration(quartiles[2]), formatDuration(quartiles[3])]])]
 }

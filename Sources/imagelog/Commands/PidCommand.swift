@@ -160,6 +160,9 @@ struct PidCommand: Command {
       SymbolicateCommand.writeStandardOutput(chunk)
     }
     if last != UInt8(ascii: "\n") { writeAll(to: 1, "\n") }
+    // The files the locator mapped and the tables it read are left to the process's exit, which drops
+    // them all at once: unmapping and freeing them one by one here would be work for nothing.
+    _ = locator.map { Unmanaged.passRetained($0) }
     return status
   }
 
@@ -198,10 +201,20 @@ struct PidCommand: Command {
             locator.prepareSymbols(ThreadsReport.reportImage(image), architecture: nil, offsets: [])
           }
         }
+        // Woken from the semaphore, the worker is often put on the processor of the thread that posts
+        // it, to run once that thread blocks or its time slice ends (BENCHMARKS.md, "A worker thread's
+        // start while its maker works"): with a processor to itself it watches for the stacks instead,
+        // yielding, for at most `watchNanoseconds`, then waits.
+        let deadline = monotonicNanoseconds() + Self.watchNanoseconds
+        while early, !stacksReady.load(ordering: .acquiring), monotonicNanoseconds() < deadline { sched_yield() }
         while sem_wait(semaphore) != 0 {}  // EINTR: wait again
         readSymbols()
       }
     }
+
+    /// How long the worker watches for the stacks before it waits for them: longer than unwinding
+    /// takes for most processes.
+    static let watchNanoseconds = 20_000_000
 
     deinit {
       sem_destroy(semaphore)
