@@ -2,6 +2,7 @@
 #include "CImageLog.h"
 #include <sched.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 /* Linux can put a new thread on the processor of the thread that made it, where it waits until its
    maker blocks or its time slice ends, with another processor idle (BENCHMARKS.md, "A worker thread's
@@ -46,4 +47,11 @@ int il_start_thread(pthread_t *thread, void *(*body)(void *), void *context) {
   }
   free(start);
   return pthread_create(thread, NULL, body, context);
+}
+
+int il_processor_count(void) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) return CPU_COUNT(&allowed);
+  long online = sysconf(_SC_NPROCESSORS_ONLN);  /* more processors than cpu_set_t holds */
+  return online > 0 && online < 1 << 20 ? (int)online : 1;
 }

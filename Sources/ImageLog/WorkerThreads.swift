@@ -35,9 +35,10 @@ package struct WorkerThread: @unchecked Sendable {
     pthread_join(thread, nil)
   }
 
-  /// How many processors are online (at least 1).
+  /// How many processors the calling thread may run on (at least 1): its affinity mask, which
+  /// `taskset` and cpusets narrow, read without the file `sysconf` reads for the online count.
   package static var processorCount: Int {
-    max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    max(1, Int(il_processor_count()))
   }
 
   /// Calls `body` once for each of `0..<iterations`, on the calling thread and up to `threads - 1`

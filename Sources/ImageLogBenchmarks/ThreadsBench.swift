@@ -19,7 +19,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     throw BenchError("cc failed on Tests/Programs/process-threads.c (run from the package root)")
   }
   var rows: [[String]] = []
-  let iterations = 21
+  let iterations = 41
   for threadCount in [10, 200] {
     let target = try BenchChild([program, String(threadCount - 1)])
     defer { target.stop() }

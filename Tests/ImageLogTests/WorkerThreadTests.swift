@@ -24,6 +24,23 @@ struct WorkerThreadTests {
     return (tid, allowed)
   }
 
+  /// The number of processors in a `Cpus_allowed_list` (`0-3,6,8-9`).
+  static func count(_ list: String) -> Int? {
+    var total = 0
+    for part in list.split(separator: ",") {
+      let bounds = part.split(separator: "-").map { Int($0) }
+      guard let first = bounds.first ?? nil, let last = bounds.last ?? nil, bounds.count <= 2, first <= last else { return nil }
+      total += last - first + 1
+    }
+    return total
+  }
+
+  /// The processors the calling thread may use, as the kernel lists them for it.
+  @Test func processorCountIsTheAffinityMasks() throws {
+    let mine = try #require(Self.threadStatus())
+    #expect(WorkerThread.processorCount == Self.count(mine.allowed))
+  }
+
   /// What a started thread saw.
   final class Seen: Sendable {
     let value = Mutex<(tid: String, allowed: String)??>(nil)

@@ -21,6 +21,8 @@ int il_was_interrupted(void);
 /* Worker threads (threads.c): pthread_create(3) with `body(context)`, but the thread starts on a
    processor other than the caller's when the process may run on more than one (then anywhere it may). */
 int il_start_thread(pthread_t *thread, void *(*body)(void *), void *context);
+/* The processors the calling thread may run on (its affinity mask; `taskset`, cpusets), at least 1. */
+int il_processor_count(void);
 
 /* --- other processes' threads (ptrace.c): `imagelog pid --threads` ---------------------------
    Stops every thread of a process with PTRACE_SEIZE + PTRACE_INTERRUPT (never a SIGSTOP: a seized
