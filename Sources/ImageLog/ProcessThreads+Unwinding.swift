@@ -38,6 +38,9 @@ struct StackCopyMemory: MemoryReading {
 final class PageCachedMemory: MemoryReading {
   private let memory: ProcessMemory
   private var pages: [UInt64: [UInt8]?] = [:]
+  // The page read last (nil: none, or unreadable): most reads follow one on the same page.
+  private var lastBase: UInt64 = 0
+  private var lastPage: [UInt8]?
   private static let pageSize: UInt64 = 4096
   /// A bound on what is kept (pages), so a hostile CFI walk cannot make the cache grow without end.
   private static let pageLimit = 16_384
@@ -70,11 +73,18 @@ final class PageCachedMemory: MemoryReading {
   }
 
   private func page(at base: UInt64) -> [UInt8]? {
-    if let known = pages[base] { return known }
-    var bytes = [UInt8](repeating: 0, count: Int(Self.pageSize))
-    let read = bytes.withUnsafeMutableBytes { memory.read(base, into: $0) }
-    let page = read ? bytes : nil
-    pages[base] = page
+    if base == lastBase, let lastPage { return lastPage }
+    let page: [UInt8]?
+    if let known = pages[base] {
+      page = known
+    } else {
+      // One page a call: reading more at once, for the neighbours a table search goes on to, was slower.
+      var bytes = [UInt8](repeating: 0, count: Int(Self.pageSize))
+      let read = bytes.withUnsafeMutableBytes { memory.read(base, into: $0) }
+      page = read ? bytes : nil
+      pages[base] = page
+    }
+    (lastBase, lastPage) = (base, page)
     return page
   }
 }
