@@ -55,6 +55,10 @@ public struct CrashReport: Sendable {
     /// it is found from a frame's symbol once the file is found.
     public var loadAddressFromSymbols = false
 
+    /// True when frames are placed in the image by its address range (`ReportParser.attachImages`):
+    /// the report gives its end, and its identity or path.
+    var isRanged: Bool { endAddress != nil && (identity != nil || path != nil) }
+
     /// An image as a report (or `--image`) gives it.
     public init(name: String, path: String?, loadAddress: Address, endAddress: Address?, identity: ImageIdentity?,
                 architecture: String?) {

@@ -209,10 +209,7 @@ public enum ReportParser {
   /// when ranges overlap; never an image with neither identity nor path, such as Apple's
   /// `0x0 - 0xffffffffffffffff ???`), then the one named like the frame's image column.
   static func attachImages(_ report: inout CrashReport, frameImageNames: [Int: String]) {
-    let ranged = report.images.indices.filter { index in
-      let image = report.images[index]
-      return image.endAddress != nil && (image.identity != nil || image.path != nil)
-    }
+    let ranged = report.images.indices.filter { report.images[$0].isRanged }
     for index in report.frames.indices where report.frames[index].imageIndex == nil {
       let address = report.frames[index].address
       // The narrowest image containing the address (the first of equals); no array per frame.

@@ -142,9 +142,9 @@ public struct ThreadsReport: Sendable {
                                     reportedSymbol: nil, ipsThread: nil)
       entry.trust = CrashReport.Frame.trustMark(frame.trust) == nil ? nil : frame.trust
       // As the parser does: the frame goes in the image whose Binary Images range holds it; the name on
-      // its line is the fallback it would use.
-      if let image = place.image, case let name = TextEscaping.escaped(images[byStart[image]].name).trimmingSpaces,
-         !name.isEmpty, name != "???" {
+      // its line is the fallback it would use, needed only when its own image has no such range.
+      if let image = place.image, !report.images[byStart[image]].isRanged,
+         case let name = TextEscaping.escaped(images[byStart[image]].name).trimmingSpaces, !name.isEmpty, name != "???" {
         frameImageNames[report.frames.count] = name
       }
       report.frames.append(entry)
@@ -188,6 +188,8 @@ public struct ThreadsReport: Sendable {
     if let stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stoppedNanoseconds) + " ms") }
 
     let sorted = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
+    // Each image's name as frame lines write it, once per image rather than once per frame.
+    let names = sorted.map { TextEscaping.escaped($0.name) }
     for (index, thread) in threads.enumerated() {
       lines.append("")
       if let name = thread.name { lines.append("Thread \(index) name:  \(TextEscaping.escaped(name))") }
@@ -196,7 +198,8 @@ public struct ThreadsReport: Sendable {
       lines.append(heading)
       for (frameIndex, frame) in thread.frames.enumerated() {
         let image = Self.imageIndex(containing: frame.address, in: sorted)
-        let (line, column) = frameLine(frameIndex, frame, image: image.map { sorted[$0] })
+        let (line, column) = Self.frameLine(frameIndex, frame, name: image.map { names[$0] } ?? "???",
+                                            base: image.map { sorted[$0].loadAddress } ?? frame.address)
         places.append(FramePlace(thread: index, index: frameIndex, line: lines.count, column: column, image: image))
         lines.append(line)
       }
@@ -239,19 +242,50 @@ public struct ThreadsReport: Sendable {
                            identity: image.buildID.map(ImageIdentity.init), architecture: image.architecture)
   }
 
-  /// `N   name(padded to 30)  0x%016llx 0xLOAD + OFFSET` and the trust mark, as the crash handler's
-  /// `w_frame` writes it (`???` and the address itself as LOAD when no image holds the address), with
-  /// the column after the address and its space, in `Character`s as the parser counts them (escaped
-  /// names keep their non-ASCII letters).
-  func frameLine(_ index: Int, _ frame: Frame, image: Image?) -> (line: String, column: Int) {
-    let name = image.map { TextEscaping.escaped($0.name) } ?? "???"
-    let base = image?.loadAddress ?? frame.address
-    var line = String(index) + String(repeating: " ", count: index < 10 ? 3 : index < 100 ? 2 : 1)
-    line += name + String(repeating: " ", count: name.utf8.count < 30 ? 30 - name.utf8.count : 1)
-    line += "0x" + hexDigits(frame.address, width: 16)
-    let column = (line.utf8.allSatisfy { $0 < 0x80 } ? line.utf8.count : line.count) + 1
-    line += " " + HexText.address(base) + " + " + String(frame.address &- base)
-    return (line + (CrashReport.Frame.trustMark(frame.trust) ?? ""), column)
+  /// `N   name(padded to 30)  0x%016llx 0xBASE + OFFSET` and the trust mark, as the crash handler's
+  /// `w_frame` writes it (`???` as `name` and the address itself as `base` when no image holds the
+  /// address), with the column after the address and its space, in `Character`s as the parser counts
+  /// them (escaped names keep their non-ASCII letters). `name` is escaped already.
+  static func frameLine(_ index: Int, _ frame: Frame, name: String, base: UInt64) -> (line: String, column: Int) {
+    let mark = CrashReport.Frame.trustMark(frame.trust) ?? ""
+    var name = name
+    var column = 0
+    // Written as bytes into one string: the line is made once per frame of every thread.
+    let line = name.withUTF8 { nameBytes in
+      String(unsafeUninitializedCapacity: nameBytes.count + mark.utf8.count + 120) { buffer in
+        guard let out = buffer.baseAddress else { return 0 }
+        var position = 0
+        func decimal(_ value: UInt64) {
+          var count = 0
+          var rest = value
+          repeat { count += 1; rest /= 10 } while rest > 0
+          rest = value
+          var at = position + count
+          repeat { at -= 1; out[at] = UInt8(ascii: "0") + UInt8(rest % 10); rest /= 10 } while at > position
+          position += count
+        }
+        func spaces(_ count: Int) {
+          for _ in 0..<count { out[position] = UInt8(ascii: " "); position += 1 }
+        }
+        decimal(UInt64(max(index, 0)))
+        spaces(index < 10 ? 3 : index < 100 ? 2 : 1)
+        for byte in nameBytes { out[position] = byte; position += 1 }
+        spaces(nameBytes.count < 30 ? 30 - nameBytes.count : 1)
+        out[position] = UInt8(ascii: "0"); out[position + 1] = UInt8(ascii: "x")
+        position = HexText.writeDigits(frame.address, count: 16, to: out, at: position + 2)
+        column = position
+        out[position] = UInt8(ascii: " ")
+        out[position + 1] = UInt8(ascii: "0"); out[position + 2] = UInt8(ascii: "x")
+        position = HexText.writeHex(base, to: out, at: position + 3)
+        for byte in " + ".utf8 { out[position] = byte; position += 1 }
+        decimal(frame.address &- base)
+        for byte in mark.utf8 { out[position] = byte; position += 1 }
+        return position
+      }
+    }
+    // A name that is not ASCII: the column counted in Characters, as the parser reads the line.
+    if !name.utf8.allSatisfy({ $0 < 0x80 }) { column = String(decoding: line.utf8.prefix(column), as: UTF8.self).count }
+    return (line, column + 1)
   }
 
   /// The index in `sorted` (by text start) of the image whose text range holds `address` (the crash

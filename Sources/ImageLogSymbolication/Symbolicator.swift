@@ -182,7 +182,7 @@ public enum Symbolicator {
     var files: [Int: SymbolFile] = [:]
     var resolutions: [ImageResolution] = []
     var debugFiles: [Int: String] = [:]
-    let usedImages = Set(report.frames.compactMap(\.imageIndex)).sorted()
+    let usedImages = usedImageIndices(report)
     for imageIndex in usedImages {
       let image = report.images[imageIndex]
       let architecture = report.architecture ?? options.architecture
@@ -346,9 +346,18 @@ public enum Symbolicator {
       }
       frames.append(result)
     }
-    let used = Set(report.frames.compactMap(\.imageIndex)).filter { report.images.indices.contains($0) }.sorted()
+    let used = usedImageIndices(report)
     return SymbolicatedReport(report: report, frames: frames,
                               images: used.map { ImageResolution(imageIndex: $0, status: .notSearched) }, notes: [])
+  }
+
+  /// The indices of the images frames are in, in order, each once.
+  static func usedImageIndices(_ report: CrashReport) -> [Int] {
+    var used = [Bool](repeating: false, count: report.images.count)
+    for frame in report.frames {
+      if let index = frame.imageIndex, used.indices.contains(index) { used[index] = true }
+    }
+    return used.indices.filter { used[$0] }
   }
 
   /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A table that

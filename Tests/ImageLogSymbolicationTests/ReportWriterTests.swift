@@ -85,7 +85,8 @@ import Testing
 
   /// Images whose Binary Images lines do not read back as their own words: a name with spaces and
   /// one ending in a parenthesis, a path with a space and one with a `<`, a name and path that need
-  /// escaping, an architecture the parser does not know, no build-id, the vDSO's bracketed name.
+  /// escaping, an architecture the parser does not know, no build-id, the vDSO's bracketed name, and
+  /// one with neither path nor build-id.
   static func oddImages(after images: [Image]) -> [Image] {
     let start = (images.map(\.loadRange.upperBound).max() ?? 0x7000_0000) + 0x10_0000
     let odd: [(path: String, name: String?, architecture: String, buildID: BuildID?)] = [
@@ -96,6 +97,7 @@ import Testing
       ("/opt/lib/libriscv.so", nil, "riscv64", BuildID(Array(61...80))),
       ("[vdso]", "[vdso]", "x86_64", BuildID(Array(81...100))),
       ("/opt/lib/+plus.so", nil, "x86_64", BuildID([0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8])),
+      ("", "anonymous", "x86_64", nil),  // no path and no identity: frames are placed by the name on their line
     ]
     return odd.enumerated().map { index, image in
       let load = start + UInt64(index) * 0x10_0000
