@@ -140,12 +140,12 @@ public struct ProcessThreads: Sendable {
     guard let stat = try? ProcFile.read("/proc/\(pid)/stat") else { throw .noSuchProcess(pid: pid) }
     guard let fields = statFields(stat) else { throw .exited(pid: pid) }
     let pfKernelThread: UInt64 = 0x0020_0000  // PF_KTHREAD
-    if fields.rest.count > 6, let flags = UInt64(String(decoding: fields.rest[6], as: UTF8.self)),
+    if let flagsField = fields.field(6), let flags = UInt64(String(decoding: flagsField, as: UTF8.self)),
        flags & pfKernelThread != 0 {
       throw .kernelThread(pid: pid, command: fields.command)
     }
     // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
-    if fields.rest.first == [0x5A] || fields.rest.first == [0x58],  // Z, X
+    if fields.field(0) == [0x5A] || fields.field(0) == [0x58],  // Z, X
        taskIDs(of: pid).allSatisfy({ ["Z", "X", nil].contains(threadState(pid, $0)) }) {
       throw .zombie(pid: pid, command: fields.command)
     }
@@ -200,7 +200,9 @@ public struct ProcessThreads: Sendable {
     let me = getpid()
     for _ in 0..<4096 {
       guard current > 1, let stat = try? ProcFile.read("/proc/\(current)/stat"), let fields = statFields(stat),
-            fields.rest.count > 1, let parent = Int32(String(decoding: fields.rest[1], as: UTF8.self)) else { return false }
+            let parentField = fields.field(1), let parent = Int32(String(decoding: parentField, as: UTF8.self)) else {
+        return false
+      }
       if parent == me { return true }
       current = parent
     }
@@ -239,12 +241,12 @@ public struct ProcessThreads: Sendable {
     guard let stat = try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat"), let fields = statFields(stat) else {
       return (nil, nil)
     }
-    return (fields.command, fields.rest.first.map { String(decoding: $0, as: UTF8.self) })
+    return (fields.command, fields.field(0).map { String(decoding: $0, as: UTF8.self) })
   }
 
   static func threadState(_ pid: Int32, _ tid: Int32) -> String? {
     guard let stat = try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat"), let fields = statFields(stat),
-          let state = fields.rest.first else { return nil }
+          let state = fields.field(0) else { return nil }
     return String(decoding: state, as: UTF8.self)
   }
 
@@ -253,11 +255,31 @@ public struct ProcessThreads: Sendable {
     (try? ProcFile.read("/proc/\(pid)/stat")).flatMap(statFields)?.command
   }
 
-  /// `/proc/.../stat` split: the command between the first `(` and the last `)`, and the fields after
-  /// it (state, ppid, pgrp, session, tty_nr, tpgid, flags, ...).
-  static func statFields(_ stat: [UInt8]) -> (command: String, rest: [ArraySlice<UInt8>])? {
+  /// A `/proc/.../stat` line: the command between the first `(` and the last `)`, and the
+  /// space-separated fields after it (state, ppid, pgrp, session, tty_nr, tpgid, flags, ...).
+  struct StatFields {
+    var command: String
+    var rest: ArraySlice<UInt8>
+
+    /// Field `index` after the command (0: the state), without splitting the line: callers want one
+    /// or two of its fifty.
+    func field(_ index: Int) -> ArraySlice<UInt8>? {
+      var start = rest.startIndex
+      var remaining = index
+      while true {
+        while start < rest.endIndex, rest[start] == 0x20 { start += 1 }
+        guard start < rest.endIndex else { return nil }
+        let end = rest[start...].firstIndex(of: 0x20) ?? rest.endIndex
+        if remaining == 0 { return rest[start..<end] }
+        remaining -= 1
+        start = end
+      }
+    }
+  }
+
+  static func statFields(_ stat: [UInt8]) -> StatFields? {
     guard let open = stat.firstIndex(of: 0x28), let close = stat.lastIndex(of: 0x29), open < close else { return nil }
-    return (String(decoding: stat[(open + 1)..<close], as: UTF8.self), stat[(close + 1)...].split(separator: 0x20))
+    return StatFields(command: String(decoding: stat[(open + 1)..<close], as: UTF8.self), rest: stat[(close + 1)...])
   }
 
   /// `architecture` as the unwinder numbers registers.
