@@ -175,7 +175,9 @@ struct PidCommand: Command {
   /// target's memory (a few pages), read there too.
   final class FilePrefetch: @unchecked Sendable {
     // Used by the worker until `finish` joins it, then by the caller alone.
-    private let locator: DebugFileLocator
+    // Made by the worker (its making is part of the search), or here when no thread could be started.
+    private var madeLocator: DebugFileLocator?
+    private var locator: DebugFileLocator { madeLocator! }  // set before any use: see init
     private var worker: WorkerThread?
     private let pid: Int32
     // True once the vDSO's copy is the locator's (it answers again for every image when that changes).
@@ -188,12 +190,12 @@ struct PidCommand: Command {
     private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
     init(of pid: Int32, options: SymbolicationOptions) {
-      locator = Symbolicator.locator(forOneReport: options)
       self.pid = pid
       sem_init(semaphore, 0, 0)
       // With one processor the early search would only slow the stop and the unwinding.
       let early = WorkerThread.processorCount > 1
       worker = WorkerThread.start { [self] in
+        madeLocator = Symbolicator.locator(forOneReport: options)
         if early, let images = try? ProcessImages.snapshot(of: pid) {
           readVDSO(images)
           for image in images where Self.isLikely(image) {
@@ -210,6 +212,7 @@ struct PidCommand: Command {
         while sem_wait(semaphore) != 0 {}  // EINTR: wait again
         readSymbols()
       }
+      if worker == nil { madeLocator = Symbolicator.locator(forOneReport: options) }  // the work will be done here
     }
 
     /// How long the worker watches for the stacks before it waits for them: longer than unwinding
