@@ -174,8 +174,8 @@ struct PidCommand: Command {
   /// images frames are in and reads the symbols. The vDSO is in no file: its symbols come from the
   /// target's memory (a few pages), read there too.
   final class FilePrefetch: @unchecked Sendable {
-    // Used by the worker until `finish` joins it, then by the caller alone.
-    // Made by the worker (its making is part of the search), or here when no thread could be started.
+    // Made and used by the worker until `finish` joins it, then the caller's alone; made by `init` when
+    // no thread could be started.
     private var madeLocator: DebugFileLocator?
     private var locator: DebugFileLocator { madeLocator! }  // set before any use: see init
     private var worker: WorkerThread?
