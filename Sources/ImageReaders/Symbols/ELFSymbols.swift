@@ -96,6 +96,7 @@ extension SymbolTable {
   /// NUL-terminated string of `strings` (`nameLength` left 0: measuring every name is left to the
   /// callers that keep every entry). The string table is read in place, not copied.
   /// `candidate`, when given, is asked first, before the name is checked: an entry it turns down is skipped.
+  @inline(__always)  // its callers' closures inlined into the loop: it runs once per symbol-table entry
   static func forEachCodeSymbol(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
                                 where candidate: (Entry) -> Bool = { _ in true },
                                 _ body: (Entry) -> Bool) throws(FormatError) {
