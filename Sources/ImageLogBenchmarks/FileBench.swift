@@ -115,6 +115,21 @@ func interleavedMedians(_ bodies: [() throws -> Void], iterations: Int) throws -
 /// `interleavedMedians`, with the median CPU time (user + system) of the child processes each run
 /// waited for, in seconds (0 for a body that runs no process).
 func interleavedMediansWithCPU(_ bodies: [() throws -> Void], iterations: Int) throws -> [(wall: Double, cpu: Double)] {
+  let runs = try interleavedRuns(bodies, iterations: iterations)
+  return zip(runs.wall, runs.cpu).map { (median($0), median($1)) }
+}
+
+/// The `p`th percentile (0...100) of `values`, by rank: a value measured; 0 for none.
+func percentile(_ values: [Double], _ p: Int) -> Double {
+  let sorted = values.sorted()
+  return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, sorted.count * p / 100)]
+}
+
+/// The median of `values` (the upper one of an even count), 0 for none.
+func median(_ values: [Double]) -> Double { percentile(values, 50) }
+
+/// What `interleavedMediansWithCPU` takes its medians of: each body's wall and CPU seconds, run by run.
+func interleavedRuns(_ bodies: [() throws -> Void], iterations: Int) throws -> (wall: [[Double]], cpu: [[Double]]) {
   for body in bodies { try body() }
   var wall = [[Double]](repeating: [], count: bodies.count)
   var cpu = [[Double]](repeating: [], count: bodies.count)
@@ -133,8 +148,7 @@ func interleavedMediansWithCPU(_ bodies: [() throws -> Void], iterations: Int) t
       wall[index].append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
   }
-  func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-  return zip(wall, cpu).map { (median($0), median($1)) }
+  return (wall, cpu)
 }
 
 /// What both tools are asked, per file.

@@ -66,8 +66,7 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
     // Five measurements, each row the median of its five: one measurement swings by several percent
     // with what else the machine does.
     let runs = (0..<5).map { _ in measureCycle(path, cycles: cycles) }
-    func middle(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
-    let libc = middle(runs.map(\.libc)), bare = middle(runs.map(\.bare)), observed = middle(runs.map(\.observed))
+    let libc = median(runs.map(\.libc)), bare = median(runs.map(\.bare)), observed = median(runs.map(\.observed))
     let events = runs[0].events
     func overhead(_ value: Double) -> String { "\(rounded((value - libc) / libc * 100))%" }
     worst = max(worst, (observed - libc) / libc * 100)
@@ -95,7 +94,6 @@ private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: D
   func seconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
-  func median(_ samples: [Double]) -> Double { samples.sorted()[samples.count / 2] }
   func swapped(_ first: Double, _ second: Double) -> (Double, Double) { (second, first) }
   func realCycle() -> Double {
     seconds(clock.measure { if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = il_real_dlclose(handle) } })

@@ -226,11 +226,6 @@ private func timedShell(_ command: String) throws -> (wall: Double, cpu: Double)
   return (measurement.wall, measurement.cpu)
 }
 
-func median(_ values: [Double]) -> Double {
-  let sorted = values.sorted()
-  return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-}
-
 enum FileSystemProbe {
   static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 }

@@ -34,13 +34,20 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
       && zip(ourStacks, theirStacks).allSatisfy { $0.functions == $1.functions }
     let differing = zip(ourStacks, theirStacks).filter { $0.functions != $1.functions }.count
     // Like for like: eu-stack names functions from the symbol tables; so does --no-lines. Both write to
-    // /dev/null, and the runs of the three alternate, so that each sees the machine as the others do.
-    let times = try interleavedMedians([
+    // /dev/null, and their runs alternate, so that each sees the machine as the other does. The default
+    // run (with lines) is timed in rounds of its own: the run after one of it (which maps and frees
+    // tens of MB) was slower, and interleaved it would have slowed one of the two compared.
+    let runs = try interleavedRuns([
       { _ = try runProcess([imagelog, "pid", "--threads", pid, "--no-lines"], discardOutput: true) },
       { _ = try runProcess(["eu-stack", "-p", pid], discardOutput: true) },
-      { _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true) },
-    ], iterations: iterations)
-    let (ourTime, theirTime, fullTime) = (times[0], times[1], times[2])
+    ], iterations: iterations).wall
+    let (ourTime, theirTime) = (median(runs[0]), median(runs[1]))
+    func spread(_ times: [Double]) -> String {
+      formatDuration(percentile(times, 25)) + " – " + formatDuration(percentile(times, 75))
+    }
+    let fullTime = try medianSeconds(iterations: 21) {
+      _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true)
+    }
     // How long the process was stopped, from the reports' Stopped: lines (runs of their own).
     var stopped: [Double] = []
     for _ in 0..<iterations {
@@ -53,6 +60,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     stopped.sort()
     let medianStop = stopped.isEmpty ? 0 : stopped[stopped.count / 2]
     rows.append(["\(threadCount) threads", formatDuration(ourTime), formatDuration(theirTime), "\(rounded(theirTime / ourTime))x",
+                 spread(runs[0]), spread(runs[1]),
                  formatDuration(fullTime),
                  formatDuration(medianStop), formatDuration(medianStop / Double(threadCount)),
                  same ? "yes" : "NO (\(ourStacks.count) vs \(theirStacks.count) threads, \(differing) differ)"])
@@ -62,13 +70,16 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     notes: "A C program built -O2 -fomit-frame-pointer (Tests/Programs/process-threads.c), its threads blocked in read, "
       + "nanosleep and pthread_cond_wait; medians of \(iterations) interleaved rounds of a whole run of each tool on the same live process, "
       + "eu-stack as it does by default (function names from the symbol tables) against imagelog with --no-lines (the "
-      + "same: function names from the symbol tables), and imagelog's default (also file:line and inlined frames from "
-      + "DWARF, here libc6-dbg's, which eu-stack does not read) beside them. \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
+      + "same: function names from the symbol tables). Beside them, from 21 runs of its own after those (a run right after "
+      + "one of it was slower, so it is not interleaved with the two compared), imagelog's default: also file:line and "
+      + "inlined frames from DWARF, here libc6-dbg's, which eu-stack does not read. The percentiles show how far the "
+      + "runs of each tool spread in this one run of the benchmark. \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
       + "thread's release (all threads are stopped together, so each one is stopped that long); \"per thread\" divides it "
       + "by the thread count. \"Same\": the same thread ids in the same order and, in each thread, the same functions in "
       + "the same order (imagelog with --no-lines --demangle none; symbol versions and glibc's __GI_/__libc_/_ alias "
       + "prefixes aside).",
-    header: ["process", "imagelog pid --threads --no-lines", "eu-stack -p", "speed-up", "imagelog pid --threads (lines)",
+    header: ["process", "imagelog pid --threads --no-lines", "eu-stack -p", "speed-up",
+             "imagelog, 25th – 75th percentile", "eu-stack, 25th – 75th percentile", "imagelog pid --threads (lines)",
              "stopped", "stopped per thread", "same"],
     rows: rows)]
 }
@@ -210,8 +221,8 @@ func workerStartBenchmark() throws -> [BenchmarkTable] {
                               wake: { wakeWorker.store(true, ordering: .releasing) }))
     times[3].append(try woken(wait: { while sem_wait(shared) != 0 {} }, wake: { sem_post(semaphore) }))
   }
-  let medians = times.map { $0.sorted()[$0.count / 2] }
-  let quartiles = times.map { $0.sorted()[$0.count * 3 / 4] }  // the slow quarter starts here
+  let medians = times.map(median)
+  let quartiles = times.map { percentile($0, 75) }  // the slow quarter starts here
   return [BenchmarkTable(
     title: "A worker thread's start while its maker works",
     notes: "Medians of \(iterations) interleaved rounds on \(WorkerThread.processorCount) processors: the maker sleeps 2 ms "
