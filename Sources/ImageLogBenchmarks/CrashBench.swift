@@ -47,25 +47,26 @@ func crashBenchmark() throws -> [BenchmarkTable] {
         swift.append(took)
       }
     }
-    ours.sort()
-    swift.sort()
-    // Swift prints its time to 10 ms: a median of 0 is "under 10 ms", and no ratio can be taken from it.
-    let swiftMedian = swift[swift.count / 2]
-    rows.append([String(threads), formatDuration(ours[ours.count / 2]),
-                 swiftMedian > 0 ? formatDuration(swiftMedian) : "under 10 ms (prints 0.00s)",
-                 swiftMedian > 0 ? "\(rounded(swiftMedian / max(ours[ours.count / 2], 1e-9)))x" : "-"])
+    // Swift prints its time to `swiftTimeResolution`: a median of 0 is under it, and no ratio can be taken from it.
+    let (ourMedian, swiftMedian) = (median(ours), median(swift))
+    rows.append([String(threads), formatDuration(ourMedian),
+                 swiftMedian > 0 ? formatDuration(swiftMedian) : "under \(formatDuration(swiftTimeResolution)) (prints 0.00s)",
+                 swiftMedian > 0 ? "\(rounded(swiftMedian / max(ourMedian, 1e-9)))x" : "-"])
   }
   return [BenchmarkTable(
     title: "Crash report of every thread vs Swift's backtracer",
     notes: "A program whose other threads sleep in read(2) crashes on its main thread (Tests/Programs/crash-program.c "
       + "`bench`, cc -O2, linked with libswiftCore). imagelog: from the fault to the report written (every thread "
       + "asked and unwound by CFI, registers, Binary Images), timed by a SIGSEGV handler that runs when ours returns. "
-      + "Swift: its backtracer's own \"Backtrace took\" (10 ms resolution) for the same crash, `preset=full,"
+      + "Swift: its backtracer's own \"Backtrace took\" (\(formatDuration(swiftTimeResolution)) resolution) for the same crash, `preset=full,"
       + "symbolicate=off`. Both list every thread and the crashed thread's frames agree before a figure counts. "
       + "Median of 10 crashes.",
     header: ["threads", "imagelog report", "Swift backtracer (Backtrace took)", "Swift / imagelog"],
     rows: rows)]
 }
+
+/// The resolution of the Swift backtracer's "Backtrace took" figure, in seconds: it prints two decimals.
+private let swiftTimeResolution = 0.01
 
 /// The value after `prefix` on the line that has it.
 private func field(_ output: String, _ prefix: String) -> String? {

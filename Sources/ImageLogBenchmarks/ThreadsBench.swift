@@ -84,10 +84,13 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     rows: rows)]
 }
 
-/// Waits (up to 60 s) until `pid` has `count` threads, each asleep in a system call.
+/// How long `waitForBlockedThreads` waits at most: far longer than a small program takes to start its threads.
+private let blockedThreadsDeadline: Duration = .seconds(60)
+
+/// Waits (up to `blockedThreadsDeadline`) until `pid` has `count` threads, each asleep in a system call.
 private func waitForBlockedThreads(_ pid: Int32, count: Int) throws {
   let clock = ContinuousClock()
-  let deadline = clock.now + .seconds(60)
+  let deadline = clock.now + blockedThreadsDeadline
   while clock.now < deadline {
     let tids = (try? runProcess(["ls", "/proc/\(pid)/task"]).output.split(separator: "\n")) ?? []
     if tids.count == count, tids.allSatisfy({ tid in
@@ -150,12 +153,16 @@ private func stacksOfEuStack(_ text: String) -> [ThreadStack] {
 private let workerRan = Atomic<Bool>(false)
 private let wakeWorker = Atomic<Bool>(false)
 
+/// How long the maker of each round sleeps first (under a second), and the longest a round is timed.
+private let workerPause: Duration = .milliseconds(2)
+private let workerRoundCap: Duration = .milliseconds(50)
+
 /// How soon a worker thread runs while the thread that made it keeps working, as in `pid --threads`,
 /// whose main thread makes its file-search thread and later hands it the stacks while it goes on. Two
 /// ways against the usual ones: a thread made by `WorkerThread.start` (il_start_thread) against
 /// `pthread_create`, and a waiting thread that watches a flag (yielding) against one blocked in a
-/// semaphore. Each round the maker sleeps 2 ms (as it waits on the target's threads), then makes the
-/// thread or wakes it, and works (spins) until it has run: timed from the call; capped at 50 ms.
+/// semaphore. Each round the maker sleeps `workerPause` (as it waits on the target's threads), then makes
+/// the thread or wakes it, and works (spins) until it has run: timed from the call; capped at `workerRoundCap`.
 func workerStartBenchmark() throws -> [BenchmarkTable] {
   guard WorkerThread.processorCount > 1 else { throw BenchError("one processor: no other to start a thread on") }
   var capped = 0
@@ -164,7 +171,7 @@ func workerStartBenchmark() throws -> [BenchmarkTable] {
     Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
   }
   func pause() {
-    var pause = timespec(tv_sec: 0, tv_nsec: 2_000_000), rest = timespec()
+    var pause = timespec(tv_sec: 0, tv_nsec: Int(workerPause.components.attoseconds / 1_000_000_000)), rest = timespec()
     while nanosleep(&pause, &rest) != 0 { pause = rest }  // EINTR: the rest
   }
   /// From `go` to the thread's first step, working meanwhile.
@@ -172,7 +179,7 @@ func workerStartBenchmark() throws -> [BenchmarkTable] {
     let begin = clock.now
     try go()
     while !workerRan.load(ordering: .acquiring) {
-      if clock.now - begin > .milliseconds(50) { capped += 1; break }
+      if clock.now - begin > workerRoundCap { capped += 1; break }
     }
     return seconds(clock.now - begin)
   }
@@ -225,14 +232,14 @@ func workerStartBenchmark() throws -> [BenchmarkTable] {
   let quartiles = times.map { percentile($0, 75) }  // the slow quarter starts here
   return [BenchmarkTable(
     title: "A worker thread's start while its maker works",
-    notes: "Medians of \(iterations) interleaved rounds on \(WorkerThread.processorCount) processors: the maker sleeps 2 ms "
+    notes: "Medians of \(iterations) interleaved rounds on \(WorkerThread.processorCount) processors: the maker sleeps \(formatDuration(seconds(workerPause))) "
       + "(as pid --threads waits on the target's threads), then makes the thread or wakes it, and spins until the "
       + "thread has run; timed from that call. Here Linux puts a new thread on the maker's processor, where it waits for "
       + "the maker's time slice to end, and a thread woken from a semaphore often so (the 75th percentile). "
       + "WorkerThread.start (il_start_thread: "
       + "the file search of pid --threads, the readers of imagelog file) makes the thread on another processor, then "
       + "allows it every one; the file search watches for the stacks (yielding) instead of sleeping in a semaphore. "
-      + "Rounds capped at 50 ms: \(capped).",
+      + "Rounds capped at \(formatDuration(seconds(workerRoundCap))): \(capped).",
     header: ["", "imagelog's way", "the usual way", "speed-up", "imagelog's way, 75th percentile",
              "the usual way, 75th percentile"],
     rows: [["a new thread: WorkerThread.start / pthread_create", formatDuration(medians[0]), formatDuration(medians[1]),
