@@ -244,11 +244,7 @@ public struct ProcessThreads: Sendable {
     return (fields.command, fields.field(0).map { String(decoding: $0, as: UTF8.self) })
   }
 
-  static func threadState(_ pid: Int32, _ tid: Int32) -> String? {
-    guard let stat = try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat"), let fields = statFields(stat),
-          let state = fields.field(0) else { return nil }
-    return String(decoding: state, as: UTF8.self)
-  }
+  static func threadState(_ pid: Int32, _ tid: Int32) -> String? { threadNameAndState(pid, tid).state }
 
   /// The process's command (the `comm` in `/proc/PID/stat`), nil when it cannot be read.
   public static func commandName(of pid: Int32) -> String? {
