@@ -110,6 +110,9 @@ public struct Image: Hashable, Sendable {
 
   /// The size of `textRange` in bytes.
   public var textSize: UInt64 { textRange.upperBound - textRange.lowerBound }
+  /// The end a crash report's `Binary Images` line gives: the last byte of the text range, inclusive
+  /// (as Apple's and PLCrashReporter's are), or the load address when the text range is empty.
+  package var crashLineEnd: Address { textSize == 0 ? loadAddress : textRange.upperBound - 1 }
   /// The size of `loadRange` in bytes.
   public var loadSize: UInt64 { loadRange.upperBound - loadRange.lowerBound }
 

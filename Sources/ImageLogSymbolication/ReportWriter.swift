@@ -132,8 +132,6 @@ public struct ThreadsReport: Sendable {
         state: thread.state, problem: thread.problem,
         registers: number == crashedIndex ? registers : nil))
     }
-    // The images' indices by text start, as `layout` placed the frames in them.
-    let byStart = images.indices.sorted { images[$0].textRange.lowerBound < images[$1].textRange.lowerBound }
     var frameImageNames: [Int: String] = [:]
     for place in placed {
       let frame = threads[place.thread].frames[place.index]
@@ -143,8 +141,8 @@ public struct ThreadsReport: Sendable {
       entry.trust = CrashReport.Frame.trustMark(frame.trust) == nil ? nil : frame.trust
       // As the parser does: the frame goes in the image whose Binary Images range holds it; the name on
       // its line is the fallback it would use, needed only when its own image has no such range.
-      if let image = place.image, !report.images[byStart[image]].isRanged,
-         case let name = TextEscaping.escaped(images[byStart[image]].name).trimmingSpaces, !name.isEmpty, name != "???" {
+      if let image = place.image, !report.images[image].isRanged,
+         case let name = TextEscaping.escaped(images[image].name).trimmingSpaces, !name.isEmpty, name != "???" {
         frameImageNames[report.frames.count] = name
       }
       report.frames.append(entry)
@@ -155,8 +153,7 @@ public struct ThreadsReport: Sendable {
   }
 
   /// Where `layout` put a frame: its thread and index, its line, the column its symbol part starts at
-  /// (after the address and one space), and the image it was placed in (an index into the images
-  /// sorted by text start), if any.
+  /// (after the address and one space), and the image it was placed in (an index into `images`), if any.
   private struct FramePlace {
     var thread: Int
     var index: Int
@@ -187,8 +184,10 @@ public struct ThreadsReport: Sendable {
     field("Threads:", String(threads.count))
     if let stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stoppedNanoseconds) + " ms") }
 
-    let sorted = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
-    // Each image's name as frame lines write it, once per image rather than once per frame.
+    // The images by text start, to place frames in; each one's name as frame lines write it, made
+    // once per image rather than once per frame.
+    let byStart = images.indices.sorted { images[$0].textRange.lowerBound < images[$1].textRange.lowerBound }
+    let sorted = byStart.map { images[$0] }
     let names = sorted.map { TextEscaping.escaped($0.name) }
     for (index, thread) in threads.enumerated() {
       lines.append("")
@@ -197,10 +196,11 @@ public struct ThreadsReport: Sendable {
       if let state = thread.state { heading += "  state \(TextEscaping.escaped(state))" }
       lines.append(heading)
       for (frameIndex, frame) in thread.frames.enumerated() {
-        let image = Self.imageIndex(containing: frame.address, in: sorted)
-        let (line, column) = Self.frameLine(frameIndex, frame, name: image.map { names[$0] } ?? "???",
-                                            base: image.map { sorted[$0].loadAddress } ?? frame.address)
-        places.append(FramePlace(thread: index, index: frameIndex, line: lines.count, column: column, image: image))
+        let position = Self.imageIndex(containing: frame.address, in: sorted)
+        let (line, column) = Self.frameLine(frameIndex, frame, name: position.map { names[$0] } ?? "???",
+                                            base: position.map { sorted[$0].loadAddress } ?? frame.address)
+        places.append(FramePlace(thread: index, index: frameIndex, line: lines.count, column: column,
+                                 image: position.map { byStart[$0] }))
         lines.append(line)
       }
       if let problem = thread.problem { lines.append("(not unwound: \(TextEscaping.escaped(problem)))") }
@@ -232,8 +232,7 @@ public struct ThreadsReport: Sendable {
     let name = image.name, path = image.path
     if plainWord(name), name != "???", name.utf8.first != UInt8(ascii: "+"), name.utf8.last != UInt8(ascii: ")"),
        plainWord(image.architecture), ReportParser.isKnownArchitecture(image.architecture), plainWord(path), path != "???" {
-      let end = image.textSize == 0 ? image.loadAddress : image.textRange.upperBound - 1
-      return CrashReport.Image(name: name, path: path, loadAddress: image.loadAddress, endAddress: end,
+      return CrashReport.Image(name: name, path: path, loadAddress: image.loadAddress, endAddress: image.crashLineEnd,
                                identity: image.buildID.flatMap { ImageIdentity($0.compactUUID) },
                                architecture: image.architecture)
     }

@@ -120,7 +120,7 @@ import Testing
     for index in live.threads.indices { live.threads[index].crashed = false }
     live.stoppedNanoseconds = 412_345
     var odd = live
-    odd.images += Self.oddImages(after: images)
+    odd.images += Self.oddImages(after: images).reversed()  // listed out of text order, as a process may
     odd.processName = "naïve proc\u{7}"
     odd.path = "/opt/My App/naïve"
     odd.threads[0].name = "日本語 thread"

@@ -119,8 +119,7 @@ public struct ImageFormatter: Sendable {
   }
 
   private func crash(_ image: Image) -> String {
-    // END is inclusive; an empty text range (never seen) prints START as END.
-    let end = image.textSize == 0 ? image.loadAddress : image.textRange.upperBound - 1
+    let end = image.crashLineEnd  // an empty text range (never seen) prints START as END
     let id = image.buildID.map { fullBuildIDs ? $0.hex : $0.compactUUID } ?? String(repeating: "0", count: 32)
     let plus = image.isMainExecutable ? "+" : ""
     return "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(end)) \(plus)\(TextEscaping.escaped(image.name)) "
