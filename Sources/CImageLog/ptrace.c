@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef PTRACE_EVENT_STOP
 #define PTRACE_EVENT_STOP 128
@@ -54,7 +56,38 @@ static int known_thread(const slots *list, pid_t tid) {
   return 0;
 }
 
-/* Appends the threads of /proc/PID/task not listed yet; returns how many, or -1 with errno. */
+/* The name, state and flags of a listed thread from TID/stat in `task` (/proc/PID/task): `TID (comm)
+   S ppid pgrp session tty_nr tpgid flags ...`. The command may hold spaces and parentheses: it ends
+   at the line's last ')'. Left 0 and "" when the file cannot be read (the thread is gone). */
+static void read_task_stat(int task, slot *item) {
+  char path[32], line[1024];
+  snprintf(path, sizeof path, "%d/stat", (int)item->capture.tid);
+  int descriptor = openat(task, path, O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return;
+  /* The fields wanted come well within the first read: the kernel writes the line at once. */
+  ssize_t length = read(descriptor, line, sizeof line - 1);
+  close(descriptor);
+  if (length <= 0) return;
+  line[length] = 0;
+  char *open = memchr(line, '(', (size_t)length), *close_paren = NULL;
+  for (char *c = line + length - 1; c > line && !close_paren; c--) if (*c == ')') close_paren = c;
+  if (!open || !close_paren || close_paren < open || close_paren + 2 >= line + length) return;
+  size_t name_length = (size_t)(close_paren - open - 1);
+  if (name_length >= sizeof item->capture.name) name_length = sizeof item->capture.name - 1;
+  memcpy(item->capture.name, open + 1, name_length);
+  item->capture.name[name_length] = 0;
+  item->capture.state = close_paren[2];
+  /* flags: the 6th field after the state (ppid pgrp session tty_nr tpgid flags). */
+  char *field = close_paren + 2;
+  for (int skipped = 0; skipped < 6 && field; skipped++) {
+    field = strchr(field, ' ');
+    if (field) field++;
+  }
+  if (field) item->capture.task_flags = strtoull(field, NULL, 10);
+}
+
+/* Appends the threads of /proc/PID/task not listed yet, each with read_task_stat's fields; returns
+   how many, or -1 with errno. */
 static long list_new_threads(pid_t pid, slots *list) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
@@ -78,6 +111,7 @@ static long list_new_threads(pid_t pid, slots *list) {
     memset(item, 0, sizeof *item);
     item->capture.tid = (pid_t)tid;
     item->phase = LISTED;
+    read_task_stat(dirfd(directory), item);
     added++;
   }
   closedir(directory);
@@ -238,10 +272,46 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
   capture->stack_address = start;
 }
 
-int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack_bytes,
-                       uint64_t answer_ns, uint64_t release_ns, il_threads_capture *out) {
+/* Hands the slots' captures over to `out` (its thread array malloc'd) and frees the slots; -1 with
+   ENOMEM, the captures' stacks freed, when the array cannot be had. */
+static int hand_over(slots *list, il_threads_capture *out) {
+  il_thread_capture *threads = malloc((list->count ? list->count : 1) * sizeof *threads);
+  if (!threads) {
+    for (size_t i = 0; i < list->count; i++) free(list->items[i].capture.stack);
+    free(list->items);
+    errno = ENOMEM;
+    return -1;
+  }
+  for (size_t i = 0; i < list->count; i++) threads[i] = list->items[i].capture;
+  free(list->items);
+  out->threads = threads;
+  out->count = list->count;
+  return 0;
+}
+
+int il_list_threads(pid_t pid, il_threads_capture *out) {
   memset(out, 0, sizeof *out);
   slots list = { NULL, 0, 0 };
+  if (list_new_threads(pid, &list) < 0) {
+    int failure = errno;
+    free(list.items);
+    errno = failure;
+    return -1;
+  }
+  return hand_over(&list, out);
+}
+
+int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack_bytes,
+                       uint64_t answer_ns, uint64_t release_ns, il_threads_capture *capture) {
+  slots list = { malloc((capture->count ? capture->count : 1) * sizeof(slot)), capture->count, capture->count };
+  if (!list.items) {
+    il_free_threads_capture(capture);
+    errno = ENOMEM;
+    return -1;
+  }
+  for (size_t i = 0; i < capture->count; i++) list.items[i] = (slot){ capture->threads[i], LISTED };
+  free(capture->threads);
+  memset(capture, 0, sizeof *capture);
   /* Signals that end imagelog wait until every thread is let go (SIGKILL cannot: the kernel lets
      seized threads go when their tracer dies). */
   sigset_t blocked, previous;
@@ -261,13 +331,15 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
   /* Threads made meanwhile by threads not stopped yet appear in a later listing; once every listed
      thread is stopped, a listing that adds none is the whole process. */
   for (int round = 0; round < 64; round++) {
-    size_t before = list.count;
-    long added = list_new_threads(pid, &list);
-    if (added < 0) {
-      if (round == 0 || errno == ENOMEM) failure = errno;
-      break;  /* later: the process went away; what was read stays */
+    size_t before = round == 0 ? 0 : list.count;
+    if (round > 0) {
+      long added = list_new_threads(pid, &list);
+      if (added < 0) {
+        if (errno == ENOMEM) failure = errno;
+        break;  /* the process went away; what was read stays */
+      }
+      if (added == 0) break;
     }
-    if (added == 0 && round > 0) break;
     for (size_t i = before; i < list.count; i++) seize(&list.items[i], &first_interrupt);
     wait_for_stops(&list, answer_ns, 10 * answer_ns, 0);
   }
@@ -283,14 +355,14 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
     item->phase = RELEASED;
     last_detach = now_ns();
   }
-  out->stopped_ns = first_interrupt ? last_detach - first_interrupt : 0;
+  capture->stopped_ns = first_interrupt ? last_detach - first_interrupt : 0;
   pthread_sigmask(SIG_SETMASK, &previous, NULL);
   for (size_t i = 0; i < list.count; i++)
     if (list.items[i].phase == WAITING) list.items[i].capture.status = IL_THREAD_NO_ANSWER;
   /* A thread that did not answer is let go the moment it stops. */
   wait_for_stops(&list, release_ns, release_ns, 1);
   prctl(PR_SET_TIMERSLACK, slack > 0 ? slack : 50000, 0, 0, 0);
-  for (size_t i = 0; i < list.count; i++) out->stragglers += list.items[i].phase == WAITING;
+  for (size_t i = 0; i < list.count; i++) capture->stragglers += list.items[i].phase == WAITING;
 
   if (failure != 0) {
     for (size_t i = 0; i < list.count; i++) free(list.items[i].capture.stack);
@@ -298,18 +370,7 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
     errno = failure;
     return -1;
   }
-  il_thread_capture *threads = malloc((list.count ? list.count : 1) * sizeof *threads);
-  if (!threads) {
-    for (size_t i = 0; i < list.count; i++) free(list.items[i].capture.stack);
-    free(list.items);
-    errno = ENOMEM;
-    return -1;
-  }
-  for (size_t i = 0; i < list.count; i++) threads[i] = list.items[i].capture;
-  free(list.items);
-  out->threads = threads;
-  out->count = list.count;
-  return 0;
+  return hand_over(&list, capture);
 }
 
 void il_free_threads_capture(il_threads_capture *capture) {

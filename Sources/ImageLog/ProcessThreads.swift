@@ -63,33 +63,38 @@ public struct ProcessThreads: Sendable {
   /// vanish, do not stop within `answerNanoseconds`, or cannot be read are kept with a `problem`.
   public static func capture(of pid: Int32) throws(ProcessThreadsError) -> ProcessThreads {
     guard pid != getpid() else { throw .ownProcess(pid: pid) }
-    try checkStoppable(pid)
-    // Names and states before the stop: during it every thread shows `t` (tracing stop).
-    let tids = taskIDs(of: pid)
-    let before = tids.map { threadNameAndState(pid, $0) }
+    // The threads with their names and states before the stop: during it every thread shows `t`
+    // (tracing stop).
+    var capture = il_threads_capture()
+    guard il_list_threads(pid, &capture) == 0 else {
+      let failure = errno
+      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid) }
+      throw .system(pid: pid, SystemError("cannot list the threads", errno: failure))
+    }
+    do {
+      try checkStoppable(pid, capture)
+    } catch {
+      il_free_threads_capture(&capture)
+      throw error
+    }
     // The mappings bound each stack copy; without them (refused) a smaller fixed size is copied.
     let mappings = (try? ProcessImages.readMappings(of: pid)) ?? []
     var bounds: [UInt64] = []
     bounds.reserveCapacity(mappings.count * 2)
     for mapping in mappings { bounds += [mapping.start, mapping.end] }
-    var capture = il_threads_capture()
     let status = bounds.withUnsafeBufferPointer { pairs in
       il_capture_threads(pid, pairs.baseAddress, mappings.count, maxStackBytes, answerNanoseconds, 1_000_000_000, &capture)
     }
     guard status == 0 else {
-      let failure = errno
-      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid) }
-      throw .system(pid: pid, SystemError("cannot stop the threads", errno: failure))
+      throw .system(pid: pid, SystemError("cannot stop the threads", errno: errno))
     }
     defer { il_free_threads_capture(&capture) }
     var threads: [Thread] = []
     threads.reserveCapacity(capture.count)
     for index in 0..<capture.count {
       let raw = capture.threads[index]
-      // Threads come back in the order they were listed, then those created meanwhile.
-      let known = index < tids.count && tids[index] == raw.tid ? before[index]
-        : tids.firstIndex(of: raw.tid).map { before[$0] } ?? threadNameAndState(pid, raw.tid)
-      var thread = Thread(tid: raw.tid, name: known.name, state: known.state)
+      let state = raw.state == 0 ? nil : String(UnicodeScalar(UInt8(bitPattern: raw.state)))
+      var thread = Thread(tid: raw.tid, name: state == nil ? nil : Self.name(raw), state: state)
       switch Int32(raw.status) {
       case Int32(IL_THREAD_CAPTURED):
         thread.registerValues = registerValues(raw.registers)
@@ -136,19 +141,25 @@ public struct ProcessThreads: Sendable {
   }
 
   /// Kernel threads and zombies are refused before anything is stopped: they have nothing to unwind.
-  static func checkStoppable(_ pid: Int32) throws(ProcessThreadsError) {
-    guard let stat = try? ProcFile.read("/proc/\(pid)/stat") else { throw .noSuchProcess(pid: pid) }
-    guard let fields = statFields(stat) else { throw .exited(pid: pid) }
+  /// `listed`: the threads as `il_list_threads` read them.
+  static func checkStoppable(_ pid: Int32, _ listed: il_threads_capture) throws(ProcessThreadsError) {
+    let threads = UnsafeBufferPointer(start: listed.threads, count: listed.count)
+    guard let leader = threads.first(where: { $0.tid == pid }), leader.state != 0 else {
+      // Listed, but its main thread's stat is gone: it exited meanwhile.
+      throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid)
+    }
     let pfKernelThread: UInt64 = 0x0020_0000  // PF_KTHREAD
-    if let flagsField = fields.field(6), let flags = UInt64(String(decoding: flagsField, as: UTF8.self)),
-       flags & pfKernelThread != 0 {
-      throw .kernelThread(pid: pid, command: fields.command)
-    }
+    if leader.task_flags & pfKernelThread != 0 { throw .kernelThread(pid: pid, command: name(leader)) }
     // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
-    if fields.field(0) == [0x5A] || fields.field(0) == [0x58],  // Z, X
-       taskIDs(of: pid).allSatisfy({ ["Z", "X", nil].contains(threadState(pid, $0)) }) {
-      throw .zombie(pid: pid, command: fields.command)
+    let gone: Set<CChar> = [0, CChar(UInt8(ascii: "Z")), CChar(UInt8(ascii: "X"))]
+    if gone.contains(leader.state), threads.allSatisfy({ gone.contains($0.state) }) {
+      throw .zombie(pid: pid, command: name(leader))
     }
+  }
+
+  /// A listed thread's command, as `/proc/PID/task/TID/stat` wrote it.
+  static func name(_ thread: il_thread_capture) -> String {
+    withUnsafeBytes(of: thread.name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
   }
 
   /// What an `EPERM` from `PTRACE_SEIZE` on the whole process means: a tracer, or missing access.
@@ -221,30 +232,11 @@ public struct ProcessThreads: Sendable {
     return nil
   }
 
-  /// The thread IDs in `/proc/PID/task`, in its order.
-  static func taskIDs(of pid: Int32) -> [Int32] {
-    guard let directory = opendir("/proc/\(pid)/task") else { return [] }
-    defer { closedir(directory) }
-    var tids: [Int32] = []
-    while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-      }
-      if let tid = Int32(name), tid > 0 { tids.append(tid) }
-    }
-    return tids
+  /// The thread's state letter now, from `/proc/PID/task/TID/stat`; nil when it is gone.
+  static func threadState(_ pid: Int32, _ tid: Int32) -> String? {
+    (try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat")).flatMap(statFields)?.field(0)
+      .map { String(decoding: $0, as: UTF8.self) }
   }
-
-  /// The thread's name and state letter, from one read of `/proc/PID/task/TID/stat`: its command field
-  /// is the thread's `comm`, as `/proc/PID/task/TID/comm` shows it (the kernel writes both unescaped).
-  static func threadNameAndState(_ pid: Int32, _ tid: Int32) -> (name: String?, state: String?) {
-    guard let stat = try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat"), let fields = statFields(stat) else {
-      return (nil, nil)
-    }
-    return (fields.command, fields.field(0).map { String(decoding: $0, as: UTF8.self) })
-  }
-
-  static func threadState(_ pid: Int32, _ tid: Int32) -> String? { threadNameAndState(pid, tid).state }
 
   /// The process's command (the `comm` in `/proc/PID/stat`), nil when it cannot be read.
   public static func commandName(of pid: Int32) -> String? {

@@ -87,6 +87,40 @@ import Testing
     #expect(throws: ProcessThreadsError.zombie(pid: zombie.pid, command: "true")) { try ProcessThreads.capture(of: zombie.pid) }
   }
 
+  /// Thread names as the kernel keeps them (`comm`), read before the stop from each thread's stat line,
+  /// where a name may hold spaces and parentheses, and the longest one (15 bytes) is whole.
+  @Test(.enabled(if: haveTool("python3"), "needs python3"))
+  func oddThreadNames() throws {
+    let names = ["a) (b", "two words", ")(", "fifteen-chars-x", "end)"]
+    let script = """
+      import ctypes, os, threading, time
+      libc = ctypes.CDLL(None)
+      def run(name):
+          libc.prctl(15, name.encode(), 0, 0, 0)
+          time.sleep(1000)
+      names = \(names)
+      for name in names: threading.Thread(target=run, args=(name,), daemon=True).start()
+      def named():
+          tasks = os.listdir("/proc/self/task")
+          return sorted(open(f"/proc/self/task/{t}/comm").read()[:-1] for t in tasks) == sorted(names + ["python3"])
+      while not named(): time.sleep(0.01)
+      print("ready", flush=True)
+      time.sleep(1000)
+      """
+    let child = try RunningChild(["python3", "-c", script])
+    try child.wait(for: "ready")
+    let captured = try ProcessThreads.capture(of: child.pid)
+    #expect(captured.threads.count == names.count + 1)
+    for thread in captured.threads {
+      // The kernel's own copy of the name.
+      let comm = readFile("/proc/\(child.pid)/task/\(thread.tid)/comm").map { String($0.dropLast()) }
+      #expect(thread.name == comm, "tid \(thread.tid)")
+      #expect(thread.registerValues != nil, "tid \(thread.tid)")
+    }
+    #expect(Set(captured.threads.compactMap(\.name)) == Set(names + ["python3"]))
+    #expect(noThreadStopped(child.pid))
+  }
+
   /// A process whose main thread called pthread_exit: its leader is a zombie, its other thread runs on
   /// and is read; the main thread is listed with why it has no stack.
   @Test(.enabled(if: haveTool("cc"), "needs cc"))

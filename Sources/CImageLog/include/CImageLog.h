@@ -58,6 +58,11 @@ typedef struct {
   uint64_t stack_address;  /* target address of stack[0]: the stack pointer (less the red zone) */
   uint8_t *stack;          /* malloc'd copy of stack_size bytes; NULL when nothing could be read */
   size_t stack_size;
+  /* From /proc/PID/task/TID/stat when the thread was listed, before any thread was stopped (during
+     the stop every thread shows 't'): */
+  char state;              /* the state letter; 0 when the file could not be read */
+  char name[64];           /* the command (comm) as the file writes it, NUL-terminated (cut at 63 bytes) */
+  uint64_t task_flags;     /* the kernel's PF_* flags of the thread (PF_KTHREAD: a kernel thread) */
 } il_thread_capture;
 
 typedef struct {
@@ -67,18 +72,25 @@ typedef struct {
   size_t stragglers;           /* threads that had not stopped, still traced when this returned (see below) */
 } il_threads_capture;
 
-/* Stops every thread of `pid` (re-listing /proc/PID/task until no new thread appears), copies each
-   one's registers and stack, and detaches them all. `mappings` holds `mapping_count` start/end
+/* Lists the threads of `pid` (/proc/PID/task, the main thread first) into `out`, each with its name,
+   state and flags: what il_capture_threads then stops, and what tells a caller first whether there
+   is anything to stop (a kernel thread, a zombie). Returns 0, or -1 with errno (ENOENT: no such
+   process, ENOMEM); then `out` holds nothing to free. */
+int il_list_threads(pid_t pid, il_threads_capture *out);
+
+/* Stops every thread of `pid` listed in `capture` by il_list_threads (re-listing /proc/PID/task until
+   no new thread appears, each new one read as il_list_threads reads it), copies each one's registers
+   and stack, and detaches them all. `mappings` holds `mapping_count` start/end
    pairs of the process's mappings in address order: a thread's stack is copied from its stack
    pointer to the end of the mapping holding it, at most `max_stack_bytes` (`max_stack_bytes` / 16
    when no mapping holds it). Threads get `answer_ns` after the last one stopped (and 10 times that
    in all) to stop; one that has not (uninterruptible sleep) stays seized and is released as soon as it stops, waited for up to `release_ns` more once
    the others run again; the kernel releases any left when this process exits. SIGINT, SIGTERM,
    SIGHUP and SIGQUIT are blocked on the calling thread while threads are stopped, so they arrive
-   once every thread is let go. Returns 0, or -1 with errno when /proc/PID/task cannot be listed
-   (ENOENT: no such process) or memory runs out; then `out` holds nothing to free. */
+   once every thread is let go. Returns 0, or -1 with errno (ENOMEM) when memory runs out; then
+   `capture` holds nothing to free. */
 int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack_bytes,
-                       uint64_t answer_ns, uint64_t release_ns, il_threads_capture *out);
+                       uint64_t answer_ns, uint64_t release_ns, il_threads_capture *capture);
 
 /* Frees the copies and the thread array of a capture. */
 void il_free_threads_capture(il_threads_capture *capture);
