@@ -39,14 +39,25 @@ extension SymbolTable {
     // first: it turns most entries down without an Entry copied out of `best`.
     var bestStart = [UInt64](repeating: 0, count: queries.count)
     var slot = 0
-    let lastQuery = queries[queries.count - 1]
+    let firstQuery = queries[0], lastQuery = queries[queries.count - 1]
+    // Finding each entry's slot is most of the pass. The span of the queries is cut into at most
+    // `bucketLimit` equal buckets, each knowing the first query at or above its start: an entry's
+    // slot is then searched for among its bucket's queries only (most often none or one).
+    let span = lastQuery - firstQuery
+    let shift = (UInt64(12)...63).first { span >> $0 < Self.bucketLimit } ?? 63  // span >> 63 <= 1
+    let bucketStart = Self.bucketStarts(queries, shift: shift)
     // Most entries lose to a better symbol on their address alone: their names (scattered over the
     // string table) are checked only for those that would be kept.
     try queries.withUnsafeBufferPointer { queries throws(FormatError) in
       try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit, where: { entry in
         let address = entry.address
         guard address <= lastQuery else { return false }  // above every query: in no slot
-        var low = 0, high = queries.count
+        var low = 0, high = 0
+        if address > firstQuery {
+          let bucket = Int((address - firstQuery) >> shift)  // < bucketCount: address <= lastQuery
+          low = bucketStart[bucket]
+          high = bucketStart[bucket + 1]  // at or above the next bucket's start, so above `address`
+        }
         while low < high {  // the first query at or above the symbol's start
           let middle = low + (high - low) / 2
           if queries[middle] < address { low = middle + 1 } else { high = middle }
@@ -78,6 +89,24 @@ extension SymbolTable {
       kept.append(copy)
     }
     return SymbolTable(entries: kept, names: names)
+  }
+
+  /// The most buckets `elf(symbols:strings:entrySize:is64Bit:for:)` cuts its queries' span into.
+  static let bucketLimit: UInt64 = 512
+
+  /// For each bucket of `1 << shift` addresses from the first query on, the index of the first query
+  /// at or above its start; then `queries.count`, past the last bucket.
+  static func bucketStarts(_ queries: [UInt64], shift: UInt64) -> [Int] {
+    let firstQuery = queries[0]
+    let bucketCount = Int((queries[queries.count - 1] - firstQuery) >> shift) + 1  // <= bucketLimit
+    var starts = [Int](repeating: queries.count, count: bucketCount + 1)
+    var next = 0
+    for bucket in 0..<bucketCount {
+      let start = firstQuery + UInt64(bucket) << shift  // <= the last query: no overflow
+      while queries[next] < start { next += 1 }  // the last query is at or above `start`
+      starts[bucket] = next
+    }
+    return starts
   }
 
   /// Whether an ELF symbol table section has a symbol `elf(symbols:...)` would keep; stops at the first.
