@@ -37,13 +37,18 @@ struct StackCopyMemory: MemoryReading {
 /// read-only mappings); a page that cannot be read is remembered as such.
 final class PageCachedMemory: MemoryReading {
   private let memory: ProcessMemory
-  private var pages: [UInt64: [UInt8]?] = [:]
+  // The pages read, by base address: `bases` sorted, `pages[i]` the page at `bases[i]` (nil: unreadable).
+  // Not a dictionary: the first `[UInt64: ...]` of a run costs the runtime a search of every
+  // conformance record for `UInt64: Hashable` (BENCHMARKS.md, "Figures behind design choices").
+  private var bases: [UInt64] = []
+  private var pages: [[UInt8]?] = []
   // The page read last (nil: none, or unreadable): most reads follow one on the same page.
   private var lastBase: UInt64 = 0
   private var lastPage: [UInt8]?
   private static let pageSize: UInt64 = 4096
-  /// A bound on what is kept (pages), so a hostile CFI walk cannot make the cache grow without end.
-  private static let pageLimit = 16_384
+  /// A bound on what is kept (pages), so a hostile CFI walk cannot make the cache grow without end,
+  /// nor its sorted insertions take long.
+  private static let pageLimit = 4_096
 
   init(_ memory: ProcessMemory) { self.memory = memory }
 
@@ -74,15 +79,21 @@ final class PageCachedMemory: MemoryReading {
 
   private func page(at base: UInt64) -> [UInt8]? {
     if base == lastBase, let lastPage { return lastPage }
+    var low = 0, high = bases.count
+    while low < high {  // the first base at or above `base`
+      let middle = low + (high - low) / 2
+      if bases[middle] < base { low = middle + 1 } else { high = middle }
+    }
     let page: [UInt8]?
-    if let known = pages[base] {
-      page = known
+    if low < bases.count, bases[low] == base {
+      page = pages[low]
     } else {
       // One page a call: reading more at once, for the neighbours a table search goes on to, was slower.
       var bytes = [UInt8](repeating: 0, count: Int(Self.pageSize))
       let read = bytes.withUnsafeMutableBytes { memory.read(base, into: $0) }
       page = read ? bytes : nil
-      pages[base] = page
+      bases.insert(base, at: low)
+      pages.insert(page, at: low)
     }
     (lastBase, lastPage) = (base, page)
     return page

@@ -151,8 +151,8 @@ public struct ProcessThreads: Sendable {
     let pfKernelThread: UInt64 = 0x0020_0000  // PF_KTHREAD
     if leader.task_flags & pfKernelThread != 0 { throw .kernelThread(pid: pid, command: name(leader)) }
     // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
-    let gone: Set<CChar> = [0, CChar(UInt8(ascii: "Z")), CChar(UInt8(ascii: "X"))]
-    if gone.contains(leader.state), threads.allSatisfy({ gone.contains($0.state) }) {
+    func gone(_ state: CChar) -> Bool { state == 0 || state == CChar(UInt8(ascii: "Z")) || state == CChar(UInt8(ascii: "X")) }
+    if gone(leader.state), threads.allSatisfy({ gone($0.state) }) {
       throw .zombie(pid: pid, command: name(leader))
     }
   }

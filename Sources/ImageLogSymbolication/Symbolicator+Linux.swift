@@ -6,7 +6,8 @@ extension Symbolicator {
   /// the first frame whose symbol the found file has fixes the image's load bias, as `dladdr(3)`
   /// computed the offset from that symbol. Frames of an image that cannot be placed are detached from
   /// it (no guess); the returned notes say which.
-  static func placeImagesBySymbols(_ report: inout CrashReport, files: [Int: SymbolFile]) -> [String] {
+  /// `files`: by image index.
+  static func placeImagesBySymbols(_ report: inout CrashReport, files: [SymbolFile?]) -> [String] {
     var notes: [String] = []
     for imageIndex in report.images.indices where report.images[imageIndex].loadAddressFromSymbols {
       let frameIndices = report.frames.indices.filter { report.frames[$0].imageIndex == imageIndex }

@@ -179,7 +179,9 @@ public enum Symbolicator {
     let locator = cache?.locator ?? given ?? Self.locator(forOneReport: options)
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
-    var files: [Int: SymbolFile] = [:]
+    // By image index, not a dictionary: the first `[Int: ...]` of a run costs the runtime a search of
+    // every conformance record for `Int: Hashable` (BENCHMARKS.md, "Figures behind design choices").
+    var files = [SymbolFile?](repeating: nil, count: report.images.count)
     var resolutions: [ImageResolution] = []
     var debugFiles: [Int: String] = [:]
     let usedImages = usedImageIndices(report)
@@ -215,7 +217,8 @@ public enum Symbolicator {
       for (path, problem) in locator.refused { notes.append("\(path): not used: \(problem)") }
     }
     // Placing an image by a frame's symbol name needs the whole table.
-    for (imageIndex, file) in files where report.images[imageIndex].loadAddressFromSymbols && file.presentSymbols != nil {
+    for imageIndex in files.indices
+    where report.images[imageIndex].loadAddressFromSymbols && files[imageIndex]?.presentSymbols != nil {
       readSymbols(of: &files[imageIndex]!, for: nil, notes: &notes)
     }
     notes += placeImagesBySymbols(&report, files: files)
@@ -226,7 +229,8 @@ public enum Symbolicator {
     // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
     var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: report.images.count)
     var bases = [UInt64?](repeating: nil, count: report.images.count)
-    for (imageIndex, file) in files where bases.indices.contains(imageIndex) {
+    for (imageIndex, file) in files.enumerated() {
+      guard let file else { continue }
       // Offsets from the load bias are link-time addresses already.
       bases[imageIndex] = report.images[imageIndex].offsetsFromLoadBias ? 0 : file.imageBaseVMAddress
     }
