@@ -666,20 +666,23 @@ static int header_search(const il_memory *memory, uint64_t header, uint64_t pc, 
   if (r.failed || count == 0 || count > (~(uint64_t)0 >> 5)) return -1;
   uint64_t table = r.position;
   uint64_t entry = 2 * (uint64_t)size;
+  /* count < 2^59 and entry <= 16: the product fits; the sum may wrap past the top. */
+  if (table + count * entry < table) return -1;
+  /* One reader over the whole table: once the search has narrowed to its read-ahead window, the
+     remaining probes (and the FDE address) are answered from it without another read. */
+  reader e;
+  reader_init(&e, memory, table, table + count * entry);
   uint64_t low = 0, high = count;
   for (int probe = 0; probe < MAX_SEARCH_PROBES && low < high; probe++) {
     uint64_t middle = low + (high - low) / 2;
-    reader e;
-    reader_init(&e, memory, table + middle * entry, table + middle * entry + size);
-    if (e.end < e.position) return -1;
+    e.position = table + middle * entry;
     uint64_t location = read_encoded(&e, table_encoding, address_size, &bases);
     if (e.failed) return -1;
     if (location <= pc) low = middle + 1; else high = middle;
   }
   if (low >= high && low == 0) return 0;
   if (low != high) return -1;  /* did not converge within the probes: count was a lie */
-  reader e;
-  reader_init(&e, memory, table + (low - 1) * entry + size, table + low * entry);
+  e.position = table + (low - 1) * entry + size;
   *fde_address = read_encoded(&e, table_encoding, address_size, &bases);
   return e.failed ? -1 : 1;
 }
