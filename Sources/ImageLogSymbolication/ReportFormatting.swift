@@ -71,6 +71,8 @@ extension SymbolicatedReport {
       if let line = frame.line, frameOfLine.indices.contains(line) { frameOfLine[line] = frameOfLine[line] == -1 ? index : -2 }
     }
     var out = ""
+    // The lines, and room for what symbolication adds to the frames' (one allocation, not a growth per line).
+    out.reserveCapacity(report.lines.reduce(0) { $0 + $1.utf8.count + 1 } + 64 * frames.count)
     for (lineIndex, line) in report.lines.enumerated() {
       let frameIndex = frameOfLine[lineIndex]
       guard frameIndex >= 0, let column = report.frames[frameIndex].symbolColumn else {
@@ -80,7 +82,7 @@ extension SymbolicatedReport {
       }
       let frame = report.frames[frameIndex]
       let result = frames[frameIndex]
-      let prefix = paddedPrefix(line, column)
+      let prefix = Self.paddedPrefix(line, column)
       switch result.status {
       case .symbolicated:
         let mark = CrashReport.Frame.trustMark(frame.trust) ?? ""  // imagelog's trust stays on the line
@@ -88,7 +90,11 @@ extension SymbolicatedReport {
           if function.isInlined, report.format == .swiftBacktrace {
             out += inlinedSwiftPrefix(prefix) + describe(function, image: result.imageName) + "\n"
           } else {
-            out += prefix + describe(function, image: result.imageName) + mark + "\n"
+            // Appended piece by piece: `a + b + c` would make a string for each sum first.
+            out += prefix
+            out += describe(function, image: result.imageName)
+            out += mark
+            out += "\n"
           }
         }
       case let .mismatch(reportID, fileID, path):
@@ -101,17 +107,18 @@ extension SymbolicatedReport {
   }
 
   /// The line up to the symbol column (padded when the line ended at the address).
-  func paddedPrefix(_ line: String, _ column: Int) -> String {
-    // Columns count Characters; in an ASCII line without CR (nearly every one) each is one byte.
-    let head: String
-    let length: Int
-    if line.utf8.allSatisfy({ $0 < 0x80 && $0 != UInt8(ascii: "\r") }) {
-      head = String(decoding: line.utf8.prefix(column), as: UTF8.self)
-      length = head.utf8.count
-    } else {
-      head = String(line.prefix(column))
-      length = head.count
-    }
+  static func paddedPrefix(_ line: String, _ column: Int) -> String {
+    // Columns count Characters. Where the first `column` bytes are ASCII without CR and the byte after
+    // them is ASCII too (so nothing combines with the last of them), each of them is one Character:
+    // nearly every line.
+    let ascii = line.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+      let end = min(max(column, 0), bytes.count)
+      for index in 0..<end where bytes[index] >= 0x80 || bytes[index] == UInt8(ascii: "\r") { return nil }
+      guard end == bytes.count || bytes[end] < 0x80 else { return nil }
+      return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self)
+    } ?? nil
+    let head = ascii ?? String(line.prefix(column))
+    let length = ascii == nil ? head.count : head.utf8.count
     return length < column ? head + String(repeating: " ", count: column - length) : head
   }
 
