@@ -40,6 +40,8 @@ let package = Package(
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations
     // to apply to its 18 MB (about 27,000 of them, and the page copies they cause). A version script keeps
     // its dynamic symbol table to the dlopen/dlclose interposers: the runtime's start-up dladdr scans it.
+    // The functions its common commands run are laid out together (StaticLink/hot-sections.txt, made by
+    // Scripts/make-hot-sections, read by gold): a start then maps them with fewer page faults.
     // The executable's C part: CommandLine's argv without the runtime's /proc/self/maps scan (argv.c),
     // and `imagelog run`, which execs the command from the first constructor, before the runtime starts (run.c).
     .target(name: "CImageLogMain", dependencies: ["CImageLogImage"]),
@@ -49,7 +51,8 @@ let package = Package(
                                                      "-Xclang-linker", "-static-libgcc",
                                                      "-Xclang-linker", "-no-pie",
                                                      // Only the interposers in .dynsym (StaticLink/exports.map).
-                                                     "-Xlinker", "--version-script=" + staticLinkDirectory + "/exports.map"])]),
+                                                     "-Xlinker", "--version-script=" + staticLinkDirectory + "/exports.map",
+                                                     "-Xlinker", "--section-ordering-file=" + staticLinkDirectory + "/hot-sections.txt"])]),
     // `make bench`: side-by-side measurements against real peers; writes BENCHMARKS.md.
     .executableTarget(name: "ImageLogBenchmarks",
                       dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLog"]),
