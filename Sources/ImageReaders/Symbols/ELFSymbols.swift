@@ -136,29 +136,37 @@ extension SymbolTable {
     guard strings.count <= Int(UInt32.max) else {
       throw .limitExceeded("string table size", value: UInt64(strings.count), limit: UInt64(UInt32.max))
     }
-    strings.withUnsafeBytes { names in
+    let little = symbols.endian == .little
+    strings.withUnsafeBytes { names in symbols.withUnsafeBytes { table in
       // A name starting at or before the table's last NUL is terminated inside it.
       guard let lastNul = names.lastIndex(of: 0) else { return }
       let count = symbols.count / entrySize
       let infoOffset = is64Bit ? 4 : 12
+      // The entries are read straight from the table's bytes, not through ByteReader.field: this loop
+      // runs once per symbol (tens of thousands in a large library), and each field's bounds follow
+      // from the entry's, checked once here: index < count = table.count / entrySize, and every field
+      // lies within the entry's first `expected` bytes (entrySize >= expected).
+      @inline(__always) func field<T: FixedWidthInteger>(_: T.Type, _ position: Int) -> T {
+        let raw = table.loadUnaligned(fromByteOffset: position, as: T.self)
+        return little ? T(littleEndian: raw) : T(bigEndian: raw)
+      }
       for index in 0..<count {
-        // index < count = symbols.count / entrySize: the entry lies inside `symbols`.
-        let base = index * entrySize
+        let base = index &* entrySize
         // The type first: most entries that are not code are passed over on one byte.
-        let info = symbols.field(UInt8.self, at: base + infoOffset)
+        let info = field(UInt8.self, base &+ infoOffset)
         let type = info & 0xF
         guard isCodeType(type) else { continue }
         let binding = info >> 4
-        let nameOffset = symbols.field(UInt32.self, at: base)
+        let nameOffset = field(UInt32.self, base)
         let sectionIndex: UInt16, value: UInt64, size: UInt64
         if is64Bit {
-          sectionIndex = symbols.field(UInt16.self, at: base + 6)
-          value = symbols.field(UInt64.self, at: base + 8)
-          size = symbols.field(UInt64.self, at: base + 16)
+          sectionIndex = field(UInt16.self, base &+ 6)
+          value = field(UInt64.self, base &+ 8)
+          size = field(UInt64.self, base &+ 16)
         } else {
-          value = UInt64(symbols.field(UInt32.self, at: base + 4))
-          size = UInt64(symbols.field(UInt32.self, at: base + 8))
-          sectionIndex = symbols.field(UInt16.self, at: base + 14)
+          value = UInt64(field(UInt32.self, base &+ 4))
+          size = UInt64(field(UInt32.self, base &+ 8))
+          sectionIndex = field(UInt16.self, base &+ 14)
         }
         guard sectionIndex != 0, sectionIndex != 0xFFF1, nameOffset != 0 else { continue }
         // Prefer functions over untyped labels, then global/weak over local (as llvm-symbolizer does).
@@ -178,6 +186,6 @@ extension SymbolTable {
         }
         guard body(entry) else { return }
       }
-    }
+    } }
   }
 }
