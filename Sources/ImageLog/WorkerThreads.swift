@@ -30,9 +30,15 @@ package struct WorkerThread: @unchecked Sendable {
     return WorkerThread(thread: thread)
   }
 
-  /// Waits for the thread to finish. Call once.
+  /// Waits for the thread to finish. Call once, and not after `detach`.
   package func join() {
     pthread_join(thread, nil)
+  }
+
+  /// Lets the thread end on its own, unjoined: for a caller that already knows the thread's work is
+  /// done, and would otherwise sleep in `join` while the thread exits. Call once, and not after `join`.
+  package func detach() {
+    pthread_detach(thread)
   }
 
   /// How many processors the calling thread may run on (at least 1): its affinity mask, which

@@ -1,5 +1,6 @@
 import Glibc
 import Synchronization
+import ImageLogTestSupport
 import Testing
 @testable import ImageLog
 
@@ -36,6 +37,17 @@ struct WorkerThreadTests {
   }
 
   /// The processors the calling thread may use, as the kernel lists them for it.
+  /// A detached thread (pid --threads lets its search thread end on its own once it has said it is
+  /// done) runs its body to the end, and ends.
+  @Test func aDetachedThreadRunsToItsEnd() throws {
+    let seen = Seen()
+    let worker = try #require(WorkerThread.start { seen.value.withLock { $0 = .some(Self.threadStatus()) } })
+    worker.detach()
+    try waitUntil("the detached thread ran") { seen.value.withLock { $0 != nil } }
+    let tid = try #require(seen.value.withLock { $0 ?? nil }?.tid)
+    try waitUntil("/proc/self/task/\(tid) is gone") { access("/proc/self/task/\(tid)", F_OK) != 0 }
+  }
+
   @Test func processorCountIsTheAffinityMasks() throws {
     let mine = try #require(Self.threadStatus())
     #expect(WorkerThread.processorCount == Self.count(mine.allowed))

@@ -187,6 +187,8 @@ struct PidCommand: Command {
     private var images: [Image] = []
     private var handedOver = false
     private let stacksReady = Atomic<Bool>(false)
+    // Set by the worker as the last thing it does with the locator.
+    private let searchDone = Atomic<Bool>(false)
     private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
     init(of pid: Int32, options: SymbolicationOptions) {
@@ -211,6 +213,7 @@ struct PidCommand: Command {
         while early, !stacksReady.load(ordering: .acquiring), monotonicNanoseconds() < deadline { sched_yield() }
         while sem_wait(semaphore) != 0 {}  // EINTR: wait again
         readSymbols()
+        searchDone.store(true, ordering: .releasing)
       }
       if worker == nil { madeLocator = Symbolicator.locator(forOneReport: options) }  // the work will be done here
     }
@@ -218,6 +221,11 @@ struct PidCommand: Command {
     /// How long the worker watches for the stacks before it waits for them: longer than unwinding
     /// takes for most processes.
     static let watchNanoseconds = 20_000_000
+
+    /// How long `finish` watches for the worker's end before it waits for it: longer than reading
+    /// symbol tables takes once the stacks are unwound, not DWARF's line tables (which take longer
+    /// than a wake-up costs).
+    static let finishWatchNanoseconds = 2_000_000
 
     deinit {
       sem_destroy(semaphore)
@@ -247,7 +255,13 @@ struct PidCommand: Command {
     @discardableResult
     func finish() -> DebugFileLocator {
       unwound([], images: [])
-      worker?.join()
+      // Asleep in pthread_join, this thread would be woken when the worker has exited, often only once
+      // its processor is given back to it (as for the worker woken from the semaphore, above). It
+      // watches for the worker's last write instead, for at most `finishWatchNanoseconds`, and lets
+      // the worker exit unjoined.
+      let deadline = monotonicNanoseconds() + Self.finishWatchNanoseconds
+      while worker != nil, !searchDone.load(ordering: .acquiring), monotonicNanoseconds() < deadline { sched_yield() }
+      if searchDone.load(ordering: .acquiring) { worker?.detach() } else { worker?.join() }
       worker = nil
       return locator
     }
