@@ -189,6 +189,13 @@ struct PidCommand: Command {
     private let stacksReady = Atomic<Bool>(false)
     // Set by the worker as the last thing it does with the locator.
     private let searchDone = Atomic<Bool>(false)
+    // Who reads the symbols once the stacks are here: `searching` while the worker's early search
+    // uses the locator, then `waiting`; the worker moves it on to `readByWorker`, or `finish` to
+    // `readByCaller` (each with a compare-and-exchange, so only one of them reads).
+    private let phase = Atomic<Int>(Phase.searching)
+    private enum Phase {
+      static let searching = 0, waiting = 1, readByWorker = 2, readByCaller = 3
+    }
     private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
     init(of pid: Int32, options: SymbolicationOptions) {
@@ -205,6 +212,7 @@ struct PidCommand: Command {
             locator.prepareSymbols(ThreadsReport.reportImage(image), architecture: nil, offsets: [])
           }
         }
+        phase.store(Phase.waiting, ordering: .releasing)
         // Woken from the semaphore, the worker is often put on the processor of the thread that posts
         // it, to run once that thread blocks or its time slice ends (BENCHMARKS.md, "A worker thread's
         // start while its maker works"): with a processor to itself it watches for the stacks instead,
@@ -212,6 +220,8 @@ struct PidCommand: Command {
         let deadline = monotonicNanoseconds() + Self.watchNanoseconds
         while early, !stacksReady.load(ordering: .acquiring), monotonicNanoseconds() < deadline { sched_yield() }
         while sem_wait(semaphore) != 0 {}  // EINTR: wait again
+        guard phase.compareExchange(expected: Phase.waiting, desired: Phase.readByWorker, ordering: .acquiringAndReleasing)
+          .exchanged else { return }  // `finish` read them
         readSymbols()
         searchDone.store(true, ordering: .releasing)
       }
@@ -255,6 +265,15 @@ struct PidCommand: Command {
     @discardableResult
     func finish() -> DebugFileLocator {
       unwound([], images: [])
+      // A worker that has not taken up the stacks since they were given (it was not given a processor
+      // meanwhile) has done with the locator: the symbols are read here instead of waiting for it.
+      if worker != nil,
+         phase.compareExchange(expected: Phase.waiting, desired: Phase.readByCaller, ordering: .acquiringAndReleasing).exchanged {
+        readSymbols()
+        worker?.detach()
+        worker = nil
+        return locator
+      }
       // Asleep in pthread_join, this thread would be woken when the worker has exited, often only once
       // its processor is given back to it (as for the worker woken from the semaphore, above). It
       // watches for the worker's last write instead, for at most `finishWatchNanoseconds`, and lets
