@@ -92,20 +92,22 @@ import Testing
   @Test(.enabled(if: haveTool("python3"), "needs python3"))
   func oddThreadNames() throws {
     let names = ["a) (b", "two words", ")(", "fifteen-chars-x", "end)"]
+    // Each thread names itself, then meets the others at a barrier: past it every name is set. Then all
+    // block (an event never set, the main thread in pause()) until the test ends the process.
     let script = """
-      import ctypes, os, threading, time
+      import ctypes, signal, threading
       libc = ctypes.CDLL(None)
+      names = \(names)
+      named = threading.Barrier(len(names) + 1)
+      never = threading.Event()
       def run(name):
           libc.prctl(15, name.encode(), 0, 0, 0)
-          time.sleep(1000)
-      names = \(names)
+          named.wait()
+          never.wait()
       for name in names: threading.Thread(target=run, args=(name,), daemon=True).start()
-      def named():
-          tasks = os.listdir("/proc/self/task")
-          return sorted(open(f"/proc/self/task/{t}/comm").read()[:-1] for t in tasks) == sorted(names + ["python3"])
-      while not named(): time.sleep(0.01)
+      named.wait()
       print("ready", flush=True)
-      time.sleep(1000)
+      signal.pause()
       """
     let child = try RunningChild(["python3", "-c", script])
     try child.wait(for: "ready")
