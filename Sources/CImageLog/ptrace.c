@@ -56,38 +56,38 @@ static int known_thread(const slots *list, pid_t tid) {
   return 0;
 }
 
-/* The name, state and flags of a listed thread from TID/stat in `task` (/proc/PID/task): `TID (comm)
-   S ppid pgrp session tty_nr tpgid flags ...`. The command may hold spaces and parentheses: it ends
-   at the line's last ')'. Left 0 and "" when the file cannot be read (the thread is gone). */
-static void read_task_stat(int task, slot *item) {
-  char path[32], line[1024];
-  snprintf(path, sizeof path, "%d/stat", (int)item->capture.tid);
-  int descriptor = openat(task, path, O_RDONLY | O_CLOEXEC);
-  if (descriptor < 0) return;
+/* `PID (comm) S ppid pgrp session tty_nr tpgid flags ...`. The command may hold spaces and
+   parentheses: it ends at the line's last ')'. */
+int il_read_task_stat(int directory, const char *path, il_task_stat *out) {
+  memset(out, 0, sizeof *out);
+  char line[1024];
+  int descriptor = openat(directory, path, O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return 0;
   /* The fields wanted come well within the first read: the kernel writes the line at once. */
   ssize_t length = read(descriptor, line, sizeof line - 1);
   close(descriptor);
-  if (length <= 0) return;
+  if (length <= 0) return 0;
   line[length] = 0;
   char *open = memchr(line, '(', (size_t)length), *close_paren = NULL;
   for (char *c = line + length - 1; c > line && !close_paren; c--) if (*c == ')') close_paren = c;
-  if (!open || !close_paren || close_paren < open || close_paren + 2 >= line + length) return;
+  if (!open || !close_paren || close_paren < open || close_paren + 2 >= line + length) return 0;
   size_t name_length = (size_t)(close_paren - open - 1);
-  if (name_length >= sizeof item->capture.name) name_length = sizeof item->capture.name - 1;
-  memcpy(item->capture.name, open + 1, name_length);
-  item->capture.name[name_length] = 0;
-  item->capture.state = close_paren[2];
-  /* flags: the 6th field after the state (ppid pgrp session tty_nr tpgid flags). */
+  if (name_length >= sizeof out->name) name_length = sizeof out->name - 1;
+  memcpy(out->name, open + 1, name_length);
+  out->state = close_paren[2];
+  /* Then ppid (1st after the state) and flags (6th: ppid pgrp session tty_nr tpgid flags). */
   char *field = close_paren + 2;
-  for (int skipped = 0; skipped < 6 && field; skipped++) {
+  for (int index = 1; index <= 6 && field; index++) {
     field = strchr(field, ' ');
     if (field) field++;
+    if (field && index == 1) out->parent = (int32_t)strtol(field, NULL, 10);
   }
-  if (field) item->capture.task_flags = strtoull(field, NULL, 10);
+  if (field) out->flags = strtoull(field, NULL, 10);
+  return 1;
 }
 
-/* Appends the threads of /proc/PID/task not listed yet, each with read_task_stat's fields; returns
-   how many, or -1 with errno. */
+/* Appends the threads of /proc/PID/task not listed yet, each with its stat's fields; returns how
+   many, or -1 with errno. */
 static long list_new_threads(pid_t pid, slots *list) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
@@ -111,7 +111,9 @@ static long list_new_threads(pid_t pid, slots *list) {
     memset(item, 0, sizeof *item);
     item->capture.tid = (pid_t)tid;
     item->phase = LISTED;
-    read_task_stat(dirfd(directory), item);
+    char stat_path[32];
+    snprintf(stat_path, sizeof stat_path, "%d/stat", (int)tid);
+    il_read_task_stat(dirfd(directory), stat_path, &item->capture.stat);
     added++;
   }
   closedir(directory);

@@ -99,19 +99,12 @@ public enum ProcessImages {
   /// Why a process that exists has no mappings (or none of an image): a kernel thread, a zombie, or it
   /// is inside an exec or exiting; `.exited` when it is gone by now.
   static func emptyAddressSpaceError(_ pid: Int32) -> ProcessImagesError {
-    guard let stat = try? ProcFile.read("/proc/\(pid)/stat"),
-          let open = stat.firstIndex(of: 0x28), let close = stat.lastIndex(of: 0x29), open < close else {
-      return .exited(pid: pid)
+    guard let stat = ProcessThreads.taskStat("/proc/\(pid)/stat") else { return .exited(pid: pid) }
+    let command = ProcessThreads.name(stat)
+    if stat.state == CChar(UInt8(ascii: "Z")) || stat.state == CChar(UInt8(ascii: "X")) {
+      return .zombie(pid: pid, command: command)
     }
-    let command = String(decoding: stat[(open + 1)..<close], as: UTF8.self)
-    // After "(comm) ": state, ppid, pgrp, session, tty_nr, tpgid, flags.
-    let fields = stat[(close + 1)...].split(separator: 0x20)
-    if fields.first == [0x5A] || fields.first == [0x58] { return .zombie(pid: pid, command: command) }  // Z, X
-    let pfKernelThread: UInt64 = 0x0020_0000  // PF_KTHREAD
-    if fields.count > 6, let flags = UInt64(String(decoding: fields[6], as: UTF8.self)),
-       flags & pfKernelThread != 0 {
-      return .kernelThread(pid: pid, command: command)
-    }
+    if ProcessThreads.isKernelThread(stat) { return .kernelThread(pid: pid, command: command) }
     return .noImages(pid: pid)  // alive, but its address space is being replaced (exec) or torn down (exit)
   }
 

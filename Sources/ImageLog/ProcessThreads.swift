@@ -93,8 +93,8 @@ public struct ProcessThreads: Sendable {
     threads.reserveCapacity(capture.count)
     for index in 0..<capture.count {
       let raw = capture.threads[index]
-      let state = raw.state == 0 ? nil : String(UnicodeScalar(UInt8(bitPattern: raw.state)))
-      var thread = Thread(tid: raw.tid, name: state == nil ? nil : Self.name(raw), state: state)
+      let read = raw.stat.state != 0
+      var thread = Thread(tid: raw.tid, name: read ? Self.name(raw.stat) : nil, state: read ? Self.stateLetter(raw.stat) : nil)
       switch Int32(raw.status) {
       case Int32(IL_THREAD_CAPTURED):
         thread.registerValues = registerValues(raw.registers)
@@ -144,22 +144,16 @@ public struct ProcessThreads: Sendable {
   /// `listed`: the threads as `il_list_threads` read them.
   static func checkStoppable(_ pid: Int32, _ listed: il_threads_capture) throws(ProcessThreadsError) {
     let threads = UnsafeBufferPointer(start: listed.threads, count: listed.count)
-    guard let leader = threads.first(where: { $0.tid == pid }), leader.state != 0 else {
+    guard let leader = threads.first(where: { $0.tid == pid })?.stat, leader.state != 0 else {
       // Listed, but its main thread's stat is gone: it exited meanwhile.
       throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid)
     }
-    let pfKernelThread: UInt64 = 0x0020_0000  // PF_KTHREAD
-    if leader.task_flags & pfKernelThread != 0 { throw .kernelThread(pid: pid, command: name(leader)) }
+    if isKernelThread(leader) { throw .kernelThread(pid: pid, command: name(leader)) }
     // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
     func gone(_ state: CChar) -> Bool { state == 0 || state == CChar(UInt8(ascii: "Z")) || state == CChar(UInt8(ascii: "X")) }
-    if gone(leader.state), threads.allSatisfy({ gone($0.state) }) {
+    if gone(leader.state), threads.allSatisfy({ gone($0.stat.state) }) {
       throw .zombie(pid: pid, command: name(leader))
     }
-  }
-
-  /// A listed thread's command, as `/proc/PID/task/TID/stat` wrote it.
-  static func name(_ thread: il_thread_capture) -> String {
-    withUnsafeBytes(of: thread.name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
   }
 
   /// What an `EPERM` from `PTRACE_SEIZE` on the whole process means: a tracer, or missing access.
@@ -210,8 +204,7 @@ public struct ProcessThreads: Sendable {
     var current = pid
     let me = getpid()
     for _ in 0..<4096 {
-      guard current > 1, let stat = try? ProcFile.read("/proc/\(current)/stat"), let fields = statFields(stat),
-            let parentField = fields.field(1), let parent = Int32(String(decoding: parentField, as: UTF8.self)) else {
+      guard current > 1, let parent = taskStat("/proc/\(current)/stat")?.parent else {
         return false
       }
       if parent == me { return true }
@@ -234,41 +227,30 @@ public struct ProcessThreads: Sendable {
 
   /// The thread's state letter now, from `/proc/PID/task/TID/stat`; nil when it is gone.
   static func threadState(_ pid: Int32, _ tid: Int32) -> String? {
-    (try? ProcFile.read("/proc/\(pid)/task/\(tid)/stat")).flatMap(statFields)?.field(0)
-      .map { String(decoding: $0, as: UTF8.self) }
+    taskStat("/proc/\(pid)/task/\(tid)/stat").map { stateLetter($0) }
   }
 
   /// The process's command (the `comm` in `/proc/PID/stat`), nil when it cannot be read.
   public static func commandName(of pid: Int32) -> String? {
-    (try? ProcFile.read("/proc/\(pid)/stat")).flatMap(statFields)?.command
+    taskStat("/proc/\(pid)/stat").map { name($0) }
   }
 
-  /// A `/proc/.../stat` line: the command between the first `(` and the last `)`, and the
-  /// space-separated fields after it (state, ppid, pgrp, session, tty_nr, tpgid, flags, ...).
-  struct StatFields {
-    var command: String
-    var rest: ArraySlice<UInt8>
-
-    /// Field `index` after the command (0: the state), without splitting the line: callers want one
-    /// or two of its fifty.
-    func field(_ index: Int) -> ArraySlice<UInt8>? {
-      var start = rest.startIndex
-      var remaining = index
-      while true {
-        while start < rest.endIndex, rest[start] == 0x20 { start += 1 }
-        guard start < rest.endIndex else { return nil }
-        let end = rest[start...].firstIndex(of: 0x20) ?? rest.endIndex
-        if remaining == 0 { return rest[start..<end] }
-        remaining -= 1
-        start = end
-      }
-    }
+  /// A `/proc` stat file's fields (`il_read_task_stat`), nil when it cannot be read.
+  static func taskStat(_ path: String) -> il_task_stat? {
+    var stat = il_task_stat()
+    return il_read_task_stat(AT_FDCWD, path, &stat) == 1 ? stat : nil
   }
 
-  static func statFields(_ stat: [UInt8]) -> StatFields? {
-    guard let open = stat.firstIndex(of: 0x28), let close = stat.lastIndex(of: 0x29), open < close else { return nil }
-    return StatFields(command: String(decoding: stat[(open + 1)..<close], as: UTF8.self), rest: stat[(close + 1)...])
+  /// A stat's state letter (`S`, `Z`, ...).
+  static func stateLetter(_ stat: il_task_stat) -> String { String(UnicodeScalar(UInt8(bitPattern: stat.state))) }
+
+  /// A stat's command, as the file wrote it.
+  static func name(_ stat: il_task_stat) -> String {
+    withUnsafeBytes(of: stat.name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
   }
+
+  /// `PF_KTHREAD`: the stat of a kernel thread.
+  static func isKernelThread(_ stat: il_task_stat) -> Bool { stat.flags & 0x0020_0000 != 0 }
 
   /// `architecture` as the unwinder numbers registers.
   var registerArchitecture: RegisterSet.Architecture {

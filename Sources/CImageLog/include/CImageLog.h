@@ -24,6 +24,18 @@ int il_start_thread(pthread_t *thread, void *(*body)(void *), void *context);
 /* The processors the calling thread may run on (its affinity mask; `taskset`, cpusets), at least 1. */
 int il_processor_count(void);
 
+/* The fields of a /proc stat line (/proc/PID/stat, /proc/PID/task/TID/stat) imagelog uses. */
+typedef struct {
+  char state;              /* the state letter (R, S, D, Z, X, t ...); 0 when the file could not be read */
+  char name[64];           /* the command (comm) as the file writes it, NUL-terminated (cut at 63 bytes) */
+  int32_t parent;          /* ppid */
+  uint64_t flags;          /* the kernel's PF_* flags (PF_KTHREAD: a kernel thread) */
+} il_task_stat;
+
+/* Reads the stat file at `path` (relative to the open directory `directory`, or AT_FDCWD) into `out`:
+   1, or 0 with `out` zeroed when it cannot be read or parsed (the task is gone). */
+int il_read_task_stat(int directory, const char *path, il_task_stat *out);
+
 /* --- other processes' threads (ptrace.c): `imagelog pid --threads` ---------------------------
    Stops every thread of a process with PTRACE_SEIZE + PTRACE_INTERRUPT (never a SIGSTOP: a seized
    tracee is resumed by the kernel if imagelog dies, even by SIGKILL, so nothing is left stopped),
@@ -59,10 +71,8 @@ typedef struct {
   uint8_t *stack;          /* malloc'd copy of stack_size bytes; NULL when nothing could be read */
   size_t stack_size;
   /* From /proc/PID/task/TID/stat when the thread was listed, before any thread was stopped (during
-     the stop every thread shows 't'): */
-  char state;              /* the state letter; 0 when the file could not be read */
-  char name[64];           /* the command (comm) as the file writes it, NUL-terminated (cut at 63 bytes) */
-  uint64_t task_flags;     /* the kernel's PF_* flags of the thread (PF_KTHREAD: a kernel thread) */
+     the stop every thread shows 't'); state 0 when it could not be read. */
+  il_task_stat stat;
 } il_thread_capture;
 
 typedef struct {
