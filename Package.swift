@@ -3,7 +3,7 @@ import PackageDescription
 
 // Where the imagelog executable's link-time linker script lives (an absolute path: the linker's working
 // directory is not the package's).
-let staticLinkDirectory = String(#filePath.dropLast("Package.swift".count)) + "Sources/imagelog/StaticLink"
+let staticLinkDirectory = String(#filePath.dropLast("Package.swift".count)) + "Sources/ImageLogCLI/StaticLink"
 
 let package = Package(
   name: "imagelog",
@@ -12,7 +12,7 @@ let package = Package(
     .library(name: "ImageReaders", targets: ["ImageReaders"]),
     .library(name: "ImageLogSymbolication", targets: ["ImageLogSymbolication"]),
     .library(name: "ImageLogAudit", type: .dynamic, targets: ["CImageLogAudit"]),
-    .executable(name: "imagelog", targets: ["imagelog"]),
+    .executable(name: "imagelog", targets: ["ImageLogCLI"]),
   ],
   dependencies: [],
   targets: [
@@ -45,7 +45,7 @@ let package = Package(
     // The executable's C part: CommandLine's argv without the runtime's /proc/self/maps scan (argv.c),
     // and `imagelog run`, which execs the command from the first constructor, before the runtime starts (run.c).
     .target(name: "CImageLogMain", dependencies: ["CImageLogImage"]),
-    .executableTarget(name: "imagelog", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLogMain"],
+    .executableTarget(name: "ImageLogCLI", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLogMain"],
                       exclude: ["StaticLink"],
                       linkerSettings: [.unsafeFlags(["-static-stdlib", "-L", staticLinkDirectory,
                                                      "-Xclang-linker", "-static-libgcc",
@@ -65,7 +65,7 @@ let package = Package(
     .testTarget(name: "ImageLogSymbolicationTests",
                 dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
-    .testTarget(name: "imagelogTests", dependencies: ["ImageLog", "ImageReaders", "ImageLogTestSupport"]),
+    .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "ImageLogTestSupport"]),
   ],
   swiftLanguageModes: [.v6]
 )

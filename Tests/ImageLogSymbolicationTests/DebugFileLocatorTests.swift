@@ -7,7 +7,7 @@ import Testing
 
 /// Where DWARF lives, with files made by the real tools: `objcopy --only-keep-debug` and
 /// `--add-gnu-debuglink` (gdb's three places, the CRC-32 checked), `.build-id` trees, and `dwz -m`
-/// supplementary files. The debuginfod server test is in imagelogTests (it runs the CLI in a private
+/// supplementary files. The debuginfod server test is in ImageLogCLITests (it runs the CLI in a private
 /// network namespace).
 @Suite struct DebugFileLocatorTests {
   /// Two small C programs with debug info, built once per test into `directory`.

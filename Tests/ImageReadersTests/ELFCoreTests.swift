@@ -339,7 +339,7 @@ func withCore<R>(_ bytes: [UInt8], _ body: (ELFCore, ByteReader) throws -> R) th
 }
 
 /// A real core for the mutation test: Tests/Programs/coredump-threads.c built without frame pointers,
-/// crashed with core dumps allowed in a folder of the test's (CoreFileTests in imagelogTests holds the
+/// crashed with core dumps allowed in a folder of the test's (CoreFileTests in ImageLogCLITests holds the
 /// same program to eu-unstrip).
 enum CoreFileProgram {
   /// True when /proc/sys/kernel/core_pattern is a plain name the kernel writes in the crashing
