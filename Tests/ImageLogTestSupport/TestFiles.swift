@@ -121,3 +121,22 @@ public struct SeededGenerator: RandomNumberGenerator {
     return z ^ (z >> 31)
   }
 }
+
+/// The folder `Scripts/install-test-tools` puts the crash-pipeline oracles in (`bin/minidump-stackwalk`,
+/// `bin/dump_syms`, `bin/crashpad_handler` from their PyPI wheels, and `python/` with Sentry's `symbolic`):
+/// `$IMAGELOG_TEST_TOOLS`, else `$XDG_CACHE_HOME/imagelog-test-tools`, else `~/.cache/imagelog-test-tools`.
+public let pipelineToolsDirectory: String = {
+  func variable(_ name: String) -> String? {
+    getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+  }
+  if let dir = variable("IMAGELOG_TEST_TOOLS") { return dir }
+  if let cache = variable("XDG_CACHE_HOME") { return cache + "/imagelog-test-tools" }
+  return (variable("HOME") ?? "/root") + "/.cache/imagelog-test-tools"
+}()
+
+/// The path of a crash-pipeline oracle (`minidump-stackwalk`, `dump_syms`, `crashpad_handler`) that
+/// `Scripts/install-test-tools` installed, or nil when it is not there (the test skips, saying so).
+public func pipelineTool(_ name: String) -> String? {
+  let path = pipelineToolsDirectory + "/bin/" + name
+  return access(path, X_OK) == 0 ? path : nil
+}
