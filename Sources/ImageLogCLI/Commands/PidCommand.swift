@@ -3,6 +3,9 @@ internal import Glibc
 #endif
 import ImageLog
 import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 import Synchronization
 
 /// `imagelog pid PID`: the images of another running process. `imagelog pid --threads PID`: every
@@ -104,60 +107,37 @@ struct PidCommand: Command {
     // symbolication's time for a few frames. It starts while the threads are stopped, with the files
     // most frames are in; the others come with the stacks.
     let prefetch = symbolicating ? FilePrefetch(of: pid, options: options) : nil
-    let captured: ProcessThreads
+    let capture: ProcessSnapshot.Capture
     do {
-      captured = try ProcessThreads.capture(of: pid)
+      capture = try ProcessSnapshot.capture(pid: pid)
     } catch {
       prefetch?.finish()
       printError("imagelog: \(error)")
       return .failure
     }
-    var status = ExitStatus.success
-    // The images after the stop: what the threads ran is mapped still (a library unloaded in between
-    // leaves its frames as bare addresses).
-    var images: [Image] = []
-    do {
-      images = try ProcessImages.snapshot(of: pid)
-    } catch {
-      printError("imagelog: pid \(pid): the process exited while its threads were being read: "
-                 + "what was read before is shown")
-      status = .failure
-    }
-    let stacks = captured.unwind(images: images)
-    prefetch?.unwound(stacks, images: images)
-    var threads: [ThreadsReport.Thread] = []
-    threads.reserveCapacity(captured.threads.count)
-    var unread = 0
-    for (thread, frames) in zip(captured.threads, stacks) {
-      var problem = thread.problem
-      if problem == nil, frames.isEmpty { problem = "no frame could be read (the process exited meanwhile)" }
-      if thread.problem != nil, !thread.exited { unread += 1 }
-      threads.append(ThreadsReport.Thread(
-        tid: thread.tid, name: thread.name, state: thread.state,
-        frames: frames.map { ThreadsReport.Frame(address: $0.pc, trust: Self.trustMark($0.trust)) },
-        problem: problem))
-    }
-    if unread > 0 {
-      printError("imagelog: pid \(pid): \(unread) of \(captured.threads.count) threads could not be read (listed with the reason)")
-      status = .failure
-    }
-    let main = images.first(where: \.isMainExecutable)
-    let report = ThreadsReport(
-      processName: ProcessThreads.commandName(of: pid) ?? main?.name ?? "?", path: main?.path ?? "?", pid: pid,
-      date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
-      threads: threads, images: images)
+    var snapshot = capture.snapshot
+    prefetch?.unwound(capture.stacks, images: snapshot.images.compactMap(\.loaded))
+    for failure in capture.failures { printError("imagelog: \(failure)") }
+    let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
     if prefetch == nil && style == .report {
-      writeAll(to: 1, report.text())
+      writeAll(to: 1, snapshot.imagelogReportText())
       return status
     }
-    let crashReport = report.crashReport()  // what symbolicate reads from report.text(), without writing and reading it
+    let crashReport = snapshot.flatReport()
     let locator = prefetch?.finish()
     let result = locator.map { Symbolicator.symbolicate(crashReport, options: options, locator: $0) }
       ?? Symbolicator.unsymbolicated(crashReport)
     var last: UInt8?
-    result.write(style) { chunk in
-      last = chunk.last
-      SymbolicateCommand.writeStandardOutput(chunk)
+    if style == .report {
+      snapshot.take(result)
+      var text = snapshot.imagelogReportText() + result.summary()
+      last = text.utf8.last
+      text.withUTF8 { SymbolicateCommand.writeStandardOutput(UnsafeRawBufferPointer($0)) }
+    } else {
+      result.write(style) { chunk in
+        last = chunk.last
+        SymbolicateCommand.writeStandardOutput(chunk)
+      }
     }
     if last != UInt8(ascii: "\n") { writeAll(to: 1, "\n") }
     // The files the locator mapped and the tables it read are left to the process's exit, which drops

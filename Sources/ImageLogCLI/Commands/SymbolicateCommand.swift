@@ -4,6 +4,9 @@ internal import Glibc
 import ImageLog
 import ImageLogSymbolication
 import ImageReaders
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 
 /// `imagelog symbolicate`: names, files and lines for the addresses in a crash report.
 struct SymbolicateCommand: Command {
@@ -172,20 +175,7 @@ struct SymbolicateCommand: Command {
     var text = ""
     let source = reportPath ?? "<arguments>"
     if let reportPath, Self.isCoreFile(reportPath) {
-      // A core: its threads unwound into imagelog's report layout, then symbolicated as a report is.
-      do {
-        let (report, problems, inMemoryImages) = try Self.coreReport(reportPath)
-        for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
-        options.inMemoryImages = inMemoryImages
-        if noSymbolicate && style == .report {
-          _ = writeAll(to: 1, report)
-          return .success
-        }
-        text = report
-      } catch {
-        printError("imagelog: \(reportPath): \(error)")
-        return .failure
-      }
+      return runCore(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
         printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
