@@ -65,26 +65,25 @@ struct FileCommand: Command {
   var recursive: Bool
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    let formatName = try scanner.option("--format", command: Self.name, usage: Self.usage)
+    let formatName = try scanner.option("--format")
     if let formatName {
       guard let style = Style(rawValue: formatName) else {
-        throw UsageError(message: "The value '\(formatName)' is invalid for '--format <style>' (crash, detailed, json, unstrip)",
-                         commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("The value '\(formatName)' is invalid for '--format <style>' (crash, detailed, json, unstrip)")
       }
       self.style = style
     } else {
       style = .crash
     }
-    architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
+    architecture = try scanner.option("--arch")
     printUUIDs = scanner.flag("--uuid")
     printEntitlements = scanner.flag("--entitlements")
     recursive = scanner.flag("-r", "--recursive")
-    paths = try scanner.positionals(command: Self.name, usage: Self.usage)
+    paths = try scanner.positionals()
     guard !paths.isEmpty else {
-      throw UsageError(message: "Missing expected argument '<path> ...'", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Missing expected argument '<path> ...'")
     }
     if printUUIDs && printEntitlements {
-      throw UsageError(message: "--uuid and --entitlements cannot be combined", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("--uuid and --entitlements cannot be combined")
     }
   }
 

@@ -30,7 +30,7 @@ extension SymbolicateCommand {
     var (snapshot, problems) = ProcessSnapshot.core(dump)
     for problem in problems { printError("imagelog: \(path): \(problem)") }
     if noSymbolicate && style == .report {
-      writeAll(to: 1, snapshot.imagelogReportText())
+      writeOutput(snapshot.imagelogReportText())
       return .success
     }
     var options = options
@@ -50,7 +50,7 @@ extension SymbolicateCommand {
       text = result.formatted(style)
     }
     if !text.hasSuffix("\n") { text += "\n" }
-    writeAll(to: 1, text)
+    writeOutput(text)
     return status
   }
 }
