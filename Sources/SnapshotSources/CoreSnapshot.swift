@@ -44,7 +44,7 @@ extension ProcessSnapshot {
       threads.append(entry)
     }
     let main = images.first { $0.isMainExecutable }
-    let machine = core.architecture == "arm64" ? "aarch64" : core.architecture
+    let machine = Architecture(core.architecture).kernelMachine
     let release = dump.kernelVersion.map { "Linux \($0) \(machine)" } ?? "Linux \(machine)"
     var snapshot = ProcessSnapshot(
       format: .imagelog,

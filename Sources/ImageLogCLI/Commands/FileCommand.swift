@@ -276,8 +276,8 @@ struct FileCommand: Command {
   /// adding the error line when none matches.
   func selectedSlices(_ architectures: [String], path: String, into report: inout FileReport) -> [Int]? {
     guard let architecture else { return Array(architectures.indices) }
-    let wanted = Self.canonicalArchitecture(architecture)
-    let indices = architectures.indices.filter { Self.canonicalArchitecture(architectures[$0]) == wanted }
+    let wanted = Architecture(commandLine: architecture)
+    let indices = architectures.indices.filter { Architecture(commandLine: architectures[$0]) == wanted }
     if indices.isEmpty {
       let present = architectures.joined(separator: ", ")
       report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(present.isEmpty ? "none" : present))")
@@ -321,19 +321,6 @@ struct FileCommand: Command {
       } catch {
         report.fail("imagelog: \(path): \(error)")
       }
-    }
-  }
-
-  /// `--arch` accepts the names other tools use for the same architecture (LLVM triples, Debian).
-  static func canonicalArchitecture(_ name: String) -> String {
-    switch name.lowercased() {
-    case "aarch64": "arm64"
-    case "amd64", "x86-64": "x86_64"
-    case "i486", "i586", "i686", "x86": "i386"
-    case "powerpc": "ppc"
-    case "powerpc64": "ppc64"
-    case "powerpc64le": "ppc64le"
-    default: name
     }
   }
 }
