@@ -5,8 +5,8 @@ import ImageLog
 import ImageLogSymbolication
 import ImageReaders
 
-/// `imagelog symbolicate CORE`: the dead process's report (CONTRACTS.md §2), built from the core and
-/// then symbolicated by the same pipeline as a report file.
+/// `imagelog symbolicate CORE`: the dead process's report (imagelog's crash-report layout, README.md's
+/// "Crash reports"), built from the core and then symbolicated by the same pipeline as a report file.
 extension SymbolicateCommand {
   /// True when `path` is a readable file whose first bytes are an ELF core's header.
   static func isCoreFile(_ path: String) -> Bool {
