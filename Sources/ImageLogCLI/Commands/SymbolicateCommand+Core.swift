@@ -8,8 +8,8 @@ import Snapshot
 import SnapshotFormatting
 import SnapshotSources
 
-/// `imagelog symbolicate CORE`: the dead process, built from the core (its notes and memory) and
-/// then symbolicated by the same pipeline as a report file.
+/// `imagelog symbolicate CORE`: the dead process's snapshot (its threads unwound in the core's memory),
+/// symbolicated as any report is and written in imagelog's crash-report layout (README.md's "Crash reports").
 extension SymbolicateCommand {
   /// True when `path` is a readable file whose first bytes are an ELF core's header.
   static func isCoreFile(_ path: String) -> Bool {
