@@ -131,7 +131,8 @@ public struct MinidumpContext: Sendable, Equatable {
   static let arm64Names = (0...28).map { "x\($0)" } + ["fp", "lr", "sp", "pc", "cpsr", "fpsr", "fpcr"]
   static let x86Names = ["eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi", "eip", "eflags", "cs", "ds", "es",
                          "fs", "gs", "ss"]
-  static let armNames = (0...12).map { "r\($0)" } + ["sp", "lr", "pc", "cpsr"]
+  // r11 is the frame pointer in the ARM procedure call standard's Linux use; rust-minidump names it so.
+  static let armNames = (0...10).map { "r\($0)" } + ["fp", "r12", "sp", "lr", "pc", "cpsr"]
 
   /// Where each named register of `layout` lies in the structure: (byte offset, width in bytes), in
   /// the order of `names(layout)`. One table for the reader and the writer.

@@ -159,7 +159,7 @@ package enum MinidumpWriter {
   /// or an exception thread that is not in `threads` (without a context of its own).
   package static func write(_ contents: Contents) throws(FormatError) -> [UInt8] {
     var out = Output()
-    let streamCount = 5 + (contents.exception == nil ? 0 : 1) + (hasMiscInfo(contents) ? 1 : 0)
+    let streamCount = 4 + (contents.exception == nil ? 0 : 1) + (hasMiscInfo(contents) ? 1 : 0)
       + (contents.threads.contains { $0.name != nil } ? 1 : 0) + contents.extraStreams.count
     out.bytes.reserveCapacity(4096 + contents.threads.reduce(0) { $0 + $1.stack.count + 1300 })
     // Header: the directory follows it at 32.
@@ -184,16 +184,16 @@ package enum MinidumpWriter {
 
     // ThreadList.
     var list = [UInt8]()
-    list.appendLittleEndian(UInt32(contents.threads.count))
+    list.append32(UInt32(contents.threads.count))
     for (index, thread) in contents.threads.enumerated() {
-      list.appendLittleEndian(thread.tid); list.appendLittleEndian(0); list.appendLittleEndian(0); list.appendLittleEndian(0); list.appendLittleEndian(thread.teb)
-      list.appendLittleEndian(stacks[index].startAddress); list.appendLocation(stacks[index].location); list.appendLocation(threadContexts[index])
+      list.append32(thread.tid); list.append32(0); list.append32(0); list.append32(0); list.append64(thread.teb)
+      list.append64(stacks[index].startAddress); list.appendLocation(stacks[index].location); list.appendLocation(threadContexts[index])
     }
     directory.append((MinidumpFile.threadListType, try out.block(list, "ThreadList")))
 
     // ModuleList: names and CodeView records first, then the list.
     var moduleEntries = [UInt8]()
-    moduleEntries.appendLittleEndian(UInt32(contents.modules.count))
+    moduleEntries.append32(UInt32(contents.modules.count))
     for (index, module) in contents.modules.enumerated() {
       guard let size = UInt32(exactly: module.size) else {
         throw .minidump("module \(index) (\(module.path)): size 0x\(hexDigits(module.size)) does not fit SizeOfImage")
@@ -202,25 +202,25 @@ package enum MinidumpWriter {
       var codeView = MinidumpFile.Location(dataSize: 0, rva: 0)
       if let buildID = module.buildID {
         var record = [UInt8]()
-        record.appendLittleEndian(0x4270_454C)  // 'BpEL'
+        record.append32(0x4270_454C)  // 'BpEL'
         codeView = try out.block(record + buildID, "module \(index) CodeView record")
       }
-      moduleEntries.appendLittleEndian(module.baseAddress); moduleEntries.appendLittleEndian(size); moduleEntries.appendLittleEndian(0)
-      moduleEntries.appendLittleEndian(0); moduleEntries.appendLittleEndian(name.rva)
+      moduleEntries.append64(module.baseAddress); moduleEntries.append32(size); moduleEntries.append32(0)
+      moduleEntries.append32(0); moduleEntries.append32(name.rva)
       // VS_FIXEDFILEINFO: the signature and version filled in, as Crashpad does, and the file type.
-      moduleEntries.appendLittleEndian(0xFEEF_04BD); moduleEntries.appendLittleEndian(0x0001_0000)
-      for _ in 0..<7 { moduleEntries.appendLittleEndian(0) }
-      moduleEntries.appendLittleEndian(module.isMainExecutable ? 1 : 2)
-      for _ in 0..<3 { moduleEntries.appendLittleEndian(0) }
+      moduleEntries.append32(0xFEEF_04BD); moduleEntries.append32(0x0001_0000)
+      for _ in 0..<7 { moduleEntries.append32(0) }
+      moduleEntries.append32(module.isMainExecutable ? 1 : 2)
+      for _ in 0..<3 { moduleEntries.append32(0) }
       moduleEntries.appendLocation(codeView); moduleEntries.appendLocation(MinidumpFile.Location(dataSize: 0, rva: 0))
-      for _ in 0..<4 { moduleEntries.appendLittleEndian(0) }
+      for _ in 0..<4 { moduleEntries.append32(0) }
     }
     directory.append((MinidumpFile.moduleListType, try out.block(moduleEntries, "ModuleList")))
 
     // MemoryList.
     var memoryList = [UInt8]()
-    memoryList.appendLittleEndian(UInt32(ranges.count))
-    for range in ranges { memoryList.appendLittleEndian(range.startAddress); memoryList.appendLocation(range.location) }
+    memoryList.append32(UInt32(ranges.count))
+    for range in ranges { memoryList.append64(range.startAddress); memoryList.appendLocation(range.location) }
     directory.append((MinidumpFile.memoryListType, try out.block(memoryList, "MemoryList")))
 
     // Exception.
@@ -237,9 +237,9 @@ package enum MinidumpWriter {
         throw .minidump("exception: thread \(exception.tid) is not among the threads and has no context of its own")
       }
       var stream = [UInt8]()
-      stream.appendLittleEndian(exception.tid); stream.appendLittleEndian(0); stream.appendLittleEndian(exception.signal); stream.appendLittleEndian(exception.code)
-      stream.appendLittleEndian(0); stream.appendLittleEndian(exception.address); stream.appendLittleEndian(UInt32(exception.parameters.count)); stream.appendLittleEndian(0)
-      for index in 0..<15 { stream.appendLittleEndian(index < exception.parameters.count ? exception.parameters[index] : 0) }
+      stream.append32(exception.tid); stream.append32(0); stream.append32(exception.signal); stream.append32(exception.code)
+      stream.append64(0); stream.append64(exception.address); stream.append32(UInt32(exception.parameters.count)); stream.append32(0)
+      for index in 0..<15 { stream.append64(index < exception.parameters.count ? exception.parameters[index] : 0) }
       stream.appendLocation(context)
       directory.append((MinidumpFile.exceptionType, try out.block(stream, "Exception")))
     }
@@ -248,20 +248,20 @@ package enum MinidumpWriter {
     let system = contents.systemInfo
     let csd = try out.string(system.csdVersion, "CSDVersion")
     var systemStream = [UInt8]()
-    systemStream.appendLittleEndian(system.processorArchitecture); systemStream.appendLittleEndian(system.processorLevel)
-    systemStream.appendLittleEndian(system.processorRevision); systemStream.append(system.processorCount); systemStream.append(0)
-    systemStream.appendLittleEndian(system.osVersion.major); systemStream.appendLittleEndian(system.osVersion.minor)
-    systemStream.appendLittleEndian(system.osVersion.build); systemStream.appendLittleEndian(system.platformID); systemStream.appendLittleEndian(csd.rva)
-    systemStream.appendLittleEndian(0); systemStream.appendLittleEndian(0)
+    systemStream.append16(system.processorArchitecture); systemStream.append16(system.processorLevel)
+    systemStream.append16(system.processorRevision); systemStream.append(system.processorCount); systemStream.append(0)
+    systemStream.append32(system.osVersion.major); systemStream.append32(system.osVersion.minor)
+    systemStream.append32(system.osVersion.build); systemStream.append32(system.platformID); systemStream.append32(csd.rva)
+    systemStream.append16(0); systemStream.append16(0)
     systemStream += system.cpuInformation.prefix(24) + [UInt8](repeating: 0, count: max(0, 24 - system.cpuInformation.count))
     directory.append((MinidumpFile.systemInfoType, try out.block(systemStream, "SystemInfo")))
 
     // MiscInfo: the first version, which has the process id and times.
     if hasMiscInfo(contents) {
       var misc = [UInt8]()
-      misc.appendLittleEndian(24)
-      misc.appendLittleEndian((contents.processID == nil ? 0 : 1) | (contents.processCreateTime == nil ? 0 : 2))
-      misc.appendLittleEndian(contents.processID ?? 0); misc.appendLittleEndian(contents.processCreateTime ?? 0); misc.appendLittleEndian(0); misc.appendLittleEndian(0)
+      misc.append32(24)
+      misc.append32((contents.processID == nil ? 0 : 1) | (contents.processCreateTime == nil ? 0 : 2))
+      misc.append32(contents.processID ?? 0); misc.append32(contents.processCreateTime ?? 0); misc.append32(0); misc.append32(0)
       directory.append((MinidumpFile.miscInfoType, try out.block(misc, "MiscInfo")))
     }
 
@@ -269,10 +269,10 @@ package enum MinidumpWriter {
     let named = contents.threads.filter { $0.name != nil }
     if !named.isEmpty {
       var names = [UInt8]()
-      names.appendLittleEndian(UInt32(named.count))
+      names.append32(UInt32(named.count))
       for thread in named {
         let name = try out.string(thread.name ?? "", "thread \(thread.tid) name")
-        names.appendLittleEndian(thread.tid); names.appendLittleEndian(UInt64(name.rva))
+        names.append32(thread.tid); names.append64(UInt64(name.rva))
       }
       directory.append((MinidumpFile.threadNamesType, try out.block(names, "ThreadNames")))
     }
@@ -285,7 +285,7 @@ package enum MinidumpWriter {
     precondition(directory.count == streamCount, "the stream count is computed from the same contents")
     for (index, entry) in directory.enumerated() {
       var raw = [UInt8]()
-      raw.appendLittleEndian(entry.type); raw.appendLocation(entry.location)
+      raw.append32(entry.type); raw.appendLocation(entry.location)
       out.bytes.replaceSubrange(directoryStart + index * 12..<directoryStart + index * 12 + 12, with: raw)
     }
     return out.bytes
@@ -298,8 +298,8 @@ package enum MinidumpWriter {
     var bytes: [UInt8] = []
 
     mutating func zeros(_ count: Int) { bytes += repeatElement(0, count: count) }
-    mutating func u32(_ value: UInt32) { bytes.appendLittleEndian(value) }
-    mutating func u64(_ value: UInt64) { bytes.appendLittleEndian(value) }
+    mutating func u32(_ value: UInt32) { bytes.append32(value) }
+    mutating func u64(_ value: UInt64) { bytes.append64(value) }
 
     /// Appends `block` at the next 4-byte boundary; its location.
     mutating func block(_ block: [UInt8], _ what: @autoclosure () -> String) throws(FormatError) -> MinidumpFile.Location {
@@ -315,23 +315,28 @@ package enum MinidumpWriter {
     /// Appends `text` as a `MINIDUMP_STRING` (byte length, UTF-16LE, NUL); its location.
     mutating func string(_ text: String, _ what: @autoclosure () -> String) throws(FormatError) -> MinidumpFile.Location {
       var units = [UInt8]()
-      for unit in text.utf16 { units.appendLittleEndian(unit) }
+      for unit in text.utf16 { units.append16(unit) }
       var record = [UInt8]()
-      record.appendLittleEndian(UInt32(truncatingIfNeeded: units.count))  // block() refuses anything past 4 GiB
+      record.append32(UInt32(truncatingIfNeeded: units.count))  // block() refuses anything past 4 GiB
       return try block(record + units + [0, 0], what())
     }
   }
 }
 
 extension Array where Element == UInt8 {
-  /// Appends `value`'s bytes, least significant first.
-  mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+  /// Appends `value`'s bytes, least significant first. Three names, no generic: an integer literal
+  /// must not pick its own width.
+  mutating func append16(_ value: UInt16) { appendLittleEndian(value) }
+  mutating func append32(_ value: UInt32) { appendLittleEndian(value) }
+  mutating func append64(_ value: UInt64) { appendLittleEndian(value) }
+
+  private mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
     for index in 0..<MemoryLayout<T>.size { append(UInt8(truncatingIfNeeded: value >> (8 * index))) }
   }
 
   /// Appends a `MINIDUMP_LOCATION_DESCRIPTOR`.
   mutating func appendLocation(_ location: MinidumpFile.Location) {
-    appendLittleEndian(location.dataSize)
-    appendLittleEndian(location.rva)
+    append32(location.dataSize)
+    append32(location.rva)
   }
 }
