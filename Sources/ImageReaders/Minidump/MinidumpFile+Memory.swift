@@ -80,15 +80,17 @@ extension MinidumpDecoder {
     guard count <= UInt64((reader.count - 16) / 16) else {
       throw .minidump("\(label): \(count) ranges of 16 bytes do not fit in its \(reader.count) bytes")
     }
-    memory.reserveCapacity(memory.count + Int(count))  // count <= reader.count / 16
+    var ranges: [(address: UInt64, size: UInt64, fileOffset: UInt64, what: String)] = []
+    ranges.reserveCapacity(Int(count))  // count <= reader.count / 16
     for index in 0..<Int(count) {
       let entry = try reader.slice(at: 16 + index * 16, length: 16)
       let size = entry.field(UInt64.self, at: 8)
-      memory.append((entry.field(UInt64.self, at: 0), size, offset, "\(label): range \(index)"))
+      ranges.append((entry.field(UInt64.self, at: 0), size, offset, "\(label): range \(index)"))
       let (next, overflow) = offset.addingReportingOverflow(size)
       guard !overflow else { throw .minidump("\(label): range \(index)'s bytes end past 2^64") }
       offset = next
     }
+    memory += ranges
   }
 
   /// The memory ranges gathered from the streams, checked against the file, sorted and without
@@ -96,36 +98,40 @@ extension MinidumpDecoder {
   /// past 2^64 is dropped; where two overlap with the same bytes (a thread's stack that the memory list
   /// repeats) one is kept silently, and where their bytes may differ the later range loses the overlap.
   mutating func memoryRanges(threads: [MinidumpFile.Thread]) -> [MinidumpFile.MemoryRange] {
-    var candidates: [(range: MinidumpFile.MemoryRange, what: String)] = []
+    var candidates: [(range: MinidumpFile.MemoryRange, what: String, order: Int)] = []
     candidates.reserveCapacity(memory.count)
     let fileSize = UInt64(file.count)  // a count is never negative
     for (address, size, fileOffset, what) in memory where size > 0 {
       let description = "\(what) 0x\(hexDigits(address))+0x\(hexDigits(size))"
       guard size <= UInt64.max - address else {
-        problems.append(.minidump("\(description) wraps past the end of the address space"))
+        note(.minidump("\(description) wraps past the end of the address space"))
         continue
       }
       var kept = size
       if fileOffset >= fileSize || size > fileSize - fileOffset {
         kept = fileOffset >= fileSize ? 0 : fileSize - fileOffset
-        problems.append(.minidump("\(description) at file offset 0x\(hexDigits(fileOffset)) runs past the end of the file "
+        note(.minidump("\(description) at file offset 0x\(hexDigits(fileOffset)) runs past the end of the file "
                                   + "(\(file.count) bytes): \(kept) bytes kept"))
         if kept == 0 { continue }
       }
-      candidates.append((MinidumpFile.MemoryRange(address: address, size: kept, fileOffset: fileOffset), description))
+      candidates.append((MinidumpFile.MemoryRange(address: address, size: kept, fileOffset: fileOffset), description, candidates.count))
     }
-    candidates.sort { $0.range.address < $1.range.address || ($0.range.address == $1.range.address && $0.range.size > $1.range.size) }
+    // By address, the longer first, then in stream order: which of two overlapping ranges is kept does
+    // not depend on the sort.
+    candidates.sort {
+      ($0.range.address, UInt64.max - $0.range.size, $0.order) < ($1.range.address, UInt64.max - $1.range.size, $1.order)
+    }
     var ranges: [MinidumpFile.MemoryRange] = []
     var names: [String] = []
     ranges.reserveCapacity(candidates.count)
-    for (candidate, what) in candidates {
+    for (candidate, what, _) in candidates {
       var range = candidate
       if let last = ranges.last, range.address < last.address &+ last.size {
         let lastEnd = last.address &+ last.size
         // The same bytes when both map the address to the same file offset.
         let sameBytes = range.fileOffset &- last.fileOffset == range.address &- last.address
         if !sameBytes {
-          problems.append(.minidump("\(what) overlaps \(names[names.count - 1]) with other bytes: the overlap is read from the latter"))
+          note(.minidump("\(what) overlaps \(names[names.count - 1]) with other bytes: the overlap is read from the latter"))
         }
         guard range.address &+ range.size > lastEnd else { continue }
         let cut = lastEnd - range.address

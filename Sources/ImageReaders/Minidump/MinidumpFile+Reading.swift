@@ -221,15 +221,15 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
     for (index, stream) in streams.enumerated() where stream.type == type {
       let label = Self.label(type, index)
       if let first {
-        problems.append(.minidump("\(label): a second \(MinidumpFile.streamName(type)) stream, not read (directory \(first) was)"))
+        note(.minidump("\(label): a second \(MinidumpFile.streamName(type)) stream, not read (directory \(first) was)"))
         continue
       }
       first = index
       do {
-        let reader = try bytes(stream.location, label)
+        let reader = try bytes(stream.location, "stream")
         result = try body(&self, reader, label)
       } catch {
-        problems.append(Self.labelled(error, label))
+        note(Self.labelled(error, label))
       }
     }
     return result
@@ -237,7 +237,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
 
   /// `error` with `label` in front, unless it already names where it happened.
   static func labelled(_ error: FormatError, _ label: String) -> FormatError {
-    if case .minidump(let text) = error, text.hasPrefix(label) { return error }
+    if case .minidump(let text) = error, text.hasPrefix(label) || error == budgetSpent { return error }
     return .minidump("\(label): \(error)")
   }
 
@@ -251,12 +251,23 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
     return try file.slice(at: range.lowerBound, length: range.count)
   }
 
-  /// Takes `count` bytes from the copy budget, or throws.
+  /// Takes `count` bytes from the copy budget, or throws: the first time with a message, later with
+  /// `budgetSpent`, which `note` drops (one line says it, not one per entry).
   mutating func spend(_ count: Int, _ what: @autoclosure () -> String) throws(FormatError) {
     guard count <= budget else {
-      throw .minidump("\(what()): more bytes copied out of the dump than it holds (entries share their data)")
+      if budget < 0 { throw Self.budgetSpent }
+      budget = -1
+      throw .minidump("\(what()): more bytes copied out of the dump than it holds (entries share their data); "
+                      + "this and later copies left out")
     }
     budget -= count
+  }
+
+  static var budgetSpent: FormatError { .minidump("") }
+
+  /// Records `error` as a problem (a repeat of the spent budget is not).
+  mutating func note(_ error: FormatError) {
+    if error != Self.budgetSpent { problems.append(error) }
   }
 
   /// The bytes of `reader`, copied (a Linux stream).
@@ -367,7 +378,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
       let bytes = try bytes(location, "\(what) context")
       return try MinidumpContext.decode(bytes, architecture: architecture, "\(what) context")
     } catch {
-      problems.append(error)
+      note(error)
       return nil
     }
   }
@@ -406,7 +417,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
         names.append(MinidumpFile.ThreadName(tid: tid, name: try string(at: entry.field(UInt64.self, at: 4),
                                                                          "\(label): name \(index) (tid \(tid))")))
       } catch {
-        problems.append(error)
+        note(error)
       }
     }
     return names
@@ -420,7 +431,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
       let entry = try reader.slice(at: start + index * 108, length: 108)
       let what = "\(label): module \(index)"
       var name = ""
-      do { name = try string(at: UInt64(entry.field(UInt32.self, at: 20)), "\(what) name") } catch { problems.append(error) }
+      do { name = try string(at: UInt64(entry.field(UInt32.self, at: 20)), "\(what) name") } catch { note(error) }
       func word(_ at: Int) -> UInt32 { entry.field(UInt32.self, at: at) }
       let version = MinidumpFile.VersionInfo(signature: word(24), structVersion: word(28), fileVersion: (word(32), word(36)),
                                              productVersion: (word(40), word(44)), fileFlagsMask: word(48),
@@ -429,7 +440,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
       let codeViewLocation = MinidumpFile.Location(dataSize: word(76), rva: word(80))
       var codeView: MinidumpFile.CodeView?
       if codeViewLocation.dataSize > 0 {
-        do { codeView = try self.codeView(codeViewLocation, "\(what) (\(name)) CodeView record") } catch { problems.append(error) }
+        do { codeView = try self.codeView(codeViewLocation, "\(what) (\(name)) CodeView record") } catch { note(error) }
       }
       modules.append(MinidumpFile.Module(baseAddress: entry.field(UInt64.self, at: 0), size: word(8), checksum: word(12),
                                          timeDateStamp: word(16), name: name, versionInfo: version, codeView: codeView,
@@ -469,7 +480,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
       let entry = try reader.slice(at: start + index * entrySize, length: entrySize)
       var name = ""
       do { name = try string(at: UInt64(entry.field(UInt32.self, at: 20)), "\(label): module \(index) name") } catch {
-        problems.append(error)
+        note(error)
       }
       modules.append(MinidumpFile.UnloadedModule(baseAddress: entry.field(UInt64.self, at: 0), size: entry.field(UInt32.self, at: 8),
                                                  checksum: entry.field(UInt32.self, at: 12),
@@ -514,7 +525,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
     let tid = reader.field(UInt32.self, at: 0)
     var count = Int(reader.field(UInt32.self, at: 32))
     if count > 15 {
-      problems.append(.minidump("\(label): NumberParameters \(count) is more than 15; the first 15 read"))
+      note(.minidump("\(label): NumberParameters \(count) is more than 15; the first 15 read"))
       count = 15
     }
     let contextLocation = MinidumpFile.Location(dataSize: reader.field(UInt32.self, at: 160), rva: reader.field(UInt32.self, at: 164))
@@ -550,7 +561,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
       let entry = try table.slice(at: index * entrySize, length: entrySize)
       var name = ""
       do { name = try string(at: UInt64(entry.field(UInt32.self, at: wide ? 8 : 4)), "\(label): link_map \(index) name") } catch {
-        problems.append(error)
+        note(error)
       }
       debug.linkMaps.append(MinidumpFile.DSODebug.LinkMap(loadBias: entry.field(is64Bit: wide, at: 0), name: name,
                                                           dynamicAddress: entry.field(is64Bit: wide, at: wide ? 16 : 8)))
@@ -585,7 +596,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
           simpleAnnotations: try dictionary(location(12), "\(what) simple_annotations"),
           annotationObjects: try annotations(location(20), "\(what) annotation_objects")))
       } catch {
-        problems.append(error)
+        note(error)
       }
     }
     return info
