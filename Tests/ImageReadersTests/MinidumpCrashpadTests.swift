@@ -19,7 +19,7 @@ import Testing
 
   /// Builds the program in a folder of its own, crashes it in `mode` (`segv` or `abort`), and returns
   /// the dump Crashpad wrote (read into memory; the folder is removed).
-  static func crash(_ mode: String) throws -> CrashpadDump {
+  static func crash(_ mode: String, handlerArguments: [String] = []) throws -> CrashpadDump {
     let handler = try #require(pipelineTool("crashpad_handler"))
     let directory = try makeTemporaryDirectory("imagelog-minidump-crashpad")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
@@ -27,7 +27,7 @@ import Testing
     let build = try runTool(["cc", "-O2", "-g", "-pthread", "-Wl,--build-id",
                              "\(packageRoot)/Tests/Programs/minidump-crashpad.c", "-o", program])
     try #require(build.status == 0, "cc failed: \(build.error)")
-    let run = try runChild([program, handler, "\(directory)/database", mode], timeoutSeconds: 120)
+    let run = try runChild([program, handler, "\(directory)/database", mode] + handlerArguments, timeoutSeconds: 120)
     try #require(!run.timedOut, "the crash program hung")
     try #require(run.signal == (mode == "abort" ? 6 : 11), "it should die of its signal: \(run.status) \(run.error)")
     let ready = run.output.split(separator: "\n").first { $0.hasPrefix("ready ") }
@@ -40,8 +40,14 @@ import Testing
     return CrashpadDump(bytes: bytes, oracle: try StackwalkOracle.run(path), ready: ids, programBuildID: buildID)
   }
 
+  /// Process annotations the handler is given (`--annotation=KEY=VALUE`): they land in the dump's
+  /// CrashpadInfo stream.
+  static let annotations: [(key: String, value: String)] = [("channel", "nightly"), ("build", "1.2.3 (test)")]
+
   static let segv: Result<CrashpadDump, TestSupportError> = {
-    do { return .success(try crash("segv")) } catch { return .failure(TestSupportError("\(error)")) }
+    do { return .success(try crash("segv", handlerArguments: annotations.map { "--annotation=\($0.key)=\($0.value)" })) } catch {
+      return .failure(TestSupportError("\(error)"))
+    }
   }()
 
   @Test(.enabled(if: canRun && pipelineTool("minidump-stackwalk") != nil,
@@ -104,6 +110,12 @@ import Testing
     #expect(dump.crashpadInfo?.reportIDString == theirs["report_id"])
     #expect(dump.crashpadInfo?.clientIDString == theirs["client_id"])
     #expect(dump.crashpadInfo.map { UInt64($0.version) } == StackwalkOracle.number(theirs["version"]))
+    // The process annotations: the ones given to the handler among them, and all equal to --dump's.
+    let simple = dump.crashpadInfo?.simpleAnnotations ?? []
+    for (key, value) in Self.annotations { #expect(simple.contains { $0 == (key, value) }, "\(key) missing: \(simple)") }
+    let listed = theirs.filter { $0.key.hasPrefix("simple_annotations[") }
+    #expect(listed.count == simple.count)
+    for (key, value) in simple { #expect(theirs["simple_annotations[\"\(key)\"]"] == value) }
   }
 
   @Test(.enabled(if: canRun && pipelineTool("minidump-stackwalk") != nil,

@@ -1,5 +1,5 @@
 /* A crashing program whose minidump Crashpad's own handler writes, for the minidump reader's tests.
-   Usage: minidump-crashpad HANDLER DATABASE [segv|abort]
+   Usage: minidump-crashpad HANDLER DATABASE [segv|abort [HANDLER-ARGUMENT...]]
 
    Three named threads block in system calls (two in read(2) on a pipe nobody writes, one in
    nanosleep(2)); once the kernel shows each asleep, the main thread prints "ready" and crashes a
@@ -7,8 +7,8 @@
    address 0x28, "abort" calls abort(3). The signal handler does what Crashpad's client does in a
    crash: it fills Crashpad's ExceptionInformation (the siginfo_t and ucontext_t the kernel gave it,
    and the crashing thread's id), forks, and the child execs
-     HANDLER --database=DATABASE --trace-parent-with-exception=0xADDRESS --no-periodic-tasks
-   which ptrace-attaches to this process, reads that structure out of its memory and writes the
+     HANDLER --database=DATABASE --trace-parent-with-exception=0xADDRESS --no-periodic-tasks [HANDLER-ARGUMENT...]
+   (--annotation=KEY=VALUE, for one) which ptrace-attaches to this process, reads that structure out of its memory and writes the
    dump (DATABASE/pending/UUID.dmp). The handler is waited for, then the signal is raised again
    with its default action, so the program dies of it. Everything in the handler is
    async-signal-safe (no stdio, no malloc). */
@@ -37,6 +37,7 @@ static struct exception_information exception_information;
 static const char *handler_path;
 static char database_argument[4096];
 static char address_argument[64];
+static char *handler_arguments[32];
 static int blocker[2];
 static atomic_int tids[3];
 static const char *mode = "segv";
@@ -65,8 +66,8 @@ static void crash_signal(int signal, siginfo_t *info, void *context) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    char *const arguments[] = {"crashpad_handler", database_argument, address_argument, "--no-periodic-tasks", NULL};
-    execv(handler_path, arguments);
+    handler_arguments[2] = address_argument;
+    execv(handler_path, handler_arguments);
     _exit(127);
   }
   if (child > 0) {
@@ -100,7 +101,7 @@ __attribute__((noinline)) static int minidump_compare(const void *a, const void 
 __attribute__((noinline)) static void *minidump_reader(void *argument) {
   int index = (int)(long)argument;
   char name[16];
-  snprintf(name, sizeof name, "md-reader-%d", index + 1);
+  snprintf(name, sizeof name, "md-reader-%d", (index + 1) % 10);
   pthread_setname_np(pthread_self(), name);
   atomic_store(&tids[index], (int)syscall(SYS_gettid));
   char byte;
@@ -137,6 +138,13 @@ int main(int argc, char **argv) {
   handler_path = argv[1];
   snprintf(database_argument, sizeof database_argument, "--database=%s", argv[2]);
   if (argc > 3) mode = argv[3];
+  int count = 0;
+  handler_arguments[count++] = "crashpad_handler";
+  handler_arguments[count++] = database_argument;
+  handler_arguments[count++] = NULL;  /* the exception's address, filled in by the signal handler */
+  handler_arguments[count++] = "--no-periodic-tasks";
+  for (int i = 4; i < argc && count < 31; i++) handler_arguments[count++] = argv[i];
+  handler_arguments[count] = NULL;
   /* Under Yama's ptrace_scope 1 only a named tracer may attach: the handler is a child, not a parent. */
   prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   pthread_setname_np(pthread_self(), "md-main");
