@@ -143,3 +143,18 @@ extension MinidumpDecoder {
     return ranges
   }
 }
+
+extension MinidumpFile {
+  /// The `LinuxAuxv` stream as (`a_type`, `a_val`) pairs up to `AT_NULL` (not kept), in the dumped
+  /// process's word size (from `SystemInfo`; 64-bit without one); `nil` when the dump has no such
+  /// stream. (The `LinuxMaps` stream is `/proc/PID/maps` text: ImageLog's maps parser reads it.)
+  public var auxiliaryVector: [(type: UInt64, value: UInt64)]? {
+    guard let bytes = linux.auxiliaryVector else { return nil }
+    let wide = Self.is64Bit(architecture: systemInfo?.processorArchitecture)
+    // The same decoding as a core's NT_AUXV; it cannot fail (it stops where a pair no longer fits).
+    return try? ByteReader.reading(bytes) { reader throws(FormatError) in try ELFCoreNotes.auxv(reader, is64Bit: wide) }
+  }
+
+  /// True when `PROCESSOR_ARCHITECTURE` `architecture` has 64-bit pointers (true without one).
+  static func is64Bit(architecture: UInt16?) -> Bool { ![0, 1, 3, 5, 10, 0x8005].contains(architecture ?? 9) }
+}

@@ -537,7 +537,7 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
   }
 
   /// True when the dumped process had 64-bit pointers (from `SystemInfo`; 64-bit without one).
-  var is64Bit: Bool { ![0, 1, 3, 5, 10, 0x8005].contains(architecture ?? 9) }
+  var is64Bit: Bool { MinidumpFile.is64Bit(architecture: architecture) }
 
   mutating func dsoDebug(_ reader: ByteReader, _ label: String) throws(FormatError) -> MinidumpFile.DSODebug {
     let wide = is64Bit
