@@ -6,13 +6,7 @@ extension MinidumpFile {
   }
 
   func memoryRangeIndex(containing address: UInt64) -> Int? {
-    var low = 0, high = memoryRanges.count
-    while low < high {
-      let middle = low + (high - low) / 2
-      if memoryRanges[middle].address &+ memoryRanges[middle].size <= address { low = middle + 1 } else { high = middle }
-    }
-    guard low < memoryRanges.count, memoryRanges[low].addressRange.contains(address) else { return nil }
-    return low
+    memoryRanges.sortedRangeIndex(containing: address) { $0.addressRange }
   }
 
   /// The byte range of the dump file that holds the process's memory `address ..< address + length`,
@@ -63,12 +57,9 @@ extension MinidumpFile {
 extension MinidumpDecoder {
   /// `MINIDUMP_MEMORY_LIST`: a count and `MINIDUMP_MEMORY_DESCRIPTOR`s (16 bytes each).
   mutating func memoryList(_ reader: ByteReader, _ label: String) throws(FormatError) {
-    let (count, start) = try Self.listCount(reader, entrySize: 16, label)
-    memory.reserveCapacity(memory.count + count)
-    for index in 0..<count {
-      let entry = try reader.slice(at: start + index * 16, length: 16)
-      memory.append((entry.field(UInt64.self, at: 0), UInt64(entry.field(UInt32.self, at: 8)),
-                     UInt64(entry.field(UInt32.self, at: 12)), "\(label): range \(index)"))
+    memory += try list(reader, entrySize: 16, label) { _, index, entry throws(FormatError) in
+      (entry.field(UInt64.self, at: 0), UInt64(entry.field(UInt32.self, at: 8)), UInt64(entry.field(UInt32.self, at: 12)),
+       "\(label): range \(index)")
     }
   }
 

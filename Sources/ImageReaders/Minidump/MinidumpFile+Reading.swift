@@ -326,6 +326,27 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
     return (Int(count), available - used == 4 ? 8 : 4)
   }
 
+  /// The entries of a counted list (see `listCount`), each given to `body` with its index as a reader
+  /// over exactly its bytes; the values `body` returns, `nil`s left out.
+  mutating func list<T>(_ reader: ByteReader, entrySize: Int, _ what: String,
+                        _ body: (inout MinidumpDecoder, Int, ByteReader) throws(FormatError) -> T?) throws(FormatError) -> [T] {
+    let (count, start) = try Self.listCount(reader, entrySize: entrySize, what)
+    var values: [T] = []
+    values.reserveCapacity(count)
+    for index in 0..<count {
+      // listCount proved that count entries of entrySize fit after start.
+      if let value = try body(&self, index, try reader.slice(at: start + index * entrySize, length: entrySize)) { values.append(value) }
+    }
+    return values
+  }
+
+  /// `list` over the bytes `location` names (an empty location is an empty list).
+  mutating func list<T>(at location: MinidumpFile.Location, entrySize: Int, _ what: String,
+                        _ body: (inout MinidumpDecoder, Int, ByteReader) throws(FormatError) -> T?) throws(FormatError) -> [T] {
+    guard location.dataSize > 0 else { return [] }
+    return try list(try bytes(location, what), entrySize: entrySize, what, body)
+  }
+
   // MARK: Streams
 
   mutating func systemInfo(_ reader: ByteReader) throws(FormatError) -> MinidumpFile.SystemInfo {
@@ -384,54 +405,40 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
   }
 
   mutating func threads(_ reader: ByteReader, _ label: String) throws(FormatError) -> [MinidumpFile.Thread] {
-    let (count, start) = try Self.listCount(reader, entrySize: 48, label)
-    var threads: [MinidumpFile.Thread] = []
-    threads.reserveCapacity(count)
-    for index in 0..<count {
-      let entry = try reader.slice(at: start + index * 48, length: 48)  // listCount proved the fit
+    try list(reader, entrySize: 48, label) { d, index, entry throws(FormatError) in
       let tid = entry.field(UInt32.self, at: 0)
       let stack = MinidumpFile.MemoryDescriptor(
         startAddress: entry.field(UInt64.self, at: 24),
         location: MinidumpFile.Location(dataSize: entry.field(UInt32.self, at: 32), rva: entry.field(UInt32.self, at: 36)))
       let contextLocation = MinidumpFile.Location(dataSize: entry.field(UInt32.self, at: 40), rva: entry.field(UInt32.self, at: 44))
       let what = "\(label): thread \(index) (tid \(tid))"
-      threads.append(MinidumpFile.Thread(tid: tid, suspendCount: entry.field(UInt32.self, at: 4),
-                                         priorityClass: entry.field(UInt32.self, at: 8), priority: entry.field(UInt32.self, at: 12),
-                                         teb: entry.field(UInt64.self, at: 16), stack: stack, contextLocation: contextLocation,
-                                         context: context(contextLocation, what), name: nil))
       if stack.location.dataSize > 0 {
-        memory.append((stack.startAddress, UInt64(stack.location.dataSize), UInt64(stack.location.rva), "\(what) stack"))
+        d.memory.append((stack.startAddress, UInt64(stack.location.dataSize), UInt64(stack.location.rva), "\(what) stack"))
       }
+      return MinidumpFile.Thread(tid: tid, suspendCount: entry.field(UInt32.self, at: 4),
+                                 priorityClass: entry.field(UInt32.self, at: 8), priority: entry.field(UInt32.self, at: 12),
+                                 teb: entry.field(UInt64.self, at: 16), stack: stack, contextLocation: contextLocation,
+                                 context: d.context(contextLocation, what), name: nil)
     }
-    return threads
   }
 
   mutating func threadNames(_ reader: ByteReader, _ label: String) throws(FormatError) -> [MinidumpFile.ThreadName] {
-    let (count, start) = try Self.listCount(reader, entrySize: 12, label)
-    var names: [MinidumpFile.ThreadName] = []
-    names.reserveCapacity(count)
-    for index in 0..<count {
-      let entry = try reader.slice(at: start + index * 12, length: 12)
+    try list(reader, entrySize: 12, label) { d, index, entry throws(FormatError) in
       let tid = entry.field(UInt32.self, at: 0)
-      do {
-        names.append(MinidumpFile.ThreadName(tid: tid, name: try string(at: entry.field(UInt64.self, at: 4),
-                                                                         "\(label): name \(index) (tid \(tid))")))
+      do throws(FormatError) {
+        return MinidumpFile.ThreadName(tid: tid, name: try d.string(at: entry.field(UInt64.self, at: 4), "\(label): name \(index) (tid \(tid))"))
       } catch {
-        note(error)
+        d.note(error)
+        return nil
       }
     }
-    return names
   }
 
   mutating func modules(_ reader: ByteReader, _ label: String) throws(FormatError) -> [MinidumpFile.Module] {
-    let (count, start) = try Self.listCount(reader, entrySize: 108, label)
-    var modules: [MinidumpFile.Module] = []
-    modules.reserveCapacity(count)
-    for index in 0..<count {
-      let entry = try reader.slice(at: start + index * 108, length: 108)
+    try list(reader, entrySize: 108, label) { d, index, entry throws(FormatError) in
       let what = "\(label): module \(index)"
       var name = ""
-      do { name = try string(at: UInt64(entry.field(UInt32.self, at: 20)), "\(what) name") } catch { note(error) }
+      do throws(FormatError) { name = try d.string(at: UInt64(entry.field(UInt32.self, at: 20)), "\(what) name") } catch { d.note(error) }
       func word(_ at: Int) -> UInt32 { entry.field(UInt32.self, at: at) }
       let version = MinidumpFile.VersionInfo(signature: word(24), structVersion: word(28), fileVersion: (word(32), word(36)),
                                              productVersion: (word(40), word(44)), fileFlagsMask: word(48),
@@ -440,13 +447,12 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
       let codeViewLocation = MinidumpFile.Location(dataSize: word(76), rva: word(80))
       var codeView: MinidumpFile.CodeView?
       if codeViewLocation.dataSize > 0 {
-        do { codeView = try self.codeView(codeViewLocation, "\(what) (\(name)) CodeView record") } catch { note(error) }
+        do throws(FormatError) { codeView = try d.codeView(codeViewLocation, "\(what) (\(name)) CodeView record") } catch { d.note(error) }
       }
-      modules.append(MinidumpFile.Module(baseAddress: entry.field(UInt64.self, at: 0), size: word(8), checksum: word(12),
-                                         timeDateStamp: word(16), name: name, versionInfo: version, codeView: codeView,
-                                         miscRecord: MinidumpFile.Location(dataSize: word(84), rva: word(88))))
+      return MinidumpFile.Module(baseAddress: entry.field(UInt64.self, at: 0), size: word(8), checksum: word(12),
+                                 timeDateStamp: word(16), name: name, versionInfo: version, codeView: codeView,
+                                 miscRecord: MinidumpFile.Location(dataSize: word(84), rva: word(88)))
     }
-    return modules
   }
 
   mutating func codeView(_ location: MinidumpFile.Location, _ what: String) throws(FormatError) -> MinidumpFile.CodeView {
@@ -577,26 +583,22 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
                                          clientID: try reader.bytes(at: 20, length: 16), simpleAnnotations: [], moduleInfos: [],
                                          addressMask: reader.count >= 64 ? reader.field(UInt64.self, at: 56) : nil)
     info.simpleAnnotations = try dictionary(simple, "\(label): simple_annotations")
-    guard moduleList.dataSize > 0 else { return info }
-    let list = try bytes(moduleList, "\(label): module_list")
-    let (count, start) = try Self.listCount(list, entrySize: 12, "\(label): module_list")
-    info.moduleInfos.reserveCapacity(count)
-    for index in 0..<count {
-      let link = try list.slice(at: start + index * 12, length: 12)
+    info.moduleInfos = try list(at: moduleList, entrySize: 12, "\(label): module_list") { d, index, link throws(FormatError) in
       let what = "\(label): module_list entry \(index)"
       do throws(FormatError) {
-        let body = try bytes(MinidumpFile.Location(dataSize: link.field(UInt32.self, at: 4), rva: link.field(UInt32.self, at: 8)), what)
+        let body = try d.bytes(MinidumpFile.Location(dataSize: link.field(UInt32.self, at: 4), rva: link.field(UInt32.self, at: 8)), what)
         guard body.count >= 28 else { throw FormatError.minidump("\(what): \(body.count) bytes, MinidumpModuleCrashpadInfo needs 28") }
         func location(_ at: Int) -> MinidumpFile.Location {
           MinidumpFile.Location(dataSize: body.field(UInt32.self, at: at), rva: body.field(UInt32.self, at: at + 4))
         }
-        info.moduleInfos.append(MinidumpFile.CrashpadInfo.ModuleInfo(
+        return MinidumpFile.CrashpadInfo.ModuleInfo(
           moduleIndex: link.field(UInt32.self, at: 0), version: body.field(UInt32.self, at: 0),
-          listAnnotations: try stringList(location(4), "\(what) list_annotations"),
-          simpleAnnotations: try dictionary(location(12), "\(what) simple_annotations"),
-          annotationObjects: try annotations(location(20), "\(what) annotation_objects")))
+          listAnnotations: try d.stringList(location(4), "\(what) list_annotations"),
+          simpleAnnotations: try d.dictionary(location(12), "\(what) simple_annotations"),
+          annotationObjects: try d.annotations(location(20), "\(what) annotation_objects"))
       } catch {
-        note(error)
+        d.note(error)
+        return nil
       }
     }
     return info
@@ -604,45 +606,25 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
 
   /// A `MinidumpSimpleStringDictionary`: a count and (key, value) string RVAs.
   mutating func dictionary(_ location: MinidumpFile.Location, _ what: String) throws(FormatError) -> [(key: String, value: String)] {
-    guard location.dataSize > 0 else { return [] }
-    let list = try bytes(location, what)
-    let (count, start) = try Self.listCount(list, entrySize: 8, what)
-    var pairs: [(key: String, value: String)] = []
-    pairs.reserveCapacity(count)
-    for index in 0..<count {
-      let entry = try list.slice(at: start + index * 8, length: 8)
-      pairs.append((try utf8String(at: entry.field(UInt32.self, at: 0), "\(what) key \(index)"),
-                    try utf8String(at: entry.field(UInt32.self, at: 4), "\(what) value \(index)")))
+    try list(at: location, entrySize: 8, what) { d, index, entry throws(FormatError) in
+      (key: try d.utf8String(at: entry.field(UInt32.self, at: 0), "\(what) key \(index)"),
+       value: try d.utf8String(at: entry.field(UInt32.self, at: 4), "\(what) value \(index)"))
     }
-    return pairs
   }
 
   /// A `MinidumpRVAList` of UTF-8 strings.
   mutating func stringList(_ location: MinidumpFile.Location, _ what: String) throws(FormatError) -> [String] {
-    guard location.dataSize > 0 else { return [] }
-    let list = try bytes(location, what)
-    let (count, start) = try Self.listCount(list, entrySize: 4, what)
-    var strings: [String] = []
-    strings.reserveCapacity(count)
-    for index in 0..<count {
-      strings.append(try utf8String(at: list.field(UInt32.self, at: start + index * 4), "\(what) \(index)"))
+    try list(at: location, entrySize: 4, what) { d, index, entry throws(FormatError) in
+      try d.utf8String(at: entry.field(UInt32.self, at: 0), "\(what) \(index)")
     }
-    return strings
   }
 
   /// A `MinidumpAnnotationList`: a count and (name, type, reserved, value) entries.
   mutating func annotations(_ location: MinidumpFile.Location, _ what: String) throws(FormatError) -> [MinidumpFile.CrashpadInfo.Annotation] {
-    guard location.dataSize > 0 else { return [] }
-    let list = try bytes(location, what)
-    let (count, start) = try Self.listCount(list, entrySize: 12, what)
-    var annotations: [MinidumpFile.CrashpadInfo.Annotation] = []
-    annotations.reserveCapacity(count)
-    for index in 0..<count {
-      let entry = try list.slice(at: start + index * 12, length: 12)
-      annotations.append(MinidumpFile.CrashpadInfo.Annotation(
-        name: try utf8String(at: entry.field(UInt32.self, at: 0), "\(what) \(index) name"), type: entry.field(UInt16.self, at: 4),
-        value: try byteArray(at: entry.field(UInt32.self, at: 8), "\(what) \(index) value")))
+    try list(at: location, entrySize: 12, what) { d, index, entry throws(FormatError) in
+      MinidumpFile.CrashpadInfo.Annotation(
+        name: try d.utf8String(at: entry.field(UInt32.self, at: 0), "\(what) \(index) name"), type: entry.field(UInt16.self, at: 4),
+        value: try d.byteArray(at: entry.field(UInt32.self, at: 8), "\(what) \(index) value"))
     }
-    return annotations
   }
 }
