@@ -90,7 +90,7 @@ extension MinidumpFile {
     problems = decoder.problems
   }
 
-  /// Decodes `bytes` held in memory (tests and the fuzz target).
+  /// Decodes `bytes` held in memory: the same values and problems as `init(source:)` over them.
   public init(bytes: [UInt8]) throws(FormatError) {
     self = try ByteReader.reading(bytes) { reader throws(FormatError) in try MinidumpFile(source: reader) }
   }

@@ -82,6 +82,7 @@ public struct MinidumpFile: Sendable {
     /// `Rva`: the offset from the start of the file.
     public var rva: UInt32
 
+    /// The location of `dataSize` bytes at file offset `rva`.
     public init(dataSize: UInt32, rva: UInt32) {
       self.dataSize = dataSize
       self.rva = rva
@@ -173,6 +174,7 @@ public struct MinidumpFile: Sendable {
     /// `dwFileDateMS`, `dwFileDateLS`
     public var fileDate: (high: UInt32, low: UInt32)
 
+    /// Field by field (the version pairs are tuples).
     public static func == (lhs: VersionInfo, rhs: VersionInfo) -> Bool {
       lhs.signature == rhs.signature && lhs.structVersion == rhs.structVersion && lhs.fileVersion == rhs.fileVersion
         && lhs.productVersion == rhs.productVersion && lhs.fileFlagsMask == rhs.fileFlagsMask
@@ -385,6 +387,7 @@ public struct MinidumpFile: Sendable {
     /// `ProcessCookie` (`MINIDUMP_MISC5_PROCESS_COOKIE`).
     public var processCookie: UInt32?
 
+    /// Field by field (the processor speeds and time zone are tuples).
     public static func == (lhs: MiscInfo, rhs: MiscInfo) -> Bool {
       lhs.size == rhs.size && lhs.flags == rhs.flags && lhs.processID == rhs.processID
         && lhs.processCreateTime == rhs.processCreateTime && lhs.processUserTime == rhs.processUserTime
@@ -426,6 +429,7 @@ public struct MinidumpFile: Sendable {
     /// `MD_LINUX_DSO_DEBUG` (`0x4767000A`), decoded.
     public var dsoDebug: DSODebug?
 
+    /// No Linux streams.
     public init() {}
 
     /// The command line's arguments (NUL-separated; a final NUL ends the last).
@@ -512,6 +516,7 @@ public struct MinidumpFile: Sendable {
       /// `annotation_objects`: name, type (`1` a string, `0x8000` and above user-defined) and value.
       public var annotationObjects: [Annotation]
 
+      /// Field by field, annotations in order.
       public static func == (lhs: ModuleInfo, rhs: ModuleInfo) -> Bool {
         lhs.moduleIndex == rhs.moduleIndex && lhs.version == rhs.version && lhs.listAnnotations == rhs.listAnnotations
           && lhs.simpleAnnotations.elementsEqual(rhs.simpleAnnotations, by: ==)
@@ -531,6 +536,7 @@ public struct MinidumpFile: Sendable {
       public var stringValue: String? { type == 1 ? String(decoding: value.prefix { $0 != 0 }, as: UTF8.self) : nil }
     }
 
+    /// Field by field, annotations in order.
     public static func == (lhs: CrashpadInfo, rhs: CrashpadInfo) -> Bool {
       lhs.version == rhs.version && lhs.reportID == rhs.reportID && lhs.clientID == rhs.clientID
         && lhs.simpleAnnotations.elementsEqual(rhs.simpleAnnotations, by: ==) && lhs.moduleInfos == rhs.moduleInfos
