@@ -249,13 +249,7 @@ public struct ELFCore: Sendable {
 
   /// The index in `segments` of the segment holding `address`, or `nil`.
   func segmentIndex(containing address: UInt64) -> Int? {
-    var low = 0, high = segments.count
-    while low < high {
-      let middle = low + (high - low) / 2
-      if segments[middle].vmRange.upperBound <= address { low = middle + 1 } else { high = middle }
-    }
-    guard low < segments.count, segments[low].vmRange.contains(address) else { return nil }
-    return low
+    segments.sortedRangeIndex(containing: address) { $0.vmRange }
   }
 
   /// The byte range of the core file that holds the process's memory `address ..< address + length`,
