@@ -33,8 +33,16 @@ let package = Package(
     .target(name: "ImageReaders"),
     // The in-process image list, observers, formatting, other processes. No Foundation.
     .target(name: "ImageLog", dependencies: ["CImageLog", "CImageLogUnwind", "ImageReaders"]),
+    // The crash pipeline: every source becomes one model of a process at a moment (Snapshot), which
+    // symbolication enriches and the writers read.
+    // The model: exception, threads with frames and their trust, images with identities, the source's facts.
+    .target(name: "Snapshot", dependencies: ["ImageLog", "ImageReaders"]),
+    // Sources: a live process, a core, a minidump, and every text report kind, each made a ProcessSnapshot.
+    .target(name: "SnapshotSources", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
     // Crash report parsing and address-to-symbol resolution.
-    .target(name: "ImageLogSymbolication", dependencies: ["ImageLog", "ImageReaders"]),
+    .target(name: "ImageLogSymbolication", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
+    // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text.
+    .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
     // libm: the Swift runtime, libstdc++ (StaticLink/libstdc++.so is a linker script naming the archive) and
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations
@@ -45,7 +53,8 @@ let package = Package(
     // The executable's C part: CommandLine's argv without the runtime's /proc/self/maps scan (argv.c),
     // and `imagelog run`, which execs the command from the first constructor, before the runtime starts (run.c).
     .target(name: "CImageLogMain", dependencies: ["CImageLogImage"]),
-    .executableTarget(name: "ImageLogCLI", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLogMain"],
+    .executableTarget(name: "ImageLogCLI", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotSources",
+                                                        "ImageLogSymbolication", "SnapshotFormatting", "CImageLogMain"],
                       exclude: ["StaticLink"],
                       linkerSettings: [.unsafeFlags(["-static-stdlib", "-L", staticLinkDirectory,
                                                      "-Xclang-linker", "-static-libgcc",

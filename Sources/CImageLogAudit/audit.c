@@ -10,12 +10,8 @@
  * a namespace of our own. So: no malloc, no stdio, no locks. The line buffer is static: the loader
  * lock serializes the hooks, and a forked child has its own copy.
  *
- * No libc: a module that needs one makes the loader map, relocate and initialize a second libc in
- * the audit namespace at every start of every audited program, which costs more than everything the
- * module does (BENCHMARKS.md). So the module makes its few system calls itself, reads the
- * environment and the auxiliary vector from the arguments the loader passes its initializer, and
- * defines the four string functions the compiler and CImageLogImage.h call. Nothing it does touches
- * the program's errno (it has none of its own either).
+ * No libc and no Swift runtime (audit_libc.h says why, and holds what stands in for them). Nothing
+ * the module does touches the program's errno (it has none of its own either).
  *
  * Program headers: the loader's own table for each object, as dlinfo(RTLD_DI_PHDR) returns it
  * (which is libc's). glibc keeps it in the link map, in the fields l_phdr, l_entry and l_phnum, one
@@ -28,6 +24,7 @@
 #define _GNU_SOURCE
 #include "CImageLogAudit.h"
 #include "CImageLogImage.h"
+#include "audit_libc.h"
 #include <elf.h>
 #include <errno.h>  /* the E* numbers only: the module has no errno */
 #include <fcntl.h>
@@ -37,106 +34,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
-
-/* SwiftPM links every product with the Swift driver, which adds swiftrt.o and -lswiftCore. Loaded
-   by LD_AUDIT, that would bring the Swift runtime, libstdc++ and a second libm into the audit
-   namespace of every program, at each start (the cost: BENCHMARKS.md). So: swiftrt.o's two references to the
-   runtime are satisfied here (hidden, never called by anything that matters for a C library),
-   and an autolink entry (the Swift driver's own mechanism, read by swift-autolink-extract and put
-   before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module
-   links with -nostdlib (Package.swift), so it depends on nothing at all. */
-__asm__(".section .swift1_autolink_entries,\"e\"\n.asciz \"-Wl,--as-needed\"\n.previous\n");
-__attribute__((visibility("hidden"))) void swift_addNewDSOImage(const void *image) { (void)image; }
-__attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const char *name) { (void)name; return 0; }
-
-/* ---- what libc would have given: system calls, string functions ---- */
-
-/* A system call; returns the result, or -errno. */
-static long sys6(long number, long a, long b, long c, long d, long e, long f) {
-#if defined(__x86_64__)
-  register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
-  long result;
-  __asm__ volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return result;
-#elif defined(__aarch64__)
-  register long x8 __asm__("x8") = number, x0 __asm__("x0") = a, x1 __asm__("x1") = b, x2 __asm__("x2") = c,
-                x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
-  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
-  return x0;
-#else
-#error "the audit module makes its own system calls: add this architecture's convention"
-#endif
-}
-#define SYS(number, ...) SYS_N(number, __VA_ARGS__, 0, 0, 0, 0, 0, 0)
-#define SYS_N(number, a, b, c, d, e, f, ...) sys6((number), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
-
-/* The compiler may call these for copies and comparisons, and CImageLogImage.h does; hidden, so nothing outside the
-   module binds to them. The loops stay loops (LLVM does not turn a loop in a function named memcpy
-   or memset into a call to itself; the barrier keeps any compiler from doing so). */
-__attribute__((visibility("hidden"))) void *memcpy(void *restrict to, const void *restrict from, size_t count) {
-  unsigned char *out = to;
-  const unsigned char *in = from;
-  for (size_t index = 0; index < count; index++) { out[index] = in[index]; __asm__("" ::: "memory"); }
-  return to;
-}
-__attribute__((visibility("hidden"))) void *memset(void *to, int value, size_t count) {
-  unsigned char *out = to;
-  for (size_t index = 0; index < count; index++) { out[index] = (unsigned char)value; __asm__("" ::: "memory"); }
-  return to;
-}
-__attribute__((visibility("hidden"))) int memcmp(const void *left, const void *right, size_t count) {
-  const unsigned char *a = left, *b = right;
-  for (size_t index = 0; index < count; index++) if (a[index] != b[index]) return a[index] < b[index] ? -1 : 1;
-  return 0;
-}
-/* What clang turns memcmp(...) == 0 into. */
-__attribute__((visibility("hidden"))) int bcmp(const void *left, const void *right, size_t count) {
-  return memcmp(left, right, count);
-}
-__attribute__((visibility("hidden"))) size_t strlen(const char *text) {
-  size_t length = 0;
-  while (text[length] != '\0') { length++; __asm__("" ::: "memory"); }
-  return length;
-}
-
-/* True when `entry` is `name=...`; *value is then what follows the '='. */
-static int variable_named(const char *entry, const char *name, const char **value) {
-  size_t index = 0;
-  while (name[index] != '\0' && entry[index] == name[index]) index++;
-  if (name[index] != '\0' || entry[index] != '=') return 0;
-  *value = entry + index + 1;
-  return 1;
-}
-
-/* ---- the process: its environment and auxiliary vector, from the loader ---- */
-
-static char **environment;
-static const ElfW(auxv_t) *auxiliary;
-
-/* The loader passes every initializer argc, argv and the environment, as the kernel laid them out
-   (its initializers run before la_version): the auxiliary vector follows the environment's NULL. */
-__attribute__((constructor)) static void capture_environment(int argc, char **argv, char **envp) {
-  (void)argc; (void)argv;
-  environment = envp;
-  if (envp == NULL) return;
-  char **end = envp;
-  while (*end != NULL) end++;
-  auxiliary = (const ElfW(auxv_t) *)(end + 1);
-}
-
-static const char *variable(const char *name) {
-  const char *value;
-  for (char **entry = environment; entry != NULL && *entry != NULL; entry++) if (variable_named(*entry, name, &value)) return value;
-  return NULL;
-}
-
-static uintptr_t auxiliary_value(uintptr_t type) {
-  for (const ElfW(auxv_t) *entry = auxiliary; entry != NULL && entry->a_type != AT_NULL; entry++) {
-    if (entry->a_type == type) return entry->a_un.a_val;
-  }
-  return 0;
-}
 
 /* ---- state ---- */
 
@@ -375,20 +272,6 @@ static void clean_environment(const char *module_path) {
   *write_at = NULL;
 }
 
-static int parse_number(const char *text, uint64_t *value) {
-  if (text == NULL || *text == '\0') return 0;
-  uint64_t result = 0;
-  for (; *text; text++) {
-    if (*text < '0' || *text > '9' || result > (UINT64_MAX - 9) / 10) return 0;
-    result = result * 10 + (uint64_t)(*text - '0');
-  }
-  *value = result;
-  return 1;
-}
-
-static int same_text(const char *left, const char *right) {
-  return left != NULL && strlen(left) == strlen(right) && memcmp(left, right, strlen(right)) == 0;
-}
 
 /* Always accepts the interface version: a module that returns 0 is unloaded, and glibc asserts
    (rtld.c unload_audit_module) when the module brought dependencies into its namespace. Without a

@@ -19,7 +19,7 @@ import Synchronization
 /// `Binary Images` in the `crash` style. `imagelog symbolicate` reads it. Each other thread is
 /// asked with a real-time signal (SIGPROF when it blocks that one, as libdispatch's workers do) to
 /// unwind itself; one that does not answer within a bounded wait (longer while it is still runnable:
-/// crash.c's `IL_ANSWER_BUDGET_MS` and `IL_ANSWER_LIMIT_MS`), or that sleeps blocking every such
+/// crash_internal.h's `IL_ANSWER_BUDGET_MS` and `IL_ANSWER_LIMIT_MS`), or that sleeps blocking every such
 /// signal, is listed with the reason instead of frames. The handler uses only
 /// async-signal-safe system calls: no allocation, no locks, no stdio; it works while any thread
 /// holds the allocator's lock. The fault address is 0 for a signal that was sent (`abort`, `kill`:
@@ -40,7 +40,7 @@ import Synchronization
 ///
 /// The frame walk follows frame pointers (each read through a reader that cannot fault), and
 /// across code built without them (most of glibc) scans the stack for return addresses that
-/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash.c` for the design.
+/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash_internal.h` for the design (which file does what).
 public enum CrashReporter {
   /// Why `install` failed: the report path (if any) and the system call that failed.
   public struct InstallError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -111,14 +111,5 @@ enum ProcFile {
     if let failure { throw SystemError("read", errno: failure) }
     return result
   }
-
-  /// The target of a symbolic link such as `/proc/PID/exe`, or `nil`.
-  static func readLink(_ path: String) -> String? {
-    var buffer = [CChar](repeating: 0, count: 4097)
-    // A 4097-element buffer always has a base address.
-    let count = buffer.withUnsafeMutableBufferPointer { readlink(path, $0.baseAddress!, 4096) }
-    guard count > 0 else { return nil }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-  }
 }
 

@@ -68,9 +68,21 @@ func printErrorLines(_ text: String) {
   writeAll(to: 2, lines)
 }
 
-/// Writes `text` to standard output through stdio's buffer (results, not diagnostics).
+/// Writes `text` and a newline to standard output.
 func printOutput(_ text: String) {
-  print(text)
+  writeOutput(text + "\n")
+}
+
+/// Writes `text` to standard output: with `writeAll(to: 1, ...)`, the one way results leave imagelog
+/// (no stdio buffer, so a diagnostic written after a result is never seen before it). A command that
+/// prints many short lines gathers them first (`OutputLines`).
+func writeOutput(_ text: String) {
+  writeAll(to: 1, text)  // a closed pipe or a full disk: nothing more can be said there
+}
+
+/// Writes `bytes` to standard output (`writeOutput(_:)` for bytes already encoded).
+func writeOutput(_ bytes: UnsafeRawBufferPointer) {
+  writeAll(to: 1, bytes)
 }
 
 /// True when standard error is a terminal (progress lines are for people only).

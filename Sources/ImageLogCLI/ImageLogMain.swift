@@ -30,7 +30,6 @@ enum ImageLogMain {
       printError("imagelog: \(error)")
       status = .failure
     }
-    fflush(nil)  // flushes every output stream, stdout included
     exit(status.code)
   }
 
@@ -57,6 +56,7 @@ enum ImageLogMain {
     }
     if scanner.contains("--help", "-h") { printOutput(command.help); return .success }
     var parser = scanner
+    parser.begin(command)
     let instance = try command.init(&parser)
     return try instance.run()
   }

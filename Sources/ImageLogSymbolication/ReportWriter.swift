@@ -102,7 +102,7 @@ public struct ThreadsReport: Sendable {
     self.images = images
   }
 
-  /// The report in imagelog's crash-report layout (the crash handler's, `CONTRACTS.md` §2), ending
+  /// The report in imagelog's crash-report layout (the crash handler's, README.md's "Crash reports"), ending
   /// with a newline: the header, each thread's headings and frames, the crashed thread's registers,
   /// `Binary Images:`. Names from the process are escaped (`TextEscaping`), so none can forge a line.
   public func text() -> String {

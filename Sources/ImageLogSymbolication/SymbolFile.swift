@@ -120,8 +120,9 @@ public struct SymbolFile: Sendable {
   public static func slice(_ slices: [SymbolFile], architecture: String?) -> SymbolFile? {
     guard let architecture else { return slices.count == 1 ? slices[0] : nil }
     if let exact = slices.first(where: { $0.architecture == architecture }) { return exact }
-    let family: [String: String] = ["arm64e": "arm64", "arm64": "arm64e", "x86_64h": "x86_64", "x86_64": "x86_64h"]
-    if let other = family[architecture], let near = slices.first(where: { $0.architecture == other }) { return near }
+    if let other = Architecture(architecture).sibling, let near = slices.first(where: { $0.architecture == other.name }) {
+      return near
+    }
     return slices.count == 1 && !slices[0].isUniversalSlice ? slices[0] : nil
   }
 }

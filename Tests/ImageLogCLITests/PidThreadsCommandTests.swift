@@ -85,7 +85,7 @@ import Testing
     #expect(names(0).starts(with: ["pause", "main_waits", "main"]))
     #expect(report.frames.allSatisfy { $0.trust == nil || $0.trust == "cfi" || $0.trust == "context" }, "\(report.frames.map(\.trust))")
 
-    // The text report: the header of CONTRACTS §2, each thread's name, tid and state, Binary Images.
+    // The text report: the crash report's header (README.md's "Crash reports"), each thread's name, tid and state, Binary Images.
     let text = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid)])
     #expect(text.exitStatus == 0 && text.error.isEmpty, "\(text.error)")
     let lines = text.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)

@@ -17,7 +17,7 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
   il_crash_write_report(parityReportFD, SIGSEGV, &paritySignalInfo, context)
 }
 
-/// The two writers of imagelog's report layout: crash.c's at crash time and `ThreadsReport` for
+/// The two writers of imagelog's report layout: crash_report.c's at crash time and `ThreadsReport` for
 /// `pid --threads` and cores. A report the crash handler writes for a real context, read back by the
 /// parser, and written again by `ThreadsReport` from what was read, is the same bytes; and what it
 /// says of each thread is what /proc says.

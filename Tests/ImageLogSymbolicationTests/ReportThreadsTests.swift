@@ -5,7 +5,7 @@ import ImageReaders
 /// Threads as each kind of report gives them (Apple `.crash` and `.ips`, the Swift backtracer's text
 /// and JSON, imagelog's old and new layouts), and the `"threads"` of `symbolicate --format json`.
 @Suite struct ReportThreadsTests {
-  /// imagelog's crash handler before every thread was reported (crash.c's layout until now): one
+  /// imagelog's crash handler before every thread was reported (the C handler's layout until then): one
   /// crashed thread, its tid in the header only, no `Threads:` line.
   static let singleThread = """
     Process:         crash-test [5150]
@@ -39,7 +39,7 @@ import ImageReaders
     #expect(report.frames.map(\.reportedSymbol) == [nil, nil, nil])
   }
 
-  /// The layout of CONTRACTS.md §2 as written there by hand (not by our writer): every thread of a
+  /// imagelog's report layout (README.md's "Crash reports") written here by hand (not by our writer): every thread of a
   /// crash, the marks, a thread not unwound, the registers.
   static let multiThread = """
     Process:         crash-threads [12340]

@@ -149,7 +149,7 @@ import Testing
   }
 
   /// Frame lines as C's printf writes `%-4d%-30s0x%016llx 0x%llx + %llu` (the crash handler's `w_frame`
-  /// for names under 30 bytes), the trust mark after them; header lines as crash.c's.
+  /// for names under 30 bytes), the trust mark after them; header lines as crash_report.c's.
   @Test func linesAreTheCrashHandlersLayout() throws {
     let images = try Self.images()
     let written = Self.sample(images: images, registers: Self.x86Registers)

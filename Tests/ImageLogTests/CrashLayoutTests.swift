@@ -5,7 +5,7 @@ import ImageReaders
 import ImageLogTestSupport
 import Testing
 
-/// One layout, two writers (CONTRACTS.md §2): the crash handler's report, written in C at crash time, and
+/// One layout, two writers (README.md's "Crash reports"): the crash handler's report, written in C at crash time, and
 /// `ThreadsReport.text()`, the Swift writer of `pid --threads` and cores, given the same values (threads,
 /// frames and their trust, registers, images, header), write the same bytes.
 @Suite(.serialized) struct CrashLayoutTests {
@@ -53,7 +53,7 @@ import Testing
       let ours = text.split(separator: "\n", omittingEmptySubsequences: false)
       let theirs = written.split(separator: "\n", omittingEmptySubsequences: false)
       for (number, (a, b)) in zip(ours, theirs).enumerated() where a != b {
-        Issue.record("line \(number + 1): crash.c '\(a)', ThreadsReport '\(b)'")
+        Issue.record("line \(number + 1): crash_report.c '\(a)', ThreadsReport '\(b)'")
         break
       }
     }

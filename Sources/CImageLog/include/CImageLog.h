@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "CImageLogCrash.h" /* crash-time image table and handler (crash.c) */
+#include "CImageLogCrash.h" /* crash-time image table and handler (crash_*.c) */
 #include "CImageLogImage.h" /* one image's layout, build-id and line (header-only) */
 
 /* other processes */

@@ -1,7 +1,8 @@
 #ifndef CIMAGELOG_CRASH_H
 #define CIMAGELOG_CRASH_H
 /* Crash-time support: an image table that can be written from a signal handler, and an opt-in
-   crash handler that writes imagelog's crash report (see crash.c for the design). */
+   crash handler that writes imagelog's crash report (Sources/CImageLog/crash_internal.h says which
+   file holds each part and its design). */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -57,9 +58,9 @@ int il_crash_uninstall(void);
 
 /* Writes the report il_crash_install's handler would write for (signal, info, ucontext) to `fd`:
    for tests and for a host that runs its own signal handler. After il_crash_install it asks every
-   other thread for its stack (waiting a bounded time, longer for threads still runnable then: crash.c's
-   IL_ANSWER_BUDGET_MS and IL_ANSWER_LIMIT_MS); before, or while another report is asking, it reports the
-   calling thread alone. Async-signal-safe. */
+   other thread for its stack (waiting a bounded time, longer for threads still runnable then:
+   crash_internal.h's IL_ANSWER_BUDGET_MS and IL_ANSWER_LIMIT_MS); before, or while another report
+   is asking, it reports the calling thread alone. Async-signal-safe. */
 void il_crash_write_report(int fd, int signal, const void *info, const void *ucontext);
 
 #endif

@@ -20,7 +20,7 @@ extension FileCommand {
       report.fail("imagelog: \(path): entitlements are stored only in Mach-O code signatures")
       return report
     }
-    if let architecture, Self.canonicalArchitecture(architecture) != Self.canonicalArchitecture(dump.core.architecture) {
+    if let architecture, Architecture(commandLine: architecture) != Architecture(commandLine: dump.core.architecture) {
       report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(dump.core.architecture))")
       return report
     }

@@ -3,6 +3,9 @@ internal import Glibc
 #endif
 import ImageLog
 import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 import Synchronization
 
 /// `imagelog pid PID`: the images of another running process. `imagelog pid --threads PID`: every
@@ -67,19 +70,18 @@ struct PidCommand: Command {
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     threads = scanner.flag("--threads")
     if threads {
-      if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
+      if let format = try scanner.option("--format") {
         guard let chosen = ReportStyle(rawValue: format), chosen != .crash else {
-          throw UsageError(message: "Unknown format '\(format)' for --threads (report or json)", commandName: Self.name,
-                           usage: Self.usage)
+          throw scanner.usageError("Unknown format '\(format)' for --threads (report or json)")
         }
         style = chosen
       }
       symbolicating = !scanner.flag("--no-symbolicate")
-      options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
+      options = try parseSymbolicationOptions(&scanner)
     } else {
-      formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
+      formatter = try parseFormatter(&scanner, default: .crash)
     }
-    pid = try parsePIDArgument(&scanner, command: Self.name, usage: Self.usage)
+    pid = try parsePIDArgument(&scanner)
   }
 
   func run() throws -> ExitStatus {
@@ -104,62 +106,39 @@ struct PidCommand: Command {
     // symbolication's time for a few frames. It starts while the threads are stopped, with the files
     // most frames are in; the others come with the stacks.
     let prefetch = symbolicating ? FilePrefetch(of: pid, options: options) : nil
-    let captured: ProcessThreads
+    let capture: ProcessSnapshot.Capture
     do {
-      captured = try ProcessThreads.capture(of: pid)
+      capture = try ProcessSnapshot.capture(pid: pid)
     } catch {
       prefetch?.finish()
       printError("imagelog: \(error)")
       return .failure
     }
-    var status = ExitStatus.success
-    // The images after the stop: what the threads ran is mapped still (a library unloaded in between
-    // leaves its frames as bare addresses).
-    var images: [Image] = []
-    do {
-      images = try ProcessImages.snapshot(of: pid)
-    } catch {
-      printError("imagelog: pid \(pid): the process exited while its threads were being read: "
-                 + "what was read before is shown")
-      status = .failure
-    }
-    let stacks = captured.unwind(images: images)
-    prefetch?.unwound(stacks, images: images)
-    var threads: [ThreadsReport.Thread] = []
-    threads.reserveCapacity(captured.threads.count)
-    var unread = 0
-    for (thread, frames) in zip(captured.threads, stacks) {
-      var problem = thread.problem
-      if problem == nil, frames.isEmpty { problem = "no frame could be read (the process exited meanwhile)" }
-      if thread.problem != nil, !thread.exited { unread += 1 }
-      threads.append(ThreadsReport.Thread(
-        tid: thread.tid, name: thread.name, state: thread.state,
-        frames: frames.map { ThreadsReport.Frame(address: $0.pc, trust: Self.trustMark($0.trust)) },
-        problem: problem))
-    }
-    if unread > 0 {
-      printError("imagelog: pid \(pid): \(unread) of \(captured.threads.count) threads could not be read (listed with the reason)")
-      status = .failure
-    }
-    let main = images.first(where: \.isMainExecutable)
-    let report = ThreadsReport(
-      processName: ProcessThreads.commandName(of: pid) ?? main?.name ?? "?", path: main?.path ?? "?", pid: pid,
-      date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
-      threads: threads, images: images)
+    var snapshot = capture.snapshot
+    prefetch?.unwound(capture.stacks, images: snapshot.images.compactMap(\.loaded))
+    for failure in capture.failures { printError("imagelog: \(failure)") }
+    let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
     if prefetch == nil && style == .report {
-      writeAll(to: 1, report.text())
+      writeOutput(snapshot.imagelogReportText())
       return status
     }
-    let crashReport = report.crashReport()  // what symbolicate reads from report.text(), without writing and reading it
+    let crashReport = snapshot.flatReport()
     let locator = prefetch?.finish()
     let result = locator.map { Symbolicator.symbolicate(crashReport, options: options, locator: $0) }
       ?? Symbolicator.unsymbolicated(crashReport)
     var last: UInt8?
-    result.write(style) { chunk in
-      last = chunk.last
-      SymbolicateCommand.writeStandardOutput(chunk)
+    if style == .report {
+      snapshot.take(result)
+      var text = snapshot.imagelogReportText() + result.summary()
+      last = text.utf8.last
+      text.withUTF8 { writeOutput(UnsafeRawBufferPointer($0)) }
+    } else {
+      result.write(style) { chunk in
+        last = chunk.last
+        writeOutput(chunk)
+      }
     }
-    if last != UInt8(ascii: "\n") { writeAll(to: 1, "\n") }
+    if last != UInt8(ascii: "\n") { writeOutput("\n") }
     // The files the locator mapped and the tables it read are left to the process's exit, which drops
     // them all at once: unmapping and freeing them one by one here would be work for nothing.
     _ = locator.map { Unmanaged.passRetained($0) }
@@ -332,32 +311,30 @@ struct PidCommand: Command {
 
 /// A PID argument: a positive decimal number.
 /// The one positional argument of `imagelog pid` and `imagelog watch`: a process ID.
-func parsePIDArgument(_ scanner: inout ArgumentScanner, command: String, usage: String) throws(UsageError) -> Int32 {
-  let rest = try scanner.positionals(command: command, usage: usage)
+func parsePIDArgument(_ scanner: inout ArgumentScanner) throws(UsageError) -> Int32 {
+  let rest = try scanner.positionals()
   guard let first = rest.first else {
-    throw UsageError(message: "Missing expected argument '<pid>'", commandName: command, usage: usage)
+    throw scanner.usageError("Missing expected argument '<pid>'")
   }
   guard rest.count == 1 else {
-    throw UsageError(message: "Unexpected argument '\(rest[1])'", commandName: command, usage: usage)
+    throw scanner.usageError("Unexpected argument '\(rest[1])'")
   }
-  return try parsePID(first, command: command, usage: usage)
+  return try parsePID(first, scanner)
 }
 
-func parsePID(_ text: String, command: String, usage: String) throws(UsageError) -> Int32 {
+func parsePID(_ text: String, _ scanner: ArgumentScanner) throws(UsageError) -> Int32 {
   guard let pid = Int32(text), pid > 0 else {
-    throw UsageError(message: "'\(text)' is not a process ID", commandName: command, usage: usage)
+    throw scanner.usageError("'\(text)' is not a process ID")
   }
   return pid
 }
 
 /// `--format <style>` and `--full-build-ids` for the process commands, as `imagelog list` reads them.
-func parseFormatter(_ scanner: inout ArgumentScanner, command: String, usage: String,
-                    default fallback: ImageFormatStyle) throws(UsageError) -> ImageFormatter {
-  let styleName = try scanner.option("--format", command: command, usage: usage) ?? fallback.rawValue
+func parseFormatter(_ scanner: inout ArgumentScanner, default fallback: ImageFormatStyle) throws(UsageError) -> ImageFormatter {
+  let styleName = try scanner.option("--format") ?? fallback.rawValue
   guard let style = ImageFormatStyle(rawValue: styleName) else {
     let choices = ImageFormatStyle.allCases.map(\.rawValue).joined(separator: ", ")
-    throw UsageError(message: "Unknown format '\(styleName)' (expected one of: \(choices))",
-                     commandName: command, usage: usage)
+    throw scanner.usageError("Unknown format '\(styleName)' (expected one of: \(choices))")
   }
   return ImageFormatter(style: style, fullBuildIDs: scanner.flag("--full-build-ids"))
 }

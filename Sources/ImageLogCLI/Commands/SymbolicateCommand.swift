@@ -4,6 +4,9 @@ internal import Glibc
 import ImageLog
 import ImageLogSymbolication
 import ImageReaders
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 
 /// `imagelog symbolicate`: names, files and lines for the addresses in a crash report.
 struct SymbolicateCommand: Command {
@@ -92,43 +95,42 @@ struct SymbolicateCommand: Command {
   var reportPaths: [String] = []
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
-    images = try scanner.options("--image", command: Self.name, usage: Self.usage)
-    if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
+    options = try parseSymbolicationOptions(&scanner)
+    images = try scanner.options("--image")
+    if let format = try scanner.option("--format") {
       guard let chosen = ReportStyle(rawValue: format) else {
-        throw UsageError(message: "Unknown format '\(format)' (report, json or crash)", commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("Unknown format '\(format)' (report, json or crash)")
       }
       style = chosen
     }
-    options.architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
-    outputDirectory = try scanner.option("--output-dir", command: Self.name, usage: Self.usage)
+    options.architecture = try scanner.option("--arch")
+    outputDirectory = try scanner.option("--output-dir")
     noSymbolicate = scanner.flag("--no-symbolicate")
-    let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
+    let rest = try scanner.positionals()
     addresses = rest.filter { $0.hasPrefix("0x") || $0.hasPrefix("0X") }
     let files = rest.filter { !($0.hasPrefix("0x") || $0.hasPrefix("0X")) }
     if outputDirectory != nil {
       guard addresses.isEmpty, images.isEmpty else {
-        throw UsageError(message: "--output-dir takes report files, not addresses or --image", commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("--output-dir takes report files, not addresses or --image")
       }
       guard !files.isEmpty else {
-        throw UsageError(message: "Missing a crash report for --output-dir", commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("Missing a crash report for --output-dir")
       }
       guard !files.contains("-") else {
-        throw UsageError(message: "--output-dir writes files named after the reports: standard input has no name",
-                         commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("--output-dir writes files named after the reports: standard input has no name")
       }
       reportPaths = files
       return
     }
     guard files.count <= 1 else {
-      throw UsageError(message: "Give one report at a time (got \(files.count))", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Give one report at a time (got \(files.count))")
     }
     guard !files.isEmpty || (!addresses.isEmpty && !images.isEmpty) else {
-      throw UsageError(message: "Missing a crash report (or --image and addresses)", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Missing a crash report (or --image and addresses)")
     }
     reportPath = files.first
     for image in images where Self.imageSpec(image) == nil {
-      throw UsageError(message: "--image '\(image)' is not <path>@<hex load address>", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("--image '\(image)' is not <path>@<hex load address>")
     }
   }
 
@@ -172,20 +174,7 @@ struct SymbolicateCommand: Command {
     var text = ""
     let source = reportPath ?? "<arguments>"
     if let reportPath, Self.isCoreFile(reportPath) {
-      // A core: its threads unwound into imagelog's report layout, then symbolicated as a report is.
-      do {
-        let (report, problems, inMemoryImages) = try Self.coreReport(reportPath)
-        for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
-        options.inMemoryImages = inMemoryImages
-        if noSymbolicate && style == .report {
-          _ = writeAll(to: 1, report)
-          return .success
-        }
-        text = report
-      } catch {
-        printError("imagelog: \(reportPath): \(error)")
-        return .failure
-      }
+      return runCore(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
         printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
@@ -231,9 +220,9 @@ struct SymbolicateCommand: Command {
       var last: UInt8?
       result.write(style) { chunk in
         last = chunk.last
-        Self.writeStandardOutput(chunk)
+        writeOutput(chunk)
       }
-      if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { Self.writeStandardOutput($0) } }
+      if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { writeOutput($0) } }
       Self.keepUntilExit(result)
     }
     return status
@@ -255,11 +244,6 @@ struct SymbolicateCommand: Command {
   private final class Retained {
     let value: SymbolicatedReport
     init(_ value: SymbolicatedReport) { self.value = value }
-  }
-
-  /// Writes all of `buffer` to standard output, in as many write(2) calls as the pipe takes.
-  static func writeStandardOutput(_ buffer: UnsafeRawBufferPointer) {
-    writeAll(to: 1, buffer)  // a closed pipe or a full disk: nothing more can be said there
   }
 
   /// True when both paths name one existing file (same device and inode).
@@ -337,7 +321,7 @@ struct SymbolicateCommand: Command {
         status = .failure
         continue
       }
-      for line in lines { _ = writeAll(to: 1, line + "\n") }
+      for line in lines { writeOutput(line + "\n") }
     }
     return status
   }
@@ -345,14 +329,12 @@ struct SymbolicateCommand: Command {
 
 /// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`: how symbolicate and
 /// pid --threads find and name symbols.
-func parseSymbolicationOptions(_ scanner: inout ArgumentScanner, command: String,
-                               usage: String) throws(UsageError) -> SymbolicationOptions {
+func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageError) -> SymbolicationOptions {
   var options = SymbolicationOptions()
-  options.searchPaths = try scanner.options("--search", command: command, usage: usage)
-  if let demangle = try scanner.option("--demangle", command: command, usage: usage) {
+  options.searchPaths = try scanner.options("--search")
+  if let demangle = try scanner.option("--demangle") {
     guard let chosen = Demangler.Style(rawValue: demangle) else {
-      throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
-                       commandName: command, usage: usage)
+      throw scanner.usageError("Unknown demangle style '\(demangle)' (simplified, full or none)")
     }
     options.demangle = chosen
   }

@@ -1,0 +1,2 @@
+// Transitional: the model types (ImageIdentity, RegisterState, ReportError) moved to Snapshot.
+@_exported import Snapshot
