@@ -36,7 +36,7 @@ extension SymbolTable {
   /// The bounds error of a `.symtab`, or of the string table it links to, whose header points past the
   /// end of the file (`ELFSection.contentsInFile`); `nil` when there is none such. The symbols read are
   /// then `.dynsym`'s, the exported ones, as `llvm-nm -D` reads them.
-  package static func elfSymbolTableProblem(_ file: ELFFile, bytes: ByteReader) -> FormatError? {
+  public static func elfSymbolTableProblem(_ file: ELFFile, bytes: ByteReader) -> FormatError? {
     guard let table = file.sections.first(where: { $0.type == ELFSection.symbolTableType && $0.occupiesFile }) else {
       return nil
     }
