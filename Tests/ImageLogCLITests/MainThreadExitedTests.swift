@@ -4,7 +4,7 @@ import ImageLogTestSupport
 import Testing
 
 /// A process whose main thread called pthread_exit while its other threads run on
-/// (Tests/Programs/process-main-exited.c): `/proc/PID/maps` is empty and `process_vm_readv(PID)` is
+/// (Tests/Programs/process-threads.c with `exit-main`): `/proc/PID/maps` is empty and `process_vm_readv(PID)` is
 /// refused (eu-stack gives up: "No such process"), but the live threads' `/proc/PID/task/TID` entries
 /// reach the process. `imagelog pid` lists the images those maps show, and `pid --threads` unwinds every
 /// live thread as gdb, attached to that thread, does. (`pid` called it a zombie with no images, status 1;
@@ -15,11 +15,8 @@ import Testing
   /// The program built in `directory`, started with `threads` threads, once its main thread is a
   /// zombie and each other thread sleeps in a system call; with the live threads' ids.
   static func start(in directory: String, threads: Int) throws -> (child: RunningChild, program: String, live: [pid_t]) {
-    let program = directory + "/process-main-exited"
-    let build = try runChild(["cc", "-O2", "-fomit-frame-pointer", "-g", "-pthread",
-                              packageRoot + "/Tests/Programs/process-main-exited.c", "-o", program])
-    guard build.exitCode == 0 else { throw TestSupportError("cc process-main-exited.c: \(build.error)") }
-    let child = try RunningChild([program, String(threads)])
+    let program = try buildThreadsProgram(in: directory)
+    let child = try RunningChild([program, String(threads), "exit-main"])
     try child.wait(for: "ready")
     let pid = child.pid
     try waitUntil("the main thread of \(pid) is a zombie and its \(threads) other threads sleep in a system call") {
@@ -68,7 +65,7 @@ import Testing
     // "0x55f3d186c000 - 0x55f3d186d1f4 +name x86_64  <build-id prefix> /path": start and path.
     let ours = Set(lines.map { line in String(line.split(separator: " ")[0]) + " " + String(line.split(separator: " ").last ?? "") })
     #expect(ours == Self.imagesFromMaps(maps), "\(result.output)\n\(maps)")
-    #expect(lines.contains { $0.contains(" +process-main-exited ") && $0.hasSuffix(" " + program) }, "\(result.output)")
+    #expect(lines.contains { $0.contains(" +process-threads ") && $0.hasSuffix(" " + program) }, "\(result.output)")
     // Each file's identity is its build-id as readelf gives it (the crash style shows its first 16 bytes).
     for line in lines where !line.hasSuffix("[vdso]") {
       let words = line.split(separator: " ")
@@ -86,8 +83,9 @@ import Testing
     var threads: [Thread]
   }
 
-  /// gdb attached to one thread (the process's main task cannot be attached): its real frames
-  /// (inlined ones left out), innermost first, as (pc, function).
+  /// gdb attached to one thread (the process's main task cannot be attached): the frames on its stack
+  /// (gdb's inlined frames and the tail calls it infers from DWARF call sites left out), innermost
+  /// first, as (pc, function).
   static func gdbFrames(_ tid: pid_t, script: String) throws -> [(pc: UInt64, name: String?)] {
     let run = try runChild(["gdb", "-q", "-batch", "-nx", "-p", String(tid), "-x", script])
     return run.output.split(separator: "\n").compactMap { line in
@@ -110,13 +108,13 @@ import Testing
     #expect(report.threads.map(\.tid) == [child.pid] + live)
     #expect(report.threads.first?.state == "Z")
     #expect(report.threads.first?.problem == "the main thread has exited; the process lives on in its other threads")
-    #expect(report.threads.dropFirst().map(\.name) == ["worker-0", "worker-1", "worker-2"])
+    #expect(report.threads.dropFirst().map(\.name) == ["reader-0", "sleeper-1", "waiter-2"])
     let script = directory + "/frames.py"
     try writeFile(script, """
       import gdb
       frame = gdb.newest_frame()
       while frame is not None:
-          if frame.type() != gdb.INLINE_FRAME:
+          if frame.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
               print("frame 0x%x %s" % (frame.pc(), frame.name()))
           frame = frame.older()
       """)

@@ -46,9 +46,9 @@ import Testing
     #expect(theirs == wanted.map(\.name))
     #expect(result.output.contains("3 of 3 frames; 1 of 1 images found, 0 missing"), "\(result.output)")
     let size = try #require(readFileBytes(path)?.count)
-    let header = try sectionHeader(path, ".debug_info")
+    let header = try readelfSection(path, ".debug_info")
     #expect(result.output.contains("  note: no file:line information: \(path): section \(header.index) (.debug_info) "
-                                   + "0x\(String(header.offset, radix: 16))+0x\(String(header.size, radix: 16)) past end (\(size) bytes)\n"),
+                                   + "0x\(String(header.fileOffset, radix: 16))+0x\(String(header.size, radix: 16)) past end (\(size) bytes)\n"),
             "\(result.output)")
   }
 
@@ -89,8 +89,8 @@ import Testing
     #expect(Self.frames(result.output).map(\.name) == wanted.map(\.name), "\(result.output)")
     #expect(result.output.contains("1 of 1 images found, 0 missing"))
     let size = try #require(readFileBytes(path)?.count)
-    let header = try sectionHeader(path, ".symtab")
-    #expect(result.output.contains("  note: \(path): section \(header.index) (.symtab) 0x\(String(header.offset, radix: 16))"
+    let header = try readelfSection(path, ".symtab")
+    #expect(result.output.contains("  note: \(path): section \(header.index) (.symtab) 0x\(String(header.fileOffset, radix: 16))"
                                    + "+0x\(String(header.size, radix: 16)) past end (\(size) bytes): only its exported symbols (.dynsym) are read\n"),
             "\(result.output)")
   }
@@ -108,20 +108,5 @@ import Testing
     #expect(Self.frames(result.output).map(\.name) == wanted.map(\.name), "\(result.output)")
     #expect(result.output.contains("  note: no file:line information: \(path): compressed debug sections: "
                                    + "uncompressed total 1107296754 exceeds the limit of 1073741824\n"), "\(result.output)")
-  }
-
-  /// `readelf -SW`'s index, offset and size of the section `name` in `path`.
-  func sectionHeader(_ path: String, _ name: String) throws -> (index: Int, offset: UInt64, size: UInt64) {
-    let listing = try runChild(["readelf", "-SW", path])
-    for line in listing.output.split(separator: "\n") {
-      // "  [28] .debug_info       PROGBITS        0000000000000000 005418 00012d 00      0   0  1"
-      let halves = line.split(separator: "]", maxSplits: 1)
-      guard halves.count == 2, let open = halves[0].firstIndex(of: "[") else { continue }
-      let words = halves[1].split(separator: " ")
-      guard words.count > 4, words[0] == name, let index = Int(halves[0][open...].dropFirst().drop { $0 == " " }),
-            let offset = UInt64(words[3], radix: 16), let size = UInt64(words[4], radix: 16) else { continue }
-      return (index, offset, size)
-    }
-    throw TestSupportError("readelf -SW \(path) lists no \(name)")
   }
 }

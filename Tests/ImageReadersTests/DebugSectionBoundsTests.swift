@@ -14,20 +14,6 @@ import Testing
     }
   }
 
-  /// `readelf -SW`'s index, flags, offset and size of the section called `name`.
-  static func readelfSection(_ path: String, _ name: String) throws -> (index: Int, offset: UInt64, size: UInt64) {
-    let listing = try runChild(["readelf", "-SW", path])
-    for line in listing.output.split(separator: "\n") {
-      let halves = line.split(separator: "]", maxSplits: 1)
-      guard halves.count == 2, let open = halves[0].firstIndex(of: "[") else { continue }
-      let words = halves[1].split(separator: " ")
-      guard words.count > 4, words[0] == name, let index = Int(halves[0][open...].dropFirst().drop { $0 == " " }),
-            let offset = UInt64(words[3], radix: 16), let size = UInt64(words[4], radix: 16) else { continue }
-      return (index, offset, size)
-    }
-    throw TestSupportError("readelf -SW \(path) lists no \(name)")
-  }
-
   /// A non-allocated `.debug_info` whose offset is past the end: the file decodes (build-id, symbols),
   /// the section is kept with its header as readelf shows it, and asking for its contents, or for the
   /// file's DWARF, is the bounds error naming it. The same header with `SHF_ALLOC` is a broken file.
@@ -35,14 +21,14 @@ import Testing
   func unloadedSectionPastTheEndCostsOnlyItself() throws {
     let path = Fixtures.path("hostile/debug-info-past-end")
     var bytes = try Fixtures.bytes("hostile/debug-info-past-end")
-    let theirs = try Self.readelfSection(path, ".debug_info")
-    let expected = FormatError.fieldOutOfRange("section \(theirs.index) (.debug_info)", offset: theirs.offset,
+    let theirs = try readelfSection(path, ".debug_info")
+    let expected = FormatError.fieldOutOfRange("section \(theirs.index) (.debug_info)", offset: theirs.fileOffset,
                                                size: theirs.size, limit: bytes.count)
     try bytes.withUnsafeBytes { raw in
       let reader = ByteReader(raw)
       let file = try ELFFile(reader)
       let section = try #require(file.section(named: ".debug_info"))
-      #expect(section.index == theirs.index && section.fileOffset == theirs.offset && section.size == theirs.size)
+      #expect(section.index == theirs.index && section.fileOffset == theirs.fileOffset && section.size == theirs.size)
       #expect(!section.contentsInFile && section.fileRange == nil)
       #expect(file.sections.filter { !$0.contentsInFile }.map(\.index) == [theirs.index])
       #expect(file.buildID != nil)
@@ -56,7 +42,7 @@ import Testing
     // SHF_ALLOC set in its sh_flags (little-endian ELF64: e_shoff at 0x28, 64-byte headers, flags at +8).
     let tableOffset = Int(bytes[0x28..<0x30].reversed().reduce(0) { $0 << 8 | UInt64($1) })
     bytes[tableOffset + theirs.index * 64 + 8] |= UInt8(ELFSection.allocFlag)
-    #expect(throws: FormatError.fieldOutOfRange("section \(theirs.index) contents", offset: theirs.offset,
+    #expect(throws: FormatError.fieldOutOfRange("section \(theirs.index) contents", offset: theirs.fileOffset,
                                                 size: theirs.size, limit: bytes.count)) {
       _ = try bytes.withUnsafeBytes { try ELFFile(ByteReader($0)) }
     }
@@ -74,12 +60,12 @@ import Testing
       return words.count == 3 && words[1] == "T" ? String(words[2]) : nil
     }
     try #require(exported.contains("middle_function"), "nm -D: \(nm.output)")
-    let theirs = try Self.readelfSection(path, ".symtab")
+    let theirs = try readelfSection(path, ".symtab")
     try bytes.withUnsafeBytes { raw in
       let reader = ByteReader(raw)
       let file = try ELFFile(reader)
       #expect(SymbolTable.elfSymbolTableProblem(file, bytes: reader)
-              == .fieldOutOfRange("section \(theirs.index) (.symtab)", offset: theirs.offset, size: theirs.size, limit: bytes.count))
+              == .fieldOutOfRange("section \(theirs.index) (.symtab)", offset: theirs.fileOffset, size: theirs.size, limit: bytes.count))
       let table = try SymbolTable.elf(file, bytes: reader)
       #expect(Set(table.symbols.map(\.name)) == Set(exported))
     }
@@ -111,19 +97,13 @@ import Testing
     let copy = directory + "/decompressed"
     let made = try runChild(["objcopy", "--decompress-debug-sections", path, copy])
     try #require(made.exitCode == 0, "objcopy: \(made.error)")
-    let listing = try runChild(["readelf", "-SW", path]).output
-    // After "[Nr]": Name Type Address Off Size ES Flg Lk Inf Al, Flg holding C for SHF_COMPRESSED.
-    let compressed = listing.split(separator: "\n").compactMap { line -> String? in
-      guard let words = line.split(separator: "]", maxSplits: 1).last?.split(separator: " "), words.count == 10,
-            words[0].hasPrefix(".debug_"), words[6].contains("C") else { return nil }
-      return String(words[0])
-    }
+    let compressed = try readelfSections(path).filter { $0.name.hasPrefix(".debug_") && $0.flags.contains("C") }.map(\.name)
     let read = [".debug_info", ".debug_abbrev", ".debug_line", ".debug_str", ".debug_line_str", ".debug_str_offsets",
                 ".debug_addr", ".debug_ranges", ".debug_rnglists", ".debug_aranges", ".debug_frame"]
     let names = compressed.filter(read.contains)
     try #require(names.count >= 3, "readelf lists the compressed sections \(compressed)")
     var claims: UInt64 = 0
-    for name in names { claims += try Self.readelfSection(copy, name).size }
+    for name in names { claims += try readelfSection(copy, name).size }
     let bytes = try Fixtures.bytes(path)
     let limit = DWARFSections.maximumInflatedTotal
     let calls = Calls()
