@@ -20,6 +20,7 @@ extension SymbolFile {
                       debugLink: file.debugInfo.debugLinkFileName, debugLinkCRC: file.debugInfo.debugLinkCRC,
                       debugAltLink: altLink, debugAltLinkProblem: altLinkProblem,
                       presentSymbols: reading == .presence ? try SymbolTable.elfHasCodeSymbols(file, bytes: reader) : nil)
+    result.isFixedAddress = file.kind == .executable
     if reading == .presence, let mapped { result.symbolSource = (mapped, file) }
     return result
   }

@@ -8,7 +8,6 @@ import Testing
   static let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/"
 
   @Test(arguments: [
-    ("    #3 0x55a7", "line 2: frame without a module '    #3 0x55a7'"),
     ("    #3 0x55zz  (/tmp/uaf+0x10)", "line 2: unreadable frame address '    #3 0x55zz  (/tmp/uaf+0x10)'"),
     ("    #3 0x55a7  (/tmp/uaf+0xqq)", "line 2: unreadable module offset in frame '    #3 0x55a7  (/tmp/uaf+0xqq)'"),
     ("    #04 pc zz  /system/lib/libc.so", "line 2: unreadable pc '    #04 pc zz  /system/lib/libc.so'"),
@@ -19,6 +18,19 @@ import Testing
     #expect(report.frames.map(\.address) == [0x55a720bade1b, 0x55a720bade20])
     let summary = Symbolicator.symbolicate(report, options: Self.offline).summary()
     #expect(summary.contains("  unreadable: \(problem)\n"))
+  }
+
+  /// A frame line with an address and nothing else is a frame of the report it is in (issue #26, 5):
+  /// one without a module, kept as written, not an unreadable line.
+  @Test func addressAloneIsAFrameWithoutAModule() throws {
+    let report = try ReportParser.parse("    #0 0x55a720bade1b  (/tmp/uaf+0x171e1b)\n    #3 0x55a7\n    #4 0x55a720bade20  (/tmp/uaf+0x171e20)\n")
+    #expect(report.problems.isEmpty)
+    #expect(report.frames.map(\.address) == [0x55a720bade1b, 0x55a7, 0x55a720bade20])
+    #expect(report.frames.map(\.namesNoModule) == [false, true, false])
+    let result = Symbolicator.symbolicate(report, options: Self.offline)
+    try #require(result.frames.count == 3)
+    #expect(result.frames[1].status == .noModule && result.frames[1].functions.isEmpty)
+    #expect(result.summary().contains("  without a module: 1 frame, kept as the report wrote it\n"))
   }
 
   static var offline: SymbolicationOptions {
