@@ -67,7 +67,8 @@ import Testing
 
   /// Every prefix of every sample is read without a trap: an error, or no more frames than the whole.
   @Test func truncationsOnlyShortenTheReport() throws {
-    for name in ["asan-rust-90977.txt", "coredump-systemd-35316.txt", "tombstone-retroarch-519.txt", "glibc-zoneminder-3544.txt"] {
+    for name in ["asan-rust-90977.txt", "coredump-systemd-35316.txt", "tombstone-retroarch-519.txt", "glibc-zoneminder-3544.txt",
+                 "asan-gcc-parenthesised.txt", "glibc-nonpie-jit.txt", "ubsan-clang-thread-symbolized.txt", "tombstone-console-0x.txt"] {
       let bytes = Array(try #require(readFile(Self.fixtures + name)).utf8)
       let whole = try ReportParser.parse(String(decoding: bytes, as: UTF8.self)).frames.count
       for length in stride(from: 0, through: bytes.count, by: 7) {
@@ -82,7 +83,8 @@ import Testing
   @Test func bitFlipsNeitherTrapNorHang() throws {
     var rng = SplitMix64(seed: 0x11_4E)
     for name in ["asan-android-logcat-sanitizers-1100.txt", "coredump-systemd-13798.txt", "tombstone-trustwallet-31.txt",
-                 "glibc-linuxcnc-ethercat-430.txt", "coredump-modules.txt"] {
+                 "glibc-linuxcnc-ethercat-430.txt", "coredump-modules.txt", "asan-gcc-symbolized-stacks.txt",
+                 "asan-no-build-id.txt", "glibc-no-build-id.txt", "hostile-frame-line.txt"] {
       let original = Array(try #require(readFile(Self.fixtures + name)).utf8)
       for _ in 0..<100 {
         var bytes = original
