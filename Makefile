@@ -38,6 +38,7 @@ fixtures:
 	Scripts/make-hostile-fixtures
 	Scripts/make-dwarf-reader-fixtures
 	Scripts/make-minidump-fixtures
+	Scripts/make-linux-report-fixtures
 
 # libFuzzer over BinaryFile.parse, the core reader and the minidump reader: Tests/Fuzz/*.swift compiled with
 # Sources/ImageReaders into one module (no package target), seeded with every committed fixture (minidumps

@@ -46,6 +46,8 @@ extension ProcessSnapshot {
         case .missingImage: .missingImage
         case let .mismatch(reportID, fileID, path): .mismatch(reportID: reportID, fileID: fileID, path: path)
         case .notLookedUp: .notLookedUp
+        case .noModule: .noModule
+        case .otherBuild: .otherBuild
         }
         symbols.imageName = answer.imageName
         symbols.imageOffset = answer.imageOffset

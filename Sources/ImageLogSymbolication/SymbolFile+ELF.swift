@@ -22,6 +22,7 @@ extension SymbolFile {
                       debugLink: file.debugInfo.debugLinkFileName, debugLinkCRC: file.debugInfo.debugLinkCRC,
                       debugAltLink: altLink, debugAltLinkProblem: altLinkProblem,
                       presentSymbols: reading == .presence ? try SymbolTable.elfHasCodeSymbols(file, bytes: reader) : nil)
+    result.isFixedAddress = file.kind == .executable
     if reading == .presence, let mapped { result.symbolSource = (mapped, file) }
     result.symbolTableProblem = tableProblem.map { "\($0): only its exported symbols (.dynsym) are read" }
     return result

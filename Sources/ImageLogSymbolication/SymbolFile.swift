@@ -44,6 +44,9 @@ public struct SymbolFile: Sendable {
   public var debugInfoPath: String?
   /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
   public var debugInfoIsUniversal = false
+  /// True for an ELF executable linked at fixed addresses (`ET_EXEC`, not PIE): loaded where it was
+  /// linked, so its load bias is 0 and a report's address is its link-time address.
+  public var isFixedAddress = false
 
   /// For an ELF file loaded with `.presence`: whether it has function symbols, found without reading
   /// its table (`symbols` holds what `readSymbols` has read since). `nil` when the table was read at load

@@ -47,3 +47,37 @@ extension SymbolTable {
     return nil
   }
 }
+
+extension SymbolTable {
+  /// Every code symbol of `file`'s `.symtab` and `.dynsym` that `wanted` accepts, given its start
+  /// address and its raw name's bytes (valid during the call only): aliases included, which the lookup
+  /// table drops (it keeps one name an address). For checking names a crash report gives against a file.
+  public static func elfSymbols(_ file: ELFFile, bytes: ByteReader,
+                                where wanted: (UInt64, UnsafeRawBufferPointer) -> Bool) throws(FormatError) -> [Symbol] {
+    var found: [Symbol] = []
+    for table in file.sections where table.occupiesFile
+      && (table.type == ELFSection.symbolTableType || table.type == ELFSection.dynamicSymbolTableType) {
+      guard let stringIndex = file.sections.firstIndex(where: { $0.index == Int(table.link) }) else {
+        throw .elf("symbol table section \(table.index): sh_link \(table.link) is not a section")
+      }
+      guard let entrySize = Int(exactly: table.entrySize) else {
+        throw .elf("symbol table section \(table.index): sh_entsize \(table.entrySize) is too large")
+      }
+      let symbols = try file.contents(of: table, in: bytes)
+      let strings = try file.contents(of: file.sections[stringIndex], in: bytes)
+      try strings.withUnsafeBytes { names throws(FormatError) in
+        try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: file.header.is64Bit) { entry in
+          // forEachCodeSymbol checked that a NUL ends the name inside `names`.
+          let start = Int(entry.nameOffset)
+          guard let length = names[start...].firstIndex(of: 0).map({ $0 - start }) else { return true }
+          let name = UnsafeRawBufferPointer(rebasing: names[start..<start + length])
+          if wanted(entry.address, name) {
+            found.append(Symbol(name: String(decoding: name, as: UTF8.self), address: entry.address, size: entry.size))
+          }
+          return true
+        }
+      }
+    }
+    return found
+  }
+}
