@@ -209,7 +209,7 @@ static void set_register(il_thread_registers *registers, int number, uint64_t va
 }
 
 /* Registers (DWARF-numbered) and the stack copy of one stopped thread. */
-static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack) {
+static void copy_thread(slot *item, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack) {
   il_thread_capture *capture = &item->capture;
   struct user_regs_struct regs;
   struct iovec vector = { &regs, sizeof regs };
@@ -272,8 +272,9 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
   uint8_t *bytes = malloc((size_t)length);
   if (!bytes) return;  /* unwinding then reads the live stack: worse, not wrong for the frames it finds */
   struct iovec local = { bytes, (size_t)length }, remote = { (void *)(uintptr_t)start, (size_t)length };
-  /* One range: the kernel copies up to the first page it cannot read and returns that count. */
-  ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  /* One range: the kernel copies up to the first page it cannot read and returns that count. Read
+     through the thread itself: a main thread that exited (pthread_exit) no longer reaches the memory. */
+  ssize_t got = process_vm_readv(capture->tid, &local, 1, &remote, 1, 0);
   if (got <= 0) { free(bytes); return; }
   capture->stack = bytes;
   capture->stack_size = (size_t)got;
@@ -353,7 +354,7 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
   }
   if (failure == 0) {
     for (size_t i = 0; i < list.count; i++)
-      if (list.items[i].phase == STOPPED) copy_thread(pid, &list.items[i], mappings, mapping_count, max_stack_bytes);
+      if (list.items[i].phase == STOPPED) copy_thread(&list.items[i], mappings, mapping_count, max_stack_bytes);
   }
   uint64_t last_detach = first_interrupt;
   for (size_t i = 0; i < list.count; i++) {

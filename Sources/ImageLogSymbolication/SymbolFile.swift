@@ -33,6 +33,9 @@ public struct SymbolFile: Sendable {
   public var debugAltLink: DebugAltLink?
   /// Why a `.gnu_debugaltlink` present in the file could not be read, when so.
   public var debugAltLinkProblem: String?
+  /// Why a full symbol table present in the file could not be read, when so (its names are then
+  /// the exported ones).
+  public var symbolTableProblem: String?
   /// The dwz supplementary file of the file with this slice's DWARF (`debugInfoPath ?? path`), found
   /// by `DebugFileLocator` and checked against the `.gnu_debugaltlink` build-id.
   public var supplementaryPath: String?

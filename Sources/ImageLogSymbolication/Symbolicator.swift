@@ -365,8 +365,12 @@ public enum Symbolicator {
   }
 
   /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A table that
-  /// does not decode leaves the file without symbols, and a note says why.
+  /// does not decode leaves the file without symbols, and a note says why; so does a full symbol table
+  /// that could not be read (the names are then the exported ones).
   static func readSymbols(of file: inout SymbolFile, for addresses: [UInt64]?, notes: inout [String]) {
+    if let problem = file.symbolTableProblem, !notes.contains("\(file.path): \(problem)") {
+      notes.append("\(file.path): \(problem)")
+    }
     do {
       try file.readSymbols(for: addresses)
     } catch {

@@ -12,6 +12,11 @@
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count
    copied or -1 with errno set. Mirrors process_vm_readv(2) with one local and one remote range. */
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
+/* When the main thread of `pid` has exited (pthread_exit: its task is a zombie, and /proc/PID/maps,
+   /proc/PID/exe and process_vm_readv(PID) no longer reach the memory the other threads run in), the
+   first of its other threads in /proc/PID/task that has not exited; 0 otherwise (a live main thread, no
+   such thread, or the process gone). */
+pid_t il_live_thread(pid_t pid);
 /* For `imagelog watch`: SIGINT and SIGTERM set a flag and interrupt blocking calls (EINTR). */
 void il_catch_interrupts(void);
 /* True once il_catch_interrupts's handler has run. */
