@@ -227,6 +227,8 @@ static void copy_thread(slot *item, const uint64_t *mappings, size_t mapping_cou
     uint32_t r[17];
     memcpy(r, &regs, sizeof r);
     out->arch = 3;
+    for (int n = 0; n < 17; n++) capture->machine[n] = r[n];
+    capture->machine_count = 17;
     const uint64_t values[9] = { r[6], r[1], r[2], r[0], r[15], r[5], r[3], r[4], r[12] };  /* eax .. edi, eip */
     for (int n = 0; n < 9; n++) set_register(out, n, values[n]);
     sp = r[15];
@@ -236,6 +238,8 @@ static void copy_thread(slot *item, const uint64_t *mappings, size_t mapping_cou
     return;
   } else {
     out->arch = 1;
+    memcpy(capture->machine, &regs, sizeof regs);  /* 27 unsigned longs */
+    capture->machine_count = (int)(sizeof regs / sizeof(uint64_t));
     const uint64_t values[17] = { regs.rax, regs.rdx, regs.rcx, regs.rbx, regs.rsi, regs.rdi, regs.rbp, regs.rsp,
                                   regs.r8, regs.r9, regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15, regs.rip };
     for (int n = 0; n < 17; n++) set_register(out, n, values[n]);
@@ -248,6 +252,8 @@ static void copy_thread(slot *item, const uint64_t *mappings, size_t mapping_cou
     return;
   }
   out->arch = 2;
+  memcpy(capture->machine, &regs, sizeof regs);  /* regs[31], sp, pc, pstate */
+  capture->machine_count = (int)(sizeof regs / sizeof(uint64_t));
   for (int n = 0; n < 31; n++) set_register(out, n, regs.regs[n]);
   set_register(out, 31, regs.sp);
   set_register(out, 32, regs.pc);

@@ -13,6 +13,7 @@ enum ImageLogMain {
     FileCommand.self,
     SymbolicateCommand.self,
     PidCommand.self,
+    MinidumpCommand.self,
     RunCommand.self,
     WatchCommand.self,
   ] }

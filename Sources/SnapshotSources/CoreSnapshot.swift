@@ -1,6 +1,6 @@
 internal import Glibc
 public import ImageLog
-import ImageReaders
+internal import ImageReaders
 public import Snapshot
 
 extension ProcessSnapshot {
@@ -8,7 +8,11 @@ extension ProcessSnapshot {
   /// the call frame information of the mapped files, the crashed thread's registers, the images; and
   /// one line per image whose file could not stand in for what the core left out (without the
   /// `imagelog: CORE: ` prefix).
-  public static func core(_ dump: CoreDump) -> (snapshot: ProcessSnapshot, problems: [String]) {
+  ///
+  /// `stacks` also copies each thread's stack out of the core (from its stack pointer, at most
+  /// `ProcessThreads.maxStackBytes`) and keeps the files a core can give a minidump (the auxiliary
+  /// vector, the command line the kernel recorded): what writing the snapshot as a minidump needs.
+  public static func core(_ dump: CoreDump, stacks: Bool = false) -> (snapshot: ProcessSnapshot, problems: [String]) {
     let (images, problems) = dump.images()
     let core = dump.core
     let pid = core.process?.pid ?? core.threads.first?.tid ?? 0
@@ -41,6 +45,8 @@ extension ProcessSnapshot {
         entry.registers = registerState(values, faultAddress: exception?.address ?? 0)
       }
       entry.frames = frames.enumerated().map { Frame(number: $0.offset, $0.element) }
+      entry.kernelRegisters = thread.registers
+      if stacks, let sp = thread.registers?.sp { entry.stack = Self.stack(at: sp, in: dump) }
       threads.append(entry)
     }
     let main = images.first { $0.isMainExecutable }
@@ -53,7 +59,28 @@ extension ProcessSnapshot {
                        threadCount: threads.count),
       exception: exception, threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
+    if stacks {
+      var auxv: [UInt8] = []
+      for entry in core.auxiliaryVector {
+        for value in [entry.type, entry.value] { withUnsafeBytes(of: value.littleEndian) { auxv += $0 } }
+      }
+      snapshot.process.linuxFiles.auxiliaryVector = auxv.isEmpty ? nil : auxv
+      // pr_psargs: the arguments with spaces between them, as /proc/PID/cmdline has NULs.
+      snapshot.process.linuxFiles.commandLine = core.process.map { Array($0.arguments.utf8).map { $0 == 0x20 ? 0 : $0 } + [0] }
+    }
     return (snapshot, problems)
+  }
+
+  /// The stack of a thread whose stack pointer is `sp`: the bytes the core holds from there (less
+  /// x86_64's red zone) to the end of the segment, at most `ProcessThreads.maxStackBytes`.
+  static func stack(at sp: UInt64, in dump: CoreDump) -> BufferMemory? {
+    let start = sp >= 128 ? sp - 128 : sp
+    guard let segment = dump.core.segment(containing: start),
+          case let offset = start - segment.vmRange.lowerBound, offset < segment.availableSize else { return nil }
+    let available = min(segment.availableSize - offset, ProcessThreads.maxStackBytes)  // the bytes the core holds
+    var bytes = [UInt8](repeating: 0, count: Int(available))  // at most maxStackBytes (1 MiB)
+    guard bytes.withUnsafeMutableBytes({ dump.read(start, into: $0) }) else { return nil }
+    return BufferMemory(bytes, at: start)
   }
 
   /// The register section of a crash report (Apple's rows) from a thread's `NT_PRSTATUS` registers.

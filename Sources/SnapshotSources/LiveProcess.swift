@@ -1,5 +1,6 @@
 internal import Glibc
 public import ImageLog
+internal import ImageReaders
 public import Snapshot
 
 extension ProcessSnapshot {
@@ -21,7 +22,12 @@ extension ProcessSnapshot {
   ///
   /// Throws when the process cannot be stopped at all; threads that could not be read are in the
   /// snapshot with their `problem`, and said in `failures`.
-  public static func capture(pid: Int32) throws(ProcessThreadsError) -> Capture {
+  ///
+  /// `linuxFiles` also keeps the process's `/proc` files a minidump carries (maps, status, command line,
+  /// auxiliary vector) and the system's (`/etc/lsb-release`, `/proc/cpuinfo`); `environment` its
+  /// environment too, which may hold secrets.
+  public static func capture(pid: Int32, linuxFiles: Bool = false,
+                             environment: Bool = false) throws(ProcessThreadsError) -> Capture {
     let captured = try ProcessThreads.capture(of: pid)
     var failures: [String] = []
     var images: [ImageLog.Image] = []
@@ -41,6 +47,8 @@ extension ProcessSnapshot {
       var entry = Thread(number: number, tid: UInt64(UInt32(bitPattern: thread.tid)), name: thread.name,
                          state: thread.state, problem: problem)
       entry.frames = frames.enumerated().map { Frame(number: $0.offset, $0.element) }
+      entry.kernelRegisters = thread.kernelRegisters
+      entry.stack = thread.stack.map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(entry)
     }
     if unread > 0 {
@@ -55,7 +63,22 @@ extension ProcessSnapshot {
                        threadCount: threads.count, stoppedNanoseconds: captured.stoppedNanoseconds),
       threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
+    if linuxFiles { snapshot.process.linuxFiles = Self.linuxFiles(of: pid, environment: environment) }
     return Capture(snapshot: snapshot, stacks: stacks, failures: failures)
+  }
+
+  /// The files of `pid` (and of the system) a minidump carries, each as it could be read.
+  static func linuxFiles(of pid: Int32, environment: Bool) -> MinidumpFile.LinuxStreams {
+    func read(_ path: String) -> [UInt8]? { try? ProcFile.read(path) }
+    var files = MinidumpFile.LinuxStreams()
+    files.maps = read("/proc/\(pid)/maps")
+    files.procStatus = read("/proc/\(pid)/status")
+    files.commandLine = read("/proc/\(pid)/cmdline")
+    files.auxiliaryVector = read("/proc/\(pid)/auxv")
+    if environment { files.environment = read("/proc/\(pid)/environ") }
+    files.lsbRelease = read("/etc/lsb-release") ?? read("/etc/os-release")
+    files.cpuInfo = read("/proc/cpuinfo")
+    return files
   }
 
   /// `Linux RELEASE MACHINE`, as `uname -srm` and the crash handler write it.

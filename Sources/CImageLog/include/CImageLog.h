@@ -72,6 +72,11 @@ typedef struct {
   int error;               /* errno of the call that failed, or 0 */
   int stop_signal;         /* a signal the thread stopped for, given back to it at detach; 0 when none */
   il_thread_registers registers;  /* with IL_THREAD_CAPTURED */
+  /* The thread's whole general register set as the kernel gives it (NT_PRSTATUS's user_regs_struct, in
+     its order): x86_64's 27 words, aarch64's 34, or a 32-bit x86 tracee's 17 32-bit words widened;
+     machine_count says how many. What a minidump's context holds beyond the unwinder's registers. */
+  uint64_t machine[34];
+  int machine_count;
   uint64_t stack_address;  /* target address of stack[0]: the stack pointer (less the red zone) */
   uint8_t *stack;          /* malloc'd copy of stack_size bytes; NULL when nothing could be read */
   size_t stack_size;

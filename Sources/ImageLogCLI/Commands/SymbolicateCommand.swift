@@ -177,6 +177,8 @@ struct SymbolicateCommand: Command {
     let source = reportPath ?? "<arguments>"
     if let reportPath, Self.isCoreFile(reportPath) {
       return runCore(reportPath, options: options)
+    } else if let reportPath, Self.isMinidumpFile(reportPath) {
+      return runMinidump(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
         printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
