@@ -7,22 +7,14 @@ extension CoreDump {
   /// The unwinder's view of `images` (text ranges, load biases, `PT_GNU_EH_FRAME` found through this
   /// core's memory, which falls back to each verified file for the text the core left out).
   public func unwindImages(_ images: [Image]) -> [UnwindImage] {
-    images.map { UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: self) }
+    UnwindImage.locate(images, in: self)
   }
 
   /// `thread`'s backtrace, unwound from its `NT_PRSTATUS` registers in this core's memory; empty with a
   /// reason when the thread cannot be unwound (no registers, a machine the unwinder does not know).
   public func unwind(_ thread: ELFCore.Thread, images: [UnwindImage], maxFrames: Int = 256)
     -> (frames: [UnwoundFrame], problem: String?) {
-    guard let registers = thread.registers else { return ([], "the core holds no registers for this thread") }
-    guard let set = Self.registerSet(registers) else {
-      // A register layout the unwinder has no numbering for: frame 0 is still the thread's pc, and the
-      // report says why there is no more.
-      return (registers.pc.map { [UnwoundFrame(pc: $0, trust: .context, pcIsExact: true)] } ?? [],
-              "frame 0 only: the unwinder does not walk \(registers.layout) stacks")
-    }
-    let frames = StackUnwinder(memory: self, images: images).unwind(from: set, maxFrames: maxFrames)
-    return (frames, frames.isEmpty ? "the registers hold no pc and stack pointer" : nil)
+    thread.unwind(in: self, images: images, maxFrames: maxFrames)
   }
 
   /// `registers` in DWARF numbering (x86_64: rax 0, rdx 1, rcx 2, rbx 3, rsi 4, rdi 5, rbp 6, rsp 7,
@@ -51,5 +43,23 @@ extension CoreDump {
       for (number, name) in names.enumerated() { set[dwarf: number] = registers[name].map { $0 & 0xFFFF_FFFF } }
       return set
     }
+  }
+}
+
+extension ELFCore.Thread {
+  /// The thread's backtrace, unwound from its `NT_PRSTATUS` registers in `memory` (a core's, or the
+  /// dumping process's own while a core handler reads it); empty with a reason when the thread cannot
+  /// be unwound (no registers, a machine the unwinder does not know).
+  public func unwind(in memory: some MemoryReading, images: [UnwindImage], maxFrames: Int = 256)
+    -> (frames: [UnwoundFrame], problem: String?) {
+    guard let registers else { return ([], "the core holds no registers for this thread") }
+    guard let set = CoreDump.registerSet(registers) else {
+      // A register layout the unwinder has no numbering for: frame 0 is still the thread's pc, and the
+      // report says why there is no more.
+      return (registers.pc.map { [UnwoundFrame(pc: $0, trust: .context, pcIsExact: true)] } ?? [],
+              "frame 0 only: the unwinder does not walk \(registers.layout) stacks")
+    }
+    let frames = StackUnwinder(memory: memory, images: images).unwind(from: set, maxFrames: maxFrames)
+    return (frames, frames.isEmpty ? "the registers hold no pc and stack pointer" : nil)
   }
 }

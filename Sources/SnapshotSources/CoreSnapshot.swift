@@ -10,7 +10,17 @@ extension ProcessSnapshot {
   /// `imagelog: CORE: ` prefix).
   public static func core(_ dump: CoreDump) -> (snapshot: ProcessSnapshot, problems: [String]) {
     let (images, problems) = dump.images()
-    let core = dump.core
+    let machine = Architecture(dump.core.architecture).kernelMachine
+    let release = dump.kernelVersion.map { "Linux \($0) \(machine)" } ?? "Linux \(machine)"
+    let snapshot = core(dump.core, images: images, memory: dump, osVersion: release, date: modificationTime(dump.path))
+    return (snapshot, problems)
+  }
+
+  /// The process `core`'s notes describe (the signal, the threads and the crashed thread's registers),
+  /// each thread unwound in `memory` with the call frame information of `images`: the core's memory, or
+  /// the dumping process's own while a core handler is given its core (`DumpingProcess`).
+  static func core(_ core: ELFCore, images: [ImageLog.Image], memory: some MemoryReading, osVersion: String,
+                           date: Int64) -> ProcessSnapshot {
     let pid = core.process?.pid ?? core.threads.first?.tid ?? 0
     // The signal the process died of. gdb stops a live process with SIGSTOP before it writes the core
     // and records that; SIGSTOP never dumps core, so it is no crash.
@@ -29,11 +39,11 @@ extension ProcessSnapshot {
       let (x, y) = (core.threads[a].tid, core.threads[b].tid)
       return x == pid ? y != pid : y == pid ? false : x < y
     }
-    let unwindImages = dump.unwindImages(images)
+    let unwindImages = UnwindImage.locate(images, in: memory)
     var threads: [Thread] = []
     for (number, index) in order.enumerated() {
       let thread = core.threads[index]
-      let (frames, problem) = dump.unwind(thread, images: unwindImages)
+      let (frames, problem) = thread.unwind(in: memory, images: unwindImages)
       var entry = Thread(number: number, tid: UInt64(UInt32(bitPattern: thread.tid)),
                          name: thread.tid == pid ? core.process?.name : nil, crashed: index == crashedIndex,
                          problem: problem)
@@ -44,16 +54,14 @@ extension ProcessSnapshot {
       threads.append(entry)
     }
     let main = images.first { $0.isMainExecutable }
-    let machine = Architecture(core.architecture).kernelMachine
-    let release = dump.kernelVersion.map { "Linux \($0) \(machine)" } ?? "Linux \(machine)"
     var snapshot = ProcessSnapshot(
       format: .imagelog,
       process: Process(name: core.process?.name ?? main?.name ?? "???", pid: pid, path: main?.path ?? "???",
-                       osVersion: release, architecture: machine, date: modificationTime(dump.path),
+                       osVersion: osVersion, architecture: Architecture(core.architecture).kernelMachine, date: date,
                        threadCount: threads.count),
       exception: exception, threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
-    return (snapshot, problems)
+    return snapshot
   }
 
   /// The register section of a crash report (Apple's rows) from a thread's `NT_PRSTATUS` registers.
