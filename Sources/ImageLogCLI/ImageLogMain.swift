@@ -15,6 +15,7 @@ enum ImageLogMain {
     PidCommand.self,
     RunCommand.self,
     WatchCommand.self,
+    CoreHandlerCommand.self,
   ] }
 
   static func main() {

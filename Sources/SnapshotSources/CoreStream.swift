@@ -180,16 +180,18 @@ public final class CoreStream {
       var capture = DumpCapture(snapshot: snapshot, core: core, memorySource: .process(pid: pid), problems: problems,
                                 memory: process.memory)
       let result = body(capture)
-      try drain()
+      readRest { () throws(CoreStreamError) in try drain() }
       capture.problems = problems + endProblems(memoryFromProcess: true)
       return (capture, result)
     }
     problems.append("memory read from the core, not from the process (\(refusal))")
-    for range in plan(core, segments: segments[index...]) {
-      guard range.upperBound > bytesRead else { continue }
-      try keep(max(range.lowerBound, bytesRead)..<range.upperBound)
+    readRest { () throws(CoreStreamError) in
+      for range in plan(core, segments: segments[index...]) {
+        guard range.upperBound > bytesRead else { continue }
+        try keep(max(range.lowerBound, bytesRead)..<range.upperBound)
+      }
+      try drain()
     }
-    try drain()
     let size = bytesRead
     let file = FileBytes(path: "standard input", count: size, held: kept)
     kept = []
@@ -208,6 +210,17 @@ public final class CoreStream {
     let process: DumpingProcess
     do { process = try DumpingProcess(pid: pid, core: core) } catch { return (nil, [], error.description) }
     do { return (process, try process.images(), "") } catch { return (nil, [], error.description) }
+  }
+
+  /// Runs `reading` (the memory after the notes): a read that fails there ends the stream, as a core
+  /// cut short does, and is said; the snapshot is made from what came before.
+  private func readRest(_ reading: () throws(CoreStreamError) -> Void) {
+    do {
+      try reading()
+    } catch {
+      problems.append("\(error)")
+      ended = true
+    }
   }
 
   /// What the end of the stream says: a core cut short.
