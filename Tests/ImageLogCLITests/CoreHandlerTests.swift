@@ -379,6 +379,17 @@ import Testing
     // A second crash of the same name, pid and second gets a name of its own.
     let again = try Self.handle(core, pid: pid, into: reports, ["--time", "4000", "--max-crashes", "5"])
     #expect(again.output == "\(reports)/\(name)_2.\(pid).19700101T010640Z.crash\n", "\(again.output)")
+
+    // --max-core-size: the copy is the core's first bytes, and the report says it was cut.
+    let cut = "\(directory)/cut"
+    let small = try Self.handle(core, pid: pid, into: cut, ["--keep-core", "--max-core-size", "1M", "--time", "0"])
+    #expect(small.exitCode == 0, "\(small.error)")
+    let stem = "\(name).\(pid).19700101T000000Z"
+    #expect(try Self.report(in: cut).contains("note: the core, \(bytes.count) bytes (cut at --max-core-size 1048576): \(stem).core.zst\n"))
+    if haveTool("zstd") {
+      let same = try runTool(["sh", "-c", "zstd -q -dc \(Self.quoted("\(cut)/\(stem).core.zst")) | cmp - \(Self.quoted(core)) 2>&1"])
+      #expect(same.output.contains("EOF on -") && same.output.contains("after byte 1048576"), "\(same.output)")
+    }
   }
 
   /// As systemd-coredump makes its cores: owned by root, mode 0640, readable by the crashed user
