@@ -4,17 +4,13 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
-#include <sys/xattr.h>
 #include <unistd.h>
+#include <sys/xattr.h>
 
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length) {
   struct iovec local = { buffer, length };
   struct iovec remote = { (void *)(uintptr_t)address, length };
   return process_vm_readv(pid, &local, 1, &remote, 1, 0);
-}
-
-int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size) {
-  return fsetxattr(descriptor, name, value, size, 0);
 }
 
 static volatile sig_atomic_t interrupted;
@@ -32,3 +28,7 @@ void il_catch_interrupts(void) {
 }
 
 int il_was_interrupted(void) { return interrupted != 0; }
+
+int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size) {
+  return fsetxattr(descriptor, name, value, size, 0);
+}

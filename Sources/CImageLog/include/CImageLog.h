@@ -12,13 +12,13 @@
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count
    copied or -1 with errno set. Mirrors process_vm_readv(2) with one local and one remote range. */
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
-/* Sets the extended attribute `name` of the open file `descriptor` (a crash file's
-   system.posix_acl_access); 0, or -1 with errno. Mirrors fsetxattr(2) with flags 0. */
-int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size);
 /* For `imagelog watch`: SIGINT and SIGTERM set a flag and interrupt blocking calls (EINTR). */
 void il_catch_interrupts(void);
 /* True once il_catch_interrupts's handler has run. */
 int il_was_interrupted(void);
+/* Sets the extended attribute `name` of the open file `descriptor` (a crash file's
+   system.posix_acl_access); 0, or -1 with errno. Mirrors fsetxattr(2) with flags 0. */
+int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size);
 /* end of other processes */
 
 /* Worker threads (threads.c): pthread_create(3) with `body(context)`, but the thread starts on a
