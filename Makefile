@@ -72,6 +72,11 @@ install:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/imagelog
 	install -m 755 .build/release/imagelog $(DESTDIR)$(PREFIX)/bin/imagelog
 	install -m 644 .build/release/libImageLogAudit.so $(DESTDIR)$(PREFIX)/lib/imagelog/libImageLogAudit.so
+	@# imagelog core-handler turns the kernel's cores into reports once /proc/sys/kernel/core_pattern pipes
+	@# them to it. Installing never changes that setting (it is the machine's: systemd-coredump, apport):
+	@# the line is printed for the administrator to write (README.md, "Core handler").
+	@echo "imagelog core-handler: to have the kernel pipe every core to it, write this line to /proc/sys/kernel/core_pattern:"
+	@Scripts/print-core-pattern --prefix $(PREFIX)
 
 clean:
 	$(SWIFT) package clean

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <sys/xattr.h>
 
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length) {
   struct iovec local = { buffer, length };
@@ -55,3 +56,7 @@ void il_catch_interrupts(void) {
 }
 
 int il_was_interrupted(void) { return interrupted != 0; }
+
+int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size) {
+  return fsetxattr(descriptor, name, value, size, 0);
+}

@@ -16,6 +16,7 @@ enum ImageLogMain {
     MinidumpCommand.self,
     RunCommand.self,
     WatchCommand.self,
+    CoreHandlerCommand.self,
   ] }
 
   static func main() {

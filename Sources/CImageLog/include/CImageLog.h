@@ -21,6 +21,9 @@ pid_t il_live_thread(pid_t pid);
 void il_catch_interrupts(void);
 /* True once il_catch_interrupts's handler has run. */
 int il_was_interrupted(void);
+/* Sets the extended attribute `name` of the open file `descriptor` (a crash file's
+   system.posix_acl_access); 0, or -1 with errno. Mirrors fsetxattr(2) with flags 0. */
+int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size);
 /* end of other processes */
 
 /* Worker threads (threads.c): pthread_create(3) with `body(context)`, but the thread starts on a
