@@ -1,6 +1,6 @@
 internal import Glibc
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 
 /// Symbolication speed: 20,000 addresses in one large Swift library from its symbol tables (names

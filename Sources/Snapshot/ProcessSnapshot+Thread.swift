@@ -56,6 +56,10 @@ extension ProcessSnapshot {
     /// How the frame was found, when the source says (captures always; imagelog's report marks frame
     /// pointer and stack scan frames).
     public var trust: FrameTrust?
+    /// True when the source's frame line names no module to look the frame up in (a sanitizer line it
+    /// symbolized itself, `(<unknown module>)`, TSan's `(0x…)`, glibc's bare `[0x…]`): the frame keeps what
+    /// the source says of it (`reportedFunction`).
+    public var namesNoModule = false
     /// The index in the snapshot's `images` of the image holding `address`, when known.
     public var imageIndex: Int?
     /// The symbol the source already gave for the frame, as it wrote it.
@@ -89,6 +93,16 @@ extension ProcessSnapshot {
     /// The trust imagelog's report layout marks on a frame line (frame pointer, stack scan); `nil` for the
     /// others, which are the usual case.
     public var markedTrust: FrameTrust? { trust == .framePointer || trust == .stackScan ? trust : nil }
+
+    /// The mark imagelog's report layout writes at the end of a frame line found by frame pointer or
+    /// stack scan (`  (frame pointer)`, `  (stack scan)`); empty for the others.
+    public static func trustMark(_ trust: FrameTrust?) -> String {
+      switch trust {
+      case .framePointer?: "  (frame pointer)"
+      case .stackScan?: "  (stack scan)"
+      default: ""
+      }
+    }
   }
 
   /// A position given as a symbol's name and an offset from its start.

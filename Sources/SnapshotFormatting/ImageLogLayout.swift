@@ -1,4 +1,4 @@
-public import ImageLog
+import ImageLog
 import ImageReaders
 public import Snapshot
 
@@ -44,7 +44,7 @@ extension ProcessSnapshot {
       for frame in thread.frames {
         let image = frame.imageIndex.flatMap { images.indices.contains($0) ? $0 : nil }
         let prefix = Self.framePrefix(frame.number, name: image.map { names[$0] } ?? "???", address: frame.address)
-        let mark = Self.trustMark(frame.markedTrust)
+        let mark = ProcessSnapshot.Frame.trustMark(frame.trust)
         switch frame.symbols.status {
         case .symbolicated:
           for function in frame.symbols.functions {
@@ -102,15 +102,6 @@ extension ProcessSnapshot {
     out += "0x" + hexDigits(base) + " + " + String(address &- base)
     out += mark
     out += "\n"
-  }
-
-  /// The mark imagelog's report layout writes after a frame found by frame pointer or stack scan.
-  public static func trustMark(_ trust: FrameTrust?) -> String {
-    switch trust {
-    case .framePointer?: "  (frame pointer)"
-    case .stackScan?: "  (stack scan)"
-    default: ""
-    }
   }
 
   /// One function as Apple's reports write it: `name + 184 (main.swift:16)`. Names and paths come

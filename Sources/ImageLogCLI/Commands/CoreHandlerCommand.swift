@@ -2,7 +2,7 @@
 internal import Glibc
 #endif
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 import Snapshot
 import SnapshotFormatting
@@ -209,9 +209,8 @@ struct CoreHandlerCommand: Command {
     var snapshot = snapshot
     var options = options
     options.inMemoryImages = inMemoryImages
-    let result = Symbolicator.symbolicate(snapshot.flatReport(), options: options)
-    snapshot.take(result)
-    return snapshot.imagelogReportText() + result.summary()
+    Symbolicator.symbolicate(&snapshot, options: options)
+    return snapshot.imagelogReportText() + snapshot.summary()
   }
 
   /// The report's last lines: where the memory came from, what was kept, what was missing.

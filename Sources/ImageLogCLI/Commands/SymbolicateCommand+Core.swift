@@ -2,7 +2,7 @@
 internal import Glibc
 #endif
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 import Snapshot
 import SnapshotFormatting
@@ -38,12 +38,8 @@ extension SymbolicateCommand {
     }
     var (snapshot, problems) = ProcessSnapshot.core(dump)
     for problem in problems { printError("imagelog: \(path): \(problem)") }
-    if noSymbolicate && style == .report {
-      writeOutput(snapshot.imagelogReportText())
-      return .success
-    }
     var options = options
-    options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: dump)
+    if !noSymbolicate { options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: dump) }
     return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
   }
 
@@ -60,34 +56,22 @@ extension SymbolicateCommand {
     }
     let locator = Symbolicator.locator(forOneReport: options)
     Symbolicator.walkStacks(&snapshot, memory: memory, locator: locator)
-    if noSymbolicate && style == .report {
-      writeOutput(snapshot.imagelogReportText())
-      return .success
-    }
     return writeSymbolicated(&snapshot, options: options, locator: locator)
   }
 
   /// Symbolicates a snapshot (unless `--no-symbolicate`) and writes it in the chosen style: imagelog's
-  /// layout with the summary, or JSON.
+  /// layout (the crash style of its own layout is that layout) or JSON.
   func writeSymbolicated(_ snapshot: inout ProcessSnapshot, options: SymbolicationOptions,
                          locator: DebugFileLocator) -> ExitStatus {
     var status = ExitStatus.success
-    for path in options.searchPaths where !ReportReading.exists(path) {
-      printError("imagelog: \(path): no such file or directory")
-      status = .failure
+    if !(noSymbolicate && style == .report) {
+      for path in options.searchPaths where !ReportReading.exists(path) {
+        printError("imagelog: \(path): no such file or directory")
+        status = .failure
+      }
     }
-    let report = snapshot.flatReport()
-    let result = noSymbolicate ? Symbolicator.unsymbolicated(report)
-      : Symbolicator.symbolicate(report, options: options, locator: locator)
-    var text: String
-    if style != .json {  // the crash style of imagelog's own layout is that layout
-      snapshot.take(result)
-      text = snapshot.imagelogReportText() + result.summary()
-    } else {
-      text = result.formatted(style)
-    }
-    if !text.hasSuffix("\n") { text += "\n" }
-    writeOutput(text)
+    writeSnapshot(&snapshot, style: style == .json ? .json : .report, symbolicate: !noSymbolicate, options: options,
+                  locator: locator)
     return status
   }
 }

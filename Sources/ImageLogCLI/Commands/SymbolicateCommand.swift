@@ -2,7 +2,7 @@
 internal import Glibc
 #endif
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 import Snapshot
 import SnapshotFormatting
@@ -149,7 +149,7 @@ struct SymbolicateCommand: Command {
     if let outputDirectory { return runToDirectory(outputDirectory) }
     var options = options
     var status = ExitStatus.success
-    var reportImages: [CrashReport.Image] = []
+    var reportImages: [ProcessSnapshot.Image] = []
     for spec in images {
       guard let (path, loadAddress) = Self.imageSpec(spec) else { continue }
       var identity: ImageIdentity?
@@ -170,8 +170,8 @@ struct SymbolicateCommand: Command {
         printError("imagelog: \(path): \(error)")
         status = .failure
       }
-      reportImages.append(CrashReport.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
-                                            endAddress: end, identity: identity, architecture: options.architecture))
+      reportImages.append(ProcessSnapshot.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
+                                                endAddress: end, identity: identity, architecture: options.architecture))
     }
     var text = ""
     let source = reportPath ?? "<arguments>"
@@ -207,27 +207,13 @@ struct SymbolicateCommand: Command {
       status = .failure
     }
     for parsed in reports {
-      let report: CrashReport
       switch parsed {
-      case .success(let value): report = value
+      case .success(var report):
+        writeSnapshot(&report, style: style, symbolicate: !noSymbolicate, options: options)
       case .failure(let error):
         printError("imagelog: \(source): \(error)")
         status = .failure
-        continue
       }
-      let result = noSymbolicate ? Symbolicator.unsymbolicated(report) : Symbolicator.symbolicate(report, options: options)
-      if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
-        // The JSON stays valid: the summary goes to standard error.
-        printErrorLines(String(result.summary().drop { $0 == "\n" }))
-      }
-      // 64 KiB at a time with write(2): 20,000 lines are neither 20,000 `print`s nor one giant string.
-      var last: UInt8?
-      result.write(style) { chunk in
-        last = chunk.last
-        writeOutput(chunk)
-      }
-      if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { writeOutput($0) } }
-      Self.keepUntilExit(result)
     }
     return status
   }
@@ -236,18 +222,6 @@ struct SymbolicateCommand: Command {
   /// the same one, which its build-id shows; its frames are then named as the process's own would be.
   static func ownInMemoryImages() -> [InMemoryImage] {
     InMemoryImage.copies(of: LoadedImages.snapshot(), in: ProcessMemory(pid: getpid()))
-  }
-
-  /// The process ends once `run` returns: handing the names of 20,000 frames back to malloc one by
-  /// one would cost more than writing them did, so the result is left for the exit to reclaim
-  /// (as compilers do: clang's `-disable-free`).
-  private static func keepUntilExit(_ result: SymbolicatedReport) {
-    _ = Unmanaged.passRetained(Retained(result))
-  }
-
-  private final class Retained {
-    let value: SymbolicatedReport
-    init(_ value: SymbolicatedReport) { self.value = value }
   }
 
   /// True when both paths name one existing file (same device and inode).
@@ -296,7 +270,7 @@ struct SymbolicateCommand: Command {
       let reports = ReportParser.parseAll(text)
       for (index, parsed) in reports.enumerated() {
         let label = TextEscaping.escaped(reportPath) + (reports.count > 1 ? " (report \(index + 1) of \(reports.count))" : "")
-        let report: CrashReport
+        var report: ProcessSnapshot
         switch parsed {
         case .success(let value): report = value
         case .failure(let error):
@@ -304,11 +278,11 @@ struct SymbolicateCommand: Command {
           status = .failure
           continue
         }
-        let result = Symbolicator.symbolicate(report, options: options, cache: cache)
-        result.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
+        Symbolicator.symbolicate(&report, options: options, cache: cache)
+        report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
-        let summary = result.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
+        let summary = report.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
         lines.append("\(label): \(summary) -> \(TextEscaping.escaped(outputPath))")
       }
       guard !lines.isEmpty else { continue }

@@ -1,13 +1,14 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 
 /// Apple's `.crash` text and imagelog's own report, which follows its layout: `Thread N:` headings,
 /// `INDEX  IMAGE  0xADDRESS  REST` frames, and a `Binary Images:` section.
 enum AppleCrashParser {
-  static func parse(_ lines: [String]) -> CrashReport {
-    var report = CrashReport(format: .appleCrash, lines: lines)
+  static func parse(_ lines: [String]) -> ProcessSnapshot {
+    var report = ProcessSnapshot(format: .appleCrash, document: ReportDocument(lines: lines))
     var section: Section = .header
-    var frameImageNames: [Int: String] = [:]
+    var frameImageNames: [ProcessSnapshot.FrameRef: String] = [:]
     var crashedFromHeader: Int?
     var currentThread = 0
     var sawLinux = false
@@ -29,7 +30,7 @@ enum AppleCrashParser {
       if line.hasPrefix("Last Exception Backtrace:") {
         section = .thread(-1)
         currentThread = -1
-        report.threads.append(CrashReport.Thread(number: -1, crashed: false, name: "Last Exception Backtrace"))
+        report.threads.append(ReportThread(number: -1, name: "Last Exception Backtrace"))
         if threadIndex[-1] == nil { threadIndex[-1] = report.threads.count - 1 }
         continue
       }
@@ -39,7 +40,7 @@ enum AppleCrashParser {
          let number = Int(line.dropFirst("Application Specific Backtrace ".count).dropLast()), number >= 0, number < 1 << 20 {
         section = .thread(-1 - number)
         currentThread = -1 - number
-        report.threads.append(CrashReport.Thread(number: currentThread, crashed: false, name: String(line.dropLast())))
+        report.threads.append(ReportThread(number: currentThread, name: String(line.dropLast())))
         if threadIndex[currentThread] == nil { threadIndex[currentThread] = report.threads.count - 1 }
         continue
       }
@@ -52,7 +53,7 @@ enum AppleCrashParser {
           section = .thread(number)
           currentThread = number
           let existing = threadIndex[number] ?? {
-            report.threads.append(CrashReport.Thread(number: number, crashed: false, name: nil))
+            report.threads.append(ReportThread(number: number))
             threadIndex[number] = report.threads.count - 1
             return report.threads.count - 1
           }()
@@ -61,7 +62,7 @@ enum AppleCrashParser {
           if let tid { report.threads[existing].tid = tid }
           if let state { report.threads[existing].state = state }
         case .name(let number, let name):
-          report.threads.append(CrashReport.Thread(number: number, crashed: false, name: name))
+          report.threads.append(ReportThread(number: number, name: name))
           if threadIndex[number] == nil { threadIndex[number] = report.threads.count - 1 }
           section = .header
         case let .registers(number, title):
@@ -86,17 +87,17 @@ enum AppleCrashParser {
           // imagelog's `Crashed Thread:  2  tid 12345`.
           if words.count >= 3, words[1] == "tid" { crashedTID = UInt64(words[2]) }
         } else if let value = field(line, "Threads:"), let count = Int(value.trimmingSpaces), count >= 0 {
-          report.threadCount = count
+          report.process.threadCount = count
         } else if line.hasPrefix("("), line.hasSuffix(" more threads not listed)"),
                   case let digits = line.dropFirst().prefix(while: { $0.isASCII && $0.isNumber }), digits.count <= 9,
                   let count = Int(digits) {
           // The crash handler ran out of room for their tids. Below 10^9 each, in at most 64 MiB of lines: no overflow.
           unlisted += count
         } else if let value = field(line, "Code Type:") {
-          report.architecture = ReportParser.architectureName(value)
+          report.process.architecture = Architecture(reportName: value)?.name
         } else if let value = field(line, "OS Version:"), value.hasPrefix("Linux") {
           sawLinux = true
-          report.architecture = report.architecture ?? value.split(separator: " ").last.map(String.init)
+          report.process.architecture = report.process.architecture ?? value.split(separator: " ").last.map(String.init)
         } else if let value = field(line, "Exception Codes:"), value.hasPrefix("signal") {
           sawLinux = true
         }
@@ -111,11 +112,13 @@ enum AppleCrashParser {
           report.problems.append("line \(lineIndex + 1): unreadable frame '\(line.prefix(80))'")
           continue
         }
+        guard let thread = threadIndex[currentThread] else { continue }  // every section's heading made its thread
         var frame = parsed.frame
-        frame.thread = currentThread
-        frame.line = lineIndex
-        if let name = parsed.imageName { frameImageNames[report.frames.count] = name }
-        report.frames.append(frame)
+        frame.position?.line = lineIndex
+        if let name = parsed.imageName {
+          frameImageNames[ProcessSnapshot.FrameRef(thread: thread, frame: report.threads[thread].frames.count)] = name
+        }
+        report.threads[thread].frames.append(frame)
       case .registers:
         break  // handled above
       case .images:
@@ -136,11 +139,11 @@ enum AppleCrashParser {
       if let index = threadIndex[number] {
         report.threads[index].registers = state
       } else {
-        report.threads.append(CrashReport.Thread(number: number, crashed: true, name: nil, registers: state))
+        report.threads.append(ReportThread(number: number, crashed: true, registers: state))
         threadIndex[number] = report.threads.count - 1
       }
     }
-    if let count = report.threadCount {
+    if let count = report.process.threadCount {
       let listed = report.threads.filter { $0.number >= 0 }.count
       if listed + unlisted != count {
         report.problems.append("the header says \(count) threads, the report lists \(listed)"
@@ -157,12 +160,22 @@ enum AppleCrashParser {
         }
       }
     }
-    ReportParser.attachImages(&report, frameImageNames: frameImageNames)
+    report.placeFrames { thread, frame in frameImageNames[ProcessSnapshot.FrameRef(thread: thread, frame: frame)] }
     if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }
     return report
   }
 
   enum Section: Equatable { case header, thread(Int), registers, images }
+
+  /// The trust imagelog's report layout marks at a frame line's end (`  (frame pointer)`,
+  /// `  (stack scan)`), with the mark's length.
+  static func trust(endingLine line: some StringProtocol) -> (trust: FrameTrust, markLength: Int)? {
+    for trust in [FrameTrust.framePointer, .stackScan] {
+      let mark = ProcessSnapshot.Frame.trustMark(trust)
+      if line.hasSuffix(mark) { return (trust, mark.count) }
+    }
+    return nil
+  }
 
   enum Heading {
     /// `unreadable`: the words after the colon that are neither `tid T` nor `state S`, if any.
@@ -229,7 +242,7 @@ enum AppleCrashParser {
     var index = 0
     while index + 1 < words.count {
       let name = words[index], value = words[index + 1]
-      if name.count > 1, name.hasSuffix(":"), value.hasPrefix("0x"), let number = ReportParser.hexNumber(value) {
+      if name.count > 1, name.hasSuffix(":"), value.hasPrefix("0x"), let number = ReportText.hexNumber(value) {
         row.append(RegisterState.Register(name: String(name.dropLast()), value: number, digits: value.count - 2))
         index += 2
       } else {
@@ -246,9 +259,9 @@ enum AppleCrashParser {
 
   /// `0   libsystem_kernel.dylib   0x00000001a2b3c4d8 __pthread_kill + 8` or
   /// `0   MyApp   0x000000010064db08 0x100104000 + 5544712`. The image name may contain spaces.
-  static func frame(_ line: String) -> (frame: CrashReport.Frame, imageName: String?)? {
+  static func frame(_ line: String) -> (frame: ReportFrame, imageName: String?)? {
     // imagelog's trust mark ends the line; the rest is read without it.
-    let trust = CrashReport.Frame.trust(endingLine: line)
+    let trust = trust(endingLine: line)
     let body = line.dropLast(trust?.markLength ?? 0)
     // Scanned as one byte per Character: an ASCII line (nearly every one) is its own UTF-8, with no
     // grapheme breaking and no Character values; in any other line each Character that is not one ASCII
@@ -274,7 +287,7 @@ enum AppleCrashParser {
       while scan < units.count, units[scan] != space, units[scan] != tab { scan += 1 }
       // `0x` first: no string is made for the image name's and other tokens.
       if start + 1 < scan, units[start] == UInt8(ascii: "0"), units[start + 1] == UInt8(ascii: "x") || units[start + 1] == UInt8(ascii: "X"),
-         ReportParser.hexNumber(text(start..<scan)) != nil, start > position + 1 {
+         ReportText.hexNumber(text(start..<scan)) != nil, start > position + 1 {
         tokenStart = start
         break
       }
@@ -282,16 +295,14 @@ enum AppleCrashParser {
     guard let tokenStart else { return nil }
     var tokenEnd = tokenStart
     while tokenEnd < units.count, units[tokenEnd] != space, units[tokenEnd] != tab { tokenEnd += 1 }
-    guard let address = ReportParser.hexNumber(text(tokenStart..<tokenEnd)) else { return nil }
+    guard let address = ReportText.hexNumber(text(tokenStart..<tokenEnd)) else { return nil }
     let name = text(position..<tokenStart).trimmingSpaces
     var symbolColumn = tokenEnd
     while symbolColumn < units.count, units[symbolColumn] == space { symbolColumn += 1 }
     let rest = text(symbolColumn..<units.count)
     let reported: String? = rest.hasPrefix("0x") || rest.isEmpty || rest == "???" ? nil : rest
-    var frame = CrashReport.Frame(thread: 0, index: index, address: address, imageIndex: nil,
-                                  isReturnAddress: index > 0, line: nil, symbolColumn: tokenEnd + 1,
-                                  reportedSymbol: reported, ipsThread: nil)
-    frame.trust = trust?.trust
+    let frame = ReportFrame(number: index, address: address, isReturnAddress: index > 0, trust: trust?.trust,
+                            reportedSymbol: reported, position: ProcessSnapshot.Position(column: tokenEnd + 1))
     return (frame, name.isEmpty || name == "???" ? nil : name)
   }
 
@@ -299,13 +310,13 @@ enum AppleCrashParser {
   /// `0x100104000 -        0x100657fff +MyApp arm64  <c299a741488a3656a410a7be59926b13> /path`,
   /// `       0x1a2b3c000 -        0x1a2b73fff libsystem_kernel.dylib (*) <C299A741-...> /usr/lib/...`,
   /// `0x10d5c1000 - 0x10d5c4fff +com.example.app (1.0 - 1) <UUID> /path`, `??? (*) <0000...> ???`.
-  static func binaryImage(_ line: String) -> CrashReport.Image? {
+  static func binaryImage(_ line: String) -> ReportImage? {
     let text = line.drop { $0 == " " || $0 == "\t" }
     guard let dash = text.utf8Range(of: " - ") ?? text.utf8Range(of: "-") else { return nil }
-    guard let start = ReportParser.hexNumber(text[..<dash.lowerBound].trimmingSpaces) else { return nil }
+    guard let start = ReportText.hexNumber(text[..<dash.lowerBound].trimmingSpaces) else { return nil }
     let afterDash = text[dash.upperBound...].drop { $0 == " " }
     let endToken = afterDash.prefix { $0 != " " }
-    let end = ReportParser.hexNumber(endToken)
+    let end = ReportText.hexNumber(endToken)
     var rest = afterDash.dropFirst(endToken.count).drop { $0 == " " }
     var identity: ImageIdentity?
     var path: String?
@@ -329,58 +340,13 @@ enum AppleCrashParser {
     if head.hasSuffix(")"), let open = head.lastIndex(of: "(") { head = head[..<open] }
     var words = head.split(separator: " ")
     var architecture: String?
-    if words.count > 1, let last = words.last, ReportParser.isKnownArchitecture(last) {
+    if words.count > 1, let last = words.last, Architecture(String(last)).isImageLineName {
       architecture = String(last)
       words.removeLast()
     }
     rest = words.joined(separator: " ")[...]
     let name = rest.isEmpty ? (path.map(Image.shortName(of:)) ?? "???") : String(rest)
-    return CrashReport.Image(name: name, path: path, loadAddress: start, endAddress: end,
-                             identity: identity, architecture: architecture)
-  }
-}
-
-extension Substring {
-  /// The first occurrence of `needle`, compared as UTF-8 bytes (what `firstRange(of:)` finds for text
-  /// compared by code units); its bounds are scalar boundaries, as `needle` is whole UTF-8.
-  func utf8Range(of needle: String) -> Range<Index>? {
-    let bytes = utf8
-    let pattern = Array(needle.utf8)
-    guard let first = pattern.first else { return startIndex..<startIndex }
-    var start = bytes.startIndex
-    while let found = bytes[start...].firstIndex(of: first) {
-      var end = found
-      var matched = 0
-      while matched < pattern.count, end < bytes.endIndex, bytes[end] == pattern[matched] {
-        bytes.formIndex(after: &end)
-        matched += 1
-      }
-      if matched == pattern.count { return found..<end }
-      start = bytes.index(after: found)
-    }
-    return nil
-  }
-}
-
-extension String {
-  /// `Substring.utf8Range(of:)` over the whole string.
-  func utf8Range(of needle: String) -> Range<Index>? { self[...].utf8Range(of: needle) }
-}
-
-extension StringProtocol {
-  /// The text without leading and trailing spaces and tabs. Walked as UTF-8: both are one byte and one
-  /// scalar, so the ends found are scalar boundaries, as a walk over the scalars would find them.
-  var trimmingSpaces: String {
-    let whole = Substring(self)
-    let bytes = whole.utf8
-    var start = bytes.startIndex
-    var end = bytes.endIndex
-    while start < end, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { bytes.formIndex(after: &start) }
-    while start < end {
-      let before = bytes.index(before: end)
-      guard bytes[before] == UInt8(ascii: " ") || bytes[before] == UInt8(ascii: "\t") else { break }
-      end = before
-    }
-    return String(whole[start..<end])
+    return ReportImage(name: name, path: path, loadAddress: start, endAddress: end, identity: identity,
+                       architecture: architecture)
   }
 }

@@ -1,3 +1,4 @@
+import ImageLog
 internal import Glibc
 
 /// elfutils' debuginfod client library, `libdebuginfod.so.1`, loaded with `dlopen` when it is installed

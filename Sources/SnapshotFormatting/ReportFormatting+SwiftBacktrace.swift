@@ -1,14 +1,15 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 
 /// The classic `.crash` text of the Swift backtracer's JSON report (`--format crash`), laid out as the
 /// `.ips` translation is: the header the document gives (time, platform, architecture, the crash's
 /// description and fault address), the crashed thread, every thread with Apple's frame lines (imagelog's
 /// answer where it symbolicated a frame, `0xBASE + OFFSET` where it did not), the crashed thread's
 /// registers, and `Binary Images:` from the document's `images`. Text from the report is escaped.
-extension SymbolicatedReport {
+extension ProcessSnapshot {
   func swiftJSONClassicText() -> String {
-    let document = report.document ?? .object([])
+    let document = self.document?.swiftDocument ?? .object([])
     var out = ""
     func field(_ name: String, _ value: String?) { Self.appendCrashField(name, value, to: &out) }
     let threads = document["threads"]?.array ?? []
@@ -25,9 +26,11 @@ extension SymbolicatedReport {
     out += "\n"
 
     // Each answer by its place in the document: (thread, frame index).
-    var answers: [Int: [Int: (CrashReport.Frame, SymbolicatedFrame)]] = [:]
-    for (frame, result) in zip(report.frames, frames) {
-      if let thread = frame.ipsThread { answers[thread, default: [:]][frame.index] = (frame, result) }
+    var answers: [Int: [Int: Frame]] = [:]
+    for thread in self.threads {
+      for frame in thread.frames {
+        if let place = frame.position?.documentThread { answers[place, default: [:]][frame.number] = frame }
+      }
     }
     for (threadIndex, thread) in threads.enumerated() {
       out += "Thread \(threadIndex)" + (threadIndex == crashed ? " Crashed" : "") + ":"
@@ -35,12 +38,13 @@ extension SymbolicatedReport {
       out += "\n"
       var number = 0
       for (frameIndex, entry) in (thread["frames"]?.array ?? []).enumerated() {
-        guard let (frame, result) = answers[threadIndex]?[frameIndex] else {
+        guard let frame = answers[threadIndex]?[frameIndex] else {
           // `omittedFrames` and `truncated`: the backtracer's own `...`.
           if let kind = entry["kind"]?.string, kind == "omittedFrames" || kind == "truncated" { out += "...\n" }
           continue
         }
-        let image = frame.imageIndex.flatMap { report.images.indices.contains($0) ? report.images[$0] : nil }
+        let result = frame.symbols
+        let image = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
         let imageName = result.imageName ?? image?.name ?? "???"
         if result.status == .symbolicated {
           for function in result.functions {
@@ -67,12 +71,12 @@ extension SymbolicatedReport {
       }
       out += "\n"
     }
-    if let crashed, let registers = Self.registerState(threads[crashed]["registers"], architecture: report.architecture) {
+    if let crashed, let registers = Self.registerState(threads[crashed]["registers"], architecture: process.architecture) {
       out += "Thread \(crashed) crashed with \(registers.title):\n" + registers.text() + "\n"
     }
 
     out += "Binary Images:\n"
-    for image in report.images {
+    for image in images {
       Self.appendCrashImageLine(start: image.loadAddress, end: image.endAddress ?? image.loadAddress, name: image.name,
                                 version: "*", identity: image.identity?.text ?? "", path: image.path ?? "???", to: &out)
     }

@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 
 extension Symbolicator {
   /// Checks each image of a Linux log that was found by path alone (the report gives no build-id:
@@ -9,9 +10,10 @@ extension Symbolicator {
   /// its frames keep the report's own names, with nothing taken from the file.
   /// `unplaced`: the images as the report gave them, before `placeImagesBySymbols`: an image placed by
   /// the symbols of a file found to be another build goes back to unplaced, and its frames lose their offsets.
-  static func checkReportedNames(_ report: inout CrashReport, unplaced: [CrashReport.Image], files: [SymbolFile?],
-                                 pastEnd: [(lookup: UInt64, end: UInt64)?], results: inout [SymbolicatedFrame],
-                                 resolutions: inout [ImageResolution]) {
+  static func checkReportedNames(_ report: inout ProcessSnapshot, refs: [ProcessSnapshot.FrameRef],
+                                 unplaced: [ProcessSnapshot.Image], files: [SymbolFile?],
+                                 pastEnd: [(lookup: UInt64, end: UInt64)?], results: inout [FrameSymbols],
+                                 resolutions: inout Resolutions) {
     for position in resolutions.indices {
       guard case .unverified(let path) = resolutions[position].status else { continue }
       let imageIndex = resolutions[position].imageIndex
@@ -20,7 +22,7 @@ extension Symbolicator {
       if let (lookup, end) = pastEnd[imageIndex] {
         reason = "the report's offset 0x\(hexDigits(lookup)) lies past the end of this file's mapped segments "
           + "(0x\(hexDigits(end))): another build"
-      } else if let (reported, found) = disagreement(report, imageIndex: imageIndex, file: file, results: results) {
+      } else if let (reported, found) = disagreement(report, refs: refs, imageIndex: imageIndex, file: file, results: results) {
         reason = "the report's names disagree with this file: another build (the report has \(reported); the file has \(found))"
       } else {
         continue
@@ -28,11 +30,11 @@ extension Symbolicator {
       resolutions[position].status = .otherBuild(path: path, reason: reason)
       let placedByFile = unplaced.indices.contains(imageIndex) && unplaced[imageIndex].loadAddressFromSymbols
       if placedByFile { report.images[imageIndex] = unplaced[imageIndex] }
-      for frameIndex in report.frames.indices where report.frames[frameIndex].imageIndex == imageIndex {
+      for (frameIndex, ref) in refs.enumerated() where report[ref].imageIndex == imageIndex {
         results[frameIndex].status = .otherBuild
         results[frameIndex].lookupAddress = nil
         if placedByFile { results[frameIndex].imageOffset = nil }
-        results[frameIndex].functions = reportedFunction(report.frames[frameIndex]).map { [$0] } ?? []
+        results[frameIndex].functions = reportedFunction(report[ref]).map { [$0] } ?? []
       }
     }
   }
@@ -56,17 +58,16 @@ extension Symbolicator {
   /// A report lists a call inlined at an address as frames with that same address, the outermost last:
   /// only that one names the symbol, so only it is compared. glibc's `symbol+0xoffset` frames agree when
   /// the file's `symbol` (exported: `dladdr` names only those) plus the offset is the frame's address.
-  static func disagreement(_ report: CrashReport, imageIndex: Int, file: SymbolFile,
-                           results: [SymbolicatedFrame]) -> (reported: String, found: String)? {
+  static func disagreement(_ report: ProcessSnapshot, refs: [ProcessSnapshot.FrameRef], imageIndex: Int, file: SymbolFile,
+                           results: [FrameSymbols]) -> (reported: String, found: String)? {
     struct Named { var written: String; var name: String; var found: String; var start: UInt64; var lookup: UInt64 }
     struct Located { var written: String; var name: String; var offset: UInt64; var linkAddress: UInt64 }
     let demangler = Demangler(style: .full)
     let image = report.images[imageIndex]
     var named: [Named] = []
     var located: [Located] = []
-    let frames = report.frames
-    for frameIndex in frames.indices where frames[frameIndex].imageIndex == imageIndex {
-      let frame = frames[frameIndex]
+    for frameIndex in refs.indices where report[refs[frameIndex]].imageIndex == imageIndex {
+      let frame = report[refs[frameIndex]]
       if let symbol = frame.symbolOffset {
         let (link, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
         guard image.offsetsFromLoadBias, !image.loadAddressFromSymbols, !below else { continue }
@@ -74,8 +75,8 @@ extension Symbolicator {
                                offset: symbol.offset, linkAddress: link))
         continue
       }
-      if frameIndex + 1 < frames.count, frames[frameIndex + 1].thread == frame.thread,
-         frames[frameIndex + 1].address == frame.address { continue }  // inlined into the next frame
+      if frameIndex + 1 < refs.count, refs[frameIndex + 1].thread == refs[frameIndex].thread,
+         report[refs[frameIndex + 1]].address == frame.address { continue }  // inlined into the next frame
       guard let written = frame.reportedFunction?.name, !["??", "???", "<null>", "n/a"].contains(written),
             case .symbolicated = results[frameIndex].status, let function = results[frameIndex].function,
             let lookup = results[frameIndex].lookupAddress, let symbolIndex = file.symbols.index(containing: lookup)

@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 
 /// The classic `.crash` text of an `.ips` report, laid out as Apple's own translation (Console,
 /// "Translated Report") lays out a macOS report: the header fields, the exception, termination and
@@ -8,9 +9,9 @@ import ImageReaders
 /// Summary. Values come from the report's JSON; a frame imagelog symbolicated shows imagelog's answer.
 /// Text from the report is escaped (`TextEscaping`) line by line: a symbol holding a newline stays on
 /// its frame's line.
-extension SymbolicatedReport {
+extension ProcessSnapshot {
   func classicText() -> String {
-    let body = report.ipsBody ?? .object([])
+    let body = document?.ipsBody ?? .object([])
     var out = ""
     func field(_ name: String, _ value: String?) { Self.appendCrashField(name, value, to: &out) }
     func bracketed(_ name: JSONValue?, _ number: JSONValue?) -> String? {
@@ -32,7 +33,7 @@ extension SymbolicatedReport {
     field("Date/Time", body["captureTime"]?.string)
     let osVersion = body["osVersion"]
     field("OS Version", osVersion?["train"]?.string.map { train in train + (osVersion?["build"]?.string.map { " (\($0))" } ?? "") }
-      ?? report.ipsHeader?["os_version"]?.string)
+      ?? document?.ipsHeader?["os_version"]?.string)
     field("Report Version", "12")
     field("Anonymous UUID", body["crashReporterKey"]?.string)
     out += "\n"
@@ -86,9 +87,11 @@ extension SymbolicatedReport {
     }
 
     // Each answer by its place in the JSON: (thread, frame index); thread -1 is the exception backtrace.
-    var answers: [Int: [Int: (CrashReport.Frame, SymbolicatedFrame)]] = [:]
-    for (frame, result) in zip(report.frames, frames) {
-      if let thread = frame.ipsThread { answers[thread, default: [:]][frame.index] = (frame, result) }
+    var answers: [Int: [Int: FrameSymbols]] = [:]
+    for thread in self.threads {
+      for frame in thread.frames {
+        if let place = frame.position?.documentThread { answers[place, default: [:]][frame.number] = frame.symbols }
+      }
     }
     if let backtrace = body["lastExceptionBacktrace"]?.array {
       out += "Last Exception Backtrace:\n"
@@ -143,7 +146,7 @@ extension SymbolicatedReport {
   /// One thread's frames as Apple writes them: `N   image(30)\t   0xADDRESS symbol + offset (File:line)`,
   /// `[inlined]` after an inlined frame, `0xBASE + OFFSET` when no symbol is known. Frames imagelog
   /// symbolicated show its functions (inlined ones first); numbering follows the lines written.
-  private func appendFrames(_ jsonFrames: [JSONValue], answers: [Int: (CrashReport.Frame, SymbolicatedFrame)],
+  private func appendFrames(_ jsonFrames: [JSONValue], answers: [Int: FrameSymbols],
                             body: JSONValue, to out: inout String) {
     let images = body["usedImages"]?.array ?? []
     var number = 0
@@ -158,7 +161,7 @@ extension SymbolicatedReport {
       let base = image?["base"]?.unsigned ?? 0
       let offset = frame["imageOffset"]?.unsigned ?? 0
       let address = base &+ offset
-      if let (_, result) = answers[index], result.status == .symbolicated {
+      if let result = answers[index], result.status == .symbolicated {
         // imagelog's own chain replaces the report's; an entry the report marked inline is part of
         // the chain of the real frame at the same address that follows it.
         if frame["inline"] == .bool(true) { continue }
@@ -176,7 +179,7 @@ extension SymbolicatedReport {
       } else {
         text = "0x\(hexDigits(base)) + \(offset)"
       }
-      if let (_, result) = answers[index], case let .mismatch(reportID, fileID, path) = result.status {
+      if let result = answers[index], case let .mismatch(reportID, fileID, path) = result.status {
         text += "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]"
       }
       line(imageName, address, text)
@@ -213,7 +216,7 @@ extension SymbolicatedReport {
   func describeForCrash(name: String?, offset: UInt64?, file: String?, line: Int?, inlined: Bool) -> String {
     var text = name.map(TextEscaping.escaped) ?? "???"
     if let offset { text += " + \(offset)" }
-    if let file, let line { text += " (\(TextEscaping.escaped(Image.shortName(of: file))):\(line))" }
+    if let file, let line { text += " (\(TextEscaping.escaped(ImageLog.Image.shortName(of: file))):\(line))" }
     if inlined { text += " [inlined]" }
     return text
   }

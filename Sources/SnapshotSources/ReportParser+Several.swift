@@ -1,17 +1,18 @@
+public import Snapshot
 /// Files that hold several reports one after another (a collector's dump, a CI log with two
 /// crashes): Apple's `.crash` text, `.ips` reports and the Swift backtracer's, each read on its own, in order.
 extension ReportParser {
   /// Each report in `text`, in order: one result per report, an error for a part that is no report.
   /// Text with one report (or of another kind: Linux logs, addresses) gives one result, as
   /// `parse(_:images:)` does; its failure is the one error.
-  public static func parseAll(_ text: String, images: [CrashReport.Image] = []) -> [Result<CrashReport, ReportError>] {
+  public static func parseAll(_ text: String, images: [ProcessSnapshot.Image] = []) -> [Result<ProcessSnapshot, ReportError>] {
     var starts = reportStarts(text)
     if starts.count <= 1 { starts = ipsStarts(text) }
     guard starts.count > 1 else {
       do { return [.success(try parse(text, images: images))] } catch { return [.failure(error)] }
     }
-    let lines = splitLines(text)
-    var results: [Result<CrashReport, ReportError>] = []
+    let lines = ReportText.splitLines(text)
+    var results: [Result<ProcessSnapshot, ReportError>] = []
     for (index, start) in starts.enumerated() {
       let end = index + 1 < starts.count ? starts[index + 1] : lines.count
       let part = lines[start..<end].joined(separator: "\n") + "\n"
@@ -31,7 +32,7 @@ extension ReportParser {
     let incidents = occurrences(of: "\nIncident Identifier:", in: text) + (text.hasPrefix("Incident Identifier:") ? 1 : 0)
     let crashes = occurrences(of: "*** Program crashed:", in: text)
     guard incidents > 1 || crashes > 1 else { return [0] }
-    let lines = splitLines(text)
+    let lines = ReportText.splitLines(text)
     var starts: [Int] = []
     if incidents > 1 {
       for (index, line) in lines.enumerated() where line.hasPrefix("Incident Identifier:") {
@@ -84,7 +85,7 @@ extension ReportParser {
           occurrences(of: "\n{\"", in: text) > 0 else { return [0] }
     var starts: [Int] = []
     var bodyNext = false
-    for (index, line) in splitLines(text).enumerated() {
+    for (index, line) in ReportText.splitLines(text).enumerated() {
       guard line.hasPrefix("{") else {
         // A header followed by text is a `.crash` behind its header (bug_type 109), not an .ips.
         if bodyNext, !line.allSatisfy(\.isWhitespace) { return [0] }

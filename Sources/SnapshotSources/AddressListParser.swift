@@ -1,4 +1,6 @@
 import ImageLog
+import ImageReaders
+import Snapshot
 
 /// Bare addresses (`0x7f3a1c2013a4`, one or more per line) to be resolved in images given on the
 /// command line with `--image PATH@LOADADDR`, or listed in the same text the way imagelog's
@@ -17,8 +19,8 @@ enum AddressListParser {
         let start = end
         while end < bytes.count, !isSeparator(bytes[end]), !isLineEnd(bytes[end]) { end += 1 }
         let word = UnsafeBufferPointer(rebasing: bytes[start..<end])
-        guard ReportParser.plainHexNumber(word) != nil
-                || ReportParser.hexNumber(String(decoding: word, as: UTF8.self)) != nil else { return false }
+        guard ReportText.plainHexNumber(word) != nil
+                || ReportText.hexNumber(String(decoding: word, as: UTF8.self)) != nil else { return false }
         sawWord = true
       }
       return sawWord
@@ -36,7 +38,7 @@ enum AddressListParser {
           guard !isSeparator(bytes[end]) else { end += 1; continue }
           let start = end
           while end < bytes.count, !isSeparator(bytes[end]) { end += 1 }
-          if ReportParser.plainHexNumber(UnsafeBufferPointer(rebasing: bytes[start..<end])) != nil { count += 1 }
+          if ReportText.plainHexNumber(UnsafeBufferPointer(rebasing: bytes[start..<end])) != nil { count += 1 }
         }
       }
       if count > limit { break }
@@ -44,7 +46,7 @@ enum AddressListParser {
     return count
   }
 
-  static func parse(_ lines: [String], images: [CrashReport.Image]) throws(ReportError) -> CrashReport? {
+  static func parse(_ lines: [String], images: [ReportImage]) throws(ReportError) -> ProcessSnapshot? {
     // Whether there is any image, before any frame is kept (lines with a space or `+` only).
     // (Addresses alone and no image were refused before the lines were split: `onlyAddresses`.)
     guard !images.isEmpty || lines.contains(where: { formatterImage($0) != nil }) else { return nil }
@@ -53,11 +55,11 @@ enum AddressListParser {
     if countAddresses(lines, upTo: maximum) > maximum {
       throw ReportError("more than \(maximum) addresses: symbolicate them in parts (the limit bounds memory)")
     }
-    var report = CrashReport(format: .addresses, lines: lines, images: images)
-    report.threads = [CrashReport.Thread(number: 0, crashed: true, name: nil)]
+    var report = ProcessSnapshot(format: .addresses, images: images, document: ReportDocument(lines: lines))
+    var frames: [ReportFrame] = []
     var wordProblems: [String] = []
     // One address a line is the usual list; a file of empty lines must not reserve for frames it lacks.
-    report.frames.reserveCapacity(min(lines.count, 1 << 16))
+    frames.reserveCapacity(min(lines.count, 1 << 16))
     for (lineIndex, line) in lines.enumerated() {
       var line = line
       // Words on bytes, addresses read without making a string.
@@ -69,16 +71,15 @@ enum AddressListParser {
           let start = end
           while end < bytes.count, !isSeparator(bytes[end]) { end += 1 }
           let wordBytes = UnsafeBufferPointer(rebasing: bytes[start..<end])
-          var address = ReportParser.plainHexNumber(wordBytes)
+          var address = ReportText.plainHexNumber(wordBytes)
           if address == nil {  // the slow path: signs, non-ASCII, or not an address at all
             let word = String(decoding: wordBytes, as: UTF8.self)
-            address = ReportParser.hexNumber(word)
+            address = ReportText.hexNumber(word)
             if address == nil { wordProblems.append("line \(lineIndex + 1): '\(word.prefix(40))' is not an address") }
           }
           guard let address else { continue }
-          report.frames.append(CrashReport.Frame(thread: 0, index: report.frames.count, address: address, imageIndex: nil,
-                                                 isReturnAddress: false, line: lineIndex, symbolColumn: nil,
-                                                 reportedSymbol: nil, ipsThread: nil))
+          frames.append(ReportFrame(number: frames.count, address: address, isReturnAddress: false,
+                                    position: ProcessSnapshot.Position(line: lineIndex)))
         }
       }
       // Most lines of a long address list are one address: no space or `+`, so not an image line.
@@ -94,10 +95,11 @@ enum AddressListParser {
       }
       line.withUTF8 { readWords($0) }
     }
-    guard !report.frames.isEmpty, !report.images.isEmpty else { return nil }
+    guard !frames.isEmpty, !report.images.isEmpty else { return nil }
+    report.threads = [ReportThread(number: 0, crashed: true, frames: frames)]
     report.problems = Array(wordProblems.prefix(20))
     if wordProblems.count > 20 { report.problems.append("\(wordProblems.count - 20) more words that are not addresses") }
-    ReportParser.attachImages(&report, frameImageNames: [:])
+    report.placeFrames()
     return report
   }
 
@@ -108,7 +110,7 @@ enum AddressListParser {
   }
 
   /// One image line of imagelog's formatter (crash, logger or unstrip style), or `nil`.
-  static func formatterImage(_ line: String) -> CrashReport.Image? {
+  static func formatterImage(_ line: String) -> ReportImage? {
     // Most lines of a long address list are addresses: decide without allocating.
     guard line.utf8.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "+") }) else { return nil }
     let text = line.trimmingSpaces
@@ -123,10 +125,10 @@ enum AddressListParser {
   }
 
   /// `Added: 0x7fd77d1a8000 (0x3fbe0) /opt/swift/usr/lib/swift/linux/libswiftSwiftOnoneSupport.so <69B6BDCC-...>`
-  static func loggerImage(_ text: String) -> CrashReport.Image? {
+  static func loggerImage(_ text: String) -> ReportImage? {
     let words = text.split(separator: " ", maxSplits: 3)
-    guard words.count == 4, let load = ReportParser.hexNumber(words[1]),
-          words[2].hasPrefix("("), words[2].hasSuffix(")"), let size = ReportParser.hexNumber(words[2].dropFirst().dropLast())
+    guard words.count == 4, let load = ReportText.hexNumber(words[1]),
+          words[2].hasPrefix("("), words[2].hasSuffix(")"), let size = ReportText.hexNumber(words[2].dropFirst().dropLast())
     else { return nil }
     var rest = Substring(words[3])
     var identity: ImageIdentity?
@@ -136,23 +138,23 @@ enum AddressListParser {
     }
     let path = rest.trimmingSpaces
     guard !path.isEmpty else { return nil }
-    return CrashReport.Image(name: Image.shortName(of: path), path: path, loadAddress: load,
-                             endAddress: size > 0 ? load &+ (size - 1) : nil, identity: identity, architecture: nil)
+    return ReportImage(name: Image.shortName(of: path), path: path, loadAddress: load,
+                       endAddress: size > 0 ? load &+ (size - 1) : nil, identity: identity, architecture: nil)
   }
 
   /// `0x55f9cfda6000+0x60000 4e03921f...@0x55f9cfda6318 /path/file - /path/module` (eu-unstrip -n).
-  static func unstripImage(_ text: String) -> CrashReport.Image? {
+  static func unstripImage(_ text: String) -> ReportImage? {
     let words = text.split(separator: " ")
     guard words.count >= 3 else { return nil }
     let span = words[0].split(separator: "+")
-    guard span.count == 2, let start = ReportParser.hexNumber(span[0]), let size = ReportParser.hexNumber(span[1]) else { return nil }
+    guard span.count == 2, let start = ReportText.hexNumber(span[0]), let size = ReportText.hexNumber(span[1]) else { return nil }
     let idText = words[1].split(separator: "@").first ?? ""
     let identity = idText == "-" ? nil : ImageIdentity(idText)
     guard identity != nil || idText == "-" else { return nil }
     let module = words.count >= 5 ? String(words[4]) : nil
     let file = String(words[2])
     let path = module.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? (file.hasPrefix("/") ? file : nil)
-    return CrashReport.Image(name: Image.shortName(of: path ?? module ?? file), path: path, loadAddress: start,
-                             endAddress: size > 0 ? start &+ (size - 1) : nil, identity: identity, architecture: nil)
+    return ReportImage(name: Image.shortName(of: path ?? module ?? file), path: path, loadAddress: start,
+                       endAddress: size > 0 ? start &+ (size - 1) : nil, identity: identity, architecture: nil)
   }
 }

@@ -1,19 +1,23 @@
+import ImageLog
+import ImageReaders
+import Snapshot
+
 /// Swift's backtracer output (`SWIFT_BACKTRACE=enable=yes,interactive=no,symbolicate=off`):
 /// `Thread 0 "name" crashed:` headings, `INDEX [ra] 0xADDRESS` frames and an
 /// `Images (N omitted):` section of `START–END BUILDID NAME PATH` lines.
 enum SwiftBacktraceParser {
-  static func parse(_ lines: [String]) -> CrashReport {
-    var report = CrashReport(format: .swiftBacktrace, lines: lines)
+  static func parse(_ lines: [String]) -> ProcessSnapshot {
+    var report = ProcessSnapshot(format: .swiftBacktrace, document: ReportDocument(lines: lines))
     var inThread: Int?
     var inImages = false
     for (lineIndex, line) in lines.enumerated() {
       if let platform = AppleCrashParser.field(line, "Platform:") {
-        report.architecture = ReportParser.architectureName(platform)
+        report.process.architecture = Architecture(reportName: platform)?.name
         continue
       }
       if line.hasPrefix("Thread "), line.hasSuffix(":"), let thread = heading(line) {
         report.threads.append(thread)
-        inThread = thread.number
+        inThread = report.threads.count - 1
         inImages = false
         continue
       }
@@ -36,9 +40,8 @@ enum SwiftBacktraceParser {
           report.problems.append("line \(lineIndex + 1): unreadable frame '\(line.prefix(80))'")
           continue
         }
-        frame.thread = thread
-        frame.line = lineIndex
-        report.frames.append(frame)
+        frame.position?.line = lineIndex
+        report.threads[thread].frames.append(frame)
       } else if inImages {
         guard let image = image(trimmed) else {
           report.problems.append("line \(lineIndex + 1): unreadable image '\(line.prefix(80))'")
@@ -47,7 +50,7 @@ enum SwiftBacktraceParser {
         report.images.append(image)
       }
     }
-    ReportParser.attachImages(&report, frameImageNames: [:])
+    report.placeFrames()
     if report.images.isEmpty { report.problems.append("no Images section: frames cannot be matched to files") }
     return report
   }
@@ -60,11 +63,11 @@ enum SwiftBacktraceParser {
     guard words.count >= 2, let first = words[0].unicodeScalars.first, first.properties.isAlphabetic, first.isASCII,
           words[0].unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) })
     else { return false }
-    return words[1].hasPrefix("0x") && ReportParser.hexNumber(words[1]) != nil
+    return words[1].hasPrefix("0x") && ReportText.hexNumber(words[1]) != nil
   }
 
   /// `Thread 0 "crasher" crashed:`, `Thread 1:`, `Thread 2 "worker":`.
-  static func heading(_ line: String) -> CrashReport.Thread? {
+  static func heading(_ line: String) -> ReportThread? {
     let body = line.dropFirst("Thread ".count).dropLast()
     let numberText = body.prefix { $0.isNumber }
     guard let number = Int(numberText) else { return nil }
@@ -73,11 +76,11 @@ enum SwiftBacktraceParser {
     if rest.hasSuffix("crashed") { crashed = true; rest = rest.dropLast("crashed".count).trimmingSpaces[...] }
     var name: String?
     if rest.hasPrefix("\""), rest.hasSuffix("\""), rest.count >= 2 { name = String(rest.dropFirst().dropLast()) } else if !rest.isEmpty { return nil }
-    return CrashReport.Thread(number: number, crashed: crashed, name: name)
+    return ReportThread(number: number, name: name, crashed: crashed)
   }
 
   /// `0      0x00007fe929d6df7f`, `1 [ra] 0x00007fe929ef961f`, `3 [ra] [thunk] 0x... rest`.
-  static func frame(_ line: String) -> CrashReport.Frame? {
+  static func frame(_ line: String) -> ReportFrame? {
     let characters = Array(line)
     var position = 0
     while position < characters.count, characters[position] == " " { position += 1 }
@@ -94,20 +97,19 @@ enum SwiftBacktraceParser {
     }
     let tokenStart = position
     while position < characters.count, characters[position] != " " { position += 1 }
-    guard let address = ReportParser.hexNumber(String(characters[tokenStart..<position])) else { return nil }
+    guard let address = ReportText.hexNumber(String(characters[tokenStart..<position])) else { return nil }
     let rest = String(characters[position...]).trimmingSpaces
-    return CrashReport.Frame(thread: 0, index: index, address: address, imageIndex: nil,
-                             isReturnAddress: flags.contains("ra"), line: nil, symbolColumn: position + 1,
-                             reportedSymbol: rest.isEmpty ? nil : rest, ipsThread: nil)
+    return ReportFrame(number: index, address: address, isReturnAddress: flags.contains("ra"),
+                       reportedSymbol: rest.isEmpty ? nil : rest, position: ProcessSnapshot.Position(column: position + 1))
   }
 
   /// `0x0000556b4c1d8000–0x0000556b4c1d9d38 167ddc45... crasher   /tmp/sym/crasher`
   /// (an en dash; `<no build ID>` when the image has none).
-  static func image(_ line: String) -> CrashReport.Image? {
+  static func image(_ line: String) -> ReportImage? {
     var words = line.split(separator: " ", omittingEmptySubsequences: true)[...]
     guard let range = words.popFirst() else { return nil }
     let bounds = range.split(whereSeparator: { $0 == "–" || $0 == "-" })
-    guard bounds.count == 2, let start = ReportParser.hexNumber(bounds[0]), let end = ReportParser.hexNumber(bounds[1]) else {
+    guard bounds.count == 2, let start = ReportText.hexNumber(bounds[0]), let end = ReportText.hexNumber(bounds[1]) else {
       return nil
     }
     var identity: ImageIdentity?
@@ -120,7 +122,7 @@ enum SwiftBacktraceParser {
     guard let name = words.popFirst() else { return nil }
     let path = words.isEmpty ? nil : words.joined(separator: " ")
     // The backtracer's end is the end of text, exclusive; reports elsewhere use the last byte.
-    return CrashReport.Image(name: String(name), path: path, loadAddress: start, endAddress: end > start ? end - 1 : end,
-                             identity: identity, architecture: nil)
+    return ReportImage(name: String(name), path: path, loadAddress: start, endAddress: end > start ? end - 1 : end,
+                       identity: identity, architecture: nil)
   }
 }

@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+public import Snapshot
 
 /// Finds the file whose identity equals a report image's: the path the report recorded, its
 /// `.gnu_debuglink` (beside it, in its `.debug/` folder, under `/usr/lib/debug` with its folder; the
@@ -75,7 +76,7 @@ public final class DebugFileLocator {
 
   /// Finds the best file for `image`: of all the files with its identity, one with DWARF and a full
   /// symbol table beats one with exported symbols only.
-  public func locate(_ image: CrashReport.Image, architecture: String?) -> Outcome {
+  public func locate(_ image: ProcessSnapshot.Image, architecture: String?) -> Outcome {
     let key = Self.outcomeKey(image, architecture: architecture)
     if let known = outcomes[key] { return known }
     let outcome = search(image, architecture: image.architecture ?? architecture)
@@ -85,13 +86,13 @@ public final class DebugFileLocator {
 
   /// What `locate`'s answer depends on: the image's identity, path and name, and the architecture.
   /// NUL cannot occur in a path or a name read from a report line or JSON string we keep whole.
-  static func outcomeKey(_ image: CrashReport.Image, architecture: String?) -> String {
+  static func outcomeKey(_ image: ProcessSnapshot.Image, architecture: String?) -> String {
     // Concatenated, not `joined`: the generic join's first use costs more than the key.
     (image.identity?.text ?? "") + "\u{0}" + (image.path ?? "") + "\u{0}" + image.name + "\u{0}"
       + (image.architecture ?? architecture ?? "")
   }
 
-  private func search(_ image: CrashReport.Image, architecture: String?) -> Outcome {
+  private func search(_ image: ProcessSnapshot.Image, architecture: String?) -> Outcome {
     guard let identity = image.identity else {
       if let path = image.path, let file = slices(path).flatMap({ SymbolFile.slice($0, architecture: architecture) }) {
         return .unverified(withDebugFile(file, image: image, architecture: architecture))
@@ -270,7 +271,7 @@ public final class DebugFileLocator {
 
   /// A file found without an identity to check, completed by the files that match its own build-id
   /// (a stripped library's `.debug` file): the file itself is still unverified, its debug file is not.
-  private func withDebugFile(_ file: SymbolFile, image: CrashReport.Image, architecture: String?) -> SymbolFile {
+  private func withDebugFile(_ file: SymbolFile, image: ProcessSnapshot.Image, architecture: String?) -> SymbolFile {
     guard let buildID = file.buildID, !(file.hasDebugInfo && file.hasFullSymbolTable) else { return file }
     var identified = image
     identified.identity = ImageIdentity(buildID)
@@ -316,7 +317,7 @@ public final class DebugFileLocator {
   /// them read, and `SymbolFile.readSymbols` reads again only for other addresses. For a caller that
   /// knows a report's frames before the report is read (`pid --threads`, on another thread). With no
   /// `offsets`, only locates the file.
-  package func prepareSymbols(_ image: CrashReport.Image, architecture: String?, offsets: [UInt64]) {
+  package func prepareSymbols(_ image: ProcessSnapshot.Image, architecture: String?, offsets: [UInt64]) {
     let outcome = locate(image, architecture: architecture)
     guard !offsets.isEmpty else { return }
     let key = Self.outcomeKey(image, architecture: architecture)

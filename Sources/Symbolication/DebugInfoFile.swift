@@ -1,3 +1,4 @@
+import Snapshot
 import ImageLog
 public import ImageReaders
 

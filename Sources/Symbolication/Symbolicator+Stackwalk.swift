@@ -1,5 +1,6 @@
-import ImageLog
+public import ImageLog
 import ImageReaders
+public import Snapshot
 
 extension Symbolicator {
   /// Unwinds every thread of `snapshot` that has registers but no frames yet (a minidump's), with the
@@ -34,7 +35,7 @@ extension Symbolicator {
   static func place(_ image: inout ProcessSnapshot.Image, files: MappedFileMemory, locator: DebugFileLocator) {
     guard var loaded = image.loaded, let buildID = loaded.buildID else { return }
     var candidates: [String] = []
-    if case .found(let file, _) = locator.locate(image.reportImage, architecture: image.architecture) {
+    if case .found(let file, _) = locator.locate(image, architecture: image.architecture) {
       candidates.append(file.path)
     }
     // A writer that records the loader's name for a library (Crashpad's `libc.so.6`): where the loader

@@ -1,4 +1,6 @@
+import ImageLog
 import ImageReaders
+import Snapshot
 
 /// Swift's backtracer output in JSON (`SWIFT_BACKTRACE=...,format=json,symbolicate=off`): whatever the
 /// program printed before it, then one object with `threads[].frames[]` (`kind`, `address`) and
@@ -9,7 +11,7 @@ enum SwiftBacktraceJSONParser {
     text.contains("\"kind\": \"crashReport\"") || text.contains("\"kind\":\"crashReport\"")
   }
 
-  static func parse(_ text: String) throws(ReportError) -> CrashReport {
+  static func parse(_ text: String) throws(ReportError) -> ProcessSnapshot {
     // The document starts at the first `{` that opens a line.
     var start: String.Index?
     var index = text.startIndex
@@ -25,25 +27,23 @@ enum SwiftBacktraceJSONParser {
     do { (document, _) = try JSONValue.parsePrefix(text[start...]) } catch {
       throw ReportError("unreadable Swift backtrace JSON: \(error)")
     }
-    var report = CrashReport(format: .swiftBacktraceJSON)
-    report.preamble = String(text[..<start])
-    report.document = document
-    report.architecture = document["architecture"]?.string.flatMap(ReportParser.architectureName)
+    var report = ProcessSnapshot(format: .swiftBacktraceJSON,
+                                 document: ReportDocument(preamble: String(text[..<start]), swiftDocument: document))
+    report.process.architecture = document["architecture"]?.string.flatMap { Architecture(reportName: $0)?.name }
     for (index, entry) in (document["images"]?.array ?? []).enumerated() {
       guard let base = entry["baseAddress"]?.unsigned else {
         report.problems.append("images[\(index)]: no baseAddress")
-        report.images.append(CrashReport.Image(name: "???", path: nil, loadAddress: 0, endAddress: 0, identity: nil, architecture: nil))
+        report.images.append(ReportImage(name: "???", path: nil, loadAddress: 0, endAddress: 0, identity: nil, architecture: nil))
         continue
       }
       let end = entry["endOfText"]?.unsigned.map { $0 > base ? $0 - 1 : base }
-      report.images.append(CrashReport.Image(name: entry["name"]?.string ?? "???", path: entry["path"]?.string,
+      report.images.append(ReportImage(name: entry["name"]?.string ?? "???", path: entry["path"]?.string,
                                              loadAddress: base, endAddress: end,
                                              identity: entry["buildId"]?.string.flatMap { ImageIdentity($0) },
                                              architecture: nil))
     }
     for (threadIndex, thread) in (document["threads"]?.array ?? []).enumerated() {
-      report.threads.append(CrashReport.Thread(number: threadIndex, crashed: thread["crashed"] == .bool(true),
-                                               name: thread["name"]?.string))
+      var entry = ReportThread(number: threadIndex, name: thread["name"]?.string, crashed: thread["crashed"] == .bool(true))
       for (frameIndex, frame) in (thread["frames"]?.array ?? []).enumerated() {
         let kind = frame["kind"]?.string ?? ""
         guard kind == "programCounter" || kind == "returnAddress" || kind == "asyncResumePoint" else { continue }
@@ -51,13 +51,14 @@ enum SwiftBacktraceJSONParser {
           report.problems.append("threads[\(threadIndex)].frames[\(frameIndex)]: no address")
           continue
         }
-        report.frames.append(CrashReport.Frame(thread: threadIndex, index: frameIndex, address: address, imageIndex: nil,
-                                               isReturnAddress: kind == "returnAddress", line: nil, symbolColumn: nil,
-                                               reportedSymbol: frame["symbol"]?.string, ipsThread: threadIndex))
+        entry.frames.append(ReportFrame(number: frameIndex, address: address, isReturnAddress: kind == "returnAddress",
+                                        reportedSymbol: frame["symbol"]?.string,
+                                        position: ProcessSnapshot.Position(documentThread: threadIndex)))
       }
+      report.threads.append(entry)
     }
     if document["threads"] == nil { report.problems.append("no threads in the Swift backtrace JSON") }
-    ReportParser.attachImages(&report, frameImageNames: [:])
+    report.placeFrames()
     return report
   }
 }

@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 
 /// Files found and read for earlier reports, kept for the next: a process that symbolicates many
 /// reports (`imagelog symbolicate --output-dir`, a crash collector) finds, loads and indexes each
@@ -42,7 +43,7 @@ public final class SymbolicationCache {
   var unreadableNotes: [String] { locator.unreadable.map { "\($0.path): \($0.problem)" } }
 
   /// The locator's outcome for `image`, found once; `notes` are the files refused while finding it.
-  func locate(_ image: CrashReport.Image, architecture: String?) -> (outcome: DebugFileLocator.Outcome, notes: [String]) {
+  func locate(_ image: ProcessSnapshot.Image, architecture: String?) -> (outcome: DebugFileLocator.Outcome, notes: [String]) {
     let key = DebugFileLocator.outcomeKey(image, architecture: architecture)
     if let known = outcomes[key] { return known }
     let refusedBefore = locator.refused.count

@@ -1,27 +1,26 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 
-extension SymbolicatedReport {
+extension ProcessSnapshot {
   /// A Linux log with each frame line's function (and file:line:column when known) inserted where
   /// the frame's `symbolColumn` says, as a sanitizer's `symbolize=1` writes it (`in main /src/a.c:5:3`);
   /// every other line, and every other character of a frame line, as it came.
   func insertedText() -> String {
-    var framesByLine: [Int: Int] = [:]
-    for (index, frame) in report.frames.enumerated() { if let line = frame.line { framesByLine[line] = index } }
-    var unverified = Set<Int>()
-    for resolution in images { if case .unverified = resolution.status { unverified.insert(resolution.imageIndex) } }
+    var framesByLine: [Int: FrameRef] = [:]
+    for ref in frameRefs { if let line = self[ref].position?.line { framesByLine[line] = ref } }
     var out = ""
-    for (lineIndex, line) in report.lines.enumerated() {
-      guard let frameIndex = framesByLine[lineIndex], let column = report.frames[frameIndex].symbolColumn else {
+    for (lineIndex, line) in (document?.lines ?? []).enumerated() {
+      guard let ref = framesByLine[lineIndex], let column = self[ref].position?.column else {
         out += line + "\n"
         continue
       }
-      let result = frames[frameIndex]
+      let result = self[ref].symbols
       var insertion = ""
       switch result.status {
       case .symbolicated:
         insertion = " in " + result.functions.reversed().map(Self.sanitizerStyle).joined(separator: " <- inlined ")
-        if let image = report.frames[frameIndex].imageIndex, unverified.contains(image) {
+        if let image = self[ref].imageIndex, case .unverified? = images[image].resolution {
           insertion += " [unverified: the report has no build-id]"
         }
       case let .mismatch(reportID, fileID, path):
@@ -37,7 +36,7 @@ extension SymbolicatedReport {
 
   /// `name file:line:column`, or `name+0xoffset` without a line, as sanitizers write a frame. Names
   /// and paths come from files: escaped, so a newline in a symbol cannot break the log's lines.
-  static func sanitizerStyle(_ function: SymbolicatedFrame.Function) -> String {
+  static func sanitizerStyle(_ function: FrameSymbols.Function) -> String {
     let name = function.name.map(TextEscaping.escaped) ?? "???"
     if let file = function.file, let line = function.line {
       return "\(name) \(TextEscaping.escaped(file)):\(line):\(function.column ?? 0)"

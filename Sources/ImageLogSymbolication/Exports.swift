@@ -1,2 +1,0 @@
-// Transitional: the model types (ImageIdentity, RegisterState, ReportError) moved to Snapshot.
-@_exported import Snapshot
