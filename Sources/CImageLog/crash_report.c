@@ -18,6 +18,8 @@ static char process_path[PATH_MAX];
 static const char *process_name = "???";
 static char os_version[256];
 
+const char *il_crash_process_name(void) { return process_name; }
+
 void il_crash_capture_process_identity(void) {
   ssize_t n = readlink("/proc/self/exe", process_path, sizeof process_path - 1);
   process_path[n > 0 ? n : 0] = '\0';

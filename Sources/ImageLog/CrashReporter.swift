@@ -144,6 +144,87 @@ public enum CrashReporter {
     guard status == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: status)) }
   }
 
+  /// The default of `install(helper:crashDirectory:timeoutMilliseconds:fallbackReportPath:)`'s wait for
+  /// the helper (`CImageLogCrashHelper.h`'s `IL_HELPER_DEFAULT_TIMEOUT_MS`: Swift's backtracer's default).
+  public static let defaultHelperTimeoutMilliseconds = 30_000
+
+  /// Installs the crash handler with out-of-process capture: on a crash it starts `helper` (the
+  /// `imagelog` executable) as `imagelog capture-crash`, lets it trace the process
+  /// (`PR_SET_PTRACER`, for Yama's `ptrace_scope` 1) and waits for it, at most `timeoutMilliseconds`.
+  /// The helper stops every thread with ptrace (threads that block every signal included), unwinds
+  /// them from outside (the crashed one from the registers the handler recorded), symbolicates them
+  /// (file:line, inlined functions) and writes the report into `crashDirectory` as
+  /// `NAME-PID-YYYYMMDDTHHMMSSZ.crash`, atomically (a temporary name, then renamed); then the process
+  /// dies of its own signal, as without imagelog.
+  ///
+  /// The helper is started with a raw `clone` (no `fork`: its handlers take the allocator's lock) and
+  /// an argument list laid out now: `helper` and `crashDirectory` are made absolute now, not at the
+  /// crash. When the helper writes no report (missing, not executable, failed, crashed, still running
+  /// at the timeout: killed), the handler says so on standard error and writes its in-process report
+  /// (the one `install(writingTo:)` writes) to `fallbackReportPath`, or, when nil, into
+  /// `crashDirectory` under the helper's name. The other handler options (chaining, Swift's
+  /// backtracer) are `install(writingTo:)`'s.
+  ///
+  /// Throws `InstallError` when a path cannot be resolved or the handler cannot be installed.
+  public static func install(helper: String, crashDirectory: String,
+                             timeoutMilliseconds: Int = defaultHelperTimeoutMilliseconds,
+                             fallbackReportPath: String? = nil) throws(InstallError) {
+    guard let helperPath = absolutePath(helper) else {
+      throw InstallError(path: helper, .current("cannot resolve the helper"))
+    }
+    guard let directory = absolutePath(crashDirectory) else {
+      throw InstallError(path: crashDirectory, .current("cannot resolve the crash directory"))
+    }
+    let status = il_crash_set_helper(helperPath, directory, UInt64(max(0, timeoutMilliseconds)))
+    guard status == 0 else { throw InstallError(path: helper, SystemError("cannot lay out the helper", errno: status)) }
+    if let fallbackReportPath {
+      try install(writingTo: fallbackReportPath)
+    } else {
+      startImageTable()
+      let installed = il_crash_install(-1)
+      guard installed == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: installed)) }
+    }
+  }
+
+  /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
+  static func absolutePath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
+  /// The stem of a crash's files in a crash directory, `NAME-PID-YYYYMMDDTHHMMSSZ`: the name the
+  /// crash handler gives its in-process report, so the helper and the handler name a crash alike.
+  package static func crashFileStem(program: String, pid: Int32, date: Int64) -> String {
+    var text = [CChar](repeating: 0, count: 160)
+    let length = text.withUnsafeMutableBufferPointer { buffer in
+      il_crash_file_stem(buffer.baseAddress, program, pid, date)
+    }
+    return String(decoding: text.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
+  /// Writes `bytes` to `directory/name` so that no reader sees half of it: into a hidden temporary
+  /// file first (`.name.partial`, created exclusively), then linked to its name, which is never
+  /// replaced (an existing file keeps its name; the new one gets `-2`, `-3`... before the suffix).
+  /// Returns the path written.
+  package static func writeCrashFile(directory: String, stem: String, suffix: String,
+                                     _ bytes: UnsafeRawBufferPointer) throws(InstallError) -> String {
+    let temporary = "\(directory)/.\(stem)\(suffix).partial"
+    let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard descriptor >= 0 else { throw InstallError(path: temporary, .current("cannot create")) }
+    let written = writeAll(to: descriptor, bytes)
+    let failure = errno
+    close(descriptor)
+    defer { unlink(temporary) }
+    guard written else { throw InstallError(path: temporary, SystemError("cannot write", errno: failure)) }
+    for attempt in 1...100 {
+      let path = "\(directory)/\(stem)\(attempt == 1 ? "" : "-\(attempt)")\(suffix)"
+      if link(temporary, path) == 0 { return path }
+      guard errno == EEXIST else { throw InstallError(path: path, .current("cannot name")) }
+    }
+    throw InstallError(path: "\(directory)/\(stem)\(suffix)", SystemError("cannot name", errno: EEXIST))
+  }
+
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is
   /// reported too (each thread needs one; `install` prepares the thread that calls it).
   public static func prepareCurrentThread() throws(InstallError) {

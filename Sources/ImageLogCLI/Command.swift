@@ -46,6 +46,9 @@ protocol Command {
 }
 
 extension Command {
+  /// True for a subcommand only imagelog itself runs (`capture-crash`): left out of the overview's list.
+  static var isInternal: Bool { false }
+
   static var help: String {
     "OVERVIEW: \(abstract)\n\nUSAGE: \(usage)\n\n\(helpSections)"
   }

@@ -15,6 +15,7 @@ enum ImageLogMain {
     PidCommand.self,
     RunCommand.self,
     WatchCommand.self,
+    CaptureCrashCommand.self,
   ] }
 
   static func main() {
@@ -76,7 +77,7 @@ enum ImageLogMain {
       SUBCOMMANDS:
 
       """
-    for command in commands {
+    for command in commands where !command.isInternal {
       let padded = command.name + String(repeating: " ", count: max(1, 24 - command.name.count))
       text += "  \(padded)\(command.abstract)\n"
     }
