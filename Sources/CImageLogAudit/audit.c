@@ -25,6 +25,7 @@
 #include "CImageLogAudit.h"
 #include "CImageLogImage.h"
 #include "audit_libc.h"
+#include "audit_crash.h"
 #include <elf.h>
 #include <errno.h>  /* the E* numbers only: the module has no errno */
 #include <fcntl.h>
@@ -325,6 +326,7 @@ unsigned int la_version(unsigned int version) {
     vdso_bias = vdso_header - (uintptr_t)vdso_layout.first_vaddr;
   mark_ns = now_ns();
   if (start_ns == 0 || start_ns > mark_ns) start_ns = mark_ns;
+  audit_install_crash_handler();
   if (!follow) {
     /* The command's own process only: its children run plain, and exec closes the descriptor. Last,
        once every variable above was read. */
