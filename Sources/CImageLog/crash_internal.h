@@ -25,6 +25,7 @@
 #include "CImageLogCrash.h"
 #include "CImageLogUnwind.h"
 #include "crash_writer.h"
+#include "crash_text.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -140,10 +141,6 @@ IL_CRASH_INTERNAL void il_crash_end_capture(il_capture *capture);
 /* At install: the slots the other threads answer into, and the signal that asks them. Returns 0 or
    an errno value. Not async-signal-safe. */
 IL_CRASH_INTERNAL int il_crash_prepare_capture(void);
-/* "/proc/self/task/TID/LEAF" into `path` (at least 64 bytes). */
-IL_CRASH_INTERNAL void il_crash_task_path(char *path, pid_t tid, const char *leaf);
-/* Reads up to `capacity` - 1 bytes of a /proc file; the length, or -1. */
-IL_CRASH_INTERNAL ssize_t il_crash_read_small_file(const char *path, char *buffer, size_t capacity);
 
 /* ---- the report (crash_report.c) ---- */
 

@@ -1,6 +1,7 @@
 #ifndef CIMAGELOG_CRASH_WRITER_H
 #define CIMAGELOG_CRASH_WRITER_H
-/* The crash report's output: a fixed buffer emptied to a descriptor with write(2) whenever it fills,
+/* The crash report's output: a fixed buffer emptied to a descriptor with write(2) (a raw system call:
+   the audit module, which has no libc, writes its short report with it too) whenever it fills,
    so a report of any length goes out without allocating. The pieces (numbers, addresses) are
    formatted by CImageLogImageLine.h's, the ones the Binary Images lines and the audit module use;
    only the sink is the report's own, because an il_line keeps what fits and drops the rest, and a
@@ -13,7 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 typedef struct {
   int fd;
@@ -26,10 +26,10 @@ typedef struct {
 static inline void w_flush(il_writer *w) {
   size_t done = 0;
   while (done < w->used && !w->failed) {
-    ssize_t n = write(w->fd, w->buffer + done, w->used - done);
-    if (n < 0 && errno == EINTR) continue;
+    long n = IL_SYS(SYS_write, w->fd, w->buffer + done, w->used - done);
+    if (n == -EINTR) continue;
     if (n <= 0) {
-      w->failed = n < 0 ? errno : EIO;
+      w->failed = n < 0 ? (int)-n : EIO;
       break;
     }
     done += (size_t)n;

@@ -109,5 +109,4 @@ static void audit_install_crash_handler(void) {
   action.mask |= (uint64_t)1 << (SIGPIPE - 1);
   for (int i = 0; i < AUDIT_CRASH_SIGNALS; i++) SYS(SYS_rt_sigaction, audit_crash_signals[i], &action, &audit_previous[i], 8);
 }
-static void audit_write_crash_report(int signal, siginfo_t *info, void *context) { (void)signal; (void)info; (void)context; }
 #endif
