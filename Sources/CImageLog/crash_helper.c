@@ -23,12 +23,12 @@ static char **helper_environment;      /* a copy of the environment at install: 
 static char fallback_temporary[IL_HELPER_PATH_MAX + 160], fallback_final[IL_HELPER_PATH_MAX + 160];
 
 /* The environment as it is now, copied into one allocation: the program may setenv and unsetenv
-   later, and the crash must not read an array being rebuilt. */
+   later, and the crash must not read an array being rebuilt. Less what il_helper_passes_variable
+   keeps from the helper, and with its own SWIFT_BACKTRACE. */
 static char **copy_environment(void) {
-  size_t count = 0, bytes = 0;
+  size_t count = 1, bytes = sizeof il_helper_swift_backtrace;
   for (char **entry = environ; entry != NULL && *entry != NULL; entry++) {
-    /* The helper is imagelog: never audited or preloaded by what the program was run with. */
-    if (strncmp(*entry, "LD_AUDIT=", 9) == 0 || strncmp(*entry, "LD_PRELOAD=", 11) == 0) continue;
+    if (!il_helper_passes_variable(*entry)) continue;
     count++;
     bytes += strlen(*entry) + 1;
   }
@@ -37,12 +37,14 @@ static char **copy_environment(void) {
   char *text = (char *)(copy + count + 1);
   size_t used = 0;
   for (char **entry = environ; entry != NULL && *entry != NULL; entry++) {
-    if (strncmp(*entry, "LD_AUDIT=", 9) == 0 || strncmp(*entry, "LD_PRELOAD=", 11) == 0) continue;
+    if (!il_helper_passes_variable(*entry)) continue;
     size_t length = strlen(*entry) + 1;
     memcpy(text, *entry, length);
     copy[used++] = text;
     text += length;
   }
+  memcpy(text, il_helper_swift_backtrace, sizeof il_helper_swift_backtrace);
+  copy[used++] = text;
   copy[used] = NULL;
   return copy;
 }

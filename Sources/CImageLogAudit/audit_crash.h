@@ -82,16 +82,11 @@ static void audit_install_crash_handler(void) {
   uint64_t timeout_ms = IL_HELPER_DEFAULT_TIMEOUT_MS;
   if (directory == NULL || helper == NULL) return;
   if (!parse_number(variable("IMAGELOG_AUDIT_CRASH_TIMEOUT_MS"), &timeout_ms)) timeout_ms = IL_HELPER_DEFAULT_TIMEOUT_MS;
-  /* The helper is imagelog: not audited, not preloaded, without our variables. The strings are the
-     process's initial environment, which stays where it is. */
+  /* The strings are the process's initial environment, which stays where it is. */
   int used = 0;
-  for (char **entry = environment; entry != NULL && *entry != NULL && used < AUDIT_HELPER_ENVIRONMENT - 1; entry++) {
-    const char *value;
-    if (memcmp(*entry, "IMAGELOG_AUDIT_", 15) == 0 || variable_named(*entry, "LD_AUDIT", &value) ||
-        variable_named(*entry, "LD_PRELOAD", &value))
-      continue;
-    audit_helper_environment[used++] = *entry;
-  }
+  for (char **entry = environment; entry != NULL && *entry != NULL && used < AUDIT_HELPER_ENVIRONMENT - 2; entry++)
+    if (il_helper_passes_variable(*entry)) audit_helper_environment[used++] = *entry;
+  audit_helper_environment[used++] = (char *)il_helper_swift_backtrace;
   audit_helper_environment[used] = NULL;
   if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, NULL))
     return;

@@ -271,6 +271,23 @@ static inline int il_helper_prepare(il_helper_plan *plan, const char *path, cons
   return 1;
 }
 
+/* Whether the program's environment variable `entry` ("NAME=value") goes to the helper too. The
+   helper is imagelog: not audited or preloaded by what the program runs with, without the audit
+   module's variables, and with Swift's backtracer off (il_helper_swift_backtrace: imagelog's own
+   runtime has no swift-backtrace beside it, and a helper that crashes is replaced by the in-process
+   report anyway). */
+static inline int il_helper_passes_variable(const char *entry) {
+  static const char *const dropped[] = {"LD_AUDIT=", "LD_PRELOAD=", "IMAGELOG_AUDIT_", "SWIFT_BACKTRACE="};
+  for (size_t i = 0; i < sizeof dropped / sizeof *dropped; i++) {
+    size_t k = 0;
+    while (dropped[i][k] != '\0' && entry[k] == dropped[i][k]) k++;
+    if (dropped[i][k] == '\0') return 0;
+  }
+  return 1;
+}
+
+static const char il_helper_swift_backtrace[] = "SWIFT_BACKTRACE=enable=no";
+
 /* ---- the crash ---- */
 
 /* What became of the helper. */
