@@ -86,7 +86,7 @@ import Testing
   func captureEqualsGDB() throws {
     let run = try Self.crash("capture", noRandomization: true)
     Self.checkHelperReport(run, signal: SIGSEGV)
-    let report = try SymbolicatedReport(run.text)
+    let report = try SymbolicatedReportText(run.text)
     #expect(report.threads.map(\.tid) == run.procThreads.map(\.tid), "\(run.text)")
     #expect(report.threads.map { $0.name ?? "" } == run.procThreads.map(\.name))
     #expect(report.threads.map { $0.name ?? "" } == ["crash-program", "worker-1", "spinner", "sorter"])
@@ -100,7 +100,10 @@ import Testing
     }
     #expect(crashed.lines.first?.contains("libcrashthreads.so") == true && crashed.lines.first?.contains("level2") == true)
 
-    let gdb = try Self.gdbView()
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory("imagelog-capture-gdb")
+    let gdb = try GDBCrashView.run(gdb: CrashThreadsTests.gdb!, [program, "capture", "\(directory)/report.crash", "\(directory)/maps"],
+                                   environment: ["CRASH_LIBRARY": try CrashThreadsTests.library.get(), "DEBUGINFOD_URLS": ""])
     let gdbThreads = gdb.threads.keys.sorted()
     #expect(gdbThreads.count == report.threads.count, "gdb saw \(gdbThreads.count) threads")
     for (thread, gdbTid) in zip(report.threads, gdbThreads) {
@@ -116,60 +119,10 @@ import Testing
     for (name, value) in gdb.registers where name != "r10" {
       #expect(report.registers[name] == value, "register \(name): gdb 0x\(String(value, radix: 16))\n\(run.text)")
     }
-    #expect(gdb.registers.count == 18)
+    #expect(gdb.registers.count == 18, "gdb: \(gdb.output)")
+    #expect(!gdb.threads.isEmpty, "gdb: \(gdb.output)")
   }
 
-  /// gdb's view of the capture mode's crash: each thread's physical frames by tid (as CrashThreadsTests
-  /// reads them) and the crashed thread's registers. The handler then runs without a helper.
-  struct GDBView {
-    var threads: [Int32: [UInt64]] = [:]
-    var registers: [String: UInt64] = [:]
-  }
-
-  static let gdbScript = """
-    import gdb
-    gdb.execute("set backtrace past-main on")
-    gdb.execute("set backtrace past-entry on")
-    crashed = gdb.selected_thread()
-    for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.ptid[1]):
-        thread.switch()
-        frame, pcs = gdb.newest_frame(), []
-        while frame is not None:
-            if frame.type() in (gdb.NORMAL_FRAME, gdb.SIGTRAMP_FRAME):
-                pcs.append("%x" % frame.pc())
-            frame = frame.older()
-        print("frames %d %s" % (thread.ptid[1], " ".join(pcs)))
-    crashed.switch()
-    frame = gdb.newest_frame()
-    for name in ["rax", "rbx", "rcx", "rdx", "rdi", "rsi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
-                 "r14", "r15", "rip", "eflags"]:
-        print("register %s %x" % (name, int(frame.read_register(name)) & 0xffffffffffffffff))
-    gdb.execute("kill")
-
-    """
-
-  static func gdbView() throws -> GDBView {
-    let program = try CrashHandlerTests.program.get()
-    let directory = CrashTestSupport.makeTemporaryDirectory("imagelog-capture-gdb")
-    let script = "\(directory)/frames.py"
-    try writeFile(script, gdbScript)
-    let result = try CrashTestSupport.run(CrashThreadsTests.gdb!, [
-      "-nx", "-batch", "-ex", "set startup-with-shell off", "-ex", "unset environment LINES",
-      "-ex", "unset environment COLUMNS", "-ex", "run", "-x", script,
-      "--args", program, "capture", "\(directory)/report.crash", "\(directory)/maps",
-    ], environment: ["CRASH_LIBRARY": try CrashThreadsTests.library.get(), "DEBUGINFOD_URLS": ""], timeoutSeconds: 120)
-    var view = GDBView()
-    for line in result.stdout.split(separator: "\n") {
-      let tokens = line.split(separator: " ")
-      if tokens.first == "frames", tokens.count >= 2, let tid = Int32(tokens[1]) {
-        view.threads[tid] = tokens.dropFirst(2).compactMap { UInt64($0, radix: 16) }
-      } else if tokens.first == "register", tokens.count == 3, let value = UInt64(tokens[2], radix: 16) {
-        view.registers[tokens[1] == "eflags" ? "rfl" : String(tokens[1])] = value
-      }
-    }
-    #expect(!view.threads.isEmpty, "gdb: \(result.stdout.suffix(2000))\(result.stderr.suffix(2000))")
-    return view
-  }
   #endif
 
   // MARK: The hard cases
@@ -202,7 +155,7 @@ import Testing
   func helperWritesTheReport(_ testCase: Case) throws {
     let run = try Self.crash(testCase.mode, environment: testCase.environment)
     Self.checkHelperReport(run, signal: testCase.signal)
-    let report = try SymbolicatedReport(run.text)
+    let report = try SymbolicatedReportText(run.text)
     let crashed = try #require(report.threads.first { $0.crashed }, "\(run.text)")
     #expect(crashed.lines.contains { $0.contains(" \(testCase.function) + ") || $0.contains(" \(testCase.function) (") },
             "\(run.text)")
@@ -277,61 +230,3 @@ import Testing
   }
 }
 
-/// imagelog's report as the helper writes it, symbolicated: the header, each thread's name, tid and
-/// lines, its physical frames (a frame's inlined functions share its number and address), the registers.
-struct SymbolicatedReport {
-  struct Thread {
-    var tid: Int32
-    var name: String?
-    var crashed: Bool
-    /// Each frame's address, once per frame number.
-    var frames: [UInt64] = []
-    var lines: [String] = []
-  }
-
-  var header: [String: String] = [:]
-  var threads: [Thread] = []
-  var registers: [String: UInt64] = [:]
-
-  init(_ text: String) throws {
-    var name: String?
-    var inThreads = false, inRegisters = false
-    var lastNumber = -1
-    for line in text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-      if !inThreads, let colon = line.firstIndex(of: ":"), line.count > 17, !line.hasPrefix("Thread") {
-        header[String(line[..<colon])] = String(line.dropFirst(17))
-        continue
-      }
-      if line.hasPrefix("Thread "), line.contains(" name:  ") {
-        name = String(line[line.range(of: " name:  ")!.upperBound...])
-        inThreads = true
-      } else if line.hasPrefix("Thread "), let tid = line.range(of: ":  tid ") {
-        inThreads = true
-        let number = line[tid.upperBound...].prefix { $0.isNumber }
-        threads.append(Thread(tid: Int32(number) ?? 0, name: name, crashed: line.contains(" Crashed:")))
-        name = nil
-        lastNumber = -1
-      } else if line.contains(" crashed with ") {
-        inRegisters = true
-      } else if inRegisters, line.hasPrefix("  ") {
-        let tokens = line.split(separator: " ")
-        for cell in stride(from: 0, to: tokens.count - 1, by: 2) where tokens[cell].hasSuffix(":") {
-          registers[String(tokens[cell].dropLast())] = UInt64(tokens[cell + 1].dropFirst(2), radix: 16)
-        }
-      } else if line == "Binary Images:" {
-        break
-      } else if line.isEmpty {
-        inRegisters = false
-      } else if !inRegisters, inThreads, !threads.isEmpty, let number = Int(line.prefix { $0.isNumber }) {
-        let tokens = line.split(separator: " ")
-        guard tokens.count >= 3, let address = UInt64(tokens[2].dropFirst(2), radix: 16) else {
-          throw CrashTestSupport.SpawnError(description: "bad frame line: \(line)")
-        }
-        threads[threads.count - 1].lines.append(line)
-        if number != lastNumber { threads[threads.count - 1].frames.append(address) }
-        lastNumber = number
-      }
-    }
-    guard !threads.isEmpty else { throw CrashTestSupport.SpawnError(description: "no threads in:\n\(text)") }
-  }
-}
