@@ -41,12 +41,14 @@ protocol Command {
   static var usage: String { get }
   /// The OPTIONS (and any further) sections of `--help`, already formatted.
   static var helpSections: String { get }
+  /// True for a subcommand only imagelog itself runs: left out of the overview's list.
+  static var isInternal: Bool { get }
   init(_ scanner: inout ArgumentScanner) throws(UsageError)
   func run() throws -> ExitStatus
 }
 
 extension Command {
-  /// True for a subcommand only imagelog itself runs (`capture-crash`): left out of the overview's list.
+  /// Every subcommand but `capture-crash` is for people.
   static var isInternal: Bool { false }
 
   static var help: String {
