@@ -146,12 +146,12 @@ private func newestFile(in folder: String, suffix: String) throws -> String {
 
 /// Our report: every thread listed and unwound (`threads`, when given), the crashing function named.
 private func checkReport(_ path: String, threads: Int?, function: String, output: String) throws {
-  let text = String(decoding: try readBytes(path), as: UTF8.self)
+  let text = String(decoding: try readAll(path), as: UTF8.self)
   let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
   let listed = lines.filter { $0.hasPrefix("Thread ") && $0.contains(":  tid ") }.count
   if let threads, listed != threads { throw BenchError("\(path): \(listed) of \(threads) threads") }
   guard !text.contains("(not unwound"), let crashed = lines.firstIndex(where: { $0.contains(" Crashed:  tid ") }),
-        lines.count > crashed + 1, lines[crashed + 1].contains(" \(function) + ") else {
+        lines.count > crashed + 1, lines[crashed + 1].contains(" \(function)") else {
     throw BenchError("\(path): a thread not unwound, or frame 0 is not \(function)")
   }
 }
@@ -167,20 +167,6 @@ private func checkDump(_ dump: String, stackwalk: String, threads: Int) throws {
         crashed.contains("capture-bench") else {
     throw BenchError("minidump-stackwalk's crashed thread's frame 0 is not in capture-bench")
   }
-}
-
-private func readBytes(_ path: String) throws -> [UInt8] {
-  let fd = open(path, O_RDONLY)
-  guard fd >= 0 else { throw BenchError("\(path): cannot open") }
-  defer { close(fd) }
-  var bytes: [UInt8] = []
-  var buffer = [UInt8](repeating: 0, count: 65536)
-  while true {
-    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-    if count <= 0 { break }
-    bytes += buffer[0..<count]
-  }
-  return bytes
 }
 
 /// `crashpad_handler` where Scripts/install-test-tools puts it (the tests' `pipelineTool`), nil when absent.

@@ -77,7 +77,8 @@ private func field(_ output: String, _ prefix: String) -> String? {
   return String(line.dropFirst(prefix.count))
 }
 
-private func readAll(_ path: String) throws -> [UInt8] {
+/// The whole file at `path`.
+func readAll(_ path: String) throws -> [UInt8] {
   let fd = open(path, O_RDONLY)
   guard fd >= 0 else { throw BenchError("\(path): no report") }
   defer { close(fd) }

@@ -75,7 +75,10 @@ public struct GDBCrashView {
   /// What gdb printed, for failure messages.
   public var output = ""
 
-  static let script = """
+  /// The gdb Python that prints `frames TID PC...` for each thread by tid (gdb's NORMAL and SIGTRAMP frames:
+  /// its inlined frames and the tail-call frames it infers are not on the stack), then selects the crashed
+  /// thread again (`crashed`).
+  public static let framesScript = """
     import gdb
     gdb.execute("set backtrace past-main on")
     gdb.execute("set backtrace past-entry on")
@@ -89,6 +92,10 @@ public struct GDBCrashView {
             frame = frame.older()
         print("frames %d %s" % (thread.ptid[1], " ".join(pcs)))
     crashed.switch()
+
+    """
+
+  static let script = framesScript + """
     frame = gdb.newest_frame()
     for name in ["rax", "rbx", "rcx", "rdx", "rdi", "rsi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
                  "r14", "r15", "rip", "eflags"]:
@@ -115,5 +122,30 @@ public struct GDBCrashView {
       }
     }
     return view
+  }
+}
+
+extension GDBCrashView {
+  /// Where `report` differs from gdb's view of the same crash (both runs without address randomization),
+  /// one sentence each: threads are matched by their place in the list (tids differ between runs); the
+  /// thread named `moving` (one that spins) is compared from its caller on, as where in its loop it was
+  /// stopped differs between the runs; r10 is skipped: the crashed code left a pointer in it that glibc
+  /// mangles with its pointer guard (from AT_RANDOM, new in every run).
+  public func differences(from report: SymbolicatedReportText, moving: String = "spinner") -> [String] {
+    var found: [String] = []
+    let tids = threads.keys.sorted()
+    if tids.count != report.threads.count { found.append("gdb saw \(tids.count) threads, the report \(report.threads.count)") }
+    for (thread, tid) in zip(report.threads, tids) {
+      guard let expected = threads[tid] else { continue }
+      let skip = thread.name == moving ? 1 : 0
+      if Array(thread.frames.dropFirst(skip)) != Array(expected.dropFirst(skip)) {
+        found.append("thread \(thread.name ?? ""): frames \(thread.frames.map { String($0, radix: 16) }), gdb's \(expected.map { String($0, radix: 16) })")
+      }
+    }
+    if registers.count != 18 { found.append("gdb gave \(registers.count) registers") }
+    for (name, value) in registers.sorted(by: { $0.key < $1.key }) where name != "r10" && report.registers[name] != value {
+      found.append("register \(name): report \(report.registers[name].map { String($0, radix: 16) } ?? "none"), gdb \(String(value, radix: 16))")
+    }
+    return found
   }
 }

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test-threads.h"
+
 struct exception_information {
   uint64_t siginfo_address;
   uint64_t context_address;
@@ -77,19 +79,6 @@ static void *worker(void *argument) {
   return NULL;
 }
 
-static int asleep(pid_t tid) {
-  char path[64], text[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  text[n] = 0;
-  char *end = strrchr(text, ')');
-  return end != NULL && end[1] == ' ' && end[2] == 'S';
-}
-
 __attribute__((noinline)) void bench_crash_deep(volatile int *pointer) {
   *pointer = 1;
   __asm__ volatile("" ::: "memory");
@@ -129,7 +118,7 @@ int main(int argc, char **argv) {
     if (pthread_create(&thread, NULL, worker, (void *)i) != 0) return 1;
   }
   while (atomic_load(&ready) < threads - 1) sched_yield();
-  for (int i = 1; i < threads; i++) while (!asleep(worker_tids[i])) sched_yield();
+  for (int i = 1; i < threads; i++) while (!test_thread_asleep(worker_tids[i])) sched_yield();
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   printf("fault-ns=%llu\n", (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec);

@@ -15,6 +15,7 @@
    to a handler that reaps every child it can (waitpid(-1)), before the crash. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
+#include "test-threads.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -330,19 +331,7 @@ static int worker_count;
 static int never_written[2] = {-1, -1};
 static const char *threads_path;
 
-/* True when thread `tid` is asleep (state S in its stat): in read(2), pthread_join, ... */
-static int asleep(pid_t tid) {
-  char path[64], text[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  text[n] = '\0';
-  char *end = strrchr(text, ')');
-  return end != NULL && end[1] == ' ' && end[2] == 'S';
-}
+static int asleep(pid_t tid) { return test_thread_asleep(tid); }
 
 /* Waits until every worker (and, from another thread, the main thread) sleeps where the test
    expects it, so each thread's frames are the same in every run and under gdb. */
@@ -370,24 +359,7 @@ static void *blocking_worker(void *name) {
   return sleeping_worker(name);
 }
 
-/* "tid name" for each thread, from /proc/self/task: the oracle for the report's thread list. */
-static void write_thread_list(void) {
-  if (threads_path == NULL) return;
-  FILE *out = fopen(threads_path, "w");
-  DIR *tasks = opendir("/proc/self/task");
-  struct dirent *entry;
-  while (out != NULL && tasks != NULL && (entry = readdir(tasks)) != NULL) {
-    if (entry->d_name[0] == '.') continue;
-    char path[128], name[64] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
-    FILE *comm = fopen(path, "r");
-    if (comm != NULL && fgets(name, sizeof name, comm) != NULL) name[strcspn(name, "\n")] = '\0';
-    if (comm != NULL) fclose(comm);
-    fprintf(out, "%s %s\n", entry->d_name, name);
-  }
-  if (tasks != NULL) closedir(tasks);
-  if (out != NULL) fclose(out);
-}
+static void write_thread_list(void) { test_write_thread_list(threads_path); }
 
 static void start_workers(int count, int blocking) {
   static char names[1024][16];

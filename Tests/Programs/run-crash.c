@@ -34,6 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test-threads.h"
+
 static const char *threads_path;
 static int never_written[2];
 static atomic_int started;
@@ -48,36 +50,6 @@ __attribute__((noinline)) static int recurse(int depth) {
   volatile char pad[512];
   pad[0] = (char)depth;
   return recurse(depth + 1) + pad[0];
-}
-
-static void write_thread_list(void) {
-  FILE *out = fopen(threads_path, "w");
-  DIR *tasks = opendir("/proc/self/task");
-  struct dirent *entry;
-  while (out != NULL && tasks != NULL && (entry = readdir(tasks)) != NULL) {
-    if (entry->d_name[0] == '.') continue;
-    char path[300], name[64] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
-    FILE *comm = fopen(path, "r");
-    if (comm != NULL && fgets(name, sizeof name, comm) != NULL) name[strcspn(name, "\n")] = '\0';
-    if (comm != NULL) fclose(comm);
-    fprintf(out, "%s %s\n", entry->d_name, name);
-  }
-  if (tasks != NULL) closedir(tasks);
-  if (out != NULL) fclose(out);
-}
-
-static int asleep(pid_t tid) {
-  char path[64], text[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  text[n] = '\0';
-  char *end = strrchr(text, ')');
-  return end != NULL && end[1] == ' ' && end[2] == 'S';
 }
 
 static void *sleeper(void *unused) {
@@ -104,7 +76,7 @@ static void *spinner(void *unused) {
 static int (*library_entry)(volatile int *, int);
 
 __attribute__((noinline)) static int call_library(void) {
-  write_thread_list();
+  test_write_thread_list(threads_path);
   int result = library_entry(NULL, 1);
   __asm__ volatile("" ::: "memory");
   return result + 1;
@@ -120,7 +92,7 @@ static void *sorter(void *unused) {
   pthread_setname_np(pthread_self(), "sorter");
   int values[16];
   for (int i = 0; i < 16; i++) values[i] = 15 - i;
-  while (!asleep(sleeper_tid) || !asleep(getpid())) sched_yield();
+  while (!test_thread_asleep(sleeper_tid) || !test_thread_asleep(getpid())) sched_yield();
   qsort(values, 16, sizeof *values, compare);
   return NULL;
 }
