@@ -205,10 +205,11 @@ public enum CrashReporter {
 
   /// Writes `bytes` to `directory/name` so that no reader sees half of it: into a hidden temporary
   /// file first (`.name.partial`, created exclusively), then linked to its name, which is never
-  /// replaced (an existing file keeps its name; the new one gets `-2`, `-3`... before the suffix).
-  /// Returns the path written.
-  package static func writeCrashFile(directory: String, stem: String, suffix: String,
-                                     _ bytes: UnsafeRawBufferPointer) throws(InstallError) -> String {
+  /// replaced (an existing file keeps its name; the new one gets `-2`, `-3`... before the suffix);
+  /// or, with `replacing` (a path this function returned), renamed over that file at once. Returns
+  /// the path written.
+  package static func writeCrashFile(directory: String, stem: String, suffix: String, _ bytes: UnsafeRawBufferPointer,
+                                     replacing: String? = nil) throws(InstallError) -> String {
     let temporary = "\(directory)/.\(stem)\(suffix).partial"
     let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
     guard descriptor >= 0 else { throw InstallError(path: temporary, .current("cannot create")) }
@@ -217,6 +218,10 @@ public enum CrashReporter {
     close(descriptor)
     defer { unlink(temporary) }
     guard written else { throw InstallError(path: temporary, SystemError("cannot write", errno: failure)) }
+    if let replacing {
+      guard rename(temporary, replacing) == 0 else { throw InstallError(path: replacing, .current("cannot replace")) }
+      return replacing
+    }
     for attempt in 1...100 {
       let path = "\(directory)/\(stem)\(attempt == 1 ? "" : "-\(attempt)")\(suffix)"
       if link(temporary, path) == 0 { return path }

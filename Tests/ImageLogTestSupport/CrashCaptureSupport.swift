@@ -149,3 +149,32 @@ extension GDBCrashView {
     return found
   }
 }
+
+/// The names in folder `path` (not `.` and `..`), sorted; empty when it cannot be read.
+public func directoryEntries(_ path: String) -> [String] {
+  guard let directory = opendir(path) else { return [] }
+  defer { closedir(directory) }
+  var names: [String] = []
+  while let entry = readdir(directory) {
+    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    if name != "." && name != ".." { names.append(name) }
+  }
+  return names.sorted()
+}
+
+/// Waits until the capture helper is done with crash folder `path`, after the program it captured has
+/// died: the helper wrote its report before letting the program go, and goes on to put the symbolicated
+/// report in its place (a hidden `.partial` file renamed over it). With `helperWrote` (its stderr line
+/// said "report written to"), until the one report is symbolicated; always, until no temporary file is
+/// left. Returns the folder's names.
+public func finishedCrashDirectory(_ path: String, helperWrote: Bool) throws -> [String] {
+  try waitUntil("the capture helper is done with \(path)") {
+    let names = directoryEntries(path)
+    guard !names.contains(where: { $0.hasPrefix(".") }) else { return false }
+    guard helperWrote else { return true }
+    return names.contains { name in
+      name.hasSuffix(".crash") && (readFile("\(path)/\(name)")?.contains("\n-- symbolicated by imagelog") ?? false)
+    }
+  }
+  return directoryEntries(path)
+}

@@ -20,7 +20,7 @@ import Testing
                                           timeoutSeconds: 300)
     #expect(!result.timedOut)
     #expect(result.terminationSignal == SIGILL, "\(result.stderr.suffix(2000))")
-    let files = CrashHelperTests.directoryEntries(directory)
+    let files = try finishedCrashDirectory(directory, helperWrote: result.stderr.contains("report written to"))
     #expect(files.count == 1 && files.first?.hasSuffix(".crash") == true, "\(files)")
     let text = try #require(readFile("\(directory)/\(files.first ?? "")"), "\(result.stderr.suffix(2000))")
     #expect(result.stderr.contains("report written to \(directory)/"), "\(result.stderr.suffix(2000))")

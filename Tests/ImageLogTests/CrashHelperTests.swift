@@ -36,7 +36,7 @@ import Testing
     variables.merge(environment) { $1 }
     let result = try CrashTestSupport.run(command[0], Array(command.dropFirst()), environment: variables, timeoutSeconds: 120)
     #expect(!result.timedOut, "the crash hung")
-    let files = directoryEntries(crashDirectory)
+    let files = try finishedCrashDirectory(crashDirectory, helperWrote: result.stderr.contains("report written to"))
     let reports = files.filter { $0.hasSuffix(".crash") }
     let text = reports.count == 1 ? readFile("\(crashDirectory)/\(reports[0])") ?? "" : ""
     let procThreads = (readFile("\(directory)/maps.threads") ?? "").split(separator: "\n").compactMap { line in
@@ -44,17 +44,6 @@ import Testing
       return parts.count == 2 ? Int32(parts[0]).map { ($0, String(parts[1])) } : nil
     }
     return Run(result: result, directory: crashDirectory, files: files, text: text, procThreads: procThreads)
-  }
-
-  static func directoryEntries(_ path: String) -> [String] {
-    guard let directory = opendir(path) else { return [] }
-    defer { closedir(directory) }
-    var names: [String] = []
-    while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-      if name != "." && name != ".." { names.append(name) }
-    }
-    return names.sorted()
   }
 
   /// The helper's report: one file named NAME-PID-YYYYMMDDTHHMMSSZ.crash, nothing half-written beside it,

@@ -23,11 +23,14 @@
       ptracer (PR_SET_PTRACER, for Yama's ptrace_scope 1: the helper is a child, not an ancestor), so
       it cannot try to attach before it may; then it unblocks every signal and execs the helper. An exec
       that fails writes its errno to a close-on-exec pipe and exits 127.
-   4. The parent waits for the helper's exit with poll on a pidfd (CLONE_PIDFD; Linux 5.2 and later),
-      or by polling waitpid every millisecond where the kernel has none, at most `timeout_ns`; a helper
-      still running then is killed (the kernel lets go of the threads it had seized).
-   The helper's exit status says whether it wrote the report (0) or not; the caller writes the
-   in-process report when it did not.
+   4. The parent waits, at most `timeout_ns`, until the helper says on the "done" pipe (its --done-fd)
+      that its first report is written (every thread read, unwound, written down: the process is of no
+      more use to it), or exits (poll on a pidfd, CLONE_PIDFD, Linux 5.2 and later; else waitpid every
+      millisecond). A helper still running at the timeout is killed (the kernel lets go of the threads
+      it had seized). The helper symbolicates after the go-ahead, while the program dies, and replaces
+      its report with the symbolicated one (atomically): the program does not wait for DWARF.
+   A helper that neither says so nor exits 0 wrote no report; the caller then writes the in-process
+   report.
 
    The record's layout, read by the helper field by field (CrashRecord.swift), little-endian on both
    architectures:
@@ -204,6 +207,7 @@ typedef struct {
   char directory[IL_HELPER_PATH_MAX];   /* where the helper (and the fallback) writes, absolute */
   char pid_text[16];                    /* written at the crash */
   char record_text[24];                 /* "0x..." of the record */
+  char done_text[16];                   /* the helper's --done-fd, written by the child before exec */
   char *argv[10 + IL_HELPER_EXTRA_ARGUMENTS];
   char *const *envp;
   uint64_t timeout_ns;
@@ -237,7 +241,7 @@ static inline void il_helper_number(char *text, uint64_t value, int hex) {
 }
 
 /* Lays out the helper's command line: PATH capture-crash --pid (at the crash) --record ADDRESS
-   --crash-dir DIRECTORY, then `extra` (NULL-terminated, at most
+   --crash-dir DIRECTORY --done-fd (in the child), then `extra` (NULL-terminated, at most
    IL_HELPER_EXTRA_ARGUMENTS; the strings must outlive the plan). `path` and `directory` must be
    absolute (the program may change its directory before it crashes); `envp` is kept as given and must
    stay valid. Returns 1, or 0 when a path is relative or too long. */
@@ -252,7 +256,7 @@ static inline int il_helper_prepare(il_helper_plan *plan, const char *path, cons
   il_helper_number(plan->record_text, (uint64_t)(uintptr_t)record, 1);
   plan->pid_text[0] = '\0';
   static char capture[] = "capture-crash", pid_option[] = "--pid", record_option[] = "--record",
-              directory_option[] = "--crash-dir";
+              directory_option[] = "--crash-dir", done_option[] = "--done-fd";
   char **argv = plan->argv;
   int n = 0;
   argv[n++] = plan->path;
@@ -263,6 +267,8 @@ static inline int il_helper_prepare(il_helper_plan *plan, const char *path, cons
   argv[n++] = plan->record_text;
   argv[n++] = directory_option;
   argv[n++] = plan->directory;
+  argv[n++] = done_option;
+  argv[n++] = plan->done_text;
   for (int i = 0; extra != NULL && extra[i] != NULL && i < IL_HELPER_EXTRA_ARGUMENTS; i++) argv[n++] = extra[i];
   argv[n] = NULL;
   plan->envp = envp;
@@ -292,7 +298,7 @@ static const char il_helper_swift_backtrace[] = "SWIFT_BACKTRACE=enable=no";
 
 /* What became of the helper. */
 enum {
-  IL_HELPER_CAPTURED = 0,     /* it exited 0: the report is written */
+  IL_HELPER_CAPTURED = 0,     /* it said its report is written, or exited 0 */
   IL_HELPER_NOT_STARTED = 1,  /* no plan, or clone or a pipe failed (detail: errno) */
   IL_HELPER_EXEC_FAILED = 2,  /* execve failed (detail: errno: ENOENT missing, EACCES refused) */
   IL_HELPER_FAILED = 3,       /* it exited with status `detail` */
@@ -317,8 +323,10 @@ static inline void il_helper_pause_ns(uint64_t ns) {
   IL_SYS(SYS_nanosleep, &pause, NULL);
 }
 
-/* The child's side: wait for the go-ahead, then become the helper. Never returns. */
-static inline void il_helper_become(const il_helper_plan *plan, int go, int status) {
+/* The child's side: wait for the go-ahead, then become the helper, `done` its --done-fd. Never
+   returns. The plan is the child's own copy: writing the descriptor's number into it changes nothing
+   in the parent. */
+static inline void il_helper_become(il_helper_plan *plan, int go, int status, int done) {
   char byte = 0;
   long got;
   do got = IL_SYS(SYS_read, go, &byte, 1);
@@ -329,6 +337,8 @@ static inline void il_helper_become(const il_helper_plan *plan, int go, int stat
     /* Descriptors the program left open stay the program's: the helper gets 0, 1 and 2 (close_range's
        CLOEXEC form, Linux 5.11; before it they are inherited, which costs nothing but tidiness). */
     IL_SYS(SYS_close_range, 3, ~0u, 4 /* CLOSE_RANGE_CLOEXEC */);
+    IL_SYS(SYS_fcntl, done, F_SETFD, 0);
+    il_helper_number(plan->done_text, (uint64_t)done, 0);
     long error = IL_SYS(SYS_execve, plan->path, plan->argv, plan->envp);
     int code = (int)-error;
     IL_SYS(SYS_write, status, &code, sizeof code);
@@ -347,10 +357,17 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
   int32_t pid = (int32_t)IL_SYS(SYS_getpid, 0);
   il_helper_number(plan->pid_text, (uint64_t)pid, 0);
 
-  int go[2], status[2];
+  int go[2], status[2], done[2];
   long failed = IL_SYS(SYS_pipe2, go, O_CLOEXEC);
   if (failed < 0) { result->detail = (int)-failed; return; }
   failed = IL_SYS(SYS_pipe2, status, O_CLOEXEC);
+  if (failed == 0) {
+    failed = IL_SYS(SYS_pipe2, done, O_CLOEXEC);
+    if (failed < 0) {
+      IL_SYS(SYS_close, status[0]);
+      IL_SYS(SYS_close, status[1]);
+    }
+  }
   if (failed < 0) {
     IL_SYS(SYS_close, go[0]);
     IL_SYS(SYS_close, go[1]);
@@ -370,14 +387,17 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
   if (child == 0) {
     IL_SYS(SYS_close, go[1]);
     IL_SYS(SYS_close, status[0]);
-    il_helper_become(plan, go[0], status[1]);
+    IL_SYS(SYS_close, done[0]);
+    il_helper_become(plan, go[0], status[1], done[1]);
   }
   IL_SYS(SYS_close, go[0]);
   IL_SYS(SYS_close, status[1]);
+  IL_SYS(SYS_close, done[1]);
   if (child < 0) {
     result->detail = (int)-child;
     IL_SYS(SYS_close, go[1]);
     IL_SYS(SYS_close, status[0]);
+    IL_SYS(SYS_close, done[0]);
     if (child_action == 0) IL_SYS(SYS_rt_sigaction, SIGCHLD, &previous_child, NULL, 8);
     return;
   }
@@ -388,7 +408,7 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
   IL_SYS(SYS_close, go[1]);
 
   uint64_t deadline = started + plan->timeout_ns;
-  int wait_status = 0, reaped = 0, killed = 0;
+  int wait_status = 0, reaped = 0, killed = 0, said_done = 0, done_open = 1;
   for (;;) {
     long got = IL_SYS(SYS_wait4, child, &wait_status, WNOHANG | __WALL, NULL);
     if (got == child) { reaped = 1; break; }
@@ -398,18 +418,24 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
       if (killed) break;
       IL_SYS(SYS_kill, child, SIGKILL);
       killed = 1;
+      done_open = 0;
       deadline = now + 1000000000u;  /* a killed helper in an uninterruptible sleep is not waited for long */
       continue;
     }
     uint64_t left = deadline - now;
-    if (pidfd >= 0) {
-      struct { int fd; short events, revents; } poll_entry = {pidfd, 1 /* POLLIN */, 0};
-      struct timespec timeout = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
-      IL_SYS(SYS_ppoll, &poll_entry, 1, &timeout, NULL, 8);
-    } else {
-      il_helper_pause_ns(left < 1000000u ? left : 1000000u);
+    if (pidfd < 0 && left > 1000000u) left = 1000000u;  /* no pidfd: look at waitpid every millisecond */
+    struct { int fd; short events, revents; } entries[2] = {{done_open ? done[0] : -1, 1 /* POLLIN */, 0},
+                                                          {pidfd, 1 /* POLLIN */, 0}};
+    struct timespec timeout = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+    IL_SYS(SYS_ppoll, entries, 2, &timeout, NULL, 8);
+    if (done_open && entries[0].revents != 0) {
+      char byte = 0;
+      long read_done = IL_SYS(SYS_read, done[0], &byte, 1);
+      if (read_done == 1) { said_done = 1; break; }  /* the report is written: the helper goes on alone */
+      if (read_done != -EINTR) done_open = 0;  /* closed without a word: its exit tells */
     }
   }
+  IL_SYS(SYS_close, done[0]);
   if (pidfd >= 0) IL_SYS(SYS_close, pidfd);
   int exec_error = 0;
   long status_read = IL_SYS(SYS_read, status[0], &exec_error, sizeof exec_error);
@@ -418,7 +444,9 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
   if (child_action == 0) IL_SYS(SYS_rt_sigaction, SIGCHLD, &previous_child, NULL, 8);
   result->waited_ns = il_helper_now_ns() - started;
 
-  if (killed) {
+  if (said_done) {
+    result->outcome = IL_HELPER_CAPTURED;
+  } else if (killed) {
     result->outcome = IL_HELPER_TIMED_OUT;
   } else if (status_read == (long)sizeof exec_error) {
     result->outcome = IL_HELPER_EXEC_FAILED;

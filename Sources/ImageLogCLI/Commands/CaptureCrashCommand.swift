@@ -20,7 +20,7 @@ struct CaptureCrashCommand: Command {
   static let name = "capture-crash"
   static let isInternal = true
   static let abstract = "Internal: capture a crashed process for the crash handler that started it (see run --crash-dir)."
-  static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> "
+  static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> [--done-fd <fd>] "
     + "[--search <path> ...] [--no-lines] [--no-system-debug]"
   static let helpSections = """
     OPTIONS:
@@ -28,6 +28,9 @@ struct CaptureCrashCommand: Command {
       --record <address>      Where the handler's crash record is in that process (0x...).
       --crash-dir <directory> Where the report goes: NAME-PID-YYYYMMDDTHHMMSSZ.crash, written to a
                               hidden temporary name and then given its own.
+      --done-fd <fd>          Write one byte to <fd> once the report is written unsymbolicated (every
+                              thread read and unwound): the waiting handler lets the program die, and
+                              the report is then replaced by its symbolicated version.
       --search <path>         A folder or file holding binaries and debug files. Repeatable.
       --no-lines              Symbol tables only, no file:line from DWARF.
       --no-system-debug       Do not look in /usr/lib/debug, debuginfod caches or servers.
@@ -37,13 +40,15 @@ struct CaptureCrashCommand: Command {
       Started by imagelog's crash handler (imagelog run --crash-dir, CrashReporter.install(helper:)),
       from the crashed thread's signal handler, which waits for it. It stops every thread at once
       (PTRACE_SEIZE, the machinery of pid --threads), unwinds each, the crashed thread from the
-      registers its handler recorded, lets the process go, and writes the symbolicated report. Exit
-      status 0 when the report is written; otherwise 1, and the handler writes its own report.
+      registers its handler recorded, lets the process go, writes the report, tells the handler
+      (--done-fd), then symbolicates it and puts the symbolicated report in its place, atomically.
+      Exit status 0 when the report is written; otherwise 1, and the handler writes its own report.
     """
 
   var pid: Int32
   var record: UInt64
   var directory: String
+  var doneDescriptor: Int32?
   var options: SymbolicationOptions
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
@@ -60,6 +65,10 @@ struct CaptureCrashCommand: Command {
       throw scanner.usageError("Missing '--crash-dir <directory>'")
     }
     directory = directoryText
+    if let done = try scanner.option("--done-fd") {
+      guard let descriptor = Int32(done), descriptor > 2 else { throw scanner.usageError("'\(done)' is not a descriptor above 2") }
+      doneDescriptor = descriptor
+    }
     options = try parseSymbolicationOptions(&scanner)
     let rest = try scanner.positionals()
     if let first = rest.first { throw scanner.usageError("Unexpected argument '\(first)'") }
@@ -75,34 +84,56 @@ struct CaptureCrashCommand: Command {
       printError("imagelog: capture-crash: \(error)")
       return .failure
     }
-    let text = symbolicatedReportText(capture.snapshot, options: options, pid: pid)
     let program = capture.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
       ?? capture.snapshot.process.name ?? "unknown"
     let stem = CrashReporter.crashFileStem(program: program, pid: pid, date: crash.date)
+    // The vDSO is in no file: its symbols are copied from the process while it still waits.
+    var options = options
+    options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
     let path: String
     do {
-      var bytes = text
-      path = try bytes.withUTF8 { utf8 throws(CrashReporter.InstallError) -> String in
-        try CrashReporter.writeCrashFile(directory: directory, stem: stem, suffix: ".crash", UnsafeRawBufferPointer(utf8))
-      }
+      // With a handler waiting: the report as read, at once, so the program can die while DWARF is read.
+      path = try write(doneDescriptor == nil ? symbolicatedReportText(capture.snapshot, options: options)
+                                             : capture.snapshot.imagelogReportText(), stem: stem, replacing: nil)
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
     }
+    printError("imagelog: \(program) [\(pid)] crashed (signal \(crash.signal)): report written to \(path)")
+    if let doneDescriptor {
+      _ = writeAll(to: doneDescriptor, "w")
+      close(doneDescriptor)
+      // The program is gone or going: nothing here may keep its standard streams open (a pipeline reading
+      // them would wait for the symbolication to end). A failure from now on leaves the report as it is.
+      let null = open("/dev/null", O_RDWR)
+      for stream: Int32 in [0, 1, 2] where null >= 0 { dup2(null, stream) }
+      if null > 2 { close(null) }
+      do {
+        _ = try write(symbolicatedReportText(capture.snapshot, options: options), stem: stem, replacing: path)
+      } catch {
+        return .failure  // the report written above stays, unsymbolicated
+      }
+    }
     // TODO(minidump): write `capture.snapshot` as STEM.dmp through the one minidump writer once
     // ProcessSnapshot -> minidump bytes is on main (issue #27); the report alone is written until then.
-    printError("imagelog: \(program) [\(pid)] crashed (signal \(crash.signal)): report written to \(path)")
     return .success
+  }
+
+  /// `text` into the crash directory under `stem`.crash (CrashReporter.writeCrashFile: never half a file),
+  /// or in place of `replacing`.
+  func write(_ text: String, stem: String, replacing: String?) throws -> String {
+    var bytes = text
+    return try bytes.withUTF8 { utf8 throws(CrashReporter.InstallError) -> String in
+      try CrashReporter.writeCrashFile(directory: directory, stem: stem, suffix: ".crash", UnsafeRawBufferPointer(utf8),
+                                       replacing: replacing)
+    }
   }
 
   /// The snapshot symbolicated and written in imagelog's report layout, its summary of images found
   /// after it. The one place this command symbolicates: it goes through the flat report until
   /// `Symbolicator` works on snapshots directly.
-  func symbolicatedReportText(_ snapshot: ProcessSnapshot, options: SymbolicationOptions, pid: Int32) -> String {
+  func symbolicatedReportText(_ snapshot: ProcessSnapshot, options: SymbolicationOptions) -> String {
     var snapshot = snapshot
-    var options = options
-    // The vDSO is in no file: its symbols come from the process's memory.
-    options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
     let result = Symbolicator.symbolicate(snapshot.flatReport(), options: options)
     snapshot.take(result)
     var text = snapshot.imagelogReportText() + result.summary()
