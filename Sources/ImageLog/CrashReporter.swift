@@ -152,10 +152,10 @@ public enum CrashReporter {
   /// `imagelog` executable) as `imagelog capture-crash`, lets it trace the process
   /// (`PR_SET_PTRACER`, for Yama's `ptrace_scope` 1) and waits for it, at most `timeoutMilliseconds`.
   /// The helper stops every thread with ptrace (threads that block every signal included), unwinds
-  /// them from outside (the crashed one from the registers the handler recorded), symbolicates them
-  /// (file:line, inlined functions) and writes the report into `crashDirectory` as
-  /// `NAME-PID-YYYYMMDDTHHMMSSZ.crash`, atomically (a temporary name, then renamed); then the process
-  /// dies of its own signal, as without imagelog.
+  /// them from outside (the crashed one from the registers the handler recorded) and writes the report
+  /// into `crashDirectory` as `NAME-PID-YYYYMMDDTHHMMSSZ.crash`, atomically (a temporary name, then
+  /// linked to its own); then the process dies of its own signal, as without imagelog, while the helper
+  /// symbolicates the report (file:line, inlined functions) and renames the symbolicated one over it.
   ///
   /// The helper is started with a raw `clone` (no `fork`: its handlers take the allocator's lock) and
   /// an argument list laid out now: `helper` and `crashDirectory` are made absolute now, not at the

@@ -67,9 +67,10 @@ struct RunCommand: Command {
       it starts imagelog (imagelog capture-crash, an internal subcommand) without fork and lets it
       trace the program (PR_SET_PTRACER, for Yama's ptrace_scope 1); imagelog stops every thread
       with ptrace, threads that block every signal included, unwinds each (the crashed one from the
-      registers the handler recorded), symbolicates them (file:line, inlined functions) and writes the
-      report, under a temporary name first so no reader sees half of it. Then the program dies of
-      its own signal: exit status and core dumps are as without imagelog. When imagelog cannot
+      registers the handler recorded) and writes the report, under a temporary name first so no
+      reader sees half of it. Then the program dies of its own signal (exit status and core dumps as
+      without imagelog) while imagelog symbolicates the report (file:line, inlined functions) and
+      puts the symbolicated one in its place, atomically. When imagelog cannot
       capture it (ptrace refused by a seccomp filter, a timeout), the module says why on standard
       error and writes a shorter report itself: every thread listed, the crashed one unwound in
       process, its registers, Binary Images. A handler the program installs itself replaces
