@@ -29,6 +29,7 @@ static il_helper_plan audit_plan;
 static il_helper_record audit_record;
 static char *audit_helper_environment[AUDIT_HELPER_ENVIRONMENT];
 static int audit_reporting_tid;     /* the thread handling a crash, 0 when none (atomic builtins) */
+static int audit_crash_handled;     /* 1 once that thread has put the previous actions back */
 static char audit_alternate_stack[AUDIT_ALTERNATE_STACK] __attribute__((aligned(16)));
 
 static void audit_write_crash_report(int signal, siginfo_t *info, void *context);
@@ -57,11 +58,12 @@ static void audit_crash_handler(int signal, siginfo_t *info, void *context) {
       audit_write_crash_report(signal, info, context);
     }
     audit_restore_actions();
+    __atomic_store_n(&audit_crash_handled, 1, __ATOMIC_SEQ_CST);
   } else if (expected != self) {
     /* Another thread handles its crash: wait for it (as long as its helper may take, and 2 s more),
        then take the actions it put back. */
     uint64_t deadline = il_helper_now_ns() + audit_plan.timeout_ns + 2000000000u;
-    while (__atomic_load_n(&audit_reporting_tid, __ATOMIC_SEQ_CST) != 0 && il_helper_now_ns() < deadline)
+    while (!__atomic_load_n(&audit_crash_handled, __ATOMIC_SEQ_CST) && il_helper_now_ns() < deadline)
       il_helper_pause_ns(10000000u);
     audit_restore_actions();
   } else {
