@@ -66,10 +66,6 @@ int il_crash_set_helper(const char *helper, const char *directory, uint64_t time
   return 0;
 }
 
-size_t il_crash_file_stem(char *text, const char *name, int32_t pid, int64_t time) {
-  return il_helper_file_stem(text, name, pid, time);
-}
-
 int il_crash_helper_ready(void) { return plan.ready; }
 
 uint64_t il_crash_helper_timeout_ms(void) { return plan.ready ? plan.timeout_ns / 1000000u : 0; }

@@ -153,7 +153,7 @@ public enum CrashReporter {
   /// (`PR_SET_PTRACER`, for Yama's `ptrace_scope` 1) and waits for it, at most `timeoutMilliseconds`.
   /// The helper stops every thread with ptrace (threads that block every signal included), unwinds
   /// them from outside (the crashed one from the registers the handler recorded) and writes the report
-  /// into `crashDirectory` as `NAME-PID-YYYYMMDDTHHMMSSZ.crash`, atomically (a temporary name, then
+  /// into `crashDirectory` as `PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash` (`CrashFolder`'s names), atomically (a temporary name, then
   /// linked to its own); then the process dies of its own signal, as without imagelog, while the helper
   /// symbolicates the report (file:line, inlined functions) and renames the symbolicated one over it.
   ///
@@ -191,43 +191,6 @@ public enum CrashReporter {
     guard let resolved = realpath(path, nil) else { return nil }
     defer { free(resolved) }
     return String(cString: resolved)
-  }
-
-  /// The stem of a crash's files in a crash directory, `NAME-PID-YYYYMMDDTHHMMSSZ`: the name the
-  /// crash handler gives its in-process report, so the helper and the handler name a crash alike.
-  package static func crashFileStem(program: String, pid: Int32, date: Int64) -> String {
-    var text = [CChar](repeating: 0, count: 160)
-    let length = text.withUnsafeMutableBufferPointer { buffer in
-      il_crash_file_stem(buffer.baseAddress, program, pid, date)
-    }
-    return String(decoding: text.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-  }
-
-  /// Writes `bytes` to `directory/name` so that no reader sees half of it: into a hidden temporary
-  /// file first (`.name.partial`, created exclusively), then linked to its name, which is never
-  /// replaced (an existing file keeps its name; the new one gets `-2`, `-3`... before the suffix);
-  /// or, with `replacing` (a path this function returned), renamed over that file at once. Returns
-  /// the path written.
-  package static func writeCrashFile(directory: String, stem: String, suffix: String, _ bytes: UnsafeRawBufferPointer,
-                                     replacing: String? = nil) throws(InstallError) -> String {
-    let temporary = "\(directory)/.\(stem)\(suffix).partial"
-    let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-    guard descriptor >= 0 else { throw InstallError(path: temporary, .current("cannot create")) }
-    let written = writeAll(to: descriptor, bytes)
-    let failure = errno
-    close(descriptor)
-    defer { unlink(temporary) }
-    guard written else { throw InstallError(path: temporary, SystemError("cannot write", errno: failure)) }
-    if let replacing {
-      guard rename(temporary, replacing) == 0 else { throw InstallError(path: replacing, .current("cannot replace")) }
-      return replacing
-    }
-    for attempt in 1...100 {
-      let path = "\(directory)/\(stem)\(attempt == 1 ? "" : "-\(attempt)")\(suffix)"
-      if link(temporary, path) == 0 { return path }
-      guard errno == EEXIST else { throw InstallError(path: path, .current("cannot name")) }
-    }
-    throw InstallError(path: "\(directory)/\(stem)\(suffix)", SystemError("cannot name", errno: EEXIST))
   }
 
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is

@@ -87,9 +87,9 @@ struct ProcessMapping: Equatable, Sendable {
 }
 
 /// Small `/proc` file helpers: whole-file reads with the errno kept.
-enum ProcFile {
+package enum ProcFile {
   /// Reads a whole (pseudo) file; throws the errno of `open` or `read`.
-  static func read(_ path: String) throws(SystemError) -> [UInt8] {
+  package static func read(_ path: String) throws(SystemError) -> [UInt8] {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { throw .current("open") }
     defer { close(descriptor) }

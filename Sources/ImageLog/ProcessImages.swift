@@ -74,7 +74,8 @@ public enum ProcessImages {
     return false
   }
 
-  /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on.
+  /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on. A
+  /// process whose main thread has exited (pthread_exit) shows no maps there: its live threads' do.
   static func readMappings(of pid: Int32) throws(ProcessImagesError) -> [ProcessMapping] {
     let text: [UInt8]
     do {
@@ -86,9 +87,22 @@ public enum ProcessImages {
       default: throw .system(pid: pid, SystemError("cannot \(error.operation) /proc/\(pid)/maps", errno: error.errno))
       }
     }
-    let mappings = ProcessMapping.parse(text)
+    var mappings = ProcessMapping.parse(text)
+    if mappings.isEmpty, let thread = liveThread(of: pid), let threadText = try? ProcFile.read("/proc/\(pid)/task/\(thread)/maps") {
+      mappings = ProcessMapping.parse(threadText)
+    }
     if mappings.isEmpty { throw emptyAddressSpaceError(pid) }
     return mappings
+  }
+
+  /// A thread of `pid` that runs on after its main thread exited (pthread_exit), or nil: the main
+  /// thread's task, zombie, no longer holds the address space, so `/proc/PID/maps`, `/proc/PID/exe` and
+  /// `process_vm_readv(PID)` come back empty or refused, while the same through the live thread's TID
+  /// answer for the whole process. Asked only after such an answer: a process whose main thread lives
+  /// costs nothing more.
+  static func liveThread(of pid: Int32) -> Int32? {
+    let thread = il_live_thread(pid)
+    return thread > 0 ? thread : nil
   }
 
   /// `.noSuchProcess`, or `.exited` when the PID existed a moment ago (a zombie shows as one).
@@ -110,10 +124,12 @@ public enum ProcessImages {
 
   struct FileIdentity { var inode: UInt64; var major: UInt32; var minor: UInt32 }
 
-  /// The device and inode of `/proc/PID/exe` (followed), as `maps` writes them.
+  /// The device and inode of `/proc/PID/exe` (followed), as `maps` writes them; a live thread's
+  /// when the main thread has exited.
   static func mainExecutableIdentity(of pid: Int32) -> FileIdentity? {
     var info = stat()
-    guard stat("/proc/\(pid)/exe", &info) == 0 else { return nil }
+    guard stat("/proc/\(pid)/exe", &info) == 0
+            || liveThread(of: pid).map({ stat("/proc/\(pid)/task/\($0)/exe", &info) == 0 }) == true else { return nil }
     let device = UInt64(info.st_dev)
     // glibc's gnu_dev_major / gnu_dev_minor.
     let major = UInt32(truncatingIfNeeded: ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff)))
@@ -126,6 +142,8 @@ public enum ProcessImages {
 /// images go straight to their files.
 struct ProcessMemoryReader {
   let pid: Int32
+  /// The task read: `pid`, or a live thread once the main thread is found to have exited.
+  private var task: Int32
   private(set) var memoryRefused = false
   let pageSize: UInt64 = {
     let size = sysconf(Int32(_SC_PAGESIZE))
@@ -139,6 +157,7 @@ struct ProcessMemoryReader {
 
   init(pid: Int32, readingMemory: Bool = true) {
     self.pid = pid
+    task = pid
     memoryRefused = !readingMemory
   }
 
@@ -148,12 +167,16 @@ struct ProcessMemoryReader {
     guard !memoryRefused, count > 0, let length = Int(exactly: count) else { return nil }
     var failure: Int32 = 0
     let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
-      let got = il_read_process_memory(pid, address, buffer.baseAddress, length)
+      let got = il_read_process_memory(task, address, buffer.baseAddress, length)
       if got < 0 { failure = errno; initialized = 0 } else { initialized = got }
     }
     switch failure {
     case 0: return bytes.isEmpty ? nil : bytes
-    case ESRCH: throw .exited(pid: pid)
+    case ESRCH:
+      // The main thread may have exited while the others run on (pthread_exit): read through one of those.
+      guard task == pid, let thread = ProcessImages.liveThread(of: pid) else { throw .exited(pid: pid) }
+      task = thread
+      return try read(at: address, count: count)
     case EPERM, EACCES, ENOSYS: memoryRefused = true; return nil
     default: return nil  // EFAULT: that range is not mapped (any more)
     }
@@ -271,6 +294,8 @@ struct ProcessMemoryReader {
     var candidates = ["/proc/\(pid)/map_files/\(hexDigits(mapping.start))-\(hexDigits(mapping.end))"]
     let path = mapping.path.hasSuffix(" (deleted)") ? String(mapping.path.dropLast(10)) : mapping.path
     candidates.append("/proc/\(pid)/root\(path)")
+    // An exited main thread has neither map_files nor a root: a live thread has the root.
+    if task != pid { candidates.append("/proc/\(pid)/task/\(task)/root\(path)") }
     var file: MappedFile?
     for candidate in candidates {
       if let opened = try? MappedFile(path: candidate), Self.sameFile(candidate, as: mapping) {

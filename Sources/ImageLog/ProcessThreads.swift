@@ -1,5 +1,6 @@
 internal import CImageLog
 internal import Glibc
+public import ImageReaders
 
 /// Every thread of another running process, stopped for an instant: each one's registers and the
 /// live part of its stack, copied while the process was stopped, with its name and state.
@@ -29,6 +30,9 @@ public struct ProcessThreads: Sendable {
     public var registerValues: [UInt64?]?
     /// The stack bytes copied at the stop; nil when none could be read.
     public var stack: StackCopy?
+    /// The thread's whole general register set as `PTRACE_GETREGSET` gave it (what a minidump's context
+    /// holds); nil when the thread was not read.
+    public var kernelRegisters: KernelRegisters?
     /// Why the thread has no registers ("the thread exited while it was being read"), or nil.
     public var problem: String?
     /// True when the thread has no registers because it exited (it no longer exists: not a failure).
@@ -98,6 +102,7 @@ public struct ProcessThreads: Sendable {
       switch Int32(raw.status) {
       case Int32(IL_THREAD_CAPTURED):
         thread.registerValues = registerValues(raw.registers)
+        thread.kernelRegisters = kernelRegisters(raw)
         if let base = raw.stack, raw.stack_size > 0 {
           thread.stack = StackCopy(address: raw.stack_address,
                                    bytes: Array(UnsafeRawBufferPointer(start: base, count: raw.stack_size)))
@@ -262,6 +267,25 @@ public struct ProcessThreads: Sendable {
   }
 
   /// The DWARF-numbered registers of a capture, nil where the thread did not give a value.
+  /// The registers `il_capture_threads` copied as the kernel gave them; nil for an unknown register set.
+  static func kernelRegisters(_ raw: il_thread_capture) -> KernelRegisters? {
+    let layout: KernelRegisters.Layout
+    switch raw.registers.arch {
+    case 1: layout = .x86_64
+    case 2: layout = .aarch64
+    case 3: layout = .i386
+    default: return nil
+    }
+    let count = KernelRegisters.names(layout).count
+    guard Int(raw.machine_count) == count else { return nil }
+    // Our own memory in the machine's byte order, read through the one reader.
+    let values = withUnsafeBytes(of: raw.machine) { words in
+      var reader = ByteReader(words)
+      return (0..<count).compactMap { _ in try? reader.read(UInt64.self) }
+    }
+    return values.count == count ? KernelRegisters(layout: layout, values: values) : nil
+  }
+
   static func registerValues(_ registers: il_thread_registers) -> [UInt64?] {
     withUnsafeBytes(of: registers.value) { raw in
       (0..<33).map { number in

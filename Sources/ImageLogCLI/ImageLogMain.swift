@@ -13,8 +13,10 @@ enum ImageLogMain {
     FileCommand.self,
     SymbolicateCommand.self,
     PidCommand.self,
+    MinidumpCommand.self,
     RunCommand.self,
     WatchCommand.self,
+    CoreHandlerCommand.self,
     CaptureCrashCommand.self,
   ] }
 

@@ -84,12 +84,18 @@ public struct CrashReport: Sendable {
     /// True when `address` is a return address: lookups use `address - 1`, so a call that ends a
     /// function (a `noreturn` call) is found in its caller, as debuggers and the Swift backtracer do.
     public var isReturnAddress: Bool
+    /// True when the report's frame line names no module to look the frame up in (a sanitizer line
+    /// already symbolized, `(<unknown module>)`, TSan's `(0x…)`, glibc's bare `[0x…]`): the frame keeps
+    /// what the report says of it (`reportedFunction`). Next to `isReturnAddress`, in the padding before
+    /// `line`: a frame is no larger for it (a list of addresses keeps millions).
+    public var namesNoModule = false
     /// The line in `lines` the frame was read from (`nil` for `.ips` frames).
     public var line: Int?
     /// The column in that line (in `Character`s) where the frame's symbol part starts: everything
     /// before it is kept, everything after is replaced when symbolicated.
     public var symbolColumn: Int?
-    /// The symbol the report already had for the frame, if any.
+    /// The symbol the report already had for the frame, if any, as written (a symbolized sanitizer
+    /// line's `main /src/a.c:12:3`: `reportedFunction` splits it).
     public var reportedSymbol: String?
     /// For `.ips`: the path to the frame in the JSON (`threads[i].frames[j]`).
     public var ipsThread: Int?
@@ -109,12 +115,38 @@ public struct CrashReport: Sendable {
       }
     }
 
+    /// `reportedSymbol` split into the function and the location a Linux frame line gives (a sanitizer's
+    /// `main /src/a.c:12:3`, TSan's `<null> <null>`); `nil` when the report names nothing. Split when
+    /// asked, not kept: a frame stays small.
+    public var reportedFunction: ReportedFunction? {
+      guard let reportedSymbol else { return nil }
+      let (name, file, line, column) = LinuxLogParser.functionAndLocation(reportedSymbol)
+      return name == nil && file == nil ? nil : ReportedFunction(name: name, file: file, line: line, column: column)
+    }
+
     /// The trust a frame line's ending names (`trustMark` read back), with the length of the mark.
     static func trust(endingLine line: some StringProtocol) -> (trust: String, markLength: Int)? {
       for trust in [FrameTrust.framePointer.rawValue, FrameTrust.stackScan.rawValue] {
         if let mark = trustMark(trust), line.hasSuffix(mark) { return (trust, mark.count) }
       }
       return nil
+    }
+  }
+
+  /// The function and source location a Linux frame line gives itself (`in main /src/a.c:12:3`).
+  public struct ReportedFunction: Sendable, Equatable {
+    /// The function as written (`main`, `operator new(unsigned long)`, `abort+164`); `nil` for `<null>`.
+    public var name: String?
+    /// The source file as written (`/src/a.c`, `../sysdeps/nptl/libc_start_call_main.h`).
+    public var file: String?
+    public var line: Int?
+    public var column: Int?
+
+    public init(name: String?, file: String? = nil, line: Int? = nil, column: Int? = nil) {
+      self.name = name
+      self.file = file
+      self.line = line
+      self.column = column
     }
   }
 

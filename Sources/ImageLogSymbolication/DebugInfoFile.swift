@@ -11,22 +11,29 @@ public final class DebugInfoFile {
   private let mapped: MappedFile
   private let supplementaryMapped: MappedFile?
   private let reader: DWARFReader
+  /// The bytes its compressed sections, and its supplementary file's, were inflated to: at most
+  /// `DWARFSections.maximumInflatedTotal`.
+  public let inflatedByteCount: UInt64
 
   /// Maps `path` (an ELF file, a thin Mach-O file or a universal file, whose slice `architecture`
   /// picks; a lone slice needs none) and, when given, the supplementary file at `supplementaryPath`
   /// (dwz's `.gnu_debugaltlink` target). Throws `ReportError` naming the file when it cannot be read,
-  /// is not ELF or Mach-O, has no such slice, or its DWARF is broken from the start.
+  /// is not ELF or Mach-O, has no such slice, its DWARF is broken from the start, or its compressed
+  /// sections (with the supplementary file's) claim more than `DWARFSections.maximumInflatedTotal`.
   public init(path: String, architecture: String? = nil, supplementaryPath: String? = nil) throws {
     self.path = path
     mapped = try Self.map(path)
-    var sections = try Self.sections(mapped, architecture: architecture)
+    var sections = try Self.sections(mapped, architecture: architecture, inflatedBefore: 0)
     if let supplementaryPath {
       let supplementary = try Self.map(supplementaryPath)
       supplementaryMapped = supplementary
-      sections.supplementary = try Self.sections(supplementary, architecture: architecture)
+      sections.supplementary = try Self.sections(supplementary, architecture: architecture,
+                                                 inflatedBefore: sections.inflatedByteCount)
     } else {
       supplementaryMapped = nil
     }
+    // Both are within the limit checked as they were read, so the sum cannot overflow.
+    inflatedByteCount = sections.inflatedByteCount + (sections.supplementary?.inflatedByteCount ?? 0)
     do {
       reader = try DWARFReader(sections)
     } catch {
@@ -52,12 +59,14 @@ public final class DebugInfoFile {
     }
   }
 
-  private static func sections(_ file: MappedFile, architecture: String?) throws -> DWARFSections {
+  /// `inflatedBefore`: what the file `file` supplements inflated, which its own claims add to.
+  private static func sections(_ file: MappedFile, architecture: String?, inflatedBefore: UInt64) throws -> DWARFSections {
     let result = file.withReader { bytes -> Result<DWARFSections, FormatError> in
       Result { () throws(FormatError) -> DWARFSections in
         switch try BinaryFile.parse(bytes) {
         case .elf(let elf):
-          return try DWARFSections.elf(elf, bytes: bytes, owner: file, decompress: SystemDecompressor.decompress)
+          return try DWARFSections.elf(elf, bytes: bytes, owner: file, decompress: SystemDecompressor.decompress,
+                                       inflatedBefore: inflatedBefore)
         case .machO(let machO):
           return try DWARFSections.machO(machO, slice: bytes, owner: file)
         case .fat(let fat):

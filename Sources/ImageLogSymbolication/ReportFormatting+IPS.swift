@@ -12,11 +12,7 @@ extension SymbolicatedReport {
   func classicText() -> String {
     let body = report.ipsBody ?? .object([])
     var out = ""
-    func field(_ name: String, _ value: String?) {
-      guard let value, !value.isEmpty else { return }
-      // Apple's values start in column 23 (one space after longer labels).
-      out += name + ":" + String(repeating: " ", count: max(1, 22 - name.count)) + TextEscaping.escaped(value) + "\n"
-    }
+    func field(_ name: String, _ value: String?) { Self.appendCrashField(name, value, to: &out) }
     func bracketed(_ name: JSONValue?, _ number: JSONValue?) -> String? {
       guard let name = name?.string else { return nil }
       return name + (number?.integer.map { " [\($0)]" } ?? "")
@@ -118,16 +114,13 @@ extension SymbolicatedReport {
     for image in body["usedImages"]?.array ?? [] {
       let base = image["base"]?.unsigned ?? 0
       let size = image["size"]?.unsigned ?? 0
-      let start = "0x" + hexDigits(base)
-      let end = "0x" + hexDigits(base &+ size &- 1)  // size 0 (Apple's `???` image) ends at 0xffffffffffffffff
       let name = image["CFBundleIdentifier"]?.string ?? image["name"]?.string ?? "???"
       let imageVersion = image["CFBundleShortVersionString"]?.string ?? "*"
       let uuid = image["uuid"]?.string.flatMap { ImageIdentity($0) }.map { HexText.uuid($0.bytes, uppercase: false) }
         ?? image["uuid"]?.string ?? ""
-      out += String(repeating: " ", count: max(0, 18 - start.count)) + start + " - "
-      out += String(repeating: " ", count: max(0, 18 - end.count)) + end + " "
-      out += TextEscaping.escaped(name) + " (" + TextEscaping.escaped(imageVersion) + ") <" + TextEscaping.escaped(uuid) + "> "
-        + TextEscaping.escaped(image["path"]?.string ?? "???") + "\n"
+      // size 0 (Apple's `???` image) ends at 0xffffffffffffffff
+      Self.appendCrashImageLine(start: base, end: base &+ size &- 1, name: name, version: imageVersion, identity: uuid,
+                                path: image["path"]?.string ?? "???", to: &out)
     }
     if let modifications = body["extMods"] {
       out += "\nExternal Modification Summary:\n"
@@ -155,9 +148,7 @@ extension SymbolicatedReport {
     let images = body["usedImages"]?.array ?? []
     var number = 0
     func line(_ image: String, _ address: UInt64, _ text: String) {
-      let hex = "0x" + hexDigits(address)
-      out += String(number).padding(4) + TextEscaping.escaped(image).padding(30) + "\t"
-        + String(repeating: " ", count: max(0, 18 - hex.count)) + hex + " " + text + "\n"
+      Self.appendCrashFrameLine(number: number, image: image, address: address, text: text, to: &out)
       number += 1
     }
     for (index, frame) in jsonFrames.enumerated() {
@@ -192,9 +183,34 @@ extension SymbolicatedReport {
     }
   }
 
+  /// A header field as Apple writes it, `Name:` then the value escaped from column 23 (one space after
+  /// longer labels); nothing for a missing or empty value.
+  static func appendCrashField(_ name: String, _ value: String?, to out: inout String) {
+    guard let value, !value.isEmpty else { return }
+    out += name + ":" + String(repeating: " ", count: max(1, 22 - name.count)) + TextEscaping.escaped(value) + "\n"
+  }
+
+  /// One `Binary Images:` line as Apple writes it: `0xSTART - 0xEND name (version) <uuid> path`, the
+  /// addresses right-aligned in 18 columns, the text escaped.
+  static func appendCrashImageLine(start: UInt64, end: UInt64, name: String, version: String, identity: String,
+                                   path: String, to out: inout String) {
+    let start = "0x" + hexDigits(start), end = "0x" + hexDigits(end)
+    out += String(repeating: " ", count: max(0, 18 - start.count)) + start + " - "
+    out += String(repeating: " ", count: max(0, 18 - end.count)) + end + " "
+    out += TextEscaping.escaped(name) + " (" + TextEscaping.escaped(version) + ") <" + TextEscaping.escaped(identity) + "> "
+      + TextEscaping.escaped(path) + "\n"
+  }
+
+  /// One frame line as Apple writes it: `N   image(30)\t   0xADDRESS text`, the image escaped.
+  static func appendCrashFrameLine(number: Int, image: String, address: UInt64, text: String, to out: inout String) {
+    let hex = "0x" + hexDigits(address)
+    out += String(number).padding(4) + TextEscaping.escaped(image).padding(30) + "\t"
+      + String(repeating: " ", count: max(0, 18 - hex.count)) + hex + " " + text + "\n"
+  }
+
   /// `name + offset (File.swift:231) [inlined]`: the file's last component, as Apple shows it; no
   /// location without a line (Apple leaves out `<compiler-generated>`).
-  private func describeForCrash(name: String?, offset: UInt64?, file: String?, line: Int?, inlined: Bool) -> String {
+  func describeForCrash(name: String?, offset: UInt64?, file: String?, line: Int?, inlined: Bool) -> String {
     var text = name.map(TextEscaping.escaped) ?? "???"
     if let offset { text += " + \(offset)" }
     if let file, let line { text += " (\(TextEscaping.escaped(Image.shortName(of: file))):\(line))" }

@@ -20,8 +20,11 @@ extension SymbolicatedReport {
     switch style {
     case .json: return jsonText()
     case .crash:
-      let structured = report.format == .appleIPS || report.format == .swiftBacktraceJSON
-      return (structured ? classicText() : inPlaceText()) + summary()
+      switch report.format {
+      case .appleIPS: return classicText() + summary()
+      case .swiftBacktraceJSON: return swiftJSONClassicText() + summary()
+      default: return inPlaceText() + summary()
+      }
     case .report:
       switch report.format {
       case .appleIPS: return ipsText()
@@ -211,6 +214,8 @@ extension SymbolicatedReport {
     case .missingImage: out.append(" ??? (in \(image)) [image file not found]")
     case .noSymbol: out.append(" ??? (in \(image)) + \(result.imageOffset ?? 0)")
     case .notLookedUp: break  // the line stays as the report wrote it
+    case .noModule: out.append(" ??? (no module)" as StaticString)
+    case .otherBuild: out.append(" ??? (in \(image)) [another build]")
     }
   }
 
@@ -232,18 +237,32 @@ extension SymbolicatedReport {
       case .missing: lines.append("  missing:    \(name)\(id)\(image.path.map { " " + TextEscaping.escaped($0) } ?? "")")
       case let .mismatch(reportID, fileID, path):
         lines.append("  mismatch:   \(name) report <\(reportID)> file <\(fileID)> \(TextEscaping.escaped(path))")
+      case let .otherBuild(path, reason):
+        lines.append("  mismatch:   \(name) \(TextEscaping.escaped(path)): \(TextEscaping.escaped(reason))")
       case .notSearched: break
       }
     }
-    let mismatched = images.filter { if case .mismatch = $0.status { true } else { false } }.count
+    let mismatched = images.filter {
+      switch $0.status {
+      case .mismatch, .otherBuild: true
+      default: false
+      }
+    }.count
     let missing = images.filter { $0.status == .missing }.count
     var symbolicated = 0
     for frame in frames { if case .symbolicated = frame.status { symbolicated += 1 } }
     var text = "\n-- symbolicated by imagelog: \(symbolicated) of \(frames.count) frames; "
     text += "\(found) of \(images.count) images found, \(missing) missing, \(mismatched) mismatched\n"
     for line in lines { text += line + "\n" }
-    for problem in report.problems { text += "  unreadable: \(problem)\n" }
-    for note in notes { text += "  note: \(note)\n" }
+    // Frames the report names no module for are kept as it wrote them: said, so the count above is read right.
+    let withoutModule = frames.reduce(0) { $0 + ($1.status == .noModule ? 1 : 0) }
+    if withoutModule > 0 {
+      text += "  without a module: \(withoutModule) frame\(withoutModule == 1 ? "" : "s"), kept as the report wrote "
+        + (withoutModule == 1 ? "it\n" : "them\n")
+    }
+    // Problems quote the report's own lines, and notes name paths: both escaped, as every text written.
+    for problem in report.problems { text += "  unreadable: \(TextEscaping.escaped(problem))\n" }
+    for note in notes { text += "  note: \(TextEscaping.escaped(note))\n" }
     return text
   }
 
@@ -278,6 +297,8 @@ extension SymbolicatedReport {
       case .notSearched: members.append(("status", .string("not-searched")))
       case let .mismatch(_, fileID, path):
         members += [("status", .string("uuid-mismatch")), ("fileID", .string(fileID)), ("file", .string(path))]
+      case let .otherBuild(path, reason):
+        members += [("status", .string("other-build")), ("file", .string(path)), ("reason", .string(reason))]
       }
       out += (index == 0 ? "\n" : ",\n") + JSONValue.object(members).serialized()
     }
@@ -301,6 +322,8 @@ extension SymbolicatedReport {
     case .noImage: status = "no-image"
     case .missingImage: status = "missing-image"
     case .notLookedUp: status = "not-looked-up"
+    case .noModule: status = "no-module"
+    case .otherBuild: status = "other-build"  // the image's entry names the file; the names here are the report's
     case let .mismatch(reportID, fileID, path):
       status = "uuid-mismatch"
       members += [("reportID", .string(reportID)), ("fileID", .string(fileID)), ("file", .string(path))]

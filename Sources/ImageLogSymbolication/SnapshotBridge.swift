@@ -9,13 +9,7 @@ extension ProcessSnapshot {
     var report = CrashReport(format: CrashReport.Format(rawValue: format.rawValue) ?? .imagelog)
     report.architecture = process.architecture
     report.threadCount = process.threadCount
-    report.images = images.map { image in
-      var entry = CrashReport.Image(name: image.name, path: image.path, loadAddress: image.loadAddress,
-                                    endAddress: image.endAddress, identity: image.identity, architecture: image.architecture)
-      entry.offsetsFromLoadBias = image.offsetsFromLoadBias
-      entry.loadAddressFromSymbols = image.loadAddressFromSymbols
-      return entry
-    }
+    report.images = images.map(\.reportImage)
     for thread in threads {
       report.threads.append(CrashReport.Thread(number: thread.number, crashed: thread.crashed, name: thread.name,
                                                tid: thread.tid, state: thread.state, problem: thread.problem,
@@ -46,6 +40,8 @@ extension ProcessSnapshot {
         case .missingImage: .missingImage
         case let .mismatch(reportID, fileID, path): .mismatch(reportID: reportID, fileID: fileID, path: path)
         case .notLookedUp: .notLookedUp
+        case .noModule: .noModule
+        case .otherBuild: .otherBuild
         }
         symbols.imageName = answer.imageName
         symbols.imageOffset = answer.imageOffset
@@ -60,5 +56,16 @@ extension ProcessSnapshot {
       }
     }
     notes = result.notes
+  }
+}
+
+extension ProcessSnapshot.Image {
+  /// The image as the flat report gives it to the locator.
+  package var reportImage: CrashReport.Image {
+    var entry = CrashReport.Image(name: name, path: path, loadAddress: loadAddress, endAddress: endAddress,
+                                  identity: identity, architecture: architecture)
+    entry.offsetsFromLoadBias = offsetsFromLoadBias
+    entry.loadAddressFromSymbols = loadAddressFromSymbols
+    return entry
   }
 }

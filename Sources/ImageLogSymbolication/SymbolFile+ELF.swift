@@ -13,14 +13,18 @@ extension SymbolFile {
     var altLinkProblem: String?
     // A broken .gnu_debugaltlink costs only the supplementary DWARF: the symbols stay usable.
     do { altLink = try file.debugAltLink(in: reader) } catch { altLinkProblem = error.description }
+    // So is a .symtab past the end of the file: the exported symbols (.dynsym) are read instead.
+    let tableProblem = SymbolTable.elfSymbolTableProblem(file, bytes: reader)
     var result = SymbolFile(path: path, architecture: file.architecture, isUniversalSlice: false, buildID: file.buildID,
                       imageBaseVMAddress: load.lowerBound, loadSize: load.isEmpty ? nil : load.upperBound - load.lowerBound,
                       symbols: symbols, hasDebugInfo: file.debugInfo.hasDebugInfo,
-                      hasFullSymbolTable: file.sections.contains { $0.type == ELFSection.symbolTableType },
+                      hasFullSymbolTable: tableProblem == nil && file.sections.contains { $0.type == ELFSection.symbolTableType },
                       debugLink: file.debugInfo.debugLinkFileName, debugLinkCRC: file.debugInfo.debugLinkCRC,
                       debugAltLink: altLink, debugAltLinkProblem: altLinkProblem,
                       presentSymbols: reading == .presence ? try SymbolTable.elfHasCodeSymbols(file, bytes: reader) : nil)
+    result.isFixedAddress = file.kind == .executable
     if reading == .presence, let mapped { result.symbolSource = (mapped, file) }
+    result.symbolTableProblem = tableProblem.map { "\($0): only its exported symbols (.dynsym) are read" }
     return result
   }
 }

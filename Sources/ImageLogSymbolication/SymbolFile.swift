@@ -33,6 +33,9 @@ public struct SymbolFile: Sendable {
   public var debugAltLink: DebugAltLink?
   /// Why a `.gnu_debugaltlink` present in the file could not be read, when so.
   public var debugAltLinkProblem: String?
+  /// Why a full symbol table present in the file could not be read, when so (its names are then
+  /// the exported ones).
+  public var symbolTableProblem: String?
   /// The dwz supplementary file of the file with this slice's DWARF (`debugInfoPath ?? path`), found
   /// by `DebugFileLocator` and checked against the `.gnu_debugaltlink` build-id.
   public var supplementaryPath: String?
@@ -41,6 +44,9 @@ public struct SymbolFile: Sendable {
   public var debugInfoPath: String?
   /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
   public var debugInfoIsUniversal = false
+  /// True for an ELF executable linked at fixed addresses (`ET_EXEC`, not PIE): loaded where it was
+  /// linked, so its load bias is 0 and a report's address is its link-time address.
+  public var isFixedAddress = false
 
   /// For an ELF file loaded with `.presence`: whether it has function symbols, found without reading
   /// its table (`symbols` holds what `readSymbols` has read since). `nil` when the table was read at load

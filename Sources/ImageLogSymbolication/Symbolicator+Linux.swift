@@ -2,10 +2,11 @@ import ImageLog
 import ImageReaders
 
 extension Symbolicator {
-  /// Places the images whose load address the report did not give (glibc's `symbol+0xoffset` frames):
-  /// the first frame whose symbol the found file has fixes the image's load bias, as `dladdr(3)`
-  /// computed the offset from that symbol. Frames of an image that cannot be placed are detached from
-  /// it (no guess); the returned notes say which.
+  /// Places the images whose load address the report did not give (glibc's `symbol+0xoffset` frames,
+  /// and its `./prog[0x…]` and `./prog() [0x…]` ones, which give none): the first frame whose symbol the
+  /// found file has fixes the image's load bias, as `dladdr(3)` computed the offset from that symbol; a
+  /// fixed-address executable (`ET_EXEC`) has bias 0. Frames of an image that cannot be placed are
+  /// detached from it (no guess); the returned notes say which.
   /// `files`: by image index.
   static func placeImagesBySymbols(_ report: inout CrashReport, files: [SymbolFile?]) -> [String] {
     var notes: [String] = []
@@ -26,6 +27,7 @@ extension Symbolicator {
         placed = report.frames[frameIndex].address &- (start &+ located.offset)
         break
       }
+      if placed == nil, file.isFixedAddress, report.images[imageIndex].offsetsFromLoadBias { placed = 0 }
       if let placed {
         report.images[imageIndex].loadAddress = placed
         report.images[imageIndex].loadAddressFromSymbols = false

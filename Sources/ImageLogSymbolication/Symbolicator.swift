@@ -59,6 +59,14 @@ public struct SymbolicatedFrame: Sendable, Equatable {
     case mismatch(reportID: String, fileID: String, path: String)
     /// Not looked up: symbolication was not asked for (`--no-symbolicate`); the image and offset stand.
     case notLookedUp
+    /// The report's line names no module to look the frame up in (a sanitizer line it symbolized
+    /// itself, `(<unknown module>)`, glibc's bare `[0x…]`): `functions` holds the report's own function
+    /// and location, when it gives them.
+    case noModule
+    /// The file found by path alone is another build than the report's (`ImageResolution.Status.otherBuild`
+    /// names it): nothing is taken from it, and `functions` holds the report's own names, when it gives
+    /// them. No payload: a second case with one would make every frame's status a byte larger.
+    case otherBuild
   }
 
   /// Index into the report's `frames`.
@@ -116,6 +124,10 @@ public struct ImageResolution: Sendable, Equatable {
     case found(path: String, how: String)
     case unverified(path: String)
     case mismatch(reportID: String, fileID: String, path: String)
+    /// The report has no build-id, and what it says contradicts the file at its path (`reason`): the
+    /// report's function names disagree with the file's at those offsets, or an offset lies past the
+    /// end of the file's mapped segments. Another build: none of its names are used.
+    case otherBuild(path: String, reason: String)
     case missing
     /// No file was looked for: symbolication was not asked for.
     case notSearched
@@ -221,6 +233,7 @@ public enum Symbolicator {
     where report.images[imageIndex].loadAddressFromSymbols && files[imageIndex]?.presentSymbols != nil {
       readSymbols(of: &files[imageIndex]!, for: nil, notes: &notes)
     }
+    let unplaced = report.images
     notes += placeImagesBySymbols(&report, files: files)
 
     var results: [SymbolicatedFrame] = []
@@ -229,15 +242,27 @@ public enum Symbolicator {
     // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
     var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: report.images.count)
     var bases = [UInt64?](repeating: nil, count: report.images.count)
+    // Linux logs: where each file's mapped segments end (link-time), and the first lookup past it. No
+    // function is there; a file it falls outside of is another build (`checkReportedNames`).
+    var mappedEnds = [UInt64?](repeating: nil, count: report.images.count)
+    var pastEnd = [(lookup: UInt64, end: UInt64)?](repeating: nil, count: report.images.count)
     for (imageIndex, file) in files.enumerated() {
       guard let file else { continue }
       // Offsets from the load bias are link-time addresses already.
       bases[imageIndex] = report.images[imageIndex].offsetsFromLoadBias ? 0 : file.imageBaseVMAddress
+      if report.format.isLinuxLog, let size = file.loadSize {
+        let (end, overflow) = file.imageBaseVMAddress.addingReportingOverflow(size)
+        if !overflow { mappedEnds[imageIndex] = end }
+      }
     }
     for frameIndex in report.frames.indices {
       var result = SymbolicatedFrame(frameIndex: frameIndex, status: .noImage, imageName: nil, imageOffset: nil,
                                      lookupAddress: nil)
       guard let imageIndex = report.frames[frameIndex].imageIndex, report.images.indices.contains(imageIndex) else {
+        if report.frames[frameIndex].namesNoModule {
+          result.status = .noModule
+          if let reported = reportedFunction(report.frames[frameIndex]) { result.setFunction(reported) }
+        }
         results.append(result)
         continue
       }
@@ -259,6 +284,11 @@ public enum Symbolicator {
       let adjusted = report.frames[frameIndex].isReturnAddress && offset > 0 ? offset - 1 : offset
       let (lookup, overflow) = base.addingReportingOverflow(adjusted)
       guard !overflow else { results.append(result); continue }
+      if let end = mappedEnds[imageIndex], lookup >= end {
+        if pastEnd[imageIndex] == nil { pastEnd[imageIndex] = (lookup, end) }
+        results.append(result)
+        continue
+      }
       result.lookupAddress = lookup
       lookups[imageIndex].append((results.count, offset, lookup))
       results.append(result)
@@ -329,7 +359,19 @@ public enum Symbolicator {
         }
       }
     }
+    if report.format.isLinuxLog {
+      checkReportedNames(&report, unplaced: unplaced, files: files, pastEnd: pastEnd, results: &results,
+                         resolutions: &resolutions)
+      for resolution in resolutions { if case .otherBuild = resolution.status { debugFiles[resolution.imageIndex] = nil } }
+    }
     return SymbolicatedReport(report: report, frames: results, images: resolutions, notes: notes, debugFiles: debugFiles)
+  }
+
+  /// The function and location a report's frame line gives itself, when it names one.
+  static func reportedFunction(_ frame: CrashReport.Frame) -> SymbolicatedFrame.Function? {
+    guard let reported = frame.reportedFunction else { return nil }
+    return SymbolicatedFrame.Function(name: reported.name, rawName: nil, offset: nil, file: reported.file,
+                                      line: reported.line, column: reported.column, isInlined: false)
   }
 
   /// `report` with its frames placed in their images (image and offset) and nothing looked up: what
@@ -347,6 +389,9 @@ public enum Symbolicator {
         result.imageName = image.name
         let (offset, below) = frame.address.subtractingReportingOverflow(image.loadAddress)
         if !below { result.imageOffset = offset }
+      } else if frame.namesNoModule {
+        result.status = .noModule
+        if let reported = reportedFunction(frame) { result.setFunction(reported) }
       }
       frames.append(result)
     }
@@ -365,8 +410,12 @@ public enum Symbolicator {
   }
 
   /// Reads the symbols a locator left unread in `file`: those `addresses` need, or all. A table that
-  /// does not decode leaves the file without symbols, and a note says why.
+  /// does not decode leaves the file without symbols, and a note says why; so does a full symbol table
+  /// that could not be read (the names are then the exported ones).
   static func readSymbols(of file: inout SymbolFile, for addresses: [UInt64]?, notes: inout [String]) {
+    if let problem = file.symbolTableProblem, !notes.contains("\(file.path): \(problem)") {
+      notes.append("\(file.path): \(problem)")
+    }
     do {
       try file.readSymbols(for: addresses)
     } catch {

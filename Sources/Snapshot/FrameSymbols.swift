@@ -43,6 +43,13 @@ public struct FrameSymbols: Sendable, Equatable {
     case mismatch(reportID: String, fileID: String, path: String)
     /// Not looked up: symbolication did not run (`--no-symbolicate`); the image and offset stand.
     case notLookedUp
+    /// The source names no module to look the frame up in (a sanitizer line it symbolized itself,
+    /// `(<unknown module>)`, glibc's bare `[0x…]`): `functions` holds the source's own function and
+    /// location, when it gives them.
+    case noModule
+    /// The file found by path alone is another build than the source's (the image's resolution says
+    /// why): nothing is taken from it, and `functions` holds the source's own names, when it gives them.
+    case otherBuild
   }
 
   /// What became of the frame.

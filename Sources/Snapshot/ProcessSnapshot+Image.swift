@@ -54,6 +54,10 @@ extension ProcessSnapshot {
       case unverified(path: String)
       /// The only file found has another identity.
       case mismatch(reportID: String, fileID: String, path: String)
+      /// The source has no identity, and what it says contradicts the file at its path (`reason`): its
+      /// function names disagree with the file's at those offsets, or an offset lies past the end of the
+      /// file's mapped segments. Another build: none of its names are used.
+      case otherBuild(path: String, reason: String)
       /// No file was found.
       case missing
       /// No file was looked for: symbolication did not run.

@@ -1,4 +1,5 @@
 public import ImageLog
+public import ImageReaders
 
 extension ProcessSnapshot {
   /// One thread: who it is, how it stood, and its backtrace.
@@ -20,6 +21,13 @@ extension ProcessSnapshot {
     public var registers: RegisterState?
     /// The backtrace, innermost frame first.
     public var frames: [Frame]
+    /// Every general register as the kernel holds them, when the source read them (a capture, a core, a
+    /// minidump's context): what a minidump written from the snapshot holds, and where a walk of a
+    /// thread not yet unwound starts.
+    public var kernelRegisters: KernelRegisters?
+    /// The thread's stack as copied when the snapshot was taken (a live capture), from at or below its
+    /// stack pointer: what a minidump written from the snapshot keeps of it.
+    public var stack: BufferMemory?
 
     public init(number: Int, tid: UInt64? = nil, name: String? = nil, state: String? = nil, crashed: Bool = false,
                 problem: String? = nil, registers: RegisterState? = nil, frames: [Frame] = []) {

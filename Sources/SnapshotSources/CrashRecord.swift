@@ -99,15 +99,10 @@ public struct CrashRecord: Sendable, Equatable {
     }
   }
 
-  /// Gives the crashed thread of `threads` the recorded registers, and drops the copy of the stack it
-  /// had where its handler waits: the crashed frames are read from the process, where the waiting
-  /// handler keeps them as they were.
+  /// Gives the crashed thread of `threads` the recorded registers, and its stack copied from the recorded
+  /// stack pointer (`ProcessThreads.replaceRegisters`): the crashed frames, not the waiting handler's.
   func replaceRegisters(in threads: inout ProcessThreads) {
-    guard let index = threads.threads.firstIndex(where: { $0.tid == tid }),
-          registers.contains(where: { $0 != nil }) else { return }
-    threads.threads[index].registerValues = registers
-    threads.threads[index].stack = nil
-    threads.threads[index].problem = nil
+    threads.replaceRegisters(ofThread: tid, dwarf: registers, flags: flags)
   }
 
   /// The registers in the report's rows (Apple's layout; `cr2` is the fault address).

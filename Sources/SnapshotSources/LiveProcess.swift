@@ -1,5 +1,6 @@
 internal import Glibc
 public import ImageLog
+internal import ImageReaders
 public import Snapshot
 
 extension ProcessSnapshot {
@@ -22,10 +23,15 @@ extension ProcessSnapshot {
   /// Throws when the process cannot be stopped at all; threads that could not be read are in the
   /// snapshot with their `problem`, and said in `failures`.
   ///
+  /// `linuxFiles` also keeps the process's `/proc` files a minidump carries (maps, status, command line,
+  /// auxiliary vector) and the system's (`/etc/lsb-release`, `/proc/cpuinfo`); `environment` its
+  /// environment too, which may hold secrets.
+  ///
   /// With `crash` (what the crashed process's handler recorded: `CrashRecord`), the snapshot is of
   /// that crash: its thread is marked crashed and unwound from the recorded registers rather than
   /// from where its signal handler waits, with those registers and the signal as the exception.
-  public static func capture(pid: Int32, crash: CrashRecord? = nil) throws(ProcessThreadsError) -> Capture {
+  public static func capture(pid: Int32, linuxFiles: Bool = false, environment: Bool = false,
+                             crash: CrashRecord? = nil) throws(ProcessThreadsError) -> Capture {
     var captured = try ProcessThreads.capture(of: pid)
     if let crash { crash.replaceRegisters(in: &captured) }
     var failures: [String] = []
@@ -47,6 +53,8 @@ extension ProcessSnapshot {
                          state: thread.state, crashed: crash?.tid == thread.tid, problem: problem)
       if entry.crashed { entry.registers = crash?.registerState() }
       entry.frames = frames.enumerated().map { Frame(number: $0.offset, $0.element) }
+      entry.kernelRegisters = thread.kernelRegisters
+      entry.stack = thread.stack.map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(entry)
     }
     if unread > 0 {
@@ -63,7 +71,22 @@ extension ProcessSnapshot {
       exception: crash.map { Exception(signal: $0.signal, code: $0.code, address: $0.faultAddress) },
       threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
+    if linuxFiles { snapshot.process.linuxFiles = Self.linuxFiles(of: pid, environment: environment) }
     return Capture(snapshot: snapshot, stacks: stacks, failures: failures)
+  }
+
+  /// The files of `pid` (and of the system) a minidump carries, each as it could be read.
+  static func linuxFiles(of pid: Int32, environment: Bool) -> MinidumpFile.LinuxStreams {
+    func read(_ path: String) -> [UInt8]? { try? ProcFile.read(path) }
+    var files = MinidumpFile.LinuxStreams()
+    files.maps = read("/proc/\(pid)/maps")
+    files.procStatus = read("/proc/\(pid)/status")
+    files.commandLine = read("/proc/\(pid)/cmdline")
+    files.auxiliaryVector = read("/proc/\(pid)/auxv")
+    if environment { files.environment = read("/proc/\(pid)/environ") }
+    files.lsbRelease = read("/etc/lsb-release") ?? read("/etc/os-release")
+    files.cpuInfo = read("/proc/cpuinfo")
+    return files
   }
 
   /// `Linux RELEASE MACHINE`, as `uname -srm` and the crash handler write it.

@@ -72,7 +72,8 @@ import Testing
   func captureUnderRunEqualsGDB() throws {
     let run = try Self.crash("capture", noRandomization: true)
     #expect(run.result.signal == SIGSEGV, "\(run.result.error)")
-    #expect(run.files.count == 1 && run.files[0].hasPrefix("run-crash-") && run.files[0].hasSuffix("Z.crash"), "\(run.files)")
+    #expect(run.files.count == 2 && run.files[0].hasPrefix("run-crash.") && run.files[0].hasSuffix("Z.crash")
+              && run.files[1] == run.files[0].dropLast("crash".count) + "dmp", "\(run.files)")
     #expect(run.result.error.contains("report written to \(run.directory)/"), "\(run.result.error)")
     #expect(run.log.contains("run-crash") && run.log.contains("libcrashthreads.so"), "the images are still logged: \(run.log)")
     let report = try SymbolicatedReportText(run.text)
@@ -109,7 +110,7 @@ import Testing
   func helperWritesTheReport(_ testCase: Case) throws {
     let run = try Self.crash(testCase.mode)
     #expect(run.result.signal == SIGSEGV, "\(run.result.error)")
-    #expect(run.files.count == 1, "\(run.files)")
+    #expect(run.files.count == 2, "a report and a minidump: \(run.files)")
     let report = try SymbolicatedReportText(run.text)
     let crashed = try #require(report.threads.first { $0.crashed }, "\(run.text)")
     let function = testCase.mode == "stack" ? "recurse" : "crash_null"
@@ -135,7 +136,7 @@ import Testing
     #expect(run.result.signal == SIGSEGV)
     #expect(run.result.error.contains("failed (exit status 1); writing the report in process\n"), "\(run.result.error)")
     #expect(run.result.error.contains("ptrace"), "the helper said why: \(run.result.error)")
-    #expect(run.files.count == 1 && run.files[0].hasPrefix("run-crash-\(run.result.pid)-"), "\(run.files)")
+    #expect(run.files.count == 1 && run.files[0].hasPrefix("run-crash.\(run.result.pid)."), "\(run.files)")
     let report = try SymbolicatedReportText(run.text)
     #expect(report.header["Process"] == "run-crash [\(run.result.pid)]")
     #expect(report.header["Exception Type"] == "SIGSEGV (SEGV_MAPERR)")
@@ -176,6 +177,50 @@ import Testing
     let crashed = try #require(report.threads.first { $0.crashed }, "\(run.text)")
     #expect(crashed.lines.first?.contains("crashHere(_:) + ") == true && crashed.lines.first?.contains("(crasher.swift:3)") == true,
             "\(run.text)")
+  }
+
+  /// The minidump beside the report against Crashpad's own handler's for the same crash
+  /// (Tests/Programs/capture-bench.c, which starts crashpad_handler from its handler as Crashpad's client
+  /// does): minidump-stackwalk finds the same threads, and the crashed thread's frames (module and offset,
+  /// and how each was found) are the same in both dumps. Both runs without address randomization.
+  @Test(.enabled(if: pipelineTool("crashpad_handler") != nil && pipelineTool("minidump-stackwalk") != nil
+                   && processTestHaveCC && setarch != nil,
+                 "needs crashpad_handler and minidump-stackwalk (Scripts/install-test-tools), cc and setarch"))
+  func minidumpEqualsCrashpads() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-crash-dump")
+    let program = directory + "/capture-bench"
+    let built = try runProcessTest(["cc", "-O2", "-g", "-pthread", packageRoot + "/Tests/Programs/capture-bench.c", "-o", program])
+    try #require(built.exitStatus == 0, "\(built.error)")
+    let crashes = directory + "/crashes"
+    mkdir(crashes, 0o755)
+    let ours = try runChild([Self.setarch!, "-R", processTestImagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--",
+                             program, "4"], timeoutSeconds: 120)
+    #expect(ours.signal == SIGSEGV, "\(ours.error)")
+    let files = try finishedCrashDirectory(crashes, helperWrote: ours.error.contains("report written to"))
+    let ourDump = try #require(files.first { $0.hasSuffix(".dmp") }, "\(files)")
+    let theirs = try runChild([Self.setarch!, "-R", program, "4", pipelineTool("crashpad_handler")!, directory + "/crashpad"],
+                              timeoutSeconds: 120)
+    #expect(theirs.signal == SIGSEGV, "\(theirs.error)")
+    let pending = directoryEntries(directory + "/crashpad/pending").filter { $0.hasSuffix(".dmp") }
+    let theirDump = try #require(pending.first, "no dump from crashpad_handler: \(theirs.error)")
+    func walk(_ path: String) throws -> (threads: Int, crashed: [String]) {
+      let result = try runChild([pipelineTool("minidump-stackwalk")!, path])
+      let lines = result.output.split(separator: "\n").map(String.init)
+      let crashed = lines.drop { !$0.contains("(crashed)") }.dropFirst().prefix { !$0.hasPrefix("Thread ") }
+      // " 0  capture-bench + 0x1750" then "    Found by: ...": a frame and how it was found.
+      var frames: [String] = []
+      for line in crashed {
+        let trimmed = line.drop { $0 == " " }
+        if let first = trimmed.first, first.isNumber, line.contains(" + 0x") || line.contains("!") { frames.append(String(trimmed)) }
+        if trimmed.hasPrefix("Found by:") { frames.append(String(trimmed)) }
+      }
+      return (lines.filter { $0.hasPrefix("Thread ") }.count, frames)
+    }
+    let (ourThreads, ourFrames) = try walk("\(crashes)/\(ourDump)")
+    let (theirThreads, theirFrames) = try walk("\(directory)/crashpad/pending/\(theirDump)")
+    #expect(ourThreads == 4 && theirThreads == 4)
+    #expect(ourFrames.count >= 4, "\(ourFrames)")
+    #expect(ourFrames == theirFrames)
   }
 
   @Test func crashDirectoryErrors() throws {

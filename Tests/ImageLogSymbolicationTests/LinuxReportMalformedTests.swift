@@ -8,7 +8,6 @@ import Testing
   static let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/"
 
   @Test(arguments: [
-    ("    #3 0x55a7", "line 2: frame without a module '    #3 0x55a7'"),
     ("    #3 0x55zz  (/tmp/uaf+0x10)", "line 2: unreadable frame address '    #3 0x55zz  (/tmp/uaf+0x10)'"),
     ("    #3 0x55a7  (/tmp/uaf+0xqq)", "line 2: unreadable module offset in frame '    #3 0x55a7  (/tmp/uaf+0xqq)'"),
     ("    #04 pc zz  /system/lib/libc.so", "line 2: unreadable pc '    #04 pc zz  /system/lib/libc.so'"),
@@ -19,6 +18,19 @@ import Testing
     #expect(report.frames.map(\.address) == [0x55a720bade1b, 0x55a720bade20])
     let summary = Symbolicator.symbolicate(report, options: Self.offline).summary()
     #expect(summary.contains("  unreadable: \(problem)\n"))
+  }
+
+  /// A frame line with an address and nothing else is a frame of the report it is in (issue #26, 5):
+  /// one without a module, kept as written, not an unreadable line.
+  @Test func addressAloneIsAFrameWithoutAModule() throws {
+    let report = try ReportParser.parse("    #0 0x55a720bade1b  (/tmp/uaf+0x171e1b)\n    #3 0x55a7\n    #4 0x55a720bade20  (/tmp/uaf+0x171e20)\n")
+    #expect(report.problems.isEmpty)
+    #expect(report.frames.map(\.address) == [0x55a720bade1b, 0x55a7, 0x55a720bade20])
+    #expect(report.frames.map(\.namesNoModule) == [false, true, false])
+    let result = Symbolicator.symbolicate(report, options: Self.offline)
+    try #require(result.frames.count == 3)
+    #expect(result.frames[1].status == .noModule && result.frames[1].functions.isEmpty)
+    #expect(result.summary().contains("  without a module: 1 frame, kept as the report wrote it\n"))
   }
 
   static var offline: SymbolicationOptions {
@@ -55,7 +67,8 @@ import Testing
 
   /// Every prefix of every sample is read without a trap: an error, or no more frames than the whole.
   @Test func truncationsOnlyShortenTheReport() throws {
-    for name in ["asan-rust-90977.txt", "coredump-systemd-35316.txt", "tombstone-retroarch-519.txt", "glibc-zoneminder-3544.txt"] {
+    for name in ["asan-rust-90977.txt", "coredump-systemd-35316.txt", "tombstone-retroarch-519.txt", "glibc-zoneminder-3544.txt",
+                 "asan-gcc-parenthesised.txt", "glibc-nonpie-jit.txt", "ubsan-clang-thread-symbolized.txt", "tombstone-console-0x.txt"] {
       let bytes = Array(try #require(readFile(Self.fixtures + name)).utf8)
       let whole = try ReportParser.parse(String(decoding: bytes, as: UTF8.self)).frames.count
       for length in stride(from: 0, through: bytes.count, by: 7) {
@@ -70,7 +83,8 @@ import Testing
   @Test func bitFlipsNeitherTrapNorHang() throws {
     var rng = SplitMix64(seed: 0x11_4E)
     for name in ["asan-android-logcat-sanitizers-1100.txt", "coredump-systemd-13798.txt", "tombstone-trustwallet-31.txt",
-                 "glibc-linuxcnc-ethercat-430.txt", "coredump-modules.txt"] {
+                 "glibc-linuxcnc-ethercat-430.txt", "coredump-modules.txt", "asan-gcc-symbolized-stacks.txt",
+                 "asan-no-build-id.txt", "glibc-no-build-id.txt", "hostile-frame-line.txt"] {
       let original = Array(try #require(readFile(Self.fixtures + name)).utf8)
       for _ in 0..<100 {
         var bytes = original

@@ -21,7 +21,7 @@ import Testing
     #expect(!result.timedOut)
     #expect(result.terminationSignal == SIGILL, "\(result.stderr.suffix(2000))")
     let files = try finishedCrashDirectory(directory, helperWrote: result.stderr.contains("report written to"))
-    #expect(files.count == 1 && files.first?.hasSuffix(".crash") == true, "\(files)")
+    #expect(files.count == 2 && files.first?.hasSuffix(".crash") == true && files.last?.hasSuffix(".dmp") == true, "\(files)")
     let text = try #require(readFile("\(directory)/\(files.first ?? "")"), "\(result.stderr.suffix(2000))")
     #expect(result.stderr.contains("report written to \(directory)/"), "\(result.stderr.suffix(2000))")
     #expect(result.stderr.contains("Program crashed"), "Swift's backtracer ran second: \(result.stderr.suffix(2000))")

@@ -46,18 +46,17 @@ import Testing
     return Run(result: result, directory: crashDirectory, files: files, text: text, procThreads: procThreads)
   }
 
-  /// The helper's report: one file named NAME-PID-YYYYMMDDTHHMMSSZ.crash, nothing half-written beside it,
-  /// and the program dead of its own signal.
+  /// The helper's report and minidump: PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp, nothing half-written
+  /// beside them, and the program dead of its own signal.
   static func checkHelperReport(_ run: Run, signal: Int32, sourceLine: SourceLocation = #_sourceLocation) {
     #expect(run.result.terminationSignal == signal, "\(run.result.stderr)", sourceLocation: sourceLine)
-    #expect(run.files.count == 1, "\(run.files)", sourceLocation: sourceLine)
-    let name = run.files.first ?? ""
-    // crash-program-PID-YYYYMMDDTHHMMSSZ.crash
-    let stamp = name.dropFirst("crash-program-\(run.result.pid)-".count).dropLast(".crash".count)
-    #expect(name.hasPrefix("crash-program-\(run.result.pid)-") && name.hasSuffix(".crash") && stamp.count == 16
+    let stem = run.files.first.map { String($0.dropLast(".crash".count)) } ?? ""
+    #expect(run.files == [stem + ".crash", stem + ".dmp"], "\(run.files)", sourceLocation: sourceLine)
+    let stamp = stem.dropFirst("crash-program.\(run.result.pid).".count)
+    #expect(stem.hasPrefix("crash-program.\(run.result.pid).") && stamp.count == 16
               && stamp.enumerated().allSatisfy { $0.offset == 8 ? $0.element == "T" : $0.offset == 15 ? $0.element == "Z" : $0.element.isNumber },
-            "\(name)", sourceLocation: sourceLine)
-    #expect(run.result.stderr.contains("report written to \(run.directory)/\(name)"), "\(run.result.stderr)",
+            "\(stem)", sourceLocation: sourceLine)
+    #expect(run.result.stderr.contains("report written to \(run.directory)/\(stem).crash"), "\(run.result.stderr)",
             sourceLocation: sourceLine)
     #expect(run.text.hasPrefix("Process:         crash-program [\(run.result.pid)]\n"), sourceLocation: sourceLine)
   }
@@ -181,7 +180,7 @@ import Testing
     #expect(run.result.terminationSignal == SIGSEGV)
     #expect(run.result.stderr.contains("imagelog: the crash helper \(helper) \(failure.message)"), "\(run.result.stderr)")
     #expect(run.result.stderr.contains("; writing the report in process\n"))
-    #expect(run.files.count == 1 && run.files.first?.hasPrefix("crash-program-\(run.result.pid)-") == true, "\(run.files)")
+    #expect(run.files.count == 1 && run.files.first?.hasPrefix("crash-program.\(run.result.pid).") == true, "\(run.files)")
     // The handler's own report, whole, under the helper's name.
     let report = try ParsedCrashReport(run.text)
     #expect(report.header["Process"] == "crash-program [\(run.result.pid)]")

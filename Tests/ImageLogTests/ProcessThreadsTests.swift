@@ -124,7 +124,7 @@ import Testing
   }
 
   /// A process whose main thread called pthread_exit: its leader is a zombie, its other thread runs on
-  /// and is read; the main thread is listed with why it has no stack.
+  /// and is read, its stack copied; the main thread is listed with why it has no stack.
   @Test(.enabled(if: haveTool("cc"), "needs cc"))
   func mainThreadExitedOthersRunOn() throws {
     let directory = try makeTemporaryDirectory("imagelog-leader")
@@ -149,6 +149,8 @@ import Testing
     #expect(captured.threads.count == 2)
     #expect(captured.threads.first?.problem == ProcessThreads.mainThreadExited)
     #expect(captured.threads.last?.registerValues != nil)
+    // Its stack is copied through its own task: the main thread's no longer reaches the memory.
+    #expect((captured.threads.last?.stack?.bytes.count ?? 0) > 256)
     #expect(noThreadStopped(child.pid))
   }
 }

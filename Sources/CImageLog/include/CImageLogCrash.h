@@ -54,10 +54,6 @@ int il_crash_install(int fd);
    the helper). Returns 0, or EINVAL (a relative or too long path), ENOMEM. Not async-signal-safe. */
 int il_crash_set_helper(const char *helper, const char *directory, uint64_t timeout_ms);
 
-/* The stem of a crash's file names in a crash directory, "NAME-PID-YYYYMMDDTHHMMSSZ"
-   (CImageLogCrashHelper.h's il_helper_file_stem), into `text` (at least 128 bytes); its length. */
-size_t il_crash_file_stem(char *text, const char *name, int32_t pid, int64_t time);
-
 /* Gives the calling thread an alternate signal stack (unless it has a large enough one), so a
    stack overflow on this thread is reported too. Returns 0 or an errno value. */
 int il_crash_prepare_thread(void);

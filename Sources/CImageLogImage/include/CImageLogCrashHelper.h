@@ -497,23 +497,26 @@ static inline size_t il_helper_describe_failure(const il_helper_plan *plan, cons
 }
 
 /* The name both the helper and the in-process fallback give a crash's files in the crash directory:
-   "NAME-PID-YYYYMMDDTHHMMSSZ" (then ".crash" or ".dmp"), NAME the program's (bytes other than
-   letters, digits, '.', '_', '+' and '-' become '_', at most 64, never starting with '.'). Written to
-   `text` (at least 128 bytes) NUL-terminated; returns its length. CrashFiles.swift makes the same name. */
+   "PROGRAM.PID.YYYYMMDDTHHMMSSZ" (then ".crash" or ".dmp"), PROGRAM the program's name with every byte
+   that is not a letter, digit, '-', '_', '+' or an inner '.' made '_' (at most 64; "unknown" when
+   empty): CrashFolder.stem's names, which the helper writes by. Written to `text` (at least 128 bytes)
+   NUL-terminated; returns its length. */
 static inline size_t il_helper_file_stem(char *text, const char *name, int32_t pid, int64_t time) {
   size_t used = 0;
-  for (size_t i = 0; name != NULL && name[i] != '\0' && used < 64; i++) {
+  for (size_t i = 0; name != NULL && name[i] != '\0' && i < 64; i++) {
     char c = name[i];
     int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
                 c == '+' || c == '-' || (c == '.' && used > 0);
     text[used++] = plain ? c : '_';
   }
-  if (used == 0) text[used++] = '_';
-  text[used++] = '-';
+  if (used == 0) {
+    for (const char *unknown = "unknown"; *unknown != '\0'; unknown++) text[used++] = *unknown;
+  }
+  text[used++] = '.';
   char number[24];
   il_helper_number(number, (uint64_t)(uint32_t)pid, 0);
   for (size_t i = 0; number[i] != '\0'; i++) text[used++] = number[i];
-  text[used++] = '-';
+  text[used++] = '.';
   il_civil_time civil = il_civil_from_seconds(time);
   const int64_t parts[6] = {civil.year, civil.month, civil.day, civil.hour, civil.minute, civil.second};
   for (int part = 0; part < 6; part++) {

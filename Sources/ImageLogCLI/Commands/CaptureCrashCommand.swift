@@ -26,8 +26,8 @@ struct CaptureCrashCommand: Command {
     OPTIONS:
       --pid <pid>             The crashed process (the helper's parent).
       --record <address>      Where the handler's crash record is in that process (0x...).
-      --crash-dir <directory> Where the report goes: NAME-PID-YYYYMMDDTHHMMSSZ.crash, written to a
-                              hidden temporary name and then given its own.
+      --crash-dir <directory> Where the report and the minidump go: PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash
+                              and .dmp, each written unnamed and then given its name.
       --done-fd <fd>          Write one byte to <fd> once the report is written unsymbolicated (every
                               thread read and unwound): the waiting handler lets the program die, and
                               the report is then replaced by its symbolicated version.
@@ -41,7 +41,8 @@ struct CaptureCrashCommand: Command {
       from the crashed thread's signal handler, which waits for it. It stops every thread at once
       (PTRACE_SEIZE, the machinery of pid --threads), unwinds each, the crashed thread from the
       registers its handler recorded, lets the process go, writes the report, tells the handler
-      (--done-fd), then symbolicates it and puts the symbolicated report in its place, atomically.
+      (--done-fd), then writes the minidump (every thread's registers and stack as copied at the
+      stop) and puts the symbolicated report in place of the first, atomically.
       Exit status 0 when the report is written; otherwise 1, and the handler writes its own report.
     """
 
@@ -77,24 +78,28 @@ struct CaptureCrashCommand: Command {
   func run() throws -> ExitStatus {
     let crash: CrashRecord
     let capture: ProcessSnapshot.Capture
+    let folder: CrashFolder
     do {
+      folder = try CrashFolder(path: directory)
       crash = try CrashRecord.read(pid: pid, at: record)
-      capture = try ProcessSnapshot.capture(pid: pid, crash: crash)
+      // The /proc files a minidump carries are read now: the process is gone once it is let go.
+      capture = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, crash: crash)
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
     }
     let program = capture.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
       ?? capture.snapshot.process.name ?? "unknown"
-    let stem = CrashReporter.crashFileStem(program: program, pid: pid, date: crash.date)
+    let stem = CrashFolder.stem(program: program, pid: pid, time: crash.date)
     // The vDSO is in no file: its symbols are copied from the process while it still waits.
     var options = options
     options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
     let path: String
     do {
       // With a handler waiting: the report as read, at once, so the program can die while DWARF is read.
-      path = try write(doneDescriptor == nil ? symbolicatedReportText(capture.snapshot, options: options)
-                                             : capture.snapshot.imagelogReportText(), stem: stem, replacing: nil)
+      let text = doneDescriptor == nil ? symbolicatedReportText(capture.snapshot, options: options)
+                                       : capture.snapshot.imagelogReportText()
+      path = try folder.write(text, as: stem + ".crash", access: CrashFolder.Access(), time: crash.date).path
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
@@ -108,25 +113,26 @@ struct CaptureCrashCommand: Command {
       let null = open("/dev/null", O_RDWR)
       for stream: Int32 in [0, 1, 2] where null >= 0 { dup2(null, stream) }
       if null > 2 { close(null) }
+    }
+    var status = ExitStatus.success
+    do {
+      // Every thread's registers and stack as copied at the stop (the crashed one's from the handler's
+      // record), the images, the exception, the /proc files: the minidump beside the report.
+      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: stem + ".dmp", access: CrashFolder.Access(),
+                           time: crash.date)
+    } catch {
+      if doneDescriptor == nil { printError("imagelog: capture-crash: \(stem).dmp: \(error)") }
+      status = .failure
+    }
+    if doneDescriptor != nil {
       do {
-        _ = try write(symbolicatedReportText(capture.snapshot, options: options), stem: stem, replacing: path)
+        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: stem + ".crash",
+                             access: CrashFolder.Access(), time: crash.date, replacing: true)
       } catch {
         return .failure  // the report written above stays, unsymbolicated
       }
     }
-    // TODO(minidump): write `capture.snapshot` as STEM.dmp through the one minidump writer once
-    // ProcessSnapshot -> minidump bytes is on main (issue #27); the report alone is written until then.
-    return .success
-  }
-
-  /// `text` into the crash directory under `stem`.crash (CrashReporter.writeCrashFile: never half a file),
-  /// or in place of `replacing`.
-  func write(_ text: String, stem: String, replacing: String?) throws -> String {
-    var bytes = text
-    return try bytes.withUTF8 { utf8 throws(CrashReporter.InstallError) -> String in
-      try CrashReporter.writeCrashFile(directory: directory, stem: stem, suffix: ".crash", UnsafeRawBufferPointer(utf8),
-                                       replacing: replacing)
-    }
+    return status
   }
 
   /// The snapshot symbolicated and written in imagelog's report layout, its summary of images found

@@ -165,6 +165,7 @@ struct FileCommand: Command {
           // No style prints section names (only their count): the others are checked, not made into Strings.
           return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
+        if MinidumpFile.isMinidump(try ranges.slice(at: 0, length: min(ranges.count, 32))) { return .minidump }
         if isJavaClassFile(try ranges.slice(at: 0, length: min(ranges.count, 8))) {
           return .problem(.format(.notRecognized(magic: 0xCAFE_BABE)))
         }
@@ -184,6 +185,8 @@ struct FileCommand: Command {
     case binary(BinaryFile)
     /// An ELF core (`ET_CORE`): read by `reportCore`, which lists the images it holds.
     case core
+    /// A minidump (`MDMP`): read by `reportMinidump`, which lists its modules.
+    case minidump
     case problem(Problem)
   }
 
@@ -231,6 +234,8 @@ struct FileCommand: Command {
       return report(binary, path: input.path)
     case .core:
       return reportCore(path: input.path)
+    case .minidump:
+      return reportMinidump(path: input.path)
     }
   }
 

@@ -20,6 +20,15 @@ extension SymbolicateCommand {
     }
   }
 
+  /// True when `path` is a readable file that starts with a minidump's signature (`MDMP`).
+  static func isMinidumpFile(_ path: String) -> Bool {
+    guard let file = try? FileBytes(path: path) else { return false }
+    return file.withRanges { ranges in
+      guard let header = try? ranges.slice(at: 0, length: min(ranges.count, 32)) else { return false }
+      return ProcessSnapshot.isMinidump(header)
+    }
+  }
+
   /// A core: the dead process's snapshot, symbolicated as any report is, in imagelog's layout.
   func runCore(_ path: String, options: SymbolicationOptions) -> ExitStatus {
     let dump: CoreDump
@@ -35,13 +44,41 @@ extension SymbolicateCommand {
     }
     var options = options
     options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: dump)
+    return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
+  }
+
+  /// A minidump: its threads unwound through its memory with the call frame information of its modules'
+  /// files (found by build-id), then symbolicated as any report is, in imagelog's layout.
+  func runMinidump(_ path: String, options: SymbolicationOptions) -> ExitStatus {
+    var snapshot: ProcessSnapshot
+    let memory: MinidumpMemory
+    do {
+      (snapshot, memory) = try ProcessSnapshot.minidump(try FileBytes(path: path))
+    } catch {
+      printError("imagelog: \(path): \(error)")
+      return .failure
+    }
+    let locator = Symbolicator.locator(forOneReport: options)
+    Symbolicator.walkStacks(&snapshot, memory: memory, locator: locator)
+    if noSymbolicate && style == .report {
+      writeOutput(snapshot.imagelogReportText())
+      return .success
+    }
+    return writeSymbolicated(&snapshot, options: options, locator: locator)
+  }
+
+  /// Symbolicates a snapshot (unless `--no-symbolicate`) and writes it in the chosen style: imagelog's
+  /// layout with the summary, or JSON.
+  func writeSymbolicated(_ snapshot: inout ProcessSnapshot, options: SymbolicationOptions,
+                         locator: DebugFileLocator) -> ExitStatus {
     var status = ExitStatus.success
     for path in options.searchPaths where !ReportReading.exists(path) {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
     }
     let report = snapshot.flatReport()
-    let result = noSymbolicate ? Symbolicator.unsymbolicated(report) : Symbolicator.symbolicate(report, options: options)
+    let result = noSymbolicate ? Symbolicator.unsymbolicated(report)
+      : Symbolicator.symbolicate(report, options: options, locator: locator)
     var text: String
     if style != .json {  // the crash style of imagelog's own layout is that layout
       snapshot.take(result)

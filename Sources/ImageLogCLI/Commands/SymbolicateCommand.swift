@@ -25,11 +25,13 @@ struct SymbolicateCommand: Command {
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
                               text or format=json), a list of addresses (with --image or image
                               lines as imagelog list writes them), or, also inside a longer log:
-                              sanitizer reports printed with symbolize=0 (every stack), systemd-coredump
+                              sanitizer reports (symbolize=0 or symbolized; every stack), systemd-coredump
                               and coredumpctl info, Android tombstones and logcat, glibc
                               backtrace_symbols lines. A file holding several .crash or backtracer
                               reports: each in turn, with its own summary. Frames found by path alone
-                              (no build-id in the report) say "unverified: the report has no build-id".
+                              (no build-id in the report) say "unverified: the report has no build-id";
+                              a file whose names or size contradict the report's is another build
+                              ("mismatch"). A frame line naming no module is kept as written.
       <address>               Addresses to look up (0x...): with --image, or after a file listing
                               images in imagelog's formats (imagelog list --format crash|logger|unstrip).
                               A file holding several .ips reports (header line, body, ...): each too.
@@ -44,7 +46,7 @@ struct SymbolicateCommand: Command {
                               backtracer's JSON its symbolicate=full fields), json (one object per
                               frame, naming its thread; "threads" gives each thread's index, tid,
                               name, crashed, state where the report has them), or crash (classic
-                              .crash text, for the JSON kinds).
+                              .crash text, for the JSON kinds: .ips and the backtracer's JSON).
       --arch <name>           The architecture that picks universal slices when the report has none.
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
                               full (swift demangle style), or none.
@@ -175,6 +177,8 @@ struct SymbolicateCommand: Command {
     let source = reportPath ?? "<arguments>"
     if let reportPath, Self.isCoreFile(reportPath) {
       return runCore(reportPath, options: options)
+    } else if let reportPath, Self.isMinidumpFile(reportPath) {
+      return runMinidump(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
         printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
