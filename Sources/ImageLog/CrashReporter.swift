@@ -155,7 +155,8 @@ public enum CrashReporter {
   /// them from outside (the crashed one from the registers the handler recorded) and writes the report
   /// into `crashDirectory` as `PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash` (`CrashFolder`'s names), atomically (a temporary name, then
   /// linked to its own); then the process dies of its own signal, as without imagelog, while the helper
-  /// symbolicates the report (file:line, inlined functions) and renames the symbolicated one over it.
+  /// writes the minidump beside it (`.dmp`) and renames the symbolicated report (file:line, inlined
+  /// functions) over the first one.
   ///
   /// The helper is started with a raw `clone` (no `fork`: its handlers take the allocator's lock) and
   /// an argument list laid out now: `helper` and `crashDirectory` are made absolute now, not at the

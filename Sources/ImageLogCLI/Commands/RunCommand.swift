@@ -34,7 +34,8 @@ struct RunCommand: Command {
                               it executes are reported too (a wrapper script's real program, a
                               shell's commands).
       --crash-dir <directory> Catch the program's crashes (see CRASHES): each one leaves a
-                              symbolicated report in <directory>, NAME-PID-YYYYMMDDTHHMMSSZ.crash.
+                              symbolicated report and a minidump in <directory>,
+                              PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp.
       --crash-timeout <seconds>
                               How long a crashing program waits for imagelog to capture it before
                               it writes a shorter report itself (default: 30).
@@ -69,8 +70,8 @@ struct RunCommand: Command {
       with ptrace, threads that block every signal included, unwinds each (the crashed one from the
       registers the handler recorded) and writes the report, under a temporary name first so no
       reader sees half of it. Then the program dies of its own signal (exit status and core dumps as
-      without imagelog) while imagelog symbolicates the report (file:line, inlined functions) and
-      puts the symbolicated one in its place, atomically. When imagelog cannot
+      without imagelog) while imagelog writes the minidump and puts the symbolicated report (file:line,
+      inlined functions) in place of the first, atomically. When imagelog cannot
       capture it (ptrace refused by a seccomp filter, a timeout), the module says why on standard
       error and writes a shorter report itself: every thread listed, the crashed one unwound in
       process, its registers, Binary Images. A handler the program installs itself replaces
