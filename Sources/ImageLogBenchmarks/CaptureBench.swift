@@ -20,8 +20,6 @@ func captureBenchmark() throws -> [BenchmarkTable] {
                              discardOutput: true)
   guard build.status == 0 else { throw BenchError("cannot build capture-bench.c") }
   let imagelog = imagelogExecutable()
-  let crashes = directory + "/crashes"
-  mkdir(crashes, 0o755)
   let handler = crashpadHandler()
   let stackwalk = pipelineToolPath("minidump-stackwalk")
 
@@ -29,6 +27,8 @@ func captureBenchmark() throws -> [BenchmarkTable] {
   for threads in [4, 64] {
     var ours: [Double] = [], symbolicated: [Double] = [], theirs: [Double] = []
     for run in 0..<11 {  // run 0 warms the page cache
+      let crashes = "\(directory)/crashes-\(threads)-\(run)"  // one crash each: their files' times are whole seconds
+      mkdir(crashes, 0o755)
       let (ourSeconds, fault) = try timedCrash([imagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--",
                                                 program, String(threads)])
       let report = try newestFile(in: crashes, suffix: ".crash")
@@ -65,13 +65,13 @@ func captureBenchmark() throws -> [BenchmarkTable] {
     header: ["threads", "imagelog: to the exit", "imagelog: to the symbolicated report", "Crashpad: to the exit",
              "imagelog / Crashpad (exit)"],
     rows: rows)]
-  if let swift = try swiftCaptureRow(directory: directory, imagelog: imagelog, crashes: crashes) { tables.append(swift) }
+  if let swift = try swiftCaptureRow(directory: directory, imagelog: imagelog) { tables.append(swift) }
   return tables
 }
 
 /// A Swift program's crash: imagelog run --crash-dir (Swift's backtracer stays out: the runtime leaves the
 /// handler already there) against Swift's backtracer with `symbolicate=full`.
-private func swiftCaptureRow(directory: String, imagelog: String, crashes: String) throws -> BenchmarkTable? {
+private func swiftCaptureRow(directory: String, imagelog: String) throws -> BenchmarkTable? {
   guard haveTool("swiftc") else { return nil }
   let source = directory + "/crasher.swift", program = directory + "/crasher"
   let text = """
@@ -96,6 +96,8 @@ private func swiftCaptureRow(directory: String, imagelog: String, crashes: Strin
   }
   var ours: [Double] = [], symbolicated: [Double] = [], swift: [Double] = []
   for run in 0..<11 {
+    let crashes = "\(directory)/crashes-swift-\(run)"
+    mkdir(crashes, 0o755)
     let (ourSeconds, fault) = try timedCrash(["env", "SWIFT_BACKTRACE=enable=yes,symbolicate=full,interactive=no,color=no",
                                               imagelog, "run", "--output", "/dev/null", "--crash-dir", crashes, "--", program])
     let report = try newestFile(in: crashes, suffix: ".crash")
@@ -158,7 +160,7 @@ private func secondsUntilSymbolicated(_ path: String, since fault: UInt64) throw
   throw BenchError("\(path): never symbolicated")
 }
 
-/// The file with `suffix` in `folder` modified last.
+/// The file with `suffix` in `folder` modified last (the one, in a folder of one crash).
 private func newestFile(in folder: String, suffix: String) throws -> String {
   guard let directory = opendir(folder) else { throw BenchError("\(folder): no such folder") }
   defer { closedir(directory) }
