@@ -101,7 +101,7 @@ int il_crash_helper_open_fallback(void) {
   if (!plan.ready) return -1;
   crash_file_path(fallback_temporary, ".", ".crash.partial");
   crash_file_path(fallback_final, "", ".crash");
-  long fd = IL_SYS(SYS_openat, AT_FDCWD, fallback_temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  long fd = IL_SYS(SYS_openat, AT_FDCWD, fallback_temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
   return fd < 0 ? -1 : (int)fd;
 }
 

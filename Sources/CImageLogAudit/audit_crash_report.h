@@ -115,7 +115,7 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   const char *name = il_image_name(path, strlen(path));
   crash_file_path(temporary, name, ".", ".crash.partial");
   crash_file_path(final, name, "", ".crash");
-  long fd = SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  long fd = SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
   if (fd < 0) return;
   il_writer w = {.fd = (int)fd};
   int code = info != NULL ? info->si_code : 0;
