@@ -27,7 +27,7 @@ let package = Package(
     // rtld-audit module for `imagelog run` (LD_AUDIT); a shared library of its own, linked against nothing
     // (audit.c says why): no libc, no crt files, no search path to the toolchain's runtime, and -z defs so
     // that a function the module would need from a library fails the link rather than the audited program.
-    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage"],
+    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage", "CImageLogUnwind"],
             linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xclang-linker", "-nostdlib",
                                            "-Xlinker", "-z", "-Xlinker", "defs"])]),
     // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.

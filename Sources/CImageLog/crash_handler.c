@@ -1,6 +1,8 @@
 /* The signal handler and its installation. The handler claims the report for the first thread that
-   crashes, writes it (crash_report.c), puts back the handlers it found and re-raises, so the process
-   dies by its own signal and the next handler (Swift's backtracer, a debugger's) still runs.
+   crashes; with a helper laid out (crash_helper.c) it starts imagelog to capture the process from
+   outside, and writes the report itself (crash_report.c) only when the helper wrote none; then it puts
+   back the handlers it found and re-raises, so the process dies by its own signal and the next handler
+   (Swift's backtracer, a debugger's) still runs.
    Installing maps what the report needs (crash_memory.c, crash_threads.c) and gives threads the
    alternate signal stacks a stack overflow needs. */
 #define _GNU_SOURCE
@@ -50,7 +52,14 @@ static void report_crash(int signal, siginfo_t *info, void *context) {
      is taken back, so the process still dies by its own signal. */
   sigset_t pending_before;
   int had_sigpipe = sigpending(&pending_before) == 0 && sigismember(&pending_before, SIGPIPE) == 1;
-  il_crash_write_report(atomic_load(&report_fd), signal, info, context);
+  if (il_crash_helper_capture(signal, info, context)) return;
+  int fd = atomic_load(&report_fd);
+  if (fd >= 0) {
+    il_crash_write_report(fd, signal, info, context);
+  } else if ((fd = il_crash_helper_open_fallback()) >= 0) {
+    il_crash_write_report(fd, signal, info, context);
+    il_crash_helper_close_fallback(fd);
+  }
   if (!had_sigpipe) {
     sigset_t pipe_only;
     sigemptyset(&pipe_only);
@@ -68,9 +77,12 @@ static void crash_handler(int signal, siginfo_t *info, void *context) {
     restore_previous_actions();
     atomic_store(&installed, 0);
   } else if (expected != self) {
-    /* Another thread is writing its report: let it finish (bounded: 1000 brief pauses), then fall
-       through to the previous handler, which it has restored. */
-    for (int i = 0; i < 1000 && atomic_load(&reporting_thread) != 0 && atomic_load(&installed); i++)
+    /* Another thread is writing its report: let it finish (bounded: 1000 brief pauses, or as long as
+       its helper may take and 2 s more), then fall through to the previous handler, which it has
+       restored. */
+    uint64_t pauses = 1000, helper_pauses = il_crash_helper_timeout_ms() / 10 + 200;
+    if (il_crash_helper_ready() && helper_pauses > pauses) pauses = helper_pauses;
+    for (uint64_t i = 0; i < pauses && atomic_load(&reporting_thread) != 0 && atomic_load(&installed); i++)
       pause_briefly();
     restore_previous_actions();
   } else {
@@ -157,7 +169,7 @@ int il_crash_open_report(const char *path) {
 }
 
 int il_crash_install(int fd) {
-  if (fd < 0) return EBADF;
+  if (fd < 0 && !(fd == -1 && il_crash_helper_ready())) return EBADF;
   pthread_mutex_lock(&install_mutex);
   atomic_store(&report_fd, fd);
   if (atomic_load(&installed)) {

@@ -16,12 +16,16 @@
                       waits) and listing those that cannot.
    - crash_report.c   the report's text: header, threads and frames, registers, Binary Images.
    - crash_handler.c  the signal handler, re-raising, install and uninstall, alternate stacks.
+   - crash_helper.c   out-of-process capture: the record and the plan that start imagelog's helper
+                      (CImageLogCrashHelper.h, shared with the audit module), and the in-process
+                      report's file in the crash directory when the helper wrote none.
    - crash_writer.h   the report's buffered write(2) output.
    The layout of the report is README.md's "Crash reports"; the Swift writer of the same layout
    (ReportWriter) is held to it by CrashWriterParityTests. */
 #include "CImageLogCrash.h"
 #include "CImageLogUnwind.h"
 #include "crash_writer.h"
+#include "crash_text.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -137,16 +141,30 @@ IL_CRASH_INTERNAL void il_crash_end_capture(il_capture *capture);
 /* At install: the slots the other threads answer into, and the signal that asks them. Returns 0 or
    an errno value. Not async-signal-safe. */
 IL_CRASH_INTERNAL int il_crash_prepare_capture(void);
-/* "/proc/self/task/TID/LEAF" into `path` (at least 64 bytes). */
-IL_CRASH_INTERNAL void il_crash_task_path(char *path, pid_t tid, const char *leaf);
-/* Reads up to `capacity` - 1 bytes of a /proc file; the length, or -1. */
-IL_CRASH_INTERNAL ssize_t il_crash_read_small_file(const char *path, char *buffer, size_t capacity);
 
 /* ---- the report (crash_report.c) ---- */
 
 /* At install: the process's path, name and OS version, which the report prints and cannot look up
    at crash time. Not async-signal-safe. */
 IL_CRASH_INTERNAL void il_crash_capture_process_identity(void);
+
+/* The program's name (the last part of /proc/self/exe at install), for the report and file names. */
+IL_CRASH_INTERNAL const char *il_crash_process_name(void);
+
+/* ---- the helper (crash_helper.c) ---- */
+
+/* 1 when il_crash_set_helper laid out a helper to start. */
+IL_CRASH_INTERNAL int il_crash_helper_ready(void);
+/* The plan's timeout, 0 without one. */
+IL_CRASH_INTERNAL uint64_t il_crash_helper_timeout_ms(void);
+/* Records the crash, starts the helper and waits for it (bounded): 1 when it wrote the report, else 0
+   (having said why on standard error). Async-signal-safe. */
+IL_CRASH_INTERNAL int il_crash_helper_capture(int signal, const siginfo_t *info, const void *context);
+/* The in-process report's file in the crash directory, under a temporary name (after a capture that
+   failed); -1 when it cannot be made. */
+IL_CRASH_INTERNAL int il_crash_helper_open_fallback(void);
+/* Closes it and gives it its name. */
+IL_CRASH_INTERNAL void il_crash_helper_close_fallback(int fd);
 
 /* ---- the handler (crash_handler.c) ---- */
 

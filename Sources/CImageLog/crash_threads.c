@@ -115,42 +115,6 @@ static void capture_handler(int signal, siginfo_t *info, void *context) {
   errno = saved_errno;
 }
 
-/* "/proc/self/task/TID/LEAF" into `path` (at least 64 bytes). */
-void il_crash_task_path(char *path, pid_t tid, const char *leaf) {
-  char digits[16];
-  int n = 0;
-  uint32_t value = (uint32_t)tid;
-  do digits[n++] = (char)('0' + value % 10);
-  while ((value /= 10) != 0 && n < (int)sizeof digits);
-  size_t used = 0;
-  const char *prefix = "/proc/self/task/";
-  memcpy(path, prefix, strlen(prefix));
-  used = strlen(prefix);
-  while (n > 0) path[used++] = digits[--n];
-  path[used++] = '/';
-  size_t leaf_length = strlen(leaf);
-  memcpy(path + used, leaf, leaf_length);
-  path[used + leaf_length] = '\0';
-}
-
-/* Reads up to `capacity` - 1 bytes of a /proc file; the length, or -1. */
-ssize_t il_crash_read_small_file(const char *path, char *buffer, size_t capacity) {
-  int fd;
-  do fd = open(path, O_RDONLY | O_CLOEXEC);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) return -1;
-  size_t used = 0;
-  while (used < capacity - 1) {
-    ssize_t n = read(fd, buffer + used, capacity - 1 - used);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    used += (size_t)n;
-  }
-  close(fd);
-  buffer[used] = '\0';
-  return (ssize_t)used;
-}
-
 /* The signals thread `tid` blocks (SigBlk in its status); 0 when it cannot be read. */
 static uint64_t thread_blocked_signals(pid_t tid) {
   char path[64], status[4096];

@@ -1,18 +1,19 @@
 #ifndef CIMAGELOG_CRASH_WRITER_H
 #define CIMAGELOG_CRASH_WRITER_H
-/* The crash report's output: a fixed buffer emptied to a descriptor with write(2) whenever it fills,
+/* The crash report's output: a fixed buffer emptied to a descriptor with write(2) (a raw system call:
+   the audit module, which has no libc, writes its short report with it too) whenever it fills,
    so a report of any length goes out without allocating. The pieces (numbers, addresses) are
    formatted by CImageLogImageLine.h's, the ones the Binary Images lines and the audit module use;
    only the sink is the report's own, because an il_line keeps what fits and drops the rest, and a
    report must lose nothing. Header-only: the report (crash_report.c), the table's own Binary Images
    writer (crash_table.c) and the date test (Tests/Programs/crash-dates.c) compile it in. */
+#include "CImageLogCrashHelper.h"
 #include "CImageLogImageLine.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
-#include <unistd.h>
 
 typedef struct {
   int fd;
@@ -25,10 +26,10 @@ typedef struct {
 static inline void w_flush(il_writer *w) {
   size_t done = 0;
   while (done < w->used && !w->failed) {
-    ssize_t n = write(w->fd, w->buffer + done, w->used - done);
-    if (n < 0 && errno == EINTR) continue;
+    long n = IL_SYS(SYS_write, w->fd, w->buffer + done, w->used - done);
+    if (n == -EINTR) continue;
     if (n <= 0) {
-      w->failed = n < 0 ? errno : EIO;
+      w->failed = n < 0 ? (int)-n : EIO;
       break;
     }
     done += (size_t)n;
@@ -78,32 +79,21 @@ static inline void w_hex(il_writer *w, uint64_t value, int width) {
   w_bytes(w, digits, piece.used);
 }
 
-/* Writes "YYYY-MM-DD HH:MM:SS +0000" for `seconds` since the epoch (UTC; days-from-civil inverted
-   as in Howard Hinnant's date algorithms): localtime and gmtime may take locks and read files. */
+/* Writes "YYYY-MM-DD HH:MM:SS +0000" for `seconds` since the epoch (UTC, il_civil_from_seconds):
+   localtime and gmtime may take locks and read files. */
 static inline void w_date(il_writer *w, int64_t seconds) {
-  int64_t days = seconds >= 0 ? seconds / 86400 : -((-seconds + 86399) / 86400);
-  int64_t rest = seconds - days * 86400;
-  int64_t z = days + 719468;
-  int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  int64_t doe = z - era * 146097;
-  int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  int64_t year = yoe + era * 400;
-  int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  int64_t mp = (5 * doy + 2) / 153;
-  int64_t day = doy - (153 * mp + 2) / 5 + 1;
-  int64_t month = mp < 10 ? mp + 3 : mp - 9;
-  if (month <= 2) year++;
-  w_udec(w, (uint64_t)year, 4);
+  il_civil_time time = il_civil_from_seconds(seconds);
+  w_udec(w, (uint64_t)time.year, 4);
   w_bytes(w, "-", 1);
-  w_udec(w, (uint64_t)month, 2);
+  w_udec(w, (uint64_t)time.month, 2);
   w_bytes(w, "-", 1);
-  w_udec(w, (uint64_t)day, 2);
+  w_udec(w, (uint64_t)time.day, 2);
   w_bytes(w, " ", 1);
-  w_udec(w, (uint64_t)(rest / 3600), 2);
+  w_udec(w, (uint64_t)time.hour, 2);
   w_bytes(w, ":", 1);
-  w_udec(w, (uint64_t)(rest / 60 % 60), 2);
+  w_udec(w, (uint64_t)time.minute, 2);
   w_bytes(w, ":", 1);
-  w_udec(w, (uint64_t)(rest % 60), 2);
+  w_udec(w, (uint64_t)time.second, 2);
   w_str(w, " +0000");
 }
 #endif

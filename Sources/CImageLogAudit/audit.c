@@ -25,6 +25,7 @@
 #include "CImageLogAudit.h"
 #include "CImageLogImage.h"
 #include "audit_libc.h"
+#include "audit_crash.h"
 #include <elf.h>
 #include <errno.h>  /* the E* numbers only: the module has no errno */
 #include <fcntl.h>
@@ -187,8 +188,10 @@ static void say_layout_unknown(void) {
   write_line(text, sizeof text - 1);
 }
 
-static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
-                        uint64_t since_start, uint64_t step) {
+/* `map` as its line describes it, from the program headers `table` (`count` of them). 0 when they
+   describe no image. The path points into `map` or a static buffer. */
+static int describe_image(const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
+                          il_image *image) {
   static char executable[4096];
   const char *path = map->l_name;
   if (is_main) {
@@ -198,12 +201,25 @@ static void write_event(int removed, const struct link_map *map, int is_main, co
     }
     path = executable;
   }
+  if (count == 0 || !il_image_describe(table, count, (uint64_t)map->l_addr, page_size, image)) return 0;
+  image->path = path != NULL ? path : "";
+  image->architecture = il_native_architecture();
+  image->is_main = is_main;
+  if (vdso_header != 0 && image->load_address == vdso_header && !is_main) image->path = "[vdso]";
+  return 1;
+}
+
+/* `map` described from the program headers the loader mapped it by (headers_of). */
+static int describe_map(const struct link_map *map, int is_main, il_image *image) {
+  size_t count = 0;
+  const ElfW(Phdr) *table = headers_of(map, is_main, &count);
+  return table != NULL && describe_image(map, is_main, table, count, image);
+}
+
+static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
+                        uint64_t since_start, uint64_t step) {
   il_image image;
-  if (count == 0 || !il_image_describe(table, count, (uint64_t)map->l_addr, page_size, &image)) return;
-  image.path = path != NULL ? path : "";
-  image.architecture = il_native_architecture();
-  image.is_main = is_main;
-  if (vdso_header != 0 && image.load_address == vdso_header && !is_main) image.path = "[vdso]";
+  if (!describe_image(map, is_main, table, count, &image)) return;
   il_line_options event = options;
   event.removed = removed;
   event.since_start_ns = since_start;
@@ -246,6 +262,8 @@ static void report(int removed, struct link_map *map, uint64_t since_start, uint
   }
   write_event(removed, map, is_main, table, count, since_start, step);
 }
+
+#include "audit_crash_report.h"
 
 /* ---- the environment: what imagelog passed, and what the program's children must not inherit ---- */
 
@@ -325,6 +343,7 @@ unsigned int la_version(unsigned int version) {
     vdso_bias = vdso_header - (uintptr_t)vdso_layout.first_vaddr;
   mark_ns = now_ns();
   if (start_ns == 0 || start_ns > mark_ns) start_ns = mark_ns;
+  audit_install_crash_handler();
   if (!follow) {
     /* The command's own process only: its children run plain, and exec closes the descriptor. Last,
        once every variable above was read. */
@@ -351,7 +370,7 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
   (void)cookie;
   /* Only the program's namespaces: LM_ID_BASE, and dlmopen's; never the audit namespace (the loader
      does not report it to us anyway). */
-  (void)lmid;
+  if (crash_first_map == NULL && lmid == LM_ID_BASE) crash_first_map = map;
   if (output_fd < 0) return 0;
   if (options.timing) {
     uint64_t time = now_ns();

@@ -9,6 +9,8 @@
    environment and the auxiliary vector from the arguments the loader passes its initializer, and
    defines the string functions the compiler and CImageLogImage.h call. Nothing it does touches the
    program's errno (it has none of its own either). */
+#include "CImageLogCrashHelper.h"
+
 #include <elf.h>
 #include <link.h>
 #include <stddef.h>
@@ -29,25 +31,8 @@ __attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const
 
 /* ---- what libc would have given: system calls, string functions ---- */
 
-/* A system call; returns the result, or -errno. */
-static long sys6(long number, long a, long b, long c, long d, long e, long f) {
-#if defined(__x86_64__)
-  register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
-  long result;
-  __asm__ volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return result;
-#elif defined(__aarch64__)
-  register long x8 __asm__("x8") = number, x0 __asm__("x0") = a, x1 __asm__("x1") = b, x2 __asm__("x2") = c,
-                x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
-  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
-  return x0;
-#else
-#error "the audit module makes its own system calls: add this architecture's convention"
-#endif
-}
-#define SYS(number, ...) SYS_N(number, __VA_ARGS__, 0, 0, 0, 0, 0, 0)
-#define SYS_N(number, a, b, c, d, e, f, ...) sys6((number), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+/* System calls: CImageLogCrashHelper.h's raw il_sys6 (shared with the crash handler's helper step). */
+#define SYS IL_SYS
 
 /* The compiler may call these for copies and comparisons, and CImageLogImage.h does; hidden, so nothing outside the
    module binds to them. The loops stay loops (LLVM does not turn a loop in a function named memcpy

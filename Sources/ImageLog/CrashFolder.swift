@@ -90,6 +90,14 @@ public struct CrashFolder: Sendable {
     /// in the folder; returns the path. Fails when `name` exists. An ACL the file system refuses
     /// leaves the file at mode 0640 and is said in `aclProblem`.
     public func commit(as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, aclProblem: String?) {
+      try commit(as: name, access: access, time: time, replacing: false)
+    }
+
+    /// `commit(as:access:time:)`, and with `replacing`, the file takes the place of `name` at once
+    /// (rename(2)): a reader sees the old file or the new one, whole (the capture helper's symbolicated
+    /// report over its first one).
+    public func commit(as name: String, access: Access, time: Int64,
+                       replacing: Bool) throws(SystemError) -> (path: String, aclProblem: String?) {
       var aclProblem: String?
       guard fchmod(descriptor, 0o640) == 0 else { throw .current("cannot set the mode of \(name)") }
       if let user = access.readableBy, !CrashFolder.grantRead(descriptor, to: user) {
@@ -100,7 +108,19 @@ public struct CrashFolder: Sendable {
       _ = futimens(descriptor, &times)  // the order of crashes shown by `ls -t`; not worth failing for
       guard fsync(descriptor) == 0 else { throw .current("cannot write \(name) to disk") }
       let target = "\(folder.path)/\(name)"
-      if let temporaryName {
+      if replacing {
+        // An unnamed file cannot be renamed: it is linked under a hidden name first.
+        let hidden = temporaryName.map { "\(folder.path)/\($0)" } ?? "\(folder.path)/.\(name).replacing-\(getpid())"
+        if temporaryName == nil {
+          guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, hidden, AT_SYMLINK_FOLLOW) == 0 else {
+            throw .current("cannot name \(hidden)")
+          }
+        }
+        guard rename(hidden, target) == 0 else {
+          unlink(hidden)
+          throw .current("cannot replace \(target)")
+        }
+      } else if let temporaryName {
         // rename(2) would replace an existing file: link then unlink keeps an existing one.
         guard link("\(folder.path)/\(temporaryName)", target) == 0 else { throw .current("cannot name \(target)") }
         unlink("\(folder.path)/\(temporaryName)")
@@ -131,16 +151,20 @@ public struct CrashFolder: Sendable {
     return PendingFile(descriptor: fallback, folder: self, temporaryName: String(name.split(separator: "/").last ?? ""))
   }
 
-  /// Writes `text` as the file `name` (`create`, then `commit`).
-  public func write(_ text: String, as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, aclProblem: String?) {
-    try write(Array(text.utf8), as: name, access: access, time: time)
+  /// Writes `text` as the file `name` (`create`, then `commit`); with `replacing`, in place of the file
+  /// of that name.
+  public func write(_ text: String, as name: String, access: Access, time: Int64,
+                    replacing: Bool = false) throws(SystemError) -> (path: String, aclProblem: String?) {
+    try write(Array(text.utf8), as: name, access: access, time: time, replacing: replacing)
   }
 
-  /// Writes `bytes` as the file `name` (`create`, then `commit`).
-  public func write(_ bytes: [UInt8], as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, aclProblem: String?) {
+  /// Writes `bytes` as the file `name` (`create`, then `commit`); with `replacing`, in place of the file
+  /// of that name.
+  public func write(_ bytes: [UInt8], as name: String, access: Access, time: Int64,
+                    replacing: Bool = false) throws(SystemError) -> (path: String, aclProblem: String?) {
     let file = try create()
     guard bytes.withUnsafeBytes({ writeAll(to: file.descriptor, $0) }) else { throw .current("cannot write \(name)") }
-    return try file.commit(as: name, access: access, time: time)
+    return try file.commit(as: name, access: access, time: time, replacing: replacing)
   }
 
   /// The POSIX ACL `user::rw-, user:UID:r--, group::r--, mask::r--, other::---` set on `descriptor`

@@ -144,6 +144,56 @@ public enum CrashReporter {
     guard status == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: status)) }
   }
 
+  /// The default of `install(helper:crashDirectory:timeoutMilliseconds:fallbackReportPath:)`'s wait for
+  /// the helper (`CImageLogCrashHelper.h`'s `IL_HELPER_DEFAULT_TIMEOUT_MS`: Swift's backtracer's default).
+  public static let defaultHelperTimeoutMilliseconds = 30_000
+
+  /// Installs the crash handler with out-of-process capture: on a crash it starts `helper` (the
+  /// `imagelog` executable) as `imagelog capture-crash`, lets it trace the process
+  /// (`PR_SET_PTRACER`, for Yama's `ptrace_scope` 1) and waits for it, at most `timeoutMilliseconds`.
+  /// The helper stops every thread with ptrace (threads that block every signal included), unwinds
+  /// them from outside (the crashed one from the registers the handler recorded) and writes the report
+  /// into `crashDirectory` as `PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash` (`CrashFolder`'s names), atomically (a temporary name, then
+  /// linked to its own); then the process dies of its own signal, as without imagelog, while the helper
+  /// writes the minidump beside it (`.dmp`) and renames the symbolicated report (file:line, inlined
+  /// functions) over the first one.
+  ///
+  /// The helper is started with a raw `clone` (no `fork`: its handlers take the allocator's lock) and
+  /// an argument list laid out now: `helper` and `crashDirectory` are made absolute now, not at the
+  /// crash. When the helper writes no report (missing, not executable, failed, crashed, still running
+  /// at the timeout: killed), the handler says so on standard error and writes its in-process report
+  /// (the one `install(writingTo:)` writes) to `fallbackReportPath`, or, when nil, into
+  /// `crashDirectory` under the helper's name. The other handler options (chaining, Swift's
+  /// backtracer) are `install(writingTo:)`'s.
+  ///
+  /// Throws `InstallError` when a path cannot be resolved or the handler cannot be installed.
+  public static func install(helper: String, crashDirectory: String,
+                             timeoutMilliseconds: Int = defaultHelperTimeoutMilliseconds,
+                             fallbackReportPath: String? = nil) throws(InstallError) {
+    guard let helperPath = absolutePath(helper) else {
+      throw InstallError(path: helper, .current("cannot resolve the helper"))
+    }
+    guard let directory = absolutePath(crashDirectory) else {
+      throw InstallError(path: crashDirectory, .current("cannot resolve the crash directory"))
+    }
+    let status = il_crash_set_helper(helperPath, directory, UInt64(max(0, timeoutMilliseconds)))
+    guard status == 0 else { throw InstallError(path: helper, SystemError("cannot lay out the helper", errno: status)) }
+    if let fallbackReportPath {
+      try install(writingTo: fallbackReportPath)
+    } else {
+      startImageTable()
+      let installed = il_crash_install(-1)
+      guard installed == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: installed)) }
+    }
+  }
+
+  /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
+  static func absolutePath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
+  }
+
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is
   /// reported too (each thread needs one; `install` prepares the thread that calls it).
   public static func prepareCurrentThread() throws(InstallError) {

@@ -41,11 +41,16 @@ protocol Command {
   static var usage: String { get }
   /// The OPTIONS (and any further) sections of `--help`, already formatted.
   static var helpSections: String { get }
+  /// True for a subcommand only imagelog itself runs: left out of the overview's list.
+  static var isInternal: Bool { get }
   init(_ scanner: inout ArgumentScanner) throws(UsageError)
   func run() throws -> ExitStatus
 }
 
 extension Command {
+  /// Every subcommand but `capture-crash` is for people.
+  static var isInternal: Bool { false }
+
   static var help: String {
     "OVERVIEW: \(abstract)\n\nUSAGE: \(usage)\n\n\(helpSections)"
   }

@@ -17,6 +17,7 @@ enum ImageLogMain {
     RunCommand.self,
     WatchCommand.self,
     CoreHandlerCommand.self,
+    CaptureCrashCommand.self,
   ] }
 
   static func main() {
@@ -78,7 +79,7 @@ enum ImageLogMain {
       SUBCOMMANDS:
 
       """
-    for command in commands {
+    for command in commands where !command.isInternal {
       let padded = command.name + String(repeating: " ", count: max(1, 24 - command.name.count))
       text += "  \(padded)\(command.abstract)\n"
     }

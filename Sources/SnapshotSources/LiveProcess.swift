@@ -26,9 +26,14 @@ extension ProcessSnapshot {
   /// `linuxFiles` also keeps the process's `/proc` files a minidump carries (maps, status, command line,
   /// auxiliary vector) and the system's (`/etc/lsb-release`, `/proc/cpuinfo`); `environment` its
   /// environment too, which may hold secrets.
-  public static func capture(pid: Int32, linuxFiles: Bool = false,
-                             environment: Bool = false) throws(ProcessThreadsError) -> Capture {
-    let captured = try ProcessThreads.capture(of: pid)
+  ///
+  /// With `crash` (what the crashed process's handler recorded: `CrashRecord`), the snapshot is of
+  /// that crash: its thread is marked crashed and unwound from the recorded registers rather than
+  /// from where its signal handler waits, with those registers and the signal as the exception.
+  public static func capture(pid: Int32, linuxFiles: Bool = false, environment: Bool = false,
+                             crash: CrashRecord? = nil) throws(ProcessThreadsError) -> Capture {
+    var captured = try ProcessThreads.capture(of: pid)
+    if let crash { crash.replaceRegisters(in: &captured) }
     var failures: [String] = []
     var images: [ImageLog.Image] = []
     do {
@@ -45,7 +50,8 @@ extension ProcessSnapshot {
       if problem == nil, frames.isEmpty { problem = "no frame could be read (the process exited meanwhile)" }
       if thread.problem != nil, !thread.exited { unread += 1 }
       var entry = Thread(number: number, tid: UInt64(UInt32(bitPattern: thread.tid)), name: thread.name,
-                         state: thread.state, problem: problem)
+                         state: thread.state, crashed: crash?.tid == thread.tid, problem: problem)
+      if entry.crashed { entry.registers = crash?.registerState() }
       entry.frames = frames.enumerated().map { Frame(number: $0.offset, $0.element) }
       entry.kernelRegisters = thread.kernelRegisters
       entry.stack = thread.stack.map { BufferMemory($0.bytes, at: $0.address) }
@@ -59,8 +65,10 @@ extension ProcessSnapshot {
     var snapshot = ProcessSnapshot(
       format: .imagelog,
       process: Process(name: ProcessThreads.commandName(of: pid) ?? main?.name ?? "?", pid: pid, path: main?.path ?? "?",
-                       osVersion: osVersion, architecture: Self.machine(ofOSVersion: osVersion), date: Int64(time(nil)),
-                       threadCount: threads.count, stoppedNanoseconds: captured.stoppedNanoseconds),
+                       osVersion: osVersion, architecture: Self.machine(ofOSVersion: osVersion),
+                       date: crash?.date ?? Int64(time(nil)), threadCount: threads.count,
+                       stoppedNanoseconds: captured.stoppedNanoseconds),
+      exception: crash.map { Exception(signal: $0.signal, code: $0.code, address: $0.faultAddress) },
       threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
     if linuxFiles { snapshot.process.linuxFiles = Self.linuxFiles(of: pid, environment: environment) }

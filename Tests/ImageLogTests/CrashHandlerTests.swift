@@ -16,7 +16,7 @@ import Testing
   /// alternate signal stack) and crash-program.c.
   static func programArguments(output: String) -> [String] {
     let root = packageRoot
-    let handler = ["table", "memory", "threads", "report", "handler"].map { "\(root)/Sources/CImageLog/crash_\($0).c" }
+    let handler = ["table", "memory", "threads", "report", "handler", "helper"].map { "\(root)/Sources/CImageLog/crash_\($0).c" }
     return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
             "-I", "\(root)/Sources/CImageLog/include", "-I", "\(root)/Sources/CImageLogImage/include",
             "-I", "\(root)/Sources/CImageLogUnwind/include"] + handler

@@ -37,9 +37,22 @@ int il_crash_open_report(const char *path);
    of every thread to `fd` (kept open; the caller must not close it), then restore the handlers
    found here and re-raise. Gives the calling thread an alternate signal stack and maps the slots
    other threads answer into (SIGRTMAX - 2 asks them, installed only while a report is written).
-   Calling it again only changes the descriptor. Returns 0 or an errno value. Not
+   Calling it again only changes the descriptor. `fd` may be -1 when il_crash_set_helper laid out a
+   helper (the in-process report then goes into its directory). Returns 0 or an errno value. Not
    async-signal-safe. */
 int il_crash_install(int fd);
+
+/* Out-of-process capture: on a crash the handler first starts `helper` (the imagelog executable,
+   an absolute path resolved by the caller now, not at the crash) as
+   `helper capture-crash --pid PID --record ADDRESS --crash-dir DIRECTORY`, lets it
+   trace the process (PR_SET_PTRACER) and waits for it at most `timeout_ms`; the helper stops every
+   thread, unwinds them from outside (the crashed one from the registers the handler recorded) and
+   writes its symbolicated report into `directory` (absolute). When it writes none (missing, refused,
+   failed, crashed, killed at the timeout) the handler writes its own report: to the descriptor given
+   to il_crash_install, or, when that is -1, into `directory` under the name the helper would have
+   used. NULL `helper` turns capture off. Call before il_crash_install (or again after it to change
+   the helper). Returns 0, or EINVAL (a relative or too long path), ENOMEM. Not async-signal-safe. */
+int il_crash_set_helper(const char *helper, const char *directory, uint64_t timeout_ms);
 
 /* Gives the calling thread an alternate signal stack (unless it has a large enough one), so a
    stack overflow on this thread is reported too. Returns 0 or an errno value. */
