@@ -25,7 +25,7 @@ extension ProcessSnapshot {
   }
 
   /// The crash handler's `signal_name`: the signals it handles by name, `nil` for others.
-  static func signalName(_ signal: Int32) -> String? {
+  package static func signalName(_ signal: Int32) -> String? {
     switch signal {
     case 11: "SIGSEGV"
     case 7: "SIGBUS"

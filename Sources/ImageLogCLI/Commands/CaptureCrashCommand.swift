@@ -2,10 +2,10 @@
 internal import Glibc
 #endif
 import ImageLog
-import ImageLogSymbolication
 import Snapshot
 import SnapshotFormatting
 import SnapshotSources
+import Symbolication
 
 /// `imagelog capture-crash`: the helper a crash handler starts (`CrashReporter.install(helper:...)`,
 /// `imagelog run --crash-dir`), never a person. It reads what the crashed process's handler recorded,
@@ -136,13 +136,11 @@ struct CaptureCrashCommand: Command {
   }
 
   /// The snapshot symbolicated and written in imagelog's report layout, its summary of images found
-  /// after it. The one place this command symbolicates: it goes through the flat report until
-  /// `Symbolicator` works on snapshots directly.
+  /// after it.
   func symbolicatedReportText(_ snapshot: ProcessSnapshot, options: SymbolicationOptions) -> String {
     var snapshot = snapshot
-    let result = Symbolicator.symbolicate(snapshot.flatReport(), options: options)
-    snapshot.take(result)
-    var text = snapshot.imagelogReportText() + result.summary()
+    Symbolicator.symbolicate(&snapshot, options: options)
+    var text = snapshot.formatted(.report)
     if !text.hasSuffix("\n") { text += "\n" }
     return text
   }
