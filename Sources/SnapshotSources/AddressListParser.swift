@@ -51,7 +51,7 @@ enum AddressListParser {
     // (Addresses alone and no image were refused before the lines were split: `onlyAddresses`.)
     guard !images.isEmpty || lines.contains(where: { formatterImage($0) != nil }) else { return nil }
     // Counted first, so a list too long to keep is refused before it is kept.
-    let maximum = ReportParser.maximumFrames
+    let maximum = ReportText.maximumFrames
     if countAddresses(lines, upTo: maximum) > maximum {
       throw ReportError("more than \(maximum) addresses: symbolicate them in parts (the limit bounds memory)")
     }

@@ -4,14 +4,11 @@ public import Snapshot
 
 /// Reads crash reports of every supported kind, telling them apart by their content.
 public enum ReportParser {
-  /// The largest report accepted (crash reports are kilobytes; a 64 MiB one is not a report).
-  public static let maximumSize = 64 << 20
+  /// The largest report accepted (`ReportText.maximumSize`).
+  public static let maximumSize = ReportText.maximumSize
 
-  /// The most frames a report may have. Symbolication keeps each frame's address, image and answer
-  /// (a few hundred bytes: README's "Limits" gives the peak memory), so this bounds memory where the
-  /// size limit alone does not: 64 MiB of `0x1 ` would be 16 million frames. A list of more addresses is
-  /// refused before any frame is kept; other kinds spend at least 20 bytes of text a frame.
-  public static let maximumFrames = 2_000_000
+  /// The most frames a report may have (`ReportText.maximumFrames`).
+  public static let maximumFrames = ReportText.maximumFrames
 
   /// Reads `text` as whichever kind of report it is. `images` are the `--image PATH@LOADADDR` images
   /// for a list of bare addresses (ignored for other kinds).

@@ -5,9 +5,9 @@ import Snapshot
 /// Reading report files for the CLI (no Foundation): whole files, `-` for standard input.
 public enum ReportReading {
   /// The text of the report at `path` (`-`: standard input), UTF-8 with replacement, at most
-  /// `ReportParser.maximumSize` bytes.
+  /// `ReportText.maximumSize` bytes.
   public static func readText(_ path: String) throws(ReportError) -> String {
-    try readText(path, limit: ReportParser.maximumSize)
+    try readText(path, limit: ReportText.maximumSize)
   }
 
   /// True when `path` names an existing file or folder.

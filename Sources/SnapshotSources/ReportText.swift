@@ -6,6 +6,15 @@ import Snapshot
 /// hex numbers. (Architecture names are `Architecture(reportName:)`; placing frames in images is the
 /// model's `placeFrames`.)
 enum ReportText {
+  /// The largest report accepted (crash reports are kilobytes; a 64 MiB one is not a report).
+  static let maximumSize = 64 << 20
+
+  /// The most frames a report may have. Symbolication keeps each frame's address, image and answer
+  /// (a few hundred bytes: README's "Limits" gives the peak memory), so this bounds memory where the
+  /// size limit alone does not: 64 MiB of `0x1 ` would be 16 million frames. A list of more addresses is
+  /// refused before any frame is kept; other kinds spend at least 20 bytes of text a frame.
+  static let maximumFrames = 2_000_000
+
   /// Lines without their terminators (`\n` or `\r\n`).
   static func splitLines(_ text: String) -> [String] {
     // On UTF-8 bytes: a long address list splits without grapheme breaking or substrings.
