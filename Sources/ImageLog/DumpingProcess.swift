@@ -22,7 +22,7 @@ package final class DumpingProcess {
   /// Why `/proc/PID` is not used for a core.
   package enum Refusal: Error, CustomStringConvertible {
     /// The maps cannot be read (no such process, an exited one, no access).
-    case unreadable(ProcessImagesError)
+    case unreadable(ProcessError)
     /// The core has no `NT_FILE` to hold the process's maps to.
     case noFileNote(pid: Int32)
     /// `/proc/PID/maps` does not show the mappings the core's `NT_FILE` lists: another process.
@@ -60,7 +60,7 @@ package final class DumpingProcess {
 
   /// The images mapped, read as `ProcessImages.snapshot(of:)` reads them (headers from memory, else
   /// from the files behind the mappings), from the maps read when the process was opened.
-  package func images() throws(ProcessImagesError) -> [Image] {
+  package func images() throws(ProcessError) -> [Image] {
     try ProcessImages.images(of: pid, mappings: mappings, readingMemory: true)
   }
 

@@ -20,17 +20,17 @@ public enum ProcessImages {
   ///
   /// Needs the access `ptrace(2)` calls `PTRACE_MODE_READ` for the maps, and
   /// `PTRACE_MODE_ATTACH` for the memory (the file is read when that is refused).
-  public static func snapshot(of pid: Int32) throws(ProcessImagesError) -> [Image] {
+  public static func snapshot(of pid: Int32) throws(ProcessError) -> [Image] {
     try snapshot(of: pid, readingMemory: true)
   }
 
   /// `readingMemory: false` reads every header from the files, as when `process_vm_readv` is refused.
-  static func snapshot(of pid: Int32, readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
+  static func snapshot(of pid: Int32, readingMemory: Bool) throws(ProcessError) -> [Image] {
     try images(of: pid, mappings: try readMappings(of: pid), readingMemory: readingMemory)
   }
 
   /// The images `mappings` (the parsed `/proc/PID/maps`) show, headers read from memory or the files.
-  static func images(of pid: Int32, mappings: [ProcessMapping], readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
+  static func images(of pid: Int32, mappings: [ProcessMapping], readingMemory: Bool) throws(ProcessError) -> [Image] {
     var reader = ProcessMemoryReader(pid: pid, readingMemory: readingMemory)
     let main = mainExecutableIdentity(of: pid)
     var images: [Image] = []
@@ -76,7 +76,7 @@ public enum ProcessImages {
 
   /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on. A
   /// process whose main thread has exited (pthread_exit) shows no maps there: its live threads' do.
-  static func readMappings(of pid: Int32) throws(ProcessImagesError) -> [ProcessMapping] {
+  static func readMappings(of pid: Int32) throws(ProcessError) -> [ProcessMapping] {
     let text: [UInt8]
     do {
       text = try ProcFile.read("/proc/\(pid)/maps")
@@ -106,19 +106,19 @@ public enum ProcessImages {
   }
 
   /// `.noSuchProcess`, or `.exited` when the PID existed a moment ago (a zombie shows as one).
-  static func processGoneError(_ pid: Int32) -> ProcessImagesError {
+  static func processGoneError(_ pid: Int32) -> ProcessError {
     access("/proc/\(pid)", F_OK) == 0 ? emptyAddressSpaceError(pid) : .noSuchProcess(pid: pid)
   }
 
   /// Why a process that exists has no mappings (or none of an image): a kernel thread, a zombie, or it
   /// is inside an exec or exiting; `.exited` when it is gone by now.
-  static func emptyAddressSpaceError(_ pid: Int32) -> ProcessImagesError {
-    guard let stat = ProcessThreads.taskStat("/proc/\(pid)/stat") else { return .exited(pid: pid) }
+  static func emptyAddressSpaceError(_ pid: Int32) -> ProcessError {
+    guard let stat = ProcessThreads.taskStat("/proc/\(pid)/stat") else { return .exited(pid: pid, reading: .images) }
     let command = ProcessThreads.name(stat)
     if stat.state == CChar(UInt8(ascii: "Z")) || stat.state == CChar(UInt8(ascii: "X")) {
-      return .zombie(pid: pid, command: command)
+      return .zombie(pid: pid, command: command, reading: .images)
     }
-    if ProcessThreads.isKernelThread(stat) { return .kernelThread(pid: pid, command: command) }
+    if ProcessThreads.isKernelThread(stat) { return .kernelThread(pid: pid, command: command, reading: .images) }
     return .noImages(pid: pid)  // alive, but its address space is being replaced (exec) or torn down (exit)
   }
 
@@ -163,7 +163,7 @@ struct ProcessMemoryReader {
 
   /// Up to `count` bytes at `address` (fewer when the range runs into unmapped memory), or `nil`
   /// when the memory cannot be read at all.
-  mutating func read(at address: Address, count: UInt64) throws(ProcessImagesError) -> [UInt8]? {
+  mutating func read(at address: Address, count: UInt64) throws(ProcessError) -> [UInt8]? {
     guard !memoryRefused, count > 0, let length = Int(exactly: count) else { return nil }
     var failure: Int32 = 0
     let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
@@ -174,7 +174,7 @@ struct ProcessMemoryReader {
     case 0: return bytes.isEmpty ? nil : bytes
     case ESRCH:
       // The main thread may have exited while the others run on (pthread_exit): read through one of those.
-      guard task == pid, let thread = ProcessImages.liveThread(of: pid) else { throw .exited(pid: pid) }
+      guard task == pid, let thread = ProcessImages.liveThread(of: pid) else { throw .exited(pid: pid, reading: .images) }
       task = thread
       return try read(at: address, count: count)
     case EPERM, EACCES, ENOSYS: memoryRefused = true; return nil
@@ -183,7 +183,7 @@ struct ProcessMemoryReader {
   }
 
   /// The image whose ELF header is mapped by `mappings[index]`, or `nil` when that is not an ELF image.
-  mutating func image(at index: Int, in mappings: [ProcessMapping]) throws(ProcessImagesError) -> Image? {
+  mutating func image(at index: Int, in mappings: [ProcessMapping]) throws(ProcessError) -> Image? {
     let mapping = mappings[index]
     let headerBytes = min(mapping.end &- mapping.start, Self.headerReadSize)
     if let bytes = try read(at: mapping.start, count: headerBytes),
@@ -226,7 +226,7 @@ struct ProcessMemoryReader {
 
   /// Decodes the header page read from memory; program headers past it and notes are read as needed.
   private mutating func imageFromMemory(_ first: [UInt8], mapping: ProcessMapping, index: Int,
-                                        in mappings: [ProcessMapping]) throws(ProcessImagesError) -> Image? {
+                                        in mappings: [ProcessMapping]) throws(ProcessError) -> Image? {
     let parsed: (header: ELFHeader, phdrs: [ProgramHeader])?
     do throws(FormatError) {
       parsed = try ByteReader.reading(first) { reader throws(FormatError) in

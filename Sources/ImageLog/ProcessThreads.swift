@@ -65,14 +65,14 @@ public struct ProcessThreads: Sendable {
   /// Needs the access `ptrace(2)` calls `PTRACE_MODE_ATTACH`: the same user, Yama's `ptrace_scope`
   /// allowing it (0, or 1 for a descendant), or `CAP_SYS_PTRACE`; and no other tracer. Threads that
   /// vanish, do not stop within `answerNanoseconds`, or cannot be read are kept with a `problem`.
-  public static func capture(of pid: Int32) throws(ProcessThreadsError) -> ProcessThreads {
+  public static func capture(of pid: Int32) throws(ProcessError) -> ProcessThreads {
     guard pid != getpid() else { throw .ownProcess(pid: pid) }
     // The threads with their names and states before the stop: during it every thread shows `t`
     // (tracing stop).
     var capture = il_threads_capture()
     guard il_list_threads(pid, &capture) == 0 else {
       let failure = errno
-      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid) }
+      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid, reading: .threads) }
       throw .system(pid: pid, SystemError("cannot list the threads", errno: failure))
     }
     do {
@@ -123,16 +123,16 @@ public struct ProcessThreads: Sendable {
     // No thread read: the process as a whole is out of reach (gone, a zombie, a tracer, permissions).
     if threads.allSatisfy({ $0.registerValues == nil }) {
       let states = threads.map { threadState(pid, $0.tid) }
-      if states.allSatisfy({ $0 == nil }) { throw .exited(pid: pid) }
+      if states.allSatisfy({ $0 == nil }) { throw .exited(pid: pid, reading: .threads) }
       if states.allSatisfy({ $0 == nil || $0 == "Z" || $0 == "X" }) {
-        throw .zombie(pid: pid, command: commandName(of: pid) ?? "?")
+        throw .zombie(pid: pid, command: commandName(of: pid) ?? "?", reading: .threads)
       }
       if let refused = (0..<capture.count).first(where: { capture.threads[$0].status == Int32(IL_THREAD_REFUSED) }),
          capture.threads[refused].error == EPERM {
         throw refusal(pid: pid, tid: capture.threads[refused].tid)
       }
     }
-    if threads.isEmpty { throw .exited(pid: pid) }
+    if threads.isEmpty { throw .exited(pid: pid, reading: .threads) }
     #if arch(x86_64)
     // A 32-bit process on the x86_64 kernel: its threads' registers are i386's.
     let i386 = (0..<capture.count).contains {
@@ -147,24 +147,24 @@ public struct ProcessThreads: Sendable {
 
   /// Kernel threads and zombies are refused before anything is stopped: they have nothing to unwind.
   /// `listed`: the threads as `il_list_threads` read them.
-  static func checkStoppable(_ pid: Int32, _ listed: il_threads_capture) throws(ProcessThreadsError) {
+  static func checkStoppable(_ pid: Int32, _ listed: il_threads_capture) throws(ProcessError) {
     let threads = UnsafeBufferPointer(start: listed.threads, count: listed.count)
     guard let leader = threads.first(where: { $0.tid == pid })?.stat, leader.state != 0 else {
       // Listed, but its main thread's stat is gone: it exited meanwhile.
-      throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid)
+      throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid, reading: .threads)
     }
-    if isKernelThread(leader) { throw .kernelThread(pid: pid, command: name(leader)) }
+    if isKernelThread(leader) { throw .kernelThread(pid: pid, command: name(leader), reading: .threads) }
     // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
     func gone(_ state: CChar) -> Bool { state == 0 || state == CChar(UInt8(ascii: "Z")) || state == CChar(UInt8(ascii: "X")) }
     if gone(leader.state), threads.allSatisfy({ gone($0.stat.state) }) {
-      throw .zombie(pid: pid, command: name(leader))
+      throw .zombie(pid: pid, command: name(leader), reading: .threads)
     }
   }
 
   /// What an `EPERM` from `PTRACE_SEIZE` on the whole process means: a tracer, or missing access.
-  static func refusal(pid: Int32, tid: Int32) -> ProcessThreadsError {
+  static func refusal(pid: Int32, tid: Int32) -> ProcessError {
     if let tracer = tracerPID(pid, tid) { return .traced(pid: pid, tracer: tracer, tracerCommand: commandName(of: tracer)) }
-    return .permissionDenied(pid: pid, hint: ptraceHint(for: pid))
+    return .ptraceRefused(pid: pid, hint: ptraceHint(for: pid))
   }
 
   /// Why one thread (of a process whose other threads were read) was refused.

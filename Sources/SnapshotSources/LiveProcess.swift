@@ -31,7 +31,7 @@ extension ProcessSnapshot {
   /// that crash: its thread is marked crashed and unwound from the recorded registers rather than
   /// from where its signal handler waits, with those registers and the signal as the exception.
   public static func capture(pid: Int32, linuxFiles: Bool = false, environment: Bool = false,
-                             crash: CrashRecord? = nil) throws(ProcessThreadsError) -> Capture {
+                             crash: CrashRecord? = nil) throws(ProcessError) -> Capture {
     var captured = try ProcessThreads.capture(of: pid)
     if let crash { crash.replaceRegisters(in: &captured) }
     var failures: [String] = []
