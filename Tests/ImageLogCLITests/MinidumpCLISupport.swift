@@ -55,6 +55,8 @@ enum MinidumpCLI {
     /// The crashed thread's registers at the crash.
     var registers: [String: UInt64] = [:]
     var modules: [Module] = []
+    /// minidump-stackwalk's `system_info.cpu_info` (`family 25 model 1 stepping 1` on x86).
+    var cpuInfo: String?
   }
 
   /// The signal numbers minidump-stackwalk names in `crash_info.type` (`SIGSEGV / SEGV_MAPERR`).
@@ -93,6 +95,7 @@ enum MinidumpCLI {
       view.signal = signalNumbers[String(type.split(separator: " ").first ?? "")]
       view.crashAddress = hex(json["crash_info"]?["address"])
     }
+    view.cpuInfo = json["system_info"]?["cpu_info"]?.string
     if case .object(let members)? = json["crashing_thread"]?["frames"]?.array?.first?["registers"] {
       for (name, value) in members { view.registers[name] = hex(value) }
     }

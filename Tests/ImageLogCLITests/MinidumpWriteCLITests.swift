@@ -84,6 +84,12 @@ import Testing
     #expect(theirs.threads.map(\.tid) == tids.map(UInt64.init))
     #expect(theirs.threads.map(\.name) == tids.map { readFile("/proc/\(child.pid)/task/\($0)/comm").map { String($0.dropLast()) } })
     #expect(theirs.crashedTID == nil && theirs.signal == nil, "a live process did not crash")
+    // SystemInfo's processor as Breakpad's writer fills it from /proc/cpuinfo (the first processor's).
+    #if arch(x86_64)
+    let cpu = (readFile("/proc/cpuinfo") ?? "").split(separator: "\n").prefix { !$0.isEmpty }
+    let field = { (name: String) in cpu.first { $0.hasPrefix(name + "\t") }?.split(separator: " ").last.map(String.init) ?? "?" }
+    #expect(theirs.cpuInfo == "family \(field("cpu family")) model \(field("model")) stepping \(field("stepping"))")
+    #endif
     // eu-stack attached after us: still nothing left stopped.
     #expect(noThreadStopped(child.pid))
   }
