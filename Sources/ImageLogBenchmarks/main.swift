@@ -17,6 +17,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("other processes", processBenchmarks),
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),
   ("pid --threads vs eu-stack", threadsBenchmarks),
+  ("minidump read vs minidump-stackwalk, written vs eu-stack, sizes vs Crashpad", minidumpBenchmarks),
   ("worker thread start", workerStartBenchmark),
 ]
 

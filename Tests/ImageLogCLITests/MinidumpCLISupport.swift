@@ -284,6 +284,16 @@ enum MinidumpCLI {
     return compared
   }
 
+  /// Tests/Programs/process-threads.c built in `directory` and started with 3 workers: returned once its
+  /// 4 threads are asleep in their system calls (read, nanosleep, a condition variable; the main thread
+  /// in pause).
+  static func startBlockedThreads(in directory: String) throws -> RunningChild {
+    let child = try RunningChild([try buildThreadsProgram(in: directory), "3"])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 4)
+    return child
+  }
+
   /// The folders of the files `pid` maps (/proc/PID/maps), where its modules' files are.
   static func mappedFolders(of pid: pid_t) -> [String] {
     var folders: [String] = []

@@ -99,9 +99,8 @@ import Testing
   func everyCutOfARealDump() throws {
     let directory = try makeTemporaryDirectory("imagelog-minidump-cuts")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let child = try RunningChild([try buildThreadsProgram(in: directory), "3"])
+    let child = try MinidumpCLI.startBlockedThreads(in: directory)
     defer { child.stop() }
-    try child.wait(for: "ready")
     let whole = directory + "/whole.dmp"
     let write = try runChild([MinidumpCLI.imagelog, "minidump", String(child.pid), "-o", whole])
     try #require(write.exitCode == 0, "\(write.error)")

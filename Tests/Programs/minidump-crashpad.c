@@ -1,5 +1,5 @@
 /* A crashing program whose minidump Crashpad's own handler writes, for the minidump reader's tests.
-   Usage: minidump-crashpad HANDLER DATABASE [segv|abort|library|return [HANDLER-ARGUMENT...]]
+   Usage: minidump-crashpad HANDLER DATABASE [segv|abort|library|return|pause [HANDLER-ARGUMENT...]]
 
    Three named threads block in system calls (two in read(2) on a pipe nobody writes, one in
    nanosleep(2)); once the kernel shows each asleep, the main thread prints "ready" and crashes a
@@ -9,7 +9,9 @@
    the program exits with 2). "return" returns from main after "ready" with the handler installed
    and the threads blocked: a program that links this file with main renamed
    (-Dmain=minidump_crashpad_main, e.g. a Swift program) then crashes in its own code; SIGILL and
-   SIGTRAP (a Swift trap) are handled as SIGSEGV is. The signal handler does what Crashpad's client does in a
+   SIGTRAP (a Swift trap) are handled as SIGSEGV is. "pause" waits in pause(2) after "ready", for a
+   dump of the live process by another writer, until a signal sent to it (kill -SEGV) has Crashpad
+   dump it too. The signal handler does what Crashpad's client does in a
    crash: it fills Crashpad's ExceptionInformation (the siginfo_t and ucontext_t the kernel gave it,
    and the crashing thread's id), forks, and the child execs
      HANDLER --database=DATABASE --trace-parent-with-exception=0xADDRESS --no-periodic-tasks [HANDLER-ARGUMENT...]
@@ -83,9 +85,9 @@ static void crash_signal(int signal, siginfo_t *info, void *context) {
   memset(&action, 0, sizeof action);
   action.sa_handler = SIG_DFL;
   sigaction(signal, &action, NULL);
-  /* abort(3) raises SIGABRT again itself, and a trap (int3) does not repeat on return: raised here; a
-     fault repeats on return. */
-  if (signal == SIGABRT || signal == SIGTRAP) raise(signal);
+  /* abort(3) raises SIGABRT again itself, and neither a trap (int3) nor a signal another process sent
+     (si_code <= 0) repeats on return: raised here; a fault repeats on return. */
+  if (signal == SIGABRT || signal == SIGTRAP || info->si_code <= 0) raise(signal);
 }
 
 /* Defined by the library of the "library" mode; null when the program is linked without it. */
@@ -142,7 +144,7 @@ static int thread_sleeps(int tid) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s HANDLER DATABASE [segv|abort]\n", argv[0]);
+    fprintf(stderr, "usage: %s HANDLER DATABASE [segv|abort|library|return|pause [HANDLER-ARGUMENT...]]\n", argv[0]);
     return 64;
   }
   handler_path = argv[1];
@@ -178,6 +180,7 @@ int main(int argc, char **argv) {
   printf("ready %d %d %d %d\n", (int)getpid(), atomic_load(&tids[0]), atomic_load(&tids[1]), atomic_load(&tids[2]));
   fflush(stdout);
   if (strcmp(mode, "return") == 0) return 0;
+  if (strcmp(mode, "pause") == 0) for (;;) pause();
   if (strcmp(mode, "library") == 0) {
     if (!minidump_library_crash) return 2;
     minidump_library_crash();
