@@ -2,7 +2,7 @@ import Glibc
 import ImageLog
 import Snapshot
 import SnapshotFormatting
-import SnapshotSources
+@testable import SnapshotSources
 import Symbolication
 import ImageLogTestSupport
 import ImageReaders
@@ -30,13 +30,15 @@ import Testing
 
   /// A report with every part the layout has: a crashed thread with registers, a thread with a state,
   /// frames found by frame pointer and by scanning, a frame in no image, and a thread not unwound.
-  /// The registers are the crashed thread's; frames are placed in the images as a capture places them.
+  /// The registers are the crashed thread's; the architecture and the frames' images are a capture's
+  /// (`ProcessSnapshot.capture`): the machine of `OS Version:`, and each frame in the image whose range holds it.
   static func sample(images: [Image], registers: RegisterState) -> ProcessSnapshot {
     let libcAddress = images[1].textRange.lowerBound + 0x1234
+    let osVersion = "Linux 6.1.0-27-amd64 x86_64"
     var snapshot = ProcessSnapshot(
       format: .imagelog,
-      process: .init(name: "report-writer", pid: 4321, path: images[0].path, osVersion: "Linux 6.1.0-27-amd64 x86_64",
-                     date: 1_795_000_000),
+      process: .init(name: "report-writer", pid: 4321, path: images[0].path, osVersion: osVersion,
+                     architecture: ProcessSnapshot.machine(ofOSVersion: osVersion), date: 1_795_000_000),
       exception: .init(signal: SIGSEGV, code: 1, address: 0x10),
       threads: [
         .init(number: 0, tid: 4321, name: "report-writer", frames: frames([(libcAddress, nil), (probeTwo + 1, nil)])),
@@ -166,8 +168,14 @@ import Testing
         return heading
       } == parsed.threads.map(\.heading), "\(kind)")
       #expect(written(snapshot.frames) == written(parsed.frames), "\(kind)")
-      // What symbolication asks the locator for is what the report holds.
-      #expect(snapshot.images.map(reported) == parsed.images, "\(kind)")
+      // What symbolication asks the locator for is what the report holds; the odd images' lines read back
+      // lossily in their words (a name with spaces, escapes, an architecture the parser does not know, a
+      // leading `+`), and a capture's snapshot keeps the loader's own words: their ranges and identities
+      // read back.
+      let plain = kind == "odd names" ? 2 : snapshot.images.count
+      #expect(Array(snapshot.images.prefix(plain).map(reported)) == Array(parsed.images.prefix(plain)), "\(kind)")
+      #expect(snapshot.images.map { "\($0.loadAddress) \($0.endAddress ?? 0) \($0.identity?.bytes ?? [])" }
+                == parsed.images.map { "\($0.loadAddress) \($0.endAddress ?? 0) \($0.identity?.bytes ?? [])" }, "\(kind)")
       #expect(snapshot.process.architecture == parsed.process.architecture, "\(kind)")
       #expect(snapshot.threads.count == parsed.process.threadCount, "\(kind)")
       #expect(snapshot.problems == parsed.problems, "\(kind)")
