@@ -58,7 +58,7 @@ fuzz:
 	cd Tests/ImageReadersTests/Fixtures && find . -type f ! -name '.*' | while read -r f; do \
 	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-$$(echo "$${f#./}" | tr / -)"; done
 	# The DWARF fixtures too: compilers' .eh_frame/.debug_info for the DWARF reader and the unwinder.
-	cd Tests/ImageLogSymbolicationTests/Fixtures/dwarf && find . -type f ! -name '.*' | while read -r f; do \
+	cd Tests/SymbolicationTests/Fixtures/dwarf && find . -type f ! -name '.*' | while read -r f; do \
 	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-dwarf-$$(echo "$${f#./}" | tr / -)"; done
 	cp $(FUZZ_DIR)/corpus/seed-* $(FUZZ_DIR)/corpus-unwind/
 	$(FUZZ_DIR)/fuzz-binary-file -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \

@@ -4,7 +4,7 @@ import Testing
 /// `imagelog symbolicate` on issue #26's fixtures (Scripts/make-linux-report-fixtures): what reaches
 /// standard output and standard error.
 @Suite struct SymbolicateReportShapeTests {
-  static let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/"
+  static let fixtures = packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/"
 
   static func imagelog(_ arguments: [String]) throws -> ChildResult {
     try runChild([builtProduct("imagelog")] + arguments)

@@ -46,7 +46,7 @@ import Testing
   /// with its own summary; a part that is no report is named by its number and line.
   @Test func severalIPSReports() throws {
     let directory = try makeTemporaryDirectory("imagelog-symbolicate-ips")
-    let real = try #require(readFile(packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/apple-reports/focustogether-abort.ips"))
+    let real = try #require(readFile(packageRoot + "/Tests/SymbolicationTests/Fixtures/apple-reports/focustogether-abort.ips"))
     // A second report in Apple's compact form: a one-line body that also names its bug_type.
     let small = #"{"bug_type":"309","os_version":"macOS 14.4 (23E214)","name":"Small"}"# + "\n"
       + #"{"bug_type":"309","procName":"Small","pid":77,"cpuType":"X86-64","faultingThread":0,"#

@@ -199,7 +199,7 @@ import Testing
   /// Scripts/make-dwarf-fixtures): every FDE of each, `.debug_frame` included.
   @Test(.enabled(if: haveTool("readelf"), "needs readelf"))
   func dwarfFixturesMatchReadelf() throws {
-    let directory = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
+    let directory = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf"
     let names = ["clang-c-O0-dwarf5", "clang-c-O2-dwarf4", "clang-cxx-O0-dwarf4", "clang-cxx-O2-dwarf5", "gcc-c-O0-dwarf5",
                  "gcc-c-O2-dwarf4", "gcc-cxx-O0-dwarf4", "gcc-cxx-O2-dwarf5", "dwz-a", "split-gcc-cxx-O2", "swift-O", "swift-Onone"]
     var total = Tally()

@@ -91,7 +91,7 @@ import Testing
   /// what is left of the total, and refused, inflating nothing, one byte past it.
   @Test(.enabled(if: haveTool("objcopy") && haveTool("readelf"), "needs objcopy and readelf (binutils)"))
   func supplementaryClaimsAddToTheMainFiles() throws {
-    let path = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf/gcc-c-O2-dwarf5-zlib"
+    let path = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf/gcc-c-O2-dwarf5-zlib"
     let directory = try makeTemporaryDirectory("imagelog-inflate-total")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
     let copy = directory + "/decompressed"

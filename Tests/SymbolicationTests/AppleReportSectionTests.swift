@@ -22,9 +22,9 @@ import Snapshot
       (0x0000000101f5f140, "__37-[DVTApplication sendAction:to:from:]_block_invoke + 379"),
       (0x00000001019f9fb2, "DVTInvokeWithFailureHint + 83"),
     ]
-    #expect(report.allFrames.count == expected.count)
-    for (index, (frame, (address, symbol))) in zip(report.frames(ofThread: -2), expected).enumerated() {
-      #expect(frame.number == index && frame.address == address && frame.reportedSymbol == symbol)
+    #expect(report.frames.count == expected.count)
+    for (index, (frame, (address, symbol))) in zip(report.frames, expected).enumerated() {
+      #expect(frame.thread == -2 && frame.index == index && frame.address == address && frame.reportedSymbol == symbol)
     }
     #expect(report.problems == ["no Binary Images section: frames cannot be matched to files"])
   }
@@ -49,7 +49,7 @@ import Snapshot
       """
     let report = try ReportParser.parse(text)
     #expect(report.threads.map(\.number) == [-2, -3, 0])
-    #expect(report.frameThreadNumbers == [-2, -2, -3, 0])
+    #expect(report.frames.map(\.thread) == [-2, -2, -3, 0])
     #expect(report.crashedThreadNumber == 0)
     #expect(!report.problems.contains { $0.contains("unreadable") })
   }
@@ -70,7 +70,7 @@ import Snapshot
     #expect(!report.problems.contains { $0.contains("unreadable frame") }, "\(report.problems)")
     let expected = CrashPrograms.crashedThreadFrames(try CrashPrograms.crash("index", symbolicate: "full"))
     let crashed = try #require(report.crashedThreadNumber)
-    #expect(report.frames(ofThread: crashed).count == expected.count)
+    #expect(report.frames.filter { $0.thread == crashed }.count == expected.count)
   }
 }
 
@@ -85,7 +85,7 @@ import Snapshot
     for result in reports {
       let report = try result.get()
       #expect(report.document?.ipsHeader != nil)
-      #expect(report.allFrames.map(\.address) == single.allFrames.map(\.address))
+      #expect(report.frames.map(\.address) == single.frames.map(\.address))
       #expect(report.images.count == single.images.count)
     }
     #expect(ReportParser.parseAll(one).count == 1)
@@ -99,10 +99,9 @@ import Snapshot
     let reports = ReportParser.parseAll("test 1\n" + index + "\ntest 2\n" + null).map { try? $0.get() }
     #expect(reports.count == 2)
     let first = try #require(reports.first ?? nil), second = try #require(reports.last ?? nil)
-    #expect(first.allFrames.map(\.address) == (try ReportParser.parse(index)).allFrames.map(\.address))
-    #expect(second.allFrames.map(\.address) == (try ReportParser.parse(null)).allFrames.map(\.address))
-    let firstLines = try #require(first.document?.lines), secondLines = try #require(second.document?.lines)
-    #expect(firstLines.first == "test 1")
-    #expect(secondLines.contains { $0.hasPrefix("*** Program crashed:") } && !secondLines.contains("test 1"))
+    #expect(first.frames.map(\.address) == (try ReportParser.parse(index)).frames.map(\.address))
+    #expect(second.frames.map(\.address) == (try ReportParser.parse(null)).frames.map(\.address))
+    #expect(first.lines.first == "test 1")
+    #expect(second.lines.contains { $0.hasPrefix("*** Program crashed:") } && !second.lines.contains("test 1"))
   }
 }

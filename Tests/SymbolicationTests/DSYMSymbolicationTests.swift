@@ -36,7 +36,7 @@ struct DSYMSymbolicationTests {
     options.searchPaths = [MachOFixtures.directory]
     var result = report
     Symbolicator.symbolicate(&result, options: options)
-    #expect(result.images.compactMap(\.resolution) == [.found(path: Self.dwarf, how: "--search")])
+    #expect(result.resolutions.map(\.status) == [.found(path: Self.dwarf, how: "--search")])
     #expect(result.notes.isEmpty, "\(result.notes)")
     let expected = try DebugFixture.llvmSymbolizer(Self.dwarf, DebugFixture.lookups(addresses))
     try DebugFixture.expectFramesMatch(result, expected)
@@ -73,7 +73,7 @@ struct DSYMSymbolicationTests {
     options.searchPaths = [directory + "/builds", directory + "/symbols"]
     var result = try ReportParser.parse(text)
     Symbolicator.symbolicate(&result, options: options)
-    #expect(result.images.compactMap(\.resolution) == [.found(path: binaryCopy, how: "--search")])
+    #expect(result.resolutions.map(\.status) == [.found(path: binaryCopy, how: "--search")])
     #expect(result.debugFiles == [0: dwarfCopy])
     try DebugFixture.expectFramesMatch(result, try DebugFixture.llvmSymbolizer(Self.dwarf, DebugFixture.lookups(addresses)))
   }
@@ -162,8 +162,8 @@ enum DebugFixture {
   /// Every frame symbolicated, its function's name, file, line and column those of `expected`.
   static func expectFramesMatch(_ result: ProcessSnapshot, _ expected: [Location],
                                 sourceLocation: SourceLocation = #_sourceLocation) throws {
-    #expect(result.frameSymbols.map(\.status) == expected.map { _ in .symbolicated }, sourceLocation: sourceLocation)
-    let ours = result.frameSymbols.map { frame in
+    #expect(result.frames.map(\.status) == expected.map { _ in .symbolicated }, sourceLocation: sourceLocation)
+    let ours = result.frames.map { frame in
       frame.function.map { Location(function: $0.name ?? "??", file: $0.file ?? "??", line: $0.line ?? 0, column: $0.column ?? -1) }
     }
     #expect(ours == expected, sourceLocation: sourceLocation)

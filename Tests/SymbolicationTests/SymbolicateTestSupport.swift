@@ -43,20 +43,8 @@ extension ProcessSnapshot.Thread {
 }
 
 extension ProcessSnapshot {
-  /// Every frame, thread by thread, innermost first: as the source lists them.
-  var allFrames: [Frame] { threads.flatMap(\.frames) }
-
-  /// The number of the thread of each frame of `allFrames`.
-  var frameThreadNumbers: [Int] { threads.flatMap { thread in thread.frames.map { _ in thread.number } } }
-
-  /// What symbolication found for each frame of `allFrames`.
-  var frameSymbols: [FrameSymbols] { allFrames.map(\.symbols) }
-
   /// The number of the thread marked crashed.
   var crashedThreadNumber: Int? { threads.first { $0.crashed }?.number }
-
-  /// The frames of the thread numbered `number` (none when no thread has it).
-  func frames(ofThread number: Int) -> [Frame] { threads.first { $0.number == number }?.frames ?? [] }
 }
 
 extension ProcessSnapshot {

@@ -192,7 +192,7 @@ struct SymbolicateCommand: Command {
     if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
     // A file may hold several reports (a collector's dump): each is symbolicated and written in turn,
     // with its own summary.
-    let reports = ReportParser.parseAll(text, images: reportImages)
+    var reports = ReportParser.parseAll(text, images: reportImages)
     let namesInMemoryImage = reports.contains { parsed in
       guard case .success(let report) = parsed else { return false }
       return report.images.contains { $0.path?.hasPrefix("[") == true || $0.name.hasPrefix("[") }
@@ -206,13 +206,28 @@ struct SymbolicateCommand: Command {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
     }
+    // The reports are taken out of their results before any is symbolicated, so that symbolication
+    // fills in the only copy of each one's frames, in place: a copy left in `reports` doubled the memory
+    // a long report takes.
+    var snapshots: [ProcessSnapshot?] = []
+    var errors: [ReportError?] = []
     for parsed in reports {
       switch parsed {
-      case .success(var report):
-        writeSnapshot(&report, style: style, symbolicate: !noSymbolicate, options: options)
+      case .success(let report):
+        snapshots.append(report)
+        errors.append(nil)
       case .failure(let error):
+        snapshots.append(nil)
+        errors.append(error)
+      }
+    }
+    reports = []
+    for index in snapshots.indices {
+      if let error = errors[index] {
         printError("imagelog: \(source): \(error)")
         status = .failure
+      } else if snapshots[index] != nil {
+        writeSnapshot(&snapshots[index]!, style: style, symbolicate: !noSymbolicate, options: options)
       }
     }
     return status
