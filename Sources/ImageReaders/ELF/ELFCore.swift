@@ -40,7 +40,7 @@ public struct ELFCore: Sendable {
     /// `p_vaddr ..< p_vaddr + p_memsz`.
     public var vmRange: Range<UInt64>
     /// `p_offset`
-    public var fileOffset: UInt64
+    package var fileOffset: UInt64
     /// `p_filesz`: how many bytes the writer put in the core.
     public var fileSize: UInt64
     /// How many bytes from `vmRange.lowerBound` can be read: `p_filesz`, clipped to `p_memsz` and to the
@@ -117,19 +117,19 @@ public struct ELFCore: Sendable {
   }
 
   /// `NT_PRSTATUS`, `NT_PRPSINFO`, `NT_AUXV` (owner `CORE`), `NT_SIGINFO` and `NT_FILE` (owner `CORE`).
-  public static let prstatusType: UInt32 = 1, prpsinfoType: UInt32 = 3, auxvType: UInt32 = 6,
+  package static let prstatusType: UInt32 = 1, prpsinfoType: UInt32 = 3, auxvType: UInt32 = 6,
                     siginfoType: UInt32 = 0x5349_4749, fileType: UInt32 = 0x4649_4C45
   /// `AT_PHDR`, `AT_PHENT`, `AT_PHNUM`, `AT_PAGESZ`, `AT_BASE`, `AT_ENTRY`, `AT_SYSINFO_EHDR`, `AT_EXECFN`
-  public static let auxPHDR: UInt64 = 3, auxPHEntrySize: UInt64 = 4, auxPHCount: UInt64 = 5, auxPageSize: UInt64 = 6,
+  package static let auxPHDR: UInt64 = 3, auxPHEntrySize: UInt64 = 4, auxPHCount: UInt64 = 5, auxPageSize: UInt64 = 6,
                     auxBase: UInt64 = 7, auxEntry: UInt64 = 9, auxSysinfoEHDR: UInt64 = 33, auxExecFN: UInt64 = 31
   /// The largest note segment decoded (the notes of a process with thousands of threads and mappings
   /// are a few megabytes; more is not a core this reader was made for).
-  public static let noteLimit = 256 * 1024 * 1024
+  package static let noteLimit = 256 * 1024 * 1024
 
   /// Decodes the core whose bytes `source` fetches: the header, the program header table and the note
   /// segments; memory is left in the file. Throws when the file is not an ELF core, when a table or
   /// the notes do not lie inside the file, or when a note is malformed.
-  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
     header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
     guard header.type == ELFFile.coreType else {
       throw .elf("e_type \(header.type) is not ET_CORE (4): not a core file")
@@ -157,7 +157,7 @@ public struct ELFCore: Sendable {
   }
 
   /// The value of auxiliary vector entry `type` (`AT_PHDR`, `AT_SYSINFO_EHDR`, ...), or `nil`.
-  public func auxiliaryValue(_ type: UInt64) -> UInt64? {
+  package func auxiliaryValue(_ type: UInt64) -> UInt64? {
     auxiliaryVector.first { $0.type == type }?.value
   }
 
@@ -185,7 +185,7 @@ public struct ELFCore: Sendable {
   }
 
   /// The segment holding `address`, or `nil`. Binary search: segments are sorted and do not overlap.
-  public func segment(containing address: UInt64) -> MemorySegment? {
+  package func segment(containing address: UInt64) -> MemorySegment? {
     segmentIndex(containing: address).map { segments[$0] }
   }
 
@@ -196,7 +196,7 @@ public struct ELFCore: Sendable {
 
   /// The byte range of the core file that holds the process's memory `address ..< address + length`,
   /// when one segment holds all of it; `nil` when any of it is unmapped or was not written.
-  public func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
+  package func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
     guard length >= 0, let segment = segment(containing: address) else { return nil }
     let delta = address - segment.vmRange.lowerBound  // segment contains address
     guard delta <= segment.availableSize, UInt64(length) <= segment.availableSize - delta else { return nil }
@@ -209,7 +209,7 @@ public struct ELFCore: Sendable {
 
   /// A reader over the process's memory `address ..< address + length`, when one segment holds all of
   /// it (see `fileRange(ofMemory:length:)`); `nil` when it is not in the core.
-  public func memory<Source: RandomAccessBytes>(at address: UInt64, length: Int,
+  package func memory<Source: RandomAccessBytes>(at address: UInt64, length: Int,
                                                 in source: Source) throws(FormatError) -> ByteReader? {
     guard let range = fileRange(ofMemory: address, length: length) else { return nil }
     var reader = try source.slice(at: range.lowerBound, length: range.count)
@@ -218,7 +218,7 @@ public struct ELFCore: Sendable {
   }
 
   /// How many bytes from `address` on the core holds without a gap (across adjacent segments).
-  public func availableBytes(from address: UInt64) -> UInt64 {
+  package func availableBytes(from address: UInt64) -> UInt64 {
     var total: UInt64 = 0
     var next = address
     // Each step moves to the next segment: bounded by the segment count.

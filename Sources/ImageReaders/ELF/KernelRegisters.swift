@@ -17,7 +17,7 @@ public struct KernelRegisters: Sendable, Equatable {
   public var values: [UInt64]
 
   /// Registers of `layout` in the kernel's order.
-  public init(layout: Layout, values: [UInt64]) {
+  package init(layout: Layout, values: [UInt64]) {
     self.layout = layout
     self.values = values
   }
@@ -50,7 +50,7 @@ public struct KernelRegisters: Sendable, Equatable {
   }
 
   /// The register names of `layout`, in the kernel's order.
-  public static func names(_ layout: Layout) -> [String] {
+  package static func names(_ layout: Layout) -> [String] {
     switch layout {
     case .x86_64: x86_64Names
     case .aarch64: aarch64Names

@@ -3,7 +3,7 @@
 public struct PackedVersion: Sendable, Equatable, Hashable, CustomStringConvertible {
   /// The raw 32-bit field.
   public var rawValue: UInt32
-  public init(_ rawValue: UInt32) { self.rawValue = rawValue }
+  package init(_ rawValue: UInt32) { self.rawValue = rawValue }
 
   public var major: UInt32 { rawValue >> 16 }
   public var minor: UInt32 { (rawValue >> 8) & 0xFF }
@@ -115,7 +115,7 @@ public struct BuildVersion: Sendable, Equatable {
 }
 
 /// The platform name of an `LC_BUILD_VERSION` platform number, as `otool -l` prints it.
-public func machOPlatformName(_ platform: UInt32) -> String {
+func machOPlatformName(_ platform: UInt32) -> String {
   switch platform {
   case 1: "macos"
   case 2: "ios"
@@ -134,7 +134,7 @@ public func machOPlatformName(_ platform: UInt32) -> String {
 }
 
 /// The name of a `build_tool_version` tool, as `otool -l` prints it.
-public func machOToolName(_ tool: UInt32) -> String {
+package func machOToolName(_ tool: UInt32) -> String {
   switch tool {
   case 1: "clang"
   case 2: "swift"
@@ -304,7 +304,7 @@ enum LC {
 }
 
 /// The `LC_*` name `otool -l` prints for a command number, or `cmd 0x...` for one it does not name.
-public func machOLoadCommandName(_ cmd: UInt32) -> String {
+package func machOLoadCommandName(_ cmd: UInt32) -> String {
   LC.name(cmd) ?? "cmd 0x\(hexDigits(UInt64(cmd)))"
 }
 

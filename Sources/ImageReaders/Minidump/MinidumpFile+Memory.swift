@@ -11,7 +11,7 @@ extension MinidumpFile {
 
   /// The byte range of the dump file that holds the process's memory `address ..< address + length`,
   /// when one range holds all of it; `nil` when any of it is not in the dump (or `length` is 0).
-  public func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
+  package func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
     guard length > 0, let range = memoryRange(containing: address) else { return nil }
     let delta = address - range.address  // the range contains address
     guard UInt64(length) <= range.size - delta else { return nil }
@@ -32,7 +32,7 @@ extension MinidumpFile {
   }
 
   /// How many bytes from `address` on the dump holds without a gap (across adjacent ranges).
-  public func availableBytes(from address: UInt64) -> UInt64 {
+  package func availableBytes(from address: UInt64) -> UInt64 {
     guard var index = memoryRangeIndex(containing: address) else { return 0 }
     var total = memoryRanges[index].address &+ memoryRanges[index].size &- address
     // Each step moves to the next range: bounded by the range count.

@@ -1,29 +1,29 @@
 extension MinidumpFile {
   /// `VS_FIXEDFILEINFO`: a module's version resource (all zeros but the signature on Linux).
-  public struct VersionInfo: Sendable, Equatable {
+  package struct VersionInfo: Sendable, Equatable {
     /// `dwSignature`: `0xFEEF04BD` when the structure is filled in.
-    public var signature: UInt32
+    package var signature: UInt32
     /// `dwStrucVersion`
-    public var structVersion: UInt32
+    var structVersion: UInt32
     /// `dwFileVersionMS`, `dwFileVersionLS`
-    public var fileVersion: (high: UInt32, low: UInt32)
+    package var fileVersion: (high: UInt32, low: UInt32)
     /// `dwProductVersionMS`, `dwProductVersionLS`
-    public var productVersion: (high: UInt32, low: UInt32)
+    package var productVersion: (high: UInt32, low: UInt32)
     /// `dwFileFlagsMask`
-    public var fileFlagsMask: UInt32
+    var fileFlagsMask: UInt32
     /// `dwFileFlags`
-    public var fileFlags: UInt32
+    var fileFlags: UInt32
     /// `dwFileOS`
-    public var fileOS: UInt32
+    var fileOS: UInt32
     /// `dwFileType`: `VFT_APP` 1 for the main executable, `VFT_DLL` 2 for a library (Crashpad's choice).
-    public var fileType: UInt32
+    package var fileType: UInt32
     /// `dwFileSubtype`
-    public var fileSubtype: UInt32
+    var fileSubtype: UInt32
     /// `dwFileDateMS`, `dwFileDateLS`
-    public var fileDate: (high: UInt32, low: UInt32)
+    package var fileDate: (high: UInt32, low: UInt32)
 
     /// Field by field (the version pairs are tuples).
-    public static func == (lhs: VersionInfo, rhs: VersionInfo) -> Bool {
+    package static func == (lhs: VersionInfo, rhs: VersionInfo) -> Bool {
       lhs.signature == rhs.signature && lhs.structVersion == rhs.structVersion && lhs.fileVersion == rhs.fileVersion
         && lhs.productVersion == rhs.productVersion && lhs.fileFlagsMask == rhs.fileFlagsMask
         && lhs.fileFlags == rhs.fileFlags && lhs.fileOS == rhs.fileOS && lhs.fileType == rhs.fileType
@@ -57,11 +57,11 @@ extension MinidumpFile {
     /// The module's path (`ModuleNameRva`, a `MINIDUMP_STRING`); empty when it could not be read.
     public var name: String
     /// `VersionInfo`
-    public var versionInfo: VersionInfo
+    package var versionInfo: VersionInfo
     /// `CvRecord`, decoded; `nil` when the module has none (or it was broken: see `problems`).
     public var codeView: CodeView?
     /// `MiscRecord`: where an `IMAGE_DEBUG_MISC` record is (size 0 on Linux).
-    public var miscRecord: Location
+    var miscRecord: Location
 
     /// `baseAddress ..< baseAddress + size`, ending at 2^64 - 1 for a module that would wrap past it.
     public var addressRange: Range<UInt64> {
@@ -151,7 +151,7 @@ extension MinidumpFile {
     /// `ExceptionInformation[0 ..< NumberParameters]`.
     public var parameters: [UInt64]
     /// `ThreadContext`: the registers when the signal arrived.
-    public var contextLocation: Location
+    var contextLocation: Location
     /// Those registers, decoded; `nil` when they could not be (see `problems`).
     public var context: MinidumpContext?
   }
@@ -183,7 +183,7 @@ extension MinidumpFile {
     /// `SuiteMask`
     public var suiteMask: UInt16
     /// `Cpu`: the 24 bytes of `CPU_INFORMATION` as stored (see `x86VendorID`, `armCPUID`).
-    public var cpuInformation: [UInt8]
+    package var cpuInformation: [UInt8]
 
     /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`, ...).
     public var architectureName: String { MinidumpFile.architectureName(processorArchitecture) }
@@ -278,7 +278,7 @@ extension MinidumpFile {
     public var dsoDebug: DSODebug?
 
     /// No Linux streams.
-    public init() {}
+    package init() {}
 
     /// The command line's arguments (NUL-separated; a final NUL ends the last).
     public var arguments: [String]? { commandLine.map(Self.nulSeparated) }

@@ -16,7 +16,7 @@ public struct MinidumpFile: Sendable {
   /// `MINIDUMP_HEADER`.
   public var header: Header
   /// The stream directory (`MINIDUMP_DIRECTORY`), in file order, unused entries included.
-  public var streams: [Stream]
+  package var streams: [Stream]
   /// `SystemInfoStream` (7), or `nil` when the dump has none (or it was broken: see `problems`).
   public var systemInfo: SystemInfo?
   /// `MiscInfoStream` (15), any of its five sizes.
@@ -48,25 +48,25 @@ public struct MinidumpFile: Sendable {
   public var fileSize: Int
 
   /// `MINIDUMP_SIGNATURE`, "MDMP" read as a little-endian `UInt32`.
-  public static let signature: UInt32 = 0x504D_444D
+  package static let signature: UInt32 = 0x504D_444D
   /// `MINIDUMP_VERSION`: the low 16 bits of `MINIDUMP_HEADER.Version` (the high 16 are the writer's).
-  public static let formatVersion: UInt32 = 0xA793
+  package static let formatVersion: UInt32 = 0xA793
 
   /// True when `bytes` start with a minidump's signature (what `imagelog` sniffs a file by).
-  public static func isMinidump(_ bytes: ByteReader) -> Bool {
+  package static func isMinidump(_ bytes: ByteReader) -> Bool {
     (try? bytes.peek(UInt32.self, at: 0)) == signature
   }
 
   /// `MINIDUMP_HEADER`.
   public struct Header: Sendable, Equatable {
     /// `Signature`: always `MinidumpFile.signature`.
-    public var signature: UInt32
+    package var signature: UInt32
     /// `Version`: `0xA793` in the low 16 bits, the writer's own value in the high 16.
     public var version: UInt32
     /// `NumberOfStreams`
-    public var streamCount: UInt32
+    var streamCount: UInt32
     /// `StreamDirectoryRva`: where the directory starts in the file.
-    public var streamDirectoryRVA: UInt32
+    var streamDirectoryRVA: UInt32
     /// `CheckSum`: 0 in every dump writers on Linux make.
     public var checksum: UInt32
     /// `TimeDateStamp`: when the dump was written, seconds since 1970 (UTC).
@@ -76,27 +76,27 @@ public struct MinidumpFile: Sendable {
   }
 
   /// `MINIDUMP_LOCATION_DESCRIPTOR`: `dataSize` bytes at offset `rva` of the file.
-  public struct Location: Sendable, Equatable {
+  package struct Location: Sendable, Equatable {
     /// `DataSize`
-    public var dataSize: UInt32
+    package var dataSize: UInt32
     /// `Rva`: the offset from the start of the file.
-    public var rva: UInt32
+    package var rva: UInt32
 
     /// The location of `dataSize` bytes at file offset `rva`.
-    public init(dataSize: UInt32, rva: UInt32) {
+    package init(dataSize: UInt32, rva: UInt32) {
       self.dataSize = dataSize
       self.rva = rva
     }
   }
 
   /// One `MINIDUMP_DIRECTORY` entry.
-  public struct Stream: Sendable, Equatable {
+  package struct Stream: Sendable, Equatable {
     /// `StreamType` (`MINIDUMP_STREAM_TYPE`, or a Breakpad/Crashpad extension).
     public var type: UInt32
     /// Where the stream's bytes are.
-    public var location: Location
+    package var location: Location
     /// The stream type's name (`ThreadList`, `LinuxMaps`, ...), or its number in hex when unknown.
-    public var name: String { MinidumpFile.streamName(type) }
+    package var name: String { MinidumpFile.streamName(type) }
   }
 
   /// One `MINIDUMP_THREAD`.
@@ -112,9 +112,9 @@ public struct MinidumpFile: Sendable {
     /// `Teb`: on Linux, the thread pointer (`fs` base on x86_64, `TPIDR_EL0` on aarch64) where written.
     public var teb: UInt64
     /// `Stack`: the thread's stack memory, from its lowest address kept.
-    public var stack: MemoryDescriptor
+    package var stack: MemoryDescriptor
     /// `ThreadContext`: where the registers are.
-    public var contextLocation: Location
+    var contextLocation: Location
     /// The registers, decoded; `nil` when the context lies outside the file or is not one this reader
     /// decodes (see `problems`).
     public var context: MinidumpContext?
@@ -123,11 +123,11 @@ public struct MinidumpFile: Sendable {
   }
 
   /// `MINIDUMP_MEMORY_DESCRIPTOR`: `location.dataSize` bytes of the process at `startAddress`.
-  public struct MemoryDescriptor: Sendable, Equatable {
+  package struct MemoryDescriptor: Sendable, Equatable {
     /// `StartOfMemoryRange`
-    public var startAddress: UInt64
+    package var startAddress: UInt64
     /// `Memory`: where the bytes are in the file.
-    public var location: Location
+    package var location: Location
   }
 
   /// One `MINIDUMP_THREAD_NAME`.
@@ -146,7 +146,7 @@ public struct MinidumpFile: Sendable {
     /// How many bytes the dump holds (a range that ran past the end of a truncated file is cut there).
     public var size: UInt64
     /// Where the first byte is in the file.
-    public var fileOffset: UInt64
+    package var fileOffset: UInt64
     /// `address ..< address + size` (the reader keeps no range that wraps past 2^64).
     public var addressRange: Range<UInt64> { address..<(address &+ size) }
   }
