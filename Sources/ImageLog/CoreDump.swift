@@ -59,7 +59,7 @@ public final class CoreDump {
   public var kernelVersion: String? { file.withRanges { core.kernelVersion(in: $0) } }
 
   /// True when the bytes at `path` start with an ELF header whose `e_type` is `ET_CORE`.
-  public static func isCore(_ header: ByteReader) -> Bool {
+  package static func isCore(_ header: ByteReader) -> Bool {
     guard let parsed = try? ELFHeader(header) else { return false }
     return parsed.type == ELFFile.coreType
   }
@@ -74,7 +74,7 @@ public final class CoreDump {
   }
 
   /// Where the list of images came from: `NT_FILE`, or the dynamic linker's list for a core without it.
-  public var imageSource: ELFCoreImageSource { loadCatalog().source }
+  package var imageSource: ELFCoreImageSource { loadCatalog().source }
 
   /// Reads the process's memory at `address` into `buffer`: from the core where it holds the bytes,
   /// else from the verified file mapped there. False when any byte is in neither.

@@ -51,14 +51,14 @@ public struct ProcessThreads: Sendable {
   public var architecture: String
 
   /// The problem of a thread that exited between being listed and being read.
-  public static let vanished = "the thread exited while it was being read"
+  package static let vanished = "the thread exited while it was being read"
   /// The problem of a zombie main thread whose process runs on in other threads (it called pthread_exit).
-  public static let mainThreadExited = "the main thread has exited; the process lives on in its other threads"
+  package static let mainThreadExited = "the main thread has exited; the process lives on in its other threads"
 
   /// How long a thread may take to stop before it is reported as not answering.
-  public static let answerNanoseconds: UInt64 = 100_000_000
+  package static let answerNanoseconds: UInt64 = 100_000_000
   /// The most stack copied per thread; frames deeper than this are read from the live process.
-  public static let maxStackBytes: UInt64 = 1 << 20
+  package static let maxStackBytes: UInt64 = 1 << 20
 
   /// Stops every thread of `pid`, copies its registers and stack, and lets it go.
   ///
@@ -236,7 +236,7 @@ public struct ProcessThreads: Sendable {
   }
 
   /// The process's command (the `comm` in `/proc/PID/stat`), nil when it cannot be read.
-  public static func commandName(of pid: Int32) -> String? {
+  package static func commandName(of pid: Int32) -> String? {
     taskStat("/proc/\(pid)/stat").map { name($0) }
   }
 
