@@ -92,11 +92,11 @@ extension ProcessSnapshot {
 
     /// The trust imagelog's report layout marks on a frame line (frame pointer, stack scan); `nil` for the
     /// others, which are the usual case.
-    public var markedTrust: FrameTrust? { trust == .framePointer || trust == .stackScan ? trust : nil }
+    package var markedTrust: FrameTrust? { trust == .framePointer || trust == .stackScan ? trust : nil }
 
     /// The mark imagelog's report layout writes at the end of a frame line found by frame pointer or
     /// stack scan (`  (frame pointer)`, `  (stack scan)`); empty for the others.
-    public static func trustMark(_ trust: FrameTrust?) -> String {
+    package static func trustMark(_ trust: FrameTrust?) -> String {
       switch trust {
       case .framePointer?: "  (frame pointer)"
       case .stackScan?: "  (stack scan)"

@@ -36,7 +36,7 @@ public struct ProcessSnapshot: Sendable {
 
     /// The Linux logs, found line by line inside a longer log: symbolicated by inserting the function
     /// into each frame line.
-    public var isLinuxLog: Bool {
+    package var isLinuxLog: Bool {
       self == .sanitizer || self == .coredump || self == .androidTombstone || self == .glibcBacktrace
     }
   }
@@ -128,5 +128,5 @@ public struct ProcessSnapshot: Sendable {
   public var crashedThreadIndex: Int? { threads.firstIndex { $0.crashed } }
 
   /// How many frames all the threads have.
-  public var frameCount: Int { threads.reduce(0) { $0 + $1.frames.count } }
+  package var frameCount: Int { threads.reduce(0) { $0 + $1.frames.count } }
 }
