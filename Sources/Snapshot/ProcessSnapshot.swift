@@ -1,5 +1,5 @@
 public import ImageLog
-public import ImageReaders
+import ImageReaders
 
 /// A process at one moment: the one model every source builds and every writer reads.
 ///
@@ -63,7 +63,7 @@ public struct ProcessSnapshot: Sendable {
     /// The process's files from `/proc` (maps, status, command line, auxiliary vector...) and the
     /// system's (`/etc/lsb-release`, `/proc/cpuinfo`), as a minidump carries them: kept by sources that
     /// read them (a minidump; a capture made to be written as one).
-    public var linuxFiles = MinidumpFile.LinuxStreams()
+    package var linuxFiles = MinidumpFile.LinuxStreams()
 
     public init(name: String? = nil, pid: Int32? = nil, path: String? = nil, osVersion: String? = nil,
                 architecture: String? = nil, date: Int64? = nil, threadCount: Int? = nil,

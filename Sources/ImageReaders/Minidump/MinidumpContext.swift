@@ -7,9 +7,9 @@
 /// CPU bits of the context's own flags (as rust-minidump and Breakpad's processor decide); a dump
 /// without `SystemInfo` is decoded by the flags alone. MIPS, PowerPC, SPARC and RISC-V contexts are
 /// refused by name.
-public struct MinidumpContext: Sendable, Equatable {
+package struct MinidumpContext: Sendable, Equatable {
   /// The context layouts this reader decodes.
-  public enum Layout: Sendable, Equatable, CaseIterable {
+  package enum Layout: Sendable, Equatable, CaseIterable {
     /// `CONTEXT_AMD64` (1232 bytes, flags `0x00100000`): Breakpad's, Crashpad's and Windows' x86_64.
     case amd64
     /// `CONTEXT_ARM64` (912 bytes, flags `0x00400000`): Crashpad's and Windows' aarch64.
@@ -24,11 +24,11 @@ public struct MinidumpContext: Sendable, Equatable {
   }
 
   /// The layout the values were decoded from.
-  public var layout: Layout
+  package var layout: Layout
   /// `context_flags` as written (a 64-bit field in `arm64Old`): the CPU bits and which groups are valid.
-  public var flags: UInt64
+  package var flags: UInt64
   /// The registers, in the order of `names`.
-  public var values: [UInt64]
+  package var values: [UInt64]
 
   /// A context of `layout` with `values` in the order of `names(layout)` (missing ones read as 0).
   package init(layout: Layout, flags: UInt64? = nil, values: [UInt64]) {
@@ -45,21 +45,21 @@ public struct MinidumpContext: Sendable, Equatable {
   }
 
   /// The register names of `values`.
-  public var names: [String] { Self.names(layout) }
+  package var names: [String] { Self.names(layout) }
 
   /// The register `name` (one of `names`), or `nil`.
-  public subscript(name: String) -> UInt64? {
+  package subscript(name: String) -> UInt64? {
     guard let index = names.firstIndex(of: name) else { return nil }
     return values[index]
   }
 
   /// The program counter (`rip`, `pc`, `eip`).
-  public var pc: UInt64 { self[Self.pcName(layout)] ?? 0 }
+  package var pc: UInt64 { self[Self.pcName(layout)] ?? 0 }
   /// The stack pointer (`rsp`, `sp`, `esp`).
-  public var sp: UInt64 { self[Self.spName(layout)] ?? 0 }
+  package var sp: UInt64 { self[Self.spName(layout)] ?? 0 }
 
   /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`).
-  public var architectureName: String {
+  package var architectureName: String {
     switch layout {
     case .amd64: "x86_64"
     case .arm64, .arm64Old: "arm64"

@@ -10,7 +10,7 @@ extension MinidumpFile {
   /// this reader knows; memory stays in the file. Throws when the file is not a minidump, its header is
   /// short, its version is not `0xA793`, or its directory does not lie inside it; a broken stream is
   /// left out and named in `problems`.
-  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
     var file = source
     file.endian = .little
     guard file.count >= 4 else { throw .tooShort(count: file.count) }
@@ -91,7 +91,7 @@ extension MinidumpFile {
   }
 
   /// Decodes `bytes` held in memory: the same values and problems as `init(source:)` over them.
-  public init(bytes: [UInt8]) throws(FormatError) {
+  package init(bytes: [UInt8]) throws(FormatError) {
     self = try ByteReader.reading(bytes) { reader throws(FormatError) in try MinidumpFile(source: reader) }
   }
 }
