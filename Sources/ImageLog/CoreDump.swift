@@ -15,7 +15,7 @@ public final class CoreDump {
   /// The path the core was opened with.
   public let path: String
   /// The decoded notes and segments.
-  public let core: ELFCore
+  package let core: ELFCore
   private let file: FileBytes
   /// The images and what was found out about their files, made on first use.
   private var catalog: Catalog?

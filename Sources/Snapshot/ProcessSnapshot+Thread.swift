@@ -1,5 +1,5 @@
 public import ImageLog
-public import ImageReaders
+import ImageReaders
 
 extension ProcessSnapshot {
   /// One thread: who it is, how it stood, and its backtrace.
@@ -24,10 +24,10 @@ extension ProcessSnapshot {
     /// Every general register as the kernel holds them, when the source read them (a capture, a core, a
     /// minidump's context): what a minidump written from the snapshot holds, and where a walk of a
     /// thread not yet unwound starts.
-    public var kernelRegisters: KernelRegisters?
+    package var kernelRegisters: KernelRegisters?
     /// The thread's stack as copied when the snapshot was taken (a live capture), from at or below its
     /// stack pointer: what a minidump written from the snapshot keeps of it.
-    public var stack: BufferMemory?
+    package var stack: BufferMemory?
 
     public init(number: Int, tid: UInt64? = nil, name: String? = nil, state: String? = nil, crashed: Bool = false,
                 problem: String? = nil, registers: RegisterState? = nil, frames: [Frame] = []) {

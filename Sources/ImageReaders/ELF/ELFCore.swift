@@ -11,108 +11,108 @@
 /// Strict about the bounds of what it decodes (the note segment must lie in the file, every note and
 /// descriptor inside it), tolerant about meaning: unknown notes are skipped, and a thread whose
 /// `NT_PRSTATUS` has a size this reader does not know keeps its tid and signal without registers.
-public struct ELFCore: Sendable {
+package struct ELFCore: Sendable {
   /// The file header (`e_type` is `ET_CORE`).
-  public var header: ELFHeader
+  package var header: ELFHeader
   /// The architecture name crash tooling uses (`x86_64`, `arm64`, `i386`, ...).
-  public var architecture: String
+  package var architecture: String
   /// The program headers, in table order.
-  public var programHeaders: [ProgramHeader]
+  package var programHeaders: [ProgramHeader]
   /// The process's memory the core describes, one per `PT_LOAD`, in address order.
-  public var segments: [MemorySegment]
+  package var segments: [MemorySegment]
   /// One per `NT_PRSTATUS`, in note order (the kernel writes the thread that dumped first).
-  public var threads: [Thread]
+  package var threads: [Thread]
   /// `NT_PRPSINFO`, or `nil` when the core has none.
-  public var process: ProcessInfo?
+  package var process: ProcessInfo?
   /// The first `NT_SIGINFO`, or `nil` when the core has none (gdb's `gcore` of a live process writes one
   /// with signal 0 on some versions, none on others).
-  public var signalInfo: SignalInfo?
+  package var signalInfo: SignalInfo?
   /// `NT_AUXV`: (`a_type`, `a_val`) pairs up to `AT_NULL`, which is not kept.
-  public var auxiliaryVector: [(type: UInt64, value: UInt64)]
+  package var auxiliaryVector: [(type: UInt64, value: UInt64)]
   /// `NT_FILE`: the file mappings, or `nil` when the core has no such note (cores before Linux 3.7).
-  public var mappedFiles: MappedFiles?
+  package var mappedFiles: MappedFiles?
   /// The size of the core file in bytes (the limit every segment is clipped to).
-  public var fileSize: Int
+  package var fileSize: Int
 
   /// One `PT_LOAD`: `vmRange` of the process's memory, of which the first `availableSize` bytes are in
   /// the core at `fileOffset`.
-  public struct MemorySegment: Sendable, Equatable {
+  package struct MemorySegment: Sendable, Equatable {
     /// `p_vaddr ..< p_vaddr + p_memsz`.
-    public var vmRange: Range<UInt64>
+    package var vmRange: Range<UInt64>
     /// `p_offset`
     package var fileOffset: UInt64
     /// `p_filesz`: how many bytes the writer put in the core.
-    public var fileSize: UInt64
+    package var fileSize: UInt64
     /// How many bytes from `vmRange.lowerBound` can be read: `p_filesz`, clipped to `p_memsz` and to the
     /// end of the core file (a truncated core holds fewer).
-    public var availableSize: UInt64
+    package var availableSize: UInt64
     /// `p_flags`: `PF_X` 1, `PF_W` 2, `PF_R` 4.
-    public var flags: UInt32
+    package var flags: UInt32
   }
 
   /// One thread, from its `NT_PRSTATUS`.
-  public struct Thread: Sendable, Equatable {
+  package struct Thread: Sendable, Equatable {
     /// `pr_pid`: the thread's id (the process's pid for the main thread).
-    public var tid: Int32
+    package var tid: Int32
     /// `pr_cursig`: the signal the thread was handling when the core was written, 0 for none.
-    public var signal: Int32
+    package var signal: Int32
     /// `pr_info.si_code`.
-    public var signalCode: Int32
+    package var signalCode: Int32
     /// `pr_ppid`
-    public var parentPID: Int32
+    package var parentPID: Int32
     /// `pr_pgrp`
-    public var processGroup: Int32
+    package var processGroup: Int32
     /// The general registers (`pr_reg`), in the kernel's order for `registers.layout`; `nil` when the
     /// note's size is not the one this reader knows for the core's machine.
-    public var registers: Registers?
+    package var registers: Registers?
   }
 
   /// A thread's general registers as the kernel's `elf_gregset_t` holds them.
-  public typealias Registers = KernelRegisters
+  package typealias Registers = KernelRegisters
 
   /// `NT_PRPSINFO`: the process as `ps` saw it.
-  public struct ProcessInfo: Sendable, Equatable {
+  package struct ProcessInfo: Sendable, Equatable {
     /// `pr_pid`
-    public var pid: Int32
+    package var pid: Int32
     /// `pr_ppid`
-    public var parentPID: Int32
+    package var parentPID: Int32
     /// `pr_uid`
-    public var uid: UInt32
+    package var uid: UInt32
     /// `pr_fname`: the executable's name, cut to 15 bytes by the kernel.
-    public var name: String
+    package var name: String
     /// `pr_psargs`: the command line, arguments separated by spaces, cut to 79 bytes by the kernel
     /// (trailing spaces removed).
-    public var arguments: String
+    package var arguments: String
   }
 
   /// `NT_SIGINFO`: the `siginfo_t` of the signal that killed the process.
-  public struct SignalInfo: Sendable, Equatable {
+  package struct SignalInfo: Sendable, Equatable {
     /// `si_signo`
-    public var signal: Int32
+    package var signal: Int32
     /// `si_errno`
-    public var errno: Int32
+    package var errno: Int32
     /// `si_code`: `SEGV_MAPERR` 1, `SI_USER` 0, `SI_TKILL` -6, ...
-    public var code: Int32
+    package var code: Int32
     /// `si_addr` for the signals that carry one (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`)
     /// when the kernel raised them (`si_code` > 0); `nil` otherwise (`si_pid`/`si_uid` share the place).
-    public var faultAddress: UInt64?
+    package var faultAddress: UInt64?
   }
 
   /// `NT_FILE`: which file each file-backed mapping showed, as `/proc/PID/maps` did.
-  public struct MappedFiles: Sendable, Equatable {
+  package struct MappedFiles: Sendable, Equatable {
     /// The page size the offsets are counted in.
-    public var pageSize: UInt64
+    package var pageSize: UInt64
     /// The mappings, in note order (address order, as the kernel writes them).
-    public var mappings: [Mapping]
+    package var mappings: [Mapping]
 
     /// One mapping of a file.
-    public struct Mapping: Sendable, Equatable {
+    package struct Mapping: Sendable, Equatable {
       /// `start ..< end` in the process.
-      public var vmRange: Range<UInt64>
+      package var vmRange: Range<UInt64>
       /// The offset in the file of `vmRange.lowerBound`, in bytes (the note counts pages).
-      public var fileOffset: UInt64
+      package var fileOffset: UInt64
       /// The file's path when the core was written (` (deleted)` appended for an unlinked file).
-      public var path: String
+      package var path: String
     }
   }
 
@@ -163,7 +163,7 @@ public struct ELFCore: Sendable {
 
   /// The process's page size: `AT_PAGESZ` when it is a plausible one (a power of two from 512 bytes to
   /// 1 GiB), else 4 KiB.
-  public var pageSize: UInt64 {
+  package var pageSize: UInt64 {
     guard let size = auxiliaryValue(Self.auxPageSize), size >= 512, size <= 1 << 30, size & (size - 1) == 0 else {
       return 4096
     }
@@ -172,14 +172,14 @@ public struct ELFCore: Sendable {
 
   /// The signal that killed the process (`NT_SIGINFO`, else the first thread's `pr_cursig`), or `nil`
   /// for a core of a live process (gcore).
-  public var signal: Int32? {
+  package var signal: Int32? {
     if let signalInfo, signalInfo.signal != 0 { return signalInfo.signal }
     return threads.first.map(\.signal).flatMap { $0 != 0 ? $0 : nil }
   }
 
   /// The index in `threads` of the thread that was handling the signal: the kernel writes it first and
   /// gives every thread the signal number, so the first one with `pr_cursig` set; `nil` without a signal.
-  public var crashedThreadIndex: Int? {
+  package var crashedThreadIndex: Int? {
     guard signal != nil else { return nil }
     return threads.firstIndex { $0.signal != 0 } ?? (threads.isEmpty ? nil : 0)
   }
