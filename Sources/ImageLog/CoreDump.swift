@@ -27,6 +27,7 @@ public final class CoreDump {
     /// The bytes are not an ELF core, or its tables or notes are malformed.
     case format(FormatError)
 
+    /// One line without the path (the caller adds it).
     public var description: String {
       switch self {
       case .open(let error): error.description

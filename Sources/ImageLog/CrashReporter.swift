@@ -54,6 +54,7 @@ public enum CrashReporter {
       self.system = system
     }
 
+    /// The path, when there is one, then what failed.
     public var description: String { path.map { "\($0): \(system)" } ?? system.description }
   }
 

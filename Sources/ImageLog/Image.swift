@@ -85,6 +85,7 @@ public struct Image: Hashable, Sendable {
   }
 
   // Value equality over every property, as a synthesized conformance would compare them.
+  /// True when every property is equal (path, identity, ranges, architecture).
   public static func == (lhs: Image, rhs: Image) -> Bool {
     lhs.loadAddress == rhs.loadAddress && lhs.loadBias == rhs.loadBias && lhs.textRange == rhs.textRange
       && lhs.loadRange == rhs.loadRange && lhs.isMainExecutable == rhs.isMainExecutable
@@ -94,6 +95,7 @@ public struct Image: Hashable, Sendable {
           && lhs.architecture == rhs.architecture))
   }
 
+  /// Hashes the same properties `==` compares.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(path)
     hasher.combine(name)

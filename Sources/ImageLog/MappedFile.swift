@@ -19,6 +19,7 @@ public final class MappedFile: @unchecked Sendable {
     /// Fewer bytes could be read than the file had when it was opened (`FileBytes`).
     case shrank(size: Int)
 
+    /// One line without the path (the caller adds it).
     public var description: String {
       switch self {
       case .system(let error): error.description

@@ -65,5 +65,6 @@ public struct Architecture: Hashable, Sendable, CustomStringConvertible {
   /// The machine name Linux's `uname` gives (`aarch64` for `arm64`).
   package var kernelMachine: String { name == "arm64" ? "aarch64" : name }
 
+  /// The canonical name (`name`).
   public var description: String { name }
 }

@@ -10,6 +10,7 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   /// The identity bytes exactly as stored in the note or load command.
   public let bytes: [UInt8]
 
+  /// The identity `bytes`, as stored.
   public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
   /// Every byte as lowercase hex, no separators.
@@ -50,5 +51,6 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
     return swapped
   }
 
+  /// The bytes in lowercase hex (`hex`).
   public var description: String { hex }
 }

@@ -29,6 +29,7 @@ extension ProcessSnapshot {
     /// stack pointer: what a minidump written from the snapshot keeps of it.
     package var stack: BufferMemory?
 
+    /// A thread with what the source knows of it; frames are added as they are read.
     public init(number: Int, tid: UInt64? = nil, name: String? = nil, state: String? = nil, crashed: Bool = false,
                 problem: String? = nil, registers: RegisterState? = nil, frames: [Frame] = []) {
       self.number = number
@@ -72,6 +73,7 @@ extension ProcessSnapshot {
     /// What symbolication found (`.notLookedUp` until it runs).
     public var symbols: FrameSymbols
 
+    /// A frame at `address`; `isReturnAddress` for every frame but the PC (and signal-interrupted ones).
     public init(number: Int, address: Address, isReturnAddress: Bool, trust: FrameTrust? = nil, imageIndex: Int? = nil,
                 reportedSymbol: String? = nil, symbolOffset: SymbolOffset? = nil, position: Position? = nil) {
       self.number = number
@@ -112,6 +114,7 @@ extension ProcessSnapshot {
     /// Bytes from the symbol's start.
     public var offset: UInt64
 
+    /// A symbol `name` and the frame's `offset` into it.
     public init(name: String, offset: UInt64) {
       self.name = name
       self.offset = offset
@@ -129,6 +132,7 @@ extension ProcessSnapshot {
     /// (-1: `.ips`'s `lastExceptionBacktrace`); the frame's own index there is its `number`.
     public var documentThread: Int?
 
+    /// Where the frame was in its report.
     public init(line: Int? = nil, column: Int? = nil, documentThread: Int? = nil) {
       self.line = line
       self.column = column

@@ -65,6 +65,7 @@ public struct ProcessSnapshot: Sendable {
     /// read them (a minidump; a capture made to be written as one).
     package var linuxFiles = MinidumpFile.LinuxStreams()
 
+    /// What a source says of the process; each field is `nil` when it does not say.
     public init(name: String? = nil, pid: Int32? = nil, path: String? = nil, osVersion: String? = nil,
                 architecture: String? = nil, date: Int64? = nil, threadCount: Int? = nil,
                 stoppedNanoseconds: UInt64? = nil) {
@@ -88,6 +89,7 @@ public struct ProcessSnapshot: Sendable {
     /// The fault address (`si_addr`), 0 when the signal has none.
     public var address: Address
 
+    /// A signal with its `si_code` and fault address.
     public init(signal: Int32, code: Int32, address: Address) {
       self.signal = signal
       self.code = code

@@ -5,10 +5,13 @@ import ImageReaders
 public struct RegisterState: Sendable, Equatable {
   /// One register: its name as the report writes it, its value, and how many hex digits it is written with.
   public struct Register: Sendable, Equatable {
+    /// The name as the report writes it (`rax`, `x0`, `cpsr`).
     public var name: String
+    /// The register's value.
     public var value: UInt64
     /// Hex digits after `0x` (16, or 8 for `cpsr`).
     public var digits: Int
+    /// A register written with `digits` hex digits.
     public init(name: String, value: UInt64, digits: Int = 16) {
       self.name = name
       self.value = value
@@ -21,6 +24,7 @@ public struct RegisterState: Sendable, Equatable {
   /// The registers, one array per line, as the report lays them out.
   public var rows: [[Register]]
 
+  /// Registers under `title`, laid out in `rows`.
   public init(title: String, rows: [[Register]]) {
     self.title = title
     self.rows = rows

@@ -9,6 +9,7 @@ public struct MinidumpMemory: MemoryReading, @unchecked Sendable {
   let file: FileBytes
   let dump: MinidumpFile
 
+  /// Copies the dump's bytes at `address`; false when the dump does not hold all of them.
   public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard buffer.count > 0 else { return true }
     guard let range = dump.fileRange(ofMemory: address, length: buffer.count) else { return false }

@@ -25,6 +25,7 @@ public struct ImageTiming: Sendable, Equatable {
   /// Nanoseconds the loader took to map the image (since the previous loader step).
   public var loadDuration: UInt64
 
+  /// A timing of `sinceStart` and `loadDuration` nanoseconds.
   public init(sinceStart: UInt64, loadDuration: UInt64) {
     self.sinceStart = sinceStart
     self.loadDuration = loadDuration
@@ -58,10 +59,12 @@ public struct ImageTiming: Sendable, Equatable {
 /// in the text styles are escaped with `TextEscaping` (a file name cannot forge a line or drive the
 /// terminal); JSON escapes them as JSON.
 public struct ImageFormatter: Sendable {
+  /// The layout of each line.
   public var style: ImageFormatStyle
   /// In the `crash` style, print the whole build-id between `<` and `>` instead of its first 16 bytes.
   public var fullBuildIDs: Bool
 
+  /// A formatter for `style`; `fullBuildIDs` prints whole build-ids in the `crash` style.
   public init(style: ImageFormatStyle, fullBuildIDs: Bool = false) {
     self.style = style
     self.fullBuildIDs = fullBuildIDs

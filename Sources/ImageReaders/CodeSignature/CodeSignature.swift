@@ -251,6 +251,7 @@ public struct CodeDirectory: Sendable, Equatable {
     }
   }
 
+  /// True when the decoded fields are equal.
   public static func == (lhs: CodeDirectory, rhs: CodeDirectory) -> Bool {
     lhs.version == rhs.version && lhs.flags == rhs.flags && lhs.hashType == rhs.hashType
       && lhs.hashSize == rhs.hashSize && lhs.pageSizeLog2 == rhs.pageSizeLog2 && lhs.platform == rhs.platform

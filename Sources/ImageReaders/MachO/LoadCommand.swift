@@ -5,8 +5,11 @@ public struct PackedVersion: Sendable, Equatable, Hashable, CustomStringConverti
   public var rawValue: UInt32
   package init(_ rawValue: UInt32) { self.rawValue = rawValue }
 
+  /// The `xxxx` part.
   public var major: UInt32 { rawValue >> 16 }
+  /// The `yy` part.
   public var minor: UInt32 { (rawValue >> 8) & 0xFF }
+  /// The `zz` part.
   public var patch: UInt32 { rawValue & 0xFF }
 
   /// Always three components, `X.Y.Z`, as `otool -L` prints dylib versions.
@@ -83,6 +86,7 @@ public enum DylibKind: String, Sendable, Equatable, CaseIterable {
 
 /// A `dylib_command`: an install name and its versions.
 public struct DylibReference: Sendable, Equatable {
+  /// Which load command named the dylib (`LC_LOAD_DYLIB`, `LC_LOAD_WEAK_DYLIB`, ...).
   public var kind: DylibKind
   /// The install name (`@rpath/libfoo.dylib`, `/usr/lib/libSystem.B.dylib`).
   public var name: String
@@ -108,6 +112,7 @@ public struct BuildVersion: Sendable, Equatable {
   /// The platform name as `otool -l` prints it (`macos`, `ios`, `watchos`, ...).
   public var platformName: String { machOPlatformName(platform) }
 
+  /// True when the platform, versions and tools are equal.
   public static func == (lhs: BuildVersion, rhs: BuildVersion) -> Bool {
     lhs.platform == rhs.platform && lhs.minimumOS == rhs.minimumOS && lhs.sdk == rhs.sdk
       && lhs.tools.map(\.tool) == rhs.tools.map(\.tool) && lhs.tools.map(\.version) == rhs.tools.map(\.version)

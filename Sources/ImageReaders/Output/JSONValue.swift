@@ -69,6 +69,7 @@ public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
   public var offset: Int
   /// What was expected there.
   public var problem: String
+  /// `invalid JSON at byte N: problem`.
   public var description: String { "invalid JSON at byte \(offset): \(problem)" }
 }
 

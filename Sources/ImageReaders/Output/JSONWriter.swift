@@ -23,6 +23,7 @@ public struct JSONWriter: ~Copyable {
   @usableFromInline var count = 0
   @usableFromInline var needsComma = false
 
+  /// An empty writer whose buffer starts with room for `capacity` bytes (it grows as needed).
   @inlinable
   public init(capacity: Int = 2048) {
     self.capacity = max(capacity, 64)
@@ -35,15 +36,19 @@ public struct JSONWriter: ~Copyable {
   /// The JSON text written so far.
   public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
+  /// `{`: members follow, each a `key` and a value.
   @inlinable @inline(__always)
   public mutating func beginObject() { open(UInt8(ascii: "{")) }
 
+  /// `}`.
   @inlinable @inline(__always)
   public mutating func endObject() { close(UInt8(ascii: "}")) }
 
+  /// `[`: values follow.
   @inlinable @inline(__always)
   public mutating func beginArray() { open(UInt8(ascii: "[")) }
 
+  /// `]`.
   @inlinable @inline(__always)
   public mutating func endArray() { close(UInt8(ascii: "]")) }
 
@@ -107,6 +112,7 @@ public struct JSONWriter: ~Copyable {
     needsComma = false
   }
 
+  /// A string, escaped as JSON requires.
   @inlinable @inline(__always)
   public mutating func string(_ string: String) {
     reserve(1)
@@ -164,6 +170,7 @@ public struct JSONWriter: ~Copyable {
     if let string { self.string(string) } else { null() }
   }
 
+  /// A number, in decimal.
   @inlinable @inline(__always)
   public mutating func number(_ number: UInt64) {
     reserve(21)  // a comma and UInt64.max's 20 digits
@@ -173,8 +180,8 @@ public struct JSONWriter: ~Copyable {
   }
 
   /// `value`'s decimal digits at `base + position`, which has room for 20; returns the position after them.
-  @inline(__always)
-  public static func writeDecimal(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+  @usableFromInline @inline(__always)
+  static func writeDecimal(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
     // The number of digits: at most 20, so `threshold` (10^digits) is multiplied at most 19 times and
     // stays below 2^64 while the loop runs; it is not used after it wraps.
     var digits = 1
@@ -204,6 +211,7 @@ public struct JSONWriter: ~Copyable {
     return position &+ digits
   }
 
+  /// `true` or `false`.
   @inlinable @inline(__always)
   public mutating func bool(_ value: Bool) {
     reserve(6)
@@ -213,6 +221,7 @@ public struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  /// `null`.
   @inlinable @inline(__always)
   public mutating func null() {
     reserve(5)
