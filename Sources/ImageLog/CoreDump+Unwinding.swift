@@ -1,4 +1,4 @@
-public import ImageReaders
+import ImageReaders
 
 /// A core's memory as the unwinder reads it: the core's segments, then the verified files (`read`).
 extension CoreDump: MemoryReading {}
@@ -6,13 +6,13 @@ extension CoreDump: MemoryReading {}
 extension CoreDump {
   /// The unwinder's view of `images` (text ranges, load biases, `PT_GNU_EH_FRAME` found through this
   /// core's memory, which falls back to each verified file for the text the core left out).
-  public func unwindImages(_ images: [Image]) -> [UnwindImage] {
+  package func unwindImages(_ images: [Image]) -> [UnwindImage] {
     UnwindImage.locate(images, in: self)
   }
 
   /// `thread`'s backtrace, unwound from its `NT_PRSTATUS` registers in this core's memory; empty with a
   /// reason when the thread cannot be unwound (the core holds no registers for it).
-  public func unwind(_ thread: ELFCore.Thread, images: [UnwindImage], maxFrames: Int = 256)
+  package func unwind(_ thread: ELFCore.Thread, images: [UnwindImage], maxFrames: Int = 256)
     -> (frames: [UnwoundFrame], problem: String?) {
     thread.unwind(in: self, images: images, maxFrames: maxFrames)
   }
@@ -22,7 +22,7 @@ extension ELFCore.Thread {
   /// The thread's backtrace, unwound from its `NT_PRSTATUS` registers in `memory` (a core's, or the
   /// dumping process's own while a core handler reads it); empty with a reason when the thread cannot
   /// be unwound (the core holds no registers for it).
-  public func unwind(in memory: some MemoryReading, images: [UnwindImage], maxFrames: Int = 256)
+  package func unwind(in memory: some MemoryReading, images: [UnwindImage], maxFrames: Int = 256)
     -> (frames: [UnwoundFrame], problem: String?) {
     guard let registers else { return ([], "the core holds no registers for this thread") }
     let frames = StackUnwinder(memory: memory, images: images).unwind(from: RegisterSet(registers), maxFrames: maxFrames)

@@ -15,7 +15,7 @@ public final class CoreDump {
   /// The path the core was opened with.
   public let path: String
   /// The decoded notes and segments.
-  public let core: ELFCore
+  package let core: ELFCore
   private let file: FileBytes
   /// The images and what was found out about their files, made on first use.
   private var catalog: Catalog?
@@ -27,6 +27,7 @@ public final class CoreDump {
     /// The bytes are not an ELF core, or its tables or notes are malformed.
     case format(FormatError)
 
+    /// One line without the path (the caller adds it).
     public var description: String {
       switch self {
       case .open(let error): error.description
@@ -59,7 +60,7 @@ public final class CoreDump {
   public var kernelVersion: String? { file.withRanges { core.kernelVersion(in: $0) } }
 
   /// True when the bytes at `path` start with an ELF header whose `e_type` is `ET_CORE`.
-  public static func isCore(_ header: ByteReader) -> Bool {
+  package static func isCore(_ header: ByteReader) -> Bool {
     guard let parsed = try? ELFHeader(header) else { return false }
     return parsed.type == ELFFile.coreType
   }
@@ -74,7 +75,7 @@ public final class CoreDump {
   }
 
   /// Where the list of images came from: `NT_FILE`, or the dynamic linker's list for a core without it.
-  public var imageSource: ELFCoreImageSource { loadCatalog().source }
+  package var imageSource: ELFCoreImageSource { loadCatalog().source }
 
   /// Reads the process's memory at `address` into `buffer`: from the core where it holds the bytes,
   /// else from the verified file mapped there. False when any byte is in neither.

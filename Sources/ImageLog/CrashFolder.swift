@@ -12,21 +12,21 @@ internal import Glibc
 /// handler the kernel starts), mode 0640, and readable by the crashed process's user through a POSIX
 /// ACL entry when one is asked for (`Access.readableBy`), written as the kernel's
 /// `system.posix_acl_access` attribute (no ACL library needed).
-public struct CrashFolder: Sendable {
+package struct CrashFolder: Sendable {
   /// The folder.
-  public let path: String
+  package let path: String
 
   /// Who may read the files written.
-  public struct Access: Sendable, Equatable {
+  package struct Access: Sendable, Equatable {
     /// The user given read access by an ACL entry, or `nil` (then only the owner and its group read).
-    public var readableBy: UInt32?
+    package var readableBy: UInt32?
 
     /// The access given.
-    public init(readableBy: UInt32? = nil) { self.readableBy = readableBy }
+    package init(readableBy: UInt32? = nil) { self.readableBy = readableBy }
   }
 
   /// The folder at `path`, made (mode 0755, and its parents) when missing.
-  public init(path: String) throws(SystemError) {
+  package init(path: String) throws(SystemError) {
     self.path = path
     var prefix = path.hasPrefix("/") ? "" : "."
     for component in path.split(separator: "/") {
@@ -41,7 +41,7 @@ public struct CrashFolder: Sendable {
   /// `PROGRAM.PID.TIME`: `program` with every byte that is not a letter, digit, `-`, `_`, `+` or an
   /// inner `.` made `_` (at most 64 bytes; `unknown` when empty), and `time` (seconds since the epoch)
   /// in UTC.
-  public static func stem(program: String, pid: Int32, time: Int64) -> String {
+  package static func stem(program: String, pid: Int32, time: Int64) -> String {
     var name = ""
     for byte in program.utf8.prefix(64) {
       let allowed = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
@@ -62,14 +62,14 @@ public struct CrashFolder: Sendable {
   }
 
   /// True when no file of the crash `stem` is in the folder.
-  public func isFree(_ stem: String, extensions: [String]) -> Bool {
+  package func isFree(_ stem: String, extensions: [String]) -> Bool {
     extensions.allSatisfy { access("\(path)/\(stem).\($0)", F_OK) != 0 }
   }
 
   /// A file being written in the folder, not yet visible under any name.
-  public final class PendingFile {
+  package final class PendingFile {
     /// The descriptor to write to.
-    public let descriptor: Int32
+    package let descriptor: Int32
     private let folder: CrashFolder
     /// The hidden name, when the file system has no `O_TMPFILE`.
     private let temporaryName: String?
@@ -89,14 +89,14 @@ public struct CrashFolder: Sendable {
     /// Gives the file `access`, its modification time `time`, writes it to disk and links it as `name`
     /// in the folder; returns the path. Fails when `name` exists. An ACL the file system refuses
     /// leaves the file at mode 0640 and is said in `aclProblem`.
-    public func commit(as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, aclProblem: String?) {
+    package func commit(as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, aclProblem: String?) {
       try commit(as: name, access: access, time: time, replacing: false)
     }
 
     /// `commit(as:access:time:)`, and with `replacing`, the file takes the place of `name` at once
     /// (rename(2)): a reader sees the old file or the new one, whole (the capture helper's symbolicated
     /// report over its first one).
-    public func commit(as name: String, access: Access, time: Int64,
+    package func commit(as name: String, access: Access, time: Int64,
                        replacing: Bool) throws(SystemError) -> (path: String, aclProblem: String?) {
       var aclProblem: String?
       guard fchmod(descriptor, 0o640) == 0 else { throw .current("cannot set the mode of \(name)") }
@@ -135,7 +135,7 @@ public struct CrashFolder: Sendable {
   }
 
   /// A new unnamed file in the folder.
-  public func create() throws(SystemError) -> PendingFile {
+  package func create() throws(SystemError) -> PendingFile {
     let temporaryFile: Int32 = 0o20000000 | O_DIRECTORY  // O_TMPFILE (__O_TMPFILE | O_DIRECTORY)
     let descriptor = open(path, temporaryFile | O_WRONLY | O_CLOEXEC, 0o600)
     if descriptor >= 0 { return PendingFile(descriptor: descriptor, folder: self, temporaryName: nil) }
@@ -153,14 +153,14 @@ public struct CrashFolder: Sendable {
 
   /// Writes `text` as the file `name` (`create`, then `commit`); with `replacing`, in place of the file
   /// of that name.
-  public func write(_ text: String, as name: String, access: Access, time: Int64,
+  package func write(_ text: String, as name: String, access: Access, time: Int64,
                     replacing: Bool = false) throws(SystemError) -> (path: String, aclProblem: String?) {
     try write(Array(text.utf8), as: name, access: access, time: time, replacing: replacing)
   }
 
   /// Writes `bytes` as the file `name` (`create`, then `commit`); with `replacing`, in place of the file
   /// of that name.
-  public func write(_ bytes: [UInt8], as name: String, access: Access, time: Int64,
+  package func write(_ bytes: [UInt8], as name: String, access: Access, time: Int64,
                     replacing: Bool = false) throws(SystemError) -> (path: String, aclProblem: String?) {
     let file = try create()
     guard bytes.withUnsafeBytes({ writeAll(to: file.descriptor, $0) }) else { throw .current("cannot write \(name)") }
@@ -191,7 +191,7 @@ public struct CrashFolder: Sendable {
   /// Removes the files of the oldest crashes (by the time in their names, then their names) so that
   /// at most `count` crashes remain; files of other names are not touched. Returns the paths removed.
   @discardableResult
-  public func removeOldest(keeping count: Int, extensions: [String]) -> [String] {
+  package func removeOldest(keeping count: Int, extensions: [String]) -> [String] {
     guard let directory = opendir(path) else { return [] }
     var files: [(stem: String, name: String)] = []
     while let entry = readdir(directory) {

@@ -49,11 +49,12 @@ public enum CrashReporter {
     /// What failed: "cannot open", "cannot install", with its `errno`.
     public var system: SystemError
 
-    public init(path: String?, _ system: SystemError) {
+    package init(path: String?, _ system: SystemError) {
       self.path = path
       self.system = system
     }
 
+    /// The path, when there is one, then what failed.
     public var description: String { path.map { "\($0): \(system)" } ?? system.description }
   }
 
@@ -109,7 +110,7 @@ public enum CrashReporter {
   }
 
   /// The number of images in the crash-time table (0 before `startImageTable`).
-  public static var imageTableCount: Int { il_crash_table_count() }
+  package static var imageTableCount: Int { il_crash_table_count() }
 
   /// Writes the crash-time image table to `fileDescriptor`, one `crash`-style Binary Images line
   /// per image, each ending in a newline. Async-signal-safe: only `write(2)`, no allocation, no

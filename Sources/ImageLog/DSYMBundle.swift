@@ -3,15 +3,15 @@ internal import Glibc
 /// A `.dSYM` bundle: the folder Apple's `dsymutil` writes beside a binary, whose DWARF companions
 /// (Mach-O `MH_DSYM` files, one per binary, each carrying the binary's `LC_UUID`s) are in
 /// `Contents/Resources/DWARF/`. Mirrors what `dwarfdump --uuid Foo.dSYM` reads.
-public enum DSYMBundle {
+package enum DSYMBundle {
   /// Why a bundle could not be listed; `description` is one line without the path.
-  public enum ListError: Error, Equatable, Sendable, CustomStringConvertible {
+  package enum ListError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The bundle has no `Contents/Resources/DWARF` folder.
     case noDWARFFolder
     /// The DWARF folder could not be opened.
     case system(SystemError)
 
-    public var description: String {
+    package var description: String {
       switch self {
       case .noDWARFFolder: "not a dSYM bundle (no Contents/Resources/DWARF folder)"
       case .system(let error): error.description
@@ -20,7 +20,7 @@ public enum DSYMBundle {
   }
 
   /// True when `path` names a folder whose name ends in `.dSYM` (a trailing `/` allowed).
-  public static func isBundle(_ path: String) -> Bool {
+  package static func isBundle(_ path: String) -> Bool {
     var trimmed = Substring(path)
     while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
     guard trimmed.lowercased().hasSuffix(".dsym") else { return false }
@@ -29,7 +29,7 @@ public enum DSYMBundle {
   }
 
   /// The regular files in the bundle's `Contents/Resources/DWARF/`, by name (dot-files skipped).
-  public static func dwarfFiles(inBundle path: String) throws(ListError) -> [String] {
+  package static func dwarfFiles(inBundle path: String) throws(ListError) -> [String] {
     var base = path
     while base.count > 1, base.hasSuffix("/") { base.removeLast() }
     let folder = base + "/Contents/Resources/DWARF"

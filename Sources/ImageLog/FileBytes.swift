@@ -14,13 +14,13 @@ public final class FileBytes {
   public let path: String
   /// The file's size in bytes when it was opened.
   public let count: Int
-  /// Why the last fetch failed, when it was the system rather than the bytes: a read error, or
-  /// fewer bytes than the size said (the file shrank). `FormatError.truncated` is what the parser saw.
   // `@exclusivity(unchecked)`: one thread uses a FileBytes (see above), and the run-time exclusivity
   // check on every access to these was a measurable part of reading a file's few ranges.
+  /// Why the last fetch failed, when it was the system rather than the bytes: a read error, or
+  /// fewer bytes than the size said (the file shrank). `FormatError.truncated` is what the parser saw.
   @exclusivity(unchecked) public private(set) var readError: MappedFile.OpenError?
   /// How many `pread` calls and mappings fetched ranges (benchmarks and tests).
-  @exclusivity(unchecked) public private(set) var fetchCount = 0
+  @exclusivity(unchecked) package private(set) var fetchCount = 0
 
   private let descriptor: Int32
   @exclusivity(unchecked) private var chunks: [Chunk] = []
@@ -179,6 +179,8 @@ public final class FileBytes {
 @available(*, unavailable)
 extension FileBytes: Sendable {}
 
+/// The bytes of a `FileBytes` as the readers see them, lent by `withRanges`: each `slice` fetches
+/// only its range (one `pread`, or a mapping for a large one).
 public struct FileRanges: RandomAccessBytes {
   // Strong: a FileRanges kept past `withRanges` keeps its file (and every reader it lent) alive.
   private let file: FileBytes

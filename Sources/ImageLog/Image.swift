@@ -41,12 +41,12 @@ public struct Image: Hashable, Sendable {
   /// True for the program's own executable.
   public var isMainExecutable: Bool
   /// Where the build-id bytes themselves are mapped (the `@0xADDR` of `eu-unstrip -n`), or `nil`.
-  public var buildIDAddress: Address?
+  package var buildIDAddress: Address?
   /// From `loadAddress` to the end of the last page backed by the file: `loadBias + p_vaddr + p_filesz`
   /// of the `PT_LOAD` (with file bytes) that ends highest, rounded up to the page size. This is the
   /// module span `eu-unstrip -n -p PID` reports for a live process (elfutils ends a module at its last
   /// file-backed mapping in /proc/PID/maps), which leaves out the zero-filled tail of the data segment.
-  public var fileMappedRange: Range<Address>
+  package var fileMappedRange: Range<Address>
 
   /// The image's strings and build-id, shared by its copies: an image is copied several times on its
   /// way from the loader to the observers (the view, the event queue, a remove event), and each copy
@@ -70,7 +70,7 @@ public struct Image: Hashable, Sendable {
     }
   }
 
-  public init(path: String, name: String? = nil, loadAddress: Address, loadBias: Address,
+  package init(path: String, name: String? = nil, loadAddress: Address, loadBias: Address,
               textRange: Range<Address>, loadRange: Range<Address>, buildID: BuildID?,
               architecture: String, isMainExecutable: Bool, buildIDAddress: Address? = nil,
               fileMappedRange: Range<Address>? = nil) {
@@ -85,6 +85,7 @@ public struct Image: Hashable, Sendable {
   }
 
   // Value equality over every property, as a synthesized conformance would compare them.
+  /// True when every property is equal (path, identity, ranges, architecture).
   public static func == (lhs: Image, rhs: Image) -> Bool {
     lhs.loadAddress == rhs.loadAddress && lhs.loadBias == rhs.loadBias && lhs.textRange == rhs.textRange
       && lhs.loadRange == rhs.loadRange && lhs.isMainExecutable == rhs.isMainExecutable
@@ -94,6 +95,7 @@ public struct Image: Hashable, Sendable {
           && lhs.architecture == rhs.architecture))
   }
 
+  /// Hashes the same properties `==` compares.
   public func hash(into hasher: inout Hasher) {
     hasher.combine(path)
     hasher.combine(name)
@@ -117,7 +119,7 @@ public struct Image: Hashable, Sendable {
   public var loadSize: UInt64 { loadRange.upperBound - loadRange.lowerBound }
 
   /// The last component of `path`.
-  public static func shortName(of path: String) -> String {
+  package static func shortName(of path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return path }
     return String(path[path.index(after: slash)...])
   }

@@ -52,7 +52,7 @@ extension LoadedImages {
   /// Compares the loader's list with the observers' view and delivers the differences: catches
   /// images loaded or unloaded without `dlopen`/`dlclose` (or by a library that calls libc's directly).
   /// Cheap when nothing changed: it reads the loader's `dlpi_adds`/`dlpi_subs` counters only.
-  public static func refresh() {
+  package static func refresh() {
     ObserverCenter.shared.loaderChanged()
   }
 

@@ -1,14 +1,14 @@
 internal import Glibc
-public import ImageReaders
+import ImageReaders
 
 /// A regular file mapped read-only into memory, so readers touch only the pages they parse.
 /// Unmapped when the value's last copy goes away.
 public final class MappedFile: @unchecked Sendable {
   /// The path the file was opened with.
-  public let path: String
+  package let path: String
   private let base: UnsafeMutableRawPointer?
   /// The file's size in bytes.
-  public let count: Int
+  package let count: Int
 
   /// Why a path could not be mapped; `description` is one line without the path (the caller adds it).
   public enum OpenError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -19,6 +19,7 @@ public final class MappedFile: @unchecked Sendable {
     /// Fewer bytes could be read than the file had when it was opened (`FileBytes`).
     case shrank(size: Int)
 
+    /// One line without the path (the caller adds it).
     public var description: String {
       switch self {
       case .system(let error): error.description
@@ -31,7 +32,7 @@ public final class MappedFile: @unchecked Sendable {
 
   /// Opens and maps `path`. Directories, FIFOs, devices and sockets are refused before any read,
   /// so a FIFO cannot block the caller.
-  public init(path: String) throws(OpenError) {
+  package init(path: String) throws(OpenError) {
     self.path = path
     var info = stat()
     guard stat(path, &info) == 0 else { throw .system(.current("cannot open")) }
@@ -52,7 +53,7 @@ public final class MappedFile: @unchecked Sendable {
   deinit { if let base { munmap(base, count) } }
 
   /// Calls `body` with a reader over the whole file.
-  public func withReader<R, E: Error>(_ body: (ByteReader) throws(E) -> R) throws(E) -> R {
+  package func withReader<R, E: Error>(_ body: (ByteReader) throws(E) -> R) throws(E) -> R {
     try body(ByteReader(UnsafeRawBufferPointer(start: base, count: count)))
   }
 

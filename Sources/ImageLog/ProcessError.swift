@@ -43,6 +43,7 @@ public enum ProcessError: Error, Equatable, Sendable, CustomStringConvertible {
     }
   }
 
+  /// One line naming the PID and what could not be read.
   public var description: String {
     switch self {
     case .noSuchProcess(let pid):

@@ -19,7 +19,7 @@ extension ProcessImages {
   /// What changed from `old` to `new`: removals first (in `old`'s order), then additions (in
   /// `new`'s order). An image is the same when its path, load address and build-id are, so a
   /// library unloaded and another loaded at the same address is a removal and an addition.
-  public static func changes(from old: [Image], to new: [Image]) -> [Change] {
+  package static func changes(from old: [Image], to new: [Image]) -> [Change] {
     struct Key: Hashable { var path: String; var loadAddress: Address; var buildID: String? }
     func key(_ image: Image) -> Key { Key(path: image.path, loadAddress: image.loadAddress, buildID: image.buildID?.hex) }
     let oldKeys = Set(old.map(key))

@@ -1,6 +1,6 @@
 internal import CImageLog
 internal import Glibc
-public import ImageReaders
+package import ImageReaders
 
 /// Every thread of another running process, stopped for an instant: each one's registers and the
 /// live part of its stack, copied while the process was stopped, with its name and state.
@@ -9,63 +9,63 @@ public import ImageReaders
 /// consistent moment of the process, as a debugger shows it; they are let go as soon as the copies
 /// are made, and unwinding (`ProcessThreads+Unwinding.swift`) works on the copies afterwards. The
 /// kernel lets a seized thread go if imagelog dies, so the target is never left stopped.
-public struct ProcessThreads: Sendable {
+package struct ProcessThreads: Sendable {
   /// The part of a thread's stack copied at the stop: from its stack pointer (less the x86_64 red
   /// zone) to the end of the mapping that holds it, at most `ProcessThreads.maxStackBytes`.
-  public struct StackCopy: Sendable {
+  package struct StackCopy: Sendable {
     /// The run-time address of `bytes[0]`.
-    public var address: Address
-    public var bytes: [UInt8]
+    package var address: Address
+    package var bytes: [UInt8]
   }
 
   /// One thread as it was at the stop.
-  public struct Thread: Sendable {
-    public var tid: Int32
+  package struct Thread: Sendable {
+    package var tid: Int32
     /// The thread's `comm` (`/proc/PID/task/TID/comm`); nil when it could not be read.
-    public var name: String?
+    package var name: String?
     /// The state letter of `/proc/PID/task/TID/stat` just before the stop (`R`, `S`, `D`, `T`...).
-    public var state: String?
+    package var state: String?
     /// DWARF register numbers to values (as `CImageLogUnwind.h` numbers them); nil when the thread
     /// was not read (`problem` says why).
-    public var registerValues: [UInt64?]?
+    package var registerValues: [UInt64?]?
     /// The stack bytes copied at the stop; nil when none could be read.
-    public var stack: StackCopy?
+    package var stack: StackCopy?
     /// The thread's whole general register set as `PTRACE_GETREGSET` gave it (what a minidump's context
     /// holds); nil when the thread was not read.
-    public var kernelRegisters: KernelRegisters?
+    package var kernelRegisters: KernelRegisters?
     /// Why the thread has no registers ("the thread exited while it was being read"), or nil.
-    public var problem: String?
+    package var problem: String?
     /// True when the thread has no registers because it exited (it no longer exists: not a failure).
-    public var exited = false
+    package var exited = false
   }
 
   /// The process whose threads these are.
-  public var pid: Int32
+  package var pid: Int32
   /// Every thread, in `/proc/PID/task` order (the main thread first); threads created while the
   /// others were being stopped come last.
-  public var threads: [Thread]
+  package var threads: [Thread]
   /// How long the process was stopped: from the first thread's interrupt to the last thread's release.
-  public var stoppedNanoseconds: UInt64
+  package var stoppedNanoseconds: UInt64
   /// The architecture of the registers: `x86_64` or `aarch64` (the one imagelog runs on), or `i386`
   /// (a 32-bit process on an x86_64 kernel).
-  public var architecture: String
+  package var architecture: String
 
   /// The problem of a thread that exited between being listed and being read.
-  public static let vanished = "the thread exited while it was being read"
+  package static let vanished = "the thread exited while it was being read"
   /// The problem of a zombie main thread whose process runs on in other threads (it called pthread_exit).
-  public static let mainThreadExited = "the main thread has exited; the process lives on in its other threads"
+  package static let mainThreadExited = "the main thread has exited; the process lives on in its other threads"
 
   /// How long a thread may take to stop before it is reported as not answering.
-  public static let answerNanoseconds: UInt64 = 100_000_000
+  package static let answerNanoseconds: UInt64 = 100_000_000
   /// The most stack copied per thread; frames deeper than this are read from the live process.
-  public static let maxStackBytes: UInt64 = 1 << 20
+  package static let maxStackBytes: UInt64 = 1 << 20
 
   /// Stops every thread of `pid`, copies its registers and stack, and lets it go.
   ///
   /// Needs the access `ptrace(2)` calls `PTRACE_MODE_ATTACH`: the same user, Yama's `ptrace_scope`
   /// allowing it (0, or 1 for a descendant), or `CAP_SYS_PTRACE`; and no other tracer. Threads that
   /// vanish, do not stop within `answerNanoseconds`, or cannot be read are kept with a `problem`.
-  public static func capture(of pid: Int32) throws(ProcessError) -> ProcessThreads {
+  package static func capture(of pid: Int32) throws(ProcessError) -> ProcessThreads {
     guard pid != getpid() else { throw .ownProcess(pid: pid) }
     // The threads with their names and states before the stop: during it every thread shows `t`
     // (tracing stop).
@@ -236,7 +236,7 @@ public struct ProcessThreads: Sendable {
   }
 
   /// The process's command (the `comm` in `/proc/PID/stat`), nil when it cannot be read.
-  public static func commandName(of pid: Int32) -> String? {
+  package static func commandName(of pid: Int32) -> String? {
     taskStat("/proc/\(pid)/stat").map { name($0) }
   }
 

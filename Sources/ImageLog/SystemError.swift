@@ -9,13 +9,13 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
   /// The `errno` value (`<errno.h>`).
   public var errno: Int32
 
-  public init(_ operation: String, errno: Int32) {
+  package init(_ operation: String, errno: Int32) {
     self.operation = operation
     self.errno = errno
   }
 
   /// `operation` with the calling thread's current `errno`: call it right after the failed call.
-  public static func current(_ operation: String) -> SystemError {
+  package static func current(_ operation: String) -> SystemError {
     SystemError(operation, errno: Glibc.errno)
   }
 

@@ -29,7 +29,7 @@ public func writeAll(to descriptor: Int32, _ text: String) -> Bool {
 /// Writes `bytes` to a new file at `path` so that no reader ever sees half of it: into a temporary
 /// file beside it (`.PATH.XXXXXX`, mode `permissions` less the umask), then renamed over `path`. The
 /// temporary file is removed when anything fails.
-public func writeFileAtomically(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) {
+package func writeFileAtomically(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) {
   let slash = path.lastIndex(of: "/")
   let folder = slash.map { String(path[...$0]) } ?? ""
   let name = slash.map { String(path[path.index(after: $0)...]) } ?? path

@@ -10,7 +10,7 @@ public struct Architecture: Hashable, Sendable, CustomStringConvertible {
 
   /// A name as a person or another tool may write it on a command line: LLVM's and Debian's
   /// (`aarch64`, `amd64`, `x86-64`, `i686`, `powerpc64le`) become the canonical one; others are kept.
-  public init(commandLine name: String) {
+  package init(commandLine name: String) {
     switch name.lowercased() {
     case "aarch64": self.init("arm64")
     case "amd64", "x86-64": self.init("x86_64")
@@ -25,7 +25,7 @@ public struct Architecture: Hashable, Sendable, CustomStringConvertible {
   /// The architecture a crash report names in its header (`Code Type: ARM-64 (Native)`, the `.ips`
   /// `cpuType`, the backtracer's `Platform:`, the machine of `OS Version: Linux ... aarch64`): its first
   /// word, in any case; `nil` for a word that names none.
-  public init?(reportName text: some StringProtocol) {
+  package init?(reportName text: some StringProtocol) {
     let word = text.split(separator: " ").first.map { $0.lowercased() } ?? ""
     switch word {
     case "arm-64", "arm64", "aarch64": self.init("arm64")
@@ -42,7 +42,7 @@ public struct Architecture: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// True for the names a Binary Images line writes after the image name (`+MyApp arm64  <uuid>`).
-  public var isImageLineName: Bool {
+  package var isImageLineName: Bool {
     switch name {
     case "arm64", "arm64e", "x86_64", "x86_64h", "i386", "armv7", "armv7s", "armv7k", "arm64_32", "armv6", "armv7m",
          "armv7em", "ppc": true
@@ -52,7 +52,7 @@ public struct Architecture: Hashable, Sendable, CustomStringConvertible {
 
   /// The other member of a family whose code runs as each other's (`arm64e` and `arm64`, `x86_64h` and
   /// `x86_64`): a slice of one serves a report of the other when no exact slice exists.
-  public var sibling: Architecture? {
+  package var sibling: Architecture? {
     switch name {
     case "arm64e": Architecture("arm64")
     case "arm64": Architecture("arm64e")
@@ -63,7 +63,8 @@ public struct Architecture: Hashable, Sendable, CustomStringConvertible {
   }
 
   /// The machine name Linux's `uname` gives (`aarch64` for `arm64`).
-  public var kernelMachine: String { name == "arm64" ? "aarch64" : name }
+  package var kernelMachine: String { name == "arm64" ? "aarch64" : name }
 
+  /// The canonical name (`name`).
   public var description: String { name }
 }

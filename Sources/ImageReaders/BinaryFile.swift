@@ -28,7 +28,7 @@ public enum BinaryFile {
     throw .notRecognized(magic: bigMagic)
   }
 
-  /// Decodes the bytes of an array (tests and the fuzz target).
+  /// Decodes bytes already in memory, with the values and errors of `parse(source:)`.
   public static func parse(_ bytes: [UInt8]) throws(FormatError) -> BinaryFile {
     try ByteReader.reading(bytes) { reader throws(FormatError) in try parse(reader) }
   }

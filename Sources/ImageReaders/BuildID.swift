@@ -10,13 +10,14 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   /// The identity bytes exactly as stored in the note or load command.
   public let bytes: [UInt8]
 
+  /// The identity `bytes`, as stored.
   public init(_ bytes: [UInt8]) { self.bytes = bytes }
 
   /// Every byte as lowercase hex, no separators.
   public var hex: String { HexText.bytes(bytes) }
 
   /// The first 16 bytes (zero-padded), the part a UUID form carries.
-  public var uuidBytes: [UInt8] {
+  package var uuidBytes: [UInt8] {
     bytes.count >= 16 ? Array(bytes.prefix(16)) : bytes + [UInt8](repeating: 0, count: 16 - bytes.count)
   }
 
@@ -24,15 +25,15 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   public var uuid: String { HexText.uuid(bytes) }
 
   /// The first 16 bytes as 32 lowercase hex digits, as Apple's legacy "Binary Images" lines write UUIDs.
-  public var compactUUID: String { bytes.count >= 16 ? HexText.bytes(bytes.prefix(16)) : HexText.bytes(uuidBytes) }
+  package var compactUUID: String { bytes.count >= 16 ? HexText.bytes(bytes.prefix(16)) : HexText.bytes(uuidBytes) }
 
   /// Breakpad/Sentry debug-id: the UUID with its first three fields byte-swapped, uppercase and dashed.
-  public var debugID: String { HexText.uuid(Self.swappingGUIDFields(uuidBytes)) }
+  package var debugID: String { HexText.uuid(Self.swappingGUIDFields(uuidBytes)) }
 
   /// Breakpad's debug identifier as `dump_syms` writes it on a `MODULE` line and `minidump-stackwalk`
   /// as `debug_id`: `debugID`'s 32 hex digits without dashes, then `age` in hex without leading zeros
   /// (an ELF build-id's age is always 0, so 33 characters).
-  public func breakpadDebugID(age: UInt32 = 0) -> String {
+  package func breakpadDebugID(age: UInt32 = 0) -> String {
     var text = ""
     text.reserveCapacity(41)
     for character in debugID where character != "-" { text.append(character) }
@@ -42,7 +43,7 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   /// `bytes` (16 of them, zero-padded) with the first three GUID fields reversed: a GUID stored as
   /// little-endian `data1`, `data2`, `data3` (a minidump's, a PDB's) turned into the order it is printed
   /// in, and back.
-  public static func swappingGUIDFields(_ bytes: [UInt8]) -> [UInt8] {
+  static func swappingGUIDFields(_ bytes: [UInt8]) -> [UInt8] {
     var swapped = bytes.count >= 16 ? Array(bytes.prefix(16)) : bytes + [UInt8](repeating: 0, count: 16 - bytes.count)
     swapped[0..<4].reverse()
     swapped[4..<6].reverse()
@@ -50,5 +51,6 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
     return swapped
   }
 
+  /// The bytes in lowercase hex (`hex`).
   public var description: String { hex }
 }

@@ -13,11 +13,11 @@ public struct ByteReader {
   /// The byte order `read` decodes with.
   public var endian: Endian
   /// The position of the next `read`, from the start of this reader's bytes.
-  public private(set) var offset = 0
+  package private(set) var offset = 0
   /// The number of bytes this reader covers.
   public var count: Int { bytes.count }
   /// The bytes left after `offset`.
-  public var remaining: Int { bytes.count - offset }
+  package var remaining: Int { bytes.count - offset }
 
   /// A reader over `bytes`, decoding with `endian`.
   @inline(__always)
@@ -28,7 +28,7 @@ public struct ByteReader {
 
   /// Reads a fixed-width integer at `offset` and advances past it.
   @inline(__always)
-  public mutating func read<T: FixedWidthInteger>(_: T.Type) throws(FormatError) -> T {
+  package mutating func read<T: FixedWidthInteger>(_: T.Type) throws(FormatError) -> T {
     let value = try peek(T.self, at: offset)
     offset += MemoryLayout<T>.size  // peek proved size <= remaining
     return value
@@ -36,7 +36,7 @@ public struct ByteReader {
 
   /// Reads a fixed-width integer at an absolute position without moving `offset`.
   @inline(__always)
-  public func peek<T: FixedWidthInteger>(_: T.Type, at position: Int) throws(FormatError) -> T {
+  package func peek<T: FixedWidthInteger>(_: T.Type, at position: Int) throws(FormatError) -> T {
     let size = MemoryLayout<T>.size
     guard position >= 0, position <= bytes.count, size <= bytes.count - position else {
       throw .truncated(at: position, needed: size, available: max(0, bytes.count - max(position, 0)))
@@ -82,14 +82,14 @@ public struct ByteReader {
 
   /// Reads a 32- or 64-bit field as `UInt64`, as ELF's class-dependent fields are.
   @inline(__always)
-  public mutating func readWord(is64Bit: Bool) throws(FormatError) -> UInt64 {
+  package mutating func readWord(is64Bit: Bool) throws(FormatError) -> UInt64 {
     is64Bit ? try read(UInt64.self) : UInt64(try read(UInt32.self))
   }
 
   /// Reads an unsigned LEB128 number (DWARF, Mach-O opcode streams) and advances past it. The loop
   /// ends at the end of the bytes at the latest; a value with significant bits beyond 64 throws.
   @inline(__always)
-  public mutating func readULEB128() throws(FormatError) -> UInt64 {
+  package mutating func readULEB128() throws(FormatError) -> UInt64 {
     var result: UInt64 = 0
     var shift: UInt64 = 0
     var position = offset
@@ -114,7 +114,7 @@ public struct ByteReader {
 
   /// Reads a signed LEB128 number and advances past it (see `readULEB128`).
   @inline(__always)
-  public mutating func readSLEB128() throws(FormatError) -> Int64 {
+  mutating func readSLEB128() throws(FormatError) -> Int64 {
     var result: UInt64 = 0
     var shift: UInt64 = 0
     var position = offset
@@ -139,7 +139,7 @@ public struct ByteReader {
 
   /// Skips an LEB128 number (signed or unsigned) without decoding it.
   @inline(__always)
-  public mutating func skipLEB128() throws(FormatError) {
+  mutating func skipLEB128() throws(FormatError) {
     var position = offset
     while position < bytes.count {
       let byte = bytes[position]
@@ -151,7 +151,7 @@ public struct ByteReader {
 
   /// Reads an unsigned integer of `size` bytes (1, 2, 3, 4 or 8), as DWARF's sized forms are.
   @inline(__always)
-  public mutating func readUnsigned(size: Int) throws(FormatError) -> UInt64 {
+  mutating func readUnsigned(size: Int) throws(FormatError) -> UInt64 {
     switch size {
     case 1: return UInt64(try read(UInt8.self))
     case 2: return UInt64(try read(UInt16.self))
@@ -164,7 +164,7 @@ public struct ByteReader {
   }
 
   /// The NUL-terminated string at `offset` (see `cString(at:)`); advances past its NUL.
-  public mutating func readCString() throws(FormatError) -> String {
+  mutating func readCString() throws(FormatError) -> String {
     let length = try cStringLength(at: offset)
     let string = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
     offset += length + 1  // cStringLength proved offset + length < count
@@ -172,19 +172,19 @@ public struct ByteReader {
   }
 
   /// Skips a NUL-terminated string at `offset`, its NUL included.
-  public mutating func skipCString() throws(FormatError) {
+  mutating func skipCString() throws(FormatError) {
     offset += try cStringLength(at: offset) + 1  // cStringLength proved offset + length < count
   }
 
   /// Copies `length` bytes at `offset` and advances past them.
-  public mutating func readBytes(_ length: Int) throws(FormatError) -> [UInt8] {
+  package mutating func readBytes(_ length: Int) throws(FormatError) -> [UInt8] {
     let result = try bytes(at: offset, length: length)
     offset += length  // bytes(at:length:) proved the range fits
     return result
   }
 
   /// Copies `length` bytes at an absolute position.
-  public func bytes(at position: Int, length: Int) throws(FormatError) -> [UInt8] {
+  package func bytes(at position: Int, length: Int) throws(FormatError) -> [UInt8] {
     guard position >= 0, length >= 0, position <= bytes.count, length <= bytes.count - position else {
       throw .outOfRange(start: position, length: length, limit: bytes.count)
     }
@@ -193,7 +193,7 @@ public struct ByteReader {
 
   /// Moves `offset` to an absolute position inside the bytes (the end included).
   @inline(__always)
-  public mutating func seek(to position: Int) throws(FormatError) {
+  package mutating func seek(to position: Int) throws(FormatError) {
     guard position >= 0, position <= bytes.count else {
       throw .outOfRange(start: position, length: 0, limit: bytes.count)
     }
@@ -201,7 +201,7 @@ public struct ByteReader {
   }
 
   /// Skips `length` bytes.
-  public mutating func skip(_ length: Int) throws(FormatError) {
+  package mutating func skip(_ length: Int) throws(FormatError) {
     guard length >= 0, length <= remaining else {
       throw .truncated(at: offset, needed: length, available: remaining)
     }
@@ -219,7 +219,7 @@ public struct ByteReader {
 
   /// The string in the fixed-width field of `width` bytes at `position`, ending at its first NUL
   /// (or at the field's end). Decoded as UTF-8 with replacement; never reads past the field.
-  public func fixedString(at position: Int, width: Int) throws(FormatError) -> String {
+  func fixedString(at position: Int, width: Int) throws(FormatError) -> String {
     let field = try slice(at: position, length: width)
     var end = 0
     while end < field.count, field.bytes[end] != 0 { end += 1 }
@@ -227,7 +227,7 @@ public struct ByteReader {
   }
 
   /// The NUL-terminated string at `position`; the NUL must come before the end of the bytes.
-  public func cString(at position: Int) throws(FormatError) -> String {
+  package func cString(at position: Int) throws(FormatError) -> String {
     guard position >= 0, position < bytes.count else {
       throw .outOfRange(start: position, length: 1, limit: bytes.count)
     }
@@ -239,7 +239,7 @@ public struct ByteReader {
 
   /// The length in bytes of the NUL-terminated string at `position` (the NUL not counted); the NUL must
   /// come before the end of the bytes.
-  public func cStringLength(at position: Int) throws(FormatError) -> Int {
+  func cStringLength(at position: Int) throws(FormatError) -> Int {
     guard position >= 0, position < bytes.count else {
       throw .outOfRange(start: position, length: 1, limit: bytes.count)
     }
@@ -250,14 +250,14 @@ public struct ByteReader {
   }
 
   /// Calls `body` with the raw bytes; for hashing or copying, never for typed loads.
-  public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+  package func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
     try body(bytes)
   }
 
   /// Calls `body` with a reader over `bytes`, keeping the typed error (`Array.withUnsafeBytes`
   /// rethrows untyped). Not through `Result`: making `Result<R, FormatError>` for each new `R` looks
   /// `FormatError: Error` up in every conformance record of the executable, at each start.
-  public static func reading<R>(_ bytes: [UInt8], endian: Endian = .little,
+  package static func reading<R>(_ bytes: [UInt8], endian: Endian = .little,
                                 _ body: (ByteReader) throws(FormatError) -> R) throws(FormatError) -> R {
     var failure: FormatError?
     let value: R? = bytes.withUnsafeBytes { raw in
@@ -273,7 +273,7 @@ public struct ByteReader {
 
 extension ByteReader {
   /// The range `offset..<offset+size` from a file's fields, checked for overflow and for fitting in `limit`.
-  public static func checkedRange(offset: UInt64, size: UInt64, limit: Int,
+  package static func checkedRange(offset: UInt64, size: UInt64, limit: Int,
                                   _ field: @autoclosure () -> String) throws(FormatError) -> Range<Int> {
     let (end, overflowed) = offset.addingReportingOverflow(size)
     guard !overflowed, let lower = Int(exactly: offset), let upper = Int(exactly: end), upper <= limit else {

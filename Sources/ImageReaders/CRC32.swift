@@ -1,9 +1,9 @@
 /// CRC-32 as zlib's `crc32` and gdb's `gnu_debuglink_crc32` compute it (IEEE 802.3, reflected,
 /// polynomial 0xEDB88320, initial and final XOR 0xFFFFFFFF): the checksum `.gnu_debuglink` records
 /// for the separate debug file.
-public enum CRC32 {
+package enum CRC32 {
   /// The checksum of `bytes` continuing from `crc` (0 to start), as `crc32(crc, bytes, count)`.
-  public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+  package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
     var value = ~crc
     // Slicing-by-4 would be faster; one table lookup a byte is the reference form, and it is only run
     // once per candidate debug file.
@@ -14,7 +14,7 @@ public enum CRC32 {
   }
 
   /// The checksum of every byte `reader` covers.
-  public static func checksum(_ reader: ByteReader) -> UInt32 {
+  package static func checksum(_ reader: ByteReader) -> UInt32 {
     reader.withUnsafeBytes { checksum($0) }
   }
 

@@ -32,6 +32,7 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
   /// A minidump that breaks the format's rules: which stream (and which entry in it), what is wrong.
   case minidump(String)
 
+  /// One line saying where and what (without the path: the caller adds it).
   public var description: String {
     switch self {
     case .notRecognized(let magic): "not an ELF or Mach-O file (magic 0x\(hexDigits(UInt64(magic), width: 8)))"

@@ -20,7 +20,7 @@ public struct SliceSummary: Sendable, Equatable {
   /// For a slice of a universal file, its offset in the file; 0 otherwise.
   public var fileOffset: UInt64
 
-  public init(architecture: String, fileType: String, buildID: BuildID?, textVMRange: Range<UInt64>,
+  package init(architecture: String, fileType: String, buildID: BuildID?, textVMRange: Range<UInt64>,
               loadVMRange: Range<UInt64>, installName: String? = nil, dependencies: [String] = [],
               fileOffset: UInt64 = 0) {
     self.architecture = architecture

@@ -17,6 +17,7 @@ public struct FrameSymbols: Sendable, Equatable {
     /// True for a function inlined into the next one.
     public var isInlined: Bool
 
+    /// A function with its source location, as symbolication or a report names it.
     public init(name: String?, rawName: String?, offset: UInt64?, file: String?, line: Int?, column: Int?,
                 isInlined: Bool) {
       self.name = name

@@ -39,6 +39,7 @@ public struct ImageIdentity: Hashable, Sendable, CustomStringConvertible {
     text = buildID.hex
   }
 
+  /// The identity as reports write it (`text`).
   public var description: String { text }
 
   /// Lowercase hex of every byte.

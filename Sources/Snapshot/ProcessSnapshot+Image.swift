@@ -44,7 +44,7 @@ extension ProcessSnapshot {
 
     /// True when frames are placed in the image by its address range: the source gives its end, and
     /// its identity or path (Apple's `0x0 - 0xffffffffffffffff ???` is no image to place frames in).
-    public var isRanged: Bool { endAddress != nil && (identity != nil || path != nil) }
+    package var isRanged: Bool { endAddress != nil && (identity != nil || path != nil) }
 
     /// Where the image's file was found, or why not.
     public enum Resolution: Sendable, Equatable {

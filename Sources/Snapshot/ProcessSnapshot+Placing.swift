@@ -7,7 +7,7 @@ extension ProcessSnapshot {
   /// report's frame line); else the nearest image below it whose end is unknown.
   ///
   /// `imageName(thread, frame)`: the name the source wrote beside the frame, if any.
-  public mutating func placeFrames(imageName: (_ thread: Int, _ frame: Int) -> String? = { _, _ in nil }) {
+  package mutating func placeFrames(imageName: (_ thread: Int, _ frame: Int) -> String? = { _, _ in nil }) {
     let ranged = images.indices.filter { images[$0].isRanged }
     let unsized = images.indices.filter { images[$0].endAddress == nil }
     for threadIndex in threads.indices {

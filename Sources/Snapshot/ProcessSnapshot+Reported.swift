@@ -8,9 +8,12 @@ extension ProcessSnapshot {
     public var name: String?
     /// The source file as written (`/src/a.c`, `../sysdeps/nptl/libc_start_call_main.h`).
     public var file: String?
+    /// The line, when given.
     public var line: Int?
+    /// The column, when given.
     public var column: Int?
 
+    /// A function as a frame line gives it.
     public init(name: String?, file: String? = nil, line: Int? = nil, column: Int? = nil) {
       self.name = name
       self.file = file

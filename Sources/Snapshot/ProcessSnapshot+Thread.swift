@@ -1,5 +1,5 @@
 public import ImageLog
-public import ImageReaders
+import ImageReaders
 
 extension ProcessSnapshot {
   /// One thread: who it is, how it stood, and its backtrace.
@@ -24,11 +24,12 @@ extension ProcessSnapshot {
     /// Every general register as the kernel holds them, when the source read them (a capture, a core, a
     /// minidump's context): what a minidump written from the snapshot holds, and where a walk of a
     /// thread not yet unwound starts.
-    public var kernelRegisters: KernelRegisters?
+    package var kernelRegisters: KernelRegisters?
     /// The thread's stack as copied when the snapshot was taken (a live capture), from at or below its
     /// stack pointer: what a minidump written from the snapshot keeps of it.
-    public var stack: BufferMemory?
+    package var stack: BufferMemory?
 
+    /// A thread with what the source knows of it; frames are added as they are read.
     public init(number: Int, tid: UInt64? = nil, name: String? = nil, state: String? = nil, crashed: Bool = false,
                 problem: String? = nil, registers: RegisterState? = nil, frames: [Frame] = []) {
       self.number = number
@@ -72,6 +73,7 @@ extension ProcessSnapshot {
     /// What symbolication found (`.notLookedUp` until it runs).
     public var symbols: FrameSymbols
 
+    /// A frame at `address`; `isReturnAddress` for every frame but the PC (and signal-interrupted ones).
     public init(number: Int, address: Address, isReturnAddress: Bool, trust: FrameTrust? = nil, imageIndex: Int? = nil,
                 reportedSymbol: String? = nil, symbolOffset: SymbolOffset? = nil, position: Position? = nil) {
       self.number = number
@@ -92,11 +94,11 @@ extension ProcessSnapshot {
 
     /// The trust imagelog's report layout marks on a frame line (frame pointer, stack scan); `nil` for the
     /// others, which are the usual case.
-    public var markedTrust: FrameTrust? { trust == .framePointer || trust == .stackScan ? trust : nil }
+    package var markedTrust: FrameTrust? { trust == .framePointer || trust == .stackScan ? trust : nil }
 
     /// The mark imagelog's report layout writes at the end of a frame line found by frame pointer or
     /// stack scan (`  (frame pointer)`, `  (stack scan)`); empty for the others.
-    public static func trustMark(_ trust: FrameTrust?) -> String {
+    package static func trustMark(_ trust: FrameTrust?) -> String {
       switch trust {
       case .framePointer?: "  (frame pointer)"
       case .stackScan?: "  (stack scan)"
@@ -112,6 +114,7 @@ extension ProcessSnapshot {
     /// Bytes from the symbol's start.
     public var offset: UInt64
 
+    /// A symbol `name` and the frame's `offset` into it.
     public init(name: String, offset: UInt64) {
       self.name = name
       self.offset = offset
@@ -129,6 +132,7 @@ extension ProcessSnapshot {
     /// (-1: `.ips`'s `lastExceptionBacktrace`); the frame's own index there is its `number`.
     public var documentThread: Int?
 
+    /// Where the frame was in its report.
     public init(line: Int? = nil, column: Int? = nil, documentThread: Int? = nil) {
       self.line = line
       self.column = column

@@ -1,5 +1,5 @@
 public import ImageLog
-public import ImageReaders
+import ImageReaders
 
 /// A process at one moment: the one model every source builds and every writer reads.
 ///
@@ -36,7 +36,7 @@ public struct ProcessSnapshot: Sendable {
 
     /// The Linux logs, found line by line inside a longer log: symbolicated by inserting the function
     /// into each frame line.
-    public var isLinuxLog: Bool {
+    package var isLinuxLog: Bool {
       self == .sanitizer || self == .coredump || self == .androidTombstone || self == .glibcBacktrace
     }
   }
@@ -63,8 +63,9 @@ public struct ProcessSnapshot: Sendable {
     /// The process's files from `/proc` (maps, status, command line, auxiliary vector...) and the
     /// system's (`/etc/lsb-release`, `/proc/cpuinfo`), as a minidump carries them: kept by sources that
     /// read them (a minidump; a capture made to be written as one).
-    public var linuxFiles = MinidumpFile.LinuxStreams()
+    package var linuxFiles = MinidumpFile.LinuxStreams()
 
+    /// What a source says of the process; each field is `nil` when it does not say.
     public init(name: String? = nil, pid: Int32? = nil, path: String? = nil, osVersion: String? = nil,
                 architecture: String? = nil, date: Int64? = nil, threadCount: Int? = nil,
                 stoppedNanoseconds: UInt64? = nil) {
@@ -88,6 +89,7 @@ public struct ProcessSnapshot: Sendable {
     /// The fault address (`si_addr`), 0 when the signal has none.
     public var address: Address
 
+    /// A signal with its `si_code` and fault address.
     public init(signal: Int32, code: Int32, address: Address) {
       self.signal = signal
       self.code = code
@@ -128,5 +130,5 @@ public struct ProcessSnapshot: Sendable {
   public var crashedThreadIndex: Int? { threads.firstIndex { $0.crashed } }
 
   /// How many frames all the threads have.
-  public var frameCount: Int { threads.reduce(0) { $0 + $1.frames.count } }
+  package var frameCount: Int { threads.reduce(0) { $0 + $1.frames.count } }
 }

@@ -5,10 +5,13 @@ import ImageReaders
 public struct RegisterState: Sendable, Equatable {
   /// One register: its name as the report writes it, its value, and how many hex digits it is written with.
   public struct Register: Sendable, Equatable {
+    /// The name as the report writes it (`rax`, `x0`, `cpsr`).
     public var name: String
+    /// The register's value.
     public var value: UInt64
     /// Hex digits after `0x` (16, or 8 for `cpsr`).
     public var digits: Int
+    /// A register written with `digits` hex digits.
     public init(name: String, value: UInt64, digits: Int = 16) {
       self.name = name
       self.value = value
@@ -21,6 +24,7 @@ public struct RegisterState: Sendable, Equatable {
   /// The registers, one array per line, as the report lays them out.
   public var rows: [[Register]]
 
+  /// Registers under `title`, laid out in `rows`.
   public init(title: String, rows: [[Register]]) {
     self.title = title
     self.rows = rows
@@ -34,7 +38,7 @@ public struct RegisterState: Sendable, Equatable {
 
   /// x86_64's registers in Apple's rows (`rax rbx rcx rdx`, `rdi rsi rbp rsp`, `r8`…`r15`, `rip rfl cr2`);
   /// `value` gives each by that name (`rfl` the flags, `cr2` the fault address: 0 when none).
-  public static func x86_64(_ value: (String) -> UInt64) -> RegisterState {
+  package static func x86_64(_ value: (String) -> UInt64) -> RegisterState {
     let names = [["rax", "rbx", "rcx", "rdx"], ["rdi", "rsi", "rbp", "rsp"], ["r8", "r9", "r10", "r11"],
                  ["r12", "r13", "r14", "r15"], ["rip", "rfl", "cr2"]]
     return RegisterState(title: "X86 Thread State (64-bit)",
@@ -44,7 +48,7 @@ public struct RegisterState: Sendable, Equatable {
   /// i386's registers in Apple's rows (`eax ebx ecx edx`, `edi esi ebp esp`, `ss efl eip cs`,
   /// `ds es fs gs`, `cr2`), 8 digits each, as Apple's 32-bit x86 reports have them; `value` gives each by
   /// that name (`efl` the flags, `cr2` the fault address: 0 when none).
-  public static func i386(_ value: (String) -> UInt64) -> RegisterState {
+  package static func i386(_ value: (String) -> UInt64) -> RegisterState {
     let names = [["eax", "ebx", "ecx", "edx"], ["edi", "esi", "ebp", "esp"], ["ss", "efl", "eip", "cs"],
                  ["ds", "es", "fs", "gs"], ["cr2"]]
     return RegisterState(title: "X86 Thread State (32-bit)",
@@ -53,7 +57,7 @@ public struct RegisterState: Sendable, Equatable {
 
   /// aarch64's registers in Apple's rows (`x0`…`x27` four a row, `x28 fp lr`, `sp pc cpsr`); `value`
   /// gives each by that name (`fp` is x29, `lr` x30, `cpsr` the PSTATE bits, written with 8 digits).
-  public static func aarch64(_ value: (String) -> UInt64) -> RegisterState {
+  package static func aarch64(_ value: (String) -> UInt64) -> RegisterState {
     var rows = stride(from: 0, to: 28, by: 4).map { first in
       (first..<first + 4).map { Register(name: "x\($0)", value: value("x\($0)")) }
     }
@@ -66,7 +70,7 @@ public struct RegisterState: Sendable, Equatable {
   /// The section's lines after its heading, each ending in a newline: two spaces, then each cell as its
   /// name right-aligned (in 3 columns for x86, 4 for ARM), `: 0x` and the digits; cells joined by two
   /// spaces (x86) or one (ARM), as Apple's reports have them.
-  public func text() -> String {
+  package func text() -> String {
     let isARM = title.hasPrefix("ARM")
     let width = isARM ? 4 : 3
     var out = ""

@@ -14,6 +14,7 @@ public struct ReportDocument: Sendable {
   /// The backtracer's JSON document.
   public var swiftDocument: JSONValue?
 
+  /// A report's lines and the documents parsed from it.
   public init(lines: [String] = [], ipsHeader: JSONValue? = nil, ipsBody: JSONValue? = nil, preamble: String = "",
               swiftDocument: JSONValue? = nil) {
     self.lines = lines

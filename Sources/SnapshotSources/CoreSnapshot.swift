@@ -1,6 +1,6 @@
 internal import Glibc
 public import ImageLog
-public import ImageReaders
+import ImageReaders
 public import Snapshot
 
 extension ProcessSnapshot {
@@ -75,7 +75,7 @@ extension ProcessSnapshot {
   /// `memory` holds it a page at a time, at most `ProcessThreads.maxStackBytes`) and keeps the files a
   /// core gives a minidump (the auxiliary vector, the command line the kernel recorded): what writing
   /// the snapshot as a minidump needs beyond the report.
-  public mutating func keepStacks(of core: ELFCore, in memory: some MemoryReading) {
+  package mutating func keepStacks(of core: ELFCore, in memory: some MemoryReading) {
     for index in threads.indices where threads[index].stack == nil {
       guard let sp = threads[index].kernelRegisters?.sp else { continue }
       // The segment's end, not the memory's: memory falls back to the mapped files, so a thread's stack

@@ -1,10 +1,10 @@
 internal import Glibc
-public import ImageLog
-public import ImageReaders
-public import Snapshot
+import ImageLog
+import ImageReaders
+import Snapshot
 
 /// Why a core read from a stream gave no snapshot. `description` is one line, without a prefix.
-public enum CoreStreamError: Error, CustomStringConvertible {
+package enum CoreStreamError: Error, CustomStringConvertible {
   /// The bytes are not an ELF core, or its header, program headers or notes are malformed.
   case format(FormatError)
   /// The stream ended before the notes were whole: there are no threads to report.
@@ -15,7 +15,7 @@ public enum CoreStreamError: Error, CustomStringConvertible {
   /// limit.
   case memoryLimit(what: String, bytes: Int, limit: Int)
 
-  public var description: String {
+  package var description: String {
     switch self {
     case .format(let error): "\(error)"
     case let .truncated(at, inside): "the core ended after \(at) bytes, inside \(inside): no threads to report"
@@ -27,18 +27,18 @@ public enum CoreStreamError: Error, CustomStringConvertible {
 }
 
 /// How much of a streamed core is kept in memory.
-public struct CoreStreamLimits: Sendable {
+package struct CoreStreamLimits: Sendable {
   /// The most bytes of the stream kept at once: the header, the program headers, the notes and the
   /// memory kept from the core (each thread's stack, each image's ELF header page, the vDSO). Whatever
   /// the core's size, the reader holds no more than this, a read buffer of `readSize` and what the
   /// snapshot is made of.
-  public var memoryBytes: Int
+  package var memoryBytes: Int
   /// How much of each thread's stack is kept from its stack pointer towards the stack's base, as
   /// `pid --threads` copies it.
-  public var stackBytes: Int
+  package var stackBytes: Int
 
   /// The limits given; the defaults keep 128 MiB at most, 1 MiB of each stack.
-  public init(memoryBytes: Int = 128 << 20, stackBytes: Int = Int(ProcessThreads.maxStackBytes)) {
+  package init(memoryBytes: Int = 128 << 20, stackBytes: Int = Int(ProcessThreads.maxStackBytes)) {
     self.memoryBytes = memoryBytes
     self.stackBytes = stackBytes
   }
@@ -46,9 +46,9 @@ public struct CoreStreamLimits: Sendable {
 
 /// A process as a core handler gets it: the snapshot made from the core's notes and the memory
 /// behind it.
-public struct DumpCapture {
+package struct DumpCapture {
   /// Where the memory the threads were unwound in came from.
-  public enum MemorySource: Sendable, Equatable {
+  package enum MemorySource: Sendable, Equatable {
     /// The dumping process itself, through `/proc/PID` (`DumpingProcess`), while the kernel held it.
     case process(pid: Int32)
     /// The parts of the core kept from the stream, and the files the images were mapped from.
@@ -56,17 +56,17 @@ public struct DumpCapture {
   }
 
   /// The process: the signal, the threads with their frames (not yet symbolicated), the images.
-  public var snapshot: ProcessSnapshot
+  package var snapshot: ProcessSnapshot
   /// The core's notes (threads and their registers, the signal, the auxiliary vector, the mapped files).
-  public var core: ELFCore
+  package var core: ELFCore
   /// Where the memory came from.
-  public var memorySource: MemorySource
+  package var memorySource: MemorySource
   /// One line per thing that made the snapshot less than whole (without a prefix).
-  public var problems: [String]
+  package var problems: [String]
   /// The memory the snapshot was made from: the dumping process (readable only inside
   /// `CoreStream.read`'s body: the kernel may let it go once the core is read to its end) or the
   /// parts of the core kept.
-  public var memory: any MemoryReading
+  package var memory: any MemoryReading
 }
 
 /// A core read once, in file order, from a descriptor that cannot seek (the pipe the kernel gives a
@@ -85,20 +85,20 @@ public struct DumpCapture {
 ///
 /// Every byte read is handed to `copy` first, in order, so the core itself can be kept (compressed)
 /// on its way past.
-public final class CoreStream {
+package final class CoreStream {
   /// How many bytes a read asks for when nothing is kept.
-  public static let readSize = 1 << 20
+  package static let readSize = 1 << 20
 
   private let descriptor: Int32
   private let pid: Int32
   private let limits: CoreStreamLimits
   private let copy: ((UnsafeRawBufferPointer) -> Void)?
   /// How many bytes have been read.
-  public private(set) var bytesRead = 0
+  package private(set) var bytesRead = 0
   /// The size of the core its program headers describe (0 until they are read).
-  public private(set) var expectedSize = 0
+  package private(set) var expectedSize = 0
   /// True once the stream has ended.
-  public private(set) var ended = false
+  package private(set) var ended = false
   /// The parts kept, in file order, owned here until handed to a `FileBytes`.
   private var kept: [(offset: Int, bytes: UnsafeMutableRawBufferPointer)] = []
   private var keptBytes = 0
@@ -106,7 +106,7 @@ public final class CoreStream {
 
   /// A reader of the core on `descriptor` (not closed here: the kernel waits for the handler to
   /// close it) for the process `pid`.
-  public init(descriptor: Int32, pid: Int32, limits: CoreStreamLimits = CoreStreamLimits(),
+  package init(descriptor: Int32, pid: Int32, limits: CoreStreamLimits = CoreStreamLimits(),
               copy: ((UnsafeRawBufferPointer) -> Void)? = nil) {
     self.descriptor = descriptor
     self.pid = pid
@@ -122,7 +122,7 @@ public final class CoreStream {
   /// be read (for the dumping process: before the end of the core is read; the place to copy what a
   /// writer needs from that memory); its result is returned with the capture, whose problems then
   /// also say how the stream ended.
-  public func read<Result>(whileReadable body: (DumpCapture) -> Result) throws(CoreStreamError)
+  package func read<Result>(whileReadable body: (DumpCapture) -> Result) throws(CoreStreamError)
     -> (capture: DumpCapture, result: Result) {
     let header = try readHeader()
     let segments = try readProgramHeaders(header)

@@ -1,4 +1,4 @@
-public import ImageLog
+import ImageLog
 import ImageReaders
 import Snapshot
 
@@ -9,38 +9,38 @@ import Snapshot
 /// where the handler waits.
 public struct CrashRecord: Sendable, Equatable {
   /// The crashed process.
-  public var pid: Int32
+  package var pid: Int32
   /// The thread that crashed.
-  public var tid: Int32
+  package var tid: Int32
   /// `si_signo`.
-  public var signal: Int32
+  package var signal: Int32
   /// `si_code`.
-  public var code: Int32
+  package var code: Int32
   /// `si_addr` for a fault the kernel raised, else 0.
-  public var faultAddress: Address
+  package var faultAddress: Address
   /// When the handler ran, seconds since the epoch (UTC).
-  public var date: Int64
+  package var date: Int64
   /// The registers' architecture: `.x86_64` or `.aarch64`.
-  public var architecture: RegisterSet.Architecture
+  package var architecture: RegisterSet.Architecture
   /// DWARF-numbered registers (`CImageLogUnwind.h`), nil where the handler had no value.
-  public var registers: [UInt64?]
+  package var registers: [UInt64?]
   /// x86_64's `rflags`, aarch64's `pstate`.
-  public var flags: UInt64
+  package var flags: UInt64
   /// Where the handler's `siginfo_t` and `ucontext_t` are in the crashed process (its signal frame).
-  public var siginfoAddress: Address, contextAddress: Address
+  package var siginfoAddress: Address, contextAddress: Address
 
   /// The record's size in bytes, version 1.
   static let size = 352
   static let magic: [UInt8] = Array("ILCRASH".utf8) + [0]
 
   /// Why a record could not be had.
-  public enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
+  package enum ReadError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The bytes at the address could not be read (no access, the process gone, a wrong address).
     case unreadable(pid: Int32, address: Address)
     /// The bytes are not a record this helper reads.
     case malformed(pid: Int32, address: Address, String)
 
-    public var description: String {
+    package var description: String {
       switch self {
       case let .unreadable(pid, address):
         "pid \(pid): cannot read the crash record at 0x\(hexDigits(address))"
@@ -51,7 +51,7 @@ public struct CrashRecord: Sendable, Equatable {
   }
 
   /// Reads the record at `address` in process `pid` and checks it is that process's.
-  public static func read(pid: Int32, at address: Address) throws(ReadError) -> CrashRecord {
+  package static func read(pid: Int32, at address: Address) throws(ReadError) -> CrashRecord {
     var bytes = [UInt8](repeating: 0, count: size)
     let read = bytes.withUnsafeMutableBytes { ProcessMemory(pid: pid).read(address, into: $0) }
     guard read else { throw .unreadable(pid: pid, address: address) }

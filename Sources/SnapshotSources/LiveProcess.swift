@@ -1,6 +1,6 @@
 internal import Glibc
 public import ImageLog
-internal import ImageReaders
+import ImageReaders
 public import Snapshot
 
 extension ProcessSnapshot {
@@ -88,7 +88,7 @@ extension ProcessSnapshot {
   }
 
   /// `Linux RELEASE MACHINE`, as `uname -srm` and the crash handler write it.
-  public static func currentOSVersion() -> String {
+  package static func currentOSVersion() -> String {
     var names = utsname()
     uname(&names)
     func field<T>(_ value: T) -> String {

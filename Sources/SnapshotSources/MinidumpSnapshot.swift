@@ -9,6 +9,7 @@ public struct MinidumpMemory: MemoryReading, @unchecked Sendable {
   let file: FileBytes
   let dump: MinidumpFile
 
+  /// Copies the dump's bytes at `address`; false when the dump does not hold all of them.
   public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard buffer.count > 0 else { return true }
     guard let range = dump.fileRange(ofMemory: address, length: buffer.count) else { return false }
@@ -22,7 +23,7 @@ public struct MinidumpMemory: MemoryReading, @unchecked Sendable {
 
 extension ProcessSnapshot {
   /// True when `header` (a file's first bytes) starts a minidump (`MDMP`).
-  public static func isMinidump(_ header: ByteReader) -> Bool { MinidumpFile.isMinidump(header) }
+  package static func isMinidump(_ header: ByteReader) -> Bool { MinidumpFile.isMinidump(header) }
 
   /// The process a minidump holds, from any writer (Crashpad, Breakpad, rust-minidump, imagelog): its
   /// threads with their names and registers (the crashed thread's from the exception, where its signal

@@ -5,10 +5,10 @@ public import Snapshot
 /// Reads crash reports of every supported kind, telling them apart by their content.
 public enum ReportParser {
   /// The largest report accepted (`ReportText.maximumSize`).
-  public static let maximumSize = ReportText.maximumSize
+  package static let maximumSize = ReportText.maximumSize
 
   /// The most frames a report may have (`ReportText.maximumFrames`).
-  public static let maximumFrames = ReportText.maximumFrames
+  package static let maximumFrames = ReportText.maximumFrames
 
   /// Reads `text` as whichever kind of report it is. `images` are the `--image PATH@LOADADDR` images
   /// for a list of bare addresses (ignored for other kinds).

@@ -11,7 +11,7 @@ public enum ReportReading {
   }
 
   /// True when `path` names an existing file or folder.
-  public static func exists(_ path: String) -> Bool { FileSystem.kind(path) != .missing }
+  package static func exists(_ path: String) -> Bool { FileSystem.kind(path) != .missing }
 
   /// Reads a whole file (a report) as UTF-8 text with replacement; `-` reads standard input.
   static func readText(_ path: String, limit: Int) throws(ReportError) -> String {

@@ -1,6 +1,6 @@
 import ImageLog
 import ImageReaders
-public import Snapshot
+import Snapshot
 
 /// Finds the file whose identity equals a report image's: the path the report recorded, its
 /// `.gnu_debuglink` (beside it, in its `.debug/` folder, under `/usr/lib/debug` with its folder; the
@@ -11,29 +11,29 @@ public import Snapshot
 /// file named like the image but with another identity, or a CRC that differs, is only reported.
 public final class DebugFileLocator {
   /// Folders (or single files) given with `--search`.
-  public let searchPaths: [String]
+  package let searchPaths: [String]
   /// Folders holding `.build-id/xx/yyyy.debug` trees.
-  public let buildIDDirectories: [String]
+  package let buildIDDirectories: [String]
   /// debuginfod client caches (`BUILDID/debuginfo`, `BUILDID/executable`).
-  public let debuginfodCaches: [String]
+  package let debuginfodCaches: [String]
 
   private var index: [SymbolFile]?
   private var cache: [String: [SymbolFile]] = [:]
   /// Files under the search paths that could not be read, with why (shown once, in the summary).
-  public private(set) var unreadable: [(path: String, problem: String)] = []
+  package private(set) var unreadable: [(path: String, problem: String)] = []
   /// Debug files found but not used, with why: a build-id or `.gnu_debuglink` CRC that differs, a
   /// dwz supplementary file that is missing or another; and debuginfod failures other than "not found".
-  public private(set) var refused: [(path: String, problem: String)] = []
+  package private(set) var refused: [(path: String, problem: String)] = []
   /// The debuginfod client, made on first use (`nil` inside when no server is named or the library is absent).
   private var debuginfod: DebuginfodClient??
   /// Whether servers in `DEBUGINFOD_URLS` are asked.
-  public let asksDebuginfodServers: Bool
+  package let asksDebuginfodServers: Bool
   private var checksums: [String: UInt32?] = [:]
   /// How much of each file's symbol table is read: `.presence` when the caller reads the symbols of the
   /// file chosen itself (`SymbolFile.readSymbols`), for one report's addresses.
   var symbolReading = SymbolFile.SymbolReading.table
   /// Images read from memory (the vDSO): one with an image's build-id serves when no file does.
-  public var inMemoryImages: [InMemoryImage] = [] {
+  package var inMemoryImages: [InMemoryImage] = [] {
     didSet { outcomes = [:] }  // an image none was found for may be one of these
   }
   /// `locate`'s answers, by `outcomeKey`: an image is searched for once (its files' stats, folder
@@ -64,7 +64,7 @@ public final class DebugFileLocator {
   }
 
   /// What was found for one image.
-  public enum Outcome: Sendable {
+  package enum Outcome: Sendable {
     /// A file with the same identity (`how` says where it came from).
     case found(SymbolFile, how: String)
     /// No identity in the report: the recorded path was used unverified.
@@ -76,7 +76,7 @@ public final class DebugFileLocator {
 
   /// Finds the best file for `image`: of all the files with its identity, one with DWARF and a full
   /// symbol table beats one with exported symbols only.
-  public func locate(_ image: ProcessSnapshot.Image, architecture: String?) -> Outcome {
+  package func locate(_ image: ProcessSnapshot.Image, architecture: String?) -> Outcome {
     let key = Self.outcomeKey(image, architecture: architecture)
     if let known = outcomes[key] { return known }
     let outcome = search(image, architecture: image.architecture ?? architecture)

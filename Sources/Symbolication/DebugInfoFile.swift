@@ -1,27 +1,27 @@
 import Snapshot
 import ImageLog
-public import ImageReaders
+import ImageReaders
 
 /// The DWARF of one binary or debug file (one slice of a universal file), ready to answer addresses:
 /// the file is mapped, its debug sections found and decompressed, and its units indexed once.
 ///
 /// Not thread-safe: answers fill caches.
-public final class DebugInfoFile {
+package final class DebugInfoFile {
   /// The file's path.
-  public let path: String
+  package let path: String
   private let mapped: MappedFile
   private let supplementaryMapped: MappedFile?
   private let reader: DWARFReader
   /// The bytes its compressed sections, and its supplementary file's, were inflated to: at most
   /// `DWARFSections.maximumInflatedTotal`.
-  public let inflatedByteCount: UInt64
+  package let inflatedByteCount: UInt64
 
   /// Maps `path` (an ELF file, a thin Mach-O file or a universal file, whose slice `architecture`
   /// picks; a lone slice needs none) and, when given, the supplementary file at `supplementaryPath`
   /// (dwz's `.gnu_debugaltlink` target). Throws `ReportError` naming the file when it cannot be read,
   /// is not ELF or Mach-O, has no such slice, its DWARF is broken from the start, or its compressed
   /// sections (with the supplementary file's) claim more than `DWARFSections.maximumInflatedTotal`.
-  public init(path: String, architecture: String? = nil, supplementaryPath: String? = nil) throws {
+  package init(path: String, architecture: String? = nil, supplementaryPath: String? = nil) throws {
     self.path = path
     mapped = try Self.map(path)
     var sections = try Self.sections(mapped, architecture: architecture, inflatedBefore: 0)
@@ -44,7 +44,7 @@ public final class DebugInfoFile {
 
   /// The frames of link-time address `address`, innermost first (see `DWARFReader.frames(at:)`); empty
   /// when no DWARF covers it. Throws `ReportError` naming the file for DWARF that is broken there.
-  public func frames(at address: UInt64) throws -> [DWARFFrame] {
+  package func frames(at address: UInt64) throws -> [DWARFFrame] {
     do {
       return try reader.frames(at: address)
     } catch {

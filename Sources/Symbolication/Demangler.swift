@@ -16,7 +16,7 @@ public final class Demangler {
   }
 
   /// How this demangler writes names.
-  public let style: Style
+  package let style: Style
   private var cache: [String: String] = [:]
 
   // The mangled name is a plain `const char *`: taken as a raw pointer, so bytes borrowed from a symbol
@@ -63,7 +63,7 @@ public final class Demangler {
   deinit { buffer?.deallocate() }
 
   /// Which demanglers were found (for `--help` and the report's notes).
-  public var available: [String] {
+  package var available: [String] {
     [backtraceDemangle != nil ? "_swift_backtrace_demangle" : nil, swiftDemangle != nil ? "swift_demangle" : nil,
      cxaDemangle != nil ? "__cxa_demangle" : nil].compactMap { $0 }
   }
@@ -101,7 +101,7 @@ public final class Demangler {
   /// The readable form of the raw name in `bytes` (a symbol table's bytes: a NUL must follow them in
   /// memory, as `SymbolTable.withRawName(at:_:)` guarantees), or `nil` when the name stays as it is
   /// (not mangled, demangling failed, or style `none`). Uncached: same answers as `demangle(_:)`.
-  public func demangle(rawName bytes: UnsafeRawBufferPointer) -> String? {
+  package func demangle(rawName bytes: UnsafeRawBufferPointer) -> String? {
     guard style != .none, let start = bytes.baseAddress, Self.looksMangled(bytes) else { return nil }
     if style == .simplified, let backtraceDemangle {
       if bufferSize == 0 {

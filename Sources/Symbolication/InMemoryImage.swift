@@ -11,6 +11,7 @@ public struct InMemoryImage: Sendable {
   /// The ELF file as mapped, from its header.
   public var bytes: [UInt8]
 
+  /// The ELF file `bytes` of the image at `path` with `buildID`.
   public init(buildID: BuildID, path: String, bytes: [UInt8]) {
     self.buildID = buildID
     self.path = path

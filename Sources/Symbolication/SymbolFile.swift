@@ -1,52 +1,52 @@
 import ImageLog
-public import ImageReaders
+import ImageReaders
 
 /// One architecture slice of a binary or debug file on disk, decoded for symbolication: its identity,
 /// the link-time address a report's load address corresponds to, and its symbol table.
-public struct SymbolFile: Sendable {
+package struct SymbolFile: Sendable {
   /// The file's path.
-  public var path: String
+  package var path: String
   /// For a slice of a universal file, the architecture that picks it.
-  public var architecture: String
+  package var architecture: String
   /// True when the file came from a universal file (several slices).
-  public var isUniversalSlice: Bool
+  package var isUniversalSlice: Bool
   /// GNU build-id or `LC_UUID`.
-  public var buildID: BuildID?
+  package var buildID: BuildID?
   /// The link-time address of a report's image load address: ELF's first `PT_LOAD`, page-aligned
   /// (where the ELF header maps); Mach-O's `__TEXT` `vmaddr`.
-  public var imageBaseVMAddress: UInt64
+  package var imageBaseVMAddress: UInt64
   /// The span the image covers once loaded (from its load address), when the file says.
-  public var loadSize: UInt64?
+  package var loadSize: UInt64?
   /// The function symbols.
-  public var symbols: SymbolTable
+  package var symbols: SymbolTable
   /// True when the file has DWARF (`.debug_info`, or `__DWARF` in a dSYM), so lines can be looked up.
-  public var hasDebugInfo: Bool
+  package var hasDebugInfo: Bool
   /// True when the symbols came from a full symbol table (`.symtab`, `LC_SYMTAB` with locals) rather
   /// than only exported symbols.
-  public var hasFullSymbolTable: Bool
+  package var hasFullSymbolTable: Bool
 
   /// The `.gnu_debuglink` file name of a stripped ELF file, when it has one.
-  public var debugLink: String?
+  package var debugLink: String?
   /// The CRC-32 `.gnu_debuglink` records for that file (a file found by the name must have it).
-  public var debugLinkCRC: UInt32?
+  package var debugLinkCRC: UInt32?
   /// The `.gnu_debugaltlink` of this file: a dwz supplementary file holding DWARF shared with others.
-  public var debugAltLink: DebugAltLink?
+  package var debugAltLink: DebugAltLink?
   /// Why a `.gnu_debugaltlink` present in the file could not be read, when so.
-  public var debugAltLinkProblem: String?
+  package var debugAltLinkProblem: String?
   /// Why a full symbol table present in the file could not be read, when so (its names are then
   /// the exported ones).
-  public var symbolTableProblem: String?
+  package var symbolTableProblem: String?
   /// The dwz supplementary file of the file with this slice's DWARF (`debugInfoPath ?? path`), found
   /// by `DebugFileLocator` and checked against the `.gnu_debugaltlink` build-id.
-  public var supplementaryPath: String?
+  package var supplementaryPath: String?
   /// A separate file with this slice's DWARF (a dSYM or `.debug` file with the same identity), when
   /// the symbols came from one file and the debug info from another.
-  public var debugInfoPath: String?
+  package var debugInfoPath: String?
   /// True when `debugInfoPath` is a universal file (its slice is named `path:arch`).
-  public var debugInfoIsUniversal = false
+  package var debugInfoIsUniversal = false
   /// True for an ELF executable linked at fixed addresses (`ET_EXEC`, not PIE): loaded where it was
   /// linked, so its load bias is 0 and a report's address is its link-time address.
-  public var isFixedAddress = false
+  package var isFixedAddress = false
 
   /// For an ELF file loaded with `.presence`: whether it has function symbols, found without reading
   /// its table (`symbols` holds what `readSymbols` has read since). `nil` when the table was read at load
@@ -83,7 +83,7 @@ public struct SymbolFile: Sendable {
 
   /// Reads every slice of the file at `path`. Throws when the file cannot be mapped or is neither ELF
   /// nor Mach-O.
-  public static func load(path: String, withSymbols: Bool = true) throws -> [SymbolFile] {
+  package static func load(path: String, withSymbols: Bool = true) throws -> [SymbolFile] {
     try load(path: path, reading: withSymbols ? .table : .none)
   }
 
@@ -120,7 +120,7 @@ public struct SymbolFile: Sendable {
 
   /// The slice of `slices` for `architecture` (exact, then `arm64e`/`arm64` and `x86_64h`/`x86_64`
   /// as equivalents); a lone slice when the architecture is unknown.
-  public static func slice(_ slices: [SymbolFile], architecture: String?) -> SymbolFile? {
+  package static func slice(_ slices: [SymbolFile], architecture: String?) -> SymbolFile? {
     guard let architecture else { return slices.count == 1 ? slices[0] : nil }
     if let exact = slices.first(where: { $0.architecture == architecture }) { return exact }
     if let other = Architecture(architecture).sibling, let near = slices.first(where: { $0.architecture == other.name }) {

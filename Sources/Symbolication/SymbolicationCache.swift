@@ -37,7 +37,7 @@ public final class SymbolicationCache {
   }
 
   /// How many files' outcomes and DWARF indexes are held (tests and benchmarks check files are read once).
-  public var counts: (images: Int, debugInfoFiles: Int) { (outcomes.count, debugInfoFiles.count) }
+  package var counts: (images: Int, debugInfoFiles: Int) { (outcomes.count, debugInfoFiles.count) }
 
   /// Search paths that could not be read, as each report's notes name them.
   var unreadableNotes: [String] { locator.unreadable.map { "\($0.path): \($0.problem)" } }

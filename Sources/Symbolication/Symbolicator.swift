@@ -9,9 +9,9 @@ public struct SymbolicationOptions: Sendable {
   /// Also look in `/usr/lib/debug/.build-id` and the debuginfod client cache.
   public var systemDirectories = true
   /// Replace the system `.build-id` folders and debuginfod caches (tests; `nil`: the system's).
-  public var buildIDDirectories: [String]? = nil
+  package var buildIDDirectories: [String]? = nil
   /// Replace the debuginfod client caches searched (tests; `nil`: the user's).
-  public var debuginfodCaches: [String]? = nil
+  package var debuginfodCaches: [String]? = nil
   /// How symbol names are written.
   public var demangle: Demangler.Style = .simplified
   /// Read file:line:column and inlined frames from the DWARF of each image (or its debug file).

@@ -45,7 +45,7 @@ public enum BinaryFormatter {
   }
 
   /// True when the format stores entitlements (Mach-O code signatures).
-  public static func storesEntitlements(_ binary: BinaryFile) -> Bool {
+  package static func storesEntitlements(_ binary: BinaryFile) -> Bool {
     binary.formatRenderer is EntitlementsRendering
   }
 
@@ -212,15 +212,15 @@ protocol EntitlementsRendering {
 }
 
 /// One slice's architecture and build-id/UUID (what `--uuid` prints).
-public struct SliceIdentity: Sendable, Equatable {
-  public var architecture: String
-  public var buildID: BuildID?
+package struct SliceIdentity: Sendable, Equatable {
+  package var architecture: String
+  package var buildID: BuildID?
 }
 
 extension BinaryFile {
   /// Each slice's architecture and build-id/UUID, in the order and with the slices of `slices`,
   /// without making the summaries.
-  public var sliceIdentities: [SliceIdentity] {
+  package var sliceIdentities: [SliceIdentity] {
     switch self {
     case .elf(let file): [SliceIdentity(architecture: file.architecture, buildID: file.buildID)]
     case .machO(let file): [SliceIdentity(architecture: file.architecture, buildID: file.uuid)]

@@ -25,6 +25,7 @@ public struct ImageTiming: Sendable, Equatable {
   /// Nanoseconds the loader took to map the image (since the previous loader step).
   public var loadDuration: UInt64
 
+  /// A timing of `sinceStart` and `loadDuration` nanoseconds.
   public init(sinceStart: UInt64, loadDuration: UInt64) {
     self.sinceStart = sinceStart
     self.loadDuration = loadDuration
@@ -58,10 +59,12 @@ public struct ImageTiming: Sendable, Equatable {
 /// in the text styles are escaped with `TextEscaping` (a file name cannot forge a line or drive the
 /// terminal); JSON escapes them as JSON.
 public struct ImageFormatter: Sendable {
+  /// The layout of each line.
   public var style: ImageFormatStyle
   /// In the `crash` style, print the whole build-id between `<` and `>` instead of its first 16 bytes.
   public var fullBuildIDs: Bool
 
+  /// A formatter for `style`; `fullBuildIDs` prints whole build-ids in the `crash` style.
   public init(style: ImageFormatStyle, fullBuildIDs: Bool = false) {
     self.style = style
     self.fullBuildIDs = fullBuildIDs
@@ -81,7 +84,7 @@ public struct ImageFormatter: Sendable {
 
   /// One event line (`imagelog watch`, `imagelog run`): the logger and JSON styles name the event
   /// themselves; the crash and unstrip lines get an `Added: ` or `Removed: ` prefix (after `[pid N] `).
-  public func eventLine(_ image: Image, event: ImageEvent, pid: Int32? = nil, timing: ImageTiming? = nil) -> String {
+  package func eventLine(_ image: Image, event: ImageEvent, pid: Int32? = nil, timing: ImageTiming? = nil) -> String {
     switch style {
     case .logger, .json: return format(image, event: event, pid: pid, timing: timing)
     case .crash, .unstrip:
@@ -98,13 +101,13 @@ public struct ImageFormatter: Sendable {
   }
 
   /// `  +T ms (loaded in D ms)`: the text styles' timing, milliseconds with three decimals.
-  public static func timingText(_ timing: ImageTiming) -> String {
+  package static func timingText(_ timing: ImageTiming) -> String {
     "  +\(milliseconds(timing.sinceStart)) ms (loaded in \(milliseconds(timing.loadDuration)) ms)"
   }
 
   /// `nanoseconds` as milliseconds with three decimals (`12.345`): the text styles' durations (also
   /// a threads report's `Stopped:`).
-  public static func milliseconds(_ nanoseconds: UInt64) -> String {
+  package static func milliseconds(_ nanoseconds: UInt64) -> String {
     let micro = nanoseconds / 1000
     let fraction = String(micro % 1000)
     return "\(micro / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction

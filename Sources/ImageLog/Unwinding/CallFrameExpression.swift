@@ -4,7 +4,7 @@ internal import CImageLogUnwind
 /// `DW_CFA_expression`, `DW_CFA_val_expression`): over `registers`, reading `memory` for `DW_OP_deref`,
 /// with `initial` (the CFA, for register rules) pushed first. `nil` when the expression is malformed,
 /// needs a register not known or memory that cannot be read, or runs past the unwinder's step cap.
-public func evaluateExpression(_ expression: [UInt8], registers: RegisterSet, memory: some MemoryReading,
+package func evaluateExpression(_ expression: [UInt8], registers: RegisterSet, memory: some MemoryReading,
                                initial: UInt64? = nil) -> UInt64? {
   guard let length = UInt32(exactly: expression.count) else { return nil }
   var set = registers.cValue

@@ -2,7 +2,7 @@ internal import CImageLogUnwind
 
 /// How to recover one register of the caller in one row (DWARF 5 section 6.4.1), as the C engine
 /// decoded it. Expressions stay where they are: their address (in the table's memory) and length.
-public enum CallFrameRule: Sendable, Equatable {
+package enum CallFrameRule: Sendable, Equatable {
   /// `DW_CFA_undefined`: not recoverable (the return address column here ends the stack).
   case undefined
   /// `DW_CFA_same_value`: unchanged from this frame.
@@ -21,9 +21,9 @@ public enum CallFrameRule: Sendable, Equatable {
 
 /// One row of an FDE's unwind table: from `location` up to `end`, the CFA rule and every register
 /// rule set (registers 0 to 96; a register without a rule is absent).
-public struct CallFrameRow: Sendable, Equatable {
+package struct CallFrameRow: Sendable, Equatable {
   /// How to find the Canonical Frame Address.
-  public enum CFA: Sendable, Equatable {
+  package enum CFA: Sendable, Equatable {
     /// `register + offset` (`DW_CFA_def_cfa` and friends).
     case registerOffset(register: Int, offset: Int64)
     /// `DW_CFA_def_cfa_expression`: its address and length.
@@ -31,17 +31,17 @@ public struct CallFrameRow: Sendable, Equatable {
   }
 
   /// The first address the row applies to.
-  public var location: UInt64
+  package var location: UInt64
   /// The first address past it (the next row's location, or the FDE's end).
-  public var end: UInt64
+  package var end: UInt64
   /// The CFA rule.
-  public var cfa: CFA
+  package var cfa: CFA
   /// The register rules by DWARF register number.
-  public var rules: [Int: CallFrameRule]
+  package var rules: [Int: CallFrameRule]
   /// The column of the return address (the CIE's).
-  public var returnAddressRegister: Int
+  package var returnAddressRegister: Int
   /// True for a signal frame (CIE augmentation `S`).
-  public var isSignalFrame: Bool
+  package var isSignalFrame: Bool
 
   init?(_ row: il_cfi_row) {
     location = row.location
@@ -80,18 +80,18 @@ public struct CallFrameRow: Sendable, Equatable {
 
 /// A call frame section (`.eh_frame` or `.debug_frame`) in some memory, read by the unwinder's own
 /// CFI engine: its FDEs and their rows, for tools and tests (`readelf --debug-dump=frames-interp`).
-public struct CallFrameTable {
+package struct CallFrameTable {
   /// `.eh_frame` (CIE id 0, `DW_EH_PE_*` pointers) or `.debug_frame` (CIE id all ones, plain addresses).
-  public enum Kind: Sendable { case ehFrame, debugFrame }
+  package enum Kind: Sendable { case ehFrame, debugFrame }
 
   /// One FDE.
-  public struct Entry: Sendable, Equatable {
+  package struct Entry: Sendable, Equatable {
     /// Its offset in the section.
-    public var offset: UInt64
+    package var offset: UInt64
     /// The addresses it covers (run-time for `.eh_frame`, link-time plus `loadBias` for `.debug_frame`).
-    public var pcRange: Range<UInt64>
+    package var pcRange: Range<UInt64>
     /// Where its instructions are, in the table's memory.
-    public var instructions: Range<UInt64>
+    package var instructions: Range<UInt64>
     var cie: UInt64
   }
 
@@ -100,7 +100,7 @@ public struct CallFrameTable {
 
   /// The section of `size` bytes at `address` in `memory`. `.debug_frame` FDE addresses get `loadBias`
   /// added; `addressSize` is the target's (8, or 4 for 32-bit code).
-  public init(memory: some MemoryReading, address: UInt64, size: UInt64, kind: Kind, loadBias: UInt64 = 0,
+  package init(memory: some MemoryReading, address: UInt64, size: UInt64, kind: Kind, loadBias: UInt64 = 0,
               addressSize: Int = 8) {
     self.memory = memory
     var section = il_cfi_section()
@@ -113,7 +113,7 @@ public struct CallFrameTable {
   }
 
   /// Every FDE in section order, at most `limit`; `complete` is false when a malformed entry ended the walk.
-  public func entries(limit: Int = 1 << 22) -> (entries: [Entry], complete: Bool) {
+  package func entries(limit: Int = 1 << 22) -> (entries: [Entry], complete: Bool) {
     withCMemory(memory) { cMemory in
       var section = self.section
       section.memory = cMemory
@@ -134,7 +134,7 @@ public struct CallFrameTable {
   }
 
   /// The row of `entry` holding `pc`, `nil` outside it or when its instructions are malformed.
-  public func row(of entry: Entry, at pc: UInt64) -> CallFrameRow? {
+  package func row(of entry: Entry, at pc: UInt64) -> CallFrameRow? {
     withCMemory(memory) { cMemory in
       var section = self.section
       section.memory = cMemory
@@ -146,7 +146,7 @@ public struct CallFrameTable {
   }
 
   /// Every row of `entry` in order (`nil` when its instructions are malformed).
-  public func rows(of entry: Entry) -> [CallFrameRow]? {
+  package func rows(of entry: Entry) -> [CallFrameRow]? {
     var rows: [CallFrameRow] = []
     var pc = entry.pcRange.lowerBound
     // Each row ends past its start: at most one row per address of the FDE, and at most one per
@@ -174,7 +174,7 @@ public struct CallFrameTable {
 extension UnwindImage {
   /// The row for `pc`, found as the unwinder finds it (`.eh_frame_hdr`'s binary search, else a walk of
   /// `.eh_frame`, then `.debug_frame`); `nil` when no FDE covers it.
-  public func row(at pc: UInt64, in memory: some MemoryReading) -> CallFrameRow? {
+  package func row(at pc: UInt64, in memory: some MemoryReading) -> CallFrameRow? {
     let lookup = ImageLookup([self])
     return withExtendedLifetime(lookup) {
       withCMemory(memory) { cMemory in

@@ -1,4 +1,4 @@
-public import ImageReaders
+import ImageReaders
 
 /// The bytes a process had mapped from files, read from the files themselves: an image's headers,
 /// code and call frame tables where a minidump (which keeps stacks, not code) left them out. Each file
@@ -6,18 +6,18 @@ public import ImageReaders
 /// the one the process mapped (by build-id) should be added.
 ///
 /// Not for concurrent use (as `FileBytes`).
-public final class MappedFileMemory: MemoryReading {
+package final class MappedFileMemory: MemoryReading {
   private var files: [(mappings: [ELFCore.MappedFiles.Mapping], file: FileBytes)] = []
 
   /// No file yet.
-  public init() {}
+  package init() {}
 
   /// Reads `mappings`' addresses from `file` (each mapping's `fileOffset` into it).
-  public func add(_ file: FileBytes, mappings: [ELFCore.MappedFiles.Mapping]) {
+  package func add(_ file: FileBytes, mappings: [ELFCore.MappedFiles.Mapping]) {
     files.append((mappings, file))
   }
 
-  public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+  package func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard buffer.count > 0 else { return true }
     for (mappings, file) in files {
       for mapping in mappings where mapping.vmRange.contains(address) {
@@ -38,16 +38,16 @@ public final class MappedFileMemory: MemoryReading {
 
 /// Two memories read as one: `first` where it holds the bytes, else `second` (a thread's copied stack
 /// before the files an image was mapped from, say).
-public struct LayeredMemory<First: MemoryReading, Second: MemoryReading>: MemoryReading {
-  public let first: First
-  public let second: Second
+package struct LayeredMemory<First: MemoryReading, Second: MemoryReading>: MemoryReading {
+  package let first: First
+  package let second: Second
 
-  public init(_ first: First, _ second: Second) {
+  package init(_ first: First, _ second: Second) {
     self.first = first
     self.second = second
   }
 
-  public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+  package func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     first.read(address, into: buffer) || second.read(address, into: buffer)
   }
 }

@@ -18,6 +18,7 @@ public struct ProcessMemory: MemoryReading, Sendable {
   /// Reads process `pid`.
   public init(pid: Int32) { self.pid = pid }
 
+  /// Copies the process's bytes at `address` with `process_vm_readv`; false when any is unreadable.
   public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard let base = buffer.baseAddress, buffer.count > 0 else { return true }
     let got = il_read_process_memory(pid, address, base, buffer.count)
@@ -41,6 +42,7 @@ public struct BufferMemory: MemoryReading, Sendable {
     self.address = address
   }
 
+  /// Copies the bytes at `address`; false when any lies outside the buffer.
   public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     let (offset, below) = address.subtractingReportingOverflow(self.address)
     guard !below, offset <= UInt64(bytes.count), UInt64(buffer.count) <= UInt64(bytes.count) - offset else { return false }

@@ -1,11 +1,11 @@
-public import ImageReaders
+import ImageReaders
 
 extension RegisterSet {
   /// The unwinder's registers from the kernel's whole set (a core's `NT_PRSTATUS`, a live thread's, a
   /// minidump's context), in DWARF numbering (x86_64: rax 0, rdx 1, rcx 2, rbx 3, rsi 4, rdi 5, rbp 6,
   /// rsp 7, r8-r15 8-15, rip 16; aarch64: x0-x30 0-30, sp 31, pc 32; i386: eax 0, ecx 1, edx 2, ebx 3,
   /// esp 4, ebp 5, esi 6, edi 7, eip 8).
-  public init(_ registers: KernelRegisters) {
+  package init(_ registers: KernelRegisters) {
     switch registers.layout {
     case .x86_64:
       var set = RegisterSet(architecture: .x86_64)

@@ -13,7 +13,7 @@ public struct RegisterSet: Sendable, Equatable {
   var values: [UInt64?]
 
   /// The number of registers a set holds (`IL_REGISTER_COUNT`).
-  public static let count = 33
+  package static let count = 33
 
   /// A set with no register known.
   public init(architecture: Architecture) {

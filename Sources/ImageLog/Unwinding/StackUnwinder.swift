@@ -26,7 +26,7 @@ public struct UnwoundFrame: Sendable, Equatable {
   public var lookupAddress: UInt64 { pcIsExact || pc == 0 ? pc : pc - 1 }
 
   /// A frame as given.
-  public init(pc: UInt64, trust: FrameTrust, pcIsExact: Bool) {
+  package init(pc: UInt64, trust: FrameTrust, pcIsExact: Bool) {
     self.pc = pc
     self.trust = trust
     self.pcIsExact = pcIsExact
@@ -36,22 +36,22 @@ public struct UnwoundFrame: Sendable, Equatable {
 /// One mapped image's call frame information, at run-time addresses.
 public struct UnwindImage: Sendable {
   /// The image's executable range: a pc (or return address) inside it belongs to this image.
-  public var textRange: Range<UInt64>
+  package var textRange: Range<UInt64>
   /// Run-time minus link-time address.
-  public var loadBias: UInt64
+  package var loadBias: UInt64
   /// `PT_GNU_EH_FRAME`'s run-time address (`.eh_frame_hdr`), `nil` when none.
-  public var ehFrameHeader: UInt64?
+  package var ehFrameHeader: UInt64?
   /// `.eh_frame`'s run-time range, when known: walked when there is no usable header.
-  public var ehFrame: Range<UInt64>?
+  package var ehFrame: Range<UInt64>?
   /// `.debug_frame`'s bytes (read from the file; FDE addresses link-time), for images whose
   /// `.eh_frame` does not cover everything. `nil`: none.
-  public var debugFrame: [UInt8]?
+  package var debugFrame: [UInt8]?
   /// The size of the image's pointers in its call frame information: 8, or 4 for a 32-bit (ELFCLASS32)
   /// image. A walk from i386 registers reads 4-byte pointers whatever this says.
-  public var addressSize: Int
+  package var addressSize: Int
 
   /// An image as given.
-  public init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
+  package init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
               debugFrame: [UInt8]? = nil, addressSize: Int = 8) {
     self.textRange = textRange
     self.loadBias = loadBias
@@ -69,7 +69,7 @@ public struct UnwindImage: Sendable {
   /// Reads the ELF header and program headers at `loadAddress` through `memory`, finds PT_GNU_EH_FRAME
   /// and the image's class (its pointer size). An image whose headers cannot be read or decoded has no
   /// call frame information (frame pointers and scanning still apply to it).
-  public static func locate(loadAddress: UInt64, loadBias: UInt64, textRange: Range<UInt64>,
+  package static func locate(loadAddress: UInt64, loadBias: UInt64, textRange: Range<UInt64>,
                             in memory: some MemoryReading) -> UnwindImage {
     var image = UnwindImage(textRange: textRange, loadBias: loadBias)
     var headerBytes = [UInt8](repeating: 0, count: 64)

@@ -3,32 +3,32 @@
 /// checked from. Every index entry, blob header and blob length is checked against the SuperBlob.
 public struct CodeSignature: Sendable, Equatable {
   /// `CSMAGIC_EMBEDDED_SIGNATURE`
-  public static let superBlobMagic: UInt32 = 0xFADE_0CC0
+  package static let superBlobMagic: UInt32 = 0xFADE_0CC0
   /// `CSMAGIC_CODEDIRECTORY`
-  public static let codeDirectoryMagic: UInt32 = 0xFADE_0C02
+  package static let codeDirectoryMagic: UInt32 = 0xFADE_0C02
   /// `CSMAGIC_REQUIREMENTS`
-  public static let requirementsMagic: UInt32 = 0xFADE_0C01
+  package static let requirementsMagic: UInt32 = 0xFADE_0C01
   /// `CSMAGIC_EMBEDDED_ENTITLEMENTS` (an XML property list)
-  public static let entitlementsMagic: UInt32 = 0xFADE_7171
+  package static let entitlementsMagic: UInt32 = 0xFADE_7171
   /// `CSMAGIC_EMBEDDED_DER_ENTITLEMENTS`
-  public static let derEntitlementsMagic: UInt32 = 0xFADE_7172
+  package static let derEntitlementsMagic: UInt32 = 0xFADE_7172
   /// `CSMAGIC_BLOBWRAPPER` (the CMS signature)
-  public static let blobWrapperMagic: UInt32 = 0xFADE_0B01
+  package static let blobWrapperMagic: UInt32 = 0xFADE_0B01
 
   /// One entry of the SuperBlob's index.
-  public struct BlobIndex: Sendable, Equatable {
+  package struct BlobIndex: Sendable, Equatable {
     /// The slot (`CSSLOT_CODEDIRECTORY` 0, `CSSLOT_REQUIREMENTS` 2, `CSSLOT_ENTITLEMENTS` 5,
     /// `CSSLOT_DER_ENTITLEMENTS` 7, `CSSLOT_ALTERNATE_CODEDIRECTORIES` 0x1000..., `CSSLOT_SIGNATURESLOT` 0x10000).
-    public var slot: UInt32
+    package var slot: UInt32
     /// The blob's offset from the start of the SuperBlob.
-    public var offset: UInt32
+    package var offset: UInt32
     /// The blob's own magic.
-    public var magic: UInt32
+    package var magic: UInt32
     /// The blob's own length, header included.
-    public var length: UInt32
+    package var length: UInt32
 
     /// A short name for the slot (`CodeDirectory`, `Entitlements`, ...).
-    public var slotName: String {
+    package var slotName: String {
       switch slot {
       case 0: "CodeDirectory"
       case 1: "Info"
@@ -47,9 +47,9 @@ public struct CodeSignature: Sendable, Equatable {
   }
 
   /// The SuperBlob's `length`, in bytes.
-  public var length: UInt32
+  package var length: UInt32
   /// The index, in stored order.
-  public var blobs: [BlobIndex]
+  package var blobs: [BlobIndex]
   /// The CodeDirectory in slot 0; `nil` when the SuperBlob has none.
   public var codeDirectory: CodeDirectory?
   /// The alternate CodeDirectories (other hash types), in slot order.
@@ -62,7 +62,7 @@ public struct CodeSignature: Sendable, Equatable {
   public var hasCMSSignature: Bool
 
   /// Decodes the SuperBlob that `bytes` covers (exactly `LC_CODE_SIGNATURE`'s dataoff/datasize).
-  public init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader) throws(FormatError) {
     var reader = bytes
     reader.endian = .big
     guard reader.count >= 12 else {
@@ -201,7 +201,7 @@ public struct CodeDirectory: Sendable, Equatable {
   }
 
   /// Decodes the CodeDirectory `blob` covers (header included, big-endian).
-  public init(_ blob: ByteReader) throws(FormatError) {
+  package init(_ blob: ByteReader) throws(FormatError) {
     var reader = blob
     reader.endian = .big
     guard reader.count >= 44 else {
@@ -251,6 +251,7 @@ public struct CodeDirectory: Sendable, Equatable {
     }
   }
 
+  /// True when the decoded fields are equal.
   public static func == (lhs: CodeDirectory, rhs: CodeDirectory) -> Bool {
     lhs.version == rhs.version && lhs.flags == rhs.flags && lhs.hashType == rhs.hashType
       && lhs.hashSize == rhs.hashSize && lhs.pageSizeLog2 == rhs.pageSizeLog2 && lhs.platform == rhs.platform

@@ -1,6 +1,6 @@
 /// A property-list value, as entitlements are: decoded from the XML blob (0xfade7171) or from the DER
 /// blob (0xfade7172). Dictionaries keep their stored order.
-public indirect enum PropertyList: Sendable, Equatable {
+package indirect enum PropertyList: Sendable, Equatable {
   /// `<dict>`; DER `[CONTEXT 16]`.
   case dictionary([Entry])
   /// `<array>`; DER `SEQUENCE`.
@@ -15,17 +15,17 @@ public indirect enum PropertyList: Sendable, Equatable {
   case other(kind: String, text: String)
 
   /// One key and its value.
-  public struct Entry: Sendable, Equatable {
-    public var key: String
-    public var value: PropertyList
-    public init(key: String, value: PropertyList) { self.key = key; self.value = value }
+  package struct Entry: Sendable, Equatable {
+    package var key: String
+    package var value: PropertyList
+    package init(key: String, value: PropertyList) { self.key = key; self.value = value }
   }
 
   /// Nesting deeper than this is refused (entitlements are a few levels deep; recursion stays bounded).
-  public static let maximumDepth = 32
+  package static let maximumDepth = 32
 
   /// The same value with every dictionary's keys sorted (the DER form stores them sorted).
-  public var sortedKeys: PropertyList {
+  package var sortedKeys: PropertyList {
     switch self {
     case .dictionary(let entries):
       .dictionary(entries.map { Entry(key: $0.key, value: $0.value.sortedKeys) }.sorted { $0.key < $1.key })
@@ -39,13 +39,13 @@ public indirect enum PropertyList: Sendable, Equatable {
 
 extension PropertyList {
   /// Decodes an XML property list (the `<?xml`/`<!DOCTYPE` prologue optional).
-  public init(xml text: String) throws(FormatError) {
+  package init(xml text: String) throws(FormatError) {
     var parser = XMLPlistParser(Array(text.utf8))
     self = try parser.document()
   }
 
   /// An XML property list of this value, tab-indented as Apple's tools write it.
-  public var xmlDocument: String {
+  package var xmlDocument: String {
     var text = """
       <?xml version="1.0" encoding="UTF-8"?>
       <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
@@ -245,7 +245,7 @@ extension PropertyList {
   /// Decodes Apple's DER entitlements: `[APPLICATION 16] { INTEGER 1, [CONTEXT 16] dictionary }`, where
   /// a dictionary holds `SEQUENCE { UTF8String key, value }` entries and values are BOOLEAN, INTEGER,
   /// UTF8String, SEQUENCE (array) or a nested dictionary.
-  public init(der bytes: [UInt8]) throws(FormatError) {
+  package init(der bytes: [UInt8]) throws(FormatError) {
     var reader = DERReader(bytes: bytes, position: 0, end: bytes.count)
     let (tag, outer) = try reader.element()
     guard tag == 0x70 else { throw DERReader.fail("outer tag 0x\(hexDigits(UInt64(tag))) is not [APPLICATION 16]") }
@@ -335,7 +335,7 @@ struct DERReader {
 
 extension PropertyList {
   /// The value as JSON, indented by two spaces per level (dictionaries keep their order).
-  public func json(indent: String = "") -> String {
+  package func json(indent: String = "") -> String {
     switch self {
     case .dictionary(let entries):
       if entries.isEmpty { return "{}" }
@@ -358,7 +358,7 @@ extension PropertyList {
 extension CodeSignature {
   /// The entitlements as a value: from the XML blob when present, else from the DER blob; `nil` when
   /// the signature carries neither.
-  public func decodedEntitlements() throws(FormatError) -> PropertyList? {
+  package func decodedEntitlements() throws(FormatError) -> PropertyList? {
     if let entitlements { return try PropertyList(xml: entitlements) }
     if let derEntitlements { return try PropertyList(der: derEntitlements) }
     return nil

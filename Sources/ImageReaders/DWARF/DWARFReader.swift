@@ -1,20 +1,20 @@
 /// One source location of an address: a function and where in it, the innermost inlined one first.
-public struct DWARFFrame: Sendable, Equatable {
+package struct DWARFFrame: Sendable, Equatable {
   /// The function as DWARF names it: `DW_AT_linkage_name` when there is one (mangled), else
   /// `DW_AT_name`, found through `DW_AT_abstract_origin` and `DW_AT_specification`; `nil` when unknown.
-  public var function: String?
+  package var function: String?
   /// The source file, joined with its include directory and the compilation directory as
   /// `llvm-symbolizer` joins them; "" when the line table does not name one.
-  public var file: String
+  package var file: String
   /// 1-based line; 0 when the compiler attributes the address to no line.
-  public var line: Int
+  package var line: Int
   /// 1-based column; 0 when unknown.
-  public var column: Int
+  package var column: Int
   /// True for a function inlined into the next frame.
-  public var isInlined: Bool
+  package var isInlined: Bool
 
   /// A frame with these fields.
-  public init(function: String?, file: String, line: Int, column: Int, isInlined: Bool) {
+  package init(function: String?, file: String, line: Int, column: Int, isInlined: Bool) {
     self.function = function
     self.file = file
     self.line = line
@@ -29,7 +29,7 @@ public struct DWARFFrame: Sendable, Equatable {
 /// tree and line table are read the first time an address falls in it, and kept.
 ///
 /// Not thread-safe: its caches fill in as it answers.
-public final class DWARFReader {
+package final class DWARFReader {
   let context: DWARFContext
   private let unitStarts: [UInt64]
   private let unitValues: [Int32]
@@ -37,7 +37,7 @@ public final class DWARFReader {
 
   /// Reads the unit headers and builds the address index. Throws when `.debug_info` is unreadable from
   /// its first unit; a later broken unit ends the index there (the units before it still answer).
-  public init(_ sections: DWARFSections) throws(FormatError) {
+  package init(_ sections: DWARFSections) throws(FormatError) {
     context = try DWARFContext(sections)
     var ranges: [DWARFRangeMap.Range] = []
     var covered = Set<Int>()
@@ -68,20 +68,20 @@ public final class DWARFReader {
 
   /// What made the index leave units out: a unit header that ends the walk of `.debug_info`, unit DIEs
   /// that cannot be read. Addresses in those units answer nothing.
-  public let problems: [FormatError]
+  package let problems: [FormatError]
 
   /// The addresses where the unit index changes from one unit (or none) to another, ascending: each
   /// unit's first address among them (the fuzz target and the mutation tests probe these).
   var indexedAddresses: [UInt64] { unitStarts }
 
   /// The number of units in `.debug_info`.
-  public var unitCount: Int { context.units.count }
+  var unitCount: Int { context.units.count }
 
   /// The frames of `address` (a link-time address), innermost first, the last being the subprogram
   /// itself: each inlined frame's file, line and column come from the line table for the innermost and
   /// from the `DW_AT_call_*` of the frame inside it for the others. A unit with a line table but no
   /// subprogram for the address gives one frame without a function. Empty when no unit covers it.
-  public func frames(at address: UInt64) throws(FormatError) -> [DWARFFrame] {
+  package func frames(at address: UInt64) throws(FormatError) -> [DWARFFrame] {
     guard let found = DWARFRangeMap.lookup(address, starts: unitStarts, values: unitValues),
           Int(found) < context.units.count else { return [] }
     let unit = context.units[Int(found)]

@@ -1,5 +1,5 @@
 /// How a compressed debug section is compressed.
-public enum DWARFCompression: Sendable, Equatable {
+package enum DWARFCompression: Sendable, Equatable {
   /// `ELFCOMPRESS_ZLIB` (1), and the older `.zdebug_*` sections ("ZLIB" + 8-byte big-endian size).
   case zlib
   /// `ELFCOMPRESS_ZSTD` (2).
@@ -16,16 +16,16 @@ public enum DWARFCompression: Sendable, Equatable {
 /// fast, and on every Debian system (zlib1g is essential, dpkg needs libzstd1), while an inflater of our
 /// own would be new, unfuzzed parsing of hostile bytes; loading them lazily keeps them out of the
 /// `imagelog` executable's start-up, which loads only libc and libm.
-public typealias DWARFDecompressor =
+package typealias DWARFDecompressor =
   (DWARFCompression, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws(FormatError) -> Int
 
 /// Bytes allocated for a decompressed section; freed with the last reference.
-public final class DWARFOwnedBytes: @unchecked Sendable {
+package final class DWARFOwnedBytes: @unchecked Sendable {
   /// The bytes (never written after the section is decompressed into them).
-  public let buffer: UnsafeMutableRawBufferPointer
+  package let buffer: UnsafeMutableRawBufferPointer
 
   /// Allocates `count` uninitialised bytes.
-  public init(count: Int) {
+  package init(count: Int) {
     buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
   }
 
@@ -33,82 +33,82 @@ public final class DWARFOwnedBytes: @unchecked Sendable {
 }
 
 /// The bytes of one debug section, kept alive by `owner` (a mapped file or `DWARFOwnedBytes`).
-public struct DWARFSection: @unchecked Sendable {
+package struct DWARFSection: @unchecked Sendable {
   /// The section's contents (decompressed).
-  public let bytes: UnsafeRawBufferPointer
+  package let bytes: UnsafeRawBufferPointer
   // Immutable bytes that live as long as this reference: what makes the type Sendable.
   let owner: AnyObject?
 
   /// A section over `bytes`, which `owner` keeps alive.
-  public init(bytes: UnsafeRawBufferPointer, owner: AnyObject?) {
+  package init(bytes: UnsafeRawBufferPointer, owner: AnyObject?) {
     self.bytes = bytes
     self.owner = owner
   }
 
   /// No section.
-  public static var empty: DWARFSection { DWARFSection(bytes: UnsafeRawBufferPointer(start: nil, count: 0), owner: nil) }
+  package static var empty: DWARFSection { DWARFSection(bytes: UnsafeRawBufferPointer(start: nil, count: 0), owner: nil) }
 
   /// True when the file had no such section (or an empty one).
-  public var isEmpty: Bool { bytes.isEmpty }
+  package var isEmpty: Bool { bytes.isEmpty }
 }
 
 /// The DWARF sections of one file (or one Mach-O slice), decompressed, and of its supplementary file
 /// (dwz's `.gnu_debugaltlink`, DWARF 5's `DW_UT_supplementary`) when there is one.
-public struct DWARFSections: Sendable {
+package struct DWARFSections: Sendable {
   /// The byte order of every section.
-  public var endian: ByteReader.Endian
+  package var endian: ByteReader.Endian
   /// `.debug_info`
-  public var info = DWARFSection.empty
+  package var info = DWARFSection.empty
   /// `.debug_abbrev`
-  public var abbrev = DWARFSection.empty
+  package var abbrev = DWARFSection.empty
   /// `.debug_line`
-  public var line = DWARFSection.empty
+  package var line = DWARFSection.empty
   /// `.debug_str`
-  public var str = DWARFSection.empty
+  package var str = DWARFSection.empty
   /// `.debug_line_str`
-  public var lineStr = DWARFSection.empty
+  var lineStr = DWARFSection.empty
   /// `.debug_str_offsets`
-  public var strOffsets = DWARFSection.empty
+  var strOffsets = DWARFSection.empty
   /// `.debug_addr`
-  public var addr = DWARFSection.empty
+  package var addr = DWARFSection.empty
   /// `.debug_ranges` (DWARF 2–4)
-  public var ranges = DWARFSection.empty
+  package var ranges = DWARFSection.empty
   /// `.debug_rnglists` (DWARF 5)
-  public var rnglists = DWARFSection.empty
+  var rnglists = DWARFSection.empty
   /// `.debug_aranges`
-  public var aranges = DWARFSection.empty
+  var aranges = DWARFSection.empty
   /// `.debug_frame`
-  public var frame = DWARFSection.empty
+  package var frame = DWARFSection.empty
   /// `.eh_frame` (`__TEXT,__eh_frame` in Mach-O); its pointers are relative to `ehFrameVMAddress`.
-  public var ehFrame = DWARFSection.empty
+  package var ehFrame = DWARFSection.empty
   /// The link-time address of `.eh_frame`'s first byte.
-  public var ehFrameVMAddress: UInt64 = 0
+  package var ehFrameVMAddress: UInt64 = 0
   /// `.eh_frame_hdr`
-  public var ehFrameHeader = DWARFSection.empty
+  package var ehFrameHeader = DWARFSection.empty
   /// The link-time address of `.eh_frame_hdr`'s first byte.
-  public var ehFrameHeaderVMAddress: UInt64 = 0
+  package var ehFrameHeaderVMAddress: UInt64 = 0
   /// The bytes this file's compressed sections were inflated to (not its supplementary file's).
-  public internal(set) var inflatedByteCount: UInt64 = 0
+  package internal(set) var inflatedByteCount: UInt64 = 0
 
   private var supplementaryBox: [DWARFSections] = []  // an array, because a struct cannot hold itself
 
   /// The supplementary file's sections (`DW_FORM_GNU_ref_alt`, `DW_FORM_GNU_strp_alt`,
   /// `DW_FORM_strp_sup`, `DW_FORM_ref_sup4/8` point into them); `nil` when none was given.
-  public var supplementary: DWARFSections? {
+  package var supplementary: DWARFSections? {
     get { supplementaryBox.first }
     set { supplementaryBox = newValue.map { [$0] } ?? [] }
   }
 
   /// No sections yet, in byte order `endian`.
-  public init(endian: ByteReader.Endian) { self.endian = endian }
+  package init(endian: ByteReader.Endian) { self.endian = endian }
 
   /// True when there is a `.debug_info` to read functions and inlined frames from, or a line table.
-  public var hasDebugInfo: Bool { !info.isEmpty || !line.isEmpty }
+  package var hasDebugInfo: Bool { !info.isEmpty || !line.isEmpty }
 
   /// The largest uncompressed size a compressed section may claim: 1 GiB. The largest DWARF sections of
   /// real programs are a few hundred MB; a claim beyond this is hostile, and the buffer is allocated
   /// before decompression starts.
-  public static let maximumUncompressedSize: UInt64 = 1 << 30
+  package static let maximumUncompressedSize: UInt64 = 1 << 30
 
   /// The most that one file's compressed sections may claim together, with its supplementary file's:
   /// 1 GiB, the same as one section may. Each claim is checked on its own first, so this bounds what a
@@ -122,13 +122,13 @@ public struct DWARFSections: Sendable {
   /// the next image's is read, so at most this much is inflated at once; `SymbolicationCache` (many
   /// reports, `--output-dir`) keeps the DWARF of files read for earlier reports within this much in all,
   /// so at most twice this while another file is read beside it.
-  public static let maximumInflatedTotal: UInt64 = 1 << 30
+  package static let maximumInflatedTotal: UInt64 = 1 << 30
 
   /// The largest uncompressed/compressed ratio a section may claim. Deflate cannot exceed 1032:1 (a
   /// 258-byte match per 2 bits at best), so a zlib claim above is a lie whatever the data; zstd can go
   /// further on runs, but real debug sections compress 3–20x, so 2000x leaves two orders of margin while
   /// refusing a few bytes that claim a gigabyte.
-  public static func maximumRatio(_ compression: DWARFCompression) -> UInt64 {
+  static func maximumRatio(_ compression: DWARFCompression) -> UInt64 {
     compression == .zlib ? 1032 : 2000
   }
 
@@ -161,7 +161,7 @@ public struct DWARFSections: Sendable {
   // MARK: ELF
 
   /// `SHF_COMPRESSED`
-  public static let compressedFlag: UInt64 = 0x800
+  package static let compressedFlag: UInt64 = 0x800
 
   /// The debug sections of an ELF file: `.debug_*` (compressed with `SHF_COMPRESSED` or not) and
   /// `.zdebug_*`, plus `.eh_frame`/`.eh_frame_hdr`. `bytes` is the whole file `file` was decoded from;
@@ -169,7 +169,7 @@ public struct DWARFSections: Sendable {
   /// result owns, once the sizes they claim are known to fit together with `inflatedBefore` (what the
   /// file this one supplements inflated) in `maximumInflatedTotal`. A section that cannot be read or
   /// inflated is an error naming it.
-  public static func elf(_ file: ELFFile, bytes: ByteReader, owner: AnyObject?, decompress: DWARFDecompressor?,
+  package static func elf(_ file: ELFFile, bytes: ByteReader, owner: AnyObject?, decompress: DWARFDecompressor?,
                          inflatedBefore: UInt64 = 0) throws(FormatError) -> DWARFSections {
     var result = DWARFSections(endian: file.header.endian)
     var compressed: [(short: Substring, section: CompressedSection)] = []
@@ -285,7 +285,7 @@ public struct DWARFSections: Sendable {
 
   /// The debug sections of a Mach-O slice: `__DWARF,__debug_*` (a dSYM's or an object file's) and
   /// `__TEXT,__eh_frame`. `slice` is the slice's bytes (offsets from its start); `owner` keeps them alive.
-  public static func machO(_ file: MachOFile, slice: ByteReader, owner: AnyObject?) throws(FormatError) -> DWARFSections {
+  package static func machO(_ file: MachOFile, slice: ByteReader, owner: AnyObject?) throws(FormatError) -> DWARFSections {
     var result = DWARFSections(endian: file.header.endian)
     for segment in file.segments {
       for section in segment.sections {

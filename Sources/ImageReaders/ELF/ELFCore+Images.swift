@@ -1,17 +1,17 @@
 /// What a loaded ELF image's own headers say: the header, the program headers, the spans they cover
 /// and the build-id with where its bytes are. Read from an image mapped in memory (a core's, another
 /// process's) or from its file, with the same checks.
-public struct ELFImageHeaders: Sendable, Equatable {
+package struct ELFImageHeaders: Sendable, Equatable {
   /// The ELF header.
-  public var header: ELFHeader
+  package var header: ELFHeader
   /// The program headers.
-  public var programHeaders: [ProgramHeader]
+  package var programHeaders: [ProgramHeader]
   /// The spans the `PT_LOAD`s cover, link-time.
-  public var layout: LoadLayout
+  package var layout: LoadLayout
   /// The GNU build-id, or `nil` when the image has none (or, in memory, its note was not available).
-  public var buildID: BuildID?
+  package var buildID: BuildID?
   /// The link-time address of the build-id's bytes (the note descriptor), or `nil`.
-  public var buildIDVMAddress: UInt64?
+  package var buildIDVMAddress: UInt64?
 
   /// The most note bytes read per `PT_NOTE`: build-id notes are tiny.
   static let noteLimit: UInt64 = 64 * 1024
@@ -19,7 +19,7 @@ public struct ELFImageHeaders: Sendable, Equatable {
   /// The headers of the image whose ELF header is mapped at `loadAddress`, read through `read(address,
   /// length)`, which returns `nil` for memory it does not have. `nil` when the header or the program
   /// headers are not available; throws when the bytes there are not an ELF image's headers.
-  public init?(mappedAt loadAddress: UInt64,
+  package init?(mappedAt loadAddress: UInt64,
                read: (UInt64, Int) throws(FormatError) -> ByteReader?) throws(FormatError) {
     var first = try read(loadAddress, 64)
     if first == nil { first = try read(loadAddress, 52) }  // an ELF32 header at the very end of the memory kept
@@ -54,7 +54,7 @@ public struct ELFImageHeaders: Sendable, Equatable {
   }
 
   /// The headers of the ELF file whose bytes `file` fetches (notes found by `p_offset`).
-  public init<Source: RandomAccessBytes>(file source: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(file source: Source) throws(FormatError) {
     header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
     var file = source
     file.endian = header.endian
@@ -79,7 +79,7 @@ public struct ELFImageHeaders: Sendable, Equatable {
   }
 
   /// The architecture name of the image (`x86_64`, `i386`, ...).
-  public var architecture: String {
+  package var architecture: String {
     elfArchitectureName(machine: header.machine, is64Bit: header.is64Bit, flags: header.flags)
   }
 
@@ -88,7 +88,7 @@ public struct ELFImageHeaders: Sendable, Equatable {
   /// zero fill past `p_filesz` is not the file's), at its page-aligned offset. A segment whose address
   /// and offset disagree modulo `pageSize`, which no loader can map, is left out. For an image found
   /// without `NT_FILE`; `pageSize` is a power of two.
-  public func fileMappings(loadBias: UInt64, path: String, pageSize: UInt64) -> [ELFCore.MappedFiles.Mapping] {
+  package func fileMappings(loadBias: UInt64, path: String, pageSize: UInt64) -> [ELFCore.MappedFiles.Mapping] {
     let mask = pageSize &- 1
     var result: [ELFCore.MappedFiles.Mapping] = []
     for segment in programHeaders where segment.type == ProgramHeader.load && segment.fileSize > 0 {
@@ -107,7 +107,7 @@ public struct ELFImageHeaders: Sendable, Equatable {
   /// True when the file's `PT_LOAD`s map the way `mappings` (one image's `NT_FILE` entries, the first at
   /// `loadAddress`) show: each mapping's offset in the file lies in the file range of the segment at
   /// its address. How a file on disk is tied to a core that kept no build-id for it.
-  public func matches(_ mappings: [ELFCore.MappedFiles.Mapping], loadAddress: UInt64) -> Bool {
+  package func matches(_ mappings: [ELFCore.MappedFiles.Mapping], loadAddress: UInt64) -> Bool {
     let bias = loadAddress &- layout.firstVMAddress
     for mapping in mappings {
       let linkAddress = mapping.vmRange.lowerBound &- bias
@@ -128,39 +128,39 @@ public struct ELFImageHeaders: Sendable, Equatable {
 
 /// One image of a core: a file mapped from offset 0 (`NT_FILE`) whose mappings follow it, an image the
 /// dynamic linker's list names (`link_map`, for a core without `NT_FILE`), or the vDSO.
-public struct ELFCoreImage: Sendable, Equatable {
+package struct ELFCoreImage: Sendable, Equatable {
   /// The path `NT_FILE` gives (` (deleted)` kept), the `link_map` entry's `l_name`, or `[vdso]`.
-  public var path: String
+  package var path: String
   /// Where the file's offset 0 is mapped: the ELF header.
-  public var loadAddress: UInt64
+  package var loadAddress: UInt64
   /// The image's file mappings in address order: its `NT_FILE` entries, or, for an image from the
   /// dynamic linker's list, the mappings its `PT_LOAD`s make (empty for the vDSO).
-  public var mappings: [ELFCore.MappedFiles.Mapping]
+  package var mappings: [ELFCore.MappedFiles.Mapping]
   /// The headers read from the core's memory, or `nil` when the core did not keep them.
-  public var headers: ELFImageHeaders?
+  package var headers: ELFImageHeaders?
   /// Why the headers in memory could not be read when there were bytes to read, else `nil`.
-  public var problem: FormatError?
+  package var problem: FormatError?
   /// True for the vDSO (`AT_SYSINFO_EHDR`).
-  public var isVDSO: Bool
+  package var isVDSO: Bool
 
   /// The end of the image's last mapping (the vDSO: of its segments in the core).
-  public var mappedEnd: UInt64
+  package var mappedEnd: UInt64
 
   /// Where the dynamic linker placed an image found without `NT_FILE`, or `nil`: how a file on disk
   /// is tied to the core when the core kept no headers (its `PT_DYNAMIC` must land at `l_ld`).
-  public var linkMap: LinkMapPlacement? = nil
+  package var linkMap: LinkMapPlacement? = nil
 
   /// A `struct link_map`'s placement of an image (for the main executable: from `AT_PHDR`).
-  public struct LinkMapPlacement: Sendable, Equatable {
+  package struct LinkMapPlacement: Sendable, Equatable {
     /// `l_addr`: the difference between the image's addresses in memory and its link-time ones.
-    public var loadBias: UInt64
+    package var loadBias: UInt64
     /// `l_ld`: where its dynamic section (`PT_DYNAMIC`) is in memory.
-    public var dynamicVMAddress: UInt64
+    package var dynamicVMAddress: UInt64
 
     /// True when `headers` (an image's, from the core or a file) are the image placed here: its
     /// `PT_DYNAMIC` moved by `l_addr` lands at `l_ld`. Addresses wrap at the image's word size (an
     /// ELF32 `l_addr` below the link address is a 32-bit two's complement).
-    public func places(_ headers: ELFImageHeaders) -> Bool {
+    package func places(_ headers: ELFImageHeaders) -> Bool {
       headers.programHeaders.contains { segment in
         segment.type == ProgramHeader.dynamic
           && Self.wrapped(loadBias &+ segment.vmAddress, headers.header.is64Bit) == dynamicVMAddress
@@ -168,7 +168,7 @@ public struct ELFCoreImage: Sendable, Equatable {
     }
 
     /// Where `headers`' ELF header is once placed here: `l_addr` plus the first `PT_LOAD`'s page.
-    public func loadAddress(of headers: ELFImageHeaders) -> UInt64 {
+    package func loadAddress(of headers: ELFImageHeaders) -> UInt64 {
       Self.wrapped(loadBias &+ headers.layout.firstVMAddress, headers.header.is64Bit)
     }
 
@@ -177,7 +177,7 @@ public struct ELFCoreImage: Sendable, Equatable {
 }
 
 /// Where a core's list of images came from.
-public enum ELFCoreImageSource: Sendable, Equatable {
+package enum ELFCoreImageSource: Sendable, Equatable {
   /// `NT_FILE`: the files the process had mapped, as the kernel or gdb wrote them.
   case fileNote
   /// The dynamic linker's list in the core's memory (`r_debug.r_map`'s `link_map` chain, found through
@@ -187,19 +187,19 @@ public enum ELFCoreImageSource: Sendable, Equatable {
 }
 
 /// The images of a core, where the list came from, and what cut it short.
-public struct ELFCoreImageList: Sendable, Equatable {
+package struct ELFCoreImageList: Sendable, Equatable {
   /// The images, in address order.
-  public var images: [ELFCoreImage]
+  package var images: [ELFCoreImage]
   /// `NT_FILE`, or the dynamic linker's list when the core has no `NT_FILE` naming an image.
-  public var source: ELFCoreImageSource
+  package var source: ELFCoreImageSource
   /// One line for each thing that left the list partial (a `link_map` entry outside the core's memory,
   /// a loop in the list), without the core's path; empty for a whole list.
-  public var problems: [String]
+  package var problems: [String]
 }
 
 extension ELFCore {
   /// The images the core holds, in address order (see `imageList(in:)`).
-  public func images<Source: RandomAccessBytes>(in source: Source) -> [ELFCoreImage] {
+  package func images<Source: RandomAccessBytes>(in source: Source) -> [ELFCoreImage] {
     imageList(in: source).images
   }
 
@@ -212,7 +212,7 @@ extension ELFCore {
   /// A core without `NT_FILE`, or whose `NT_FILE` names no image, lists the main executable found
   /// through `NT_AUXV` and the libraries of the dynamic linker's `link_map` list instead (see
   /// `ELFCoreLinkMap`), with `source == .linkMap`.
-  public func imageList<Source: RandomAccessBytes>(in source: Source) -> ELFCoreImageList {
+  package func imageList<Source: RandomAccessBytes>(in source: Source) -> ELFCoreImageList {
     let read = { (address: UInt64, length: Int) throws(FormatError) -> ByteReader? in
       try self.memory(at: address, length: length, in: source)
     }
@@ -274,7 +274,7 @@ extension ELFCore {
   /// The kernel's version as its vDSO records it (the `Linux` note, `LINUX_VERSION_CODE`:
   /// `MAJOR.MINOR.PATCH`), read from the core's memory; `nil` when the core holds no vDSO or no such
   /// note. A core records no `uname`: this is the one trace of the kernel it ran on.
-  public func kernelVersion<Source: RandomAccessBytes>(in source: Source) -> String? {
+  package func kernelVersion<Source: RandomAccessBytes>(in source: Source) -> String? {
     guard let vdso = auxiliaryValue(Self.auxSysinfoEHDR), vdso != 0 else { return nil }
     let read = { (address: UInt64, length: Int) throws(FormatError) -> ByteReader? in
       try self.memory(at: address, length: length, in: source)

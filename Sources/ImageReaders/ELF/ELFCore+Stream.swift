@@ -4,9 +4,9 @@
 /// decoded by `ELFCore(source:)` from the bytes kept, as from a file.
 extension ELFCore {
   /// One segment with bytes in the file, as a one-pass reader meets it.
-  public struct StreamSegment: Sendable, Equatable {
+  package struct StreamSegment: Sendable, Equatable {
     /// What the segment holds.
-    public enum Kind: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
       /// `PT_NOTE`: the threads, the signal, the process, the mapped files.
       case notes
       /// `PT_LOAD`: the process's memory at `vmAddress`.
@@ -14,18 +14,18 @@ extension ELFCore {
     }
 
     /// What the segment holds.
-    public var kind: Kind
+    package var kind: Kind
     /// `p_offset ..< p_offset + p_filesz`.
-    public var fileRange: Range<Int>
+    package var fileRange: Range<Int>
     /// `p_vaddr`: the address of the segment's first byte in the process (memory segments).
-    public var vmAddress: UInt64
+    package var vmAddress: UInt64
   }
 
   /// The byte range of the program header table of the core whose ELF header is `header`: what a
   /// one-pass reader reads after the header. Throws when the file is not a core, has no table, or
   /// says `PN_XNUM` (more than 65534 mappings): the real count is then in section header 0, which the
   /// kernel writes after all the memory, where a one-pass reader comes too late for it.
-  public static func streamProgramHeaderTable(_ header: ELFHeader) throws(FormatError) -> Range<Int> {
+  package static func streamProgramHeaderTable(_ header: ELFHeader) throws(FormatError) -> Range<Int> {
     guard header.type == ELFFile.coreType else {
       throw .elf("e_type \(header.type) is not ET_CORE (4): not a core file")
     }
@@ -48,7 +48,7 @@ extension ELFCore {
   }
 
   /// The program headers of a core, decoded from `source` (which holds at least the table).
-  public static func programHeaders<Source: RandomAccessBytes>(in source: Source,
+  package static func programHeaders<Source: RandomAccessBytes>(in source: Source,
                                                                header: ELFHeader) throws(FormatError) -> [ProgramHeader] {
     var file = source
     file.endian = header.endian
@@ -57,7 +57,7 @@ extension ELFCore {
 
   /// The notes and memory segments with bytes in the file, in file order (ties: notes first); a
   /// segment whose file range overflows is left out, and a note segment larger than `noteLimit` throws.
-  public static func streamSegments(_ programHeaders: [ProgramHeader]) throws(FormatError) -> [StreamSegment] {
+  package static func streamSegments(_ programHeaders: [ProgramHeader]) throws(FormatError) -> [StreamSegment] {
     var result: [StreamSegment] = []
     result.reserveCapacity(programHeaders.count)
     for header in programHeaders where header.fileSize > 0 {

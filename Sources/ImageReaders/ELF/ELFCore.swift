@@ -11,125 +11,125 @@
 /// Strict about the bounds of what it decodes (the note segment must lie in the file, every note and
 /// descriptor inside it), tolerant about meaning: unknown notes are skipped, and a thread whose
 /// `NT_PRSTATUS` has a size this reader does not know keeps its tid and signal without registers.
-public struct ELFCore: Sendable {
+package struct ELFCore: Sendable {
   /// The file header (`e_type` is `ET_CORE`).
-  public var header: ELFHeader
+  package var header: ELFHeader
   /// The architecture name crash tooling uses (`x86_64`, `arm64`, `i386`, ...).
-  public var architecture: String
+  package var architecture: String
   /// The program headers, in table order.
-  public var programHeaders: [ProgramHeader]
+  package var programHeaders: [ProgramHeader]
   /// The process's memory the core describes, one per `PT_LOAD`, in address order.
-  public var segments: [MemorySegment]
+  package var segments: [MemorySegment]
   /// One per `NT_PRSTATUS`, in note order (the kernel writes the thread that dumped first).
-  public var threads: [Thread]
+  package var threads: [Thread]
   /// `NT_PRPSINFO`, or `nil` when the core has none.
-  public var process: ProcessInfo?
+  package var process: ProcessInfo?
   /// The first `NT_SIGINFO`, or `nil` when the core has none (gdb's `gcore` of a live process writes one
   /// with signal 0 on some versions, none on others).
-  public var signalInfo: SignalInfo?
+  package var signalInfo: SignalInfo?
   /// `NT_AUXV`: (`a_type`, `a_val`) pairs up to `AT_NULL`, which is not kept.
-  public var auxiliaryVector: [(type: UInt64, value: UInt64)]
+  package var auxiliaryVector: [(type: UInt64, value: UInt64)]
   /// `NT_FILE`: the file mappings, or `nil` when the core has no such note (cores before Linux 3.7).
-  public var mappedFiles: MappedFiles?
+  package var mappedFiles: MappedFiles?
   /// The size of the core file in bytes (the limit every segment is clipped to).
-  public var fileSize: Int
+  package var fileSize: Int
 
   /// One `PT_LOAD`: `vmRange` of the process's memory, of which the first `availableSize` bytes are in
   /// the core at `fileOffset`.
-  public struct MemorySegment: Sendable, Equatable {
+  package struct MemorySegment: Sendable, Equatable {
     /// `p_vaddr ..< p_vaddr + p_memsz`.
-    public var vmRange: Range<UInt64>
+    package var vmRange: Range<UInt64>
     /// `p_offset`
-    public var fileOffset: UInt64
+    package var fileOffset: UInt64
     /// `p_filesz`: how many bytes the writer put in the core.
-    public var fileSize: UInt64
+    package var fileSize: UInt64
     /// How many bytes from `vmRange.lowerBound` can be read: `p_filesz`, clipped to `p_memsz` and to the
     /// end of the core file (a truncated core holds fewer).
-    public var availableSize: UInt64
+    package var availableSize: UInt64
     /// `p_flags`: `PF_X` 1, `PF_W` 2, `PF_R` 4.
-    public var flags: UInt32
+    package var flags: UInt32
   }
 
   /// One thread, from its `NT_PRSTATUS`.
-  public struct Thread: Sendable, Equatable {
+  package struct Thread: Sendable, Equatable {
     /// `pr_pid`: the thread's id (the process's pid for the main thread).
-    public var tid: Int32
+    package var tid: Int32
     /// `pr_cursig`: the signal the thread was handling when the core was written, 0 for none.
-    public var signal: Int32
+    package var signal: Int32
     /// `pr_info.si_code`.
-    public var signalCode: Int32
+    package var signalCode: Int32
     /// `pr_ppid`
-    public var parentPID: Int32
+    package var parentPID: Int32
     /// `pr_pgrp`
-    public var processGroup: Int32
+    package var processGroup: Int32
     /// The general registers (`pr_reg`), in the kernel's order for `registers.layout`; `nil` when the
     /// note's size is not the one this reader knows for the core's machine.
-    public var registers: Registers?
+    package var registers: Registers?
   }
 
   /// A thread's general registers as the kernel's `elf_gregset_t` holds them.
-  public typealias Registers = KernelRegisters
+  package typealias Registers = KernelRegisters
 
   /// `NT_PRPSINFO`: the process as `ps` saw it.
-  public struct ProcessInfo: Sendable, Equatable {
+  package struct ProcessInfo: Sendable, Equatable {
     /// `pr_pid`
-    public var pid: Int32
+    package var pid: Int32
     /// `pr_ppid`
-    public var parentPID: Int32
+    package var parentPID: Int32
     /// `pr_uid`
-    public var uid: UInt32
+    package var uid: UInt32
     /// `pr_fname`: the executable's name, cut to 15 bytes by the kernel.
-    public var name: String
+    package var name: String
     /// `pr_psargs`: the command line, arguments separated by spaces, cut to 79 bytes by the kernel
     /// (trailing spaces removed).
-    public var arguments: String
+    package var arguments: String
   }
 
   /// `NT_SIGINFO`: the `siginfo_t` of the signal that killed the process.
-  public struct SignalInfo: Sendable, Equatable {
+  package struct SignalInfo: Sendable, Equatable {
     /// `si_signo`
-    public var signal: Int32
+    package var signal: Int32
     /// `si_errno`
-    public var errno: Int32
+    package var errno: Int32
     /// `si_code`: `SEGV_MAPERR` 1, `SI_USER` 0, `SI_TKILL` -6, ...
-    public var code: Int32
+    package var code: Int32
     /// `si_addr` for the signals that carry one (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`, `SIGTRAP`)
     /// when the kernel raised them (`si_code` > 0); `nil` otherwise (`si_pid`/`si_uid` share the place).
-    public var faultAddress: UInt64?
+    package var faultAddress: UInt64?
   }
 
   /// `NT_FILE`: which file each file-backed mapping showed, as `/proc/PID/maps` did.
-  public struct MappedFiles: Sendable, Equatable {
+  package struct MappedFiles: Sendable, Equatable {
     /// The page size the offsets are counted in.
-    public var pageSize: UInt64
+    package var pageSize: UInt64
     /// The mappings, in note order (address order, as the kernel writes them).
-    public var mappings: [Mapping]
+    package var mappings: [Mapping]
 
     /// One mapping of a file.
-    public struct Mapping: Sendable, Equatable {
+    package struct Mapping: Sendable, Equatable {
       /// `start ..< end` in the process.
-      public var vmRange: Range<UInt64>
+      package var vmRange: Range<UInt64>
       /// The offset in the file of `vmRange.lowerBound`, in bytes (the note counts pages).
-      public var fileOffset: UInt64
+      package var fileOffset: UInt64
       /// The file's path when the core was written (` (deleted)` appended for an unlinked file).
-      public var path: String
+      package var path: String
     }
   }
 
   /// `NT_PRSTATUS`, `NT_PRPSINFO`, `NT_AUXV` (owner `CORE`), `NT_SIGINFO` and `NT_FILE` (owner `CORE`).
-  public static let prstatusType: UInt32 = 1, prpsinfoType: UInt32 = 3, auxvType: UInt32 = 6,
+  package static let prstatusType: UInt32 = 1, prpsinfoType: UInt32 = 3, auxvType: UInt32 = 6,
                     siginfoType: UInt32 = 0x5349_4749, fileType: UInt32 = 0x4649_4C45
   /// `AT_PHDR`, `AT_PHENT`, `AT_PHNUM`, `AT_PAGESZ`, `AT_BASE`, `AT_ENTRY`, `AT_SYSINFO_EHDR`, `AT_EXECFN`
-  public static let auxPHDR: UInt64 = 3, auxPHEntrySize: UInt64 = 4, auxPHCount: UInt64 = 5, auxPageSize: UInt64 = 6,
+  package static let auxPHDR: UInt64 = 3, auxPHEntrySize: UInt64 = 4, auxPHCount: UInt64 = 5, auxPageSize: UInt64 = 6,
                     auxBase: UInt64 = 7, auxEntry: UInt64 = 9, auxSysinfoEHDR: UInt64 = 33, auxExecFN: UInt64 = 31
   /// The largest note segment decoded (the notes of a process with thousands of threads and mappings
   /// are a few megabytes; more is not a core this reader was made for).
-  public static let noteLimit = 256 * 1024 * 1024
+  package static let noteLimit = 256 * 1024 * 1024
 
   /// Decodes the core whose bytes `source` fetches: the header, the program header table and the note
   /// segments; memory is left in the file. Throws when the file is not an ELF core, when a table or
   /// the notes do not lie inside the file, or when a note is malformed.
-  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
     header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
     guard header.type == ELFFile.coreType else {
       throw .elf("e_type \(header.type) is not ET_CORE (4): not a core file")
@@ -157,13 +157,13 @@ public struct ELFCore: Sendable {
   }
 
   /// The value of auxiliary vector entry `type` (`AT_PHDR`, `AT_SYSINFO_EHDR`, ...), or `nil`.
-  public func auxiliaryValue(_ type: UInt64) -> UInt64? {
+  package func auxiliaryValue(_ type: UInt64) -> UInt64? {
     auxiliaryVector.first { $0.type == type }?.value
   }
 
   /// The process's page size: `AT_PAGESZ` when it is a plausible one (a power of two from 512 bytes to
   /// 1 GiB), else 4 KiB.
-  public var pageSize: UInt64 {
+  package var pageSize: UInt64 {
     guard let size = auxiliaryValue(Self.auxPageSize), size >= 512, size <= 1 << 30, size & (size - 1) == 0 else {
       return 4096
     }
@@ -172,20 +172,20 @@ public struct ELFCore: Sendable {
 
   /// The signal that killed the process (`NT_SIGINFO`, else the first thread's `pr_cursig`), or `nil`
   /// for a core of a live process (gcore).
-  public var signal: Int32? {
+  package var signal: Int32? {
     if let signalInfo, signalInfo.signal != 0 { return signalInfo.signal }
     return threads.first.map(\.signal).flatMap { $0 != 0 ? $0 : nil }
   }
 
   /// The index in `threads` of the thread that was handling the signal: the kernel writes it first and
   /// gives every thread the signal number, so the first one with `pr_cursig` set; `nil` without a signal.
-  public var crashedThreadIndex: Int? {
+  package var crashedThreadIndex: Int? {
     guard signal != nil else { return nil }
     return threads.firstIndex { $0.signal != 0 } ?? (threads.isEmpty ? nil : 0)
   }
 
   /// The segment holding `address`, or `nil`. Binary search: segments are sorted and do not overlap.
-  public func segment(containing address: UInt64) -> MemorySegment? {
+  package func segment(containing address: UInt64) -> MemorySegment? {
     segmentIndex(containing: address).map { segments[$0] }
   }
 
@@ -196,7 +196,7 @@ public struct ELFCore: Sendable {
 
   /// The byte range of the core file that holds the process's memory `address ..< address + length`,
   /// when one segment holds all of it; `nil` when any of it is unmapped or was not written.
-  public func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
+  package func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
     guard length >= 0, let segment = segment(containing: address) else { return nil }
     let delta = address - segment.vmRange.lowerBound  // segment contains address
     guard delta <= segment.availableSize, UInt64(length) <= segment.availableSize - delta else { return nil }
@@ -209,7 +209,7 @@ public struct ELFCore: Sendable {
 
   /// A reader over the process's memory `address ..< address + length`, when one segment holds all of
   /// it (see `fileRange(ofMemory:length:)`); `nil` when it is not in the core.
-  public func memory<Source: RandomAccessBytes>(at address: UInt64, length: Int,
+  package func memory<Source: RandomAccessBytes>(at address: UInt64, length: Int,
                                                 in source: Source) throws(FormatError) -> ByteReader? {
     guard let range = fileRange(ofMemory: address, length: length) else { return nil }
     var reader = try source.slice(at: range.lowerBound, length: range.count)
@@ -218,7 +218,7 @@ public struct ELFCore: Sendable {
   }
 
   /// How many bytes from `address` on the core holds without a gap (across adjacent segments).
-  public func availableBytes(from address: UInt64) -> UInt64 {
+  package func availableBytes(from address: UInt64) -> UInt64 {
     var total: UInt64 = 0
     var next = address
     // Each step moves to the next segment: bounded by the segment count.

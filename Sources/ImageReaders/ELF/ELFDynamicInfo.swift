@@ -6,12 +6,12 @@ public struct ELFDynamicEntry: Sendable, Equatable {
   public var value: UInt64
 
   /// `DT_NULL`, `DT_NEEDED`, `DT_STRTAB`, `DT_STRSZ`, `DT_SONAME`, `DT_RPATH`, `DT_DEBUG`, `DT_RUNPATH`, `DT_FLAGS_1`
-  public static let null: UInt64 = 0, needed: UInt64 = 1, stringTable: UInt64 = 5, stringTableSize: UInt64 = 10,
+  package static let null: UInt64 = 0, needed: UInt64 = 1, stringTable: UInt64 = 5, stringTableSize: UInt64 = 10,
                     soname: UInt64 = 14, rpath: UInt64 = 15, debug: UInt64 = 21, runpath: UInt64 = 29,
                     flags1: UInt64 = 0x6FFF_FFFB
 
   /// An entry with `tag` and `value` (tests and hand-built tables).
-  public init(tag: UInt64, value: UInt64) {
+  package init(tag: UInt64, value: UInt64) {
     self.tag = tag
     self.value = value
   }
@@ -20,29 +20,29 @@ public struct ELFDynamicEntry: Sendable, Equatable {
 /// The dynamic linking facts of an ELF file: `DT_SONAME`, `DT_NEEDED`, `DT_RPATH`, `DT_RUNPATH`,
 /// `DT_FLAGS_1`, read from `PT_DYNAMIC` (else the `.dynamic` section), with strings from
 /// `DT_STRTAB` mapped through the `PT_LOAD` that contains it (else the `.dynstr` section).
-public struct ELFDynamicInfo: Sendable, Equatable {
+package struct ELFDynamicInfo: Sendable, Equatable {
   /// The dynamic array up to (not including) `DT_NULL`.
-  public var entries: [ELFDynamicEntry] = []
+  package var entries: [ELFDynamicEntry] = []
   /// `DT_SONAME`
-  public var soname: String?
+  package var soname: String?
   /// `DT_NEEDED`, in order.
-  public var needed: [String] = []
+  package var needed: [String] = []
   /// `DT_RPATH` (several joined with `:`).
-  public var rpath: String?
+  package var rpath: String?
   /// `DT_RUNPATH` (several joined with `:`).
-  public var runpath: String?
+  package var runpath: String?
   /// `DT_FLAGS_1`
-  public var flags1: UInt64?
+  package var flags1: UInt64?
 
   /// Reads the dynamic information of `file`; empty when there is no dynamic array. A separate debug
   /// file (whose `.dynamic` is `SHT_NOBITS`) has none, as readelf says.
-  public init(_ file: ByteReader, header: ELFHeader, programHeaders: [ProgramHeader],
+  package init(_ file: ByteReader, header: ELFHeader, programHeaders: [ProgramHeader],
               sections: [ELFSection]) throws(FormatError) {
     try self.init(source: file, header: header, programHeaders: programHeaders, sections: sections)
   }
 
   /// Reads the dynamic information from the file bytes `file` fetches, as `init(_:header:programHeaders:sections:)`.
-  public init<Source: RandomAccessBytes>(source file: Source, header: ELFHeader, programHeaders: [ProgramHeader],
+  package init<Source: RandomAccessBytes>(source file: Source, header: ELFHeader, programHeaders: [ProgramHeader],
                                          sections: [ELFSection]) throws(FormatError) {
     // Index loops: a closure over the elements copies each section (and retains its name).
     var dynamicIndex = sections.indices.first { sections[$0].type == ELFSection.dynamicType }

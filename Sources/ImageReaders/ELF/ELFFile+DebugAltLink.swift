@@ -1,15 +1,15 @@
 /// `.gnu_debugaltlink`: where a dwz-compressed debug file's supplementary file is, and its build-id.
-public struct DebugAltLink: Sendable, Equatable {
+package struct DebugAltLink: Sendable, Equatable {
   /// The supplementary file's path as `dwz -M` recorded it (absolute, or relative to the debug file's folder).
-  public var path: String
+  package var path: String
   /// The supplementary file's GNU build-id; the file found must have exactly this one.
-  public var buildID: BuildID
+  package var buildID: BuildID
 }
 
 extension ELFFile {
   /// The `.gnu_debugaltlink` of this file (decoded with `names: .all`), or `nil` when it has none.
   /// Throws when the section is there but broken: no NUL after the path, or no build-id after it.
-  public func debugAltLink(in file: ByteReader) throws(FormatError) -> DebugAltLink? {
+  package func debugAltLink(in file: ByteReader) throws(FormatError) -> DebugAltLink? {
     guard let section = section(named: ".gnu_debugaltlink"), section.occupiesFile else { return nil }
     let contents = try self.contents(of: section, in: file)
     let length = try contents.cStringLength(at: 0)

@@ -46,7 +46,7 @@ public struct ELFFile: Sendable {
     public var hasGNUDebugData: Bool
 
     /// A value with the given facts; the defaults say "nothing found".
-    public init(hasDebugInfo: Bool = false, debugLinkFileName: String? = nil, debugLinkCRC: UInt32? = nil,
+    package init(hasDebugInfo: Bool = false, debugLinkFileName: String? = nil, debugLinkCRC: UInt32? = nil,
                 hasGNUDebugData: Bool = false) {
       self.hasDebugInfo = hasDebugInfo
       self.debugLinkFileName = debugLinkFileName
@@ -91,22 +91,22 @@ public struct ELFFile: Sendable {
   public var debugInfo: DebugInfo
 
   /// `ET_REL`, `ET_EXEC`, `ET_DYN`, `ET_CORE`
-  public static let relocatableType: UInt16 = 1, executableType: UInt16 = 2, dynamicType: UInt16 = 3,
+  package static let relocatableType: UInt16 = 1, executableType: UInt16 = 2, dynamicType: UInt16 = 3,
                     coreType: UInt16 = 4
   /// `DF_1_PIE`
-  public static let pieFlag: UInt64 = 0x0800_0000
+  package static let pieFlag: UInt64 = 0x0800_0000
   /// `PN_XNUM`: `e_phnum` value meaning "the count is in section 0's `sh_info`".
-  public static let extendedProgramHeaderCount: UInt16 = 0xFFFF
+  package static let extendedProgramHeaderCount: UInt16 = 0xFFFF
   /// `SHN_XINDEX`: `e_shstrndx` value meaning "the index is in section 0's `sh_link`".
-  public static let extendedSectionIndex: UInt16 = 0xFFFF
+  package static let extendedSectionIndex: UInt16 = 0xFFFF
 
   /// Decodes the ELF file in `bytes` (the whole file: offsets are file offsets).
-  public init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader) throws(FormatError) {
     try self.init(source: bytes)
   }
 
   /// Which section names a decode turns into Strings.
-  public enum SectionNames: Sendable {
+  package enum SectionNames: Sendable {
     /// Every section's name.
     case all
     /// Only the names the reader itself looks for (`.dynamic`, `.dynstr`, `.note.gnu.build-id`,
@@ -120,7 +120,7 @@ public struct ELFFile: Sendable {
   /// Decodes the ELF file whose bytes `source` fetches (offsets are file offsets): the same checks
   /// and the same values or errors as `init(_:)` over the whole file in memory, reading only the
   /// header, the program and section header tables and what they point to.
-  public init<Source: RandomAccessBytes>(source: Source, names: SectionNames = .all) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source: Source, names: SectionNames = .all) throws(FormatError) {
     // An ELF header is at most 64 bytes; a shorter file is passed whole, so errors name its size.
     header = try ELFHeader(source.slice(at: 0, length: min(source.count, 64)))
     var file = source
@@ -179,13 +179,13 @@ public struct ELFFile: Sendable {
 
   /// The file offset that holds link-time address `address`, when a `PT_LOAD`'s file-backed part covers
   /// it (the loader's view, as `DT_STRTAB` is resolved); `nil` otherwise (bss, unmapped, no segments).
-  public func fileOffset(forVMAddress address: UInt64) -> UInt64? {
+  package func fileOffset(forVMAddress address: UInt64) -> UInt64? {
     ELFDynamicInfo.fileOffset(ofVMAddress: address, programHeaders: programHeaders)?.fileOffset
   }
 
   /// A reader over `section`'s contents inside `file` (the same bytes this value was decoded from;
   /// offsets restart at 0, byte order is the file's). Throws for sections without file space.
-  public func contents(of section: ELFSection, in file: ByteReader) throws(FormatError) -> ByteReader {
+  package func contents(of section: ELFSection, in file: ByteReader) throws(FormatError) -> ByteReader {
     guard section.occupiesFile else {
       throw .elf("section \(section.index) (\(section.name)) has no contents in the file")
     }

@@ -13,29 +13,29 @@ public struct ELFHeader: Sendable, Equatable {
   /// `e_entry`
   public var entry: UInt64
   /// `e_phoff`
-  public var programHeaderOffset: UInt64
+  package var programHeaderOffset: UInt64
   /// `e_shoff`
-  public var sectionHeaderOffset: UInt64
+  package var sectionHeaderOffset: UInt64
   /// `e_flags`
   public var flags: UInt32
   /// `e_ehsize`
-  public var headerSize: UInt16
+  package var headerSize: UInt16
   /// `e_phentsize`
-  public var programHeaderEntrySize: UInt16
+  package var programHeaderEntrySize: UInt16
   /// `e_phnum` (`PN_XNUM` is resolved by the file reader from section 0).
-  public var programHeaderCount: UInt16
+  package var programHeaderCount: UInt16
   /// `e_shentsize`
-  public var sectionHeaderEntrySize: UInt16
+  package var sectionHeaderEntrySize: UInt16
   /// `e_shnum`
-  public var sectionHeaderCount: UInt16
+  package var sectionHeaderCount: UInt16
   /// `e_shstrndx`
-  public var sectionNameTableIndex: UInt16
+  package var sectionNameTableIndex: UInt16
 
   /// `\x7fELF` read as a little-endian `UInt32`.
-  public static let magic: UInt32 = 0x464C_457F
+  package static let magic: UInt32 = 0x464C_457F
 
   /// Decodes the header at the start of `bytes`.
-  public init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader) throws(FormatError) {
     var reader = bytes
     try reader.seek(to: 0)
     // e_ident: read in place (readBytes(16)'s check and error, without copying it into an array).
@@ -73,15 +73,15 @@ public struct ELFHeader: Sendable, Equatable {
   }
 
   /// The size of one program header for this class.
-  public var expectedProgramHeaderSize: Int { is64Bit ? 56 : 32 }
+  package var expectedProgramHeaderSize: Int { is64Bit ? 56 : 32 }
   /// The size of one section header for this class.
-  public var expectedSectionHeaderSize: Int { is64Bit ? 64 : 40 }
+  var expectedSectionHeaderSize: Int { is64Bit ? 64 : 40 }
 }
 
 /// The architecture name crash tooling uses for an ELF `e_machine` (`x86_64`, `arm64`, `i386`, ...).
 /// With `endian`, the names that differ by byte order say so as LLVM's triples do (`ppc64le`,
 /// `mipsel`, `mips64el`, `aarch64_be`, `armeb`); without it they are the plain names.
-public func elfArchitectureName(machine: UInt16, is64Bit: Bool, flags: UInt32 = 0,
+package func elfArchitectureName(machine: UInt16, is64Bit: Bool, flags: UInt32 = 0,
                                 endian: ByteReader.Endian? = nil) -> String {
   switch (machine, endian) {
   case (8, .little?): return is64Bit ? "mips64el" : "mipsel"

@@ -7,10 +7,10 @@ public struct ELFNote: Sendable, Equatable {
   /// The descriptor bytes.
   public var descriptor: [UInt8]
   /// Where the descriptor starts, relative to the start of the note area it was read from.
-  public var descriptorOffset: Int
+  package var descriptorOffset: Int
 
   /// `NT_GNU_BUILD_ID`
-  public static let gnuBuildIDType: UInt32 = 3
+  package static let gnuBuildIDType: UInt32 = 3
 
   /// Decodes every note in `area` (a PT_NOTE segment or SHT_NOTE section), laid out as glibc and
   /// readelf lay them out (see `walk`).
@@ -28,7 +28,7 @@ public struct ELFNote: Sendable, Equatable {
   /// Walks every note with `notes(in:alignment:)`'s checks and errors (a malformed note after the
   /// build-id still throws), but decodes only the first `GNU` note of type `NT_GNU_BUILD_ID`: no name
   /// strings or descriptor copies for the other notes.
-  public static func buildIDNote(in area: ByteReader, alignment: Int = 4) throws(FormatError) -> ELFNote? {
+  package static func buildIDNote(in area: ByteReader, alignment: Int = 4) throws(FormatError) -> ELFNote? {
     var found: NoteLayout?
     try walk(area, alignment: alignment) { (reader: inout ByteReader, note: NoteLayout) throws(FormatError) in
       if found == nil, note.type == gnuBuildIDType, try isGNU(reader, at: note.nameStart, width: note.nameSize) {

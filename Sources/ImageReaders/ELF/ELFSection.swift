@@ -11,7 +11,7 @@ public struct ELFSection: Sendable, Equatable {
   /// The name from the section name table (`e_shstrndx`); "" when the file has no name table.
   public var name: String
   /// `sh_name`: the name's offset in the section name table.
-  public var nameOffset: UInt32
+  package var nameOffset: UInt32
   /// `sh_type`: `SHT_PROGBITS` 1, `SHT_SYMTAB` 2, `SHT_STRTAB` 3, `SHT_NOTE` 7, `SHT_NOBITS` 8, ...
   public var type: UInt32
   /// `sh_flags`: `SHF_WRITE` 1, `SHF_ALLOC` 2, `SHF_EXECINSTR` 4, ...
@@ -37,37 +37,37 @@ public struct ELFSection: Sendable, Equatable {
   public var contentsInFile = true
 
   /// `SHT_NULL`
-  public static let nullType: UInt32 = 0
+  package static let nullType: UInt32 = 0
   /// `SHT_SYMTAB`
-  public static let symbolTableType: UInt32 = 2
+  package static let symbolTableType: UInt32 = 2
   /// `SHT_STRTAB`
-  public static let stringTableType: UInt32 = 3
+  package static let stringTableType: UInt32 = 3
   /// `SHT_DYNAMIC`
-  public static let dynamicType: UInt32 = 6
+  package static let dynamicType: UInt32 = 6
   /// `SHT_NOTE`
-  public static let noteType: UInt32 = 7
+  package static let noteType: UInt32 = 7
   /// `SHT_NOBITS`
-  public static let noBitsType: UInt32 = 8
+  package static let noBitsType: UInt32 = 8
   /// `SHT_DYNSYM`
-  public static let dynamicSymbolTableType: UInt32 = 11
+  package static let dynamicSymbolTableType: UInt32 = 11
   /// `SHF_ALLOC`
-  public static let allocFlag: UInt64 = 2
+  package static let allocFlag: UInt64 = 2
   /// `SHF_EXECINSTR`
-  public static let executableFlag: UInt64 = 4
+  package static let executableFlag: UInt64 = 4
 
   /// True when the section takes space in the file (not `SHT_NULL` or `SHT_NOBITS`, size above 0).
-  public var occupiesFile: Bool { type != Self.noBitsType && type != Self.nullType && size > 0 }
+  package var occupiesFile: Bool { type != Self.noBitsType && type != Self.nullType && size > 0 }
 
   /// The contents' byte range in the file, or `nil` for a section without file space. Validated
   /// against the file's size when the file was read, so slicing with it cannot fail for that file.
-  public var fileRange: Range<Int>? {
+  package var fileRange: Range<Int>? {
     guard occupiesFile, contentsInFile, let lower = Int(exactly: fileOffset), let length = Int(exactly: size),
           length <= Int.max - lower else { return nil }
     return lower..<lower + length  // length <= Int.max - lower, checked above
   }
 
   /// A section with the given header fields (tests and hand-built tables; files use `ELFFile`).
-  public init(index: Int, name: String, nameOffset: UInt32, type: UInt32, flags: UInt64, vmAddress: UInt64,
+  package init(index: Int, name: String, nameOffset: UInt32, type: UInt32, flags: UInt64, vmAddress: UInt64,
               fileOffset: UInt64, size: UInt64, link: UInt32, info: UInt32, alignment: UInt64,
               entrySize: UInt64) {
     self.index = index; self.name = name; self.nameOffset = nameOffset; self.type = type

@@ -1,8 +1,8 @@
 /// A thread's general registers as the kernel's `elf_gregset_t` holds them: a core's `NT_PRSTATUS`, and
 /// what `PTRACE_GETREGSET` gives for a live thread (`ProcessThreads`).
-public struct KernelRegisters: Sendable, Equatable {
+package struct KernelRegisters: Sendable, Equatable {
   /// Which `elf_gregset_t` layout `values` follow.
-  public enum Layout: Sendable, Equatable {
+  package enum Layout: Sendable, Equatable {
     /// `struct user_regs_struct` (27 64-bit registers, `r15` first).
     case x86_64
     /// `struct user_pt_regs` (`x0`..`x30`, `sp`, `pc`, `pstate`).
@@ -12,27 +12,27 @@ public struct KernelRegisters: Sendable, Equatable {
   }
 
   /// The layout of `values`.
-  public var layout: Layout
+  package var layout: Layout
   /// The registers in the kernel's order (`names[i]` names `values[i]`).
-  public var values: [UInt64]
+  package var values: [UInt64]
 
   /// Registers of `layout` in the kernel's order.
-  public init(layout: Layout, values: [UInt64]) {
+  package init(layout: Layout, values: [UInt64]) {
     self.layout = layout
     self.values = values
   }
 
   /// The names of `values`, in the kernel's order, as crash reports write them.
-  public var names: [String] { Self.names(layout) }
+  package var names: [String] { Self.names(layout) }
 
   /// The register `name` (one of `names`), or `nil`.
-  public subscript(name: String) -> UInt64? {
+  package subscript(name: String) -> UInt64? {
     guard let index = names.firstIndex(of: name), index < values.count else { return nil }
     return values[index]
   }
 
   /// The program counter (`rip`, `pc`, `eip`).
-  public var pc: UInt64? {
+  package var pc: UInt64? {
     switch layout {
     case .x86_64: self["rip"]
     case .aarch64: self["pc"]
@@ -41,7 +41,7 @@ public struct KernelRegisters: Sendable, Equatable {
   }
 
   /// The stack pointer (`rsp`, `sp`, `esp`).
-  public var sp: UInt64? {
+  package var sp: UInt64? {
     switch layout {
     case .x86_64: self["rsp"]
     case .aarch64: self["sp"]
@@ -50,7 +50,7 @@ public struct KernelRegisters: Sendable, Equatable {
   }
 
   /// The register names of `layout`, in the kernel's order.
-  public static func names(_ layout: Layout) -> [String] {
+  package static func names(_ layout: Layout) -> [String] {
     switch layout {
     case .x86_64: x86_64Names
     case .aarch64: aarch64Names

@@ -16,20 +16,20 @@ public struct ProgramHeader: Sendable, Equatable {
   public var alignment: UInt64
 
   /// `PT_LOAD`
-  public static let load: UInt32 = 1
+  package static let load: UInt32 = 1
   /// `PT_DYNAMIC`
-  public static let dynamic: UInt32 = 2
+  package static let dynamic: UInt32 = 2
   /// `PT_INTERP`
-  public static let interpreter: UInt32 = 3
+  package static let interpreter: UInt32 = 3
   /// `PT_NOTE`
-  public static let note: UInt32 = 4
+  package static let note: UInt32 = 4
   /// `PT_PHDR`
-  public static let programHeaderTable: UInt32 = 6
+  package static let programHeaderTable: UInt32 = 6
   /// `PF_X`
-  public static let executable: UInt32 = 1
+  package static let executable: UInt32 = 1
 
   /// Decodes one program header at the reader's current offset (the layout differs by class).
-  public init(_ reader: inout ByteReader, is64Bit: Bool) throws(FormatError) {
+  package init(_ reader: inout ByteReader, is64Bit: Bool) throws(FormatError) {
     type = try reader.read(UInt32.self)
     if is64Bit {
       flags = try reader.read(UInt32.self)
@@ -78,7 +78,7 @@ public struct ProgramHeader: Sendable, Equatable {
   }
 
   /// A program header with the given fields (in-memory headers, tests).
-  public init(type: UInt32, flags: UInt32, fileOffset: UInt64, vmAddress: UInt64,
+  package init(type: UInt32, flags: UInt32, fileOffset: UInt64, vmAddress: UInt64,
               fileSize: UInt64, vmSize: UInt64, alignment: UInt64) {
     self.type = type; self.flags = flags; self.fileOffset = fileOffset; self.vmAddress = vmAddress
     self.fileSize = fileSize; self.vmSize = vmSize; self.alignment = alignment
@@ -86,7 +86,7 @@ public struct ProgramHeader: Sendable, Equatable {
 
   /// Decodes `count` program headers of `entrySize` bytes each from `table`.
   /// The count is bounded by the table's size, so a lying `e_phnum` cannot drive allocation.
-  public static func table(_ table: ByteReader, count: Int, entrySize: Int,
+  package static func table(_ table: ByteReader, count: Int, entrySize: Int,
                            is64Bit: Bool) throws(FormatError) -> [ProgramHeader] {
     let expected = is64Bit ? 56 : 32
     guard entrySize >= expected else {
@@ -119,7 +119,7 @@ public struct LoadLayout: Sendable, Equatable {
 
   /// The layout of `headers`, or `nil` when there is no `PT_LOAD`. Sums are checked: a segment whose
   /// end overflows throws.
-  public init?(_ headers: [ProgramHeader]) throws(FormatError) {
+  package init?(_ headers: [ProgramHeader]) throws(FormatError) {
     var first: UInt64?
     var textEnd: UInt64 = 0
     var loadEnd: UInt64 = 0

@@ -21,20 +21,20 @@ extension ByteReader: RandomAccessBytes {}
 
 /// `length` bytes of another source starting at `start` (a universal file's slice), offsets
 /// restarting at 0: each `slice` is checked against this view's `count`, then fetched from the base.
-public struct RandomAccessSlice<Base: RandomAccessBytes>: RandomAccessBytes {
+struct RandomAccessSlice<Base: RandomAccessBytes>: RandomAccessBytes {
   private var base: Base
   private let start: Int
   /// The view's size in bytes.
-  public let count: Int
+  package let count: Int
   /// The byte order of the readers `slice` returns (the base's).
-  public var endian: ByteReader.Endian {
+  package var endian: ByteReader.Endian {
     get { base.endian }
     set { base.endian = newValue }
   }
 
   /// The view of `base`'s `length` bytes at `start`; throws `outOfRange` (limit `base.count`) unless
   /// they lie inside `base`, as `ByteReader.slice` does.
-  public init(_ base: Base, at start: Int, length: Int) throws(FormatError) {
+  package init(_ base: Base, at start: Int, length: Int) throws(FormatError) {
     guard start >= 0, length >= 0, start <= base.count, length <= base.count - start else {
       throw .outOfRange(start: start, length: length, limit: base.count)
     }
@@ -43,7 +43,7 @@ public struct RandomAccessSlice<Base: RandomAccessBytes>: RandomAccessBytes {
     count = length
   }
 
-  public func slice(at offset: Int, length: Int) throws(FormatError) -> ByteReader {
+  package func slice(at offset: Int, length: Int) throws(FormatError) -> ByteReader {
     guard offset >= 0, length >= 0, offset <= count, length <= count - offset else {
       throw .outOfRange(start: offset, length: length, limit: count)
     }

@@ -3,9 +3,9 @@
 /// a failure for that slice only; the others still read.
 public struct FatFile: Sendable, Equatable {
   /// `FAT_MAGIC`
-  public static let magic32: UInt32 = 0xCAFE_BABE
+  package static let magic32: UInt32 = 0xCAFE_BABE
   /// `FAT_MAGIC_64`
-  public static let magic64: UInt32 = 0xCAFE_BABF
+  package static let magic64: UInt32 = 0xCAFE_BABF
 
   /// One `fat_arch` / `fat_arch_64` entry and what its slice decoded to.
   public struct Slice: Sendable, Equatable {
@@ -36,12 +36,12 @@ public struct FatFile: Sendable, Equatable {
     }
 
     /// The decoded Mach-O, or `nil` when this slice could not be read (`file` without a `Result`).
-    public var decoded: MachOFile? {
+    package var decoded: MachOFile? {
       if case .decoded(let file) = state { file } else { nil }
     }
 
     /// Why this slice could not be read, or `nil` when it decoded.
-    public var failure: FormatError? {
+    package var failure: FormatError? {
       if case .failed(let error) = state { error } else { nil }
     }
 
@@ -73,19 +73,19 @@ public struct FatFile: Sendable, Equatable {
   public var members: [Slice]
 
   /// True for `FAT_MAGIC` and `FAT_MAGIC_64` read big-endian.
-  public static func isMagic(_ magic: UInt32) -> Bool {
+  package static func isMagic(_ magic: UInt32) -> Bool {
     magic == magic32 || magic == magic64
   }
 
   /// Decodes the universal header at the start of `bytes` and every slice it names.
-  public init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader) throws(FormatError) {
     try self.init(source: bytes)
   }
 
   /// Decodes the universal file whose bytes `source` fetches: the same checks and the same values or
   /// errors as `init(_:)` over the bytes in memory, reading only the header, its table and what each
   /// slice's `MachOFile(source:)` reads.
-  public init<Source: RandomAccessBytes>(source bytes: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source bytes: Source) throws(FormatError) {
     guard bytes.count >= 8 else { throw .fat("truncated: 8 bytes needed, \(bytes.count) in the file") }
     var start = try bytes.slice(at: 0, length: 8)
     start.endian = .big

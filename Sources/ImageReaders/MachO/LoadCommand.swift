@@ -3,10 +3,13 @@
 public struct PackedVersion: Sendable, Equatable, Hashable, CustomStringConvertible {
   /// The raw 32-bit field.
   public var rawValue: UInt32
-  public init(_ rawValue: UInt32) { self.rawValue = rawValue }
+  package init(_ rawValue: UInt32) { self.rawValue = rawValue }
 
+  /// The `xxxx` part.
   public var major: UInt32 { rawValue >> 16 }
+  /// The `yy` part.
   public var minor: UInt32 { (rawValue >> 8) & 0xFF }
+  /// The `zz` part.
   public var patch: UInt32 { rawValue & 0xFF }
 
   /// Always three components, `X.Y.Z`, as `otool -L` prints dylib versions.
@@ -83,6 +86,7 @@ public enum DylibKind: String, Sendable, Equatable, CaseIterable {
 
 /// A `dylib_command`: an install name and its versions.
 public struct DylibReference: Sendable, Equatable {
+  /// Which load command named the dylib (`LC_LOAD_DYLIB`, `LC_LOAD_WEAK_DYLIB`, ...).
   public var kind: DylibKind
   /// The install name (`@rpath/libfoo.dylib`, `/usr/lib/libSystem.B.dylib`).
   public var name: String
@@ -108,6 +112,7 @@ public struct BuildVersion: Sendable, Equatable {
   /// The platform name as `otool -l` prints it (`macos`, `ios`, `watchos`, ...).
   public var platformName: String { machOPlatformName(platform) }
 
+  /// True when the platform, versions and tools are equal.
   public static func == (lhs: BuildVersion, rhs: BuildVersion) -> Bool {
     lhs.platform == rhs.platform && lhs.minimumOS == rhs.minimumOS && lhs.sdk == rhs.sdk
       && lhs.tools.map(\.tool) == rhs.tools.map(\.tool) && lhs.tools.map(\.version) == rhs.tools.map(\.version)
@@ -115,7 +120,7 @@ public struct BuildVersion: Sendable, Equatable {
 }
 
 /// The platform name of an `LC_BUILD_VERSION` platform number, as `otool -l` prints it.
-public func machOPlatformName(_ platform: UInt32) -> String {
+func machOPlatformName(_ platform: UInt32) -> String {
   switch platform {
   case 1: "macos"
   case 2: "ios"
@@ -134,7 +139,7 @@ public func machOPlatformName(_ platform: UInt32) -> String {
 }
 
 /// The name of a `build_tool_version` tool, as `otool -l` prints it.
-public func machOToolName(_ tool: UInt32) -> String {
+package func machOToolName(_ tool: UInt32) -> String {
   switch tool {
   case 1: "clang"
   case 2: "swift"
@@ -304,7 +309,7 @@ enum LC {
 }
 
 /// The `LC_*` name `otool -l` prints for a command number, or `cmd 0x...` for one it does not name.
-public func machOLoadCommandName(_ cmd: UInt32) -> String {
+package func machOLoadCommandName(_ cmd: UInt32) -> String {
   LC.name(cmd) ?? "cmd 0x\(hexDigits(UInt64(cmd)))"
 }
 

@@ -44,19 +44,19 @@ public struct MachOFile: Sendable, Equatable {
   static let headerFetchSize = 4096
 
   /// True for `MH_MAGIC`, `MH_MAGIC_64` and their byte-swapped forms, read in either order.
-  public static func isMagic(_ magic: UInt32) -> Bool {
+  package static func isMagic(_ magic: UInt32) -> Bool {
     magic == MachOHeader.magic32 || magic == MachOHeader.magic64
   }
 
   /// Decodes `bytes` (a whole thin file or one slice; offsets are relative to its start).
-  public init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader) throws(FormatError) {
     try self.init(source: bytes)
   }
 
   /// Decodes the thin Mach-O file (or slice) whose bytes `source` fetches, offsets relative to its
   /// start: the same checks and the same values or errors as `init(_:)` over the bytes in memory,
   /// reading only the header, the load commands and the code signature.
-  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
     // The header with the bytes after it, so a reader that fetches on demand gets the load commands
     // of a typical file in the same fetch; the header itself needs at most 32 (and names the file's
     // size only when it has fewer).

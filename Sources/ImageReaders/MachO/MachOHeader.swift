@@ -1,9 +1,9 @@
 /// The `mach_header` / `mach_header_64` at the start of a thin Mach-O file or slice.
 public struct MachOHeader: Sendable, Equatable {
   /// `MH_MAGIC` (0xfeedface): 32-bit, in the byte order the magic reads correctly in.
-  public static let magic32: UInt32 = 0xFEED_FACE
+  package static let magic32: UInt32 = 0xFEED_FACE
   /// `MH_MAGIC_64` (0xfeedfacf).
-  public static let magic64: UInt32 = 0xFEED_FACF
+  package static let magic64: UInt32 = 0xFEED_FACF
 
   /// True for the 64-bit layout (`MH_MAGIC_64`/`MH_CIGAM_64`): a 32-byte header and 8-byte-aligned commands.
   public var is64Bit: Bool
@@ -16,17 +16,17 @@ public struct MachOHeader: Sendable, Equatable {
   /// `filetype` (`MH_EXECUTE`, `MH_DYLIB`, ...).
   public var fileType: UInt32
   /// `ncmds`
-  public var commandCount: UInt32
+  package var commandCount: UInt32
   /// `sizeofcmds`, in bytes.
-  public var commandsSize: UInt32
+  package var commandsSize: UInt32
   /// `flags` (`MH_*`).
   public var flags: UInt32
 
   /// The header's size in bytes: 28 (32-bit) or 32 (64-bit, with `reserved`).
-  public var size: Int { is64Bit ? 32 : 28 }
+  package var size: Int { is64Bit ? 32 : 28 }
 
   /// Decodes the header at the start of `bytes`, whichever of the four magics it has.
-  public init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader) throws(FormatError) {
     var reader = bytes
     reader.endian = .little
     let little = try reader.peek(UInt32.self, at: 0)
@@ -69,7 +69,7 @@ let cpuArchABI64_32: UInt32 = 0x0200_0000
 /// The architecture name of a Mach-O `cputype`/`cpusubtype` pair, as `lipo -info` and crash reports
 /// write it. The subtype's capability bits (`CPU_SUBTYPE_MASK`, e.g. `CPU_SUBTYPE_LIB64` or arm64e's
 /// pointer-authentication ABI bits) are ignored. Unknown pairs read `cputype-N-subtype-M`.
-public func machOArchitectureName(cpuType: UInt32, cpuSubtype: UInt32) -> String {
+func machOArchitectureName(cpuType: UInt32, cpuSubtype: UInt32) -> String {
   let subtype = cpuSubtype & 0x00FF_FFFF  // ~CPU_SUBTYPE_MASK
   switch cpuType {
   case 7:  // CPU_TYPE_X86
@@ -124,7 +124,7 @@ public func machOArchitectureName(cpuType: UInt32, cpuSubtype: UInt32) -> String
 }
 
 /// The short name of a Mach-O `filetype`.
-public func machOFileTypeName(_ fileType: UInt32) -> String {
+func machOFileTypeName(_ fileType: UInt32) -> String {
   switch fileType {
   case 1: "object"       // MH_OBJECT
   case 2: "execute"      // MH_EXECUTE
@@ -155,7 +155,7 @@ private let machOFlagTable: [(UInt32, String)] = [
 ]
 
 /// The names of the `MH_*` flags set in `flags`, without the prefix, lowest bit first.
-public func machOFlagNames(_ flags: UInt32) -> [String] {
+func machOFlagNames(_ flags: UInt32) -> [String] {
   var names: [String] = []
   var known: UInt32 = 0
   for (bit, name) in machOFlagTable {

@@ -7,9 +7,9 @@
 /// CPU bits of the context's own flags (as rust-minidump and Breakpad's processor decide); a dump
 /// without `SystemInfo` is decoded by the flags alone. MIPS, PowerPC, SPARC and RISC-V contexts are
 /// refused by name.
-public struct MinidumpContext: Sendable, Equatable {
+package struct MinidumpContext: Sendable, Equatable {
   /// The context layouts this reader decodes.
-  public enum Layout: Sendable, Equatable, CaseIterable {
+  package enum Layout: Sendable, Equatable, CaseIterable {
     /// `CONTEXT_AMD64` (1232 bytes, flags `0x00100000`): Breakpad's, Crashpad's and Windows' x86_64.
     case amd64
     /// `CONTEXT_ARM64` (912 bytes, flags `0x00400000`): Crashpad's and Windows' aarch64.
@@ -24,14 +24,14 @@ public struct MinidumpContext: Sendable, Equatable {
   }
 
   /// The layout the values were decoded from.
-  public var layout: Layout
+  package var layout: Layout
   /// `context_flags` as written (a 64-bit field in `arm64Old`): the CPU bits and which groups are valid.
-  public var flags: UInt64
+  package var flags: UInt64
   /// The registers, in the order of `names`.
-  public var values: [UInt64]
+  package var values: [UInt64]
 
   /// A context of `layout` with `values` in the order of `names(layout)` (missing ones read as 0).
-  public init(layout: Layout, flags: UInt64? = nil, values: [UInt64]) {
+  package init(layout: Layout, flags: UInt64? = nil, values: [UInt64]) {
     self.layout = layout
     self.flags = flags ?? Self.defaultFlags(layout)
     let count = Self.names(layout).count
@@ -40,26 +40,26 @@ public struct MinidumpContext: Sendable, Equatable {
 
   /// A context of `layout` from named registers; names the layout does not have are ignored, and
   /// registers not given are 0.
-  public init(layout: Layout, flags: UInt64? = nil, registers: [String: UInt64]) {
+  package init(layout: Layout, flags: UInt64? = nil, registers: [String: UInt64]) {
     self.init(layout: layout, flags: flags, values: Self.names(layout).map { registers[$0] ?? 0 })
   }
 
   /// The register names of `values`.
-  public var names: [String] { Self.names(layout) }
+  package var names: [String] { Self.names(layout) }
 
   /// The register `name` (one of `names`), or `nil`.
-  public subscript(name: String) -> UInt64? {
+  package subscript(name: String) -> UInt64? {
     guard let index = names.firstIndex(of: name) else { return nil }
     return values[index]
   }
 
   /// The program counter (`rip`, `pc`, `eip`).
-  public var pc: UInt64 { self[Self.pcName(layout)] ?? 0 }
+  package var pc: UInt64 { self[Self.pcName(layout)] ?? 0 }
   /// The stack pointer (`rsp`, `sp`, `esp`).
-  public var sp: UInt64 { self[Self.spName(layout)] ?? 0 }
+  package var sp: UInt64 { self[Self.spName(layout)] ?? 0 }
 
   /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`).
-  public var architectureName: String {
+  package var architectureName: String {
     switch layout {
     case .amd64: "x86_64"
     case .arm64, .arm64Old: "arm64"
@@ -69,7 +69,7 @@ public struct MinidumpContext: Sendable, Equatable {
   }
 
   /// The size of the layout's structure in bytes (a context may be longer: XSAVE state follows).
-  public static func size(_ layout: Layout) -> Int {
+  package static func size(_ layout: Layout) -> Int {
     switch layout {
     case .amd64: 1232
     case .arm64: 912
@@ -80,7 +80,7 @@ public struct MinidumpContext: Sendable, Equatable {
   }
 
   /// The CPU bits of the layout's flags (`MD_CONTEXT_AMD64`, ...).
-  public static func cpuFlag(_ layout: Layout) -> UInt64 {
+  static func cpuFlag(_ layout: Layout) -> UInt64 {
     switch layout {
     case .amd64: 0x0010_0000
     case .arm64: 0x0040_0000
@@ -92,7 +92,7 @@ public struct MinidumpContext: Sendable, Equatable {
 
   /// The flags a writer sets for the registers this type holds: the CPU bits with the control and
   /// integer groups (and segments on x86).
-  public static func defaultFlags(_ layout: Layout) -> UInt64 {
+  static func defaultFlags(_ layout: Layout) -> UInt64 {
     switch layout {
     case .amd64, .x86: cpuFlag(layout) | 0x7  // CONTROL | INTEGER | SEGMENTS
     case .arm64, .arm: cpuFlag(layout) | 0x3  // CONTROL | INTEGER
@@ -101,7 +101,7 @@ public struct MinidumpContext: Sendable, Equatable {
   }
 
   /// The register names of `layout`, in the order `values` holds them.
-  public static func names(_ layout: Layout) -> [String] {
+  package static func names(_ layout: Layout) -> [String] {
     switch layout {
     case .amd64: amd64Names
     case .arm64, .arm64Old: arm64Names
@@ -249,7 +249,7 @@ extension MinidumpContext {
 
   /// The context's bytes in its layout, little-endian, `size(layout)` long: what a writer puts in a
   /// dump. Floating-point and vector state is zero.
-  public func encoded() -> [UInt8] {
+  package func encoded() -> [UInt8] {
     var bytes = [UInt8](repeating: 0, count: Self.size(layout))
     func put(_ value: UInt64, at offset: Int, width: Int) {
       for index in 0..<width { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(index))) }

@@ -1,7 +1,7 @@
 extension MinidumpFile {
   /// The range in `memoryRanges` holding `address`, or `nil`. Binary search: the ranges are sorted and
   /// do not overlap.
-  public func memoryRange(containing address: UInt64) -> MemoryRange? {
+  package func memoryRange(containing address: UInt64) -> MemoryRange? {
     memoryRangeIndex(containing: address).map { memoryRanges[$0] }
   }
 
@@ -11,7 +11,7 @@ extension MinidumpFile {
 
   /// The byte range of the dump file that holds the process's memory `address ..< address + length`,
   /// when one range holds all of it; `nil` when any of it is not in the dump (or `length` is 0).
-  public func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
+  package func fileRange(ofMemory address: UInt64, length: Int) -> Range<Int>? {
     guard length > 0, let range = memoryRange(containing: address) else { return nil }
     let delta = address - range.address  // the range contains address
     guard UInt64(length) <= range.size - delta else { return nil }
@@ -23,7 +23,7 @@ extension MinidumpFile {
 
   /// A reader over the process's memory `address ..< address + length`, when one range of the dump holds
   /// all of it; `nil` otherwise. `source` is the dump's bytes, as given to `init(source:)`.
-  public func memory<Source: RandomAccessBytes>(at address: UInt64, length: Int,
+  package func memory<Source: RandomAccessBytes>(at address: UInt64, length: Int,
                                                 in source: Source) throws(FormatError) -> ByteReader? {
     guard let range = fileRange(ofMemory: address, length: length) else { return nil }
     var reader = try source.slice(at: range.lowerBound, length: range.count)
@@ -32,7 +32,7 @@ extension MinidumpFile {
   }
 
   /// How many bytes from `address` on the dump holds without a gap (across adjacent ranges).
-  public func availableBytes(from address: UInt64) -> UInt64 {
+  package func availableBytes(from address: UInt64) -> UInt64 {
     guard var index = memoryRangeIndex(containing: address) else { return 0 }
     var total = memoryRanges[index].address &+ memoryRanges[index].size &- address
     // Each step moves to the next range: bounded by the range count.
@@ -46,7 +46,7 @@ extension MinidumpFile {
 
   /// The bytes of `thread`'s stack as the dump holds them, and the address of the first; `nil` when
   /// the dump holds none.
-  public func stack<Source: RandomAccessBytes>(of thread: Thread,
+  package func stack<Source: RandomAccessBytes>(of thread: Thread,
                                                in source: Source) throws(FormatError) -> (address: UInt64, bytes: ByteReader)? {
     let size = Int(thread.stack.location.dataSize)  // UInt32 -> Int is exact on 64-bit
     guard let reader = try memory(at: thread.stack.startAddress, length: size, in: source) else { return nil }
@@ -139,7 +139,7 @@ extension MinidumpFile {
   /// The `LinuxAuxv` stream as (`a_type`, `a_val`) pairs up to `AT_NULL` (not kept), in the dumped
   /// process's word size (from `SystemInfo`; 64-bit without one); `nil` when the dump has no such
   /// stream. (The `LinuxMaps` stream is `/proc/PID/maps` text: ImageLog's maps parser reads it.)
-  public var auxiliaryVector: [(type: UInt64, value: UInt64)]? {
+  package var auxiliaryVector: [(type: UInt64, value: UInt64)]? {
     guard let bytes = linux.auxiliaryVector else { return nil }
     let wide = Self.is64Bit(architecture: systemInfo?.processorArchitecture)
     // The same decoding as a core's NT_AUXV; it cannot fail (it stops where a pair no longer fits).

@@ -10,7 +10,7 @@ extension MinidumpFile {
   /// this reader knows; memory stays in the file. Throws when the file is not a minidump, its header is
   /// short, its version is not `0xA793`, or its directory does not lie inside it; a broken stream is
   /// left out and named in `problems`.
-  public init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
+  package init<Source: RandomAccessBytes>(source: Source) throws(FormatError) {
     var file = source
     file.endian = .little
     guard file.count >= 4 else { throw .tooShort(count: file.count) }
@@ -91,14 +91,14 @@ extension MinidumpFile {
   }
 
   /// Decodes `bytes` held in memory: the same values and problems as `init(source:)` over them.
-  public init(bytes: [UInt8]) throws(FormatError) {
+  package init(bytes: [UInt8]) throws(FormatError) {
     self = try ByteReader.reading(bytes) { reader throws(FormatError) in try MinidumpFile(source: reader) }
   }
 }
 
 extension MinidumpFile {
   /// `ThreadListStream` and the other stream types this reader decodes.
-  public static let threadListType: UInt32 = 3, moduleListType: UInt32 = 4, memoryListType: UInt32 = 5,
+  package static let threadListType: UInt32 = 3, moduleListType: UInt32 = 4, memoryListType: UInt32 = 5,
                     exceptionType: UInt32 = 6, systemInfoType: UInt32 = 7, memory64ListType: UInt32 = 9,
                     unloadedModuleListType: UInt32 = 14, miscInfoType: UInt32 = 15, memoryInfoListType: UInt32 = 16,
                     threadNamesType: UInt32 = 24, breakpadInfoType: UInt32 = 0x4767_0001,
@@ -109,7 +109,7 @@ extension MinidumpFile {
                     crashpadInfoType: UInt32 = 0x4350_0001
 
   /// The name of stream type `type` (`MINIDUMP_STREAM_TYPE` without `Stream`), or `0x...` when unknown.
-  public static func streamName(_ type: UInt32) -> String {
+  static func streamName(_ type: UInt32) -> String {
     switch type {
     case 0: "Unused"
     case 3: "ThreadList"
@@ -149,7 +149,7 @@ extension MinidumpFile {
   }
 
   /// The name crash tooling gives `PROCESSOR_ARCHITECTURE` value `value`.
-  public static func architectureName(_ value: UInt16) -> String {
+  package static func architectureName(_ value: UInt16) -> String {
     switch value {
     case 0: "i386"
     case 1: "mips"
@@ -169,7 +169,7 @@ extension MinidumpFile {
   }
 
   /// The name of `PlatformId` value `value`.
-  public static func platformName(_ value: UInt32) -> String {
+  package static func platformName(_ value: UInt32) -> String {
     switch value {
     case 0: "Windows 3.1"
     case 1: "Windows 9x"

@@ -16,26 +16,26 @@ public func hexDigits(_ value: UInt64, width: Int = 0) -> String {
 public enum HexText {
   /// The lowercase hex digit for `nibble` (0...15).
   @inlinable @inline(__always)
-  public static func digit(_ nibble: Int) -> UInt8 {
+  package static func digit(_ nibble: Int) -> UInt8 {
     UInt8(truncatingIfNeeded: nibble < 10 ? 48 &+ nibble : 87 &+ nibble)  // "0" is 48, "a" - 10 is 87
   }
 
   /// The uppercase hex digit for `nibble` (0...15).
   @inlinable @inline(__always)
-  public static func upperDigit(_ nibble: Int) -> UInt8 {
+  static func upperDigit(_ nibble: Int) -> UInt8 {
     UInt8(truncatingIfNeeded: nibble < 10 ? 48 &+ nibble : 55 &+ nibble)  // "A" - 10 is 55
   }
 
   /// How many hex digits `value` has without leading zeros (1 for 0): 1...16.
   @inlinable @inline(__always)
-  public static func digitCount(_ value: UInt64) -> Int {
+  static func digitCount(_ value: UInt64) -> Int {
     value == 0 ? 1 : (67 &- value.leadingZeroBitCount) / 4
   }
 
   /// The last `count` (1...16) hex digits of `value`, lowercase, at `base + position`; returns the
   /// position after them. Written from the last digit back.
   @inlinable @inline(__always)
-  public static func writeDigits(_ value: UInt64, count: Int, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+  static func writeDigits(_ value: UInt64, count: Int, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
     var rest = value
     var index = position &+ count
     repeat {
@@ -49,7 +49,7 @@ public enum HexText {
   /// `value` in lowercase hex without leading zeros (one digit for 0) at `base + position`, which has
   /// room for 16; returns the position after them.
   @inlinable @inline(__always)
-  public static func writeHex(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+  package static func writeHex(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
     writeDigits(value, count: digitCount(value), to: base, at: position)
   }
 

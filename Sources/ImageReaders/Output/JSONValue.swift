@@ -49,14 +49,14 @@ public indirect enum JSONValue: Sendable, Equatable {
   public var integer: Int? { if case .number(let text) = self { Int(text) } else { nil } }
 
   /// Sets (or appends) the member `key` of an object; other values are unchanged.
-  public mutating func set(_ key: String, _ value: JSONValue) {
+  package mutating func set(_ key: String, _ value: JSONValue) {
     guard case .object(var members) = self else { return }
     if let index = members.firstIndex(where: { $0.0 == key }) { members[index].1 = value } else { members.append((key, value)) }
     self = .object(members)
   }
 
   /// Removes the member `key` of an object.
-  public mutating func remove(_ key: String) {
+  package mutating func remove(_ key: String) {
     guard case .object(var members) = self else { return }
     members.removeAll { $0.0 == key }
     self = .object(members)
@@ -69,6 +69,7 @@ public struct JSONError: Error, Equatable, Sendable, CustomStringConvertible {
   public var offset: Int
   /// What was expected there.
   public var problem: String
+  /// `invalid JSON at byte N: problem`.
   public var description: String { "invalid JSON at byte \(offset): \(problem)" }
 }
 
@@ -86,7 +87,7 @@ extension JSONValue {
 
   /// Parses the first JSON value in `text` and returns it with the rest of the text (for a header line
   /// followed by a body).
-  public static func parsePrefix(_ text: Substring, maximumDepth: Int = 128) throws(JSONError) -> (JSONValue, Substring) {
+  package static func parsePrefix(_ text: Substring, maximumDepth: Int = 128) throws(JSONError) -> (JSONValue, Substring) {
     let utf8 = Array(text.utf8)
     var parser = JSONParser(bytes: utf8, maximumDepth: maximumDepth)
     parser.skipSpace()

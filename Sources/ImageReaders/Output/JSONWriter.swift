@@ -3,7 +3,7 @@
 
 /// `text` as a JSON string literal: quotes, backslashes and control characters escaped, everything
 /// else kept as is (RFC 8259 section 7).
-public func jsonStringLiteral(_ text: String) -> String {
+package func jsonStringLiteral(_ text: String) -> String {
   var bytes: [UInt8] = []
   JSONWriter.appendString(text, to: &bytes)
   return String(decoding: bytes, as: UTF8.self)
@@ -23,6 +23,7 @@ public struct JSONWriter: ~Copyable {
   @usableFromInline var count = 0
   @usableFromInline var needsComma = false
 
+  /// An empty writer whose buffer starts with room for `capacity` bytes (it grows as needed).
   @inlinable
   public init(capacity: Int = 2048) {
     self.capacity = max(capacity, 64)
@@ -35,15 +36,19 @@ public struct JSONWriter: ~Copyable {
   /// The JSON text written so far.
   public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
 
+  /// `{`: members follow, each a `key` and a value.
   @inlinable @inline(__always)
   public mutating func beginObject() { open(UInt8(ascii: "{")) }
 
+  /// `}`.
   @inlinable @inline(__always)
   public mutating func endObject() { close(UInt8(ascii: "}")) }
 
+  /// `[`: values follow.
   @inlinable @inline(__always)
   public mutating func beginArray() { open(UInt8(ascii: "[")) }
 
+  /// `]`.
   @inlinable @inline(__always)
   public mutating func endArray() { close(UInt8(ascii: "]")) }
 
@@ -107,6 +112,7 @@ public struct JSONWriter: ~Copyable {
     needsComma = false
   }
 
+  /// A string, escaped as JSON requires.
   @inlinable @inline(__always)
   public mutating func string(_ string: String) {
     reserve(1)
@@ -117,7 +123,7 @@ public struct JSONWriter: ~Copyable {
 
   /// A string literal that needs no escaping (ASCII letters, digits and punctuation other than `"` and `\\`).
   @inlinable @inline(__always)
-  public mutating func literal(_ text: StaticString) {
+  package mutating func literal(_ text: StaticString) {
     quoted(text, extra: 0)
     needsComma = true
   }
@@ -137,7 +143,7 @@ public struct JSONWriter: ~Copyable {
   /// are always the same (`,"offset":"0x`), between the values `hexDigits` and `decimalDigits` write.
   /// The caller keeps the text well formed; the next value or key gets no comma either.
   @inlinable @inline(__always)
-  public mutating func fragment(_ text: StaticString) {
+  package mutating func fragment(_ text: StaticString) {
     let length = text.utf8CodeUnitCount
     reserve(length)
     storeAll(text.utf8Start, length)
@@ -146,14 +152,14 @@ public struct JSONWriter: ~Copyable {
 
   /// `value` in lowercase hex without leading zeros, unquoted and without `0x` (after a `fragment`).
   @inlinable @inline(__always)
-  public mutating func hexDigits(_ value: UInt64) {
+  package mutating func hexDigits(_ value: UInt64) {
     reserve(16)
     count = Self.writeHex(value, to: base, at: count)
   }
 
   /// `value` in decimal (after a `fragment`).
   @inlinable @inline(__always)
-  public mutating func decimalDigits(_ value: UInt64) {
+  package mutating func decimalDigits(_ value: UInt64) {
     reserve(20)
     count = Self.writeDecimal(value, to: base, at: count)
   }
@@ -164,6 +170,7 @@ public struct JSONWriter: ~Copyable {
     if let string { self.string(string) } else { null() }
   }
 
+  /// A number, in decimal.
   @inlinable @inline(__always)
   public mutating func number(_ number: UInt64) {
     reserve(21)  // a comma and UInt64.max's 20 digits
@@ -173,8 +180,8 @@ public struct JSONWriter: ~Copyable {
   }
 
   /// `value`'s decimal digits at `base + position`, which has room for 20; returns the position after them.
-  @inline(__always)
-  public static func writeDecimal(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+  @usableFromInline @inline(__always)
+  static func writeDecimal(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
     // The number of digits: at most 20, so `threshold` (10^digits) is multiplied at most 19 times and
     // stays below 2^64 while the loop runs; it is not used after it wraps.
     var digits = 1
@@ -204,6 +211,7 @@ public struct JSONWriter: ~Copyable {
     return position &+ digits
   }
 
+  /// `true` or `false`.
   @inlinable @inline(__always)
   public mutating func bool(_ value: Bool) {
     reserve(6)
@@ -213,6 +221,7 @@ public struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  /// `null`.
   @inlinable @inline(__always)
   public mutating func null() {
     reserve(5)
@@ -238,12 +247,12 @@ public struct JSONWriter: ~Copyable {
   /// `value` in lowercase hex without leading zeros (one digit for 0) at `base + position`, which has
   /// room for 16; returns the position after them. Written from the last digit back.
   @inlinable @inline(__always)
-  public static func writeHex(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
+  package static func writeHex(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {
     HexText.writeHex(value, to: base, at: position)
   }
 
   /// `"0x"` and `value` as 8 lowercase hex digits, quoted (`"0x" + hexDigits(value, width: 8)`).
-  public mutating func hex32(_ value: UInt32) {
+  package mutating func hex32(_ value: UInt32) {
     reserve(13)
     separate()
     store(UInt8(ascii: "\""))
@@ -255,7 +264,7 @@ public struct JSONWriter: ~Copyable {
   }
 
   /// Every byte as two lowercase hex digits, quoted (`HexText.bytes`).
-  public mutating func hexString(_ data: [UInt8]) {
+  package mutating func hexString(_ data: [UInt8]) {
     reserve(data.count * 2 + 3)
     separate()
     store(UInt8(ascii: "\""))
@@ -268,7 +277,7 @@ public struct JSONWriter: ~Copyable {
   }
 
   /// The first 16 bytes (zero-padded) as an uppercase dashed UUID, quoted (`HexText.uuid`).
-  public mutating func uuidString(_ data: [UInt8]) {
+  package mutating func uuidString(_ data: [UInt8]) {
     reserve(39)
     separate()
     store(UInt8(ascii: "\""))
@@ -333,7 +342,7 @@ public struct JSONWriter: ~Copyable {
   /// Appends `string` as a JSON string literal: `"`, `\\` and control characters escaped (`\\n`, `\\r`,
   /// `\\t`, else `\\u00XX`); every other byte of the UTF-8 is copied as is, which RFC 8259 allows (a
   /// String holds no invalid UTF-8: it was replaced when the String was made). The one JSON escaper.
-  public static func appendString(_ string: String, to result: inout [UInt8]) {
+  static func appendString(_ string: String, to result: inout [UInt8]) {
     result.append(UInt8(ascii: "\""))
     var string = string
     string.withUTF8 { bytes in
@@ -362,7 +371,7 @@ public struct JSONWriter: ~Copyable {
   /// time: a word has such a byte when a byte of it is below 0x20, or is 0 after an XOR with `"` or
   /// `\\` repeated; the test "some byte of `x` is below `n`" is `(x - n…n) & ~x & 0x80…80 != 0`, exact
   /// for n <= 0x80. Paths and library names are printed by the thousand.
-  public static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
+  static func needsNoEscape(_ bytes: UnsafeRawBufferPointer) -> Bool {
     var index = 0
     while index + 8 <= bytes.count {
       // A String's own UTF-8 in memory, not file bytes: ByteReader's rule is for the parsers.

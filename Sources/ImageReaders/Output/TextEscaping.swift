@@ -33,7 +33,7 @@ public enum TextEscaping {
 
   /// True when `bytes` need no escaping: printable ASCII other than `\`. Eight bytes at a time (a
   /// byte below 0x20, a high bit, 0x7F or `\` in the word); bytes 0x80 and above go the slow way.
-  public static func isPlain(_ bytes: UnsafeRawBufferPointer) -> Bool {
+  package static func isPlain(_ bytes: UnsafeRawBufferPointer) -> Bool {
     var index = 0
     while index + 8 <= bytes.count {
       // A String's own UTF-8 in memory, not file bytes: ByteReader's rule is for the parsers.
@@ -53,7 +53,7 @@ public enum TextEscaping {
   }
 
   /// Appends `bytes` escaped to `result`: the one implementation of the scheme.
-  public static func append(_ bytes: UnsafeBufferPointer<UInt8>, to result: inout [UInt8]) {
+  package static func append(_ bytes: UnsafeBufferPointer<UInt8>, to result: inout [UInt8]) {
     result.reserveCapacity(result.count + bytes.count + 8)
     var index = 0
     while index < bytes.count {
@@ -152,19 +152,19 @@ public enum TextEscaping {
 
 /// Word-at-a-time byte tests for the output scans (`TextEscaping.isPlain`, `JSONWriter.needsNoEscape`):
 /// "some byte of `word` is below `n`" is `(word - n…n) & ~word & 0x80…80 != 0`, exact for n <= 0x80.
-public enum ByteScan {
-  public static let ones: UInt64 = 0x0101_0101_0101_0101
-  public static let highBits: UInt64 = 0x8080_8080_8080_8080
+enum ByteScan {
+  package static let ones: UInt64 = 0x0101_0101_0101_0101
+  package static let highBits: UInt64 = 0x8080_8080_8080_8080
 
   /// True when a byte of `word` is below `limit` (at most 0x80).
   @inlinable @inline(__always)
-  public static func hasByte(in word: UInt64, below limit: UInt64) -> Bool {
+  static func hasByte(in word: UInt64, below limit: UInt64) -> Bool {
     (word &- ones &* limit) & ~word & highBits != 0
   }
 
   /// True when a byte of `word` equals `byte`.
   @inlinable @inline(__always)
-  public static func hasByte(in word: UInt64, equalTo byte: UInt64) -> Bool {
+  static func hasByte(in word: UInt64, equalTo byte: UInt64) -> Bool {
     hasByte(in: word ^ (ones &* byte), below: 1)
   }
 }

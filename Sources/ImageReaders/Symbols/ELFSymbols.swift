@@ -7,7 +7,7 @@ extension SymbolTable {
   /// Keeps defined (`st_shndx` not `SHN_UNDEF`, not `SHN_ABS` for `STT_NOTYPE`) symbols of function type
   /// or no type with a non-empty name, leaving out ARM/AArch64 mapping symbols (`$x`, `$d`, `$a`, `$t`).
   /// `entrySize` is `sh_entsize`; a table whose size is not a multiple of it ignores the tail.
-  public static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int,
+  package static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int,
                          is64Bit: Bool) throws(FormatError) -> SymbolTable {
     let names = copyStrings(strings)
     var entries: [Entry] = []
@@ -26,7 +26,7 @@ extension SymbolTable {
   /// for each address the symbol that table's `index(containing:)` finds, and no other. One pass over the
   /// entries with no sort and no names decoded but the kept ones: for a few addresses in a large table
   /// (a backtrace in libc), the way `eu-stack` looks symbols up. Other addresses must not be asked.
-  public static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
+  package static func elf(symbols: ByteReader, strings: ByteReader, entrySize: Int, is64Bit: Bool,
                          for addresses: [UInt64]) throws(FormatError) -> SymbolTable {
     var queries: [UInt64] = []  // sorted, each once
     queries.reserveCapacity(addresses.count)
@@ -110,7 +110,7 @@ extension SymbolTable {
   }
 
   /// Whether an ELF symbol table section has a symbol `elf(symbols:...)` would keep; stops at the first.
-  public static func elfHasCodeSymbols(symbols: ByteReader, strings: ByteReader, entrySize: Int,
+  package static func elfHasCodeSymbols(symbols: ByteReader, strings: ByteReader, entrySize: Int,
                                        is64Bit: Bool) throws(FormatError) -> Bool {
     var found = false
     try forEachCodeSymbol(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: is64Bit) { _ in

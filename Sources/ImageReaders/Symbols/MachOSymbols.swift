@@ -9,7 +9,7 @@ extension SymbolTable {
   /// hand-written assembly gets a start of its own) and is left out: the symbol and an offset name
   /// it, as llvm-symbolizer and atos do. `textVMAddress` is `__TEXT`'s `vmaddr`, where
   /// the function-start deltas begin.
-  public static func machO(symbols: ByteReader, count: Int, strings: ByteReader, is64Bit: Bool,
+  package static func machO(symbols: ByteReader, count: Int, strings: ByteReader, is64Bit: Bool,
                            functionStarts: ByteReader? = nil,
                            textVMAddress: UInt64 = 0) throws(FormatError) -> SymbolTable {
     let entrySize = is64Bit ? 16 : 12
@@ -58,7 +58,7 @@ extension SymbolTable {
 
   /// Decodes `LC_FUNCTION_STARTS`: ULEB128 deltas, the first from `textVMAddress`, ending at a 0 delta
   /// or the end of the data. Each delta takes at least one byte, so the loop is bounded by the size.
-  public static func functionStartAddresses(_ data: ByteReader, textVMAddress: UInt64) throws(FormatError) -> [UInt64] {
+  package static func functionStartAddresses(_ data: ByteReader, textVMAddress: UInt64) throws(FormatError) -> [UInt64] {
     var reader = data
     var address = textVMAddress
     var result: [UInt64] = []

@@ -3,7 +3,7 @@ extension SymbolTable {
   /// library still exports). Empty when the file has neither. `bytes` are the bytes `file` was decoded
   /// from. With `addresses` (link-time), only what looking those up needs (see
   /// `elf(symbols:strings:entrySize:is64Bit:for:)`).
-  public static func elf(_ file: ELFFile, bytes: ByteReader, for addresses: [UInt64]? = nil) throws(FormatError) -> SymbolTable {
+  package static func elf(_ file: ELFFile, bytes: ByteReader, for addresses: [UInt64]? = nil) throws(FormatError) -> SymbolTable {
     guard let (symbols, strings, entrySize) = try elfSections(file, bytes: bytes) else { return SymbolTable() }
     if let addresses {
       return try elf(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: file.header.is64Bit, for: addresses)
@@ -12,7 +12,7 @@ extension SymbolTable {
   }
 
   /// Whether the table `elf(_:bytes:)` would make has a symbol, without making it.
-  public static func elfHasCodeSymbols(_ file: ELFFile, bytes: ByteReader) throws(FormatError) -> Bool {
+  package static func elfHasCodeSymbols(_ file: ELFFile, bytes: ByteReader) throws(FormatError) -> Bool {
     guard let (symbols, strings, entrySize) = try elfSections(file, bytes: bytes) else { return false }
     return try elfHasCodeSymbols(symbols: symbols, strings: strings, entrySize: entrySize, is64Bit: file.header.is64Bit)
   }
@@ -36,7 +36,7 @@ extension SymbolTable {
   /// The bounds error of a `.symtab`, or of the string table it links to, whose header points past the
   /// end of the file (`ELFSection.contentsInFile`); `nil` when there is none such. The symbols read are
   /// then `.dynsym`'s, the exported ones, as `llvm-nm -D` reads them.
-  public static func elfSymbolTableProblem(_ file: ELFFile, bytes: ByteReader) -> FormatError? {
+  package static func elfSymbolTableProblem(_ file: ELFFile, bytes: ByteReader) -> FormatError? {
     guard let table = file.sections.first(where: { $0.type == ELFSection.symbolTableType && $0.occupiesFile }) else {
       return nil
     }
@@ -52,7 +52,7 @@ extension SymbolTable {
   /// Every code symbol of `file`'s `.symtab` and `.dynsym` that `wanted` accepts, given its start
   /// address and its raw name's bytes (valid during the call only): aliases included, which the lookup
   /// table drops (it keeps one name an address). For checking names a crash report gives against a file.
-  public static func elfSymbols(_ file: ELFFile, bytes: ByteReader,
+  package static func elfSymbols(_ file: ELFFile, bytes: ByteReader,
                                 where wanted: (UInt64, UnsafeRawBufferPointer) -> Bool) throws(FormatError) -> [Symbol] {
     var found: [Symbol] = []
     for table in file.sections where table.occupiesFile

@@ -3,15 +3,15 @@
 /// Built from ELF `.symtab`/`.dynsym`, Mach-O `LC_SYMTAB` and `LC_FUNCTION_STARTS`. Names are kept as
 /// bytes of one copied string table and decoded only for the symbols a lookup returns, so a table of
 /// 100,000 symbols costs one sort and one copy. A value: no reader is kept.
-public struct SymbolTable: Sendable {
+package struct SymbolTable: Sendable {
   /// One symbol: a start address (link-time), a size (0 when the format has none) and its name.
-  public struct Symbol: Sendable, Equatable {
+  package struct Symbol: Sendable, Equatable {
     /// The raw (mangled) name as stored in the file, without Mach-O's leading `_`.
-    public var name: String
+    package var name: String
     /// Link-time start address.
-    public var address: UInt64
+    package var address: UInt64
     /// Size in bytes; 0 when unknown (Mach-O, `LC_FUNCTION_STARTS`, unsized ELF symbols).
-    public var size: UInt64
+    package var size: UInt64
   }
 
   struct Entry: Sendable {
@@ -31,7 +31,7 @@ public struct SymbolTable: Sendable {
   var names: [UInt8]
 
   /// The number of distinct symbol addresses.
-  public var count: Int { entries.count }
+  package var count: Int { entries.count }
 
   init(entries: consuming [Entry], names: [UInt8]) {
     var sorted = entries  // the caller's array, sorted and thinned in place: no copies of the table
@@ -56,19 +56,19 @@ public struct SymbolTable: Sendable {
   }
 
   /// An empty table.
-  public init() { entries = []; names = [] }
+  package init() { entries = []; names = [] }
 
   /// The symbol containing `address`: the one with the greatest start not above it. A sized symbol
   /// whose end is at or below `address` does not contain it (as `llvm-symbolizer` decides); an
   /// unsized one extends to the next symbol. `nil` below the first symbol.
-  public func symbol(containing address: UInt64) -> Symbol? {
+  package func symbol(containing address: UInt64) -> Symbol? {
     index(containing: address).map { symbol(at: $0) }
   }
 
   /// The position (in address order, `0..<count`) of the symbol containing `address`, as
   /// `symbol(containing:)` decides, without decoding its name: callers that look up many addresses
   /// key their caches by it.
-  public func index(containing address: UInt64) -> Int? {
+  package func index(containing address: UInt64) -> Int? {
     var low = 0
     var high = entries.count
     while low < high {  // first entry with start > address
@@ -82,19 +82,19 @@ public struct SymbolTable: Sendable {
   }
 
   /// The symbol at `index` (`0..<count`, address order). Traps outside that range, as arrays do.
-  public func symbol(at index: Int) -> Symbol {
+  package func symbol(at index: Int) -> Symbol {
     let entry = entries[index]
     return Symbol(name: name(of: entry), address: entry.address, size: entry.size)
   }
 
   /// The link-time start address of the symbol at `index` (`0..<count`).
-  public func address(at index: Int) -> UInt64 { entries[index].address }
+  package func address(at index: Int) -> UInt64 { entries[index].address }
 
   /// Calls `body` with the bytes of the raw name of the symbol at `index` (`0..<count`) as stored in
   /// the file, without copying them; a NUL byte follows them in memory, so they can go to C
   /// demanglers as they are. Empty for an unnamed function start (whose `symbol(at:)` name is
   /// `func_0xADDR`). The bytes are valid only inside `body`.
-  public func withRawName<R>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+  package func withRawName<R>(at index: Int, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
     let entry = entries[index]
     guard entry.nameLength > 0 else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
     return try names.withUnsafeBytes { all in
@@ -104,7 +104,7 @@ public struct SymbolTable: Sendable {
   }
 
   /// Every symbol in address order (tests and tools).
-  public var symbols: [Symbol] { entries.map { Symbol(name: name(of: $0), address: $0.address, size: $0.size) } }
+  package var symbols: [Symbol] { entries.map { Symbol(name: name(of: $0), address: $0.address, size: $0.size) } }
 
   func name(of entry: Entry) -> String {
     guard entry.nameLength > 0 else { return "func_0x" + hexDigits(entry.address) }
