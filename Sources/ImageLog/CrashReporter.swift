@@ -1,5 +1,6 @@
 internal import CImageLog
 internal import Glibc
+import ImageReaders
 import Synchronization
 
 /// An opt-in crash handler that writes imagelog's crash report, and the crash-time image table it
@@ -189,9 +190,9 @@ public enum CrashReporter {
 
   /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
   static func absolutePath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
+    guard let resolved = PathBytes.withCString(path, { realpath($0, nil) }) else { return nil }
     defer { free(resolved) }
-    return String(cString: resolved)
+    return PathBytes.string(cString: resolved)
   }
 
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is

@@ -1,3 +1,4 @@
+import ImageReaders
 #if canImport(Glibc)
 internal import Glibc
 #endif
@@ -21,7 +22,9 @@ enum ImageLogMain {
   ] }
 
   static func main() {
-    var scanner = ArgumentScanner(CommandLine.arguments.dropFirst())
+    // CommandLine.arguments replaces bytes that are not UTF-8 (a path under `caf\xe9`): read argv as bytes.
+    let arguments = (1..<Int(CommandLine.argc)).compactMap { CommandLine.unsafeArgv[$0].map { PathBytes.string(cString: $0) } }
+    var scanner = ArgumentScanner(arguments)
     let status: ExitStatus
     do {
       status = try dispatch(&scanner)
