@@ -23,8 +23,12 @@ enum ImageLogMain {
 
   static func main() {
     // CommandLine.arguments replaces bytes that are not UTF-8 (a path under `caf\xe9`): read argv as bytes.
-    let arguments = (1..<Int(CommandLine.argc)).compactMap { CommandLine.unsafeArgv[$0].map { PathBytes.string(cString: $0) } }
-    var scanner = ArgumentScanner(arguments)
+    var arguments: [String] = []
+    let argv = CommandLine.unsafeArgv
+    for index in 1..<max(1, Int(CommandLine.argc)) {
+      if let argument = argv[index] { arguments.append(PathBytes.string(cString: argument)) }
+    }
+    var scanner = ArgumentScanner(arguments[...])
     let status: ExitStatus
     do {
       status = try dispatch(&scanner)

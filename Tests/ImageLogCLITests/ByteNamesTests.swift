@@ -26,6 +26,24 @@ import Testing
     try #require(build.status == 0, "cc failed: \(build.error)")
   }
 
+  /// A new temporary folder holding `caf\xe9/byte-names`.
+  static func latin1Program(_ label: String) throws -> String {
+    let directory = try makeTemporaryDirectory(label)
+    try makeFolder(directory, latin1Folder)
+    try buildProgram(in: directory, folderGlob: "caf?")
+    return directory
+  }
+
+  /// Calls `body` with a new temporary folder holding `caf\xe9/byte-names` and the program running
+  /// from there, its threads named and blocked; stops it and removes the folder after.
+  static func withRunningLatin1Program(_ label: String, _ body: (String, RunningChild) throws -> Void) throws {
+    let directory = try latin1Program(label)
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let child = try start(in: directory, folderGlob: "caf?")
+    defer { child.stop() }
+    try body(directory, child)
+  }
+
   /// `imagelog ARGUMENTS` through the shell, so `caf?` in them names the folder by its bytes.
   static func imagelog(_ arguments: String) throws -> ChildResult {
     try runChild(["sh", "-c", "exec '\(processTestImagelog)' \(arguments)"])
@@ -47,10 +65,8 @@ import Testing
 
   @Test(.enabled(if: haveTool("cc") && haveTool("readelf"), "needs cc and readelf"))
   func fileReadsAPathUnderALatin1Folder() throws {
-    let directory = try makeTemporaryDirectory("imagelog-bytes-file")
+    let directory = try Self.latin1Program("imagelog-bytes-file")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
-    try Self.makeFolder(directory, Self.latin1Folder)
-    try Self.buildProgram(in: directory, folderGlob: "caf?")
     let id = try Self.buildID("'\(directory)'/caf?/byte-names")
 
     let run = try Self.imagelog("file '\(directory)'/caf?/byte-names")
@@ -65,29 +81,25 @@ import Testing
 
   @Test(.enabled(if: haveTool("cc") && haveTool("eu-unstrip"), "needs cc and eu-unstrip (elfutils)"))
   func pidListsAProgramUnderALatin1Folder() throws {
-    let directory = try makeTemporaryDirectory("imagelog-bytes-pid")
-    defer { _ = try? runTool(["rm", "-rf", directory]) }
-    try Self.makeFolder(directory, Self.latin1Folder)
-    try Self.buildProgram(in: directory, folderGlob: "caf?")
-    let child = try Self.start(in: directory, folderGlob: "caf?")
-    defer { child.stop() }
+    try Self.withRunningLatin1Program("imagelog-bytes-pid") { directory, child in
 
-    let run = try runChild([processTestImagelog, "pid", String(child.pid)])
-    #expect(run.exitCode == 0, "\(run.error)")
-    let lines = run.output.split(separator: "\n")
-    #expect(lines.contains { $0.contains(" +byte-names x86_64 ") && $0.hasSuffix(" \(directory)/caf\\xe9/byte-names") },
-            "\(run.output)")
-    #expect(!run.output.contains("\u{FFFD}"))
-    // Every image eu-unstrip finds with a build-id, at the same address, by its file's own bytes.
-    let theirs = try runTool(["eu-unstrip", "-n", "-p", String(child.pid)])
-    try #require(theirs.status == 0, "\(theirs.error)")
-    for line in theirs.output.split(separator: "\n") {
-      let fields = line.split(separator: " ")
-      guard fields.count >= 2, fields[1] != "-", let at = fields[1].firstIndex(of: "@"),
-            let start = UInt64(fields[0].split(separator: "+")[0].dropFirst(2), radix: 16) else { continue }
-      let id = fields[1][..<at].prefix(32)
-      #expect(lines.contains { $0.hasPrefix("0x\(String(start, radix: 16)) - ") && $0.contains("<\(id)>") },
-              "eu-unstrip's \(line) in\n\(run.output)")
+      let run = try runChild([processTestImagelog, "pid", String(child.pid)])
+      #expect(run.exitCode == 0, "\(run.error)")
+      let lines = run.output.split(separator: "\n")
+      #expect(lines.contains { $0.contains(" +byte-names x86_64 ") && $0.hasSuffix(" \(directory)/caf\\xe9/byte-names") },
+              "\(run.output)")
+      #expect(!run.output.contains("\u{FFFD}"))
+      // Every image eu-unstrip finds with a build-id, at the same address, by its file's own bytes.
+      let theirs = try runTool(["eu-unstrip", "-n", "-p", String(child.pid)])
+      try #require(theirs.status == 0, "\(theirs.error)")
+      for line in theirs.output.split(separator: "\n") {
+        let fields = line.split(separator: " ")
+        guard fields.count >= 2, fields[1] != "-", let at = fields[1].firstIndex(of: "@"),
+              let start = UInt64(fields[0].split(separator: "+")[0].dropFirst(2), radix: 16) else { continue }
+        let id = fields[1][..<at].prefix(32)
+        #expect(lines.contains { $0.hasPrefix("0x\(String(start, radix: 16)) - ") && $0.contains("<\(id)>") },
+                "eu-unstrip's \(line) in\n\(run.output)")
+      }
     }
   }
 
@@ -95,63 +107,55 @@ import Testing
   /// and thread names keep their bytes (the kernel's comm holds them as the program set them).
   @Test(.enabled(if: haveTool("cc") && haveTool("eu-stack"), "needs cc and eu-stack (elfutils)"))
   func threadsOfAProgramWithByteNames() throws {
-    let directory = try makeTemporaryDirectory("imagelog-bytes-threads")
-    defer { _ = try? runTool(["rm", "-rf", directory]) }
-    try Self.makeFolder(directory, Self.latin1Folder)
-    try Self.buildProgram(in: directory, folderGlob: "caf?")
-    let child = try Self.start(in: directory, folderGlob: "caf?")
-    defer { child.stop() }
-    let tids = threadIDs(of: child.pid)
-    try #require(tids.count == 2)
-    #expect(readFileBytes("/proc/\(child.pid)/task/\(tids[1])/comm") == [0x77, 0xE9, 0x72, 0x6B, 0xFF, 0x0A])
+    try Self.withRunningLatin1Program("imagelog-bytes-threads") { directory, child in
+      let tids = threadIDs(of: child.pid)
+      try #require(tids.count == 2)
+      #expect(readFileBytes("/proc/\(child.pid)/task/\(tids[1])/comm") == [0x77, 0xE9, 0x72, 0x6B, 0xFF, 0x0A])
 
-    let text = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid)])
-    #expect(text.exitStatus == 0 && text.error.isEmpty, "\(text.error)")
-    let lines = text.output.split(separator: "\n").map(String.init)
-    #expect(lines.first == "Process:         m\\xe9in [\(child.pid)]")
-    #expect(lines.contains("Path:            \(directory)/caf\\xe9/byte-names"))
-    #expect(lines.contains("Thread 0 name:  m\\xe9in"))
-    #expect(lines.contains("Thread 1 name:  w\\xe9rk\\xff"))
-    #expect(lines.contains { $0.hasPrefix("1   byte-names ") && $0.contains(" worker + ") && $0.contains("byte-names.c:") }, "\(text.output)")
-    #expect(!text.output.contains("\u{FFFD}"))
+      let text = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid)])
+      #expect(text.exitStatus == 0 && text.error.isEmpty, "\(text.error)")
+      let lines = text.output.split(separator: "\n").map(String.init)
+      #expect(lines.first == "Process:         m\\xe9in [\(child.pid)]")
+      #expect(lines.contains("Path:            \(directory)/caf\\xe9/byte-names"))
+      #expect(lines.contains("Thread 0 name:  m\\xe9in"))
+      #expect(lines.contains("Thread 1 name:  w\\xe9rk\\xff"))
+      #expect(lines.contains { $0.hasPrefix("1   byte-names ") && $0.contains(" worker + ") && $0.contains("byte-names.c:") }, "\(text.output)")
+      #expect(!text.output.contains("\u{FFFD}"))
 
-    let json = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--format", "json",
-                                   "--no-lines", "--demangle", "none"])
-    #expect(json.exitStatus == 0)
-    let report = try JSONDecoder().decode(PidThreadsCommandTests.Report.self, from: Data(json.output.utf8))
-    #expect(report.threads.map(\.name) == ["m\\xe9in", "w\\xe9rk\\xff"])
-    let peer = EuStackThread.parse(try runChild(["eu-stack", "-p", String(child.pid)]).output)
-    #expect(report.threads.map(\.tid) == peer.map(\.tid))
-    for (thread, theirs) in zip(report.threads, peer) {
-      let frames = report.frames.filter { $0.thread == thread.index }.sorted { $0.frame < $1.frame }
-      #expect(PidThreadsCommandTests.sameFunctions(frames, theirs.frames.map(\.name)),
-              "tid \(thread.tid): \(frames.map(\.symbol)) vs eu-stack's \(theirs.frames.map(\.name))")
+      let json = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--format", "json",
+                                     "--no-lines", "--demangle", "none"])
+      #expect(json.exitStatus == 0)
+      let report = try JSONDecoder().decode(PidThreadsCommandTests.Report.self, from: Data(json.output.utf8))
+      #expect(report.threads.map(\.name) == ["m\\xe9in", "w\\xe9rk\\xff"])
+      let peer = EuStackThread.parse(try runChild(["eu-stack", "-p", String(child.pid)]).output)
+      #expect(report.threads.map(\.tid) == peer.map(\.tid))
+      for (thread, theirs) in zip(report.threads, peer) {
+        let frames = report.frames.filter { $0.thread == thread.index }.sorted { $0.frame < $1.frame }
+        #expect(PidThreadsCommandTests.sameFunctions(frames, theirs.frames.map(\.name)),
+                "tid \(thread.tid): \(frames.map(\.symbol)) vs eu-stack's \(theirs.frames.map(\.name))")
+      }
+      #expect(report.frames.contains { $0.symbol == "worker" } && report.frames.contains { $0.symbol == "main" })
+      #expect(noThreadStopped(child.pid))
     }
-    #expect(report.frames.contains { $0.symbol == "worker" } && report.frames.contains { $0.symbol == "main" })
-    #expect(noThreadStopped(child.pid))
   }
 
   /// A core of that program (gcore): symbolicate opens the program by its NT_FILE bytes and names its
   /// frames as eu-stack --core does.
   @Test(.enabled(if: haveTool("cc") && CoreFileTests.haveGcore && CoreFileTests.haveStack, "needs cc, gcore, eu-unstrip, eu-stack and readelf"))
   func coreOfAProgramUnderALatin1Folder() throws {
-    let directory = try makeTemporaryDirectory("imagelog-bytes-core")
-    defer { _ = try? runTool(["rm", "-rf", directory]) }
-    try Self.makeFolder(directory, Self.latin1Folder)
-    try Self.buildProgram(in: directory, folderGlob: "caf?")
-    let child = try Self.start(in: directory, folderGlob: "caf?")
-    defer { child.stop() }
-    let core = try CoreFileTests.gcore(child.pid, in: directory)
+    try Self.withRunningLatin1Program("imagelog-bytes-core") { directory, child in
+      let core = try CoreFileTests.gcore(child.pid, in: directory)
 
-    let report = try runChild([processTestImagelog, "symbolicate", core])
-    #expect(report.exitCode == 0, "\(report.error)")
-    #expect(report.output.contains("Path:            \(directory)/caf\\xe9/byte-names\n"), "\(report.output)")
-    #expect(report.output.contains(" 0 missing, 0 mismatched"), "\(report.output)")
-    #expect(report.output.contains(" worker + ") && report.output.contains(" main + "), "\(report.output)")
-    try CoreFileTests.expectSameStacks(core, "gcore of byte-names under caf\\xe9")
-    let listed = try runChild([processTestImagelog, "file", core])
-    #expect(listed.output.contains(" +byte-names x86_64 ") && listed.output.contains(" \(directory)/caf\\xe9/byte-names\n"),
-            "\(listed.output)")
+      let report = try runChild([processTestImagelog, "symbolicate", core])
+      #expect(report.exitCode == 0, "\(report.error)")
+      #expect(report.output.contains("Path:            \(directory)/caf\\xe9/byte-names\n"), "\(report.output)")
+      #expect(report.output.contains(" 0 missing, 0 mismatched"), "\(report.output)")
+      #expect(report.output.contains(" worker + ") && report.output.contains(" main + "), "\(report.output)")
+      try CoreFileTests.expectSameStacks(core, "gcore of byte-names under caf\\xe9")
+      let listed = try runChild([processTestImagelog, "file", core])
+      #expect(listed.output.contains(" +byte-names x86_64 ") && listed.output.contains(" \(directory)/caf\\xe9/byte-names\n"),
+              "\(listed.output)")
+    }
   }
 
   /// A folder named `back\slash`: printed once escaped (`back\\slash`), and a saved report that says
