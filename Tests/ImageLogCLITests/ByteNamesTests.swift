@@ -158,6 +158,29 @@ import Testing
     }
   }
 
+  /// A report whose own lines hold a raw byte that is not UTF-8 (as the in-process crash handler
+  /// writes its `Path:` line): symbolicate keeps the line as written, byte for byte, and still finds
+  /// the program through the Binary Images line, which says `caf\xe9`.
+  @Test(.enabled(if: haveTool("cc"), "needs cc"))
+  func reportLinesKeepTheirBytes() throws {
+    try Self.withRunningLatin1Program("imagelog-bytes-report") { directory, child in
+      let plain = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--no-symbolicate"])
+      #expect(plain.exitStatus == 0)
+      let escapedPath = Array("Path:            \(directory)/caf\\xe9/byte-names\n".utf8)
+      let rawPath = Array("Path:            \(directory)/caf".utf8) + [0xE9] + Array("/byte-names\n".utf8)
+      var report = Array(plain.output.utf8)
+      let at = try #require(report.firstRange(of: escapedPath), "\(plain.output)")
+      report.replaceSubrange(at, with: rawPath)
+      try writeFile("\(directory)/report.txt", bytes: report)
+      let run = try runTool(["sh", "-c", "'\(processTestImagelog)' symbolicate '\(directory)/report.txt' > '\(directory)/out.txt'"])
+      #expect(run.status == 0, "\(run.error)")
+      let output = try #require(readFileBytes("\(directory)/out.txt"))
+      #expect(output.firstRange(of: rawPath) != nil, "the Path line as written")
+      let text = String(decoding: output, as: UTF8.self)
+      #expect(text.contains(" worker + ") && text.contains(" 0 missing"), "\(text)")
+    }
+  }
+
   /// A folder named `back\slash`: printed once escaped (`back\\slash`), and a saved report that says
   /// so is read back to the path itself, whose file is found (it was looked for as `back\\slash`).
   @Test(.enabled(if: haveTool("cc"), "needs cc"))

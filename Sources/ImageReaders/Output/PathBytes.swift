@@ -54,6 +54,17 @@ public enum PathBytes {
     return result
   }
 
+  /// Calls `body` with `string`'s exact bytes (not NUL-terminated): the string's own UTF-8 when it
+  /// holds no byte scalar, else a copy with each one turned back into its byte.
+  public static func withBytes<Result>(_ string: String, _ body: (UnsafeRawBufferPointer) throws -> Result)
+    rethrows -> Result {
+    var contiguous = string
+    if contiguous.withUTF8({ !containsByteScalar($0) }) {
+      return try contiguous.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
+    }
+    return try bytes(string).withUnsafeBytes(body)
+  }
+
   /// Calls `body` with `string`'s exact bytes, NUL-terminated: the one way a path reaches a system call
   /// (`open`, `stat`, `opendir`, `realpath`, `execve`...). A path without byte scalars is passed as it is.
   public static func withCString<Result>(_ string: String, _ body: (UnsafePointer<CChar>) throws -> Result)
