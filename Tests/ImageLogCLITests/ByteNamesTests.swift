@@ -142,20 +142,43 @@ import Testing
   /// A core of that program (gcore): symbolicate opens the program by its NT_FILE bytes and names its
   /// frames as eu-stack --core does.
   @Test(.enabled(if: haveTool("cc") && CoreFileTests.haveGcore && CoreFileTests.haveStack, "needs cc, gcore, eu-unstrip, eu-stack and readelf"))
-  func coreOfAProgramUnderALatin1Folder() throws {
-    try Self.withRunningLatin1Program("imagelog-bytes-core") { directory, child in
-      let core = try CoreFileTests.gcore(child.pid, in: directory)
-
-      let report = try runChild([processTestImagelog, "symbolicate", core])
-      #expect(report.exitCode == 0, "\(report.error)")
-      #expect(report.output.contains("Path:            \(directory)/caf\\xe9/byte-names\n"), "\(report.output)")
-      #expect(report.output.contains(" 0 missing, 0 mismatched"), "\(report.output)")
-      #expect(report.output.contains(" worker + ") && report.output.contains(" main + "), "\(report.output)")
-      try CoreFileTests.expectSameStacks(core, "gcore of byte-names under caf\\xe9")
-      let listed = try runChild([processTestImagelog, "file", core])
-      #expect(listed.output.contains(" +byte-names x86_64 ") && listed.output.contains(" \(directory)/caf\\xe9/byte-names\n"),
-              "\(listed.output)")
+  func gcoreOfAProgramUnderALatin1Folder() throws {
+    try Self.withRunningLatin1Program("imagelog-bytes-gcore") { directory, child in
+      try Self.expectCoreFindsTheProgram(try CoreFileTests.gcore(child.pid, in: directory), directory, "gcore")
     }
+  }
+
+  /// The kernel's core of that program, killed by SIGABRT: the same.
+  @Test(.enabled(if: haveTool("cc") && CoreFileTests.haveStack && CoreFileTests.kernelWritesCores,
+                 "needs cc, eu-stack and readelf, and a core_pattern that writes cores in the process's folder"))
+  func kernelCoreOfAProgramUnderALatin1Folder() throws {
+    let directory = try Self.latin1Program("imagelog-bytes-kernel-core")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let child = try RunningChild(["sh", "-c", "cd '\(directory)' && ulimit -c unlimited && exec ./caf?/byte-names"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 2)
+    child.signal(SIGABRT)
+    child.reap()
+    let core = "\(directory)/core"
+    try #require(access(core, R_OK) == 0, "the kernel wrote no core in \(directory)")
+    try Self.expectCoreFindsTheProgram(core, directory, "kernel core")
+  }
+
+  /// symbolicate and file of `core`: the program found under `caf\xe9`, its frames named as eu-stack's.
+  static func expectCoreFindsTheProgram(_ core: String, _ directory: String, _ label: String,
+                                        sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let report = try runChild([processTestImagelog, "symbolicate", core])
+    #expect(report.exitCode == 0, "\(label): \(report.error)", sourceLocation: sourceLocation)
+    #expect(report.output.contains("Path:            \(directory)/caf\\xe9/byte-names\n"), "\(label): \(report.output)",
+            sourceLocation: sourceLocation)
+    #expect(report.output.contains(" 0 missing, 0 mismatched"), "\(label): \(report.output)", sourceLocation: sourceLocation)
+    #expect(report.output.contains(" worker + ") && report.output.contains(" main + "), "\(label): \(report.output)",
+            sourceLocation: sourceLocation)
+    try CoreFileTests.expectSameStacks(core, "\(label) of byte-names under caf\\xe9", sourceLocation: sourceLocation)
+    let listed = try runChild([processTestImagelog, "file", core])
+    #expect(listed.output.contains(" +byte-names x86_64 ") && listed.output.contains(" \(directory)/caf\\xe9/byte-names\n"),
+            "\(label): \(listed.output)", sourceLocation: sourceLocation)
   }
 
   /// A report whose own lines hold a raw byte that is not UTF-8 (as the in-process crash handler
