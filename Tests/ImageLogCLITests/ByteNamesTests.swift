@@ -165,6 +165,23 @@ import Testing
     try Self.expectCoreFindsTheProgram(core, directory, "kernel core")
   }
 
+  /// A minidump of that program (`imagelog minidump PID`): its module list and thread names hold the
+  /// bytes (as UTF-16 of the scalars that stand for them), and symbolicate finds the program again.
+  @Test(.enabled(if: haveTool("cc"), "needs cc"))
+  func minidumpOfAProgramUnderALatin1Folder() throws {
+    try Self.withRunningLatin1Program("imagelog-bytes-minidump") { directory, child in
+      let dump = "\(directory)/byte-names.dmp"
+      let made = try runChild([processTestImagelog, "minidump", String(child.pid), "-o", dump])
+      #expect(made.exitCode == 0, "\(made.error)")
+      let report = try runChild([processTestImagelog, "symbolicate", dump])
+      #expect(report.exitCode == 0, "\(report.error)")
+      for expected in ["Path:            \(directory)/caf\\xe9/byte-names\n", "Thread 0 name:  m\\xe9in\n",
+                       "Thread 1 name:  w\\xe9rk\\xff\n", " worker + ", " 0 missing, 0 mismatched"] {
+        #expect(report.output.contains(expected), "\(expected) in\n\(report.output)")
+      }
+    }
+  }
+
   /// symbolicate and file of `core`: the program found under `caf\xe9`, its frames named as eu-stack's.
   static func expectCoreFindsTheProgram(_ core: String, _ directory: String, _ label: String,
                                         sourceLocation: SourceLocation = #_sourceLocation) throws {
