@@ -346,7 +346,7 @@ public struct JSONWriter: ~Copyable {
       while index < bytes.count {
         let byte = bytes[index]
         index += 1
-        if byte == 0xEF, let raw = PathBytes.byteScalar(bytes, at: index - 1) {
+        if byte == 0xEF, let raw = PathBytes.byteScalar(UnsafeRawBufferPointer(bytes), at: index - 1) {
           // A byte that is not UTF-8 (a path's, a name's): JSON has no way to hold it, so it is written
           // as the text styles write it, `\xHH`, which reads as a backslash and four characters.
           result += [UInt8(ascii: "\\"), UInt8(ascii: "\\"), UInt8(ascii: "x"),

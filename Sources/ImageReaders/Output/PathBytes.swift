@@ -10,35 +10,29 @@
 /// sequence that encodes a scalar of that range (`EF 9E 80`–`EF 9F BF`) is decoded as three such
 /// scalars, one per byte: every string `string(_:)` returns encodes back to exactly its bytes.
 public enum PathBytes {
-  /// The first scalar of the range that stands for single bytes: U+F700 + byte for bytes 0x80–0xFF.
-  static let byteScalarBase: UInt32 = 0xF700
-
   /// `bytes` (a path or name from the kernel, a file or the command line) as a `String`, losslessly.
   public static func string(_ bytes: some Collection<UInt8>) -> String {
-    if let text = bytes.withContiguousStorageIfAvailable(decoded) { return text }
-    return Array(bytes).withUnsafeBufferPointer(decoded)
+    if let text = bytes.withContiguousStorageIfAvailable({ decoded(UnsafeRawBufferPointer($0)) }) { return text }
+    return Array(bytes).withUnsafeBytes(decoded)
   }
 
   /// Raw `bytes` (a field of a mapped file) as a `String`, losslessly.
-  public static func string(_ bytes: UnsafeRawBufferPointer) -> String {
-    decoded(bytes.bindMemory(to: UInt8.self))
-  }
+  public static func string(_ bytes: UnsafeRawBufferPointer) -> String { decoded(bytes) }
 
   /// The NUL-terminated `cString` (an argv entry, a `readlink`, `realpath` or `readdir` result) as a
   /// `String`, losslessly.
   public static func string(cString: UnsafePointer<CChar>) -> String {
     var length = 0
     while cString[length] != 0 { length += 1 }
-    return cString.withMemoryRebound(to: UInt8.self, capacity: length) {
-      decoded(UnsafeBufferPointer(start: $0, count: length))
-    }
+    return decoded(UnsafeRawBufferPointer(start: cString, count: length))
   }
 
   /// The exact bytes `string` stands for: each scalar U+F780–U+F7FF becomes its byte, the rest is UTF-8.
   public static func bytes(_ string: String) -> [UInt8] {
     var result: [UInt8] = []
     var contiguous = string
-    contiguous.withUTF8 { utf8 in
+    contiguous.withUTF8 { typed in
+      let utf8 = UnsafeRawBufferPointer(typed)
       result.reserveCapacity(utf8.count)
       var index = 0
       while index < utf8.count {
@@ -59,7 +53,7 @@ public enum PathBytes {
   public static func withBytes<Result>(_ string: String, _ body: (UnsafeRawBufferPointer) throws -> Result)
     rethrows -> Result {
     var contiguous = string
-    if contiguous.withUTF8({ !containsByteScalar($0) }) {
+    if contiguous.withUTF8({ !containsByteScalar(UnsafeRawBufferPointer($0)) }) {
       return try contiguous.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
     }
     return try bytes(string).withUnsafeBytes(body)
@@ -70,17 +64,14 @@ public enum PathBytes {
   public static func withCString<Result>(_ string: String, _ body: (UnsafePointer<CChar>) throws -> Result)
     rethrows -> Result {
     var contiguous = string
-    if contiguous.withUTF8({ !containsByteScalar($0) }) { return try string.withCString(body) }
-    var encoded = bytes(string)
-    encoded.append(0)
-    return try encoded.withUnsafeBufferPointer { buffer in
-      try buffer.withMemoryRebound(to: CChar.self) { try body($0.baseAddress!) }  // never empty: it holds the NUL
-    }
+    if contiguous.withUTF8({ !containsByteScalar(UnsafeRawBufferPointer($0)) }) { return try string.withCString(body) }
+    let encoded = bytes(string).map { CChar(bitPattern: $0) } + [0]
+    return try encoded.withUnsafeBufferPointer { try body($0.baseAddress!) }  // never empty: it holds the NUL
   }
 
   /// The byte a scalar U+F780–U+F7FF stands for, when `utf8[index...]` starts with one (`EF 9E 80`–`EF 9F BF`).
   @inline(__always)
-  static func byteScalar(_ utf8: UnsafeBufferPointer<UInt8>, at index: Int) -> UInt8? {
+  static func byteScalar(_ utf8: UnsafeRawBufferPointer, at index: Int) -> UInt8? {
     guard utf8[index] == 0xEF, index + 2 < utf8.count else { return nil }
     let second = utf8[index + 1], third = utf8[index + 2]
     guard second == 0x9E || second == 0x9F, third & 0xC0 == 0x80 else { return nil }
@@ -88,7 +79,7 @@ public enum PathBytes {
   }
 
   /// True when `utf8` holds a scalar U+F780–U+F7FF.
-  static func containsByteScalar(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+  static func containsByteScalar(_ utf8: UnsafeRawBufferPointer) -> Bool {
     var index = 0
     while index < utf8.count {
       if byteScalar(utf8, at: index) != nil { return true }
@@ -103,7 +94,7 @@ public enum PathBytes {
     result += [0xEF, 0x9E | (byte >> 6) & 1, 0x80 | byte & 0x3F]
   }
 
-  static func decoded(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+  static func decoded(_ bytes: UnsafeRawBufferPointer) -> String {
     // Most paths are ASCII or well-formed UTF-8 without byte scalars: decoded as they are.
     var index = 0
     var plain = true

@@ -64,11 +64,11 @@ public enum TextEscaping {
       case 0..<0x20, 0x7F: appendByteEscape(byte, to: &result); index += 1
       case 0x20..<0x7F: result.append(byte); index += 1
       default:
-        let length = wellFormedLength(bytes, at: index)
+        let length = wellFormedLength(UnsafeRawBufferPointer(bytes), at: index)
         if length == 0 {
           appendByteEscape(byte, to: &result)
           index += 1
-        } else if length == 3, let raw = PathBytes.byteScalar(bytes, at: index) {
+        } else if length == 3, let raw = PathBytes.byteScalar(UnsafeRawBufferPointer(bytes), at: index) {
           appendByteEscape(raw, to: &result)
           index += 3
         } else if length == 2 && byte == 0xC2 && bytes[index + 1] < 0xA0 {
@@ -131,7 +131,7 @@ public enum TextEscaping {
 
   /// The length of the well-formed UTF-8 sequence (Unicode Table 3-7) starting at `index` with a byte
   /// of 0x80 or above, or 0 when none starts there.
-  static func wellFormedLength(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int {
+  static func wellFormedLength(_ bytes: UnsafeRawBufferPointer, at index: Int) -> Int {
     let lead = bytes[index]
     let length: Int
     var secondRange: ClosedRange<UInt8> = 0x80...0xBF
