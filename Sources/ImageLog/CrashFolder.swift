@@ -1,5 +1,6 @@
 internal import CImageLog
 internal import Glibc
+import ImageReaders
 
 /// The folder a crash's files go to (`imagelog core-handler --output-dir`): per crash a report, a
 /// dump and, when asked, the core, each named `PROGRAM.PID.TIME.EXTENSION` (TIME in UTC, as
@@ -31,10 +32,10 @@ package struct CrashFolder: Sendable {
     var prefix = path.hasPrefix("/") ? "" : "."
     for component in path.split(separator: "/") {
       prefix += "/" + component
-      if mkdir(prefix, 0o755) != 0, errno != EEXIST { throw .current("cannot make \(prefix)") }
+      if PathBytes.withCString(prefix, { mkdir($0, 0o755) }) != 0, errno != EEXIST { throw .current("cannot make \(prefix)") }
     }
     var info = stat()
-    guard stat(path, &info) == 0 else { throw .current("cannot open \(path)") }
+    guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { throw .current("cannot open \(path)") }
     guard info.st_mode & S_IFMT == S_IFDIR else { throw SystemError("\(path) is not a folder", errno: ENOTDIR) }
   }
 
@@ -63,7 +64,7 @@ package struct CrashFolder: Sendable {
 
   /// True when no file of the crash `stem` is in the folder.
   package func isFree(_ stem: String, extensions: [String]) -> Bool {
-    extensions.allSatisfy { access("\(path)/\(stem).\($0)", F_OK) != 0 }
+    extensions.allSatisfy { PathBytes.withCString("\(path)/\(stem).\($0)") { access($0, F_OK) } != 0 }
   }
 
   /// A file being written in the folder, not yet visible under any name.
@@ -82,7 +83,7 @@ package struct CrashFolder: Sendable {
     }
 
     deinit {
-      if !finished, let temporaryName { unlink("\(folder.path)/\(temporaryName)") }
+      if !finished, let temporaryName { _ = PathBytes.withCString("\(folder.path)/\(temporaryName)", unlink) }
       close(descriptor)
     }
 
@@ -112,20 +113,23 @@ package struct CrashFolder: Sendable {
         // An unnamed file cannot be renamed: it is linked under a hidden name first.
         let hidden = temporaryName.map { "\(folder.path)/\($0)" } ?? "\(folder.path)/.\(name).replacing-\(getpid())"
         if temporaryName == nil {
-          guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, hidden, AT_SYMLINK_FOLLOW) == 0 else {
+          guard PathBytes.withCString(hidden, { linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
             throw .current("cannot name \(hidden)")
           }
         }
-        guard rename(hidden, target) == 0 else {
-          unlink(hidden)
+        guard PathBytes.withCString(hidden, { from in PathBytes.withCString(target) { rename(from, $0) } }) == 0 else {
+          _ = PathBytes.withCString(hidden, unlink)
           throw .current("cannot replace \(target)")
         }
       } else if let temporaryName {
         // rename(2) would replace an existing file: link then unlink keeps an existing one.
-        guard link("\(folder.path)/\(temporaryName)", target) == 0 else { throw .current("cannot name \(target)") }
-        unlink("\(folder.path)/\(temporaryName)")
+        let temporary = "\(folder.path)/\(temporaryName)"
+        guard PathBytes.withCString(temporary, { from in PathBytes.withCString(target) { link(from, $0) } }) == 0 else {
+          throw .current("cannot name \(target)")
+        }
+        _ = PathBytes.withCString(temporary, unlink)
       } else {
-        guard linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0 else {
+        guard PathBytes.withCString(target, { linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
           throw .current("cannot name \(target)")
         }
       }
@@ -137,17 +141,17 @@ package struct CrashFolder: Sendable {
   /// A new unnamed file in the folder.
   package func create() throws(SystemError) -> PendingFile {
     let temporaryFile: Int32 = 0o20000000 | O_DIRECTORY  // O_TMPFILE (__O_TMPFILE | O_DIRECTORY)
-    let descriptor = open(path, temporaryFile | O_WRONLY | O_CLOEXEC, 0o600)
+    let descriptor = PathBytes.withCString(path) { open($0, temporaryFile | O_WRONLY | O_CLOEXEC, 0o600) }
     if descriptor >= 0 { return PendingFile(descriptor: descriptor, folder: self, temporaryName: nil) }
     guard errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL else { throw .current("cannot write in \(path)") }
-    var template = Array("\(path)/.imagelog.tmp-XXXXXX".utf8CString)
+    var template = PathBytes.bytes("\(path)/.imagelog.tmp-XXXXXX").map { CChar(bitPattern: $0) } + [0]
     let fallback = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
       guard let base = buffer.baseAddress else { return -1 }
       return mkstemp(base)
     }
     guard fallback >= 0 else { throw .current("cannot write in \(path)") }
     _ = fcntl(fallback, F_SETFD, FD_CLOEXEC)
-    let name = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let name = PathBytes.string(template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) })
     return PendingFile(descriptor: fallback, folder: self, temporaryName: String(name.split(separator: "/").last ?? ""))
   }
 
@@ -192,10 +196,10 @@ package struct CrashFolder: Sendable {
   /// at most `count` crashes remain; files of other names are not touched. Returns the paths removed.
   @discardableResult
   package func removeOldest(keeping count: Int, extensions: [String]) -> [String] {
-    guard let directory = opendir(path) else { return [] }
+    guard let directory = PathBytes.withCString(path, opendir) else { return [] }
     var files: [(stem: String, name: String)] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { PathBytes.string($0.prefix { $0 != 0 }) }
       guard !name.hasPrefix("."), let stem = Self.crashStem(name, extensions: extensions) else { continue }
       files.append((stem, name))
     }
@@ -208,7 +212,7 @@ package struct CrashFolder: Sendable {
     var paths: [String] = []
     for file in files where removed.contains(file.stem) {
       let target = "\(path)/\(file.name)"
-      if unlink(target) == 0 { paths.append(target) }
+      if PathBytes.withCString(target, unlink) == 0 { paths.append(target) }
     }
     return paths.sorted()
   }

@@ -1,5 +1,6 @@
 internal import CImageLog
 internal import Glibc
+import ImageReaders
 import Synchronization
 
 /// An opt-in crash handler that writes imagelog's crash report, and the crash-time image table it
@@ -85,7 +86,7 @@ public enum CrashReporter {
   static func crashLine(_ image: Image, _ body: (UnsafePointer<CChar>) -> Void) {
     var buffer = [CChar](repeating: 0, count: 8 * Int(PATH_MAX) + 512)  // a path escaped twice at 4 bytes a byte
     let buildID = image.buildID?.bytes ?? []
-    image.path.withCString { path in
+    PathBytes.withCString(image.path) { path in
       image.architecture.withCString { architecture in
         buildID.withUnsafeBufferPointer { idBytes in
           var described = il_image(path: path, architecture: architecture, load_bias: image.loadBias,
@@ -126,7 +127,7 @@ public enum CrashReporter {
   ///
   /// Throws `InstallError` (`PATH: cannot open: REASON`) when the file cannot be opened.
   public static func install(writingTo path: String) throws(InstallError) {
-    let fileDescriptor = il_crash_open_report(path)
+    let fileDescriptor = PathBytes.withCString(path, il_crash_open_report)
     guard fileDescriptor >= 0 else { throw InstallError(path: path, .current("cannot open")) }
     do {
       try install(fileDescriptor: fileDescriptor)
@@ -177,7 +178,9 @@ public enum CrashReporter {
     guard let directory = absolutePath(crashDirectory) else {
       throw InstallError(path: crashDirectory, .current("cannot resolve the crash directory"))
     }
-    let status = il_crash_set_helper(helperPath, directory, UInt64(max(0, timeoutMilliseconds)))
+    let status = PathBytes.withCString(helperPath) { helperPath in
+      PathBytes.withCString(directory) { il_crash_set_helper(helperPath, $0, UInt64(max(0, timeoutMilliseconds))) }
+    }
     guard status == 0 else { throw InstallError(path: helper, SystemError("cannot lay out the helper", errno: status)) }
     if let fallbackReportPath {
       try install(writingTo: fallbackReportPath)
@@ -190,9 +193,9 @@ public enum CrashReporter {
 
   /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
   static func absolutePath(_ path: String) -> String? {
-    guard let resolved = realpath(path, nil) else { return nil }
+    guard let resolved = PathBytes.withCString(path, { realpath($0, nil) }) else { return nil }
     defer { free(resolved) }
-    return String(cString: resolved)
+    return PathBytes.string(cString: resolved)
   }
 
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is

@@ -1,4 +1,5 @@
 internal import Glibc
+import ImageReaders
 
 /// A `.dSYM` bundle: the folder Apple's `dsymutil` writes beside a binary, whose DWARF companions
 /// (Mach-O `MH_DSYM` files, one per binary, each carrying the binary's `LC_UUID`s) are in
@@ -25,7 +26,7 @@ package enum DSYMBundle {
     while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
     guard trimmed.lowercased().hasSuffix(".dsym") else { return false }
     var info = stat()
-    return stat(String(trimmed), &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+    return PathBytes.withCString(String(trimmed), { stat($0, &info) }) == 0 && info.st_mode & S_IFMT == S_IFDIR
   }
 
   /// The regular files in the bundle's `Contents/Resources/DWARF/`, by name (dot-files skipped).
@@ -34,17 +35,15 @@ package enum DSYMBundle {
     while base.count > 1, base.hasSuffix("/") { base.removeLast() }
     let folder = base + "/Contents/Resources/DWARF"
     var info = stat()
-    guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw .noDWARFFolder }
-    guard let directory = opendir(folder) else { throw .system(.current("cannot open \(folder)")) }
+    guard PathBytes.withCString(folder, { stat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFDIR else { throw .noDWARFFolder }
+    guard let directory = PathBytes.withCString(folder, opendir) else { throw .system(.current("cannot open \(folder)")) }
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-      }
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in PathBytes.string(raw.prefix { $0 != 0 }) }
       guard !name.hasPrefix(".") else { continue }
       var entryInfo = stat()
-      if stat(folder + "/" + name, &entryInfo) == 0, entryInfo.st_mode & S_IFMT == S_IFREG { names.append(name) }
+      if PathBytes.withCString(folder + "/" + name, { stat($0, &entryInfo) }) == 0, entryInfo.st_mode & S_IFMT == S_IFREG { names.append(name) }
     }
     return names.sorted().map { folder + "/" + $0 }
   }

@@ -52,7 +52,7 @@ public final class FileBytes {
   /// The same errors as `MappedFile`: a missing file is "cannot open", a 0-byte file `.empty`.
   public init(path: String) throws(MappedFile.OpenError) {
     self.path = path
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    let descriptor = PathBytes.withCString(path) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
     guard descriptor >= 0 else { throw .system(.current("cannot open")) }
     var info = stat()
     guard fstat(descriptor, &info) == 0 else {

@@ -1,4 +1,5 @@
 internal import Glibc
+import ImageReaders
 
 /// The few file-system questions the readers of reports and symbolication ask, on Glibc directly (no
 /// Foundation).
@@ -8,7 +9,7 @@ package enum FileSystem {
   /// What `path` is, following symbolic links.
   package static func kind(_ path: String) -> Kind {
     var info = stat()
-    guard stat(path, &info) == 0 else { return .missing }
+    guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { return .missing }
     switch info.st_mode & S_IFMT {
     case S_IFREG: return .file
     case S_IFDIR: return .directory
@@ -19,18 +20,16 @@ package enum FileSystem {
   /// True when `path` is a symbolic link (walks do not follow linked directories, so cycles end).
   package static func isSymbolicLink(_ path: String) -> Bool {
     var info = stat()
-    return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
+    return PathBytes.withCString(path, { lstat($0, &info) }) == 0 && info.st_mode & S_IFMT == S_IFLNK
   }
 
   /// The names in directory `path` (without `.` and `..`), or `[]` when it cannot be read.
   package static func contents(_ path: String) -> [String] {
-    guard let directory = opendir(path) else { return [] }
+    guard let directory = PathBytes.withCString(path, opendir) else { return [] }
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-      }
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in PathBytes.string(raw.prefix { $0 != 0 }) }
       if name != "." && name != ".." { names.append(name) }
     }
     return names.sorted()
@@ -57,6 +56,7 @@ package enum FileSystem {
 
   /// The value of an environment variable.
   package static func environment(_ name: String) -> String? {
-    getenv(name).map { String(cString: $0) }
+    guard let value = getenv(name) else { return nil }
+    return PathBytes.string(cString: value)
   }
 }

@@ -8,7 +8,8 @@ public typealias Address = UInt64
 public struct Image: Hashable, Sendable {
   /// The file the image was loaded from: the real path of the main executable (which
   /// `dl_iterate_phdr` reports as ""), the loader's name for libraries, `[vdso]` for the vDSO
-  /// (named as `/proc/PID/maps` names it).
+  /// (named as `/proc/PID/maps` names it). Its bytes are kept: a byte that is not UTF-8 is one
+  /// scalar U+F780–U+F7FF (`PathBytes.string`); open it with `PathBytes.withCString(path)`.
   public var path: String {
     get { names.path }
     set { names = Names(path: newValue, name: names.name, buildID: names.buildID, architecture: names.architecture) }

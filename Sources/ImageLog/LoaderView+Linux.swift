@@ -348,7 +348,7 @@ enum LoaderImageBuilder {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
     guard count > 0 else { return "" }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return PathBytes.string(buffer[0..<count].map { UInt8(bitPattern: $0) })
   }()
 
   /// `AT_SYSINFO_EHDR`: the vDSO's load address (0 when there is none).
@@ -399,7 +399,7 @@ enum LoaderImageBuilder {
     let isVDSO = vdsoAddress != 0 && loadAddress == vdsoAddress
     let isMain = index == 0 && name.isEmpty && !isVDSO
     // The name is the path's last component, made only when asked for (`Image.name`).
-    let path = isVDSO ? "[vdso]" : isMain ? executablePath : String(decoding: name, as: UTF8.self)
+    let path = isVDSO ? "[vdso]" : isMain ? executablePath : PathBytes.string(name)
 
     let (buildID, buildIDAddress) = findBuildID(object)
     return Image(path: path, loadAddress: loadAddress, loadBias: bias,

@@ -35,9 +35,9 @@ public final class MappedFile: @unchecked Sendable {
   package init(path: String) throws(OpenError) {
     self.path = path
     var info = stat()
-    guard stat(path, &info) == 0 else { throw .system(.current("cannot open")) }
+    guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { throw .system(.current("cannot open")) }
     if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
-    let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    let descriptor = PathBytes.withCString(path) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
     guard descriptor >= 0 else { throw .system(.current("cannot open")) }
     defer { close(descriptor) }
     guard fstat(descriptor, &info) == 0 else { throw .system(.current("cannot stat")) }

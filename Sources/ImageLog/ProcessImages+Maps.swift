@@ -1,4 +1,5 @@
 internal import Glibc
+import ImageReaders
 
 /// One line of `/proc/PID/maps`.
 struct ProcessMapping: Equatable, Sendable {
@@ -75,7 +76,7 @@ struct ProcessMapping: Equatable, Sendable {
       digits += 1
     }
     while index < line.endIndex, line[index] == 0x20 { index += 1 }
-    let path = String(decoding: line[index...], as: UTF8.self)
+    let path = PathBytes.string(line[index...])
     return ProcessMapping(start: start, end: end, isReadable: isReadable, isExecutable: isExecutable,
                           fileOffset: offset, deviceMajor: UInt32(truncatingIfNeeded: major),
                           deviceMinor: UInt32(truncatingIfNeeded: minor), inode: inode, path: path)

@@ -342,7 +342,7 @@ struct ProcessMemoryReader {
   /// file (replaced on disk, or another mount namespace) is not read in its place.
   private static func sameFile(_ path: String, as mapping: ProcessMapping) -> Bool {
     var info = stat()
-    guard stat(path, &info) == 0 else { return false }
+    guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { return false }
     return UInt64(info.st_ino) == mapping.inode
   }
 

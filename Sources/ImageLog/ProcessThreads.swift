@@ -249,9 +249,9 @@ package struct ProcessThreads: Sendable {
   /// A stat's state letter (`S`, `Z`, ...).
   static func stateLetter(_ stat: il_task_stat) -> String { String(UnicodeScalar(UInt8(bitPattern: stat.state))) }
 
-  /// A stat's command, as the file wrote it.
+  /// A stat's command, as the file wrote it (its bytes kept: `PathBytes`).
   static func name(_ stat: il_task_stat) -> String {
-    withUnsafeBytes(of: stat.name) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+    withUnsafeBytes(of: stat.name) { raw in PathBytes.string(raw.prefix { $0 != 0 }) }
   }
 
   /// `PF_KTHREAD`: the stat of a kernel thread.

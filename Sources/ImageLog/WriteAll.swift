@@ -1,4 +1,5 @@
 internal import Glibc
+import ImageReaders
 
 /// The one write-everything loop: writes all of `bytes` to `descriptor`, retrying a `write(2)`
 /// interrupted by a signal (`EINTR`) and continuing after short writes (pipes, terminals).
@@ -33,27 +34,27 @@ package func writeFileAtomically(_ path: String, _ bytes: [UInt8], permissions: 
   let slash = path.lastIndex(of: "/")
   let folder = slash.map { String(path[...$0]) } ?? ""
   let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
-  var template = Array("\(folder).\(name).XXXXXX".utf8CString)
+  var template = PathBytes.bytes("\(folder).\(name).XXXXXX").map { CChar(bitPattern: $0) } + [0]
   let descriptor = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
   guard descriptor >= 0 else { throw .current("cannot make a temporary file beside it") }
-  let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  let temporary = PathBytes.string(template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) })
   let mask = umask(0)
   umask(mask)
   let written = bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
   let failure = written ? nil : errno
   if failure == nil, fchmod(descriptor, mode_t(permissions) & ~mask) != 0 || close(descriptor) != 0 {
     let error = SystemError.current("cannot write it")
-    unlink(temporary)
+    _ = PathBytes.withCString(temporary, unlink)
     throw error
   }
   if let failure {
     close(descriptor)
-    unlink(temporary)
+    _ = PathBytes.withCString(temporary, unlink)
     throw SystemError("cannot write it", errno: failure)
   }
-  guard rename(temporary, path) == 0 else {
+  guard PathBytes.withCString(temporary, { from in PathBytes.withCString(path) { rename(from, $0) } }) == 0 else {
     let error = SystemError.current("cannot rename the temporary file onto it")
-    unlink(temporary)
+    _ = PathBytes.withCString(temporary, unlink)
     throw error
   }
 }

@@ -1,3 +1,4 @@
+import ImageReaders
 #if canImport(Glibc)
 internal import Glibc
 #endif
@@ -21,7 +22,13 @@ enum ImageLogMain {
   ] }
 
   static func main() {
-    var scanner = ArgumentScanner(CommandLine.arguments.dropFirst())
+    // CommandLine.arguments replaces bytes that are not UTF-8 (a path under `caf\xe9`): read argv as bytes.
+    var arguments: [String] = []
+    let argv = CommandLine.unsafeArgv
+    for index in 1..<max(1, Int(CommandLine.argc)) {
+      if let argument = argv[index] { arguments.append(PathBytes.string(cString: argument)) }
+    }
+    var scanner = ArgumentScanner(arguments[...])
     let status: ExitStatus
     do {
       status = try dispatch(&scanner)

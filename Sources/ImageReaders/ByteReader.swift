@@ -166,7 +166,7 @@ public struct ByteReader {
   /// The NUL-terminated string at `offset` (see `cString(at:)`); advances past its NUL.
   mutating func readCString() throws(FormatError) -> String {
     let length = try cStringLength(at: offset)
-    let string = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]), as: UTF8.self)
+    let string = PathBytes.string(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length]))
     offset += length + 1  // cStringLength proved offset + length < count
     return string
   }
@@ -218,12 +218,12 @@ public struct ByteReader {
   }
 
   /// The string in the fixed-width field of `width` bytes at `position`, ending at its first NUL
-  /// (or at the field's end). Decoded as UTF-8 with replacement; never reads past the field.
+  /// (or at the field's end). Decoded losslessly (`PathBytes`); never reads past the field.
   func fixedString(at position: Int, width: Int) throws(FormatError) -> String {
     let field = try slice(at: position, length: width)
     var end = 0
     while end < field.count, field.bytes[end] != 0 { end += 1 }
-    return String(decoding: UnsafeRawBufferPointer(rebasing: field.bytes[0..<end]), as: UTF8.self)
+    return PathBytes.string(UnsafeRawBufferPointer(rebasing: field.bytes[0..<end]))
   }
 
   /// The NUL-terminated string at `position`; the NUL must come before the end of the bytes.
@@ -234,7 +234,7 @@ public struct ByteReader {
     var end = position
     while end < bytes.count, bytes[end] != 0 { end += 1 }
     guard end < bytes.count else { throw .unterminatedString(at: position) }
-    return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[position..<end]), as: UTF8.self)
+    return PathBytes.string(UnsafeRawBufferPointer(rebasing: bytes[position..<end]))
   }
 
   /// The length in bytes of the NUL-terminated string at `position` (the NUL not counted); the NUL must

@@ -60,8 +60,9 @@ extension ProcessSnapshot {
   public func write(_ style: ReportStyle, chunkSize: Int = 1 << 16, to write: (UnsafeRawBufferPointer) -> Void) {
     if style == .json { return writeJSON(chunkSize: chunkSize, to: write) }  // a frame at a time, never whole
     guard style == .report, format == .addresses else {
-      var text = formatted(style)
-      text.withUTF8 { if !$0.isEmpty { write(UnsafeRawBufferPointer($0)) } }
+      // A report's own lines are kept as written: a byte of theirs that is not UTF-8 (a scalar that
+      // stands for it since the report was read: PathBytes) is written back as that byte.
+      PathBytes.withBytes(formatted(style)) { if !$0.isEmpty { write($0) } }
       return
     }
     let limit = max(1, chunkSize)

@@ -152,13 +152,19 @@ enum AppleCrashParser {
     }
     if sawLinux {
       report.format = .imagelog
-      // imagelog's writers (crash.c, ThreadsReport) escape thread names with TextEscaping's scheme: the
-      // model holds the name itself. A name that is not in that scheme is kept as written.
+      // imagelog's writers (crash.c, ThreadsReport, the Binary Images lines) escape thread names, image
+      // names and paths with TextEscaping's scheme: the model holds the name or path itself, its bytes
+      // kept (`PathBytes`), so a path is opened as it is and escaped once when written again. Text that
+      // is not in that scheme is kept as written.
+      func original(_ text: String) -> String { TextEscaping.unescaped(text).map(PathBytes.string) ?? text }
       for index in report.threads.indices {
-        if let name = report.threads[index].name, let bytes = TextEscaping.unescaped(name) {
-          report.threads[index].name = String(decoding: bytes, as: UTF8.self)
-        }
+        if let name = report.threads[index].name { report.threads[index].name = original(name) }
       }
+      for index in report.images.indices {
+        report.images[index].name = original(report.images[index].name)
+        if let path = report.images[index].path { report.images[index].path = original(path) }
+      }
+      for (frame, name) in frameImageNames { frameImageNames[frame] = original(name) }
     }
     report.placeFrames { thread, frame in frameImageNames[ProcessSnapshot.FrameRef(thread: thread, frame: frame)] }
     if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }

@@ -140,7 +140,7 @@ extension ProcessSnapshot {
   /// When the core was written (its file's modification time), seconds since the epoch; 0 if unknown.
   static func modificationTime(_ path: String) -> Int64 {
     var info = stat()
-    guard stat(path, &info) == 0 else { return 0 }
+    guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { return 0 }
     return Int64(info.st_mtim.tv_sec)
   }
 }

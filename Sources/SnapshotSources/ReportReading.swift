@@ -1,4 +1,5 @@
 internal import Glibc
+import ImageReaders
 import ImageLog
 import Snapshot
 
@@ -13,9 +14,9 @@ public enum ReportReading {
   /// True when `path` names an existing file or folder.
   package static func exists(_ path: String) -> Bool { FileSystem.kind(path) != .missing }
 
-  /// Reads a whole file (a report) as UTF-8 text with replacement; `-` reads standard input.
+  /// Reads a whole file (a report) as UTF-8 text, bytes that are not UTF-8 kept (`PathBytes`); `-` reads standard input.
   static func readText(_ path: String, limit: Int) throws(ReportError) -> String {
-    let descriptor = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+    let descriptor = path == "-" ? 0 : PathBytes.withCString(path) { open($0, O_RDONLY | O_CLOEXEC) }
     guard descriptor >= 0 else { throw ReportError(String(cString: strerror(errno))) }
     defer { if descriptor != 0 { close(descriptor) } }
     var bytes: [UInt8] = []
@@ -34,6 +35,6 @@ public enum ReportReading {
       if bytes.count > limit { throw ReportError("too large for a crash report (over \(limit) bytes)") }
     }
     guard !bytes.isEmpty else { throw ReportError("empty file") }
-    return String(decoding: bytes, as: UTF8.self)
+    return PathBytes.string(bytes)  // a path or name written raw into a report keeps its bytes
   }
 }

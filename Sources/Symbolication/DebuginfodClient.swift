@@ -1,5 +1,6 @@
 import ImageLog
 internal import Glibc
+import ImageReaders
 
 /// elfutils' debuginfod client library, `libdebuginfod.so.1`, loaded with `dlopen` when it is installed
 /// (as elfutils' own libdwfl does): never linked at build time, so imagelog runs where it is absent.
@@ -64,6 +65,6 @@ final class DebuginfodClient {
     }
     close(result)
     guard let path else { return .failed("no path returned") }
-    return .found(path: String(cString: path))
+    return .found(path: PathBytes.string(cString: path))
   }
 }

@@ -208,16 +208,20 @@ import Testing
     #expect(TextEscaping.escaped(bytes: input) == expected, "the Swift escaper every other text style uses")
   }
 
-  /// In JSON, a path's bytes read as Swift reads them (ill-formed UTF-8 replaced by U+FFFD per maximal
-  /// subpart) and escaped by jsonStringLiteral: the C gives the same bytes.
+  /// A path's bytes read as Swift reads them (`PathBytes`: a byte that is not UTF-8 kept as a scalar
+  /// that stands for it) and escaped by jsonStringLiteral and TextEscaping: the C gives the same bytes.
   @Test func jsonStringsMatchTheSwiftEscaper() {
     let inputs: [[UInt8]] = [
       Array("plain".utf8), Array("q\"b\\n\nr\rt\t".utf8), [0x01, 0x1f, 0x7f, 0xc2, 0x9b],
       [0xff, 0xfe, 0x41], [0xe2, 0x82, 0x41], [0xf0, 0x9f, 0x98], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xf4, 0x90, 0x80, 0x80],
       [0xe0, 0x80, 0x80], Array("é😀".utf8), [0xf0, 0x9f, 0x98, 0x80, 0x80],
+      Array("/tmp/caf".utf8) + [0xe9] + Array("/prog".utf8), [0xef, 0x9e, 0x80, 0xef, 0x9f, 0xbf, 0xef, 0x9d, 0xbf],
     ]
     for input in inputs {
-      #expect(Self.escaped(input, json: true) == jsonStringLiteral(String(decoding: input, as: UTF8.self)), "\(input)")
+      #expect(Self.escaped(input, json: true) == jsonStringLiteral(PathBytes.string(input)), "\(input)")
+      #expect(Self.escaped(input) == TextEscaping.escaped(PathBytes.string(input)), "\(input)")
     }
+    // A byte that is not UTF-8 is the text \xHH in JSON, as in the text styles (written from the rule).
+    #expect(Self.escaped(Array("caf".utf8) + [0xe9], json: true) == "\"caf\\\\xe9\"")
   }
 }

@@ -156,6 +156,15 @@ static inline void il_line_escaped(il_line *line, const char *text, size_t lengt
         il_line_put(line, escape, 4);
       }
       index += (size_t)-sequence;
+    } else if (scalar >= 0xF780 && scalar <= 0xF7FF) {
+      /* The scalars Swift's PathBytes uses for bytes that are not UTF-8: their own bytes are kept one
+         by one there, and escaped one by one here, so both sides write the same text. */
+      for (int part = 0; part < 3; part++) {
+        unsigned char b = bytes[index + (size_t)part];
+        escape[0] = '\\'; escape[1] = 'x'; escape[2] = "0123456789abcdef"[b >> 4]; escape[3] = "0123456789abcdef"[b & 15];
+        il_line_put(line, escape, 4);
+      }
+      index += 3;
     } else if (scalar >= 0x80 && scalar <= 0x9F) {
       memcpy(escape, "\\u{", 3);
       escape[3] = "0123456789abcdef"[scalar >> 4]; escape[4] = "0123456789abcdef"[scalar & 15]; escape[5] = '}';
@@ -168,9 +177,9 @@ static inline void il_line_escaped(il_line *line, const char *text, size_t lengt
   }
 }
 
-/* A JSON string literal as jsonStringLiteral writes it for the String Swift decodes from these bytes:
-   each maximal ill-formed UTF-8 subpart becomes U+FFFD; quote, backslash, \n, \r, \t escaped; other
-   scalars below 0x20 as \u00hh; everything else as is. */
+/* A JSON string literal as jsonStringLiteral writes it for the String PathBytes decodes from these
+   bytes: each byte that is not part of well-formed UTF-8 becomes the text \xHH (JSON "\\xHH"); quote,
+   backslash, \n, \r, \t escaped; other scalars below 0x20 as \u00hh; everything else as is. */
 static inline void il_line_json_string(il_line *line, const char *text, size_t length) {
   const unsigned char *bytes = (const unsigned char *)text;
   il_line_char(line, '"');
@@ -198,8 +207,17 @@ static inline void il_line_json_string(il_line *line, const char *text, size_t l
     }
     uint32_t scalar = 0;
     int sequence = il_utf8_sequence(bytes + index, length - index, &scalar);
-    if (sequence < 0) { il_line_put(line, "\xEF\xBF\xBD", 3); index += (size_t)-sequence; }
-    else { il_line_put(line, text + index, (size_t)sequence); index += (size_t)sequence; }
+    /* A byte that is not UTF-8 (and each byte of a scalar U+F780-U+F7FF, which Swift's PathBytes
+       keeps byte by byte) is the text \xHH: a JSON string cannot hold the byte itself. */
+    int raw = sequence < 0 ? -sequence : (scalar >= 0xF780 && scalar <= 0xF7FF) ? 3 : 0;
+    if (raw > 0) {
+      for (int part = 0; part < raw; part++) {
+        unsigned char b = bytes[index + (size_t)part];
+        char escape[5] = { '\\', '\\', 'x', "0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 15] };
+        il_line_put(line, escape, 5);
+      }
+      index += (size_t)raw;
+    } else { il_line_put(line, text + index, (size_t)sequence); index += (size_t)sequence; }
   }
   il_line_char(line, '"');
 }

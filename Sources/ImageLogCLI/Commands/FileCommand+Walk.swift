@@ -32,7 +32,7 @@ enum FileWalker {
         continue
       }
       var info = stat()
-      let isFolder = stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+      let isFolder = PathBytes.withCString(path, { stat($0, &info) }) == 0 && info.st_mode & S_IFMT == S_IFDIR
       if isFolder, DSYMBundle.isBundle(path) {
         // The files inside a bundle the user named are named too: each problem is reported.
         do {
@@ -69,15 +69,13 @@ enum FileWalker {
   private static func walk(_ folder: String, info: stat, into inputs: inout [Input], visited: inout Set<FileID>,
                            onError: (_ path: String, _ problem: String) -> Void) {
     guard visited.insert(FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))).inserted else { return }
-    guard let directory = opendir(folder) else {
+    guard let directory = PathBytes.withCString(folder, opendir) else {
       onError(folder, "cannot open directory: \(String(cString: strerror(errno)))")
       return
     }
     var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-      }
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in PathBytes.string(raw.prefix { $0 != 0 }) }
       if name != "." && name != ".." { names.append(name) }
     }
     closedir(directory)
@@ -86,7 +84,7 @@ enum FileWalker {
     for name in names {
       let path = prefix + name
       var entryInfo = stat()
-      guard stat(path, &entryInfo) == 0 else { continue }  // a dangling link or a file gone since readdir
+      guard PathBytes.withCString(path, { stat($0, &entryInfo) }) == 0 else { continue }  // a dangling link or a file gone since readdir
       switch entryInfo.st_mode & S_IFMT {
       case S_IFDIR: walk(path, info: entryInfo, into: &inputs, visited: &visited, onError: onError)
       case S_IFREG: inputs.append(Input(path: path, fromWalk: true))

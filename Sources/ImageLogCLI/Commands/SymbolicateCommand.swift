@@ -242,14 +242,14 @@ struct SymbolicateCommand: Command {
   /// True when both paths name one existing file (same device and inode).
   static func sameFile(_ first: String, _ second: String) -> Bool {
     var a = stat(), b = stat()
-    return stat(first, &a) == 0 && stat(second, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino
+    return PathBytes.withCString(first, { stat($0, &a) }) == 0 && PathBytes.withCString(second, { stat($0, &b) }) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino
   }
 
   /// `--output-dir`: each report to `directory/<its file name>`, one summary line each on standard
   /// output, every file found and indexed once for all of them (`SymbolicationCache`).
   func runToDirectory(_ directory: String) -> ExitStatus {
     var status = ExitStatus.success
-    if !ReportReading.exists(directory), mkdir(directory, 0o777) != 0, errno != EEXIST {
+    if !ReportReading.exists(directory), PathBytes.withCString(directory, { mkdir($0, 0o777) }) != 0, errno != EEXIST {
       printError("imagelog: \(directory): cannot make the folder: \(String(cString: strerror(errno)))")
       return .failure
     }
@@ -302,7 +302,7 @@ struct SymbolicateCommand: Command {
       }
       guard !lines.isEmpty else { continue }
       written[name] = reportPath
-      let descriptor = open(outputPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666)
+      let descriptor = PathBytes.withCString(outputPath) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
       guard descriptor >= 0 else {
         printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
         status = .failure

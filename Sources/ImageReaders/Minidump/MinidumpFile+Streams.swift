@@ -287,7 +287,7 @@ extension MinidumpFile {
     package var environmentEntries: [String]? { environment.map(Self.nulSeparated) }
 
     static func nulSeparated(_ bytes: [UInt8]) -> [String] {
-      var parts = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+      var parts = bytes.split(separator: 0, omittingEmptySubsequences: false).map { PathBytes.string($0) }  // paths keep their bytes
       if bytes.last == 0 { parts.removeLast() }
       return parts
     }
@@ -296,7 +296,7 @@ extension MinidumpFile {
     package func procStatusValue(_ key: String) -> String? {
       guard let procStatus else { return nil }
       for line in procStatus.split(separator: UInt8(ascii: "\n")) {
-        let text = String(decoding: line, as: UTF8.self)
+        let text = PathBytes.string(line)  // `Name:` is the process's name, bytes and all
         guard let colon = text.firstIndex(of: ":"), text[..<colon] == key else { continue }
         return String(text[text.index(after: colon)...].drop { $0 == " " || $0 == "\t" })
       }

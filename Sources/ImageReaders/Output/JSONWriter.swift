@@ -340,8 +340,9 @@ public struct JSONWriter: ~Copyable {
   }
 
   /// Appends `string` as a JSON string literal: `"`, `\\` and control characters escaped (`\\n`, `\\r`,
-  /// `\\t`, else `\\u00XX`); every other byte of the UTF-8 is copied as is, which RFC 8259 allows (a
-  /// String holds no invalid UTF-8: it was replaced when the String was made). The one JSON escaper.
+  /// `\\t`, else `\\u00XX`); a scalar U+F780–U+F7FF, which stands for a byte that is not UTF-8
+  /// (`PathBytes`), becomes the text `\\xHH`; every other byte of the UTF-8 is copied as is, which
+  /// RFC 8259 allows. The one JSON escaper.
   static func appendString(_ string: String, to result: inout [UInt8]) {
     result.append(UInt8(ascii: "\""))
     var string = string
@@ -350,7 +351,18 @@ public struct JSONWriter: ~Copyable {
         result.append(contentsOf: bytes)  // the common case: nothing to escape
         return
       }
-      for byte in bytes {
+      var index = 0
+      while index < bytes.count {
+        let byte = bytes[index]
+        index += 1
+        if byte == 0xEF, let raw = PathBytes.byteScalar(UnsafeRawBufferPointer(bytes), at: index - 1) {
+          // A byte that is not UTF-8 (a path's, a name's): JSON has no way to hold it, so it is written
+          // as the text styles write it, `\xHH`, which reads as a backslash and four characters.
+          result += [UInt8(ascii: "\\"), UInt8(ascii: "\\"), UInt8(ascii: "x"),
+                     HexText.digit(Int(raw >> 4)), HexText.digit(Int(raw & 0xF))]
+          index += 2
+          continue
+        }
         switch byte {
         case UInt8(ascii: "\""): result += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
         case UInt8(ascii: "\\"): result += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
@@ -367,7 +379,8 @@ public struct JSONWriter: ~Copyable {
     result.append(UInt8(ascii: "\""))
   }
 
-  /// True when no byte is a control character, `"` or `\\` (nothing to escape). Eight bytes at a
+  /// True when no byte is a control character, `"`, `\\` or 0xEF (the lead byte of a byte scalar:
+  /// `PathBytes`), so nothing needs escaping. Eight bytes at a
   /// time: a word has such a byte when a byte of it is below 0x20, or is 0 after an XOR with `"` or
   /// `\\` repeated; the test "some byte of `x` is below `n`" is `(x - n…n) & ~x & 0x80…80 != 0`, exact
   /// for n <= 0x80. Paths and library names are printed by the thousand.
@@ -377,14 +390,14 @@ public struct JSONWriter: ~Copyable {
       // A String's own UTF-8 in memory, not file bytes: ByteReader's rule is for the parsers.
       let word = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: index, as: UInt64.self))
       if ByteScan.hasByte(in: word, below: 0x20) || ByteScan.hasByte(in: word, equalTo: 0x22)
-        || ByteScan.hasByte(in: word, equalTo: 0x5C) {
+        || ByteScan.hasByte(in: word, equalTo: 0x5C) || ByteScan.hasByte(in: word, equalTo: 0xEF) {
         return false
       }
       index += 8
     }
     while index < bytes.count {
       let byte = bytes[index]
-      if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+      if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0xEF { return false }
       index += 1
     }
     return true

@@ -4,12 +4,13 @@
 /// The scheme (the audit module's C writes the same bytes):
 /// - `\` becomes `\\`; newline, carriage return and tab become `\n`, `\r`, `\t`;
 /// - every other byte 0x00–0x1F and 0x7F becomes `\xHH` (two lowercase hex digits);
-/// - every byte that is not part of a well-formed UTF-8 sequence becomes `\xHH`;
+/// - every byte that is not part of a well-formed UTF-8 sequence becomes `\xHH`, and so does every
+///   scalar U+F780–U+F7FF, which stands for such a byte in a `String` made by `PathBytes`;
 /// - the C1 control code points U+0080–U+009F become `\u{HH}` (lowercase hex, e.g. `\u{9b}`);
 /// - everything else is copied unchanged.
 ///
-/// `TextEscaping.unescaped` reverses it. A `String` holds no invalid UTF-8 (it was replaced by U+FFFD
-/// when the String was made), so `\xHH` for bytes 0x80 and above appears only when raw bytes are escaped.
+/// `TextEscaping.unescaped` reverses it: the bytes it gives are the path's or name's own bytes, which
+/// `PathBytes.string` turns back into the same `String`.
 public enum TextEscaping {
   /// `text` escaped; the same `String` when nothing needs escaping.
   public static func escaped(_ text: String) -> String {
@@ -22,13 +23,10 @@ public enum TextEscaping {
     }
   }
 
-  /// Raw `bytes` (a path or name as the file or kernel holds it) escaped.
+  /// Raw `bytes` (a path or name as the file or kernel holds it) escaped: the same text as `escaped`
+  /// gives for `PathBytes.string(bytes)`.
   public static func escaped(bytes: [UInt8]) -> String {
-    bytes.withUnsafeBufferPointer { bytes in
-      var result: [UInt8] = []
-      append(bytes, to: &result)
-      return String(decoding: result, as: UTF8.self)
-    }
+    escaped(PathBytes.string(bytes))
   }
 
   /// True when `bytes` need no escaping: printable ASCII other than `\`. Eight bytes at a time (a
@@ -66,10 +64,13 @@ public enum TextEscaping {
       case 0..<0x20, 0x7F: appendByteEscape(byte, to: &result); index += 1
       case 0x20..<0x7F: result.append(byte); index += 1
       default:
-        let length = wellFormedLength(bytes, at: index)
+        let length = wellFormedLength(UnsafeRawBufferPointer(bytes), at: index)
         if length == 0 {
           appendByteEscape(byte, to: &result)
           index += 1
+        } else if length == 3, let raw = PathBytes.byteScalar(UnsafeRawBufferPointer(bytes), at: index) {
+          appendByteEscape(raw, to: &result)
+          index += 3
         } else if length == 2 && byte == 0xC2 && bytes[index + 1] < 0xA0 {
           // U+0080...U+009F: C2 80...C2 9F.
           result += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "{"),
@@ -130,7 +131,7 @@ public enum TextEscaping {
 
   /// The length of the well-formed UTF-8 sequence (Unicode Table 3-7) starting at `index` with a byte
   /// of 0x80 or above, or 0 when none starts there.
-  private static func wellFormedLength(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> Int {
+  static func wellFormedLength(_ bytes: UnsafeRawBufferPointer, at index: Int) -> Int {
     let lead = bytes[index]
     let length: Int
     var secondRange: ClosedRange<UInt8> = 0x80...0xBF
