@@ -12,6 +12,7 @@ enum ImageLogMain {
     ListCommand.self,
     FileCommand.self,
     SymbolicateCommand.self,
+    SymbolsCommand.self,
     PidCommand.self,
     RunCommand.self,
     WatchCommand.self,

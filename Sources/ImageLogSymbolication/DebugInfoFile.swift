@@ -44,6 +44,16 @@ public final class DebugInfoFile {
     }
   }
 
+  /// The DWARF sections of `path` (a slice picked by `architecture`) and of its supplementary file,
+  /// decompressed and kept alive by the sections themselves: for readers of one's own (a `DWARFReader`
+  /// is for one thread). Throws `ReportError` naming the file as `init` does.
+  package static func dwarfSections(path: String, architecture: String? = nil,
+                                    supplementaryPath: String? = nil) throws -> DWARFSections {
+    var sections = try Self.sections(map(path), architecture: architecture)
+    if let supplementaryPath { sections.supplementary = try Self.sections(map(supplementaryPath), architecture: architecture) }
+    return sections
+  }
+
   private static func map(_ path: String) throws -> MappedFile {
     do {
       return try MappedFile(path: path)

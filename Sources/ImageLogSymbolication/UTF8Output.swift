@@ -59,6 +59,23 @@ struct UTF8Output {
     }
   }
 
+  /// `value` in lowercase hex without leading zeros or `0x` (one digit for 0).
+  mutating func appendHex(_ value: UInt64) {
+    var shift = (HexText.digitCount(value) - 1) * 4
+    while shift >= 0 {
+      bytes.append(HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(shift)) & 0xF)))
+      shift -= 4
+    }
+  }
+
+  /// The number of bytes gathered.
+  var count: Int { bytes.count }
+
+  /// Drops what was appended after the first `count` bytes (a record that turned out to say nothing).
+  mutating func truncate(to count: Int) {
+    if count < bytes.count { bytes.removeLast(bytes.count - count) }
+  }
+
   /// Hands the bytes to `write` and empties the buffer (keeping its capacity) once there are more
   /// than `limit` of them.
   mutating func drain(over limit: Int, to write: (UnsafeRawBufferPointer) -> Void) {

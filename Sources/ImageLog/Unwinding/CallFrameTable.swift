@@ -46,12 +46,8 @@ public struct CallFrameRow: Sendable, Equatable {
   init?(_ row: il_cfi_row) {
     location = row.location
     end = row.end
-    switch Int32(row.cfa.kind) {
-    case Int32(IL_RULE_REGISTER.rawValue): cfa = .registerOffset(register: Int(row.cfa.value), offset: row.cfa_offset)
-    case Int32(IL_RULE_VAL_EXPRESSION.rawValue):
-      cfa = .expression(address: UInt64(bitPattern: row.cfa.value), length: Int(row.cfa.length))
-    default: return nil
-    }
+    guard let cfa = CFA(row) else { return nil }
+    self.cfa = cfa
     returnAddressRegister = Int(truncatingIfNeeded: row.return_address_register)
     isSignalFrame = row.signal_frame != 0
     var rules: [Int: CallFrameRule] = [:]
@@ -59,22 +55,75 @@ public struct CallFrameRow: Sendable, Equatable {
       let stride = MemoryLayout<il_cfi_rule>.stride
       for column in 0..<Int(IL_CFI_COLUMNS) {
         // A C array of IL_CFI_COLUMNS il_cfi_rule: every offset below is inside it.
-        let rule = raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)
-        let value = rule.value
-        let address = UInt64(bitPattern: value), length = Int(rule.length)
-        switch UInt32(rule.kind) {
-        case IL_RULE_UNDEFINED.rawValue: rules[column] = .undefined
-        case IL_RULE_SAME_VALUE.rawValue: rules[column] = .sameValue
-        case IL_RULE_OFFSET.rawValue: rules[column] = .offset(value)
-        case IL_RULE_VAL_OFFSET.rawValue: rules[column] = .valueOffset(value)
-        case IL_RULE_REGISTER.rawValue: rules[column] = .register(Int(value))
-        case IL_RULE_EXPRESSION.rawValue: rules[column] = .expression(address: address, length: length)
-        case IL_RULE_VAL_EXPRESSION.rawValue: rules[column] = .valueExpression(address: address, length: length)
-        default: break
-        }
+        if let rule = CallFrameRule(raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)) { rules[column] = rule }
       }
     }
     self.rules = rules
+  }
+}
+
+extension CallFrameRow.CFA {
+  /// The row's CFA rule; `nil` for a kind the engine never gives.
+  init?(_ row: il_cfi_row) {
+    switch Int32(row.cfa.kind) {
+    case Int32(IL_RULE_REGISTER.rawValue): self = .registerOffset(register: Int(row.cfa.value), offset: row.cfa_offset)
+    case Int32(IL_RULE_VAL_EXPRESSION.rawValue):
+      self = .expression(address: UInt64(bitPattern: row.cfa.value), length: Int(row.cfa.length))
+    default: return nil
+    }
+  }
+}
+
+/// A row as `CallFrameTable.ruleRows(of:)` gives it: `CallFrameRow`'s fields, the rules as a list.
+public struct CallFrameRuleRow: Sendable, Equatable {
+  /// The first address the row applies to.
+  public var location: UInt64
+  /// The first address past it.
+  public var end: UInt64
+  /// The CFA rule.
+  public var cfa: CallFrameRow.CFA
+  /// The register rules set, by DWARF register number, in increasing order.
+  public var rules: [(register: Int, rule: CallFrameRule)]
+  /// The column of the return address (the CIE's).
+  public var returnAddressRegister: Int
+
+  init?(_ row: il_cfi_row) {
+    location = row.location
+    end = row.end
+    guard let cfa = CallFrameRow.CFA(row) else { return nil }
+    self.cfa = cfa
+    returnAddressRegister = Int(truncatingIfNeeded: row.return_address_register)
+    var rules: [(register: Int, rule: CallFrameRule)] = []
+    withUnsafeBytes(of: row.rules) { raw in
+      let stride = MemoryLayout<il_cfi_rule>.stride
+      for column in 0..<Int(IL_CFI_COLUMNS) {
+        // A C array of IL_CFI_COLUMNS il_cfi_rule: every offset below is inside it.
+        let rule = raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)
+        if rule.kind != 0, let decoded = CallFrameRule(rule) { rules.append((column, decoded)) }
+      }
+    }
+    self.rules = rules
+  }
+
+  public static func == (a: CallFrameRuleRow, b: CallFrameRuleRow) -> Bool {
+    a.location == b.location && a.end == b.end && a.cfa == b.cfa && a.returnAddressRegister == b.returnAddressRegister
+      && a.rules.elementsEqual(b.rules) { $0.register == $1.register && $0.rule == $1.rule }
+  }
+}
+
+extension CallFrameRule {
+  init?(_ rule: il_cfi_rule) {
+    let value = rule.value
+    switch UInt32(rule.kind) {
+    case IL_RULE_UNDEFINED.rawValue: self = .undefined
+    case IL_RULE_SAME_VALUE.rawValue: self = .sameValue
+    case IL_RULE_OFFSET.rawValue: self = .offset(value)
+    case IL_RULE_VAL_OFFSET.rawValue: self = .valueOffset(value)
+    case IL_RULE_REGISTER.rawValue: self = .register(Int(value))
+    case IL_RULE_EXPRESSION.rawValue: self = .expression(address: UInt64(bitPattern: value), length: Int(rule.length))
+    case IL_RULE_VAL_EXPRESSION.rawValue: self = .valueExpression(address: UInt64(bitPattern: value), length: Int(rule.length))
+    default: return nil
+    }
   }
 }
 
@@ -157,6 +206,29 @@ public struct CallFrameTable {
       pc = row.end
     }
     return rows
+  }
+
+  /// Every row of `entry` in order, as `rows(of:)` gives them, each with its rules in column order
+  /// (`nil` when its instructions are malformed): one walk for tools that convert whole sections (a
+  /// Breakpad symbol file's STACK CFI records), without a dictionary per row.
+  public func ruleRows(of entry: Entry) -> [CallFrameRuleRow]? {
+    withCMemory(memory) { cMemory in
+      var section = self.section
+      section.memory = cMemory
+      var fde = cFDE(entry)
+      var result: [CallFrameRuleRow] = []
+      var row = il_cfi_row()
+      var pc = entry.pcRange.lowerBound
+      // As in rows(of:): each row ends past its start, at most one per instruction byte.
+      while pc < entry.pcRange.upperBound, result.count <= entry.instructions.count {
+        guard il_cfi_fde_row(&section, &fde, pc, &row) != 0, row.end > pc, let decoded = CallFrameRuleRow(row) else {
+          return nil
+        }
+        result.append(decoded)
+        pc = row.end
+      }
+      return result
+    }
   }
 
   func cFDE(_ entry: Entry) -> il_cfi_fde {

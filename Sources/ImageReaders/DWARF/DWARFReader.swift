@@ -37,8 +37,19 @@ public final class DWARFReader {
 
   /// Reads the unit headers and builds the address index. Throws when `.debug_info` is unreadable from
   /// its first unit; a later broken unit ends the index there (the units before it still answer).
-  public init(_ sections: DWARFSections) throws(FormatError) {
+  public convenience init(_ sections: DWARFSections) throws(FormatError) {
+    try self.init(sections, indexed: true)
+  }
+
+  /// `indexed: false` reads the unit headers only: a reader for walking units (`functions(inUnit:)`),
+  /// whose address lookups answer nothing.
+  public init(_ sections: DWARFSections, indexed: Bool) throws(FormatError) {
     context = try DWARFContext(sections)
+    guard indexed else {
+      (unitStarts, unitValues) = ([], [])
+      problems = context.unitsProblem.map { [$0] } ?? []
+      return
+    }
     var ranges: [DWARFRangeMap.Range] = []
     var covered = Set<Int>()
     for (unitOffset, low, high) in context.arangeSets() {
@@ -141,7 +152,7 @@ public final class DWARFReader {
 
   /// The names-related attributes of the DIE `reference` points at, with its unit and file; `nil` when
   /// it points into a supplementary file we were not given.
-  private func die(at reference: DWARFDIE.Reference) throws(FormatError)
+  func die(at reference: DWARFDIE.Reference) throws(FormatError)
     -> (DWARFDIE.Values, DWARFUnit, DWARFContext)? {
     let owner: DWARFContext
     if reference.inSupplementary {
