@@ -29,6 +29,8 @@ public final class BreakpadSymbols {
     public var architecture: String?
     /// The `INFO GENERATOR` value; none when `nil`.
     public var generator: String?
+    /// Only every `unitStride`-th DWARF unit is read (tests of the largest files compare a sample).
+    package var unitStride = 1
 
     /// Options with these values.
     public init(inlines: Bool = false, architecture: String? = nil, generator: String? = nil) {
@@ -132,6 +134,12 @@ public final class BreakpadSymbols {
       let target = max(1, total / (threads == 1 ? 1 : threads * 8))
       var start = 0, size = 0
       for unit in 0..<dwarf.unitCount {
+        if options.unitStride > 1 && unit % options.unitStride != 0 {
+          if size > 0 { jobs.append(.units(file: index, start..<unit)) }
+          start = unit + 1
+          size = 0
+          continue
+        }
         size += dwarf.unitSize(unit)
         if size >= target || unit == dwarf.unitCount - 1 {
           jobs.append(.units(file: index, start..<unit + 1))
