@@ -8,6 +8,7 @@
 public func fuzzBinaryFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   let reader = ByteReader(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size))
   fuzzCore(reader)
+  fuzzBreakpad(reader)
   guard let binary = try? BinaryFile.parse(reader) else { return 0 }
   for slice in binary.slices {
     _ = slice.buildID?.uuid
@@ -34,4 +35,5 @@ func fuzzDWARF(_ file: ELFFile, _ reader: ByteReader) {
     probes += [section.vmAddress, section.vmAddress &+ section.size / 2]
   }
   for address in probes { _ = try? dwarf.frames(at: address) }
+  fuzzDWARFFunctions(sections)
 }
