@@ -69,22 +69,31 @@ enum BreakpadFrameRules {
     "$f24", "$f25", "$f26", "$f27", "$f28", "$f29", "$f30", "$f31", "$fcsr", "$fir",
   ]
 
-  /// Writes the records of every FDE of `section` to `output` (draining it to `sink` as it grows);
-  /// returns notes for FDEs left out.
-  static func write(_ section: BreakpadFrameSection, architecture: String, into output: inout UTF8Output,
-                    sink: (UnsafeRawBufferPointer) -> Void) -> [String] {
+  /// The CFI engine's view of `section`.
+  static func table(_ section: BreakpadFrameSection) -> CallFrameTable {
+    CallFrameTable(memory: MappedSectionMemory(bytes: section.bytes, address: section.vmAddress),
+                   address: section.vmAddress, size: UInt64(section.bytes.count),
+                   kind: section.isEHFrame ? .ehFrame : .debugFrame, addressSize: section.addressSize)
+  }
+
+  /// The FDEs of `section` in section order, with a note when a malformed entry ends them early.
+  static func entries(_ section: BreakpadFrameSection) -> (entries: [CallFrameTable.Entry], notes: [String]) {
+    let (entries, complete) = table(section).entries()
+    guard !complete else { return (entries, []) }
+    let name = section.isEHFrame ? ".eh_frame" : ".debug_frame"
+    return (entries, ["\(section.path): \(name): a malformed entry ends the call frame entries after \(entries.count)"])
+  }
+
+  /// Writes the records of `entries` (FDEs of `section`) to `output` (draining it to `sink` as it
+  /// grows); returns notes for FDEs left out.
+  static func write(_ entries: ArraySlice<CallFrameTable.Entry>, of section: BreakpadFrameSection, architecture: String,
+                    into output: inout UTF8Output, sink: (UnsafeRawBufferPointer) -> Void) -> [String] {
     let names = registerNames(architecture) ?? []
     func name(_ register: Int) -> String? {
       register >= 0 && register < names.count && !names[register].isEmpty ? names[register] : nil
     }
-    let table = CallFrameTable(memory: MappedSectionMemory(bytes: section.bytes, address: section.vmAddress),
-                               address: section.vmAddress, size: UInt64(section.bytes.count),
-                               kind: section.isEHFrame ? .ehFrame : .debugFrame, addressSize: section.addressSize)
-    let (entries, complete) = table.entries()
+    let table = table(section)
     var notes: [String] = []
-    if !complete {
-      notes.append("\(section.path): \(section.isEHFrame ? ".eh_frame" : ".debug_frame"): a malformed entry ends the call frame entries after \(entries.count)")
-    }
     var ruleCache: [CallFrameRule?] = []
     var present: [CallFrameRule?] = []
     var order: [Int] = []  // registers in the order they first got a rule (gimli keeps them so)

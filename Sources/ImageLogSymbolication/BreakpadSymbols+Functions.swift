@@ -171,6 +171,11 @@ struct BreakpadFunctionBuilder {
     calls.append(call)
   }
 
+  /// Room for `count` more lines (the rows of the function's range).
+  mutating func reserveLines(_ count: Int) {
+    lines.reserveCapacity(lines.count + count)
+  }
+
   /// `add_leaf_line`: a row starting before the function is dropped.
   mutating func addLine(_ line: Line) {
     guard line.address >= address else { return }
@@ -179,9 +184,10 @@ struct BreakpadFunctionBuilder {
 
   /// `FunctionBuilder::finish`: the tree of this function and its inlined calls, each with its lines.
   func finish(name: Int) -> Node {
-    let nested = Self.properlyNested(calls)
-    // symbolic sorts by address with a stable sort.
-    let sorted = lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+    let nested = calls.isEmpty ? calls : Self.properlyNested(calls)
+    // symbolic sorts by address with a stable sort (the rows of one range come sorted).
+    let sorted = zip(lines, lines.dropFirst()).allSatisfy({ $0.address <= $1.address }) ? lines
+      : lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     let outer = Node(address: address, size: size, name: name)
     let outerEnd = outer.end
     var stack: [Node] = [outer]
@@ -355,20 +361,6 @@ struct BreakpadFunctionLines {
   var sites: [Site: Int] = [:]
   var siteRanges: [[(address: UInt64, size: UInt64)]] = []
 
-  /// The same records with file and origin numbers replaced through `files` and `origins` (indexed
-  /// by the numbers used here).
-  func renumbered(files: [Int32], origins: [Int32]) -> BreakpadFunctionLines {
-    var result = BreakpadFunctionLines()
-    result.lines = lines.map { ($0.address, $0.line, UInt32(truncatingIfNeeded: files[Int($0.file)])) }
-    result.siteRanges = siteRanges
-    for (site, index) in sites {
-      let renumbered = Site(origin: UInt32(truncatingIfNeeded: origins[Int(site.origin)]), depth: site.depth,
-                            callLine: site.callLine, callFile: UInt32(truncatingIfNeeded: files[Int(site.callFile)]))
-      result.sites[renumbered] = index
-    }
-    return result
-  }
-
   mutating func addLine(_ address: UInt64, _ line: UInt32, _ file: UInt32) {
     lines.append((address, line, file))
   }
@@ -382,45 +374,17 @@ struct BreakpadFunctionLines {
     }
   }
 
-  /// `finalize` and the write order: lines sorted by address (stable) and sized up to the next one,
-  /// the last up to the function's end; each site's ranges sorted and joined where they touch; sites
-  /// in order of their first range, then depth (ties in the sites' own order).
-  func append(to records: inout BreakpadRecords, functionAddress: UInt64, functionSize: UInt64)
-    -> (lines: Range<Int>, inlines: Range<Int>) {
-    let inlineStart = records.inlines.count
-    var ordered: [(site: Site, ranges: [(address: UInt64, size: UInt64)])] = []
-    ordered.reserveCapacity(sites.count)
-    for (site, index) in sites {
-      var ranges = siteRanges[index].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
-        .map(\.element)
-      var merged: [(address: UInt64, size: UInt64)] = []
-      for range in ranges {
-        if let last = merged.last, last.address.addingReportingOverflow(last.size) == (range.address, false) {
-          merged[merged.count - 1].size &+= range.size
-        } else {
-          merged.append(range)
-        }
-      }
-      ranges = merged
-      ordered.append((site, ranges))
-    }
-    ordered.sort { $0.site < $1.site }
-    let written = ordered.enumerated().sorted {
-      ($0.element.ranges[0].address, $0.element.site.depth, $0.offset) < ($1.element.ranges[0].address, $1.element.site.depth, $1.offset)
-    }
-    for (_, entry) in written {
-      let first = records.inlineRanges.count
-      records.inlineRanges += entry.ranges
-      records.inlines.append(BreakpadInlineRecord(depth: entry.site.depth, callLine: entry.site.callLine,
-                                                  callFile: entry.site.callFile, origin: entry.site.origin,
-                                                  ranges: first..<records.inlineRanges.count))
-    }
-    let lineStart = records.lines.count
+  /// `finalize`, the part that does not depend on FILE and INLINE_ORIGIN numbers: lines sorted by
+  /// address (stable) and sized up to the next one, the last up to the function's end; each site's
+  /// ranges sorted and joined where they touch.
+  func prepared(functionAddress: UInt64, functionSize: UInt64) -> BreakpadPreparedLines {
+    var result = BreakpadPreparedLines()
     var sorted = lines
     if zip(lines, lines.dropFirst()).contains(where: { $0.address > $1.address }) {
       sorted = lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     let (functionEnd, overflow) = functionAddress.addingReportingOverflow(functionSize)
+    result.lines.reserveCapacity(sorted.count)
     for (index, line) in sorted.enumerated() {
       var size: UInt64 = 0
       if index + 1 < sorted.count {
@@ -428,7 +392,64 @@ struct BreakpadFunctionLines {
       } else if !overflow, line.address < functionEnd {
         size = functionEnd - line.address
       }
-      records.lines.append(BreakpadLineRecord(address: line.address, size: size, line: line.line, file: line.file))
+      result.lines.append(BreakpadLineRecord(address: line.address, size: size, line: line.line, file: line.file))
+    }
+    result.sites.reserveCapacity(sites.count)
+    for (site, index) in sites {
+      var ranges = siteRanges[index]
+      if ranges.count > 1 {
+        ranges = ranges.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+        var merged: [(address: UInt64, size: UInt64)] = []
+        for range in ranges {
+          if let last = merged.last, last.address.addingReportingOverflow(last.size) == (range.address, false) {
+            merged[merged.count - 1].size &+= range.size
+          } else {
+            merged.append(range)
+          }
+        }
+        ranges = merged
+      }
+      result.sites.append((site, ranges))
+    }
+    return result
+  }
+}
+
+/// A function's line records and inline sites, sorted and sized, still with a chunk's own file and
+/// origin numbers (`BreakpadFunctionLines.prepared`).
+struct BreakpadPreparedLines: Sendable {
+  var lines: [BreakpadLineRecord] = []
+  var sites: [(site: BreakpadFunctionLines.Site, ranges: [(address: UInt64, size: UInt64)])] = []
+
+  /// The records with their final numbers (`files` and `origins` map the chunk's), appended in the
+  /// order `dump_syms` writes them: sites by their first range, then depth (ties in the sites' own
+  /// order, which is their numbers'), then the lines.
+  func append(to records: inout BreakpadRecords, files: [Int32], origins: [Int32]) -> (lines: Range<Int>, inlines: Range<Int>) {
+    let inlineStart = records.inlines.count
+    if !sites.isEmpty {
+      var renumbered = sites.map { entry in
+        (site: BreakpadFunctionLines.Site(origin: UInt32(truncatingIfNeeded: origins[Int(entry.site.origin)]),
+                                          depth: entry.site.depth, callLine: entry.site.callLine,
+                                          callFile: UInt32(truncatingIfNeeded: files[Int(entry.site.callFile)])),
+         ranges: entry.ranges)
+      }
+      renumbered.sort { $0.site < $1.site }
+      let written = renumbered.enumerated().sorted {
+        ($0.element.ranges[0].address, $0.element.site.depth, $0.offset) < ($1.element.ranges[0].address, $1.element.site.depth, $1.offset)
+      }
+      for (_, entry) in written {
+        let first = records.inlineRanges.count
+        records.inlineRanges += entry.ranges
+        records.inlines.append(BreakpadInlineRecord(depth: entry.site.depth, callLine: entry.site.callLine,
+                                                    callFile: entry.site.callFile, origin: entry.site.origin,
+                                                    ranges: first..<records.inlineRanges.count))
+      }
+    }
+    let lineStart = records.lines.count
+    for line in lines {
+      var record = line
+      record.file = UInt32(truncatingIfNeeded: files[Int(line.file)])
+      records.lines.append(record)
     }
     return (lineStart..<records.lines.count, inlineStart..<records.inlines.count)
   }

@@ -57,10 +57,10 @@ final class BreakpadNames {
     switch language {
     case .cpp, .objCpp, .rust:
       // Mach-O names keep extra leading underscores symbolic accepts (`__Z`); __cxa_demangle does not.
-      var mangled = Substring(name)
-      while mangled.hasPrefix("__Z") { mangled = mangled.dropFirst() }
-      guard mangled.hasPrefix("_Z") else { return nil }
-      let stripped = Self.withoutHashSuffix(String(mangled))
+      let underscores = name.utf8.prefix { $0 == UInt8(ascii: "_") }.count
+      guard underscores >= 1, underscores <= 4, name.utf8.dropFirst(underscores).first == UInt8(ascii: "Z") else { return nil }
+      let mangled = underscores == 1 ? name : String(name.utf8.dropFirst(underscores - 1)) ?? name
+      let stripped = Self.withoutHashSuffix(mangled)
       let demangled = demangler.demangle(stripped, cached: false)
       guard demangled != stripped else { return nil }
       if language == .rust { return Self.withoutRustHash(demangled) }
@@ -76,9 +76,13 @@ final class BreakpadNames {
   /// symbolic's `detect_language` for a name with no unit language: Objective-C's `-[...]`, a Rust
   /// legacy name (`_ZN...17h<16 hex>E`), an Itanium C++ name (`_Z`, `__Z`, ...), a Swift name.
   static func detectLanguage(_ name: String) -> BreakpadLanguage {
-    if (name.hasPrefix("-[") || name.hasPrefix("+[")) && name.hasSuffix("]") { return .objC }
+    let utf8 = name.utf8
+    guard let first = utf8.first else { return .unknown }
+    if (first == UInt8(ascii: "-") || first == UInt8(ascii: "+")) && utf8.dropFirst().first == UInt8(ascii: "[")
+      && utf8.last == UInt8(ascii: "]") { return .objC }
     if isRustLegacy(name) { return .rust }
-    if name.hasPrefix("_Z") || name.hasPrefix("__Z") || name.hasPrefix("___Z") || name.hasPrefix("____Z") { return .cpp }
+    let underscores = utf8.prefix { $0 == UInt8(ascii: "_") }.count
+    if underscores >= 1, underscores <= 4, utf8.dropFirst(underscores).first == UInt8(ascii: "Z") { return .cpp }
     if Demangler.looksMangled(name) { return .swift }
     return .unknown
   }
@@ -86,12 +90,15 @@ final class BreakpadNames {
   /// `_ZN` ... `17h` and 16 hex digits `E`, optionally followed by `.llvm.` suffixes: rustc's legacy
   /// mangling, which rustc-demangle accepts and symbolic then calls Rust.
   static func isRustLegacy(_ name: String) -> Bool {
-    guard name.hasPrefix("_ZN") else { return false }
-    var body = Substring(name)
-    if let dot = body.firstIndex(of: ".") { body = body[..<dot] }
-    guard body.hasSuffix("E"), body.count > 23 else { return false }
+    let utf8 = name.utf8
+    guard utf8.starts(with: "_ZN".utf8) else { return false }
+    let body = utf8.prefix { $0 != UInt8(ascii: ".") }
+    // `17h`, 16 hex digits, `E`: 20 bytes at the end.
+    guard body.count > 23, body.last == UInt8(ascii: "E") else { return false }
     let hash = body.dropLast().suffix(19)
-    return hash.hasPrefix("17h") && hash.dropFirst(3).allSatisfy(\.isHexDigit)
+    return hash.starts(with: "17h".utf8) && hash.dropFirst(3).allSatisfy { byte in
+      (byte >= 48 && byte <= 57) || (byte >= 97 && byte <= 102)
+    }
   }
 
   /// `dump_syms`' `fix_symbol_name`: trailing `.cold`, `.constprop`, `.llvm`, `.localalias`,
@@ -146,11 +153,11 @@ final class BreakpadNames {
 
   /// symbolic's `strip_hash_suffix`: a trailing `$` and 32 hex digits (clang's `-funique-internal-linkage-names`).
   static func withoutHashSuffix(_ name: String) -> String {
-    let utf8 = Array(name.utf8)
-    guard utf8.count >= 33, utf8[utf8.count - 33] == UInt8(ascii: "$"),
-          utf8[(utf8.count - 32)...].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) })
+    let utf8 = name.utf8
+    guard utf8.count >= 33, utf8.dropLast(32).last == UInt8(ascii: "$"),
+          utf8.suffix(32).allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) || ($0 >= 65 && $0 <= 70) })
     else { return name }
-    return String(decoding: utf8[..<(utf8.count - 33)], as: UTF8.self)
+    return String(decoding: utf8.dropLast(33), as: UTF8.self)
   }
 
   /// A demangled Rust legacy name without its `::h` and 16 hex digits, as rustc-demangle's alternate form.

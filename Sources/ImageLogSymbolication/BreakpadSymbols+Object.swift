@@ -124,8 +124,8 @@ struct BreakpadObject {
   var origins = BreakpadOriginTable()
   var records = BreakpadRecords()
   var frames: [BreakpadFrameSection] = []
-  /// The STACK CFI records of `frames`, made by a worker.
-  var frameText: [[UInt8]] = []
+  /// Which opened files' STACK CFI records are written, in order (a merged object's are its two files').
+  var frameFiles: [Int] = []
   /// What could not be read, one line each.
   var notes: [String] = []
 }
@@ -222,16 +222,14 @@ extension BreakpadObject {
             if !symbols[existing].isPublic { symbols[existing].isMultiple = true }
             continue
           }
-          for local in builder.fileRequests where fileNumbers[Int(local)] < 0 {
+          for local in unit.requests[builder.fileRequests] where fileNumbers[Int(local)] < 0 {
             fileNumbers[Int(local)] = Int32(files.number(files.index(of: unit.paths[Int(local)])))
           }
-          for local in builder.originRequests where originNumbers[Int(local)] < 0 {
+          for local in unit.requests[builder.originRequests] where originNumbers[Int(local)] < 0 {
             let origin = unit.origins[Int(local)]
             originNumbers[Int(local)] = Int32(origins.number(origin.key, name: origin.name))
           }
-          let lines = builder.lines.renumbered(files: fileNumbers, origins: originNumbers)
-          let (lineRange, inlineRange) = lines.append(to: &records, functionAddress: builder.address,
-                                                      functionSize: builder.size)
+          let (lineRange, inlineRange) = builder.lines.append(to: &records, files: fileNumbers, origins: originNumbers)
           symbols.insert(BreakpadSymbol(name: name, address: builder.address, size: builder.size, isPublic: false,
                                         lines: lineRange, inlines: inlineRange))
         }

@@ -8,11 +8,11 @@ import Synchronization
 struct BreakpadPreparedBuilder: Sendable {
   var address: UInt64
   var size: UInt64
-  var lines: BreakpadFunctionLines
-  /// Chunk file numbers, in the order `dump_syms` would number them.
-  var fileRequests: [Int32]
+  var lines: BreakpadPreparedLines
+  /// Chunk file numbers, in the order `dump_syms` would number them: a run of the chunk's `requests`.
+  var fileRequests: Range<Int>
   /// Chunk origin numbers, likewise.
-  var originRequests: [Int32]
+  var originRequests: Range<Int>
 }
 
 /// One subprogram made ready: a builder per code range, its name from its lowest range.
@@ -35,6 +35,8 @@ struct BreakpadPreparedUnit: Sendable {
   var paths: [String] = []
   /// The chunk's origin numbers' names (keys and demangled text).
   var origins: [(key: BreakpadOriginTable.Key, name: String)] = []
+  /// The builders' file and origin numbers in the order of first use, run after run.
+  var requests: [Int32] = []
   var notes: [String] = []
 }
 
@@ -92,12 +94,23 @@ final class BreakpadUnitPreparer {
       rows = nil
     }
     let offset = source.loadAddress
-    var fileIndices: [UInt64: Int32] = [:]
+    // The chunk's numbers of the line table's files: an array for the usual small indices (asked once
+    // per row), a dictionary past it.
+    var smallFiles: [Int32] = []
+    var otherFiles: [UInt64: Int32] = [:]
     func fileNumber(_ file: UInt64?) -> Int32 {
+      if let file, file < 4096 {
+        let slot = Int(file)  // < 4096
+        if slot < smallFiles.count, smallFiles[slot] >= 0 { return smallFiles[slot] }
+        while smallFiles.count <= slot { smallFiles.append(-1) }
+        let number = chunkFileNumber(file, unit: index, compilationDirectory: found.compilationDirectory)
+        smallFiles[slot] = number
+        return number
+      }
       let key = file ?? UInt64.max
-      if let known = fileIndices[key] { return known }
+      if let known = otherFiles[key] { return known }
       let number = chunkFileNumber(file, unit: index, compilationDirectory: found.compilationDirectory)
-      fileIndices[key] = number
+      otherFiles[key] = number
       return number
     }
     for function in found.functions {
@@ -128,30 +141,39 @@ final class BreakpadUnitPreparer {
       }
       if let rows {
         for (position, range) in function.ranges.enumerated() {
-          for row in rows.rows(covering: range) {
+          let covering = rows.rows(covering: range)
+          builders[position].reserveLines(covering.count)
+          for row in covering {
             builders[position].addLine(.init(address: row.address &- offset, size: row.size, file: Int(fileNumber(row.file)),
                                              line: UInt32(truncatingIfNeeded: row.line)))
           }
         }
       }
       let prepared = builders.map { builder in
-        var result = BreakpadPreparedBuilder(address: builder.address, size: builder.size, lines: BreakpadFunctionLines(),
-                                             fileRequests: [], originRequests: [])
+        var result = BreakpadPreparedBuilder(address: builder.address, size: builder.size, lines: BreakpadPreparedLines(),
+                                             fileRequests: 0..<0, originRequests: 0..<0)
         guard builder.address != 0 else { return result }
         let tree = builder.finish(name: -1)
         requests.start()
+        var lines = BreakpadFunctionLines()
+        lines.lines.reserveCapacity(tree.lines.count)
         if inlines {
-          collectWithInlines(tree, depth: 0, into: &result.lines, requests: &requests)
+          collectWithInlines(tree, depth: 0, into: &lines, requests: &requests)
         } else {
           var previous: (line: UInt32, file: Int)?
           for line in tree.lines where line.line != 0 {
             if let previous, previous.line == line.line, previous.file == line.file { continue }
-            result.lines.addLine(line.address, line.line, requests.file(line.file))
+            lines.addLine(line.address, line.line, requests.file(line.file))
             previous = (line.line, line.file)
           }
         }
-        result.fileRequests = requests.files
-        result.originRequests = requests.origins
+        result.lines = lines.prepared(functionAddress: builder.address, functionSize: builder.size)
+        let filesStart = unit.requests.count
+        unit.requests += requests.files
+        let originsStart = unit.requests.count
+        unit.requests += requests.origins
+        result.fileRequests = filesStart..<originsStart
+        result.originRequests = originsStart..<unit.requests.count
         return result
       }
       unit.functions.append(BreakpadPreparedFunction(ranges: ranges, builders: prepared, name: name, lowestAddress: lowest,
@@ -290,40 +312,57 @@ final class BreakpadUnitPreparer {
   }
 }
 
-/// Runs jobs on the calling thread and up to `threads - 1` more, each thread with state of its own
-/// (`makeState`), and returns their results in job order.
-enum BreakpadWorkers {
-  private final class Queue<Output: Sendable>: Sendable {
-    let results: Mutex<[Output?]>
-    let next = Atomic<Int>(0)
-    init(count: Int) { results = Mutex([Output?](repeating: nil, count: count)) }
+/// Jobs run by helper threads, each thread with state of its own, that the starting thread can join
+/// in later (`finish`): work started before other work of the caller and collected after it.
+final class BreakpadJobs<Output: Sendable>: @unchecked Sendable {
+  private let count: Int
+  private let work: @Sendable (inout Any?, Int) -> Output
+  private let results: Mutex<[Output?]>
+  private let next = Atomic<Int>(0)
+  // Written only by the starting thread, before `finish` joins them.
+  private var helpers: [WorkerThread] = []
+
+  /// `work(state, index)` for each of `0..<count`; `state` starts `nil` on each thread.
+  init(count: Int, work: @escaping @Sendable (inout Any?, Int) -> Output) {
+    self.count = count
+    self.work = work
+    results = Mutex([Output?](repeating: nil, count: count))
   }
 
-  /// Values the workers only read (mapped files, readers' sections): shared as they are, never written
-  /// while the workers run.
-  final class Shared<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+  /// Starts up to `threads` helper threads on the jobs.
+  func start(threads: Int) {
+    for _ in 0..<max(0, min(threads, count)) {
+      if let helper = WorkerThread.start({ [self] in self.runJobs() }) { helpers.append(helper) }
+    }
   }
 
-  static func run<State, Output: Sendable>(jobs: Int, threads: Int, makeState: @escaping @Sendable () -> State,
-                                          _ work: @escaping @Sendable (inout State, Int) -> Output) -> [Output] {
-    let shared = Queue<Output>(count: jobs)
-    let body: @Sendable () -> Void = {
-      var state = makeState()
-      while true {
-        let index = shared.next.wrappingAdd(1, ordering: .relaxed).oldValue
-        guard index < jobs else { return }
-        let output = work(&state, index)
-        shared.results.withLock { $0[index] = output }
-      }
+  private func runJobs() {
+    var state: Any? = nil
+    while true {
+      let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+      guard index < count else { return }
+      let output = work(&state, index)
+      results.withLock { $0[index] = output }
     }
-    var helpers: [WorkerThread] = []
-    for _ in 1..<max(1, min(threads, jobs)) {
-      if let helper = WorkerThread.start(body) { helpers.append(helper) }
-    }
-    body()
+  }
+
+  /// Runs what is left on the calling thread, waits for the helpers, and returns every job's output in
+  /// job order. Call once.
+  func finish() -> [Output] {
+    runJobs()
     for helper in helpers { helper.join() }
-    return shared.results.withLock { $0.compactMap { $0 } }
+    helpers = []
+    return results.withLock { $0.compactMap { $0 } }
   }
+
+  deinit {
+    for helper in helpers { helper.join() }
+  }
+}
+
+/// Values the workers only read (opened files, readers' sections, FDE lists): shared as they are, never
+/// written while the workers run.
+final class BreakpadShared<Value>: @unchecked Sendable {
+  let value: Value
+  init(_ value: Value) { self.value = value }
 }

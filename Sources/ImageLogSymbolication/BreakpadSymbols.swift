@@ -58,6 +58,7 @@ public final class BreakpadSymbols {
 
   private let options: Options
   private var object: BreakpadObject
+  private let frameJobs: BreakpadJobs<(file: Int, text: [UInt8], notes: [String])>
   private var sortedSymbols: [BreakpadSymbol]
 
   /// Reads `path` (an ELF file, a thin or universal Mach-O file, or a `.dSYM` bundle) and the debug
@@ -68,6 +69,8 @@ public final class BreakpadSymbols {
     let inputPath = Self.dwarfFileOfBundle(path) ?? path
     let displayName = Self.lastComponent(inputPath)
     var primary = try Self.open(path: inputPath, options: options, supplementaryPath: nil)
+    // The files' identities and links are what the locator needs here, not their symbol tables.
+    locator.symbolReading = .presence
     var sources = [inputPath]
     // The debug file, and the dwz file holding part of the DWARF, found as symbolicate finds them.
     var debugPath: String?
@@ -91,14 +94,17 @@ public final class BreakpadSymbols {
       opened[0] = try Self.open(path: inputPath, options: options, supplementaryPath: supplementaryPath)
       sources.append(supplementaryPath)
     }
-    let prepared = Self.prepare(opened, options: options)
+    let units = Self.prepareUnits(opened, options: options)
+    // The CFI records are made while the records above are numbered and written.
+    let (frameJobs, frameNotes) = Self.startFrames(opened)
+    self.frameJobs = frameJobs
     let names = BreakpadNames()
     var objects: [BreakpadObject] = []
     for (index, file) in opened.enumerated() {
       var object = file.object
-      object.collect(file.source, units: prepared.units[index], names: names, sectionOwner: displayName)
-      object.frameText = [prepared.frameText[index]]
-      object.notes += prepared.frameNotes[index]
+      object.collect(file.source, units: units[index], names: names, sectionOwner: displayName)
+      object.notes += frameNotes[index]
+      object.frameFiles = [index]
       objects.append(object)
     }
     object = objects.count == 2 ? Self.merge(debug: objects[1], binary: objects[0]) : objects[0]
@@ -112,22 +118,14 @@ public final class BreakpadSymbols {
     sortedSymbols = object.symbols.sorted
   }
 
-  /// The work that can run on several threads, done on as many as the process may use (at most 4): the
-  /// files' DWARF units in chunks of about equal size (each thread with readers of its own), and their
-  /// STACK CFI records. Results come back in file and unit order.
-  private static func prepare(_ files: [Opened], options: Options)
-    -> (units: [[BreakpadPreparedUnit]], frameText: [[UInt8]], frameNotes: [[String]]) {
-    enum Job: Sendable {
-      case frames(file: Int)
-      case units(file: Int, Range<Int>)
-    }
-    enum Output: Sendable {
-      case frames(file: Int, text: [UInt8], notes: [String])
-      case units(file: Int, BreakpadPreparedUnit)
-    }
-    let threads = min(4, WorkerThread.processorCount)
-    var jobs: [Job] = []
-    for (index, file) in files.enumerated() where !file.object.frames.isEmpty { jobs.append(.frames(file: index)) }
+  /// How many threads the work is spread over: as many as the process may use, at most 4.
+  static var threads: Int { min(4, WorkerThread.processorCount) }
+
+  /// The files' DWARF units made ready on every thread, in chunks of about equal size (each thread with
+  /// readers of its own); returned in file and unit order.
+  private static func prepareUnits(_ files: [Opened], options: Options) -> [[BreakpadPreparedUnit]] {
+    let threads = Self.threads
+    var jobs: [(file: Int, units: Range<Int>)] = []
     for (index, file) in files.enumerated() {
       guard let dwarf = file.dwarf else { continue }
       let total = (0..<dwarf.unitCount).reduce(0) { $0 + dwarf.unitSize($1) }
@@ -135,61 +133,81 @@ public final class BreakpadSymbols {
       var start = 0, size = 0
       for unit in 0..<dwarf.unitCount {
         if options.unitStride > 1 && unit % options.unitStride != 0 {
-          if size > 0 { jobs.append(.units(file: index, start..<unit)) }
+          if size > 0 { jobs.append((index, start..<unit)) }
           start = unit + 1
           size = 0
           continue
         }
         size += dwarf.unitSize(unit)
         if size >= target || unit == dwarf.unitCount - 1 {
-          jobs.append(.units(file: index, start..<unit + 1))
+          jobs.append((index, start..<unit + 1))
           start = unit + 1
           size = 0
         }
       }
     }
-    let sendableFiles = BreakpadWorkers.Shared(files)
+    let shared = BreakpadShared(files)
     let allJobs = jobs
-    let outputs = BreakpadWorkers.run(jobs: allJobs.count, threads: threads, makeState: { [BreakpadUnitPreparer?]() }) {
-      (preparers: inout [BreakpadUnitPreparer?], index: Int) -> Output in
-      let files = sendableFiles.value
-      switch allJobs[index] {
-      case .frames(let fileIndex):
-        var output = UTF8Output(capacity: 1 << 16)
-        var text: [UInt8] = []
-        var notes: [String] = []
-        for section in files[fileIndex].object.frames {
-          notes += BreakpadFrameRules.write(section, architecture: files[fileIndex].object.architecture, into: &output,
-                                            sink: { text.append(contentsOf: $0) })
-        }
-        output.drain(over: 0) { text.append(contentsOf: $0) }
-        return .frames(file: fileIndex, text: text, notes: notes)
-      case .units(let fileIndex, let units):
-        if preparers.count <= fileIndex { preparers += [BreakpadUnitPreparer?](repeating: nil, count: fileIndex + 1 - preparers.count) }
-        if preparers[fileIndex] == nil, let sections = files[fileIndex].dwarf?.sections,
-           let reader = try? DWARFReader(sections, indexed: false) {
-          let file = files[fileIndex]
-          preparers[fileIndex] = BreakpadUnitPreparer(dwarf: reader, source: file.source, inlines: options.inlines,
-                                                      isMachO: file.object.isMachO, path: file.object.path)
-        }
-        guard let preparer = preparers[fileIndex] else {
-          return .units(file: fileIndex, BreakpadPreparedUnit(notes: ["\(files[fileIndex].object.path): DWARF could not be read"]))
-        }
-        return .units(file: fileIndex, preparer.prepare(units: units))
+    let work = BreakpadJobs<(file: Int, unit: BreakpadPreparedUnit)>(count: jobs.count) { state, index in
+      let files = shared.value
+      let (fileIndex, units) = allJobs[index]
+      var preparers = state as? [Int: BreakpadUnitPreparer] ?? [:]
+      defer { state = preparers }
+      if preparers[fileIndex] == nil, let sections = files[fileIndex].dwarf?.sections,
+         let reader = try? DWARFReader(sections, indexed: false) {
+        let file = files[fileIndex]
+        preparers[fileIndex] = BreakpadUnitPreparer(dwarf: reader, source: file.source, inlines: options.inlines,
+                                                    isMachO: file.object.isMachO, path: file.object.path)
       }
+      guard let preparer = preparers[fileIndex] else {
+        return (fileIndex, BreakpadPreparedUnit(notes: ["\(files[fileIndex].object.path): DWARF could not be read"]))
+      }
+      return (fileIndex, preparer.prepare(units: units))
     }
+    work.start(threads: threads - 1)
     var units = [[BreakpadPreparedUnit]](repeating: [], count: files.count)
-    var frameText = [[UInt8]](repeating: [], count: files.count)
-    var frameNotes = [[String]](repeating: [], count: files.count)
-    for output in outputs {
-      switch output {
-      case .frames(let file, let text, let notes):
-        frameText[file] = text
-        frameNotes[file] = notes
-      case .units(let file, let unit): units[file].append(unit)
+    for output in work.finish() { units[output.file].append(output.unit) }
+    return units
+  }
+
+  /// The STACK CFI records of the files' call frame sections, made by helper threads while the caller
+  /// goes on (the records come last in the file): the FDEs are found here, once, and converted a run
+  /// at a time (the rows of an FDE are what takes the time).
+  private static func startFrames(_ files: [Opened]) -> (jobs: BreakpadJobs<(file: Int, text: [UInt8], notes: [String])>,
+                                                         notes: [[String]]) {
+    let threads = Self.threads
+    var entries: [[[CallFrameTable.Entry]]] = []
+    var notes = [[String]](repeating: [], count: files.count)
+    var jobs: [(file: Int, section: Int, entries: Range<Int>)] = []
+    for (index, file) in files.enumerated() {
+      var sections: [[CallFrameTable.Entry]] = []
+      for (sectionIndex, section) in file.object.frames.enumerated() {
+        let (found, problems) = BreakpadFrameRules.entries(section)
+        notes[index] += problems
+        sections.append(found)
+        let run = max(256, found.count / (threads * 2))
+        for start in stride(from: 0, to: found.count, by: run) {
+          jobs.append((index, sectionIndex, start..<min(start + run, found.count)))
+        }
       }
+      entries.append(sections)
     }
-    return (units, frameText, frameNotes)
+    let shared = BreakpadShared((files, entries))
+    let allJobs = jobs
+    let work = BreakpadJobs<(file: Int, text: [UInt8], notes: [String])>(count: jobs.count) { _, index in
+      let (files, entries) = shared.value
+      let job = allJobs[index]
+      let file = files[job.file]
+      var output = UTF8Output(capacity: 1 << 16)
+      var text: [UInt8] = []
+      let notes = BreakpadFrameRules.write(entries[job.file][job.section][job.entries], of: file.object.frames[job.section],
+                                           architecture: file.object.architecture, into: &output,
+                                           sink: { text.append(contentsOf: $0) })
+      output.drain(over: 0) { text.append(contentsOf: $0) }
+      return (job.file, text, notes)
+    }
+    work.start(threads: max(1, threads - 1))
+    return (work, notes)
   }
 
   /// Where `dump_syms -s STORE` puts the file in a symbol store: `NAME/DEBUGID/NAME.sym`.
@@ -247,7 +265,13 @@ public final class BreakpadSymbols {
       output.drain(over: 1 << 16, to: sink)
     }
     output.drain(over: 0, to: sink)
-    for text in object.frameText { text.withUnsafeBytes { sink($0) } }
+    let frames = frameJobs.finish()
+    for file in object.frameFiles {
+      for part in frames where part.file == file {
+        part.text.withUnsafeBytes { sink($0) }
+        notes += part.notes
+      }
+    }
     return !failed
   }
 
@@ -509,7 +533,7 @@ public final class BreakpadSymbols {
   static func merge(debug: BreakpadObject, binary: BreakpadObject) -> BreakpadObject {
     var (left, right) = debug.symbols.count > binary.symbols.count ? (debug, binary) : (binary, debug)
     left.frames += right.frames
-    left.frameText += right.frameText
+    left.frameFiles += right.frameFiles
     left.notes += right.notes
     let fileNumbers = left.files.merge(right.files)
     let originNumbers = left.origins.merge(right.origins)

@@ -32,7 +32,9 @@ struct BreakpadSymbolsLibraryTests {
   /// a template's return type left out, where dump_syms has cpp_demangle's text; `PUBLIC m` where
   /// dump_syms marks an address `.symtab` and `.dynsym` both name with the same name (readelf shows
   /// one name there); `FUNC m` where the merge of a binary and its debug file lands a FUNC on the
-  /// binary's own symbol of the same name.
+  /// binary's own symbol of the same name. (dump_syms' output for a binary and its debug file can
+  /// change from run to run, see `separateDebugFile`; for these three it was the same in every run
+  /// seen, the one checked here.)
   struct Rules {
     var names: NameOracle.CxxNames
     var aliases: [UInt64: Set<String>]

@@ -94,6 +94,7 @@ public struct CallFrameRuleRow: Sendable, Equatable {
     self.cfa = cfa
     returnAddressRegister = Int(truncatingIfNeeded: row.return_address_register)
     var rules: [(register: Int, rule: CallFrameRule)] = []
+    rules.reserveCapacity(8)  // a frame saves a handful of registers: one allocation, not several
     withUnsafeBytes(of: row.rules) { raw in
       let stride = MemoryLayout<il_cfi_rule>.stride
       for column in 0..<Int(IL_CFI_COLUMNS) {

@@ -172,8 +172,7 @@ enum DWARFDIE {
           || attribute == callFileAttribute || attribute == callLineAttribute || attribute == callColumnAttribute
       case .function:
         wanted = attribute == lowPCAttribute || attribute == highPCAttribute || attribute == rangesAttribute
-          || attribute == callFileAttribute || attribute == callLineAttribute || attribute == nameAttribute
-          || attribute == linkageNameAttribute || attribute == mipsLinkageNameAttribute
+          || attribute == callFileAttribute || attribute == callLineAttribute
           || attribute == abstractOriginAttribute || attribute == specificationAttribute
       case .names:
         wanted = attribute == nameAttribute || attribute == linkageNameAttribute || attribute == mipsLinkageNameAttribute

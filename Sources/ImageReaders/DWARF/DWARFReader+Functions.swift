@@ -207,6 +207,7 @@ extension DWARFReader {
     var open: [DWARFFunction] = []  // by index: functions being walked
     var ranges: [(UInt64, UInt64)] = []
     var depth = 1  // the root's children
+    var planCache = [UInt8](repeating: 255, count: table.specifications.count)
     let tombstone: UInt64 = unit.addressSize == 8 ? (unit.version <= 4 ? .max - 1 : .max)
       : (1 << (UInt64(unit.addressSize) * 8)) - (unit.version <= 4 ? 2 : 1)
 
@@ -237,8 +238,17 @@ extension DWARFReader {
       let isSubprogram = tag == DWARFDIE.subprogramTag
       var isCall = false
       if tag == DWARFDIE.inlinedSubroutineTag, case .inside = mode { isCall = true }
-      guard isSubprogram || isCall else {
+      var plan = FunctionPlan.none
+      if (isSubprogram || isCall) && declaration.specificationCount > 0 {
+        // Declarations with attributes start at distinct specifications: one plan each.
+        let slot = declaration.firstSpecification
+        if planCache[slot] == 255 { planCache[slot] = Self.plan(declaration, table).rawValue }
+        plan = FunctionPlan(rawValue: planCache[slot])
+      }
+      guard plan.contains(.hasCode) else {
+        // A declaration (a class's member function): no code, so nothing beneath holds calls.
         try DWARFDIE.skipAttributes(&reader, declaration: declaration, unit: unit, table: table)
+        if isSubprogram || isCall { scopes.append(Scope(depth: level, mode: .functions, finishes: nil)) }
         continue
       }
       let values = try DWARFDIE.readAttributes(&reader, declaration: declaration, dieOffset: start, unit: unit,
@@ -246,7 +256,7 @@ extension DWARFReader {
       ranges.removeAll(keepingCapacity: true)
       try codeRanges(values, unit: unit, tombstone: tombstone, into: &ranges)
       let entry = DWARFEntry(reference: DWARFDIE.Reference(inSupplementary: context.isSupplementary, offset: start))
-      let nameSource: DWARFNameSource = values.linkageName != nil || values.name != nil ? .entry(entry)
+      let nameSource: DWARFNameSource = plan.contains(.hasOwnName) ? .entry(entry)
         : (values.abstractOrigin ?? values.specification).map { .origin(DWARFEntry(reference: $0)) } ?? .none
       let spans = ranges.map { $0.0..<$0.1 }
       if spans.isEmpty {
@@ -264,6 +274,32 @@ extension DWARFReader {
     }
     close(above: 0)
     return result
+  }
+
+  /// What an abbreviation's attributes say of its entries before they are read.
+  struct FunctionPlan: OptionSet {
+    let rawValue: UInt8
+    static let none: FunctionPlan = []
+    /// `DW_AT_low_pc` or `DW_AT_ranges`: it may have code.
+    static let hasCode = FunctionPlan(rawValue: 1)
+    /// `DW_AT_name`, `DW_AT_linkage_name` or `DW_AT_MIPS_linkage_name`: it names itself.
+    static let hasOwnName = FunctionPlan(rawValue: 2)
+  }
+
+  static func plan(_ declaration: DWARFAbbreviations.Declaration, _ table: DWARFAbbreviations) -> FunctionPlan {
+    var plan = FunctionPlan.none
+    let specifications = table.specifications
+    var index = declaration.firstSpecification
+    let end = index + declaration.specificationCount  // both from the table's own arrays
+    while index < end {
+      switch specifications[index].attribute {
+      case DWARFDIE.lowPCAttribute, DWARFDIE.rangesAttribute: plan.insert(.hasCode)
+      case DWARFDIE.nameAttribute, DWARFDIE.linkageNameAttribute, DWARFDIE.mipsLinkageNameAttribute: plan.insert(.hasOwnName)
+      default: break
+      }
+      index += 1
+    }
+    return plan
   }
 
   /// The code of a subprogram or inlined subroutine as gimli and symbolic read it: the entries of
