@@ -7,8 +7,9 @@ import ImageReaders
 /// Scripts/install-test-tools) on the largest files here: libstdc++'s debug build, libc with its
 /// libc6-dbg debug file, python3.11 with its python3.11-dbg debug file. Each side writes the whole
 /// `.sym` to /dev/null, in an empty working folder; the records are compared first (read back with
-/// `BreakpadSymbolFile`): FUNC ranges, line records, INLINE records (names aside: the two demangle
-/// differently, see `BreakpadNames`), PUBLIC addresses, STACK CFI ranges and rules.
+/// `BreakpadSymbolFile`): FUNC ranges, line records (dump_syms' doubled relative folders undone, see
+/// `undoubled`), INLINE records (names aside: the two demangle differently, see `BreakpadNames`),
+/// PUBLIC addresses, STACK CFI ranges and rules.
 func symbolsBenchmark() throws -> [BenchmarkTable] {
   // An absolute path: the commands run in a folder of their own.
   var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
@@ -67,10 +68,11 @@ private func compareRecords(_ ours: String, _ theirs: String) throws -> String {
   let a = try ByteReader.reading(Array(ours.utf8)) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
   let b = try ByteReader.reading(Array(theirs.utf8)) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
   func functions(_ file: BreakpadSymbolFile) -> [String] {
-    file.functions.map { function in
-      let lines = file.lines[function.lines].map { "\($0.address) \($0.size) \($0.line) \(file.files[$0.file] ?? "")" }
+    let names = file.files.mapValues(undoubled)
+    return file.functions.map { function in
+      let lines = file.lines[function.lines].map { "\($0.address) \($0.size) \($0.line) \(names[$0.file] ?? "")" }
       let inlines = file.inlines[function.inlines].map {
-        "\($0.depth) \($0.callLine) \(file.files[$0.callFile] ?? "") \(file.inlineRanges[$0.ranges])"
+        "\($0.depth) \($0.callLine) \(names[$0.callFile] ?? "") \(file.inlineRanges[$0.ranges])"
       }
       return "\(function.address) \(function.size) " + lines.joined(separator: ",") + inlines.joined(separator: ",")
     }
@@ -89,6 +91,19 @@ private func compareRecords(_ ours: String, _ theirs: String) throws -> String {
   return "\(sameFunctions) of \(b.functions.count) FUNC records (\(a.functions.count) ours) have the same range, line and "
     + "INLINE records (\(sameNames) the same name); \(samePublics) of \(b.publics.count) PUBLIC addresses and "
     + "\(sameFrames) of \(b.frameEntries.count) STACK CFI entries (\(a.frameEntries.count) ours) the same."
+}
+
+/// A relative path whose leading folders repeat, with the repeat dropped (`csu/csu/init-first.c` ->
+/// `csu/init-first.c`): dump_syms joins a DWARF 5 unit's relative compilation directory with line-table
+/// directory 0, which is that same directory (BreakpadSymbolsLibraryTests checks the rule against
+/// readelf); imagelog does not.
+private func undoubled(_ path: String) -> String {
+  guard !path.hasPrefix("/") else { return path }
+  let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+  for count in stride(from: parts.count / 2, through: 1, by: -1) where parts[..<count] == parts[count..<(2 * count)] {
+    return parts[count...].joined(separator: "/")
+  }
+  return path
 }
 
 /// `/usr/lib/debug/.build-id/xx/yyyy.debug` for `path`'s build-id, when installed.

@@ -58,7 +58,8 @@ public final class BreakpadSymbols {
 
   private let options: Options
   private var object: BreakpadObject
-  private let frameJobs: BreakpadJobs<(file: Int, text: [UInt8], notes: [String])>
+  /// Each opened file's STACK CFI records, in runs.
+  private let frameJobs: [BreakpadJobs<(text: [UInt8], notes: [String])>]
   private var sortedSymbols: [BreakpadSymbol]
 
   /// Reads `path` (an ELF file, a thin or universal Mach-O file, or a `.dSYM` bundle) and the debug
@@ -68,7 +69,10 @@ public final class BreakpadSymbols {
     self.options = options
     let inputPath = Self.dwarfFileOfBundle(path) ?? path
     let displayName = Self.lastComponent(inputPath)
-    var primary = try Self.open(path: inputPath, options: options, supplementaryPath: nil)
+    var primary = try Self.open(path: inputPath, options: options)
+    // The CFI records are made by helper threads from here on, while the DWARF is read, its records
+    // are made, numbered and written.
+    var frameJobs = [Self.startFrames(primary)]
     // The files' identities and links are what the locator needs here, not their symbol tables.
     locator.symbolReading = .presence
     var sources = [inputPath]
@@ -87,23 +91,24 @@ public final class BreakpadSymbols {
     }
     var opened = [primary]
     if let debugPath {
-      opened.append(try Self.open(path: debugPath, options: options, supplementaryPath: supplementaryPath))
+      let debug = try Self.open(path: debugPath, options: options)
+      frameJobs.append(Self.startFrames(debug))
+      opened.append(debug)
       sources.append(debugPath)
       if let supplementaryPath { sources.append(supplementaryPath) }
+      Self.readDWARF(&opened[1], supplementaryPath: supplementaryPath)
     } else if primary.object.hasDebugInfo, let supplementaryPath {
-      opened[0] = try Self.open(path: inputPath, options: options, supplementaryPath: supplementaryPath)
       sources.append(supplementaryPath)
     }
+    Self.readDWARF(&opened[0], supplementaryPath: debugPath == nil ? supplementaryPath : nil)
     let units = Self.prepareUnits(opened, options: options)
-    // The CFI records are made while the records above are numbered and written.
-    let (frameJobs, frameNotes) = Self.startFrames(opened)
-    self.frameJobs = frameJobs
+    self.frameJobs = frameJobs.map(\.jobs)
     let names = BreakpadNames()
     var objects: [BreakpadObject] = []
     for (index, file) in opened.enumerated() {
       var object = file.object
       object.collect(file.source, units: units[index], names: names, sectionOwner: displayName)
-      object.notes += frameNotes[index]
+      object.notes += frameJobs[index].notes
       object.frameFiles = [index]
       objects.append(object)
     }
@@ -170,41 +175,36 @@ public final class BreakpadSymbols {
     return units
   }
 
-  /// The STACK CFI records of the files' call frame sections, made by helper threads while the caller
+  /// The STACK CFI records of a file's call frame sections, made by helper threads while the caller
   /// goes on (the records come last in the file): the FDEs are found here, once, and converted a run
   /// at a time (the rows of an FDE are what takes the time).
-  private static func startFrames(_ files: [Opened]) -> (jobs: BreakpadJobs<(file: Int, text: [UInt8], notes: [String])>,
-                                                         notes: [[String]]) {
+  private static func startFrames(_ file: Opened) -> (jobs: BreakpadJobs<(text: [UInt8], notes: [String])>,
+                                                      notes: [String]) {
     let threads = Self.threads
-    var entries: [[[CallFrameTable.Entry]]] = []
-    var notes = [[String]](repeating: [], count: files.count)
-    var jobs: [(file: Int, section: Int, entries: Range<Int>)] = []
-    for (index, file) in files.enumerated() {
-      var sections: [[CallFrameTable.Entry]] = []
-      for (sectionIndex, section) in file.object.frames.enumerated() {
-        let (found, problems) = BreakpadFrameRules.entries(section)
-        notes[index] += problems
-        sections.append(found)
-        let run = max(256, found.count / (threads * 2))
-        for start in stride(from: 0, to: found.count, by: run) {
-          jobs.append((index, sectionIndex, start..<min(start + run, found.count)))
-        }
+    var entries: [[CallFrameTable.Entry]] = []
+    var notes: [String] = []
+    var jobs: [(section: Int, entries: Range<Int>)] = []
+    for (sectionIndex, section) in file.object.frames.enumerated() {
+      let (found, problems) = BreakpadFrameRules.entries(section)
+      notes += problems
+      entries.append(found)
+      let run = max(256, found.count / (threads * 2))
+      for start in stride(from: 0, to: found.count, by: run) {
+        jobs.append((sectionIndex, start..<min(start + run, found.count)))
       }
-      entries.append(sections)
     }
-    let shared = BreakpadShared((files, entries))
+    let shared = BreakpadShared((file.object, entries))
     let allJobs = jobs
-    let work = BreakpadJobs<(file: Int, text: [UInt8], notes: [String])>(count: jobs.count) { _, index in
-      let (files, entries) = shared.value
+    let work = BreakpadJobs<(text: [UInt8], notes: [String])>(count: jobs.count) { _, index in
+      let (object, entries) = shared.value
       let job = allJobs[index]
-      let file = files[job.file]
       var output = UTF8Output(capacity: 1 << 16)
       var text: [UInt8] = []
-      let notes = BreakpadFrameRules.write(entries[job.file][job.section][job.entries], of: file.object.frames[job.section],
-                                           architecture: file.object.architecture, into: &output,
+      let notes = BreakpadFrameRules.write(entries[job.section][job.entries], of: object.frames[job.section],
+                                           architecture: object.architecture, into: &output,
                                            sink: { text.append(contentsOf: $0) })
       output.drain(over: 0) { text.append(contentsOf: $0) }
-      return (job.file, text, notes)
+      return (text, notes)
     }
     work.start(threads: max(1, threads - 1))
     return (work, notes)
@@ -265,9 +265,8 @@ public final class BreakpadSymbols {
       output.drain(over: 1 << 16, to: sink)
     }
     output.drain(over: 0, to: sink)
-    let frames = frameJobs.finish()
     for file in object.frameFiles {
-      for part in frames where part.file == file {
+      for part in frameJobs[file].finish() {
         part.text.withUnsafeBytes { sink($0) }
         notes += part.notes
       }
@@ -330,16 +329,26 @@ public final class BreakpadSymbols {
     var dwarf: DWARFReader?
     var identity: BuildID?
     var sliceArchitecture: String?
+    /// A slice of a universal file (its DWARF is read from that slice).
+    var universal = false
   }
 
-  private static func open(path: String, options: Options, supplementaryPath: String?) throws -> Opened {
+  /// Reads the DWARF of `file` when it has any (`readDWARF` is apart from `open` so that the CFI
+  /// threads start before compressed sections are inflated).
+  private static func readDWARF(_ file: inout Opened, supplementaryPath: String?) {
+    guard file.object.hasDebugInfo else { return }
+    file.dwarf = reader(path: file.object.path, architecture: file.universal ? file.sliceArchitecture : nil,
+                        supplementaryPath: supplementaryPath, notes: &file.object.notes)
+  }
+
+  private static func open(path: String, options: Options) throws -> Opened {
     let mapped: MappedFile
     do { mapped = try MappedFile(path: path) } catch { throw ReportError("\(path): \(error)") }
     let result = mapped.withReader { bytes -> Result<Opened, ReportError> in
       do {
         switch try BinaryFile.parse(bytes) {
         case .elf(let file):
-          return .success(try elfObject(file, bytes: bytes, mapped: mapped, supplementaryPath: supplementaryPath))
+          return .success(try elfObject(file, bytes: bytes, mapped: mapped))
         case .machO(let file):
           return .success(try machOObject(file, slice: bytes, path: path, mapped: mapped, universal: false))
         case .fat(let fat):
@@ -364,8 +373,7 @@ public final class BreakpadSymbols {
     return try result.get()
   }
 
-  private static func elfObject(_ file: ELFFile, bytes: ByteReader, mapped: MappedFile,
-                                supplementaryPath: String?) throws -> Opened {
+  private static func elfObject(_ file: ELFFile, bytes: ByteReader, mapped: MappedFile) throws -> Opened {
     let path = mapped.path
     // symbolic's load address: the first PT_LOAD's p_vaddr, as it is (0 for libraries and PIE).
     let loadAddress = file.programHeaders.first { $0.type == ProgramHeader.load }?.vmAddress ?? 0
@@ -401,8 +409,6 @@ public final class BreakpadSymbols {
       }
       symbols += entries.map { ($0.name, $0.address - loadAddress, $0.size) }
     }
-    let dwarf = file.debugInfo.hasDebugInfo ? reader(path: path, architecture: nil, supplementaryPath: supplementaryPath,
-                                                      notes: &object.notes) : nil
     let executable = file.sections.filter { $0.flags & ELFSection.executableFlag != 0 }
       .map { (name: $0.name.isEmpty ? "unknown" : $0.name, vmAddress: $0.vmAddress) }
     let source = BreakpadObjectSource(symbols: symbols, loadAddress: loadAddress, executableSections: executable)
@@ -417,7 +423,7 @@ public final class BreakpadSymbols {
                                                   addressSize: file.header.is64Bit ? 8 : 4, path: path))
       }
     }
-    return Opened(object: object, source: source, dwarf: dwarf, identity: file.buildID, sliceArchitecture: nil)
+    return Opened(object: object, source: source, dwarf: nil, identity: file.buildID, sliceArchitecture: nil)
   }
 
   private static func machOObject(_ file: MachOFile, slice bytes: ByteReader, path: String, mapped: MappedFile,
@@ -463,8 +469,6 @@ public final class BreakpadSymbols {
         symbols.append((name, entry.address - loadAddress, 0))
       }
     }
-    let dwarf = object.hasDebugInfo ? reader(path: path, architecture: universal ? file.architecture : nil,
-                                             supplementaryPath: nil, notes: &object.notes) : nil
     let source = BreakpadObjectSource(symbols: symbols, loadAddress: loadAddress, executableSections: [])
     // `__unwind_info` (compact unwinding) is not turned into STACK CFI; `__eh_frame` and a dSYM's
     // `__debug_frame` are.
@@ -481,7 +485,8 @@ public final class BreakpadSymbols {
         }
       }
     }
-    return Opened(object: object, source: source, dwarf: dwarf, identity: file.uuid, sliceArchitecture: file.architecture)
+    return Opened(object: object, source: source, dwarf: nil, identity: file.uuid, sliceArchitecture: file.architecture,
+                  universal: universal)
   }
 
   /// A reader over the file's DWARF (unit headers only: the workers walk it), or `nil` with a note
