@@ -37,6 +37,7 @@ fixtures:
 	Scripts/make-dwarf-fixtures
 	Scripts/make-hostile-fixtures
 	Scripts/make-dwarf-reader-fixtures
+	Scripts/make-breakpad-fixtures
 
 # libFuzzer over BinaryFile.parse: Tests/Fuzz/*.swift compiled with Sources/ImageReaders into one module (no
 # package target), seeded with every committed fixture; then the unwinder's C engine (Tests/Fuzz/FuzzUnwind.c

@@ -23,7 +23,7 @@ struct SymbolsCommand: Command {
       --arch <name>           The slice of a universal file (arm64, x86_64, ...).
       -o, --output <file>     Write to this file (replaced once complete) instead of standard output.
       --store <dir>           Write to <dir>/NAME/DEBUGID/NAME.sym, as dump_syms -s does (the layout
-                              symbol servers, minidump-stackwalk --symbols-path and symbolicate read).
+                              symbol servers and minidump-stackwalk --symbols-path read).
       --search <path>         A folder or file holding debug files (repeatable), as for symbolicate.
       --no-system-debug       Do not look in /usr/lib/debug or the debuginfod cache.
       -h, --help              Show help information.
