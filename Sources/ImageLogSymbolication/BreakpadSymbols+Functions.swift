@@ -1,22 +1,12 @@
 internal import Glibc
 import ImageReaders
 
-/// A line record: `address size line filenum`.
-struct BreakpadLineRecord: Equatable {
-  var address: UInt64
-  var size: UInt64
-  var line: UInt32
-  var file: UInt32
-}
+/// A line record as the reader holds it: `address size line filenum`.
+typealias BreakpadLineRecord = BreakpadSymbolFile.Line
 
-/// An `INLINE depth callline callfile origin` record; its address ranges are in `BreakpadRecords.inlineRanges`.
-struct BreakpadInlineRecord: Equatable {
-  var depth: UInt32
-  var callLine: UInt32
-  var callFile: UInt32
-  var origin: UInt32
-  var ranges: Range<Int>
-}
+/// An `INLINE depth callline callfile origin` record as the reader holds it; its address ranges are in
+/// `BreakpadRecords.inlineRanges`.
+typealias BreakpadInlineRecord = BreakpadSymbolFile.Inline
 
 /// The line and inline records of every function, in flat arrays that each FUNC points into.
 struct BreakpadRecords {

@@ -196,20 +196,15 @@ final class BreakpadUnitPreparer {
       stamp &+= 1
     }
 
-    mutating func file(_ number: Int) -> UInt32 {
-      while fileStamps.count <= number { fileStamps.append(0) }
-      if fileStamps[number] != stamp {
-        fileStamps[number] = stamp
-        files.append(Int32(truncatingIfNeeded: number))
-      }
-      return UInt32(truncatingIfNeeded: number)
-    }
+    mutating func file(_ number: Int) -> UInt32 { Self.use(number, stamp: stamp, stamps: &fileStamps, used: &files) }
 
-    mutating func origin(_ number: Int) -> UInt32 {
-      while originStamps.count <= number { originStamps.append(0) }
-      if originStamps[number] != stamp {
-        originStamps[number] = stamp
-        origins.append(Int32(truncatingIfNeeded: number))
+    mutating func origin(_ number: Int) -> UInt32 { Self.use(number, stamp: stamp, stamps: &originStamps, used: &origins) }
+
+    private static func use(_ number: Int, stamp: Int32, stamps: inout [Int32], used: inout [Int32]) -> UInt32 {
+      while stamps.count <= number { stamps.append(0) }
+      if stamps[number] != stamp {
+        stamps[number] = stamp
+        used.append(Int32(truncatingIfNeeded: number))
       }
       return UInt32(truncatingIfNeeded: number)
     }

@@ -448,17 +448,8 @@ public final class BreakpadSymbols {
       }
     }
     var symbols: [(name: String, address: UInt64, size: UInt64)] = []
-    if let command = file.symbolTable {
-      let entrySize: UInt64 = file.header.is64Bit ? 16 : 12
-      // nsyms is a UInt32: the product with 16 fits in UInt64.
-      let symbolRange = try ByteReader.checkedRange(offset: UInt64(command.symbolOffset),
-                                                    size: UInt64(command.symbolCount) * entrySize,
-                                                    limit: slice.count, "LC_SYMTAB symbol table")
-      let stringRange = try ByteReader.checkedRange(offset: UInt64(command.stringOffset), size: UInt64(command.stringSize),
-                                                    limit: slice.count, "LC_SYMTAB string table")
-      let entries = try SymbolEntry.machO(symbols: try slice.slice(at: symbolRange.lowerBound, length: symbolRange.count),
-                                          count: Int(command.symbolCount),  // UInt32 -> Int is exact on 64-bit
-                                          strings: try slice.slice(at: stringRange.lowerBound, length: stringRange.count),
+    if let table = try file.symbolTableBytes(in: slice) {
+      let entries = try SymbolEntry.machO(symbols: table.symbols, count: table.count, strings: table.strings,
                                           is64Bit: file.header.is64Bit) { type, section, address in
         // N_STAB 0xe0, N_TYPE 0x0e, N_SECT 0x0e
         type & 0xE0 == 0 && type & 0x0E == 0x0E && codeSections.contains(section) && address >= loadAddress

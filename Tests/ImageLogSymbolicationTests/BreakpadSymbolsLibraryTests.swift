@@ -82,11 +82,7 @@ struct BreakpadSymbolsLibraryTests {
   /// compilation directory (gdb and llvm-symbolizer write `csu/init-first.c`, as imagelog does).
   @Test(.enabled(if: debugFile(libc) != nil, "needs libc6-dbg"))
   func libcWithDebugFile() throws {
-    let debug = try #require(Self.debugFile(Self.libc))
-    let theirs = try SymRecords(BreakpadOracle.dumpSyms([Self.libc, debug], inlines: true))
-    let ours = try SymRecords(BreakpadOracle.ours(Self.libc, inlines: true, systemDirectories: true,
-                                                           unitStride: Self.stride).text)
-    var rules = try Rules([Self.libc, debug])
+    var (debug, theirs, ours, rules) = try Self.withDebugFile(Self.libc)
     let compilationDirectories = try Self.relativeCompilationDirectories(debug)
     try #require(!compilationDirectories.isEmpty, "libc's DWARF no longer has relative DW_AT_comp_dir: drop this rule")
     var doubled = 0
@@ -109,11 +105,7 @@ struct BreakpadSymbolsLibraryTests {
   /// (readelf's first PT_LOAD): imagelog writes them relative too, where no other record is.
   @Test(.enabled(if: debugFile(python) != nil, "needs python3.11-dbg (Scripts/install-test-tools)"))
   func python311WithDebugFile() throws {
-    let debug = try #require(Self.debugFile(Self.python))
-    let theirs = try SymRecords(BreakpadOracle.dumpSyms([Self.python, debug], inlines: true))
-    let ours = try SymRecords(BreakpadOracle.ours(Self.python, inlines: true, systemDirectories: true,
-                                                           unitStride: Self.stride).text)
-    var rules = try Rules([Self.python, debug])
+    var (debug, theirs, ours, rules) = try Self.withDebugFile(Self.python)
     let headers = try runChild(["readelf", "-lW", Self.python]).output.split(separator: "\n")
     let load = try #require(headers.first { $0.drop { $0 == " " }.hasPrefix("LOAD") }?.split(separator: " ")[2])
     let loadAddress = try #require(UInt64(load.dropFirst(2), radix: 16))
@@ -131,6 +123,15 @@ struct BreakpadSymbolsLibraryTests {
     })
     #expect(differences.isEmpty, "\(differences.count) differences:\n\(differences.prefix(10).map(\.description).joined(separator: "\n"))")
     #expect(moved > 0 && ours.symbols.count > 5000)
+  }
+
+  /// `program` and its debug file: the debug file's path, dump_syms' records given both, imagelog's
+  /// given the program (finding the debug file itself), and the rules over both files.
+  static func withDebugFile(_ program: String) throws -> (debug: String, theirs: SymRecords, ours: SymRecords, rules: Rules) {
+    let debug = try #require(debugFile(program))
+    let theirs = try SymRecords(BreakpadOracle.dumpSyms([program, debug], inlines: true))
+    let ours = try SymRecords(BreakpadOracle.ours(program, inlines: true, systemDirectories: true, unitStride: stride).text)
+    return (debug, theirs, ours, try Rules([program, debug]))
   }
 
   /// The `DW_AT_comp_dir` values of the file's units that are relative, normalized (`./csu` -> `csu`).

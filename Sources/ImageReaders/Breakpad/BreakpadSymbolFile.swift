@@ -39,6 +39,13 @@ public struct BreakpadSymbolFile: Sendable {
     public var size: UInt64
     public var line: UInt32
     public var file: UInt32
+
+    public init(address: UInt64, size: UInt64, line: UInt32, file: UInt32) {
+      self.address = address
+      self.size = size
+      self.line = line
+      self.file = file
+    }
   }
 
   /// `INLINE depth call_line call_file origin [address size]+`.
@@ -49,6 +56,14 @@ public struct BreakpadSymbolFile: Sendable {
     public var origin: UInt32
     /// Its address ranges in `inlineRanges`.
     public var ranges: Range<Int>
+
+    public init(depth: UInt32, callLine: UInt32, callFile: UInt32, origin: UInt32, ranges: Range<Int>) {
+      self.depth = depth
+      self.callLine = callLine
+      self.callFile = callFile
+      self.origin = origin
+      self.ranges = ranges
+    }
   }
 
   /// `PUBLIC [m] address parameter_size name`.

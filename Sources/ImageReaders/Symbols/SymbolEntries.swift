@@ -74,3 +74,21 @@ extension SymbolEntry {
     return result
   }
 }
+
+extension MachOFile {
+  /// `LC_SYMTAB`'s symbol entries (`nsyms` of them) and string table in `slice` (the slice's bytes, its
+  /// endianness set), each range checked against it; `nil` when the file has no `LC_SYMTAB`.
+  package func symbolTableBytes(in slice: ByteReader) throws(FormatError) -> (symbols: ByteReader, count: Int, strings: ByteReader)? {
+    guard let command = symbolTable else { return nil }
+    let entrySize: UInt64 = header.is64Bit ? 16 : 12
+    // nsyms is a UInt32: the product with 16 fits in UInt64.
+    let symbolRange = try ByteReader.checkedRange(offset: UInt64(command.symbolOffset),
+                                                  size: UInt64(command.symbolCount) * entrySize,
+                                                  limit: slice.count, "LC_SYMTAB symbol table")
+    let stringRange = try ByteReader.checkedRange(offset: UInt64(command.stringOffset), size: UInt64(command.stringSize),
+                                                  limit: slice.count, "LC_SYMTAB string table")
+    return (try slice.slice(at: symbolRange.lowerBound, length: symbolRange.count),
+            Int(command.symbolCount),  // UInt32 -> Int is exact on 64-bit
+            try slice.slice(at: stringRange.lowerBound, length: stringRange.count))
+  }
+}
