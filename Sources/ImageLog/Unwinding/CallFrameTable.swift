@@ -197,39 +197,44 @@ public struct CallFrameTable {
 
   /// Every row of `entry` in order (`nil` when its instructions are malformed).
   public func rows(of entry: Entry) -> [CallFrameRow]? {
-    var rows: [CallFrameRow] = []
-    var pc = entry.pcRange.lowerBound
-    // Each row ends past its start: at most one row per address of the FDE, and at most one per
-    // instruction byte.
-    while pc < entry.pcRange.upperBound, rows.count <= entry.instructions.count {
-      guard let row = row(of: entry, at: pc), row.end > pc else { return nil }
-      rows.append(row)
-      pc = row.end
-    }
-    return rows
+    collectRows(of: entry) { CallFrameRow($0) }
   }
 
   /// Every row of `entry` in order, as `rows(of:)` gives them, each with its rules in column order
   /// (`nil` when its instructions are malformed): one walk for tools that convert whole sections (a
   /// Breakpad symbol file's STACK CFI records), without a dictionary per row.
   public func ruleRows(of entry: Entry) -> [CallFrameRuleRow]? {
-    withCMemory(memory) { cMemory in
+    collectRows(of: entry) { CallFrameRuleRow($0) }
+  }
+
+  /// The rows of `entry` in order, each decoded by `decode` (`nil` when the instructions are malformed
+  /// or a row cannot be decoded), from one run of its instructions (`il_cfi_fde_rows`). Each row ends
+  /// past its start: at most one row per address of the FDE, and at most one per instruction byte.
+  private func collectRows<Row>(of entry: Entry, _ decode: (il_cfi_row) -> Row?) -> [Row]? {
+    guard !entry.pcRange.isEmpty else { return [] }
+    var rows: [Row] = []
+    var decoded = true
+    let complete = withCMemory(memory) { cMemory in
       var section = self.section
       section.memory = cMemory
       var fde = cFDE(entry)
-      var result: [CallFrameRuleRow] = []
       var row = il_cfi_row()
-      var pc = entry.pcRange.lowerBound
-      // As in rows(of:): each row ends past its start, at most one per instruction byte.
-      while pc < entry.pcRange.upperBound, result.count <= entry.instructions.count {
-        guard il_cfi_fde_row(&section, &fde, pc, &row) != 0, row.end > pc, let decoded = CallFrameRuleRow(row) else {
-          return nil
+      return withoutActuallyEscaping({ (row: UnsafePointer<il_cfi_row>) -> Bool in
+        guard rows.count <= entry.instructions.count else { return false }
+        guard let value = decode(row.pointee) else { decoded = false; return false }
+        rows.append(value)
+        return true
+      }) { each in
+        var visitor = each
+        return withUnsafeMutablePointer(to: &visitor) { context in
+          il_cfi_fde_rows(&section, &fde, &row, { row, context in
+            guard let row, let context else { return 0 }
+            return context.assumingMemoryBound(to: ((UnsafePointer<il_cfi_row>) -> Bool).self).pointee(row) ? 1 : 0
+          }, context) != 0
         }
-        result.append(decoded)
-        pc = row.end
       }
-      return result
     }
+    return complete && decoded ? rows : nil
   }
 
   func cFDE(_ entry: Entry) -> il_cfi_fde {
