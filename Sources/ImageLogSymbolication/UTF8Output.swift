@@ -39,7 +39,8 @@ struct UTF8Output {
         buffer[index] = UInt8(ascii: "0") + UInt8(remaining % 10)  // a digit: < 10
         remaining /= 10
       } while remaining > 0
-      bytes.append(contentsOf: buffer[index...])
+      // Rebased: a raw buffer is copied whole, a slice of one a byte at a time.
+      bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
     }
   }
 
@@ -61,10 +62,16 @@ struct UTF8Output {
 
   /// `value` in lowercase hex without leading zeros or `0x` (one digit for 0).
   mutating func appendHex(_ value: UInt64) {
-    var shift = (HexText.digitCount(value) - 1) * 4
-    while shift >= 0 {
-      bytes.append(HexText.digit(Int(truncatingIfNeeded: (value >> UInt64(shift)) & 0xF)))
-      shift -= 4
+    var digits: (UInt64, UInt64) = (0, 0)  // 16 bytes for 16 digits at most, written from the right
+    withUnsafeMutableBytes(of: &digits) { buffer in
+      var remaining = value
+      var index = buffer.count
+      repeat {
+        index -= 1
+        buffer[index] = HexText.digit(Int(truncatingIfNeeded: remaining & 0xF))
+        remaining >>= 4
+      } while remaining > 0
+      bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[index...]))
     }
   }
 
