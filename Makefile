@@ -38,9 +38,12 @@ fixtures:
 	Scripts/make-hostile-fixtures
 	Scripts/make-dwarf-reader-fixtures
 	Scripts/make-breakpad-fixtures
+	Scripts/make-minidump-fixtures
+	Scripts/make-linux-report-fixtures
 
-# libFuzzer over BinaryFile.parse: Tests/Fuzz/*.swift compiled with Sources/ImageReaders into one module (no
-# package target), seeded with every committed fixture; then the unwinder's C engine (Tests/Fuzz/FuzzUnwind.c
+# libFuzzer over BinaryFile.parse, the core reader and the minidump reader: Tests/Fuzz/*.swift compiled with
+# Sources/ImageReaders into one module (no package target), seeded with every committed fixture (minidumps
+# included); then the unwinder's C engine (Tests/Fuzz/FuzzUnwind.c
 # with Sources/CImageLogUnwind, clang -fsanitize=fuzzer,address,undefined) over the same seeds, each read as a
 # process's memory. FUZZ_SECONDS=600 make fuzz for a longer run (each target gets FUZZ_SECONDS).
 FUZZ_SECONDS ?= 60
@@ -48,7 +51,7 @@ FUZZ_DIR ?= .build-fuzz
 CLANG ?= clang
 fuzz:
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus-unwind $(FUZZ_DIR)/artifacts
-	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz \
+	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz -package-name imagelog \
 	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -I Sources/CImageLogUnwind/include Sources/CImageLogUnwind/unwind.c Tests/Fuzz/FuzzUnwind.c \
@@ -70,6 +73,11 @@ install:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/imagelog
 	install -m 755 .build/release/imagelog $(DESTDIR)$(PREFIX)/bin/imagelog
 	install -m 644 .build/release/libImageLogAudit.so $(DESTDIR)$(PREFIX)/lib/imagelog/libImageLogAudit.so
+	@# imagelog core-handler turns the kernel's cores into reports once /proc/sys/kernel/core_pattern pipes
+	@# them to it. Installing never changes that setting (it is the machine's: systemd-coredump, apport):
+	@# the line is printed for the administrator to write (README.md, "Core handler").
+	@echo "imagelog core-handler: to have the kernel pipe every core to it, write this line to /proc/sys/kernel/core_pattern:"
+	@Scripts/print-core-pattern --prefix $(PREFIX)
 
 clean:
 	$(SWIFT) package clean

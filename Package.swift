@@ -10,7 +10,8 @@ let package = Package(
   products: [
     .library(name: "ImageLog", targets: ["ImageLog"]),
     .library(name: "ImageReaders", targets: ["ImageReaders"]),
-    .library(name: "ImageLogSymbolication", targets: ["ImageLogSymbolication"]),
+    // The crash pipeline: a process snapshot from any source, symbolicated, written in any style.
+    .library(name: "CrashPipeline", targets: ["Snapshot", "SnapshotSources", "Symbolication", "SnapshotFormatting"]),
     .library(name: "ImageLogAudit", type: .dynamic, targets: ["CImageLogAudit"]),
     .executable(name: "imagelog", targets: ["ImageLogCLI"]),
   ],
@@ -26,15 +27,26 @@ let package = Package(
     // rtld-audit module for `imagelog run` (LD_AUDIT); a shared library of its own, linked against nothing
     // (audit.c says why): no libc, no crt files, no search path to the toolchain's runtime, and -z defs so
     // that a function the module would need from a library fails the link rather than the audited program.
-    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage"],
+    .target(name: "CImageLogAudit", dependencies: ["CImageLogImage", "CImageLogUnwind"],
             linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xclang-linker", "-nostdlib",
                                            "-Xlinker", "-z", "-Xlinker", "defs"])]),
     // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.
     .target(name: "ImageReaders"),
     // The in-process image list, observers, formatting, other processes. No Foundation.
     .target(name: "ImageLog", dependencies: ["CImageLog", "CImageLogUnwind", "ImageReaders"]),
-    // Crash report parsing and address-to-symbol resolution.
-    .target(name: "ImageLogSymbolication", dependencies: ["ImageLog", "ImageReaders"]),
+    // The crash pipeline, source -> model -> symbolication -> writer: every source becomes one model of a
+    // process at a moment, which symbolication enriches and the writers read.
+    // The model (ProcessSnapshot): the exception, threads with frames and their trust, images with their
+    // identities, what the source said about the process.
+    .target(name: "Snapshot", dependencies: ["ImageLog", "ImageReaders"]),
+    // Sources: a live process, a core (a file or a core_pattern stream), a minidump, and each text report
+    // kind (imagelog's, Apple's, Swift's, sanitizers, systemd-coredump, Android, glibc), each a snapshot.
+    .target(name: "SnapshotSources", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
+    // Symbolication: each image's file found by identity, a minidump's threads unwound with the files'
+    // call frame information, each frame named from symbol tables and DWARF.
+    .target(name: "Symbolication", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
+    // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps.
+    .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
     // libm: the Swift runtime, libstdc++ (StaticLink/libstdc++.so is a linker script naming the archive) and
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations
@@ -45,7 +57,8 @@ let package = Package(
     // The executable's C part: CommandLine's argv without the runtime's /proc/self/maps scan (argv.c),
     // and `imagelog run`, which execs the command from the first constructor, before the runtime starts (run.c).
     .target(name: "CImageLogMain", dependencies: ["CImageLogImage"]),
-    .executableTarget(name: "ImageLogCLI", dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLogMain"],
+    .executableTarget(name: "ImageLogCLI", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotSources",
+                                                        "Symbolication", "SnapshotFormatting", "CImageLogMain"],
                       exclude: ["StaticLink"],
                       linkerSettings: [.unsafeFlags(["-static-stdlib", "-L", staticLinkDirectory,
                                                      "-Xclang-linker", "-static-libgcc",
@@ -55,17 +68,22 @@ let package = Package(
                                                      "-Xlinker", "--section-ordering-file=" + staticLinkDirectory + "/hot-sections.txt"])]),
     // `make bench`: side-by-side measurements against real peers; writes BENCHMARKS.md.
     .executableTarget(name: "ImageLogBenchmarks",
-                      dependencies: ["ImageLog", "ImageReaders", "ImageLogSymbolication", "CImageLog"]),
+                      dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotSources", "Symbolication",
+                                     "SnapshotFormatting", "CImageLog"]),
     // What the test targets share: running child processes, temporary folders, files, tools on PATH.
     .target(name: "ImageLogTestSupport", path: "Tests/ImageLogTestSupport"),
     .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "CImageLogImage",
-                                                     "CImageLogUnwind", "ImageLogSymbolication", "ImageLogTestSupport"]),
-    .testTarget(name: "ImageLogSymbolicationTests",
-                dependencies: ["ImageLogSymbolication", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
+                                                     "CImageLogUnwind", "Snapshot", "SnapshotSources", "Symbolication",
+                                                     "SnapshotFormatting",
+                                                     "ImageLogTestSupport"]),
+    // The pipeline's stages: sources, symbolication, writers.
+    .testTarget(name: "SymbolicationTests",
+                dependencies: ["Snapshot", "SnapshotSources", "Symbolication", "SnapshotFormatting", "ImageLog",
+                               "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
-    .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "ImageLogTestSupport"]),
+    .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "ImageLogTestSupport"]),
   ],
   swiftLanguageModes: [.v6]
 )

@@ -209,7 +209,7 @@ static void set_register(il_thread_registers *registers, int number, uint64_t va
 }
 
 /* Registers (DWARF-numbered) and the stack copy of one stopped thread. */
-static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack) {
+static void copy_thread(slot *item, const uint64_t *mappings, size_t mapping_count, uint64_t max_stack) {
   il_thread_capture *capture = &item->capture;
   struct user_regs_struct regs;
   struct iovec vector = { &regs, sizeof regs };
@@ -227,6 +227,8 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
     uint32_t r[17];
     memcpy(r, &regs, sizeof r);
     out->arch = 3;
+    for (int n = 0; n < 17; n++) capture->machine[n] = r[n];
+    capture->machine_count = 17;
     const uint64_t values[9] = { r[6], r[1], r[2], r[0], r[15], r[5], r[3], r[4], r[12] };  /* eax .. edi, eip */
     for (int n = 0; n < 9; n++) set_register(out, n, values[n]);
     sp = r[15];
@@ -236,6 +238,8 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
     return;
   } else {
     out->arch = 1;
+    memcpy(capture->machine, &regs, sizeof regs);  /* 27 unsigned longs */
+    capture->machine_count = (int)(sizeof regs / sizeof(uint64_t));
     const uint64_t values[17] = { regs.rax, regs.rdx, regs.rcx, regs.rbx, regs.rsi, regs.rdi, regs.rbp, regs.rsp,
                                   regs.r8, regs.r9, regs.r10, regs.r11, regs.r12, regs.r13, regs.r14, regs.r15, regs.rip };
     for (int n = 0; n < 17; n++) set_register(out, n, values[n]);
@@ -248,6 +252,8 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
     return;
   }
   out->arch = 2;
+  memcpy(capture->machine, &regs, sizeof regs);  /* regs[31], sp, pc, pstate */
+  capture->machine_count = (int)(sizeof regs / sizeof(uint64_t));
   for (int n = 0; n < 31; n++) set_register(out, n, regs.regs[n]);
   set_register(out, 31, regs.sp);
   set_register(out, 32, regs.pc);
@@ -266,8 +272,9 @@ static void copy_thread(pid_t pid, slot *item, const uint64_t *mappings, size_t 
   uint8_t *bytes = malloc((size_t)length);
   if (!bytes) return;  /* unwinding then reads the live stack: worse, not wrong for the frames it finds */
   struct iovec local = { bytes, (size_t)length }, remote = { (void *)(uintptr_t)start, (size_t)length };
-  /* One range: the kernel copies up to the first page it cannot read and returns that count. */
-  ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  /* One range: the kernel copies up to the first page it cannot read and returns that count. Read
+     through the thread itself: a main thread that exited (pthread_exit) no longer reaches the memory. */
+  ssize_t got = process_vm_readv(capture->tid, &local, 1, &remote, 1, 0);
   if (got <= 0) { free(bytes); return; }
   capture->stack = bytes;
   capture->stack_size = (size_t)got;
@@ -347,7 +354,7 @@ int il_capture_threads(pid_t pid, const uint64_t *mappings, size_t mapping_count
   }
   if (failure == 0) {
     for (size_t i = 0; i < list.count; i++)
-      if (list.items[i].phase == STOPPED) copy_thread(pid, &list.items[i], mappings, mapping_count, max_stack_bytes);
+      if (list.items[i].phase == STOPPED) copy_thread(&list.items[i], mappings, mapping_count, max_stack_bytes);
   }
   uint64_t last_detach = first_interrupt;
   for (size_t i = 0; i < list.count; i++) {

@@ -10,12 +10,8 @@
  * a namespace of our own. So: no malloc, no stdio, no locks. The line buffer is static: the loader
  * lock serializes the hooks, and a forked child has its own copy.
  *
- * No libc: a module that needs one makes the loader map, relocate and initialize a second libc in
- * the audit namespace at every start of every audited program, which costs more than everything the
- * module does (BENCHMARKS.md). So the module makes its few system calls itself, reads the
- * environment and the auxiliary vector from the arguments the loader passes its initializer, and
- * defines the four string functions the compiler and CImageLogImage.h call. Nothing it does touches
- * the program's errno (it has none of its own either).
+ * No libc and no Swift runtime (audit_libc.h says why, and holds what stands in for them). Nothing
+ * the module does touches the program's errno (it has none of its own either).
  *
  * Program headers: the loader's own table for each object, as dlinfo(RTLD_DI_PHDR) returns it
  * (which is libc's). glibc keeps it in the link map, in the fields l_phdr, l_entry and l_phnum, one
@@ -28,6 +24,8 @@
 #define _GNU_SOURCE
 #include "CImageLogAudit.h"
 #include "CImageLogImage.h"
+#include "audit_libc.h"
+#include "audit_crash.h"
 #include <elf.h>
 #include <errno.h>  /* the E* numbers only: the module has no errno */
 #include <fcntl.h>
@@ -37,106 +35,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
-
-/* SwiftPM links every product with the Swift driver, which adds swiftrt.o and -lswiftCore. Loaded
-   by LD_AUDIT, that would bring the Swift runtime, libstdc++ and a second libm into the audit
-   namespace of every program, at each start (the cost: BENCHMARKS.md). So: swiftrt.o's two references to the
-   runtime are satisfied here (hidden, never called by anything that matters for a C library),
-   and an autolink entry (the Swift driver's own mechanism, read by swift-autolink-extract and put
-   before -lswiftCore on the link line) makes the linker drop libraries nothing uses. The module
-   links with -nostdlib (Package.swift), so it depends on nothing at all. */
-__asm__(".section .swift1_autolink_entries,\"e\"\n.asciz \"-Wl,--as-needed\"\n.previous\n");
-__attribute__((visibility("hidden"))) void swift_addNewDSOImage(const void *image) { (void)image; }
-__attribute__((visibility("hidden"))) int _swift_backtrace_isThunkFunction(const char *name) { (void)name; return 0; }
-
-/* ---- what libc would have given: system calls, string functions ---- */
-
-/* A system call; returns the result, or -errno. */
-static long sys6(long number, long a, long b, long c, long d, long e, long f) {
-#if defined(__x86_64__)
-  register long r10 __asm__("r10") = d, r8 __asm__("r8") = e, r9 __asm__("r9") = f;
-  long result;
-  __asm__ volatile("syscall" : "=a"(result) : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return result;
-#elif defined(__aarch64__)
-  register long x8 __asm__("x8") = number, x0 __asm__("x0") = a, x1 __asm__("x1") = b, x2 __asm__("x2") = c,
-                x3 __asm__("x3") = d, x4 __asm__("x4") = e, x5 __asm__("x5") = f;
-  __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory");
-  return x0;
-#else
-#error "the audit module makes its own system calls: add this architecture's convention"
-#endif
-}
-#define SYS(number, ...) SYS_N(number, __VA_ARGS__, 0, 0, 0, 0, 0, 0)
-#define SYS_N(number, a, b, c, d, e, f, ...) sys6((number), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
-
-/* The compiler may call these for copies and comparisons, and CImageLogImage.h does; hidden, so nothing outside the
-   module binds to them. The loops stay loops (LLVM does not turn a loop in a function named memcpy
-   or memset into a call to itself; the barrier keeps any compiler from doing so). */
-__attribute__((visibility("hidden"))) void *memcpy(void *restrict to, const void *restrict from, size_t count) {
-  unsigned char *out = to;
-  const unsigned char *in = from;
-  for (size_t index = 0; index < count; index++) { out[index] = in[index]; __asm__("" ::: "memory"); }
-  return to;
-}
-__attribute__((visibility("hidden"))) void *memset(void *to, int value, size_t count) {
-  unsigned char *out = to;
-  for (size_t index = 0; index < count; index++) { out[index] = (unsigned char)value; __asm__("" ::: "memory"); }
-  return to;
-}
-__attribute__((visibility("hidden"))) int memcmp(const void *left, const void *right, size_t count) {
-  const unsigned char *a = left, *b = right;
-  for (size_t index = 0; index < count; index++) if (a[index] != b[index]) return a[index] < b[index] ? -1 : 1;
-  return 0;
-}
-/* What clang turns memcmp(...) == 0 into. */
-__attribute__((visibility("hidden"))) int bcmp(const void *left, const void *right, size_t count) {
-  return memcmp(left, right, count);
-}
-__attribute__((visibility("hidden"))) size_t strlen(const char *text) {
-  size_t length = 0;
-  while (text[length] != '\0') { length++; __asm__("" ::: "memory"); }
-  return length;
-}
-
-/* True when `entry` is `name=...`; *value is then what follows the '='. */
-static int variable_named(const char *entry, const char *name, const char **value) {
-  size_t index = 0;
-  while (name[index] != '\0' && entry[index] == name[index]) index++;
-  if (name[index] != '\0' || entry[index] != '=') return 0;
-  *value = entry + index + 1;
-  return 1;
-}
-
-/* ---- the process: its environment and auxiliary vector, from the loader ---- */
-
-static char **environment;
-static const ElfW(auxv_t) *auxiliary;
-
-/* The loader passes every initializer argc, argv and the environment, as the kernel laid them out
-   (its initializers run before la_version): the auxiliary vector follows the environment's NULL. */
-__attribute__((constructor)) static void capture_environment(int argc, char **argv, char **envp) {
-  (void)argc; (void)argv;
-  environment = envp;
-  if (envp == NULL) return;
-  char **end = envp;
-  while (*end != NULL) end++;
-  auxiliary = (const ElfW(auxv_t) *)(end + 1);
-}
-
-static const char *variable(const char *name) {
-  const char *value;
-  for (char **entry = environment; entry != NULL && *entry != NULL; entry++) if (variable_named(*entry, name, &value)) return value;
-  return NULL;
-}
-
-static uintptr_t auxiliary_value(uintptr_t type) {
-  for (const ElfW(auxv_t) *entry = auxiliary; entry != NULL && entry->a_type != AT_NULL; entry++) {
-    if (entry->a_type == type) return entry->a_un.a_val;
-  }
-  return 0;
-}
 
 /* ---- state ---- */
 
@@ -290,8 +188,10 @@ static void say_layout_unknown(void) {
   write_line(text, sizeof text - 1);
 }
 
-static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
-                        uint64_t since_start, uint64_t step) {
+/* `map` as its line describes it, from the program headers `table` (`count` of them). 0 when they
+   describe no image. The path points into `map` or a static buffer. */
+static int describe_image(const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
+                          il_image *image) {
   static char executable[4096];
   const char *path = map->l_name;
   if (is_main) {
@@ -301,12 +201,25 @@ static void write_event(int removed, const struct link_map *map, int is_main, co
     }
     path = executable;
   }
+  if (count == 0 || !il_image_describe(table, count, (uint64_t)map->l_addr, page_size, image)) return 0;
+  image->path = path != NULL ? path : "";
+  image->architecture = il_native_architecture();
+  image->is_main = is_main;
+  if (vdso_header != 0 && image->load_address == vdso_header && !is_main) image->path = "[vdso]";
+  return 1;
+}
+
+/* `map` described from the program headers the loader mapped it by (headers_of). */
+static int describe_map(const struct link_map *map, int is_main, il_image *image) {
+  size_t count = 0;
+  const ElfW(Phdr) *table = headers_of(map, is_main, &count);
+  return table != NULL && describe_image(map, is_main, table, count, image);
+}
+
+static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
+                        uint64_t since_start, uint64_t step) {
   il_image image;
-  if (count == 0 || !il_image_describe(table, count, (uint64_t)map->l_addr, page_size, &image)) return;
-  image.path = path != NULL ? path : "";
-  image.architecture = il_native_architecture();
-  image.is_main = is_main;
-  if (vdso_header != 0 && image.load_address == vdso_header && !is_main) image.path = "[vdso]";
+  if (!describe_image(map, is_main, table, count, &image)) return;
   il_line_options event = options;
   event.removed = removed;
   event.since_start_ns = since_start;
@@ -350,6 +263,8 @@ static void report(int removed, struct link_map *map, uint64_t since_start, uint
   write_event(removed, map, is_main, table, count, since_start, step);
 }
 
+#include "audit_crash_report.h"
+
 /* ---- the environment: what imagelog passed, and what the program's children must not inherit ---- */
 
 /* Removes our module from LD_AUDIT in place (the strings live on the initial stack, shared with the
@@ -375,20 +290,6 @@ static void clean_environment(const char *module_path) {
   *write_at = NULL;
 }
 
-static int parse_number(const char *text, uint64_t *value) {
-  if (text == NULL || *text == '\0') return 0;
-  uint64_t result = 0;
-  for (; *text; text++) {
-    if (*text < '0' || *text > '9' || result > (UINT64_MAX - 9) / 10) return 0;
-    result = result * 10 + (uint64_t)(*text - '0');
-  }
-  *value = result;
-  return 1;
-}
-
-static int same_text(const char *left, const char *right) {
-  return left != NULL && strlen(left) == strlen(right) && memcmp(left, right, strlen(right)) == 0;
-}
 
 /* Always accepts the interface version: a module that returns 0 is unloaded, and glibc asserts
    (rtld.c unload_audit_module) when the module brought dependencies into its namespace. Without a
@@ -442,6 +343,7 @@ unsigned int la_version(unsigned int version) {
     vdso_bias = vdso_header - (uintptr_t)vdso_layout.first_vaddr;
   mark_ns = now_ns();
   if (start_ns == 0 || start_ns > mark_ns) start_ns = mark_ns;
+  audit_install_crash_handler();
   if (!follow) {
     /* The command's own process only: its children run plain, and exec closes the descriptor. Last,
        once every variable above was read. */
@@ -468,7 +370,7 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
   (void)cookie;
   /* Only the program's namespaces: LM_ID_BASE, and dlmopen's; never the audit namespace (the loader
      does not report it to us anyway). */
-  (void)lmid;
+  if (crash_first_map == NULL && lmid == LM_ID_BASE) crash_first_map = map;
   if (output_fd < 0) return 0;
   if (options.timing) {
     uint64_t time = now_ns();

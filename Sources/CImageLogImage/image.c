@@ -1,2 +1,3 @@
-/* CImageLogImage is header-only (include/CImageLogImage.h); SwiftPM wants one source file per C target. */
+/* CImageLogImage is header-only (include/: CImageLogImageDescription.h and CImageLogImageLine.h, under the
+   umbrella CImageLogImage.h); SwiftPM wants one source file per C target. */
 #include "CImageLogImage.h"

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "CImageLogMain.h"
 #include "CImageLogImage.h"
+#include "CImageLogCrashHelper.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,7 +25,8 @@
 #include <unistd.h>
 
 const char *const il_run_usage =
-  "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--no-follow] -- <command> [<argument> ...]";
+  "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--no-follow] "
+  "[--crash-dir <directory>] [--crash-timeout <seconds>] -- <command> [<argument> ...]";
 
 /* The module's file name, as SwiftPM builds the `ImageLogAudit` product and `make install` copies it. */
 static const char module_file_name[] = "libImageLogAudit.so";
@@ -276,6 +278,24 @@ int il_run(int argc, char **argv, char **envp) {
     return usage_error(message, NULL);
   }
   int full_build_ids = take_flag(&options, "--full-build-ids");
+  char *crash_directory = NULL, *crash_timeout = NULL;
+  status = take_option(&options, "--crash-dir", NULL, &crash_directory);
+  if (status != 0) return status;
+  status = take_option(&options, "--crash-timeout", NULL, &crash_timeout);
+  if (status != 0) return status;
+  uint64_t timeout_ms = IL_HELPER_DEFAULT_TIMEOUT_MS;
+  if (crash_timeout != NULL) {
+    char *end = NULL;
+    double seconds = strtod(crash_timeout, &end);
+    if (end == crash_timeout || *end != '\0' || !(seconds > 0) || seconds > 86400) {
+      char *message = NULL;
+      if (asprintf(&message, "'%s' is not a number of seconds (more than 0, at most 86400) for --crash-timeout",
+                   crash_timeout) < 0) message = "Bad --crash-timeout";
+      return usage_error(message, NULL);
+    }
+    timeout_ms = (uint64_t)(seconds * 1000 + 0.5);
+    if (timeout_ms == 0) timeout_ms = 1;
+  }
   for (int index = 0; index < options.count; index++) {
     if (is_option(options.items[index]) && strcmp(options.items[index], "-") != 0) {
       return usage_error("Unknown option '", options.items[index]);
@@ -316,6 +336,25 @@ int il_run(int argc, char **argv, char **envp) {
       return IL_EXIT_FAILURE;
     }
   }
+  /* --crash-dir: an existing folder we may write in, made absolute now (the program may change
+     directory), and imagelog itself as the helper the module starts at a crash. */
+  char *crash_path = NULL, *helper_path = NULL;
+  if (crash_directory != NULL) {
+    struct stat folder;
+    crash_path = realpath(crash_directory, NULL);
+    if (crash_path == NULL || stat(crash_path, &folder) != 0 || !S_ISDIR(folder.st_mode) || access(crash_path, W_OK | X_OK) != 0) {
+      int code = crash_path == NULL ? errno : (stat(crash_path, &folder) == 0 && !S_ISDIR(folder.st_mode) ? ENOTDIR : errno);
+      PRINT_ERROR("imagelog: ", crash_directory, ": cannot write crash reports there: ", strerror(code));
+      if (opened != 2) close(opened);
+      return IL_EXIT_FAILURE;
+    }
+    helper_path = realpath("/proc/self/exe", NULL);
+    if (helper_path == NULL) {
+      PRINT_ERROR("imagelog: cannot find imagelog itself (/proc/self/exe): ", strerror(errno));
+      if (opened != 2) close(opened);
+      return IL_EXIT_FAILURE;
+    }
+  }
   int output = high_descriptor(opened);
   struct stat info;
   if (output < 0 || fstat(output, &info) != 0) {
@@ -327,7 +366,7 @@ int il_run(int argc, char **argv, char **envp) {
      (before any modules already named), then what the module reads. */
   size_t variables = 0;
   for (char **entry = envp; entry != NULL && *entry != NULL; entry++) variables++;
-  char **environment = malloc(sizeof(char *) * (variables + 12));
+  char **environment = malloc(sizeof(char *) * (variables + 16));
   if (environment == NULL) return IL_EXIT_FAILURE;
   size_t used = 0;
   const char *existing_audit = "";
@@ -336,7 +375,7 @@ int il_run(int argc, char **argv, char **envp) {
     if (strncmp(*entry, "LD_AUDIT=", 9) == 0) { existing_audit = *entry + 9; continue; }
     environment[used++] = *entry;
   }
-  char *added[10];
+  char *added[12];
   int made = 0;
   made += asprintf(&added[0], "LD_AUDIT=%s%s%s", module, existing_audit[0] ? ":" : "", existing_audit) >= 0;
   made += asprintf(&added[1], "IMAGELOG_AUDIT_FD=%d", output) >= 0;
@@ -347,7 +386,12 @@ int il_run(int argc, char **argv, char **envp) {
   /* A monotonic clock is non-negative. */
   made += asprintf(&added[6], "IMAGELOG_AUDIT_START_NS=%llu",
                    (unsigned long long)start.tv_sec * 1000000000ull + (unsigned long long)start.tv_nsec) >= 0;
-  if (made != 7) return IL_EXIT_FAILURE;
+  if (crash_path != NULL) {
+    made += asprintf(&added[7], "IMAGELOG_AUDIT_CRASH_DIR=%s", crash_path) >= 0;
+    made += asprintf(&added[8], "IMAGELOG_AUDIT_CRASH_HELPER=%s", helper_path) >= 0;
+    made += asprintf(&added[9], "IMAGELOG_AUDIT_CRASH_TIMEOUT_MS=%llu", (unsigned long long)timeout_ms) >= 0;
+  }
+  if (made != (crash_path != NULL ? 10 : 7)) return IL_EXIT_FAILURE;
   for (int index = 0; index < made; index++) environment[used++] = added[index];
   if (timing) environment[used++] = "IMAGELOG_AUDIT_TIMING=1";
   if (full_build_ids) environment[used++] = "IMAGELOG_AUDIT_FULL_BUILD_IDS=1";

@@ -36,10 +36,17 @@ public final class CoreDump {
   }
 
   /// Opens the core at `path` and decodes its program headers and notes.
-  public init(path: String) throws(OpenError) {
-    self.path = path
+  public convenience init(path: String) throws(OpenError) {
+    let file: FileBytes
     do { file = try FileBytes(path: path) } catch { throw .open(error) }
-    let file = file
+    try self.init(path: path, file: file)
+  }
+
+  /// The core whose bytes `file` fetches (a file, or the parts of a core kept as it was read from a
+  /// pipe); `path` names it.
+  package init(path: String, file: FileBytes) throws(OpenError) {
+    self.path = path
+    self.file = file
     do {
       core = try file.withRanges { ranges throws(FormatError) in try ELFCore(source: ranges) }
     } catch {
@@ -86,8 +93,9 @@ public final class CoreDump {
         if delta < segment.availableSize {
           got = Int(min(UInt64(want), segment.availableSize - delta))  // <= want
           // availableSize > delta >= 0 means the segment's bytes lie inside the core file (ELFCore clips
-          // availableSize to it), so fileOffset + delta is below the file's size: no overflow.
-          if !copy(from: file, offset: segment.fileOffset + delta, count: got, into: target) { return false }
+          // availableSize to it), so fileOffset + delta is below the file's size: no overflow. Bytes the
+          // core's source does not have (a streamed core keeps only some) may still be in the file.
+          if !copy(from: file, offset: segment.fileOffset + delta, count: got, into: target) { got = 0 }
         }
       }
       if got == 0 {

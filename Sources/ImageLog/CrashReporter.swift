@@ -19,7 +19,7 @@ import Synchronization
 /// `Binary Images` in the `crash` style. `imagelog symbolicate` reads it. Each other thread is
 /// asked with a real-time signal (SIGPROF when it blocks that one, as libdispatch's workers do) to
 /// unwind itself; one that does not answer within a bounded wait (longer while it is still runnable:
-/// crash.c's `IL_ANSWER_BUDGET_MS` and `IL_ANSWER_LIMIT_MS`), or that sleeps blocking every such
+/// crash_internal.h's `IL_ANSWER_BUDGET_MS` and `IL_ANSWER_LIMIT_MS`), or that sleeps blocking every such
 /// signal, is listed with the reason instead of frames. The handler uses only
 /// async-signal-safe system calls: no allocation, no locks, no stdio; it works while any thread
 /// holds the allocator's lock. The fault address is 0 for a signal that was sent (`abort`, `kill`:
@@ -40,7 +40,7 @@ import Synchronization
 ///
 /// The frame walk follows frame pointers (each read through a reader that cannot fault), and
 /// across code built without them (most of glibc) scans the stack for return addresses that
-/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash.c` for the design.
+/// follow a call instruction, up to 128 frames; see `Sources/CImageLog/crash_internal.h` for the design (which file does what).
 public enum CrashReporter {
   /// Why `install` failed: the report path (if any) and the system call that failed.
   public struct InstallError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -142,6 +142,56 @@ public enum CrashReporter {
     startImageTable()
     let status = il_crash_install(fileDescriptor)
     guard status == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: status)) }
+  }
+
+  /// The default of `install(helper:crashDirectory:timeoutMilliseconds:fallbackReportPath:)`'s wait for
+  /// the helper (`CImageLogCrashHelper.h`'s `IL_HELPER_DEFAULT_TIMEOUT_MS`: Swift's backtracer's default).
+  public static let defaultHelperTimeoutMilliseconds = 30_000
+
+  /// Installs the crash handler with out-of-process capture: on a crash it starts `helper` (the
+  /// `imagelog` executable) as `imagelog capture-crash`, lets it trace the process
+  /// (`PR_SET_PTRACER`, for Yama's `ptrace_scope` 1) and waits for it, at most `timeoutMilliseconds`.
+  /// The helper stops every thread with ptrace (threads that block every signal included), unwinds
+  /// them from outside (the crashed one from the registers the handler recorded) and writes the report
+  /// into `crashDirectory` as `PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash` (`CrashFolder`'s names), atomically (a temporary name, then
+  /// linked to its own); then the process dies of its own signal, as without imagelog, while the helper
+  /// writes the minidump beside it (`.dmp`) and renames the symbolicated report (file:line, inlined
+  /// functions) over the first one.
+  ///
+  /// The helper is started with a raw `clone` (no `fork`: its handlers take the allocator's lock) and
+  /// an argument list laid out now: `helper` and `crashDirectory` are made absolute now, not at the
+  /// crash. When the helper writes no report (missing, not executable, failed, crashed, still running
+  /// at the timeout: killed), the handler says so on standard error and writes its in-process report
+  /// (the one `install(writingTo:)` writes) to `fallbackReportPath`, or, when nil, into
+  /// `crashDirectory` under the helper's name. The other handler options (chaining, Swift's
+  /// backtracer) are `install(writingTo:)`'s.
+  ///
+  /// Throws `InstallError` when a path cannot be resolved or the handler cannot be installed.
+  public static func install(helper: String, crashDirectory: String,
+                             timeoutMilliseconds: Int = defaultHelperTimeoutMilliseconds,
+                             fallbackReportPath: String? = nil) throws(InstallError) {
+    guard let helperPath = absolutePath(helper) else {
+      throw InstallError(path: helper, .current("cannot resolve the helper"))
+    }
+    guard let directory = absolutePath(crashDirectory) else {
+      throw InstallError(path: crashDirectory, .current("cannot resolve the crash directory"))
+    }
+    let status = il_crash_set_helper(helperPath, directory, UInt64(max(0, timeoutMilliseconds)))
+    guard status == 0 else { throw InstallError(path: helper, SystemError("cannot lay out the helper", errno: status)) }
+    if let fallbackReportPath {
+      try install(writingTo: fallbackReportPath)
+    } else {
+      startImageTable()
+      let installed = il_crash_install(-1)
+      guard installed == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: installed)) }
+    }
+  }
+
+  /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
+  static func absolutePath(_ path: String) -> String? {
+    guard let resolved = realpath(path, nil) else { return nil }
+    defer { free(resolved) }
+    return String(cString: resolved)
   }
 
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is

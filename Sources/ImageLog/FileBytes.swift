@@ -77,11 +77,22 @@ public final class FileBytes {
     chunks.reserveCapacity(4)  // an ELF file takes 2 to 4 fetches: one allocation, not one per growth
   }
 
+  /// The parts of a file that were kept as they went by (a core read once from a pipe): `count` is the
+  /// size of the whole, and a range outside `held` reads as missing (`FormatError.truncated`, with no
+  /// `readError`: nothing failed, the bytes were not kept). Takes ownership of each buffer (allocated
+  /// with `UnsafeMutableRawBufferPointer.allocate`); the ranges must not overlap.
+  package init(path: String, count: Int, held: [(offset: Int, bytes: UnsafeMutableRawBufferPointer)]) {
+    self.path = path
+    self.count = count
+    descriptor = -1
+    chunks = held.map { Chunk(offset: $0.offset, bytes: $0.bytes, mapping: nil) }
+  }
+
   deinit {
     for chunk in chunks {
       if let mapping = chunk.mapping { munmap(mapping.baseAddress, mapping.count) } else { chunk.bytes.deallocate() }
     }
-    close(descriptor)
+    if descriptor >= 0 { close(descriptor) }
   }
 
   /// Calls `body` with a source over the whole file (little-endian until the parser says otherwise).
@@ -99,6 +110,8 @@ public final class FileBytes {
       let from = start - chunk.offset
       return UnsafeRawBufferPointer(rebasing: chunk.bytes[from..<from + length])
     }
+    // Held parts only (`init(path:count:held:)`): what was not kept is not there.
+    guard descriptor >= 0 else { throw .truncated(at: start, needed: length, available: 0) }
     let chunk = length > Self.largestRead ? try map(start, length) : try read(start, length)
     chunks.append(chunk)
     let from = start - chunk.offset

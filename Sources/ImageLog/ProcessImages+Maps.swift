@@ -87,9 +87,9 @@ struct ProcessMapping: Equatable, Sendable {
 }
 
 /// Small `/proc` file helpers: whole-file reads with the errno kept.
-enum ProcFile {
+package enum ProcFile {
   /// Reads a whole (pseudo) file; throws the errno of `open` or `read`.
-  static func read(_ path: String) throws(SystemError) -> [UInt8] {
+  package static func read(_ path: String) throws(SystemError) -> [UInt8] {
     let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { throw .current("open") }
     defer { close(descriptor) }
@@ -110,15 +110,6 @@ enum ProcFile {
     }
     if let failure { throw SystemError("read", errno: failure) }
     return result
-  }
-
-  /// The target of a symbolic link such as `/proc/PID/exe`, or `nil`.
-  static func readLink(_ path: String) -> String? {
-    var buffer = [CChar](repeating: 0, count: 4097)
-    // A 4097-element buffer always has a base address.
-    let count = buffer.withUnsafeMutableBufferPointer { readlink(path, $0.baseAddress!, 4096) }
-    guard count > 0 else { return nil }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 }
 

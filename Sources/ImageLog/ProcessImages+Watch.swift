@@ -35,7 +35,7 @@ extension ProcessImages {
   /// Polling cannot see an image loaded and unloaded within one interval; one that stays for
   /// longer is always reported.
   public static func watch(pid: Int32, interval: Duration,
-                           onChange: (Change) -> Void) throws(ProcessImagesError) -> WatchEnd {
+                           onChange: (Change) -> Void) throws(ProcessError) -> WatchEnd {
     il_catch_interrupts()
     var previous: [Image] = []
     var first = true

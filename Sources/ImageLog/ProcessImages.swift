@@ -20,17 +20,17 @@ public enum ProcessImages {
   ///
   /// Needs the access `ptrace(2)` calls `PTRACE_MODE_READ` for the maps, and
   /// `PTRACE_MODE_ATTACH` for the memory (the file is read when that is refused).
-  public static func snapshot(of pid: Int32) throws(ProcessImagesError) -> [Image] {
+  public static func snapshot(of pid: Int32) throws(ProcessError) -> [Image] {
     try snapshot(of: pid, readingMemory: true)
   }
 
   /// `readingMemory: false` reads every header from the files, as when `process_vm_readv` is refused.
-  static func snapshot(of pid: Int32, readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
+  static func snapshot(of pid: Int32, readingMemory: Bool) throws(ProcessError) -> [Image] {
     try images(of: pid, mappings: try readMappings(of: pid), readingMemory: readingMemory)
   }
 
   /// The images `mappings` (the parsed `/proc/PID/maps`) show, headers read from memory or the files.
-  static func images(of pid: Int32, mappings: [ProcessMapping], readingMemory: Bool) throws(ProcessImagesError) -> [Image] {
+  static func images(of pid: Int32, mappings: [ProcessMapping], readingMemory: Bool) throws(ProcessError) -> [Image] {
     var reader = ProcessMemoryReader(pid: pid, readingMemory: readingMemory)
     let main = mainExecutableIdentity(of: pid)
     var images: [Image] = []
@@ -74,8 +74,9 @@ public enum ProcessImages {
     return false
   }
 
-  /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on.
-  static func readMappings(of pid: Int32) throws(ProcessImagesError) -> [ProcessMapping] {
+  /// The parsed `/proc/PID/maps`, with every failure turned into the error a person can act on. A
+  /// process whose main thread has exited (pthread_exit) shows no maps there: its live threads' do.
+  static func readMappings(of pid: Int32) throws(ProcessError) -> [ProcessMapping] {
     let text: [UInt8]
     do {
       text = try ProcFile.read("/proc/\(pid)/maps")
@@ -86,34 +87,49 @@ public enum ProcessImages {
       default: throw .system(pid: pid, SystemError("cannot \(error.operation) /proc/\(pid)/maps", errno: error.errno))
       }
     }
-    let mappings = ProcessMapping.parse(text)
+    var mappings = ProcessMapping.parse(text)
+    if mappings.isEmpty, let thread = liveThread(of: pid), let threadText = try? ProcFile.read("/proc/\(pid)/task/\(thread)/maps") {
+      mappings = ProcessMapping.parse(threadText)
+    }
     if mappings.isEmpty { throw emptyAddressSpaceError(pid) }
     return mappings
   }
 
+  /// A thread of `pid` that runs on after its main thread exited (pthread_exit), or nil: the main
+  /// thread's task, zombie, no longer holds the address space, so `/proc/PID/maps`, `/proc/PID/exe` and
+  /// `process_vm_readv(PID)` come back empty or refused, while the same through the live thread's TID
+  /// answer for the whole process. Asked only after such an answer: a process whose main thread lives
+  /// costs nothing more.
+  static func liveThread(of pid: Int32) -> Int32? {
+    let thread = il_live_thread(pid)
+    return thread > 0 ? thread : nil
+  }
+
   /// `.noSuchProcess`, or `.exited` when the PID existed a moment ago (a zombie shows as one).
-  static func processGoneError(_ pid: Int32) -> ProcessImagesError {
+  static func processGoneError(_ pid: Int32) -> ProcessError {
     access("/proc/\(pid)", F_OK) == 0 ? emptyAddressSpaceError(pid) : .noSuchProcess(pid: pid)
   }
 
   /// Why a process that exists has no mappings (or none of an image): a kernel thread, a zombie, or it
   /// is inside an exec or exiting; `.exited` when it is gone by now.
-  static func emptyAddressSpaceError(_ pid: Int32) -> ProcessImagesError {
-    guard let stat = ProcessThreads.taskStat("/proc/\(pid)/stat") else { return .exited(pid: pid) }
+  static func emptyAddressSpaceError(_ pid: Int32) -> ProcessError {
+    guard let stat = ProcessThreads.taskStat("/proc/\(pid)/stat") else { return .exited(pid: pid, reading: .images) }
     let command = ProcessThreads.name(stat)
     if stat.state == CChar(UInt8(ascii: "Z")) || stat.state == CChar(UInt8(ascii: "X")) {
-      return .zombie(pid: pid, command: command)
+      return .zombie(pid: pid, command: command, reading: .images)
     }
-    if ProcessThreads.isKernelThread(stat) { return .kernelThread(pid: pid, command: command) }
+    if ProcessThreads.isKernelThread(stat) { return .kernelThread(pid: pid, command: command, reading: .images) }
     return .noImages(pid: pid)  // alive, but its address space is being replaced (exec) or torn down (exit)
   }
 
   struct FileIdentity { var inode: UInt64; var major: UInt32; var minor: UInt32 }
 
-  /// The device and inode of `/proc/PID/exe` (followed), as `maps` writes them.
+  /// The device and inode of `/proc/PID/exe` (followed), as `maps` writes them; a live thread's
+  /// when the main thread has exited.
   static func mainExecutableIdentity(of pid: Int32) -> FileIdentity? {
     var info = stat()
-    guard stat("/proc/\(pid)/exe", &info) == 0 else { return nil }
+    guard stat("/proc/\(pid)/exe", &info) == 0
+            || liveThread(of: pid).map({ stat("/proc/\(pid)/task/\($0)/exe", &info) == 0 }) == true else { return nil }
     let device = UInt64(info.st_dev)
     // glibc's gnu_dev_major / gnu_dev_minor.
     let major = UInt32(truncatingIfNeeded: ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff)))
@@ -126,6 +142,8 @@ public enum ProcessImages {
 /// images go straight to their files.
 struct ProcessMemoryReader {
   let pid: Int32
+  /// The task read: `pid`, or a live thread once the main thread is found to have exited.
+  private var task: Int32
   private(set) var memoryRefused = false
   let pageSize: UInt64 = {
     let size = sysconf(Int32(_SC_PAGESIZE))
@@ -139,28 +157,33 @@ struct ProcessMemoryReader {
 
   init(pid: Int32, readingMemory: Bool = true) {
     self.pid = pid
+    task = pid
     memoryRefused = !readingMemory
   }
 
   /// Up to `count` bytes at `address` (fewer when the range runs into unmapped memory), or `nil`
   /// when the memory cannot be read at all.
-  mutating func read(at address: Address, count: UInt64) throws(ProcessImagesError) -> [UInt8]? {
+  mutating func read(at address: Address, count: UInt64) throws(ProcessError) -> [UInt8]? {
     guard !memoryRefused, count > 0, let length = Int(exactly: count) else { return nil }
     var failure: Int32 = 0
     let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
-      let got = il_read_process_memory(pid, address, buffer.baseAddress, length)
+      let got = il_read_process_memory(task, address, buffer.baseAddress, length)
       if got < 0 { failure = errno; initialized = 0 } else { initialized = got }
     }
     switch failure {
     case 0: return bytes.isEmpty ? nil : bytes
-    case ESRCH: throw .exited(pid: pid)
+    case ESRCH:
+      // The main thread may have exited while the others run on (pthread_exit): read through one of those.
+      guard task == pid, let thread = ProcessImages.liveThread(of: pid) else { throw .exited(pid: pid, reading: .images) }
+      task = thread
+      return try read(at: address, count: count)
     case EPERM, EACCES, ENOSYS: memoryRefused = true; return nil
     default: return nil  // EFAULT: that range is not mapped (any more)
     }
   }
 
   /// The image whose ELF header is mapped by `mappings[index]`, or `nil` when that is not an ELF image.
-  mutating func image(at index: Int, in mappings: [ProcessMapping]) throws(ProcessImagesError) -> Image? {
+  mutating func image(at index: Int, in mappings: [ProcessMapping]) throws(ProcessError) -> Image? {
     let mapping = mappings[index]
     let headerBytes = min(mapping.end &- mapping.start, Self.headerReadSize)
     if let bytes = try read(at: mapping.start, count: headerBytes),
@@ -203,7 +226,7 @@ struct ProcessMemoryReader {
 
   /// Decodes the header page read from memory; program headers past it and notes are read as needed.
   private mutating func imageFromMemory(_ first: [UInt8], mapping: ProcessMapping, index: Int,
-                                        in mappings: [ProcessMapping]) throws(ProcessImagesError) -> Image? {
+                                        in mappings: [ProcessMapping]) throws(ProcessError) -> Image? {
     let parsed: (header: ELFHeader, phdrs: [ProgramHeader])?
     do throws(FormatError) {
       parsed = try ByteReader.reading(first) { reader throws(FormatError) in
@@ -271,6 +294,8 @@ struct ProcessMemoryReader {
     var candidates = ["/proc/\(pid)/map_files/\(hexDigits(mapping.start))-\(hexDigits(mapping.end))"]
     let path = mapping.path.hasSuffix(" (deleted)") ? String(mapping.path.dropLast(10)) : mapping.path
     candidates.append("/proc/\(pid)/root\(path)")
+    // An exited main thread has neither map_files nor a root: a live thread has the root.
+    if task != pid { candidates.append("/proc/\(pid)/task/\(task)/root\(path)") }
     var file: MappedFile?
     for candidate in candidates {
       if let opened = try? MappedFile(path: candidate), Self.sameFile(candidate, as: mapping) {

@@ -7,9 +7,7 @@ extension ProcessThreads {
   /// process, whose read-only mappings did not change when its threads ran on.
   public func unwind(images: [Image], maxFrames: Int = 256) -> [[UnwoundFrame]] {
     let live = PageCachedMemory(ProcessMemory(pid: pid))
-    let located = images.map {
-      UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: live)
-    }
+    let located = UnwindImage.locate(images, in: live)
     let architecture = registerArchitecture
     return threads.map { thread in
       guard let values = thread.registerValues else { return [] }
@@ -37,7 +35,7 @@ struct StackCopyMemory: MemoryReading {
 /// same `.eh_frame_hdr` table and FDEs (for every frame of every thread) cost one `process_vm_readv`
 /// per page instead of one each. Only for memory that does not change while it is used (the images'
 /// read-only mappings); a page that cannot be read is remembered as such.
-final class PageCachedMemory: MemoryReading {
+package final class PageCachedMemory: MemoryReading {
   private let memory: ProcessMemory
   // The pages read, by base address: `bases` sorted, `slots[i]` the place in `storage` of the page at
   // `bases[i]` (-1: unreadable). Not a dictionary: the first `[UInt64: ...]` of a run costs the
@@ -56,11 +54,11 @@ final class PageCachedMemory: MemoryReading {
   /// nor its sorted insertions take long.
   private static let pageLimit = 4_096
 
-  init(_ memory: ProcessMemory) { self.memory = memory }
+  package init(_ memory: ProcessMemory) { self.memory = memory }
 
   deinit { free(storage) }
 
-  func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+  package func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard let destination = buffer.baseAddress, buffer.count > 0 else { return true }
     let (last, overflow) = address.addingReportingOverflow(UInt64(buffer.count) - 1)
     guard !overflow else { return false }

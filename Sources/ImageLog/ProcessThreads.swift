@@ -1,5 +1,6 @@
 internal import CImageLog
 internal import Glibc
+public import ImageReaders
 
 /// Every thread of another running process, stopped for an instant: each one's registers and the
 /// live part of its stack, copied while the process was stopped, with its name and state.
@@ -29,6 +30,9 @@ public struct ProcessThreads: Sendable {
     public var registerValues: [UInt64?]?
     /// The stack bytes copied at the stop; nil when none could be read.
     public var stack: StackCopy?
+    /// The thread's whole general register set as `PTRACE_GETREGSET` gave it (what a minidump's context
+    /// holds); nil when the thread was not read.
+    public var kernelRegisters: KernelRegisters?
     /// Why the thread has no registers ("the thread exited while it was being read"), or nil.
     public var problem: String?
     /// True when the thread has no registers because it exited (it no longer exists: not a failure).
@@ -61,14 +65,14 @@ public struct ProcessThreads: Sendable {
   /// Needs the access `ptrace(2)` calls `PTRACE_MODE_ATTACH`: the same user, Yama's `ptrace_scope`
   /// allowing it (0, or 1 for a descendant), or `CAP_SYS_PTRACE`; and no other tracer. Threads that
   /// vanish, do not stop within `answerNanoseconds`, or cannot be read are kept with a `problem`.
-  public static func capture(of pid: Int32) throws(ProcessThreadsError) -> ProcessThreads {
+  public static func capture(of pid: Int32) throws(ProcessError) -> ProcessThreads {
     guard pid != getpid() else { throw .ownProcess(pid: pid) }
     // The threads with their names and states before the stop: during it every thread shows `t`
     // (tracing stop).
     var capture = il_threads_capture()
     guard il_list_threads(pid, &capture) == 0 else {
       let failure = errno
-      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid) }
+      if failure == ENOENT || failure == ESRCH { throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid, reading: .threads) }
       throw .system(pid: pid, SystemError("cannot list the threads", errno: failure))
     }
     do {
@@ -98,6 +102,7 @@ public struct ProcessThreads: Sendable {
       switch Int32(raw.status) {
       case Int32(IL_THREAD_CAPTURED):
         thread.registerValues = registerValues(raw.registers)
+        thread.kernelRegisters = kernelRegisters(raw)
         if let base = raw.stack, raw.stack_size > 0 {
           thread.stack = StackCopy(address: raw.stack_address,
                                    bytes: Array(UnsafeRawBufferPointer(start: base, count: raw.stack_size)))
@@ -118,16 +123,16 @@ public struct ProcessThreads: Sendable {
     // No thread read: the process as a whole is out of reach (gone, a zombie, a tracer, permissions).
     if threads.allSatisfy({ $0.registerValues == nil }) {
       let states = threads.map { threadState(pid, $0.tid) }
-      if states.allSatisfy({ $0 == nil }) { throw .exited(pid: pid) }
+      if states.allSatisfy({ $0 == nil }) { throw .exited(pid: pid, reading: .threads) }
       if states.allSatisfy({ $0 == nil || $0 == "Z" || $0 == "X" }) {
-        throw .zombie(pid: pid, command: commandName(of: pid) ?? "?")
+        throw .zombie(pid: pid, command: commandName(of: pid) ?? "?", reading: .threads)
       }
       if let refused = (0..<capture.count).first(where: { capture.threads[$0].status == Int32(IL_THREAD_REFUSED) }),
          capture.threads[refused].error == EPERM {
         throw refusal(pid: pid, tid: capture.threads[refused].tid)
       }
     }
-    if threads.isEmpty { throw .exited(pid: pid) }
+    if threads.isEmpty { throw .exited(pid: pid, reading: .threads) }
     #if arch(x86_64)
     // A 32-bit process on the x86_64 kernel: its threads' registers are i386's.
     let i386 = (0..<capture.count).contains {
@@ -142,24 +147,24 @@ public struct ProcessThreads: Sendable {
 
   /// Kernel threads and zombies are refused before anything is stopped: they have nothing to unwind.
   /// `listed`: the threads as `il_list_threads` read them.
-  static func checkStoppable(_ pid: Int32, _ listed: il_threads_capture) throws(ProcessThreadsError) {
+  static func checkStoppable(_ pid: Int32, _ listed: il_threads_capture) throws(ProcessError) {
     let threads = UnsafeBufferPointer(start: listed.threads, count: listed.count)
     guard let leader = threads.first(where: { $0.tid == pid })?.stat, leader.state != 0 else {
       // Listed, but its main thread's stat is gone: it exited meanwhile.
-      throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid)
+      throw ProcessImages.processGone(pid) ? .noSuchProcess(pid: pid) : .exited(pid: pid, reading: .threads)
     }
-    if isKernelThread(leader) { throw .kernelThread(pid: pid, command: name(leader)) }
+    if isKernelThread(leader) { throw .kernelThread(pid: pid, command: name(leader), reading: .threads) }
     // A zombie leader with live threads (the main thread called pthread_exit) still has stacks.
     func gone(_ state: CChar) -> Bool { state == 0 || state == CChar(UInt8(ascii: "Z")) || state == CChar(UInt8(ascii: "X")) }
     if gone(leader.state), threads.allSatisfy({ gone($0.stat.state) }) {
-      throw .zombie(pid: pid, command: name(leader))
+      throw .zombie(pid: pid, command: name(leader), reading: .threads)
     }
   }
 
   /// What an `EPERM` from `PTRACE_SEIZE` on the whole process means: a tracer, or missing access.
-  static func refusal(pid: Int32, tid: Int32) -> ProcessThreadsError {
+  static func refusal(pid: Int32, tid: Int32) -> ProcessError {
     if let tracer = tracerPID(pid, tid) { return .traced(pid: pid, tracer: tracer, tracerCommand: commandName(of: tracer)) }
-    return .permissionDenied(pid: pid, hint: ptraceHint(for: pid))
+    return .ptraceRefused(pid: pid, hint: ptraceHint(for: pid))
   }
 
   /// Why one thread (of a process whose other threads were read) was refused.
@@ -262,6 +267,25 @@ public struct ProcessThreads: Sendable {
   }
 
   /// The DWARF-numbered registers of a capture, nil where the thread did not give a value.
+  /// The registers `il_capture_threads` copied as the kernel gave them; nil for an unknown register set.
+  static func kernelRegisters(_ raw: il_thread_capture) -> KernelRegisters? {
+    let layout: KernelRegisters.Layout
+    switch raw.registers.arch {
+    case 1: layout = .x86_64
+    case 2: layout = .aarch64
+    case 3: layout = .i386
+    default: return nil
+    }
+    let count = KernelRegisters.names(layout).count
+    guard Int(raw.machine_count) == count else { return nil }
+    // Our own memory in the machine's byte order, read through the one reader.
+    let values = withUnsafeBytes(of: raw.machine) { words in
+      var reader = ByteReader(words)
+      return (0..<count).compactMap { _ in try? reader.read(UInt64.self) }
+    }
+    return values.count == count ? KernelRegisters(layout: layout, values: values) : nil
+  }
+
   static func registerValues(_ registers: il_thread_registers) -> [UInt64?] {
     withUnsafeBytes(of: registers.value) { raw in
       (0..<33).map { number in

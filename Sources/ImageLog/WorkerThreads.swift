@@ -76,3 +76,10 @@ private final class ThreadBody: Sendable {
 private final class NextIteration: Sendable {
   let value = Atomic<Int>(0)
 }
+
+/// CLOCK_MONOTONIC in nanoseconds.
+package func monotonicNanoseconds() -> Int {
+  var time = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &time)
+  return time.tv_sec * 1_000_000_000 + time.tv_nsec
+}

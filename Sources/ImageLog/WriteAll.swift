@@ -25,3 +25,35 @@ public func writeAll(to descriptor: Int32, _ text: String) -> Bool {
   var text = text
   return text.withUTF8 { writeAll(to: descriptor, UnsafeRawBufferPointer($0)) }
 }
+
+/// Writes `bytes` to a new file at `path` so that no reader ever sees half of it: into a temporary
+/// file beside it (`.PATH.XXXXXX`, mode `permissions` less the umask), then renamed over `path`. The
+/// temporary file is removed when anything fails.
+public func writeFileAtomically(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) {
+  let slash = path.lastIndex(of: "/")
+  let folder = slash.map { String(path[...$0]) } ?? ""
+  let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+  var template = Array("\(folder).\(name).XXXXXX".utf8CString)
+  let descriptor = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.map { mkstemp($0) } ?? -1 }
+  guard descriptor >= 0 else { throw .current("cannot make a temporary file beside it") }
+  let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  let mask = umask(0)
+  umask(mask)
+  let written = bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
+  let failure = written ? nil : errno
+  if failure == nil, fchmod(descriptor, mode_t(permissions) & ~mask) != 0 || close(descriptor) != 0 {
+    let error = SystemError.current("cannot write it")
+    unlink(temporary)
+    throw error
+  }
+  if let failure {
+    close(descriptor)
+    unlink(temporary)
+    throw SystemError("cannot write it", errno: failure)
+  }
+  guard rename(temporary, path) == 0 else {
+    let error = SystemError.current("cannot rename the temporary file onto it")
+    unlink(temporary)
+    throw error
+  }
+}

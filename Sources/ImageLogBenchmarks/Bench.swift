@@ -138,27 +138,29 @@ func writeBenchmarks(_ tables: [BenchmarkTable], to path: String) throws {
   var text = "# Benchmarks\n\nMade by `make bench` (`swift run -c release ImageLogBenchmarks`) on one machine, "
   text += "each imagelog figure measured side by side with its peer in the same run. Medians.\n\n"
   for table in tables { text += table.markdown + "\n" }
-  text += designFigures
+  text += designFigures()
   guard let file = fopen(path, "w") else { throw BenchError("cannot write \(path)") }
   fputs(text, file)
   fclose(file)
   print(text)
 }
 
-/// Figures the code's comments point to (BENCHMARKS.md): measured once when each choice was made, and
-/// carried over by every run so a full `make bench` does not drop them.
-let designFigures = #"""
-## Figures behind design choices (measured once, not re-run by make bench)
+/// The heading of BENCHMARKS.md's last section: figures the code's comments point to, measured once
+/// when each choice was made (with the commands that measured them), not by `make bench`.
+let designFiguresHeading = "## Figures behind design choices"
 
-Comments in the code point here ("BENCHMARKS.md") instead of quoting figures: the code says why, this file says how much.
-
-- Reader threads for `imagelog file` (FileCommand+Parallel.swift): over the 901 ELF files of Debian's library folder on 2 processors, 3 threads took 13.4 ms, 2 threads 17.2 ms, 1 thread 20.8 ms (medians of 31 runs).
-- FileBytes first reads (FileBytes.swift): over the same 901 files, about 2.5 reads and 12 KiB a file with 4 KiB at the start and 4 KiB at the end.
-- Stored `Result` in MachOFile / FatFile.Slice (MachOFile.swift): the runtime's metadata instantiation for a generic type with an `Error` requirement scans the conformance records, about 100,000 instructions the first time a value is copied or destroyed; `file --uuid` over the Mach-O fixtures went from 1.55M to 1.34M instructions, 1665 to 1500 µs (medians of 301 spawns).
-- CommandLine without the runtime's ArgvGrabber (CImageLogMain/argv.c): its static initializer costs about 100,000 instructions and a /proc/self/maps read at every start; `imagelog --version` went from 1499 to 1345 µs, `file --uuid` over the Mach-O fixtures from 2788 to 2371 µs (medians of 301 spawns).
-- The audit module without the Swift runtime (CImageLogAudit/audit.c): with swiftrt.o's runtime references left in, LD_AUDIT brought the Swift runtime, libstdc++ and a second libm into the audit namespace, about 5 ms at each start of the audited program.
-- The audit module without libc (CImageLogAudit/audit.c): a module that links libc makes the loader map, relocate and initialize a second libc in the audit namespace; `/bin/true` under our module went from 0.84 to 0.61 ms of CPU (plain 0.53 ms, under a do-nothing module 0.55 ms), and on the 200-library program the module's cost from +7.1% to +4.3% (do-nothing module +1.8%); 2,540 to 2,060 instructions per event (callgrind). Interleaved medians of 61–81 runs.
-- `imagelog run` from the executable's first constructor (CImageLogMain/run.c), before the Swift runtime starts: `imagelog run --output /dev/null -- /bin/true` went from 1.70 to 1.45 ms of CPU with the old module (1.27 ms with the module without libc); a minimal C program that does the same from its constructor takes 1.13 ms, so what is left is the loader and kernel starting any dynamically linked executable. Interleaved medians of 61–81 runs.
-- No dictionary or set keyed by a new type on `pid --threads`' main path (PageCachedMemory's sorted pages, Symbolicator's files by image index): the first `[K: V]` or `Set<K>` of a key type in a run makes the Swift runtime search every conformance record of the executable for `K: Hashable`, 110,000–145,000 instructions each, and the page faults of reading the records. Without three such first uses (keys UInt64, Int and Int8), `valgrind --tool=callgrind .build/release/imagelog pid --threads PID --no-lines` on Tests/Programs/process-threads.c with 10 threads went from 6.25M to 5.76M instructions. The compiler's `-disable-concrete-type-metadata-mangled-name-accessors` would drop the runtime's decoding of the remaining generic types too: it measured no faster after that change, and it would put unsafe flags on the library targets.
-- Hot functions laid out together (Scripts/make-hot-sections, Sources/ImageLogCLI/StaticLink/hot-sections.txt, gold's --section-ordering-file): `perf stat -e page-faults .build/release/imagelog pid --threads PID --no-lines` on the same 10-thread process, 271 to 254 faults (in the executable's own code, by `perf record -e page-faults -d`: 74 to 48); `imagelog --version` 125 to 117.
-"""#
+/// That section as BENCHMARKS.md holds it, carried over by every run so a full `make bench` does not
+/// drop it: the figures live in the document, not in this program's source.
+func designFigures() -> String {
+  guard let file = fopen("BENCHMARKS.md", "r") else { return "" }
+  defer { fclose(file) }
+  var text = ""
+  var line = [CChar](repeating: 0, count: 1 << 16)
+  var inSection = false
+  while fgets(&line, Int32(line.count), file) != nil {
+    let read = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    if read.hasPrefix(designFiguresHeading) { inSection = true }
+    if inSection { text += read }
+  }
+  return text
+}

@@ -23,7 +23,10 @@ func crashBenchmark() throws -> [BenchmarkTable] {
   let build = try runProcess(["cc", "-O2", "-g", "-fPIE", "-pie", "-pthread",
                               "-I", root + "Sources/CImageLog/include", "-I", root + "Sources/CImageLogImage/include",
                               "-I", root + "Sources/CImageLogUnwind/include",
-                              root + "Sources/CImageLog/crash.c", root + "Sources/CImageLogUnwind/unwind.c",
+                              root + "Sources/CImageLog/crash_table.c", root + "Sources/CImageLog/crash_memory.c",
+                              root + "Sources/CImageLog/crash_threads.c", root + "Sources/CImageLog/crash_report.c",
+                              root + "Sources/CImageLog/crash_handler.c", root + "Sources/CImageLog/crash_helper.c",
+                              root + "Sources/CImageLogUnwind/unwind.c",
                               root + "Sources/CImageLog/interpose.c", root + "Tests/Programs/crash-program.c",
                               "-o", program, "-ldl", "-L", swiftLibraries, "-Wl,-rpath," + swiftLibraries,
                               "-Wl,--no-as-needed", "-lswiftCore"], discardOutput: true)
@@ -74,7 +77,8 @@ private func field(_ output: String, _ prefix: String) -> String? {
   return String(line.dropFirst(prefix.count))
 }
 
-private func readAll(_ path: String) throws -> [UInt8] {
+/// The whole file at `path`.
+func readAll(_ path: String) throws -> [UInt8] {
   let fd = open(path, O_RDONLY)
   guard fd >= 0 else { throw BenchError("\(path): no report") }
   defer { close(fd) }

@@ -1,6 +1,6 @@
 internal import Glibc
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 
 /// DWARF lines and inlines: 20,000 addresses in libc's debug file (libc6-dbg: zlib-compressed DWARF 5) and

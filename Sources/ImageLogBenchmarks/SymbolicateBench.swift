@@ -1,7 +1,10 @@
 internal import Glibc
 import ImageLog
-import ImageLogSymbolication
 import ImageReaders
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 
 /// Symbolication speed: 20,000 addresses in one large Swift library from its symbol tables (names
 /// demangled) against `llvm-symbolizer` on the same addresses, and a 100-frame report end to end.
@@ -29,18 +32,18 @@ func symbolicateBenchmarks() throws -> [BenchmarkTable] {
 
   var rows: [[String]] = []
   var resolved = 0
-  let image = CrashReport.Image(name: "libswiftCore.so", path: library, loadAddress: load, endAddress: nil,
-                                identity: file.buildID.map(ImageIdentity.init), architecture: nil)
+  let image = ProcessSnapshot.Image(name: "libswiftCore.so", path: library, loadAddress: load, endAddress: nil,
+                                    identity: file.buildID.map(ImageIdentity.init), architecture: nil)
   let addressText = addresses.map { "0x" + String($0 + load, radix: 16) }.joined(separator: "\n")
   var options = SymbolicationOptions()
   options.lineInfo = false
   options.systemDirectories = false
   let inProcess = try medianSeconds(iterations: 5) {
     // The library path end to end: parse, identity check, symbol table, lookups, demangling, output bytes.
-    let report = try ReportParser.parse(addressText, images: [image])
-    let result = Symbolicator.symbolicate(report, options: options)
-    resolved = result.frames.filter { $0.status == .symbolicated }.count
-    _ = result.formattedUTF8(.report)
+    var report = try ReportParser.parse(addressText, images: [image])
+    Symbolicator.symbolicate(&report, options: options)
+    resolved = report.threads.reduce(0) { $0 + $1.frames.filter { $0.symbols.status == .symbolicated }.count }
+    _ = report.formattedUTF8(.report)
   }
   rows.append(["imagelog API (parse, load symbols, lookup, simplified demangle, output bytes)", formatDuration(inProcess),
                "", "\(resolved) / 20000 resolved"])

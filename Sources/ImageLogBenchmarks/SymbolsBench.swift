@@ -1,6 +1,6 @@
 internal import Glibc
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 
 /// `imagelog symbols --inlines` against Mozilla's `dump_syms --inlines` 2.3.5 (installed by

@@ -17,6 +17,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),
+  ("crash capture from outside vs Crashpad and Swift's backtracer", captureBenchmark),
   ("pid --threads vs eu-stack", threadsBenchmarks),
   ("worker thread start", workerStartBenchmark),
 ]

@@ -3,6 +3,9 @@
 /// knows out of the scanner; whatever option is left over is a usage error.
 struct ArgumentScanner {
   private var arguments: [String]
+  /// The command these arguments are for: usage errors name it and show its usage line.
+  private(set) var commandName = "help"
+  private(set) var usage = "imagelog <subcommand>"
   /// Arguments after a `--`; never read as options.
   private(set) var afterTerminator: [String]
   /// True when the command line had a `--`.
@@ -19,6 +22,17 @@ struct ArgumentScanner {
       afterTerminator = []
       hadTerminator = false
     }
+  }
+
+  /// Scans for `command` from here on: its name and usage go with every usage error.
+  mutating func begin(_ command: any Command.Type) {
+    commandName = command.name
+    usage = command.usage
+  }
+
+  /// A usage error of the command being scanned: printed with its usage, exit status 64.
+  func usageError(_ message: String) -> UsageError {
+    UsageError(message: message, commandName: commandName, usage: usage)
   }
 
   /// The first argument if it is not an option, without consuming it.
@@ -47,11 +61,11 @@ struct ArgumentScanner {
   /// Removes every `--name value` / `--name=value` for any of `names` and returns the values in the
   /// order given. One pass over the arguments, whatever the number of names; an argument that does
   /// not start with `-` is never compared (paths are most of a long command line).
-  mutating func options(_ names: String..., command: String, usage: String) throws(UsageError) -> [String] {
-    try options(names, command: command, usage: usage)
+  mutating func options(_ names: String...) throws(UsageError) -> [String] {
+    try options(names)
   }
 
-  private mutating func options(_ names: [String], command: String, usage: String) throws(UsageError) -> [String] {
+  private mutating func options(_ names: [String]) throws(UsageError) -> [String] {
     var values: [String] = []
     var index = 0
     var kept: [String] = []
@@ -65,7 +79,7 @@ struct ArgumentScanner {
       }
       if names.contains(argument) {
         guard index + 1 < arguments.count else {
-          throw UsageError(message: "Missing value for '\(argument) <value>'", commandName: command, usage: usage)
+          throw usageError("Missing value for '\(argument) <value>'")
         }
         values.append(arguments[index + 1])
         index += 2
@@ -85,8 +99,8 @@ struct ArgumentScanner {
 
   /// The last value given for an option that may be given more than once (under any of its names);
   /// `nil` when absent.
-  mutating func option(_ names: String..., command: String, usage: String) throws(UsageError) -> String? {
-    try options(names, command: command, usage: usage).last
+  mutating func option(_ names: String...) throws(UsageError) -> String? {
+    try options(names).last
   }
 
   /// True for an argument that starts with `-` (checked on the UTF-8 bytes: no Character work).
@@ -95,19 +109,19 @@ struct ArgumentScanner {
   }
 
   /// What is left: positional arguments (then those after `--`). An unknown option is a usage error.
-  mutating func positionals(command: String, usage: String) throws(UsageError) -> [String] {
+  mutating func positionals() throws(UsageError) -> [String] {
     if let unknown = arguments.first(where: { Self.isOption($0) && $0 != "-" }) {
-      throw UsageError(message: "Unknown option '\(unknown)'", commandName: command, usage: usage)
+      throw usageError("Unknown option '\(unknown)'")
     }
     defer { arguments = []; afterTerminator = [] }
     return arguments + afterTerminator
   }
 
   /// Like `positionals`, but nothing may be left.
-  mutating func finish(command: String, usage: String) throws(UsageError) {
-    let rest = try positionals(command: command, usage: usage)
+  mutating func finish() throws(UsageError) {
+    let rest = try positionals()
     if let first = rest.first {
-      throw UsageError(message: "Unexpected argument '\(first)'", commandName: command, usage: usage)
+      throw usageError("Unexpected argument '\(first)'")
     }
   }
 }

@@ -41,11 +41,16 @@ protocol Command {
   static var usage: String { get }
   /// The OPTIONS (and any further) sections of `--help`, already formatted.
   static var helpSections: String { get }
+  /// True for a subcommand only imagelog itself runs: left out of the overview's list.
+  static var isInternal: Bool { get }
   init(_ scanner: inout ArgumentScanner) throws(UsageError)
   func run() throws -> ExitStatus
 }
 
 extension Command {
+  /// Every subcommand but `capture-crash` is for people.
+  static var isInternal: Bool { false }
+
   static var help: String {
     "OVERVIEW: \(abstract)\n\nUSAGE: \(usage)\n\n\(helpSections)"
   }
@@ -68,9 +73,21 @@ func printErrorLines(_ text: String) {
   writeAll(to: 2, lines)
 }
 
-/// Writes `text` to standard output through stdio's buffer (results, not diagnostics).
+/// Writes `text` and a newline to standard output.
 func printOutput(_ text: String) {
-  print(text)
+  writeOutput(text + "\n")
+}
+
+/// Writes `text` to standard output: with `writeAll(to: 1, ...)`, the one way results leave imagelog
+/// (no stdio buffer, so a diagnostic written after a result is never seen before it). A command that
+/// prints many short lines gathers them first (`OutputLines`).
+func writeOutput(_ text: String) {
+  writeAll(to: 1, text)  // a closed pipe or a full disk: nothing more can be said there
+}
+
+/// Writes `bytes` to standard output (`writeOutput(_:)` for bytes already encoded).
+func writeOutput(_ bytes: UnsafeRawBufferPointer) {
+  writeAll(to: 1, bytes)
 }
 
 /// True when standard error is a terminal (progress lines are for people only).

@@ -14,8 +14,11 @@ enum ImageLogMain {
     SymbolicateCommand.self,
     SymbolsCommand.self,
     PidCommand.self,
+    MinidumpCommand.self,
     RunCommand.self,
     WatchCommand.self,
+    CoreHandlerCommand.self,
+    CaptureCrashCommand.self,
   ] }
 
   static func main() {
@@ -31,7 +34,6 @@ enum ImageLogMain {
       printError("imagelog: \(error)")
       status = .failure
     }
-    fflush(nil)  // flushes every output stream, stdout included
     exit(status.code)
   }
 
@@ -58,6 +60,7 @@ enum ImageLogMain {
     }
     if scanner.contains("--help", "-h") { printOutput(command.help); return .success }
     var parser = scanner
+    parser.begin(command)
     let instance = try command.init(&parser)
     return try instance.run()
   }
@@ -77,7 +80,7 @@ enum ImageLogMain {
       SUBCOMMANDS:
 
       """
-    for command in commands {
+    for command in commands where !command.isInternal {
       let padded = command.name + String(repeating: " ", count: max(1, 24 - command.name.count))
       text += "  \(padded)\(command.abstract)\n"
     }

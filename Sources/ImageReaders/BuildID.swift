@@ -27,12 +27,27 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   public var compactUUID: String { bytes.count >= 16 ? HexText.bytes(bytes.prefix(16)) : HexText.bytes(uuidBytes) }
 
   /// Breakpad/Sentry debug-id: the UUID with its first three fields byte-swapped, uppercase and dashed.
-  public var debugID: String {
-    var swapped = uuidBytes
+  public var debugID: String { HexText.uuid(Self.swappingGUIDFields(uuidBytes)) }
+
+  /// Breakpad's debug identifier as `dump_syms` writes it on a `MODULE` line and `minidump-stackwalk`
+  /// as `debug_id`: `debugID`'s 32 hex digits without dashes, then `age` in hex without leading zeros
+  /// (an ELF build-id's age is always 0, so 33 characters).
+  public func breakpadDebugID(age: UInt32 = 0) -> String {
+    var text = ""
+    text.reserveCapacity(41)
+    for character in debugID where character != "-" { text.append(character) }
+    return text + hexDigits(UInt64(age)).uppercased()
+  }
+
+  /// `bytes` (16 of them, zero-padded) with the first three GUID fields reversed: a GUID stored as
+  /// little-endian `data1`, `data2`, `data3` (a minidump's, a PDB's) turned into the order it is printed
+  /// in, and back.
+  public static func swappingGUIDFields(_ bytes: [UInt8]) -> [UInt8] {
+    var swapped = bytes.count >= 16 ? Array(bytes.prefix(16)) : bytes + [UInt8](repeating: 0, count: 16 - bytes.count)
     swapped[0..<4].reverse()
     swapped[4..<6].reverse()
     swapped[6..<8].reverse()
-    return HexText.uuid(swapped)
+    return swapped
   }
 
   public var description: String { hex }

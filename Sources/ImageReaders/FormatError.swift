@@ -31,6 +31,8 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
   case dwarf(section: String, offset: Int, String)
   /// A Breakpad symbol file (`.sym`) record that breaks the format's rules: its line (1-based), what is wrong.
   case breakpad(line: Int, String)
+  /// A minidump that breaks the format's rules: which stream (and which entry in it), what is wrong.
+  case minidump(String)
 
   public var description: String {
     switch self {
@@ -51,6 +53,7 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
     case .leb128TooLong(let at): "LEB128 number at offset \(at) does not fit in 64 bits"
     case let .dwarf(section, offset, what): "\(section) at offset 0x\(hexDigits(UInt64(max(offset, 0)))): \(what)"
     case let .breakpad(line, what): "line \(line): \(what)"
+    case .minidump(let what): what
     }
   }
 }

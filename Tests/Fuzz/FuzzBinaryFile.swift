@@ -9,6 +9,7 @@ public func fuzzBinaryFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 
   let reader = ByteReader(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size))
   fuzzCore(reader)
   fuzzBreakpad(reader)
+  fuzzMinidump(reader)
   guard let binary = try? BinaryFile.parse(reader) else { return 0 }
   for slice in binary.slices {
     _ = slice.buildID?.uuid

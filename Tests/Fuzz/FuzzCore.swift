@@ -3,6 +3,11 @@
 /// it), the link_map walk even when NT_FILE names images, and a read of every segment's first bytes
 /// and of each image's headers.
 func fuzzCore(_ reader: ByteReader) {
+  // What a reader of a stream decodes first (imagelog core-handler): the table, the segments in file order.
+  if let header = try? ELFHeader(reader), (try? ELFCore.streamProgramHeaderTable(header)) != nil,
+     let headers = try? ELFCore.programHeaders(in: reader, header: header) {
+    _ = try? ELFCore.streamSegments(headers)
+  }
   guard let core = try? ELFCore(source: reader) else { return }
   let list = core.imageList(in: reader)
   for image in list.images {

@@ -868,7 +868,13 @@ import Testing
   /// vDSO frames were compared.
   @discardableResult
   static func expectSameStacks(_ core: String, _ comment: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
-    let ours = try ourStacks(core)
+    try expectSameStacks(try ourStacks(core), as: core, comment, sourceLocation: sourceLocation)
+  }
+
+  /// `ours` (each thread's functions by tid, as `ourStacks` gives them) against `eu-stack --core CORE`.
+  @discardableResult
+  static func expectSameStacks(_ ours: [Int: [(name: String?, file: String?, inVDSO: Bool)]], as core: String,
+                               _ comment: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
     let theirs = try theirStacks(core)
     #expect(!theirs.isEmpty, "\(comment): eu-stack printed no thread", sourceLocation: sourceLocation)
     #expect(Set(ours.keys) == Set(theirs.keys), "\(comment): threads \(ours.keys.sorted()) vs eu-stack's \(theirs.keys.sorted())",

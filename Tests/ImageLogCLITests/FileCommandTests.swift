@@ -242,10 +242,10 @@ import ImageLog
     #expect(truncated.hasSuffix("past end (1000 bytes)"))
   }
 
-  /// As root every file is readable, so the run drops to user nobody (65534) through setpriv.
-  static var canTestUnreadable: Bool { haveBinary && (geteuid() != 0 || have("setpriv")) }
-
-  @Test(.enabled(if: canTestUnreadable, "needs the built imagelog, and setpriv when running as root"))
+  /// As root every file is readable, so the run drops to user nobody (65534) through setpriv, which
+  /// must be able to run imagelog and read the readable fixture.
+  @Test(.enabled(if: haveBinary, "needs the built imagelog"),
+        .droppedUserReaches(running: [binary, "--version"], reading: [fixtures + "/libdep-x86_64.so"]))
   func unreadableFileIsReported() throws {
     let folder = try Self.temporaryFolder()
     defer { Self.remove(folder) }
@@ -253,7 +253,7 @@ import ImageLog
     Self.write(folder + "/secret", try Self.bytes(Self.fixtures + "/libdep-x86_64.so"))
     chmod(folder + "/secret", 0)
     let good = Self.fixtures + "/libdep-x86_64.so"
-    let prefix = geteuid() == 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : []
+    let prefix = geteuid() == 0 ? droppedUserPrefix : []
     let run = try Self.spawn(prefix + [Self.binary, "file", folder + "/secret", good])
     #expect(run.status == 1)
     #expect(run.stderr == "imagelog: \(folder)/secret: cannot open: Permission denied\n")

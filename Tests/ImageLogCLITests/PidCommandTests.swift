@@ -126,15 +126,14 @@ import ImageReaders
   }
 
   /// As root, the same check from the other side: `nobody` may not read root's process.
-  @Test(.enabled(if: haveTool("setpriv") || getuid() != 0, "needs setpriv to drop root"))
+  @Test(.droppedUserReaches(running: [processTestImagelog, "--version"]))
   func permissionDenied() throws {
     let target: RunningChild?
     let result: ProcessTestResult
     if getuid() == 0 {
       target = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
       try target?.wait(for: "ready")
-      result = try runProcessTest(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                   processTestImagelog, "pid", String(target?.pid ?? 1)])
+      result = try runProcessTest(droppedUserPrefix + [processTestImagelog, "pid", String(target?.pid ?? 1)])
     } else {
       target = nil
       result = try runProcessTest([processTestImagelog, "pid", "1"])

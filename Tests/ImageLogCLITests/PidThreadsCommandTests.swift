@@ -85,7 +85,7 @@ import Testing
     #expect(names(0).starts(with: ["pause", "main_waits", "main"]))
     #expect(report.frames.allSatisfy { $0.trust == nil || $0.trust == "cfi" || $0.trust == "context" }, "\(report.frames.map(\.trust))")
 
-    // The text report: the header of CONTRACTS §2, each thread's name, tid and state, Binary Images.
+    // The text report: the crash report's header (README.md's "Crash reports"), each thread's name, tid and state, Binary Images.
     let text = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid)])
     #expect(text.exitStatus == 0 && text.error.isEmpty, "\(text.error)")
     let lines = text.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -324,7 +324,7 @@ import Testing
 
   /// Another user's process. As root: imagelog runs as nobody against root's process; otherwise
   /// against PID 1 (root's).
-  @Test(.enabled(if: haveTool("setpriv") || getuid() != 0, "needs setpriv (util-linux) to drop root"))
+  @Test(.droppedUserReaches(running: [processTestImagelog, "--version"]))
   func anotherUsersProcess() throws {
     var target: RunningChild?
     let result: ProcessTestResult
@@ -332,8 +332,7 @@ import Testing
       let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
       try child.wait(for: "ready")
       target = child
-      result = try runProcessTest(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                   processTestImagelog, "pid", "--threads", String(child.pid)])
+      result = try runProcessTest(droppedUserPrefix + [processTestImagelog, "pid", "--threads", String(child.pid)])
     } else {
       result = try runProcessTest([processTestImagelog, "pid", "--threads", "1"])
     }

@@ -110,7 +110,7 @@ import Testing
     let binary = SymbolicateCLI.executable
     let notes = try runChild(["readelf", "-n", binary]).output
     let buildID = try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last)
-    let symbols = try SymbolicateCLI.functionSymbols(binary).filter { $0.1.hasPrefix("$s8imagelog") }
+    let symbols = try SymbolicateCLI.functionSymbols(binary).filter { $0.1.hasPrefix("$s11ImageLogCLI") }
     try #require(symbols.count >= 5)
     let picked = (0..<5).map { symbols[$0 * (symbols.count / 5)].0 + 4 }
     let load: UInt64 = 0x5555_5555_4000
@@ -177,7 +177,7 @@ import Testing
     let mainLine = try #require(list.output.split(separator: "\n").first { $0.contains(binary) })
     let loadText = mainLine.split(whereSeparator: { $0 == " " || $0 == "+" })[style == "logger" ? 1 : 0]
     let load = try #require(UInt64(loadText.dropFirst(2), radix: 16))
-    let symbols = try SymbolicateCLI.functionSymbols(binary).filter { $0.1.hasPrefix("$s8imagelog") }
+    let symbols = try SymbolicateCLI.functionSymbols(binary).filter { $0.1.hasPrefix("$s11ImageLogCLI") }
     try #require(symbols.count > 10)
     let picked = stride(from: 0, to: symbols.count, by: symbols.count / 10).map { symbols[$0].0 + 1 }
     let directory = try makeTemporaryDirectory("imagelog-symbolicate-cli")

@@ -140,3 +140,15 @@ public func pipelineTool(_ name: String) -> String? {
   let path = pipelineToolsDirectory + "/bin/" + name
   return access(path, X_OK) == 0 ? path : nil
 }
+
+/// The names in `folder` (without `.` and `..`), unsorted; empty when it cannot be opened.
+public func directoryNames(_ folder: String) -> [String] {
+  guard let handle = opendir(folder) else { return [] }
+  defer { closedir(handle) }
+  var names: [String] = []
+  while let entry = readdir(handle) {
+    let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    if name != "." && name != ".." { names.append(name) }
+  }
+  return names
+}

@@ -36,14 +36,7 @@ public func unversionedSymbol(_ name: String) -> String {
 
 /// The thread IDs of `pid` (/proc/PID/task), in its order.
 public func threadIDs(of pid: pid_t) -> [pid_t] {
-  guard let directory = opendir("/proc/\(pid)/task") else { return [] }
-  defer { closedir(directory) }
-  var tids: [pid_t] = []
-  while let entry = readdir(directory) {
-    let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-    if let tid = pid_t(name) { tids.append(tid) }
-  }
-  return tids
+  directoryNames("/proc/\(pid)/task").compactMap { pid_t($0) }
 }
 
 /// The state letter of a thread (/proc/PID/task/TID/stat), or nil.

@@ -45,7 +45,7 @@ import Testing
     let dump = try CoreDump(path: directory + "/core.\(child.pid)")
     let images = dump.unwindImages(dump.images().images)
     let registers = try dump.core.threads.map { thread in
-      try #require(thread.registers.flatMap(CoreDump.registerSet), "tid \(thread.tid) has no i386 registers")
+      try #require(thread.registers.map(RegisterSet.init), "tid \(thread.tid) has no i386 registers")
     }
     try #require(registers.count == 4 && registers.allSatisfy { $0.architecture == .i386 })
     let stacks = registers.compactMap { set in set.sp.map { $0..<$0 + 0x4000 } }

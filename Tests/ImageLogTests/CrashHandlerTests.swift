@@ -3,7 +3,7 @@ import ImageLogTestSupport
 import Testing
 
 /// Child processes built from Tests/Programs/crash-program.c (which compiles
-/// Sources/CImageLog/crash.c and the unwinder in) crash in different ways; each must leave a complete report in
+/// the crash handler's C, Sources/CImageLog/crash_*.c, and the unwinder in) crash in different ways; each must leave a complete report in
 /// imagelog's format whose frames llvm-symbolizer resolves to the crashing functions and whose
 /// Binary Images are the process's images, and must still die by the original signal.
 @Suite(.serialized) struct CrashHandlerTests {
@@ -11,15 +11,17 @@ import Testing
   static let symbolizer = which("llvm-symbolizer") ?? which("llvm-symbolizer-14")
   static let readelf = which("readelf")
 
-  /// The crash handler's C and the program: crash.c, the unwinder it walks stacks with, interpose.c
-  /// (pthread_create gives new threads an alternate signal stack) and crash-program.c.
+  /// The crash handler's C and the program: the handler's parts (Sources/CImageLog/crash_internal.h
+  /// lists them), the unwinder it walks stacks with, interpose.c (pthread_create gives new threads an
+  /// alternate signal stack) and crash-program.c.
   static func programArguments(output: String) -> [String] {
     let root = packageRoot
+    let handler = ["table", "memory", "threads", "report", "handler", "helper"].map { "\(root)/Sources/CImageLog/crash_\($0).c" }
     return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
             "-I", "\(root)/Sources/CImageLog/include", "-I", "\(root)/Sources/CImageLogImage/include",
-            "-I", "\(root)/Sources/CImageLogUnwind/include",
-            "\(root)/Sources/CImageLog/crash.c", "\(root)/Sources/CImageLogUnwind/unwind.c",
-            "\(root)/Sources/CImageLog/interpose.c", "\(root)/Tests/Programs/crash-program.c", "-o", output, "-ldl"]
+            "-I", "\(root)/Sources/CImageLogUnwind/include"] + handler
+      + ["\(root)/Sources/CImageLogUnwind/unwind.c",
+         "\(root)/Sources/CImageLog/interpose.c", "\(root)/Tests/Programs/crash-program.c", "-o", output, "-ldl"]
   }
 
   /// The crash program, compiled once per test run into a temporary directory.
@@ -206,10 +208,8 @@ import Testing
   func handMadeDateMatchesGmtime() throws {
     let root = packageRoot
     let output = CrashTestSupport.makeTemporaryDirectory() + "/crash-dates"
-    let compiled = try CrashTestSupport.run(Self.compiler!, ["-O1", "-pthread", "-I", "\(root)/Sources/CImageLog/include",
-                                                             "-I", "\(root)/Sources/CImageLogUnwind/include", "-I", "\(root)/Sources/CImageLogImage/include",
-                                                             "\(root)/Tests/Programs/crash-dates.c",
-                                                             "\(root)/Sources/CImageLogUnwind/unwind.c", "-o", output])
+    let compiled = try CrashTestSupport.run(Self.compiler!, ["-O1", "-I", "\(root)/Sources/CImageLogImage/include",
+                                                             "\(root)/Tests/Programs/crash-dates.c", "-o", output])
     try #require(compiled.exitCode == 0, "\(compiled.stderr)")
     let result = try CrashTestSupport.run(output, [])
     #expect(result.exitCode == 0)

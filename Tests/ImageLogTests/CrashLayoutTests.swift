@@ -1,13 +1,14 @@
 import Glibc
 import ImageLog
-import ImageLogSymbolication
 import ImageReaders
 import ImageLogTestSupport
+import Snapshot
+import SnapshotFormatting
 import Testing
 
-/// One layout, two writers (CONTRACTS.md §2): the crash handler's report, written in C at crash time, and
-/// `ThreadsReport.text()`, the Swift writer of `pid --threads` and cores, given the same values (threads,
-/// frames and their trust, registers, images, header), write the same bytes.
+/// One layout, two writers (README.md's "Crash reports"): the crash handler's report, written in C at crash time, and
+/// `ProcessSnapshot.imagelogReportText()`, the Swift writer of `pid --threads`, cores and minidumps, given the
+/// same values (threads, frames and their trust, registers, images, header), write the same bytes.
 @Suite(.serialized) struct CrashLayoutTests {
   @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashThreadsTests.gcc != nil, "needs cc and gcc"),
         arguments: ["qsort", "blocked", "abort"])
@@ -25,35 +26,42 @@ import Testing
             loadRange: image.start..<(image.end + 1), buildID: Self.buildID(image.uuid),
             architecture: image.architecture, isMainExecutable: image.isMainExecutable)
     }
-    let threads = report.threads.map { thread in
-      ThreadsReport.Thread(tid: thread.tid, name: thread.name, crashed: thread.crashed,
-                           frames: thread.frames.map { frame in
-                             ThreadsReport.Frame(address: frame.address,
-                                                 trust: frame.trust == "frame pointer" ? "frame-pointer"
-                                                   : frame.trust == "stack scan" ? "scan" : nil)
-                           },
-                           problem: thread.problem.map { String($0.dropFirst("not unwound: ".count)) })
-    }
-    // "signal 11, code 1, address 0x0000000000000000"
-    let codes = try #require(report.header["Exception Codes"]).split(separator: " ")
-    let exception = ThreadsReport.Exception(signal: Int32(codes[1].dropLast()) ?? 0, code: Int32(codes[3].dropLast()) ?? 0,
-                                            address: ParsedCrashReport.hex(codes[5]) ?? 0)
     let registers: RegisterState
     #if arch(x86_64)
     registers = RegisterState.x86_64 { report.registers[$0] ?? 0 }
     #else
     registers = RegisterState.aarch64 { report.registers[$0] ?? 0 }
     #endif
-    let written = ThreadsReport(processName: "crash-program", path: try #require(report.header["Path"]), pid: result.pid,
-                                date: Self.epochSeconds(try #require(report.header["Date/Time"])),
-                                osVersion: try #require(report.header["OS Version"]), exception: exception,
-                                threads: threads, registers: registers, images: images).text()
+    let threads = report.threads.enumerated().map { number, thread in
+      var entry = ProcessSnapshot.Thread(number: number, tid: UInt64(thread.tid), name: thread.name, crashed: thread.crashed,
+                                         problem: thread.problem.map { String($0.dropFirst("not unwound: ".count)) },
+                                         registers: thread.crashed ? registers : nil)
+      entry.frames = thread.frames.enumerated().map { index, frame in
+        ProcessSnapshot.Frame(number: index, address: frame.address, isReturnAddress: index > 0,
+                              trust: frame.trust == "frame pointer" ? .framePointer : frame.trust == "stack scan" ? .stackScan : nil)
+      }
+      return entry
+    }
+    // "signal 11, code 1, address 0x0000000000000000"
+    let codes = try #require(report.header["Exception Codes"]).split(separator: " ")
+    let exception = ProcessSnapshot.Exception(signal: Int32(codes[1].dropLast()) ?? 0, code: Int32(codes[3].dropLast()) ?? 0,
+                                              address: ParsedCrashReport.hex(codes[5]) ?? 0)
+    let path: String = try #require(report.header["Path"])
+    let osVersion: String = try #require(report.header["OS Version"])
+    let date = Self.epochSeconds(try #require(report.header["Date/Time"]))
+    var snapshot = ProcessSnapshot(
+      format: .imagelog,
+      process: ProcessSnapshot.Process(name: "crash-program", pid: result.pid, path: path, osVersion: osVersion, date: date,
+                                       threadCount: threads.count),
+      exception: exception, threads: threads, images: images.map(ProcessSnapshot.Image.init))
+    snapshot.placeFrames()
+    let written = snapshot.imagelogReportText()
     #expect(written == text)
     if written != text {
       let ours = text.split(separator: "\n", omittingEmptySubsequences: false)
       let theirs = written.split(separator: "\n", omittingEmptySubsequences: false)
       for (number, (a, b)) in zip(ours, theirs).enumerated() where a != b {
-        Issue.record("line \(number + 1): crash.c '\(a)', ThreadsReport '\(b)'")
+        Issue.record("line \(number + 1): crash_report.c '\(a)', imagelogReportText '\(b)'")
         break
       }
     }

@@ -35,7 +35,7 @@ enum CrashTestSupport {
   }
 }
 
-/// imagelog's crash report (CrashReporter's format, CONTRACTS.md §2), parsed strictly enough that a format slip
+/// imagelog's crash report (CrashReporter's format, README.md's "Crash reports"), parsed strictly enough that a format slip
 /// fails a test.
 struct ParsedCrashReport {
   struct Frame: Equatable {

@@ -100,20 +100,7 @@ import Testing
     var report: ParsedCrashReport?
   }
 
-  static let gdbScript = """
-    import gdb
-    gdb.execute("set backtrace past-main on")
-    gdb.execute("set backtrace past-entry on")
-    crashed = gdb.selected_thread()
-    for thread in sorted(gdb.selected_inferior().threads(), key=lambda t: t.ptid[1]):
-        thread.switch()
-        frame, pcs = gdb.newest_frame(), []
-        while frame is not None:
-            if frame.type() in (gdb.NORMAL_FRAME, gdb.SIGTRAMP_FRAME):
-                pcs.append("%x" % frame.pc())
-            frame = frame.older()
-        print("frames %d %s" % (thread.ptid[1], " ".join(pcs)))
-    crashed.switch()
+  static let gdbScript = GDBCrashView.framesScript + """
     print("registers %x %x" % (int(gdb.parse_and_eval("$rip")), int(gdb.parse_and_eval("$rsp"))))
     # Then the signal goes on to the program, whose handler writes its report in this same process: a
     # worker thread's stack is placed by the order of the threads' own mmaps, which differs between runs.

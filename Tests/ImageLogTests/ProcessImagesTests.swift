@@ -161,23 +161,23 @@ import Testing
 
   @Test func errors() throws {
     // A PID above pid_max cannot exist.
-    #expect(throws: ProcessImagesError.noSuchProcess(pid: 99_999_999)) { try ProcessImages.snapshot(of: 99_999_999) }
+    #expect(throws: ProcessError.noSuchProcess(pid: 99_999_999)) { try ProcessImages.snapshot(of: 99_999_999) }
     // PID 2 is kthreadd on Linux (in the initial PID namespace).
     if let stat = try? runTool(["cat", "/proc/2/stat"]), stat.output.contains("(kthreadd)") {
-      #expect(throws: ProcessImagesError.kernelThread(pid: 2, command: "kthreadd")) { try ProcessImages.snapshot(of: 2) }
+      #expect(throws: ProcessError.kernelThread(pid: 2, command: "kthreadd", reading: .images)) { try ProcessImages.snapshot(of: 2) }
     }
     // A zombie: our own child that has exited and that we have not reaped.
     let zombie = try RunningChild(["sh", "-c", "exec true"])
     var info = siginfo_t()
     waitid(P_PID, id_t(zombie.pid), &info, WEXITED | WNOWAIT)
-    #expect(throws: ProcessImagesError.zombie(pid: zombie.pid, command: "true")) { try ProcessImages.snapshot(of: zombie.pid) }
+    #expect(throws: ProcessError.zombie(pid: zombie.pid, command: "true", reading: .images)) { try ProcessImages.snapshot(of: zombie.pid) }
     zombie.reap()
-    #expect(ProcessImagesError.zombie(pid: 7, command: "true").description == "pid 7: true is a zombie (exited, not yet reaped): it has no images")
-    #expect(ProcessImagesError.exited(pid: 7).description == "pid 7: the process exited while its images were being read")
+    #expect(ProcessError.zombie(pid: 7, command: "true", reading: .images).description == "pid 7: true is a zombie (exited, not yet reaped): it has no images")
+    #expect(ProcessError.exited(pid: 7, reading: .images).description == "pid 7: the process exited while its images were being read")
     // A process that has exited and been reaped between two reads: gone, and it existed.
     let quick = try RunningChild(["true"])
     quick.reap()
-    #expect(throws: ProcessImagesError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
+    #expect(throws: ProcessError.noSuchProcess(pid: quick.pid)) { try ProcessImages.snapshot(of: quick.pid) }
   }
 
   /// Maps read inside `execve` (the new address space holds only the stack) list no image: an error
@@ -192,10 +192,10 @@ import Testing
     let maps = try ProcessImages.readMappings(of: child.pid)
     let stackOnly = maps.filter { $0.path == "[stack]" }
     try #require(stackOnly.count == 1, "the child's maps have a [stack] line")
-    #expect(throws: ProcessImagesError.noImages(pid: child.pid)) {
+    #expect(throws: ProcessError.noImages(pid: child.pid)) {
       try ProcessImages.images(of: child.pid, mappings: stackOnly, readingMemory: true)
     }
-    #expect(ProcessImagesError.noImages(pid: 7).description
+    #expect(ProcessError.noImages(pid: 7).description
             == "pid 7: no images mapped: the process is starting (in exec) or exiting")
     #expect(try ProcessImages.images(of: child.pid, mappings: maps, readingMemory: true).isEmpty == false)
   }

@@ -69,7 +69,7 @@ import Testing
     defer { _ = try? runChild(["rm", "-rf", directory]) }
     let (parent, traced) = try startTracedProcess(in: directory)
     defer { kill(traced, SIGKILL) }
-    #expect(throws: ProcessThreadsError.traced(pid: traced, tracer: parent.pid, tracerCommand: "process-tracer")) {
+    #expect(throws: ProcessError.traced(pid: traced, tracer: parent.pid, tracerCommand: "process-tracer")) {
       try ProcessThreads.capture(of: traced)
     }
     #expect(noThreadStopped(traced))
@@ -77,14 +77,14 @@ import Testing
 
   @Test func kernelThreadZombieOwnAndMissingProcesses() throws {
     if (readFile("/proc/2/stat") ?? "").contains("(kthreadd)") {
-      #expect(throws: ProcessThreadsError.kernelThread(pid: 2, command: "kthreadd")) { try ProcessThreads.capture(of: 2) }
+      #expect(throws: ProcessError.kernelThread(pid: 2, command: "kthreadd", reading: .threads)) { try ProcessThreads.capture(of: 2) }
     }  // else PID 2 is not kthreadd (a PID namespace): the CLI test records the skip
-    #expect(throws: ProcessThreadsError.ownProcess(pid: getpid())) { try ProcessThreads.capture(of: getpid()) }
-    #expect(throws: ProcessThreadsError.noSuchProcess(pid: 99_999_999)) { try ProcessThreads.capture(of: 99_999_999) }
+    #expect(throws: ProcessError.ownProcess(pid: getpid())) { try ProcessThreads.capture(of: getpid()) }
+    #expect(throws: ProcessError.noSuchProcess(pid: 99_999_999)) { try ProcessThreads.capture(of: 99_999_999) }
     // A child of this test that exited and is not reaped yet.
     let zombie = try RunningChild(["true"])
     try waitUntil("pid \(zombie.pid) is a zombie") { threadState(zombie.pid, zombie.pid) == "Z" }
-    #expect(throws: ProcessThreadsError.zombie(pid: zombie.pid, command: "true")) { try ProcessThreads.capture(of: zombie.pid) }
+    #expect(throws: ProcessError.zombie(pid: zombie.pid, command: "true", reading: .threads)) { try ProcessThreads.capture(of: zombie.pid) }
   }
 
   /// Thread names as the kernel keeps them (`comm`), read before the stop from each thread's stat line,
@@ -124,7 +124,7 @@ import Testing
   }
 
   /// A process whose main thread called pthread_exit: its leader is a zombie, its other thread runs on
-  /// and is read; the main thread is listed with why it has no stack.
+  /// and is read, its stack copied; the main thread is listed with why it has no stack.
   @Test(.enabled(if: haveTool("cc"), "needs cc"))
   func mainThreadExitedOthersRunOn() throws {
     let directory = try makeTemporaryDirectory("imagelog-leader")
@@ -149,6 +149,8 @@ import Testing
     #expect(captured.threads.count == 2)
     #expect(captured.threads.first?.problem == ProcessThreads.mainThreadExited)
     #expect(captured.threads.last?.registerValues != nil)
+    // Its stack is copied through its own task: the main thread's no longer reaches the memory.
+    #expect((captured.threads.last?.stack?.bytes.count ?? 0) > 256)
     #expect(noThreadStopped(child.pid))
   }
 }

@@ -230,7 +230,8 @@ import Testing
 
   static func decompress(_ section: [UInt8], _ decompress: @escaping DWARFDecompressor) throws {
     try section.withUnsafeBytes { raw in
-      _ = try DWARFSections.decompressELF(ByteReader(raw), name: ".debug_info", is64Bit: true, decompress: decompress)
+      _ = try DWARFSections.inflate(DWARFSections.compressedELF(ByteReader(raw), name: ".debug_info", is64Bit: true),
+                                    decompress: decompress)
     }
   }
 

@@ -287,6 +287,10 @@ func withCore<R>(_ bytes: [UInt8], _ body: (ELFCore, ByteReader) throws -> R) th
   static func exercise(_ bytes: [UInt8]) -> Bool {
     bytes.withUnsafeBytes { raw in
       let reader = ByteReader(raw)
+      if let header = try? ELFHeader(reader), (try? ELFCore.streamProgramHeaderTable(header)) != nil,
+         let headers = try? ELFCore.programHeaders(in: reader, header: header) {
+        _ = try? ELFCore.streamSegments(headers)  // a core handler's first steps
+      }
       guard let core = try? ELFCore(source: reader) else { return false }
       for image in core.images(in: reader) {
         _ = image.headers?.buildID?.hex

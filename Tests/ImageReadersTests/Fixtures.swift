@@ -48,18 +48,6 @@ enum Fixtures {
   }
 }
 
-/// The names in `folder` (without `.` and `..`), unsorted; empty when it cannot be opened.
-func directoryNames(_ folder: String) -> [String] {
-  guard let handle = opendir(folder) else { return [] }
-  defer { closedir(handle) }
-  var names: [String] = []
-  while let entry = readdir(handle) {
-    let name = withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-    if name != "." && name != ".." { names.append(name) }
-  }
-  return names
-}
-
 /// A small seeded generator, so a failing mutation reproduces.
 struct SplitMix64: RandomNumberGenerator {
   private var state: UInt64

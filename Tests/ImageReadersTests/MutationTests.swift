@@ -178,3 +178,56 @@ extension MutationTests {
     #expect(errors > 0 && errors < compared, "mutations should both break and spare files (\(errors) of \(compared) failed)")
   }
 }
+
+extension MutationTests {
+  /// The minidump reader over `bytes` and what its callers touch: every thread's context and stack,
+  /// memory at each register that points into the dump, each module's identifiers, the Linux and
+  /// Crashpad streams. 0 when it threw, 1 when it read with problems named, 2 when it read cleanly.
+  static func exerciseMinidump(_ bytes: [UInt8]) -> Int {
+    bytes.withUnsafeBytes { raw in
+      let source = ByteReader(raw)
+      guard let dump = try? MinidumpFile(source: source) else { return 0 }
+      for thread in dump.threads {
+        _ = try? dump.stack(of: thread, in: source)
+        for value in thread.context?.values ?? [] where dump.memoryRange(containing: value) != nil {
+          _ = try? dump.memory(at: value, length: 16, in: source)
+          _ = dump.availableBytes(from: value)
+        }
+      }
+      for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier, module.debugFileName, module.addressRange) }
+      _ = (dump.linux.arguments, dump.linux.environmentEntries, dump.linux.procStatusValue("Pid"))
+      _ = (dump.crashpadInfo?.reportIDString, dump.systemInfo?.x86VendorID, dump.systemInfo?.armCPUID)
+      _ = dump.exception?.context?.pc
+      return dump.problems.isEmpty ? 2 : 1
+    }
+  }
+
+  /// Seeded mutations of the committed minidumps (from `MinidumpWriter`) and, when Crashpad's handler
+  /// is installed, of a real Crashpad dump made at test time: the reader returns or throws, never traps
+  /// or hangs; mutations must make it throw, make it name problems, and spare it.
+  @Test func minidumpsSurviveMutations() throws {
+    var originals = try Fixtures.all(in: "minidump").map { (name: $0, bytes: try Fixtures.bytes($0)) }
+    try #require(originals.count >= 4, "no minidump fixtures under \(Fixtures.directory)/minidump")
+    if MinidumpCrashpadTests.canRun, case .success(let crash) = MinidumpCrashpadTests.segv {
+      originals.append(("Crashpad's dump", crash.bytes))
+    }
+    var rng = SplitMix64(seed: 0x3D3D_2027)
+    var outcomes = [0, 0, 0]
+    for (name, original) in originals {
+      #expect(Self.exerciseMinidump(original) == 2, "\(name): the unmutated dump does not read cleanly")
+      for round in 0..<Self.perFixture {
+        outcomes[Self.exerciseMinidump(Self.mutate(original, Mutation.allCases[round % Mutation.allCases.count], &rng))] += 1
+      }
+    }
+    #expect(outcomes.reduce(0, +) == originals.count * Self.perFixture)
+    #expect(outcomes.allSatisfy { $0 > 0 }, "threw, named problems, read cleanly: \(outcomes)")
+  }
+
+  /// Every prefix of one minidump: each structure cut at every byte.
+  @Test func everyTruncationOfOneMinidumpOnlyThrowsOrNamesProblems() throws {
+    let original = try Fixtures.bytes("minidump/writer-x86_64.dmp")
+    var clean = 0
+    for length in 0..<original.count where Self.exerciseMinidump(Array(original.prefix(length))) == 2 { clean += 1 }
+    #expect(clean == 0, "\(clean) truncated dumps read as if whole")
+  }
+}

@@ -1,9 +1,12 @@
 /* The crash handler's hand-made UTC date against glibc's gmtime_r + strftime, for every day from
-   1970 to 2200 at a varying time of day. Built at test time with crash.c included (w_date is
-   static). Prints the number of days checked and of mismatches; exits 0 when none. */
-#include "../../Sources/CImageLog/crash.c"
+   1970 to 2200 at a varying time of day. Built at test time with the report's writer included
+   (w_date is static inline in a private header). Prints the number of days checked and of
+   mismatches; exits 0 when none. */
+#include "../../Sources/CImageLog/crash_writer.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 int main(void) {
   long checked = 0, mismatches = 0;

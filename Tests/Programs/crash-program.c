@@ -1,14 +1,21 @@
 /* A program that crashes on request, for CrashReporterTests. Built at test time with
      cc -g -O0 -fno-omit-frame-pointer -pthread -I Sources/CImageLog/include \
-        Sources/CImageLog/crash.c Tests/Programs/crash-program.c -o crash-program
+        -I Sources/CImageLogImage/include -I Sources/CImageLogUnwind/include \
+        Sources/CImageLog/crash_*.c Sources/CImageLogUnwind/unwind.c Sources/CImageLog/interpose.c \
+        Tests/Programs/crash-program.c -o crash-program -ldl
    Usage: crash-program MODE REPORT MAPS [THREADS]
    It fills the crash image table from its own dl_iterate_phdr snapshot (the Swift library fills
    it from the LoadedImages observers instead), installs the handler writing to REPORT, copies
    /proc/self/maps to MAPS, and crashes the way MODE says. The modes with named worker threads
-   (qsort, library, mainworkers, blocked, bench) also write each thread's "tid name" as /proc has
-   it to MAPS.threads just before the crash; THREADS is how many threads bench runs (main included). */
+   (qsort, library, mainworkers, blocked, bench, capture) also write each thread's "tid name" as /proc
+   has it to MAPS.threads just before the crash; THREADS is how many threads bench runs (main included).
+   Out-of-process capture (crash_helper.c): with CRASH_HELPER (an absolute path) and CRASH_DIR set the
+   handler starts that helper first (CRASH_HELPER_TIMEOUT_MS, default 30000); REPORT "-" sends the
+   in-process report into CRASH_DIR too. CRASH_SIGCHLD=ignore or handle sets SIGCHLD to SIG_IGN, or
+   to a handler that reaps every child it can (waitpid(-1)), before the crash. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
+#include "test-threads.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -23,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- the table, from dl_iterate_phdr, formatted in the crash style ---- */
@@ -323,19 +331,7 @@ static int worker_count;
 static int never_written[2] = {-1, -1};
 static const char *threads_path;
 
-/* True when thread `tid` is asleep (state S in its stat): in read(2), pthread_join, ... */
-static int asleep(pid_t tid) {
-  char path[64], text[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, text, sizeof text - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  text[n] = '\0';
-  char *end = strrchr(text, ')');
-  return end != NULL && end[1] == ' ' && end[2] == 'S';
-}
+static int asleep(pid_t tid) { return test_thread_asleep(tid); }
 
 /* Waits until every worker (and, from another thread, the main thread) sleeps where the test
    expects it, so each thread's frames are the same in every run and under gdb. */
@@ -363,24 +359,7 @@ static void *blocking_worker(void *name) {
   return sleeping_worker(name);
 }
 
-/* "tid name" for each thread, from /proc/self/task: the oracle for the report's thread list. */
-static void write_thread_list(void) {
-  if (threads_path == NULL) return;
-  FILE *out = fopen(threads_path, "w");
-  DIR *tasks = opendir("/proc/self/task");
-  struct dirent *entry;
-  while (out != NULL && tasks != NULL && (entry = readdir(tasks)) != NULL) {
-    if (entry->d_name[0] == '.') continue;
-    char path[128], name[64] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", entry->d_name);
-    FILE *comm = fopen(path, "r");
-    if (comm != NULL && fgets(name, sizeof name, comm) != NULL) name[strcspn(name, "\n")] = '\0';
-    if (comm != NULL) fclose(comm);
-    fprintf(out, "%s %s\n", entry->d_name, name);
-  }
-  if (tasks != NULL) closedir(tasks);
-  if (out != NULL) fclose(out);
-}
+static void write_thread_list(void) { test_write_thread_list(threads_path); }
 
 static void start_workers(int count, int blocking) {
   static char names[1024][16];
@@ -440,6 +419,62 @@ static void *library_worker(void *name) {
   wait_until_all_asleep(1);
   call_library(entry);
   return NULL;
+}
+
+/* capture: the crash of the "library" mode reached through qsort (its comparator calls the library,
+   which crashes three calls deep), beside a thread that blocks every signal and spins and one asleep
+   in read(2), all named. */
+static atomic_int spinner_started;
+
+static void *spinning_worker(void *name) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  pthread_setname_np(pthread_self(), name);
+  atomic_store(&spinner_started, 1);
+  for (volatile unsigned long turns = 0;; turns++) {}
+  return NULL;
+}
+
+static int (*library_entry)(volatile int *, int);
+
+static int compare_into_library(const void *a, const void *b) {
+  if (*(const int *)a == 7 || *(const int *)b == 7) call_library(library_entry);
+  return *(const int *)a - *(const int *)b;
+}
+
+static void *capture_worker(void *name) {
+  pthread_setname_np(pthread_self(), name);
+  const char *path = getenv("CRASH_LIBRARY");
+  void *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+  library_entry = handle != NULL ? (int (*)(volatile int *, int))dlsym(handle, "crash_library_entry") : NULL;
+  if (library_entry == NULL) {
+    fprintf(stderr, "cannot load CRASH_LIBRARY: %s\n", dlerror());
+    exit(1);
+  }
+  add_images();
+  int values[16];
+  for (int i = 0; i < 16; i++) values[i] = 15 - i;
+  wait_until_all_asleep(1);
+  qsort(values, 16, sizeof *values, compare_into_library);
+  return NULL;
+}
+
+/* twothreads: two threads fault at the same moment (a barrier lets them go together). */
+static pthread_barrier_t crash_barrier;
+
+static void *crashing_together(void *unused) {
+  (void)unused;
+  pthread_barrier_wait(&crash_barrier);
+  crash_null_dereference();
+  return NULL;
+}
+
+static atomic_int children_reaped;
+
+static void reap_children(int signal) {
+  (void)signal;
+  while (waitpid(-1, NULL, WNOHANG | __WALL) > 0) atomic_fetch_add(&children_reaped, 1);
 }
 
 /* bench: the time from the fault to the report written, measured by a handler installed before
@@ -513,14 +548,26 @@ int main(int argc, char **argv) {
     action.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigaction(SIGSEGV, &action, &bench_previous);
   }
-  int fd = il_crash_open_report(argv[2]);
+  const char *helper = getenv("CRASH_HELPER");
+  if (helper != NULL) {
+    const char *timeout = getenv("CRASH_HELPER_TIMEOUT_MS");
+    int failure = il_crash_set_helper(helper, getenv("CRASH_DIR"), timeout != NULL ? strtoull(timeout, NULL, 10) : 30000);
+    if (failure != 0) {
+      fprintf(stderr, "%s: cannot set the helper: %d\n", helper, failure);
+      return 1;
+    }
+  }
+  const char *sigchld = getenv("CRASH_SIGCHLD");
+  if (sigchld != NULL && strcmp(sigchld, "ignore") == 0) signal(SIGCHLD, SIG_IGN);
+  if (sigchld != NULL && strcmp(sigchld, "handle") == 0) signal(SIGCHLD, reap_children);
+  int fd = helper != NULL && strcmp(argv[2], "-") == 0 ? -1 : il_crash_open_report(argv[2]);
   if (strcmp(mode, "brokenpipe") == 0) {  /* the report goes to a pipe nobody reads */
     int ends[2];
     if (pipe(ends) != 0) return 1;
     close(ends[0]);
     fd = ends[1];
   }
-  int error = fd < 0 ? -1 : il_crash_install(fd);
+  int error = fd < 0 && helper == NULL ? -1 : il_crash_install(fd);
   if (strcmp(mode, "uninstalled") == 0 && error == 0) error = il_crash_uninstall();
   if (error != 0) {
     fprintf(stderr, "%s: cannot install: %d\n", argv[2], error);
@@ -553,6 +600,19 @@ int main(int argc, char **argv) {
     pthread_create(&thread, NULL, mode[0] == 'q' ? sorting_worker : library_worker,
                    mode[0] == 'q' ? "sorter" : "library-caller");
     pthread_join(thread, NULL);
+  } else if (strcmp(mode, "capture") == 0) {
+    start_workers(1, 0);
+    pthread_create(&thread, NULL, spinning_worker, "spinner");
+    while (!atomic_load(&spinner_started)) sched_yield();
+    pthread_create(&thread, NULL, capture_worker, "sorter");
+    pthread_join(thread, NULL);
+  } else if (strcmp(mode, "twothreads") == 0) {
+    pthread_t other;
+    pthread_barrier_init(&crash_barrier, NULL, 2);
+    pthread_create(&thread, NULL, crashing_together, NULL);
+    pthread_create(&other, NULL, crashing_together, NULL);
+    pthread_join(thread, NULL);
+    pthread_join(other, NULL);
   } else if (strcmp(mode, "mainworkers") == 0 || strcmp(mode, "blocked") == 0) {
     start_workers(3, mode[0] == 'b');
     wait_until_all_asleep(0);

@@ -1,12 +1,16 @@
 /* A multi-threaded target for `imagelog pid --threads`: built with -O2 -fomit-frame-pointer, so its
    own frames are found by CFI alone. `process-threads N` starts N named threads, each blocked in a
    known call inside a known function (cycling: a read on a pipe, a nanosleep, a condition
-   variable), prints "ready" once every one of them is on its way in, and blocks in pause(). */
+   variable), prints "ready" once every one of them is on its way in, and blocks in pause().
+   `process-threads N exit-main` ends its main thread with pthread_exit there instead, the others
+   running on: its task becomes a zombie, and /proc/PID/maps, /proc/PID/exe and process_vm_readv(PID) no
+   longer reach the process's memory, which the threads' own /proc/PID/task/TID entries still do. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +71,7 @@ int main(int argc, char **argv) {
   while (atomic_load(&started) < count) sched_yield();
   printf("ready\n");
   fflush(stdout);
+  if (argc > 2 && strcmp(argv[2], "exit-main") == 0) pthread_exit(NULL);
   main_waits();
   return 0;
 }

@@ -64,7 +64,7 @@ static int find_image(void *context, uint64_t pc, il_unwind_image *image) {
 }
 
 /* Our own memory, read as another process's would be: an unreadable address is a failed read, never a
-   fault. Through a pipe (write fails with EFAULT), as crash.c probes: qemu-user translates a write's
+   fault. Through a pipe (write fails with EFAULT), as crash_memory.c probes: qemu-user translates a write's
    buffer, not process_vm_readv's remote addresses. */
 static int probe[2] = {-1, -1};
 static int read_memory(void *context, uint64_t address, void *out, size_t length) {

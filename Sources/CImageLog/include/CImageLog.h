@@ -5,17 +5,25 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "CImageLogCrash.h" /* crash-time image table and handler (crash.c) */
+#include "CImageLogCrash.h" /* crash-time image table and handler (crash_*.c) */
 #include "CImageLogImage.h" /* one image's layout, build-id and line (header-only) */
 
 /* other processes */
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count
    copied or -1 with errno set. Mirrors process_vm_readv(2) with one local and one remote range. */
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length);
+/* When the main thread of `pid` has exited (pthread_exit: its task is a zombie, and /proc/PID/maps,
+   /proc/PID/exe and process_vm_readv(PID) no longer reach the memory the other threads run in), the
+   first of its other threads in /proc/PID/task that has not exited; 0 otherwise (a live main thread, no
+   such thread, or the process gone). */
+pid_t il_live_thread(pid_t pid);
 /* For `imagelog watch`: SIGINT and SIGTERM set a flag and interrupt blocking calls (EINTR). */
 void il_catch_interrupts(void);
 /* True once il_catch_interrupts's handler has run. */
 int il_was_interrupted(void);
+/* Sets the extended attribute `name` of the open file `descriptor` (a crash file's
+   system.posix_acl_access); 0, or -1 with errno. Mirrors fsetxattr(2) with flags 0. */
+int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size);
 /* end of other processes */
 
 /* Worker threads (threads.c): pthread_create(3) with `body(context)`, but the thread starts on a
@@ -67,6 +75,11 @@ typedef struct {
   int error;               /* errno of the call that failed, or 0 */
   int stop_signal;         /* a signal the thread stopped for, given back to it at detach; 0 when none */
   il_thread_registers registers;  /* with IL_THREAD_CAPTURED */
+  /* The thread's whole general register set as the kernel gives it (NT_PRSTATUS's user_regs_struct, in
+     its order): x86_64's 27 words, aarch64's 34, or a 32-bit x86 tracee's 17 32-bit words widened;
+     machine_count says how many. What a minidump's context holds beyond the unwinder's registers. */
+  uint64_t machine[34];
+  int machine_count;
   uint64_t stack_address;  /* target address of stack[0]: the stack pointer (less the red zone) */
   uint8_t *stack;          /* malloc'd copy of stack_size bytes; NULL when nothing could be read */
   size_t stack_size;

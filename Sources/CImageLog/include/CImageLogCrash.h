@@ -1,7 +1,8 @@
 #ifndef CIMAGELOG_CRASH_H
 #define CIMAGELOG_CRASH_H
 /* Crash-time support: an image table that can be written from a signal handler, and an opt-in
-   crash handler that writes imagelog's crash report (see crash.c for the design). */
+   crash handler that writes imagelog's crash report (Sources/CImageLog/crash_internal.h says which
+   file holds each part and its design). */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -36,9 +37,22 @@ int il_crash_open_report(const char *path);
    of every thread to `fd` (kept open; the caller must not close it), then restore the handlers
    found here and re-raise. Gives the calling thread an alternate signal stack and maps the slots
    other threads answer into (SIGRTMAX - 2 asks them, installed only while a report is written).
-   Calling it again only changes the descriptor. Returns 0 or an errno value. Not
+   Calling it again only changes the descriptor. `fd` may be -1 when il_crash_set_helper laid out a
+   helper (the in-process report then goes into its directory). Returns 0 or an errno value. Not
    async-signal-safe. */
 int il_crash_install(int fd);
+
+/* Out-of-process capture: on a crash the handler first starts `helper` (the imagelog executable,
+   an absolute path resolved by the caller now, not at the crash) as
+   `helper capture-crash --pid PID --record ADDRESS --crash-dir DIRECTORY`, lets it
+   trace the process (PR_SET_PTRACER) and waits for it at most `timeout_ms`; the helper stops every
+   thread, unwinds them from outside (the crashed one from the registers the handler recorded) and
+   writes its symbolicated report into `directory` (absolute). When it writes none (missing, refused,
+   failed, crashed, killed at the timeout) the handler writes its own report: to the descriptor given
+   to il_crash_install, or, when that is -1, into `directory` under the name the helper would have
+   used. NULL `helper` turns capture off. Call before il_crash_install (or again after it to change
+   the helper). Returns 0, or EINVAL (a relative or too long path), ENOMEM. Not async-signal-safe. */
+int il_crash_set_helper(const char *helper, const char *directory, uint64_t timeout_ms);
 
 /* Gives the calling thread an alternate signal stack (unless it has a large enough one), so a
    stack overflow on this thread is reported too. Returns 0 or an errno value. */
@@ -57,9 +71,9 @@ int il_crash_uninstall(void);
 
 /* Writes the report il_crash_install's handler would write for (signal, info, ucontext) to `fd`:
    for tests and for a host that runs its own signal handler. After il_crash_install it asks every
-   other thread for its stack (waiting a bounded time, longer for threads still runnable then: crash.c's
-   IL_ANSWER_BUDGET_MS and IL_ANSWER_LIMIT_MS); before, or while another report is asking, it reports the
-   calling thread alone. Async-signal-safe. */
+   other thread for its stack (waiting a bounded time, longer for threads still runnable then:
+   crash_internal.h's IL_ANSWER_BUDGET_MS and IL_ANSWER_LIMIT_MS); before, or while another report
+   is asking, it reports the calling thread alone. Async-signal-safe. */
 void il_crash_write_report(int fd, int signal, const void *info, const void *ucontext);
 
 #endif

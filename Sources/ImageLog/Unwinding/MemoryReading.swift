@@ -1,5 +1,6 @@
 internal import CImageLog
 internal import CImageLogUnwind
+internal import Glibc
 
 /// Where the unwinder reads the unwound process's memory: our own, another process's, a core's.
 public protocol MemoryReading {
@@ -19,7 +20,11 @@ public struct ProcessMemory: MemoryReading, Sendable {
 
   public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard let base = buffer.baseAddress, buffer.count > 0 else { return true }
-    return il_read_process_memory(pid, address, base, buffer.count) == buffer.count
+    let got = il_read_process_memory(pid, address, base, buffer.count)
+    if got == buffer.count { return true }
+    // A main thread that exited (pthread_exit) no longer reaches the memory its process runs on in.
+    guard got < 0, errno == ESRCH, let thread = ProcessImages.liveThread(of: pid) else { return false }
+    return il_read_process_memory(thread, address, base, buffer.count) == buffer.count
   }
 }
 

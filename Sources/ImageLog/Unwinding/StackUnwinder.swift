@@ -61,6 +61,11 @@ public struct UnwindImage: Sendable {
     self.addressSize = addressSize == 4 ? 4 : 8
   }
 
+  /// Each of `images` located through `memory` (`locate(loadAddress:loadBias:textRange:in:)`).
+  public static func locate(_ images: [Image], in memory: some MemoryReading) -> [UnwindImage] {
+    images.map { locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: memory) }
+  }
+
   /// Reads the ELF header and program headers at `loadAddress` through `memory`, finds PT_GNU_EH_FRAME
   /// and the image's class (its pointer size). An image whose headers cannot be read or decoded has no
   /// call frame information (frame pointers and scanning still apply to it).

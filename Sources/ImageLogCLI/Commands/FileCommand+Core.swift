@@ -1,5 +1,7 @@
 import ImageLog
 import ImageReaders
+import Snapshot
+import SnapshotSources
 
 extension FileCommand {
   /// A core file's images in the chosen style: the crash style's Binary Images lines, `eu-unstrip -n
@@ -16,12 +18,38 @@ extension FileCommand {
     }
     let (images, problems) = dump.images()
     for problem in problems { report.lines.append(.error("imagelog: \(path): \(problem)")) }
+    return reportImages(images, path: path, architecture: dump.core.architecture, into: report) {
+      Self.coreDetails(dump.core, path: path, images: images, source: dump.imageSource)
+    }
+  }
+
+  /// A minidump's modules in the chosen style, as a core's images are listed: each module where the
+  /// dump says it was mapped, with its build-id (its text range is its whole span: the dump does not
+  /// say where its code ends).
+  func reportMinidump(path: String) -> FileReport {
+    var report = FileReport()
+    let snapshot: ProcessSnapshot
+    do { (snapshot, _) = try ProcessSnapshot.minidump(try FileBytes(path: path)) } catch {
+      report.fail("imagelog: \(path): \(error)")
+      return report
+    }
+    for problem in snapshot.problems { report.lines.append(.error("imagelog: \(path): \(problem)")) }
+    let images = snapshot.images.compactMap(\.loaded)
+    return reportImages(images, path: path, architecture: snapshot.process.architecture ?? "???", into: report) {
+      Self.minidumpDetails(snapshot, path: path, images: images)
+    }
+  }
+
+  /// The images of a core or a minidump in the chosen style; `details` makes the detailed view.
+  func reportImages(_ images: [Image], path: String, architecture fileArchitecture: String, into given: FileReport,
+                    details: () -> String) -> FileReport {
+    var report = given
     if printEntitlements {
       report.fail("imagelog: \(path): entitlements are stored only in Mach-O code signatures")
       return report
     }
-    if let architecture, Self.canonicalArchitecture(architecture) != Self.canonicalArchitecture(dump.core.architecture) {
-      report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(dump.core.architecture))")
+    if let architecture, Architecture(commandLine: architecture) != Architecture(commandLine: fileArchitecture) {
+      report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(fileArchitecture))")
       return report
     }
     if printUUIDs {
@@ -39,9 +67,27 @@ extension FileCommand {
       let formatter = ImageFormatter(style: .json)
       for image in images { report.lines.append(.jsonElement(Array(formatter.format(image).utf8))) }
     case .detailed:
-      report.lines.append(.output(Self.coreDetails(dump.core, path: path, images: images, source: dump.imageSource)))
+      report.lines.append(.output(details()))
     }
     return report
+  }
+
+  /// The detailed view of a minidump: what it says about the process and the system, then its modules.
+  static func minidumpDetails(_ snapshot: ProcessSnapshot, path: String, images: [Image]) -> String {
+    var lines = ["\(path):", "  file type:     minidump", "  architecture:  \(snapshot.process.architecture ?? "???")"]
+    if let name = snapshot.process.name { lines.append("  process:       \(name) [\(snapshot.process.pid.map(String.init) ?? "?")]") }
+    if let os = snapshot.process.osVersion { lines.append("  os:            \(os)") }
+    if let exception = snapshot.exception {
+      lines.append("  signal:        signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
+    } else {
+      lines.append("  signal:        none (a dump of a process that did not crash)")
+    }
+    let tids = snapshot.threads.map { $0.tid.map(String.init) ?? "?" }.joined(separator: " ")
+    lines.append("  threads:       \(snapshot.threads.count) (\(tids))")
+    lines.append("  images:        \(images.count) (from the ModuleList stream)")
+    let escaped = lines.map(TextEscaping.escaped)
+    let formatter = ImageFormatter(style: .crash)
+    return (escaped + images.map { "    " + formatter.format($0) }).joined(separator: "\n")
   }
 
   /// The detailed view of a core: what its notes say about the process, then its images.

@@ -6,7 +6,7 @@ import ImageLog
 
 /// `imagelog file`'s standard output: lines gathered and written 64 KiB at a time when standard output
 /// is a pipe or a file, and line by line on a terminal, as stdio buffers them, but without a stdio
-/// call per line or a `write` per 4 KiB. `flush` before returning.
+/// call per line or a `write` per 4 KiB (`writeOutput`). `flush` before returning.
 struct OutputLines {
   private var buffer: [UInt8] = []
   private let lineBuffered: Bool
@@ -15,7 +15,6 @@ struct OutputLines {
   init() {
     lineBuffered = isatty(1) == 1
     buffer.reserveCapacity(Self.flushSize + 4096)
-    fflush(nil)  // whatever stdio holds goes first
   }
 
   /// `text` and a newline.
@@ -40,7 +39,7 @@ struct OutputLines {
   /// Writes what is gathered to file descriptor 1. A failed write (a closed pipe) drops the rest, as
   /// stdio does.
   mutating func flush() {
-    buffer.withUnsafeBytes { _ = writeAll(to: 1, $0) }
+    buffer.withUnsafeBytes { writeOutput($0) }
     buffer.removeAll(keepingCapacity: true)
   }
 }

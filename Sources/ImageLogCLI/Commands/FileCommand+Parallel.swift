@@ -70,13 +70,6 @@ func forEachInOrder<Result: Sendable>(count: Int, threads: Int, atOnce: Bool = t
   drain()
 }
 
-/// CLOCK_MONOTONIC in nanoseconds.
-func monotonicNanoseconds() -> Int {
-  var time = timespec()
-  clock_gettime(CLOCK_MONOTONIC, &time)
-  return time.tv_sec * 1_000_000_000 + time.tv_nsec
-}
-
 /// The shared state of `forEachInOrder`: the next index to claim and the finished results not yet consumed.
 private final class OrderedResults<Result: Sendable>: Sendable {
   private let next = Atomic<Int>(0)

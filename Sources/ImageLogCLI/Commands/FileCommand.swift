@@ -65,26 +65,25 @@ struct FileCommand: Command {
   var recursive: Bool
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    let formatName = try scanner.option("--format", command: Self.name, usage: Self.usage)
+    let formatName = try scanner.option("--format")
     if let formatName {
       guard let style = Style(rawValue: formatName) else {
-        throw UsageError(message: "The value '\(formatName)' is invalid for '--format <style>' (crash, detailed, json, unstrip)",
-                         commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("The value '\(formatName)' is invalid for '--format <style>' (crash, detailed, json, unstrip)")
       }
       self.style = style
     } else {
       style = .crash
     }
-    architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
+    architecture = try scanner.option("--arch")
     printUUIDs = scanner.flag("--uuid")
     printEntitlements = scanner.flag("--entitlements")
     recursive = scanner.flag("-r", "--recursive")
-    paths = try scanner.positionals(command: Self.name, usage: Self.usage)
+    paths = try scanner.positionals()
     guard !paths.isEmpty else {
-      throw UsageError(message: "Missing expected argument '<path> ...'", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Missing expected argument '<path> ...'")
     }
     if printUUIDs && printEntitlements {
-      throw UsageError(message: "--uuid and --entitlements cannot be combined", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("--uuid and --entitlements cannot be combined")
     }
   }
 
@@ -166,6 +165,7 @@ struct FileCommand: Command {
           // No style prints section names (only their count): the others are checked, not made into Strings.
           return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
+        if MinidumpFile.isMinidump(try ranges.slice(at: 0, length: min(ranges.count, 32))) { return .minidump }
         if isJavaClassFile(try ranges.slice(at: 0, length: min(ranges.count, 8))) {
           return .problem(.format(.notRecognized(magic: 0xCAFE_BABE)))
         }
@@ -185,6 +185,8 @@ struct FileCommand: Command {
     case binary(BinaryFile)
     /// An ELF core (`ET_CORE`): read by `reportCore`, which lists the images it holds.
     case core
+    /// A minidump (`MDMP`): read by `reportMinidump`, which lists its modules.
+    case minidump
     case problem(Problem)
   }
 
@@ -232,6 +234,8 @@ struct FileCommand: Command {
       return report(binary, path: input.path)
     case .core:
       return reportCore(path: input.path)
+    case .minidump:
+      return reportMinidump(path: input.path)
     }
   }
 
@@ -277,8 +281,8 @@ struct FileCommand: Command {
   /// adding the error line when none matches.
   func selectedSlices(_ architectures: [String], path: String, into report: inout FileReport) -> [Int]? {
     guard let architecture else { return Array(architectures.indices) }
-    let wanted = Self.canonicalArchitecture(architecture)
-    let indices = architectures.indices.filter { Self.canonicalArchitecture(architectures[$0]) == wanted }
+    let wanted = Architecture(commandLine: architecture)
+    let indices = architectures.indices.filter { Architecture(commandLine: architectures[$0]) == wanted }
     if indices.isEmpty {
       let present = architectures.joined(separator: ", ")
       report.fail("imagelog: \(path): no slice for architecture \(architecture) (has \(present.isEmpty ? "none" : present))")
@@ -322,19 +326,6 @@ struct FileCommand: Command {
       } catch {
         report.fail("imagelog: \(path): \(error)")
       }
-    }
-  }
-
-  /// `--arch` accepts the names other tools use for the same architecture (LLVM triples, Debian).
-  static func canonicalArchitecture(_ name: String) -> String {
-    switch name.lowercased() {
-    case "aarch64": "arm64"
-    case "amd64", "x86-64": "x86_64"
-    case "i486", "i586", "i686", "x86": "i386"
-    case "powerpc": "ppc"
-    case "powerpc64": "ppc64"
-    case "powerpc64le": "ppc64le"
-    default: name
     }
   }
 }

@@ -15,15 +15,8 @@ struct ListCommand: Command {
   var formatter: ImageFormatter
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    let styleName = try scanner.option("--format", command: Self.name, usage: Self.usage) ?? "crash"
-    guard let style = ImageFormatStyle(rawValue: styleName) else {
-      let choices = ImageFormatStyle.allCases.map(\.rawValue).joined(separator: ", ")
-      throw UsageError(message: "Unknown format '\(styleName)' (expected one of: \(choices))",
-                       commandName: Self.name, usage: Self.usage)
-    }
-    let full = scanner.flag("--full-build-ids")
-    try scanner.finish(command: Self.name, usage: Self.usage)
-    formatter = ImageFormatter(style: style, fullBuildIDs: full)
+    formatter = try parseFormatter(&scanner, default: .crash)
+    try scanner.finish()
   }
 
   func run() throws -> ExitStatus {

@@ -2,8 +2,10 @@
 internal import Glibc
 #endif
 import ImageLog
-import ImageLogSymbolication
-import Synchronization
+import Symbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 
 /// `imagelog pid PID`: the images of another running process. `imagelog pid --threads PID`: every
 /// thread's stack, as a crash report of the live process.
@@ -67,19 +69,18 @@ struct PidCommand: Command {
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     threads = scanner.flag("--threads")
     if threads {
-      if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
+      if let format = try scanner.option("--format") {
         guard let chosen = ReportStyle(rawValue: format), chosen != .crash else {
-          throw UsageError(message: "Unknown format '\(format)' for --threads (report or json)", commandName: Self.name,
-                           usage: Self.usage)
+          throw scanner.usageError("Unknown format '\(format)' for --threads (report or json)")
         }
         style = chosen
       }
       symbolicating = !scanner.flag("--no-symbolicate")
-      options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
+      options = try parseSymbolicationOptions(&scanner)
     } else {
-      formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .crash)
+      formatter = try parseFormatter(&scanner, default: .crash)
     }
-    pid = try parsePIDArgument(&scanner, command: Self.name, usage: Self.usage)
+    pid = try parsePIDArgument(&scanner)
   }
 
   func run() throws -> ExitStatus {
@@ -103,261 +104,55 @@ struct PidCommand: Command {
     // The files to symbolicate with are found and read on a second thread: their search is most of
     // symbolication's time for a few frames. It starts while the threads are stopped, with the files
     // most frames are in; the others come with the stacks.
-    let prefetch = symbolicating ? FilePrefetch(of: pid, options: options) : nil
-    let captured: ProcessThreads
+    let prefetch = symbolicating ? SymbolPrefetch(of: pid, options: options) : nil
+    let capture: ProcessSnapshot.Capture
     do {
-      captured = try ProcessThreads.capture(of: pid)
+      capture = try ProcessSnapshot.capture(pid: pid)
     } catch {
       prefetch?.finish()
       printError("imagelog: \(error)")
       return .failure
     }
-    var status = ExitStatus.success
-    // The images after the stop: what the threads ran is mapped still (a library unloaded in between
-    // leaves its frames as bare addresses).
-    var images: [Image] = []
-    do {
-      images = try ProcessImages.snapshot(of: pid)
-    } catch {
-      printError("imagelog: pid \(pid): the process exited while its threads were being read: "
-                 + "what was read before is shown")
-      status = .failure
-    }
-    let stacks = captured.unwind(images: images)
-    prefetch?.unwound(stacks, images: images)
-    var threads: [ThreadsReport.Thread] = []
-    threads.reserveCapacity(captured.threads.count)
-    var unread = 0
-    for (thread, frames) in zip(captured.threads, stacks) {
-      var problem = thread.problem
-      if problem == nil, frames.isEmpty { problem = "no frame could be read (the process exited meanwhile)" }
-      if thread.problem != nil, !thread.exited { unread += 1 }
-      threads.append(ThreadsReport.Thread(
-        tid: thread.tid, name: thread.name, state: thread.state,
-        frames: frames.map { ThreadsReport.Frame(address: $0.pc, trust: Self.trustMark($0.trust)) },
-        problem: problem))
-    }
-    if unread > 0 {
-      printError("imagelog: pid \(pid): \(unread) of \(captured.threads.count) threads could not be read (listed with the reason)")
-      status = .failure
-    }
-    let main = images.first(where: \.isMainExecutable)
-    let report = ThreadsReport(
-      processName: ProcessThreads.commandName(of: pid) ?? main?.name ?? "?", path: main?.path ?? "?", pid: pid,
-      date: Int64(time(nil)), osVersion: Self.osVersion(), stoppedNanoseconds: captured.stoppedNanoseconds,
-      threads: threads, images: images)
-    if prefetch == nil && style == .report {
-      writeAll(to: 1, report.text())
-      return status
-    }
-    let crashReport = report.crashReport()  // what symbolicate reads from report.text(), without writing and reading it
+    var snapshot = capture.snapshot
+    prefetch?.unwound(capture.stacks, images: snapshot.images.compactMap(\.loaded))
+    for failure in capture.failures { printError("imagelog: \(failure)") }
+    let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
     let locator = prefetch?.finish()
-    let result = locator.map { Symbolicator.symbolicate(crashReport, options: options, locator: $0) }
-      ?? Symbolicator.unsymbolicated(crashReport)
-    var last: UInt8?
-    result.write(style) { chunk in
-      last = chunk.last
-      SymbolicateCommand.writeStandardOutput(chunk)
-    }
-    if last != UInt8(ascii: "\n") { writeAll(to: 1, "\n") }
+    writeSnapshot(&snapshot, style: style, symbolicate: locator != nil, options: options, locator: locator)
     // The files the locator mapped and the tables it read are left to the process's exit, which drops
     // them all at once: unmapping and freeing them one by one here would be work for nothing.
     _ = locator.map { Unmanaged.passRetained($0) }
     return status
-  }
-
-  /// Finds, on a thread of its own, the files symbolication will read for the images of `pid` that
-  /// frames are in, and their symbols for those frames: the locator keeps what it found and read for
-  /// `symbolicate`. While the caller stops and copies the threads, it reads the image list itself and
-  /// looks for the program's file and the C library's (where threads waiting in a system call stopped),
-  /// until `unwound` gives it the stacks and the images after the stop; then it looks for the other
-  /// images frames are in and reads the symbols. The vDSO is in no file: its symbols come from the
-  /// target's memory (a few pages), read there too.
-  final class FilePrefetch: @unchecked Sendable {
-    // Made and used by the worker until `finish` joins it, then the caller's alone; made by `init` when
-    // no thread could be started.
-    private var madeLocator: DebugFileLocator?
-    private var locator: DebugFileLocator { madeLocator! }  // set before any use: see init
-    private var worker: WorkerThread?
-    private let pid: Int32
-    // True once the vDSO's copy is the locator's (it answers again for every image when that changes).
-    private var readVDSO = false
-    // Written by `unwound` before it posts the semaphore; read by the worker after its wait.
-    private var stacks: [[UnwoundFrame]] = []
-    private var images: [Image] = []
-    private var handedOver = false
-    private let stacksReady = Atomic<Bool>(false)
-    // Set by the worker as the last thing it does with the locator.
-    private let searchDone = Atomic<Bool>(false)
-    // Who reads the symbols once the stacks are here: `searching` while the worker's early search
-    // uses the locator, then `waiting`; the worker moves it on to `readByWorker`, or `finish` to
-    // `readByCaller` (each with a compare-and-exchange, so only one of them reads).
-    private let phase = Atomic<Int>(Phase.searching)
-    private enum Phase {
-      static let searching = 0, waiting = 1, readByWorker = 2, readByCaller = 3
-    }
-    private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
-
-    init(of pid: Int32, options: SymbolicationOptions) {
-      self.pid = pid
-      sem_init(semaphore, 0, 0)
-      // With one processor the early search would only slow the stop and the unwinding.
-      let early = WorkerThread.processorCount > 1
-      worker = WorkerThread.start { [self] in
-        madeLocator = Symbolicator.locator(forOneReport: options)
-        if early, let images = try? ProcessImages.snapshot(of: pid) {
-          readVDSO(images)
-          for image in images where Self.isLikely(image) {
-            guard !stacksReady.load(ordering: .acquiring) else { break }  // the stacks tell which are needed
-            locator.prepareSymbols(ThreadsReport.reportImage(image), architecture: nil, offsets: [])
-          }
-        }
-        phase.store(Phase.waiting, ordering: .releasing)
-        // Woken from the semaphore, the worker is often put on the processor of the thread that posts
-        // it, to run once that thread blocks or its time slice ends (BENCHMARKS.md, "A worker thread's
-        // start while its maker works"): with a processor to itself it watches for the stacks instead,
-        // yielding, for at most `watchNanoseconds`, then waits.
-        let deadline = monotonicNanoseconds() + Self.watchNanoseconds
-        while early, !stacksReady.load(ordering: .acquiring), monotonicNanoseconds() < deadline { sched_yield() }
-        while sem_wait(semaphore) != 0 {}  // EINTR: wait again
-        guard phase.compareExchange(expected: Phase.waiting, desired: Phase.readByWorker, ordering: .acquiringAndReleasing)
-          .exchanged else { return }  // `finish` read them
-        readSymbols()
-        searchDone.store(true, ordering: .releasing)
-      }
-      if worker == nil { madeLocator = Symbolicator.locator(forOneReport: options) }  // the work will be done here
-    }
-
-    /// How long the worker watches for the stacks before it waits for them: longer than unwinding
-    /// takes for most processes.
-    static let watchNanoseconds = 20_000_000
-
-    /// How long `finish` watches for the worker's end before it waits for it: longer than reading
-    /// symbol tables takes once the stacks are unwound, not DWARF's line tables (which take longer
-    /// than a wake-up costs).
-    static let finishWatchNanoseconds = 2_000_000
-
-    deinit {
-      sem_destroy(semaphore)
-      semaphore.deallocate()
-    }
-
-    /// The images most frames are in: the program, and the C library, where threads waiting in a
-    /// system call stopped. A guess: a wrong one costs time, not answers.
-    static func isLikely(_ image: Image) -> Bool {
-      image.isMainExecutable || image.name.hasPrefix("libc.so") || image.name.hasPrefix("libc-")
-        || image.name.hasPrefix("ld-musl")
-    }
-
-    /// Gives the worker the unwound stacks and the images after the stop (once; `finish` gives it none
-    /// if this was not called).
-    func unwound(_ stacks: [[UnwoundFrame]], images: [Image]) {
-      guard !handedOver else { return }
-      handedOver = true
-      self.stacks = stacks
-      self.images = images
-      guard worker != nil else { return readSymbols() }  // no thread to be had: the work, here and now
-      stacksReady.store(true, ordering: .releasing)
-      sem_post(semaphore)
-    }
-
-    /// Waits for the search to end and returns the locator.
-    @discardableResult
-    func finish() -> DebugFileLocator {
-      unwound([], images: [])
-      // A worker that has not taken up the stacks since they were given (it was not given a processor
-      // meanwhile) has done with the locator: the symbols are read here instead of waiting for it.
-      if worker != nil,
-         phase.compareExchange(expected: Phase.waiting, desired: Phase.readByCaller, ordering: .acquiringAndReleasing).exchanged {
-        readSymbols()
-        worker?.detach()
-        worker = nil
-        return locator
-      }
-      // Asleep in pthread_join, this thread would be woken when the worker has exited, often only once
-      // its processor is given back to it (as for the worker woken from the semaphore, above). It
-      // watches for the worker's last write instead, for at most `finishWatchNanoseconds`, and lets
-      // the worker exit unjoined.
-      let deadline = monotonicNanoseconds() + Self.finishWatchNanoseconds
-      while worker != nil, !searchDone.load(ordering: .acquiring), monotonicNanoseconds() < deadline { sched_yield() }
-      if searchDone.load(ordering: .acquiring) { worker?.detach() } else { worker?.join() }
-      worker = nil
-      return locator
-    }
-
-    /// Gives the locator the vDSO's symbols as the target's memory holds them (once).
-    private func readVDSO(_ images: [Image]) {
-      guard !readVDSO else { return }
-      readVDSO = true
-      locator.inMemoryImages = InMemoryImage.copies(of: images, in: ProcessMemory(pid: pid))
-    }
-
-    /// Finds the files of the images frames are in and reads their symbols for the frames' addresses.
-    private func readSymbols() {
-      // Each frame's offset in its image as symbolication will look it up: a return address (every
-      // frame but a thread's first, as the report is read) less 1.
-      var offsets = [[UInt64]](repeating: [], count: images.count)
-      for frames in stacks {
-        for (position, frame) in frames.enumerated() {
-          guard let index = images.firstIndex(where: { $0.loadRange.contains(frame.pc) }) else { continue }
-          let offset = frame.pc - images[index].loadAddress  // loadRange starts at loadAddress
-          offsets[index].append(position > 0 && offset > 0 ? offset - 1 : offset)
-        }
-      }
-      guard offsets.contains(where: { !$0.isEmpty }) else { return }
-      readVDSO(images)
-      for index in images.indices where !offsets[index].isEmpty {
-        // Each image as the report will be read back: what symbolicate asks the locator for.
-        locator.prepareSymbols(ThreadsReport.reportImage(images[index]), architecture: nil, offsets: offsets[index])
-      }
-    }
-  }
-
-  /// The report's mark for a frame found other than by CFI (`FrameTrust`'s raw value), nil for CFI.
-  static func trustMark(_ trust: FrameTrust) -> String? {
-    trust == .framePointer || trust == .stackScan ? trust.rawValue : nil
-  }
-
-  /// `Linux RELEASE MACHINE`, as `uname -srm` and the crash handler write it.
-  static func osVersion() -> String {
-    var names = utsname()
-    uname(&names)
-    func field<T>(_ value: T) -> String {
-      withUnsafeBytes(of: value) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-    }
-    return "Linux \(field(names.release)) \(field(names.machine))"
   }
 }
 
 
 /// A PID argument: a positive decimal number.
 /// The one positional argument of `imagelog pid` and `imagelog watch`: a process ID.
-func parsePIDArgument(_ scanner: inout ArgumentScanner, command: String, usage: String) throws(UsageError) -> Int32 {
-  let rest = try scanner.positionals(command: command, usage: usage)
+func parsePIDArgument(_ scanner: inout ArgumentScanner) throws(UsageError) -> Int32 {
+  let rest = try scanner.positionals()
   guard let first = rest.first else {
-    throw UsageError(message: "Missing expected argument '<pid>'", commandName: command, usage: usage)
+    throw scanner.usageError("Missing expected argument '<pid>'")
   }
   guard rest.count == 1 else {
-    throw UsageError(message: "Unexpected argument '\(rest[1])'", commandName: command, usage: usage)
+    throw scanner.usageError("Unexpected argument '\(rest[1])'")
   }
-  return try parsePID(first, command: command, usage: usage)
+  return try parsePID(first, scanner)
 }
 
-func parsePID(_ text: String, command: String, usage: String) throws(UsageError) -> Int32 {
+func parsePID(_ text: String, _ scanner: ArgumentScanner) throws(UsageError) -> Int32 {
   guard let pid = Int32(text), pid > 0 else {
-    throw UsageError(message: "'\(text)' is not a process ID", commandName: command, usage: usage)
+    throw scanner.usageError("'\(text)' is not a process ID")
   }
   return pid
 }
 
 /// `--format <style>` and `--full-build-ids` for the process commands, as `imagelog list` reads them.
-func parseFormatter(_ scanner: inout ArgumentScanner, command: String, usage: String,
-                    default fallback: ImageFormatStyle) throws(UsageError) -> ImageFormatter {
-  let styleName = try scanner.option("--format", command: command, usage: usage) ?? fallback.rawValue
+func parseFormatter(_ scanner: inout ArgumentScanner, default fallback: ImageFormatStyle) throws(UsageError) -> ImageFormatter {
+  let styleName = try scanner.option("--format") ?? fallback.rawValue
   guard let style = ImageFormatStyle(rawValue: styleName) else {
     let choices = ImageFormatStyle.allCases.map(\.rawValue).joined(separator: ", ")
-    throw UsageError(message: "Unknown format '\(styleName)' (expected one of: \(choices))",
-                     commandName: command, usage: usage)
+    throw scanner.usageError("Unknown format '\(styleName)' (expected one of: \(choices))")
   }
   return ImageFormatter(style: style, fullBuildIDs: scanner.flag("--full-build-ids"))
 }

@@ -33,6 +33,12 @@ struct RunCommand: Command {
                               without executing anything). By default, as LD_DEBUG does, programs
                               it executes are reported too (a wrapper script's real program, a
                               shell's commands).
+      --crash-dir <directory> Catch the program's crashes (see CRASHES): each one leaves a
+                              symbolicated report and a minidump in <directory>,
+                              PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp.
+      --crash-timeout <seconds>
+                              How long a crashing program waits for imagelog to capture it before
+                              it writes a shorter report itself (default: 30).
       -h, --help              Show help information.
 
     NOTES:
@@ -54,6 +60,24 @@ struct RunCommand: Command {
       execute). A program that closes every descriptor it did not open (a daemon) closes the
       module's too: its later events, and those of the programs it executes, are lost, and nothing
       else changes. Statically linked programs have no loader and report nothing.
+
+    CRASHES:
+      With --crash-dir, as glibc's catchsegv did, the audit module installs a handler for SIGSEGV,
+      SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP before the program's own code runs (the program's
+      main thread gets an alternate signal stack, so a stack overflow there is caught too). At a crash
+      it starts imagelog (imagelog capture-crash, an internal subcommand) without fork and lets it
+      trace the program (PR_SET_PTRACER, for Yama's ptrace_scope 1); imagelog stops every thread
+      with ptrace, threads that block every signal included, unwinds each (the crashed one from the
+      registers the handler recorded) and writes the report, under a temporary name first so no
+      reader sees half of it. Then the program dies of its own signal (exit status and core dumps as
+      without imagelog) while imagelog writes the minidump and puts the symbolicated report (file:line,
+      inlined functions) in place of the first, atomically. When imagelog cannot
+      capture it (ptrace refused by a seccomp filter, a timeout), the module says why on standard
+      error and writes a shorter report itself: every thread listed, the crashed one unwound in
+      process, its registers, Binary Images. A handler the program installs itself replaces
+      imagelog's; the Swift runtime leaves imagelog's in place (its backtracer then stays out).
+      Threads the program creates have no alternate stack of imagelog's: a stack overflow on one
+      of them ends the program with no report. Images are still logged (--output /dev/null to not).
     """
 
   /// The constructor ran `run` before main (argv.c), so this is reached only if it did not: the same C then.

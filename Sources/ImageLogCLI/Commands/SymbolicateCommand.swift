@@ -2,8 +2,11 @@
 internal import Glibc
 #endif
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 
 /// `imagelog symbolicate`: names, files and lines for the addresses in a crash report.
 struct SymbolicateCommand: Command {
@@ -22,11 +25,13 @@ struct SymbolicateCommand: Command {
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
                               text or format=json), a list of addresses (with --image or image
                               lines as imagelog list writes them), or, also inside a longer log:
-                              sanitizer reports printed with symbolize=0 (every stack), systemd-coredump
+                              sanitizer reports (symbolize=0 or symbolized; every stack), systemd-coredump
                               and coredumpctl info, Android tombstones and logcat, glibc
                               backtrace_symbols lines. A file holding several .crash or backtracer
                               reports: each in turn, with its own summary. Frames found by path alone
-                              (no build-id in the report) say "unverified: the report has no build-id".
+                              (no build-id in the report) say "unverified: the report has no build-id";
+                              a file whose names or size contradict the report's is another build
+                              ("mismatch"). A frame line naming no module is kept as written.
       <address>               Addresses to look up (0x...): with --image, or after a file listing
                               images in imagelog's formats (imagelog list --format crash|logger|unstrip).
                               A file holding several .ips reports (header line, body, ...): each too.
@@ -41,7 +46,7 @@ struct SymbolicateCommand: Command {
                               backtracer's JSON its symbolicate=full fields), json (one object per
                               frame, naming its thread; "threads" gives each thread's index, tid,
                               name, crashed, state where the report has them), or crash (classic
-                              .crash text, for the JSON kinds).
+                              .crash text, for the JSON kinds: .ips and the backtracer's JSON).
       --arch <name>           The architecture that picks universal slices when the report has none.
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
                               full (swift demangle style), or none.
@@ -92,43 +97,42 @@ struct SymbolicateCommand: Command {
   var reportPaths: [String] = []
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    options = try parseSymbolicationOptions(&scanner, command: Self.name, usage: Self.usage)
-    images = try scanner.options("--image", command: Self.name, usage: Self.usage)
-    if let format = try scanner.option("--format", command: Self.name, usage: Self.usage) {
+    options = try parseSymbolicationOptions(&scanner)
+    images = try scanner.options("--image")
+    if let format = try scanner.option("--format") {
       guard let chosen = ReportStyle(rawValue: format) else {
-        throw UsageError(message: "Unknown format '\(format)' (report, json or crash)", commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("Unknown format '\(format)' (report, json or crash)")
       }
       style = chosen
     }
-    options.architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
-    outputDirectory = try scanner.option("--output-dir", command: Self.name, usage: Self.usage)
+    options.architecture = try scanner.option("--arch")
+    outputDirectory = try scanner.option("--output-dir")
     noSymbolicate = scanner.flag("--no-symbolicate")
-    let rest = try scanner.positionals(command: Self.name, usage: Self.usage)
+    let rest = try scanner.positionals()
     addresses = rest.filter { $0.hasPrefix("0x") || $0.hasPrefix("0X") }
     let files = rest.filter { !($0.hasPrefix("0x") || $0.hasPrefix("0X")) }
     if outputDirectory != nil {
       guard addresses.isEmpty, images.isEmpty else {
-        throw UsageError(message: "--output-dir takes report files, not addresses or --image", commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("--output-dir takes report files, not addresses or --image")
       }
       guard !files.isEmpty else {
-        throw UsageError(message: "Missing a crash report for --output-dir", commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("Missing a crash report for --output-dir")
       }
       guard !files.contains("-") else {
-        throw UsageError(message: "--output-dir writes files named after the reports: standard input has no name",
-                         commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("--output-dir writes files named after the reports: standard input has no name")
       }
       reportPaths = files
       return
     }
     guard files.count <= 1 else {
-      throw UsageError(message: "Give one report at a time (got \(files.count))", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Give one report at a time (got \(files.count))")
     }
     guard !files.isEmpty || (!addresses.isEmpty && !images.isEmpty) else {
-      throw UsageError(message: "Missing a crash report (or --image and addresses)", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Missing a crash report (or --image and addresses)")
     }
     reportPath = files.first
     for image in images where Self.imageSpec(image) == nil {
-      throw UsageError(message: "--image '\(image)' is not <path>@<hex load address>", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("--image '\(image)' is not <path>@<hex load address>")
     }
   }
 
@@ -145,7 +149,7 @@ struct SymbolicateCommand: Command {
     if let outputDirectory { return runToDirectory(outputDirectory) }
     var options = options
     var status = ExitStatus.success
-    var reportImages: [CrashReport.Image] = []
+    var reportImages: [ProcessSnapshot.Image] = []
     for spec in images {
       guard let (path, loadAddress) = Self.imageSpec(spec) else { continue }
       var identity: ImageIdentity?
@@ -166,26 +170,15 @@ struct SymbolicateCommand: Command {
         printError("imagelog: \(path): \(error)")
         status = .failure
       }
-      reportImages.append(CrashReport.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
-                                            endAddress: end, identity: identity, architecture: options.architecture))
+      reportImages.append(ProcessSnapshot.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
+                                                endAddress: end, identity: identity, architecture: options.architecture))
     }
     var text = ""
     let source = reportPath ?? "<arguments>"
     if let reportPath, Self.isCoreFile(reportPath) {
-      // A core: its threads unwound into imagelog's report layout, then symbolicated as a report is.
-      do {
-        let (report, problems, inMemoryImages) = try Self.coreReport(reportPath)
-        for problem in problems { printError("imagelog: \(reportPath): \(problem)") }
-        options.inMemoryImages = inMemoryImages
-        if noSymbolicate && style == .report {
-          _ = writeAll(to: 1, report)
-          return .success
-        }
-        text = report
-      } catch {
-        printError("imagelog: \(reportPath): \(error)")
-        return .failure
-      }
+      return runCore(reportPath, options: options)
+    } else if let reportPath, Self.isMinidumpFile(reportPath) {
+      return runMinidump(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
         printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
@@ -214,27 +207,13 @@ struct SymbolicateCommand: Command {
       status = .failure
     }
     for parsed in reports {
-      let report: CrashReport
       switch parsed {
-      case .success(let value): report = value
+      case .success(var report):
+        writeSnapshot(&report, style: style, symbolicate: !noSymbolicate, options: options)
       case .failure(let error):
         printError("imagelog: \(source): \(error)")
         status = .failure
-        continue
       }
-      let result = noSymbolicate ? Symbolicator.unsymbolicated(report) : Symbolicator.symbolicate(report, options: options)
-      if style == .report, report.format == .appleIPS || report.format == .swiftBacktraceJSON {
-        // The JSON stays valid: the summary goes to standard error.
-        printErrorLines(String(result.summary().drop { $0 == "\n" }))
-      }
-      // 64 KiB at a time with write(2): 20,000 lines are neither 20,000 `print`s nor one giant string.
-      var last: UInt8?
-      result.write(style) { chunk in
-        last = chunk.last
-        Self.writeStandardOutput(chunk)
-      }
-      if last != UInt8(ascii: "\n") { [UInt8(ascii: "\n")].withUnsafeBytes { Self.writeStandardOutput($0) } }
-      Self.keepUntilExit(result)
     }
     return status
   }
@@ -243,23 +222,6 @@ struct SymbolicateCommand: Command {
   /// the same one, which its build-id shows; its frames are then named as the process's own would be.
   static func ownInMemoryImages() -> [InMemoryImage] {
     InMemoryImage.copies(of: LoadedImages.snapshot(), in: ProcessMemory(pid: getpid()))
-  }
-
-  /// The process ends once `run` returns: handing the names of 20,000 frames back to malloc one by
-  /// one would cost more than writing them did, so the result is left for the exit to reclaim
-  /// (as compilers do: clang's `-disable-free`).
-  private static func keepUntilExit(_ result: SymbolicatedReport) {
-    _ = Unmanaged.passRetained(Retained(result))
-  }
-
-  private final class Retained {
-    let value: SymbolicatedReport
-    init(_ value: SymbolicatedReport) { self.value = value }
-  }
-
-  /// Writes all of `buffer` to standard output, in as many write(2) calls as the pipe takes.
-  static func writeStandardOutput(_ buffer: UnsafeRawBufferPointer) {
-    writeAll(to: 1, buffer)  // a closed pipe or a full disk: nothing more can be said there
   }
 
   /// True when both paths name one existing file (same device and inode).
@@ -308,7 +270,7 @@ struct SymbolicateCommand: Command {
       let reports = ReportParser.parseAll(text)
       for (index, parsed) in reports.enumerated() {
         let label = TextEscaping.escaped(reportPath) + (reports.count > 1 ? " (report \(index + 1) of \(reports.count))" : "")
-        let report: CrashReport
+        var report: ProcessSnapshot
         switch parsed {
         case .success(let value): report = value
         case .failure(let error):
@@ -316,11 +278,11 @@ struct SymbolicateCommand: Command {
           status = .failure
           continue
         }
-        let result = Symbolicator.symbolicate(report, options: options, cache: cache)
-        result.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
+        Symbolicator.symbolicate(&report, options: options, cache: cache)
+        report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
-        let summary = result.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
+        let summary = report.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
         lines.append("\(label): \(summary) -> \(TextEscaping.escaped(outputPath))")
       }
       guard !lines.isEmpty else { continue }
@@ -337,7 +299,7 @@ struct SymbolicateCommand: Command {
         status = .failure
         continue
       }
-      for line in lines { _ = writeAll(to: 1, line + "\n") }
+      for line in lines { writeOutput(line + "\n") }
     }
     return status
   }
@@ -345,14 +307,12 @@ struct SymbolicateCommand: Command {
 
 /// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`: how symbolicate and
 /// pid --threads find and name symbols.
-func parseSymbolicationOptions(_ scanner: inout ArgumentScanner, command: String,
-                               usage: String) throws(UsageError) -> SymbolicationOptions {
+func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageError) -> SymbolicationOptions {
   var options = SymbolicationOptions()
-  options.searchPaths = try scanner.options("--search", command: command, usage: usage)
-  if let demangle = try scanner.option("--demangle", command: command, usage: usage) {
+  options.searchPaths = try scanner.options("--search")
+  if let demangle = try scanner.option("--demangle") {
     guard let chosen = Demangler.Style(rawValue: demangle) else {
-      throw UsageError(message: "Unknown demangle style '\(demangle)' (simplified, full or none)",
-                       commandName: command, usage: usage)
+      throw scanner.usageError("Unknown demangle style '\(demangle)' (simplified, full or none)")
     }
     options.demangle = chosen
   }

@@ -3,7 +3,7 @@ internal import Glibc
 #endif
 
 import ImageLog
-import ImageLogSymbolication
+import Symbolication
 import ImageReaders
 
 /// `imagelog symbols FILE`: the Breakpad symbol file of a binary, as `dump_syms` writes it, to standard
@@ -49,20 +49,20 @@ struct SymbolsCommand: Command {
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     inlines = scanner.flag("--inlines")
-    architecture = try scanner.option("--arch", command: Self.name, usage: Self.usage)
-    outputPath = try scanner.option("-o", "--output", command: Self.name, usage: Self.usage)
-    storeDirectory = try scanner.option("--store", command: Self.name, usage: Self.usage)
-    searchPaths = try scanner.options("--search", command: Self.name, usage: Self.usage)
+    architecture = try scanner.option("--arch")
+    outputPath = try scanner.option("-o", "--output")
+    storeDirectory = try scanner.option("--store")
+    searchPaths = try scanner.options("--search")
     systemDirectories = !scanner.flag("--no-system-debug")
-    paths = try scanner.positionals(command: Self.name, usage: Self.usage)
+    paths = try scanner.positionals()
     guard !paths.isEmpty else {
-      throw UsageError(message: "Missing expected argument '<file>'", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Missing expected argument '<file>'")
     }
     if outputPath != nil && storeDirectory != nil {
-      throw UsageError(message: "-o and --store cannot be combined", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("-o and --store cannot be combined")
     }
     if paths.count > 1 && storeDirectory == nil {
-      throw UsageError(message: "Several files need --store (one .sym file each)", commandName: Self.name, usage: Self.usage)
+      throw scanner.usageError("Several files need --store (one .sym file each)")
     }
   }
 
@@ -102,7 +102,6 @@ struct SymbolsCommand: Command {
   /// (a reader never sees half a file).
   static func write(_ symbols: BreakpadSymbols, to path: String?) -> Bool {
     guard let path else {
-      fflush(nil)
       guard symbols.write(to: 1) else {
         printError("imagelog: standard output: cannot write: \(String(cString: strerror(errno)))")
         return false

@@ -30,18 +30,17 @@ struct WatchCommand: Command {
   var formatter: ImageFormatter
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
-    formatter = try parseFormatter(&scanner, command: Self.name, usage: Self.usage, default: .logger)
-    let intervalText = try scanner.option("--interval", command: Self.name, usage: Self.usage)
+    formatter = try parseFormatter(&scanner, default: .logger)
+    let intervalText = try scanner.option("--interval")
     if let intervalText {
       guard let seconds = Double(intervalText), seconds.isFinite, seconds >= 0.001, seconds <= 86_400 else {
-        throw UsageError(message: "The value '\(intervalText)' is invalid for '--interval <seconds>'",
-                         commandName: Self.name, usage: Self.usage)
+        throw scanner.usageError("The value '\(intervalText)' is invalid for '--interval <seconds>'")
       }
       interval = .nanoseconds(Int64(seconds * 1e9))  // seconds <= 86400, so the product fits
     } else {
       interval = .milliseconds(500)
     }
-    pid = try parsePIDArgument(&scanner, command: Self.name, usage: Self.usage)
+    pid = try parsePIDArgument(&scanner)
   }
 
   func run() throws -> ExitStatus {
@@ -51,7 +50,6 @@ struct WatchCommand: Command {
         case .added(let image): printOutput(formatter.eventLine(image, event: .added))
         case .removed(let image): printOutput(formatter.eventLine(image, event: .removed))
         }
-        flushOutput()
       }
     } catch {
       printError("imagelog: \(error)")
@@ -61,7 +59,3 @@ struct WatchCommand: Command {
   }
 }
 
-/// Pushes standard output's buffer out, so a reader of a pipe sees each event as it happens.
-func flushOutput() {
-  fflush(nil)  // every stream; naming `stdout` is a concurrency error in Swift 6
-}

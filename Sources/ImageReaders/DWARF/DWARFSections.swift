@@ -7,7 +7,8 @@ public enum DWARFCompression: Sendable, Equatable {
 }
 
 /// Inflates one compressed section into `output`, whose size is the uncompressed size the section's
-/// header claims (already checked against `DWARFSections.maximumUncompressedSize`); returns the number
+/// header claims (already checked against `DWARFSections.maximumUncompressedSize`, and with the file's
+/// other claims against `DWARFSections.maximumInflatedTotal`); returns the number
 /// of bytes written, which the caller requires to equal `output.count`.
 ///
 /// The readers stay pure Swift and take the decompressor as an argument: ImageLogSymbolication passes one
@@ -86,6 +87,8 @@ public struct DWARFSections: Sendable {
   public var ehFrameHeader = DWARFSection.empty
   /// The link-time address of `.eh_frame_hdr`'s first byte.
   public var ehFrameHeaderVMAddress: UInt64 = 0
+  /// The bytes this file's compressed sections were inflated to (not its supplementary file's).
+  public internal(set) var inflatedByteCount: UInt64 = 0
 
   private var supplementaryBox: [DWARFSections] = []  // an array, because a struct cannot hold itself
 
@@ -106,6 +109,20 @@ public struct DWARFSections: Sendable {
   /// real programs are a few hundred MB; a claim beyond this is hostile, and the buffer is allocated
   /// before decompression starts.
   public static let maximumUncompressedSize: UInt64 = 1 << 30
+
+  /// The most that one file's compressed sections may claim together, with its supplementary file's:
+  /// 1 GiB, the same as one section may. Each claim is checked on its own first, so this bounds what a
+  /// file of many sections, or of many headers over the same bytes, costs: every claim is summed before
+  /// anything is allocated or inflated, and a file over the limit inflates nothing. Inflating is linear
+  /// in its output, so this bounds the time too. Real debug files stay far below it: libc6-dbg's
+  /// largest (libc's) inflates to 8.6 MB, and libstdc++6-12-dbg's library (7.3 MB of DWARF) is not
+  /// compressed at all.
+  ///
+  /// What one symbolication holds: `Symbolicator` reads one file's DWARF at a time, letting it go before
+  /// the next image's is read, so at most this much is inflated at once; `SymbolicationCache` (many
+  /// reports, `--output-dir`) keeps the DWARF of files read for earlier reports within this much in all,
+  /// so at most twice this while another file is read beside it.
+  public static let maximumInflatedTotal: UInt64 = 1 << 30
 
   /// The largest uncompressed/compressed ratio a section may claim. Deflate cannot exceed 1032:1 (a
   /// 258-byte match per 2 bits at best), so a zlib claim above is a lie whatever the data; zstd can go
@@ -149,10 +166,14 @@ public struct DWARFSections: Sendable {
   /// The debug sections of an ELF file: `.debug_*` (compressed with `SHF_COMPRESSED` or not) and
   /// `.zdebug_*`, plus `.eh_frame`/`.eh_frame_hdr`. `bytes` is the whole file `file` was decoded from;
   /// `owner` keeps those bytes alive. Compressed sections are inflated with `decompress` into memory the
-  /// result owns. A section that cannot be read or inflated is an error naming it.
-  public static func elf(_ file: ELFFile, bytes: ByteReader, owner: AnyObject?,
-                         decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSections {
+  /// result owns, once the sizes they claim are known to fit together with `inflatedBefore` (what the
+  /// file this one supplements inflated) in `maximumInflatedTotal`. A section that cannot be read or
+  /// inflated is an error naming it.
+  public static func elf(_ file: ELFFile, bytes: ByteReader, owner: AnyObject?, decompress: DWARFDecompressor?,
+                         inflatedBefore: UInt64 = 0) throws(FormatError) -> DWARFSections {
     var result = DWARFSections(endian: file.header.endian)
+    var compressed: [(short: Substring, section: CompressedSection)] = []
+    var claimed = inflatedBefore
     for section in file.sections where section.occupiesFile {
       let name = section.name[...]
       if name == ".eh_frame" || name == ".eh_frame_hdr" {
@@ -169,23 +190,42 @@ public struct DWARFSections: Sendable {
       else { continue }
       guard wanted(short) else { continue }
       let contents = try file.contents(of: section, in: bytes)
-      let value: DWARFSection
+      let header: CompressedSection
       if section.flags & compressedFlag != 0 {
-        value = try decompressELF(contents, name: section.name, is64Bit: file.header.is64Bit, decompress: decompress)
+        header = try compressedELF(contents, name: section.name, is64Bit: file.header.is64Bit)
       } else if zdebug {
-        value = try decompressZdebug(contents, name: section.name, decompress: decompress)
+        header = try compressedZdebug(contents, name: section.name)
       } else {
-        value = contents.withUnsafeBytes { DWARFSection(bytes: $0, owner: owner) }
+        result.assign(short, contents.withUnsafeBytes { DWARFSection(bytes: $0, owner: owner) })
+        continue
       }
-      result.assign(short, value)
+      // Saturating: a sum past UInt64 is past the limit all the same.
+      let (sum, overflow) = claimed.addingReportingOverflow(UInt64(header.size))
+      claimed = overflow ? .max : sum
+      compressed.append((short, header))
     }
+    guard claimed <= maximumInflatedTotal else {
+      throw .limitExceeded("compressed debug sections: uncompressed total" + (inflatedBefore > 0 ? " with the main file's" : ""),
+                           value: claimed, limit: maximumInflatedTotal)
+    }
+    for (short, header) in compressed { result.assign(short, try inflate(header, decompress: decompress)) }
+    result.inflatedByteCount = claimed - inflatedBefore  // claimed started at inflatedBefore and only grew
     return result
+  }
+
+  /// A compressed section whose header has been read and its claim checked, not yet inflated.
+  struct CompressedSection {
+    var name: String
+    var compression: DWARFCompression
+    /// The uncompressed size the header claims, within the per-section limits.
+    var size: Int
+    /// The compressed stream.
+    var stream: ByteReader
   }
 
   /// An `SHF_COMPRESSED` section: `Elf64_Chdr` (type, reserved, size, alignment) or `Elf32_Chdr`
   /// (type, size, alignment), then the stream.
-  static func decompressELF(_ contents: ByteReader, name: String, is64Bit: Bool,
-                            decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
+  static func compressedELF(_ contents: ByteReader, name: String, is64Bit: Bool) throws(FormatError) -> CompressedSection {
     var header = contents
     let type = try header.read(UInt32.self)
     if is64Bit { _ = try header.read(UInt32.self) }
@@ -198,12 +238,11 @@ public struct DWARFSections: Sendable {
     default: throw .dwarf(section: name, offset: 0, "unknown compression type \(type) (ELFCOMPRESS_ZLIB 1 and ELFCOMPRESS_ZSTD 2 are known)")
     }
     let stream = try contents.slice(at: header.offset, length: header.remaining)
-    return try inflate(stream, compression: compression, size: size, name: name, decompress: decompress)
+    return try checkedClaim(stream, compression: compression, size: size, name: name)
   }
 
   /// A `.zdebug_*` section: "ZLIB", the uncompressed size as 8 big-endian bytes, a zlib stream.
-  static func decompressZdebug(_ contents: ByteReader, name: String,
-                               decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
+  static func compressedZdebug(_ contents: ByteReader, name: String) throws(FormatError) -> CompressedSection {
     guard contents.hasBytes("ZLIB", at: 0) else {
       throw .dwarf(section: name, offset: 0, "does not start with \"ZLIB\"")
     }
@@ -211,24 +250,33 @@ public struct DWARFSections: Sendable {
     header.endian = .big
     let size = try header.read(UInt64.self)
     let stream = try contents.slice(at: 12, length: contents.count - 12)  // slice(at: 4, length: 8) proved count >= 12
-    return try inflate(stream, compression: .zlib, size: size, name: name, decompress: decompress)
+    return try checkedClaim(stream, compression: .zlib, size: size, name: name)
   }
 
-  static func inflate(_ stream: ByteReader, compression: DWARFCompression, size: UInt64, name: String,
-                      decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
+  /// The section, once its claim is within `maximumUncompressedSize` and the compression's ratio.
+  static func checkedClaim(_ stream: ByteReader, compression: DWARFCompression, size: UInt64,
+                           name: String) throws(FormatError) -> CompressedSection {
     let (ratioLimit, overflow) = UInt64(stream.count).multipliedReportingOverflow(by: maximumRatio(compression))
     let limit = overflow ? maximumUncompressedSize : min(maximumUncompressedSize, max(ratioLimit, 4096))
     guard size <= limit, let count = Int(exactly: size) else {
       throw .limitExceeded("\(name): uncompressed size", value: size, limit: limit)
     }
+    return CompressedSection(name: name, compression: compression, size: count, stream: stream)
+  }
+
+  /// Inflates `section` into memory the result owns.
+  static func inflate(_ section: CompressedSection, decompress: DWARFDecompressor?) throws(FormatError) -> DWARFSection {
     guard let decompress else {
-      throw .dwarf(section: name, offset: 0, "is compressed and no decompressor was given")
+      throw .dwarf(section: section.name, offset: 0, "is compressed and no decompressor was given")
     }
+    let count = section.size
     let owned = DWARFOwnedBytes(count: count)
     let output = UnsafeMutableRawBufferPointer(rebasing: owned.buffer[0..<count])
-    let produced = try stream.withUnsafeBytes { input throws(FormatError) in try decompress(compression, input, output) }
+    let produced = try section.stream.withUnsafeBytes { input throws(FormatError) in
+      try decompress(section.compression, input, output)
+    }
     guard produced == count else {
-      throw .dwarf(section: name, offset: 0, "decompressed to \(produced) bytes, the header says \(count)")
+      throw .dwarf(section: section.name, offset: 0, "decompressed to \(produced) bytes, the header says \(count)")
     }
     return DWARFSection(bytes: UnsafeRawBufferPointer(output), owner: owned)
   }

@@ -236,11 +236,17 @@ extension ELFFile {
       let limit = UInt64(file.count)  // a count is never negative
       for index in 0..<total {
         // index * entrySize < table.count, so the product fits in Int.
-        let section = try ELFSection(tableReader, at: index * entrySize, index: index, is64Bit: header.is64Bit)
+        var section = try ELFSection(tableReader, at: index * entrySize, index: index, is64Bit: header.is64Bit)
         // checkedRange's test in subtraction form, inline: it runs for every section of every file.
         if section.occupiesFile && (section.fileOffset > limit || section.size > limit - section.fileOffset) {
-          _ = try ByteReader.checkedRange(offset: section.fileOffset, size: section.size, limit: file.count,
-                                          "section \(index) contents")
+          // A section nothing loads (debug, symbol table, comment) costs only itself: its contents are
+          // refused when asked for, while the symbols or DWARF in other sections stay readable, as
+          // llvm-nm and llvm-symbolizer read them. A loaded section past the end is a broken file.
+          if section.flags & ELFSection.allocFlag != 0 {
+            _ = try ByteReader.checkedRange(offset: section.fileOffset, size: section.size, limit: file.count,
+                                            "section \(index) contents")
+          }
+          section.contentsInFile = false
         }
         sections.append(section)
       }
@@ -280,6 +286,10 @@ extension ELFFile {
       throw .elf("e_shstrndx \(nameIndex) is not a section (\(sections.count) sections)")
     }
     let nameTable = sections[nameIndex]
+    if !nameTable.contentsInFile {  // no names without it: the bounds error, as for any other broken table
+      _ = try ByteReader.checkedRange(offset: nameTable.fileOffset, size: nameTable.size, limit: file.count,
+                                      "section \(nameIndex) contents")
+    }
     guard let range = nameTable.fileRange else {
       throw .elf("section name table \(nameIndex) has no contents in the file")
     }

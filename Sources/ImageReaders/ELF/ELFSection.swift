@@ -2,7 +2,9 @@
 ///
 /// A value: it keeps the header's numbers, not the bytes. Get the contents with
 /// `ELFFile.contents(of:in:)` (or slice `fileRange` out of the file yourself); the reader has already
-/// checked that `fileRange` lies inside the file for every section that occupies file space.
+/// checked that `fileRange` lies inside the file for every section that occupies file space
+/// (`fileRange` is `nil` for a section that is not loaded and whose header puts it past the end:
+/// `contentsInFile`).
 public struct ELFSection: Sendable, Equatable {
   /// The section's index in the section header table (`st_shndx` of symbols refers to it).
   public var index: Int
@@ -28,6 +30,11 @@ public struct ELFSection: Sendable, Equatable {
   public var alignment: UInt64
   /// `sh_entsize`: the size of one entry for table sections (symbols, relocations, dynamic), else 0.
   public var entrySize: UInt64
+  /// False for a section `ELFFile` kept though its header puts its contents (partly) past the end of
+  /// the file: one without `SHF_ALLOC` (debug sections, `.symtab`, `.comment`), which nothing loads.
+  /// Its contents cannot be had (`fileRange` is `nil`, `ELFFile.contents(of:in:)` throws the bounds
+  /// error); the rest of the file can.
+  public var contentsInFile = true
 
   /// `SHT_NULL`
   public static let nullType: UInt32 = 0
@@ -54,7 +61,7 @@ public struct ELFSection: Sendable, Equatable {
   /// The contents' byte range in the file, or `nil` for a section without file space. Validated
   /// against the file's size when the file was read, so slicing with it cannot fail for that file.
   public var fileRange: Range<Int>? {
-    guard occupiesFile, let lower = Int(exactly: fileOffset), let length = Int(exactly: size),
+    guard occupiesFile, contentsInFile, let lower = Int(exactly: fileOffset), let length = Int(exactly: size),
           length <= Int.max - lower else { return nil }
     return lower..<lower + length  // length <= Int.max - lower, checked above
   }

@@ -1,0 +1,62 @@
+internal import Glibc
+
+/// The few file-system questions the readers of reports and symbolication ask, on Glibc directly (no
+/// Foundation).
+package enum FileSystem {
+  package enum Kind { case file, directory, other, missing }
+
+  /// What `path` is, following symbolic links.
+  package static func kind(_ path: String) -> Kind {
+    var info = stat()
+    guard stat(path, &info) == 0 else { return .missing }
+    switch info.st_mode & S_IFMT {
+    case S_IFREG: return .file
+    case S_IFDIR: return .directory
+    default: return .other
+    }
+  }
+
+  /// True when `path` is a symbolic link (walks do not follow linked directories, so cycles end).
+  package static func isSymbolicLink(_ path: String) -> Bool {
+    var info = stat()
+    return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK
+  }
+
+  /// The names in directory `path` (without `.` and `..`), or `[]` when it cannot be read.
+  package static func contents(_ path: String) -> [String] {
+    guard let directory = opendir(path) else { return [] }
+    defer { closedir(directory) }
+    var names: [String] = []
+    while let entry = readdir(directory) {
+      let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
+        String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+      }
+      if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
+  }
+
+  /// Every regular file under `root` (or `root` itself when it is a file), depth-first, not following
+  /// linked directories, at most `limit` files and `maximumDepth` levels.
+  package static func walk(_ root: String, limit: Int = 200_000, maximumDepth: Int = 24) -> [String] {
+    var result: [String] = []
+    var stack: [(String, Int)] = [(root, 0)]
+    while let (path, depth) = stack.popLast(), result.count < limit {
+      switch kind(path) {
+      case .file: result.append(path)
+      case .directory:
+        guard depth == 0 || !isSymbolicLink(path), depth < maximumDepth else { continue }
+        for name in contents(path).reversed() {
+          stack.append((path.hasSuffix("/") ? path + name : path + "/" + name, depth + 1))
+        }
+      default: continue
+      }
+    }
+    return result
+  }
+
+  /// The value of an environment variable.
+  package static func environment(_ name: String) -> String? {
+    getenv(name).map { String(cString: $0) }
+  }
+}

@@ -1,0 +1,147 @@
+#if canImport(Glibc)
+internal import Glibc
+#endif
+import ImageLog
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
+
+/// `imagelog capture-crash`: the helper a crash handler starts (`CrashReporter.install(helper:...)`,
+/// `imagelog run --crash-dir`), never a person. It reads what the crashed process's handler recorded,
+/// stops every thread with ptrace, unwinds them (the crashed one from the recorded registers),
+/// symbolicates them and writes the report into the crash directory; its exit status tells the
+/// waiting handler whether it did (0) or must write its own report (1).
+///
+/// Internal: left out of `imagelog --help`'s list of subcommands (a person has nothing to run it on:
+/// it needs a process parked in imagelog's handler and the address of its record), but
+/// `imagelog help capture-crash` describes it, for whoever finds it in a process list.
+struct CaptureCrashCommand: Command {
+  static let name = "capture-crash"
+  static let isInternal = true
+  static let abstract = "Internal: capture a crashed process for the crash handler that started it (see run --crash-dir)."
+  static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> [--done-fd <fd>] "
+    + "[--search <path> ...] [--no-lines] [--no-system-debug]"
+  static let helpSections = """
+    OPTIONS:
+      --pid <pid>             The crashed process (the helper's parent).
+      --record <address>      Where the handler's crash record is in that process (0x...).
+      --crash-dir <directory> Where the report and the minidump go: PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash
+                              and .dmp, each written unnamed and then given its name.
+      --done-fd <fd>          Write one byte to <fd> once the report is written unsymbolicated (every
+                              thread read and unwound): the waiting handler lets the program die, and
+                              the report is then replaced by its symbolicated version.
+      --search <path>         A folder or file holding binaries and debug files. Repeatable.
+      --no-lines              Symbol tables only, no file:line from DWARF.
+      --no-system-debug       Do not look in /usr/lib/debug, debuginfod caches or servers.
+      -h, --help              Show help information.
+
+    NOTES:
+      Started by imagelog's crash handler (imagelog run --crash-dir, CrashReporter.install(helper:)),
+      from the crashed thread's signal handler, which waits for it. It stops every thread at once
+      (PTRACE_SEIZE, the machinery of pid --threads), unwinds each, the crashed thread from the
+      registers its handler recorded, lets the process go, writes the report, tells the handler
+      (--done-fd), then writes the minidump (every thread's registers and stack as copied at the
+      stop) and puts the symbolicated report in place of the first, atomically.
+      Exit status 0 when the report is written; otherwise 1, and the handler writes its own report.
+    """
+
+  var pid: Int32
+  var record: UInt64
+  var directory: String
+  var doneDescriptor: Int32?
+  var options: SymbolicationOptions
+
+  init(_ scanner: inout ArgumentScanner) throws(UsageError) {
+    guard let pidText = try scanner.option("--pid") else { throw scanner.usageError("Missing '--pid <pid>'") }
+    pid = try parsePID(pidText, scanner)
+    guard let recordText = try scanner.option("--record") else {
+      throw scanner.usageError("Missing '--record <address>'")
+    }
+    guard recordText.hasPrefix("0x"), let address = UInt64(recordText.dropFirst(2), radix: 16), address != 0 else {
+      throw scanner.usageError("'\(recordText)' is not an address (0x...)")
+    }
+    record = address
+    guard let directoryText = try scanner.option("--crash-dir") else {
+      throw scanner.usageError("Missing '--crash-dir <directory>'")
+    }
+    directory = directoryText
+    if let done = try scanner.option("--done-fd") {
+      guard let descriptor = Int32(done), descriptor > 2 else { throw scanner.usageError("'\(done)' is not a descriptor above 2") }
+      doneDescriptor = descriptor
+    }
+    options = try parseSymbolicationOptions(&scanner)
+    let rest = try scanner.positionals()
+    if let first = rest.first { throw scanner.usageError("Unexpected argument '\(first)'") }
+  }
+
+  func run() throws -> ExitStatus {
+    let crash: CrashRecord
+    let capture: ProcessSnapshot.Capture
+    let folder: CrashFolder
+    do {
+      folder = try CrashFolder(path: directory)
+      crash = try CrashRecord.read(pid: pid, at: record)
+      // The /proc files a minidump carries are read now: the process is gone once it is let go.
+      capture = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, crash: crash)
+    } catch {
+      printError("imagelog: capture-crash: \(error)")
+      return .failure
+    }
+    let program = capture.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
+      ?? capture.snapshot.process.name ?? "unknown"
+    let stem = CrashFolder.stem(program: program, pid: pid, time: crash.date)
+    // The vDSO is in no file: its symbols are copied from the process while it still waits.
+    var options = options
+    options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
+    let path: String
+    do {
+      // With a handler waiting: the report as read, at once, so the program can die while DWARF is read.
+      let text = doneDescriptor == nil ? symbolicatedReportText(capture.snapshot, options: options)
+                                       : capture.snapshot.imagelogReportText()
+      path = try folder.write(text, as: stem + ".crash", access: CrashFolder.Access(), time: crash.date).path
+    } catch {
+      printError("imagelog: capture-crash: \(error)")
+      return .failure
+    }
+    printError("imagelog: \(program) [\(pid)] crashed (signal \(crash.signal)): report written to \(path)")
+    if let doneDescriptor {
+      _ = writeAll(to: doneDescriptor, "w")
+      close(doneDescriptor)
+      // The program is gone or going: nothing here may keep its standard streams open (a pipeline reading
+      // them would wait for the symbolication to end). A failure from now on leaves the report as it is.
+      let null = open("/dev/null", O_RDWR)
+      for stream: Int32 in [0, 1, 2] where null >= 0 { dup2(null, stream) }
+      if null > 2 { close(null) }
+    }
+    var status = ExitStatus.success
+    do {
+      // Every thread's registers and stack as copied at the stop (the crashed one's from the handler's
+      // record), the images, the exception, the /proc files: the minidump beside the report.
+      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: stem + ".dmp", access: CrashFolder.Access(),
+                           time: crash.date)
+    } catch {
+      if doneDescriptor == nil { printError("imagelog: capture-crash: \(stem).dmp: \(error)") }
+      status = .failure
+    }
+    if doneDescriptor != nil {
+      do {
+        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: stem + ".crash",
+                             access: CrashFolder.Access(), time: crash.date, replacing: true)
+      } catch {
+        return .failure  // the report written above stays, unsymbolicated
+      }
+    }
+    return status
+  }
+
+  /// The snapshot symbolicated and written in imagelog's report layout, its summary of images found
+  /// after it.
+  func symbolicatedReportText(_ snapshot: ProcessSnapshot, options: SymbolicationOptions) -> String {
+    var snapshot = snapshot
+    Symbolicator.symbolicate(&snapshot, options: options)
+    var text = snapshot.formatted(.report)
+    if !text.hasSuffix("\n") { text += "\n" }
+    return text
+  }
+}

@@ -1,0 +1,394 @@
+extension MinidumpFile {
+  /// `VS_FIXEDFILEINFO`: a module's version resource (all zeros but the signature on Linux).
+  public struct VersionInfo: Sendable, Equatable {
+    /// `dwSignature`: `0xFEEF04BD` when the structure is filled in.
+    public var signature: UInt32
+    /// `dwStrucVersion`
+    public var structVersion: UInt32
+    /// `dwFileVersionMS`, `dwFileVersionLS`
+    public var fileVersion: (high: UInt32, low: UInt32)
+    /// `dwProductVersionMS`, `dwProductVersionLS`
+    public var productVersion: (high: UInt32, low: UInt32)
+    /// `dwFileFlagsMask`
+    public var fileFlagsMask: UInt32
+    /// `dwFileFlags`
+    public var fileFlags: UInt32
+    /// `dwFileOS`
+    public var fileOS: UInt32
+    /// `dwFileType`: `VFT_APP` 1 for the main executable, `VFT_DLL` 2 for a library (Crashpad's choice).
+    public var fileType: UInt32
+    /// `dwFileSubtype`
+    public var fileSubtype: UInt32
+    /// `dwFileDateMS`, `dwFileDateLS`
+    public var fileDate: (high: UInt32, low: UInt32)
+
+    /// Field by field (the version pairs are tuples).
+    public static func == (lhs: VersionInfo, rhs: VersionInfo) -> Bool {
+      lhs.signature == rhs.signature && lhs.structVersion == rhs.structVersion && lhs.fileVersion == rhs.fileVersion
+        && lhs.productVersion == rhs.productVersion && lhs.fileFlagsMask == rhs.fileFlagsMask
+        && lhs.fileFlags == rhs.fileFlags && lhs.fileOS == rhs.fileOS && lhs.fileType == rhs.fileType
+        && lhs.fileSubtype == rhs.fileSubtype && lhs.fileDate == rhs.fileDate
+    }
+  }
+
+  /// A module's CodeView record: how a symbol server knows which build it is.
+  public enum CodeView: Sendable, Equatable {
+    /// `'BpEL'` (`MD_CVINFOELF_SIGNATURE`): the ELF GNU build-id, as Breakpad and Crashpad write it.
+    case elf(BuildID)
+    /// `'RSDS'` (`MD_CVINFOPDB70_SIGNATURE`): a GUID (its 16 bytes as stored), an age and a PDB file
+    /// name. Older Breakpad wrote Linux modules this way, the build-id's first 16 bytes as the GUID.
+    case pdb70(guid: [UInt8], age: UInt32, fileName: String)
+    /// `'NB10'` (`MD_CVINFOPDB20_SIGNATURE`): a time stamp, an age and a PDB file name.
+    case pdb20(signature: UInt32, age: UInt32, fileName: String)
+    /// Another signature, with the record's bytes after it.
+    case other(signature: UInt32, bytes: [UInt8])
+  }
+
+  /// One `MINIDUMP_MODULE`.
+  public struct Module: Sendable, Equatable {
+    /// `BaseOfImage`: where the module's first mapping starts.
+    public var baseAddress: UInt64
+    /// `SizeOfImage`: the bytes from `baseAddress` the module spans.
+    public var size: UInt32
+    /// `CheckSum`
+    public var checksum: UInt32
+    /// `TimeDateStamp`
+    public var timeDateStamp: UInt32
+    /// The module's path (`ModuleNameRva`, a `MINIDUMP_STRING`); empty when it could not be read.
+    public var name: String
+    /// `VersionInfo`
+    public var versionInfo: VersionInfo
+    /// `CvRecord`, decoded; `nil` when the module has none (or it was broken: see `problems`).
+    public var codeView: CodeView?
+    /// `MiscRecord`: where an `IMAGE_DEBUG_MISC` record is (size 0 on Linux).
+    public var miscRecord: Location
+
+    /// `baseAddress ..< baseAddress + size`, ending at 2^64 - 1 for a module that would wrap past it.
+    public var addressRange: Range<UInt64> {
+      let (end, overflow) = baseAddress.addingReportingOverflow(UInt64(size))
+      return baseAddress..<(overflow ? UInt64.max : end)
+    }
+
+    /// The ELF build-id of a `'BpEL'` record; `nil` for other records and for an empty or all-zero one
+    /// (writers leave those for mappings that are not ELF images).
+    public var buildID: BuildID? {
+      guard case .elf(let id) = codeView, id.bytes.contains(where: { $0 != 0 }) else { return nil }
+      return id
+    }
+
+    /// Breakpad's debug identifier, as `dump_syms` and `minidump-stackwalk` print it: from a build-id,
+    /// its first 16 bytes as a GUID with the first three fields byte-swapped and age 0 (33 hex digits);
+    /// from a PDB 7.0 record, its GUID and age. `nil` without either (or with a nil GUID).
+    public var debugIdentifier: String? {
+      switch codeView {
+      case .elf: return buildID?.breakpadDebugID()
+      case .pdb70(let guid, let age, _):
+        guard guid.contains(where: { $0 != 0 }) else { return nil }
+        return BuildID(guid).breakpadDebugID(age: age)
+      default: return nil
+      }
+    }
+
+    /// The code identifier `minidump-stackwalk` prints as `code_id`: the whole build-id in lowercase hex.
+    public var codeIdentifier: String? { buildID?.hex }
+
+    /// The file name the debug information is looked up by: the PDB name of a PDB record, else the
+    /// last component of `name` (as `dump_syms` names an ELF file's symbols).
+    public var debugFileName: String {
+      switch codeView {
+      case .pdb70(_, _, let fileName) where !fileName.isEmpty, .pdb20(_, _, let fileName) where !fileName.isEmpty:
+        return fileName
+      default:
+        return name.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? name
+      }
+    }
+  }
+
+  /// One `MINIDUMP_UNLOADED_MODULE`.
+  public struct UnloadedModule: Sendable, Equatable {
+    /// `BaseOfImage`
+    public var baseAddress: UInt64
+    /// `SizeOfImage`
+    public var size: UInt32
+    /// `CheckSum`
+    public var checksum: UInt32
+    /// `TimeDateStamp`
+    public var timeDateStamp: UInt32
+    /// `ModuleNameRva`, a `MINIDUMP_STRING`; empty when it could not be read.
+    public var name: String
+  }
+
+  /// One `MINIDUMP_MEMORY_INFO`: a region of the process and its protection.
+  public struct MemoryInfo: Sendable, Equatable {
+    /// `BaseAddress`
+    public var baseAddress: UInt64
+    /// `AllocationBase`
+    public var allocationBase: UInt64
+    /// `AllocationProtect` (`PAGE_*`)
+    public var allocationProtection: UInt32
+    /// `RegionSize`
+    public var regionSize: UInt64
+    /// `State` (`MEM_COMMIT` 0x1000, `MEM_RESERVE` 0x2000, `MEM_FREE` 0x10000)
+    public var state: UInt32
+    /// `Protect` (`PAGE_*`)
+    public var protection: UInt32
+    /// `Type` (`MEM_PRIVATE`, `MEM_MAPPED`, `MEM_IMAGE`)
+    public var type: UInt32
+  }
+
+  /// `MINIDUMP_EXCEPTION_STREAM`. On Linux `code` is the signal number and `flags` its `si_code`.
+  public struct Exception: Sendable, Equatable {
+    /// `ThreadId`: the thread that received the signal.
+    public var tid: UInt32
+    /// `ExceptionCode`: the signal (`SIGSEGV` 11, ...) on Linux.
+    public var code: UInt32
+    /// `ExceptionFlags`: the signal's `si_code` on Linux (`SEGV_MAPERR` 1, ...).
+    public var flags: UInt32
+    /// `ExceptionRecord`: the address of a nested record in the dumped process (0 on Linux).
+    public var recordAddress: UInt64
+    /// `ExceptionAddress`: the faulting address (`si_addr`) on Linux.
+    public var address: UInt64
+    /// `ExceptionInformation[0 ..< NumberParameters]`.
+    public var parameters: [UInt64]
+    /// `ThreadContext`: the registers when the signal arrived.
+    public var contextLocation: Location
+    /// Those registers, decoded; `nil` when they could not be (see `problems`).
+    public var context: MinidumpContext?
+  }
+
+  /// `MINIDUMP_SYSTEM_INFO`.
+  public struct SystemInfo: Sendable, Equatable {
+    /// `ProcessorArchitecture`: `PROCESSOR_ARCHITECTURE_AMD64` 9, `ARM64` 12, Breakpad's `ARM64_OLD`
+    /// 0x8003, `INTEL` 0, `ARM` 5, ...
+    public var processorArchitecture: UInt16
+    /// `ProcessorLevel`: the x86 family, the ARM architecture version.
+    public var processorLevel: UInt16
+    /// `ProcessorRevision`: x86 model << 8 | stepping.
+    public var processorRevision: UInt16
+    /// `NumberOfProcessors`
+    public var processorCount: UInt8
+    /// `ProductType`
+    public var productType: UInt8
+    /// `MajorVersion`: the kernel's major version on Linux.
+    public var majorVersion: UInt32
+    /// `MinorVersion`
+    public var minorVersion: UInt32
+    /// `BuildNumber`: the kernel's patch level on Linux.
+    public var buildNumber: UInt32
+    /// `PlatformId`: Breakpad's `MD_OS_LINUX` 0x8201, `MD_OS_ANDROID` 0x8203, `VER_PLATFORM_WIN32_NT` 2...
+    public var platformID: UInt32
+    /// `CSDVersionRva`'s string: on Linux the rest of `uname` (Breakpad: `uname -srvm`; Crashpad:
+    /// the release's suffix, version and machine); `nil` when absent.
+    public var csdVersion: String?
+    /// `SuiteMask`
+    public var suiteMask: UInt16
+    /// `Cpu`: the 24 bytes of `CPU_INFORMATION` as stored (see `x86VendorID`, `armCPUID`).
+    public var cpuInformation: [UInt8]
+
+    /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`, ...).
+    public var architectureName: String { MinidumpFile.architectureName(processorArchitecture) }
+
+    /// The platform's name (`Linux`, `Android`, `Mac OS X`, `Windows NT`, ...), or its number in hex.
+    public var platformName: String { MinidumpFile.platformName(platformID) }
+
+    /// `x86_cpu_info.vendor_id` as text (`GenuineIntel`, `AuthenticAMD`) on x86, `nil` elsewhere or when
+    /// empty.
+    public var x86VendorID: String? {
+      guard processorArchitecture == 0 || processorArchitecture == 9 else { return nil }
+      let text = cpuInformation.prefix(12).prefix { $0 != 0 }
+      return text.isEmpty ? nil : String(decoding: text, as: UTF8.self)
+    }
+
+    /// `arm_cpu_info.cpuid` and `elf_hwcaps` on ARM and arm64, `nil` elsewhere.
+    public var armCPUID: (cpuid: UInt32, hardwareCapabilities: UInt32)? {
+      guard [5, 12, 0x8003].contains(processorArchitecture), cpuInformation.count >= 8 else { return nil }
+      func word(_ at: Int) -> UInt32 {
+        (0..<4).reduce(0) { $0 | UInt32(cpuInformation[at + $1]) << (8 * UInt32($1)) }
+      }
+      return (word(0), word(4))
+    }
+  }
+
+  /// `MINIDUMP_MISC_INFO` through `MINIDUMP_MISC_INFO_5`: each field `nil` when the dump's size has no
+  /// room for it or `Flags1` says it is not valid.
+  public struct MiscInfo: Sendable, Equatable {
+    /// `SizeOfInfo`: 24, 44, 232, 832 or 1364 (which version).
+    public var size: UInt32
+    /// `Flags1`: which fields are valid (`MINIDUMP_MISC1_PROCESS_ID` 1, `..._PROCESS_TIMES` 2, ...).
+    public var flags: UInt32
+    /// `ProcessId`
+    public var processID: UInt32?
+    /// `ProcessCreateTime`: seconds since 1970 (UTC).
+    public var processCreateTime: UInt32?
+    /// `ProcessUserTime`, seconds.
+    public var processUserTime: UInt32?
+    /// `ProcessKernelTime`, seconds.
+    public var processKernelTime: UInt32?
+    /// `ProcessorMaxMhz`, `ProcessorCurrentMhz`, `ProcessorMhzLimit` (`MINIDUMP_MISC1_PROCESSOR_POWER_INFO`).
+    public var processorMHz: (maximum: UInt32, current: UInt32, limit: UInt32)?
+    /// `TimeZone.StandardName`, `DaylightName` and `Bias` (minutes) when `MINIDUMP_MISC3_TIMEZONE`.
+    public var timeZone: (standardName: String, daylightName: String, bias: Int32)?
+    /// `BuildString` (`MINIDUMP_MISC4_BUILDSTRING`): on Linux the kernel's `uname -srvm`.
+    public var buildString: String?
+    /// `DbgBldStr`: the writer and its version (`crashpad.amd64,0.8.0,linux`).
+    public var debugBuildString: String?
+    /// `ProcessCookie` (`MINIDUMP_MISC5_PROCESS_COOKIE`).
+    public var processCookie: UInt32?
+
+    /// Field by field (the processor speeds and time zone are tuples).
+    public static func == (lhs: MiscInfo, rhs: MiscInfo) -> Bool {
+      lhs.size == rhs.size && lhs.flags == rhs.flags && lhs.processID == rhs.processID
+        && lhs.processCreateTime == rhs.processCreateTime && lhs.processUserTime == rhs.processUserTime
+        && lhs.processKernelTime == rhs.processKernelTime
+        && lhs.processorMHz.map { [$0.maximum, $0.current, $0.limit] } == rhs.processorMHz.map { [$0.maximum, $0.current, $0.limit] }
+        && lhs.timeZone?.standardName == rhs.timeZone?.standardName && lhs.timeZone?.daylightName == rhs.timeZone?.daylightName
+        && lhs.timeZone?.bias == rhs.timeZone?.bias && lhs.buildString == rhs.buildString
+        && lhs.debugBuildString == rhs.debugBuildString && lhs.processCookie == rhs.processCookie
+    }
+  }
+
+  /// Breakpad's `MDRawBreakpadInfo`: which thread wrote the dump and which asked for it.
+  public struct BreakpadInfo: Sendable, Equatable {
+    /// `validity`: `MD_BREAKPAD_INFO_VALID_DUMP_THREAD_ID` 1, `..._REQUESTING_THREAD_ID` 2.
+    public var validity: UInt32
+    /// `dump_thread_id` when valid.
+    public var dumpThreadID: UInt32?
+    /// `requesting_thread_id` when valid.
+    public var requestingThreadID: UInt32?
+  }
+
+  /// The Linux streams of Breakpad's writer, each the file's bytes as the writer read them (or `nil`
+  /// when the dump does not hold it), with the decodings crash tooling uses.
+  public struct LinuxStreams: Sendable, Equatable {
+    /// `MD_LINUX_CPU_INFO` (`0x47670003`): `/proc/cpuinfo`.
+    public var cpuInfo: [UInt8]?
+    /// `MD_LINUX_PROC_STATUS` (`0x47670004`): `/proc/PID/status`.
+    public var procStatus: [UInt8]?
+    /// `MD_LINUX_LSB_RELEASE` (`0x47670005`): `/etc/lsb-release` (or `/etc/os-release`).
+    public var lsbRelease: [UInt8]?
+    /// `MD_LINUX_CMD_LINE` (`0x47670006`): `/proc/PID/cmdline`.
+    public var commandLine: [UInt8]?
+    /// `MD_LINUX_ENVIRON` (`0x47670007`): `/proc/PID/environ`.
+    public var environment: [UInt8]?
+    /// `MD_LINUX_AUXV` (`0x47670008`): `/proc/PID/auxv`.
+    public var auxiliaryVector: [UInt8]?
+    /// `MD_LINUX_MAPS` (`0x47670009`): `/proc/PID/maps`.
+    public var maps: [UInt8]?
+    /// `MD_LINUX_DSO_DEBUG` (`0x4767000A`), decoded.
+    public var dsoDebug: DSODebug?
+
+    /// No Linux streams.
+    public init() {}
+
+    /// The command line's arguments (NUL-separated; a final NUL ends the last).
+    public var arguments: [String]? { commandLine.map(Self.nulSeparated) }
+
+    /// The environment's `NAME=value` entries.
+    public var environmentEntries: [String]? { environment.map(Self.nulSeparated) }
+
+    static func nulSeparated(_ bytes: [UInt8]) -> [String] {
+      var parts = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+      if bytes.last == 0 { parts.removeLast() }
+      return parts
+    }
+
+    /// The value of `/proc/PID/status`'s line `key` (`Pid`, `PPid`, `Name`...), trimmed, or `nil`.
+    public func procStatusValue(_ key: String) -> String? {
+      guard let procStatus else { return nil }
+      for line in procStatus.split(separator: UInt8(ascii: "\n")) {
+        let text = String(decoding: line, as: UTF8.self)
+        guard let colon = text.firstIndex(of: ":"), text[..<colon] == key else { continue }
+        return String(text[text.index(after: colon)...].drop { $0 == " " || $0 == "\t" })
+      }
+      return nil
+    }
+  }
+
+  /// `MD_LINUX_DSO_DEBUG`: the dynamic linker's `r_debug` and its `link_map` list, as Breakpad's
+  /// writer copies them (the 64-bit layout on 64-bit processes, the 32-bit one otherwise).
+  public struct DSODebug: Sendable, Equatable {
+    /// `r_version`
+    public var version: UInt32
+    /// `r_brk`
+    public var breakpointAddress: UInt64
+    /// `r_ldbase`: where the dynamic linker is loaded.
+    public var linkerBase: UInt64
+    /// The address of the executable's `_DYNAMIC`.
+    public var dynamicAddress: UInt64
+    /// The `link_map` entries, in list order.
+    public var linkMaps: [LinkMap]
+    /// The bytes of the executable's dynamic section the writer copied after the structure.
+    public var dynamicSection: [UInt8]
+
+    /// One `link_map`.
+    public struct LinkMap: Sendable, Equatable {
+      /// `l_addr`: the load bias.
+      public var loadBias: UInt64
+      /// `l_name`: the path (empty for the executable).
+      public var name: String
+      /// `l_ld`: the address of the object's dynamic section.
+      public var dynamicAddress: UInt64
+    }
+  }
+
+  /// Crashpad's `MinidumpCrashpadInfo`: the report's and client's ids and the annotations.
+  public struct CrashpadInfo: Sendable, Equatable {
+    /// `version`
+    public var version: UInt32
+    /// `report_id`, 16 bytes as stored (a GUID: see `reportIDString`).
+    public var reportID: [UInt8]
+    /// `client_id`, 16 bytes as stored.
+    public var clientID: [UInt8]
+    /// `simple_annotations`: the process's key-value pairs, in stream order.
+    public var simpleAnnotations: [(key: String, value: String)]
+    /// `module_list`: each module's annotations, by index in `modules`.
+    public var moduleInfos: [ModuleInfo]
+    /// `address_mask` (newer Crashpad), or `nil`.
+    public var addressMask: UInt64?
+
+    /// `reportID` printed as Crashpad names the report file (`xxxxxxxx-xxxx-...`, lowercase).
+    public var reportIDString: String { HexText.uuid(BuildID.swappingGUIDFields(reportID), uppercase: false) }
+    /// `clientID` printed the same way.
+    public var clientIDString: String { HexText.uuid(BuildID.swappingGUIDFields(clientID), uppercase: false) }
+
+    /// `MinidumpModuleCrashpadInfo` of one module.
+    public struct ModuleInfo: Sendable, Equatable {
+      /// `minidump_module_list_index`: the module's index in `MinidumpFile.modules`.
+      public var moduleIndex: UInt32
+      /// `version`
+      public var version: UInt32
+      /// `list_annotations`
+      public var listAnnotations: [String]
+      /// `simple_annotations`
+      public var simpleAnnotations: [(key: String, value: String)]
+      /// `annotation_objects`: name, type (`1` a string, `0x8000` and above user-defined) and value.
+      public var annotationObjects: [Annotation]
+
+      /// Field by field, annotations in order.
+      public static func == (lhs: ModuleInfo, rhs: ModuleInfo) -> Bool {
+        lhs.moduleIndex == rhs.moduleIndex && lhs.version == rhs.version && lhs.listAnnotations == rhs.listAnnotations
+          && lhs.simpleAnnotations.elementsEqual(rhs.simpleAnnotations, by: ==)
+          && lhs.annotationObjects == rhs.annotationObjects
+      }
+    }
+
+    /// One `MinidumpAnnotation`.
+    public struct Annotation: Sendable, Equatable {
+      /// `name`
+      public var name: String
+      /// `type`: `1` (`kString`) is UTF-8 text.
+      public var type: UInt16
+      /// `value`'s bytes.
+      public var value: [UInt8]
+      /// `value` as text when `type` is `kString`.
+      public var stringValue: String? { type == 1 ? String(decoding: value.prefix { $0 != 0 }, as: UTF8.self) : nil }
+    }
+
+    /// Field by field, annotations in order.
+    public static func == (lhs: CrashpadInfo, rhs: CrashpadInfo) -> Bool {
+      lhs.version == rhs.version && lhs.reportID == rhs.reportID && lhs.clientID == rhs.clientID
+        && lhs.simpleAnnotations.elementsEqual(rhs.simpleAnnotations, by: ==) && lhs.moduleInfos == rhs.moduleInfos
+        && lhs.addressMask == rhs.addressMask
+    }
+  }
+}

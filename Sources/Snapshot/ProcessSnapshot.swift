@@ -1,0 +1,132 @@
+public import ImageLog
+public import ImageReaders
+
+/// A process at one moment: the one model every source builds and every writer reads.
+///
+/// A live process (`imagelog pid --threads`), a core, a minidump, the crash handler's report and each
+/// foreign text report (Apple, Swift, sanitizers, systemd-coredump, Android, glibc) become this value;
+/// symbolication fills in each frame's answer and each image's file; the writers (imagelog's
+/// report layout, JSON, the classic `.crash` text, a minidump) read it. A report read from text keeps
+/// its text in `document`, only so that it can be annotated in place.
+public struct ProcessSnapshot: Sendable {
+  /// Where the snapshot came from: a report's kind, or what imagelog captured.
+  public enum Format: String, Sendable, CaseIterable {
+    /// imagelog's own layout: the crash handler's report, `pid --threads`, a core.
+    case imagelog
+    /// Apple's `.crash` text, with or without a one-line JSON header (`bug_type` 109).
+    case appleCrash = "crash"
+    /// Apple's `.ips` JSON (`bug_type` 309).
+    case appleIPS = "ips"
+    /// Swift's backtracer output (`SWIFT_BACKTRACE=...,symbolicate=off`).
+    case swiftBacktrace = "swift-backtrace"
+    /// Swift's backtracer output in JSON (`SWIFT_BACKTRACE=...,format=json`).
+    case swiftBacktraceJSON = "swift-backtrace-json"
+    /// Bare addresses with images given on the command line.
+    case addresses
+    /// Sanitizer reports (ASan, TSan, MSan, UBSan, LSan) and LLVM stack dumps.
+    case sanitizer
+    /// systemd-coredump's journal entry or `coredumpctl info`.
+    case coredump
+    /// Android tombstones and logcat crash dumps.
+    case androidTombstone = "android-tombstone"
+    /// glibc's `backtrace_symbols` / `backtrace_symbols_fd` lines.
+    case glibcBacktrace = "glibc-backtrace"
+    /// A minidump (Crashpad, Breakpad, rust-minidump, imagelog).
+    case minidump
+
+    /// The Linux logs, found line by line inside a longer log: symbolicated by inserting the function
+    /// into each frame line.
+    public var isLinuxLog: Bool {
+      self == .sanitizer || self == .coredump || self == .androidTombstone || self == .glibcBacktrace
+    }
+  }
+
+  /// What the source said about the process itself.
+  public struct Process: Sendable, Equatable {
+    /// The process's name (`/proc/PID/comm`, a core's `NT_PRPSINFO`, a report's `Process:`).
+    public var name: String?
+    /// The process id.
+    public var pid: Int32?
+    /// The executable's path.
+    public var path: String?
+    /// `Linux RELEASE MACHINE` as `uname` gives them, or the report's `OS Version:`.
+    public var osVersion: String?
+    /// The report's architecture (`Code Type:`, the ips `cpuType`, the machine of `OS Version:`).
+    public var architecture: String?
+    /// When the snapshot was taken (or the core written), seconds since the epoch (UTC).
+    public var date: Int64?
+    /// How many threads the source says the process had (imagelog's `Threads:`), which may be more
+    /// than it lists.
+    public var threadCount: Int?
+    /// How long the threads were stopped to be read (`pid --threads`), in nanoseconds.
+    public var stoppedNanoseconds: UInt64?
+    /// The process's files from `/proc` (maps, status, command line, auxiliary vector...) and the
+    /// system's (`/etc/lsb-release`, `/proc/cpuinfo`), as a minidump carries them: kept by sources that
+    /// read them (a minidump; a capture made to be written as one).
+    public var linuxFiles = MinidumpFile.LinuxStreams()
+
+    public init(name: String? = nil, pid: Int32? = nil, path: String? = nil, osVersion: String? = nil,
+                architecture: String? = nil, date: Int64? = nil, threadCount: Int? = nil,
+                stoppedNanoseconds: UInt64? = nil) {
+      self.name = name
+      self.pid = pid
+      self.path = path
+      self.osVersion = osVersion
+      self.architecture = architecture
+      self.date = date
+      self.threadCount = threadCount
+      self.stoppedNanoseconds = stoppedNanoseconds
+    }
+  }
+
+  /// The signal a process died of. The crashed thread is the one whose `crashed` is true.
+  public struct Exception: Sendable, Equatable {
+    /// The signal number (`si_signo`).
+    public var signal: Int32
+    /// `si_code`.
+    public var code: Int32
+    /// The fault address (`si_addr`), 0 when the signal has none.
+    public var address: Address
+
+    public init(signal: Int32, code: Int32, address: Address) {
+      self.signal = signal
+      self.code = code
+      self.address = address
+    }
+  }
+
+  /// The kind of source.
+  public var format: Format
+  /// What the source said about the process.
+  public var process: Process
+  /// The signal, for a crash; `nil` for a live process and for reports that do not say.
+  public var exception: Exception?
+  /// The threads in the source's order (a live process's and a core's: `/proc/PID/task` order).
+  public var threads: [Thread]
+  /// The images the source lists, in its order; frames refer to them by index.
+  public var images: [Image]
+  /// Parts of the source that could not be read, each a short phrase naming the line or field.
+  public var problems: [String]
+  /// What symbolication could not do (unreadable debug files or search paths, files refused).
+  public var notes: [String] = []
+  /// A text or JSON report's own document, kept to be annotated in place; `nil` for captures.
+  public var document: ReportDocument?
+
+  /// A snapshot of these parts.
+  public init(format: Format, process: Process = Process(), exception: Exception? = nil, threads: [Thread] = [],
+              images: [Image] = [], problems: [String] = [], document: ReportDocument? = nil) {
+    self.format = format
+    self.process = process
+    self.exception = exception
+    self.threads = threads
+    self.images = images
+    self.problems = problems
+    self.document = document
+  }
+
+  /// The index of the thread marked crashed, when one is.
+  public var crashedThreadIndex: Int? { threads.firstIndex { $0.crashed } }
+
+  /// How many frames all the threads have.
+  public var frameCount: Int { threads.reduce(0) { $0 + $1.frames.count } }
+}

@@ -1,0 +1,117 @@
+import ImageLog
+import ImageReaders
+public import Snapshot
+
+extension ProcessSnapshot {
+  /// The snapshot in imagelog's report layout, the one its crash handler writes: the header (Process,
+  /// Path, Date/Time, OS Version, the exception, Crashed Thread, Threads, Stopped), each thread's
+  /// headings and frames, the crashed thread's registers, and `Binary Images:`; each line ends with a
+  /// newline. A frame symbolication named is written `name + offset (file:line)`, one line per inlined
+  /// function; any other frame `0xLOAD + OFFSET`. Text from the process is escaped (`TextEscaping`),
+  /// so no name can forge a line.
+  public func imagelogReportText() -> String {
+    var out = ""
+    out.reserveCapacity(256 + 120 * frameCount + 200 * images.count)
+    func field(_ label: String, _ value: String) {
+      out += label
+      out += String(repeating: " ", count: max(1, 17 - label.count))
+      out += value
+      out += "\n"
+    }
+    field("Process:", "\(TextEscaping.escaped(process.name ?? "???")) [\(process.pid ?? 0)]")
+    field("Path:", TextEscaping.escaped(process.path ?? "???"))
+    field("Date/Time:", Self.dateText(process.date ?? 0))
+    field("OS Version:", TextEscaping.escaped(process.osVersion ?? "???"))
+    let crashedIndex = crashedThreadIndex
+    if let exception {
+      let name = Self.signalName(exception.signal) ?? "signal \(exception.signal)"
+      let code = Self.codeName(signal: exception.signal, code: exception.code) ?? String(exception.code)
+      field("Exception Type:", "\(name) (\(code))")
+      field("Exception Codes:", "signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
+    }
+    if let crashedIndex { field("Crashed Thread:", "\(crashedIndex)  tid \(threads[crashedIndex].tid ?? 0)") }
+    field("Threads:", String(process.threadCount ?? threads.count))
+    if let stopped = process.stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stopped) + " ms") }
+
+    // Each image's name as frame lines write it, made once per image rather than once per frame.
+    let names = images.map { TextEscaping.escaped($0.name) }
+    for (index, thread) in threads.enumerated() {
+      out += "\n"
+      if let name = thread.name { out += "Thread \(index) name:  \(TextEscaping.escaped(name))\n" }
+      out += "Thread \(index)\(thread.crashed ? " Crashed" : ""):  tid \(thread.tid ?? 0)"
+      if let state = thread.state { out += "  state \(TextEscaping.escaped(state))" }
+      out += "\n"
+      for frame in thread.frames {
+        let image = frame.imageIndex.flatMap { images.indices.contains($0) ? $0 : nil }
+        let prefix = Self.framePrefix(frame.number, name: image.map { names[$0] } ?? "???", address: frame.address)
+        let mark = ProcessSnapshot.Frame.trustMark(frame.trust)
+        switch frame.symbols.status {
+        case .symbolicated:
+          for function in frame.symbols.functions {
+            out += prefix
+            out += Self.appleStyle(function)
+            out += mark
+            out += "\n"
+          }
+        case let .mismatch(reportID, fileID, path):
+          Self.appendAddressPart(frame.address, base: image.map { images[$0].loadAddress } ?? frame.address, to: &out,
+                                 prefix: prefix, mark: mark)
+          out.removeLast()
+          out += "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]\n"
+        default:
+          Self.appendAddressPart(frame.address, base: image.map { images[$0].loadAddress } ?? frame.address, to: &out,
+                                 prefix: prefix, mark: mark)
+        }
+      }
+      if let problem = thread.problem { out += "(not unwound: \(TextEscaping.escaped(problem)))\n" }
+    }
+    if let crashedIndex, let registers = threads[crashedIndex].registers {
+      out += "\nThread \(crashedIndex) crashed with \(registers.title):\n"
+      out += registers.text()
+    }
+    out += "\nBinary Images:\n"
+    let formatter = ImageFormatter(style: .crash)
+    for image in images {
+      if let loaded = image.loaded {
+        out += formatter.format(loaded)
+      } else {
+        out += "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(image.endAddress ?? image.loadAddress)) "
+          + "\(TextEscaping.escaped(image.name)) \(image.architecture ?? "???")  "
+          + "<\(image.identity.map { TextEscaping.escaped($0.text) } ?? "")> \(TextEscaping.escaped(image.path ?? "???"))"
+      }
+      out += "\n"
+    }
+    return out
+  }
+
+  /// `N   name(padded to 30)  0x%016llx ` of a frame line, as the crash handler's `w_frame` writes it: the
+  /// part a symbolicated line keeps. `name` is escaped already.
+  static func framePrefix(_ number: Int, name: String, address: Address) -> String {
+    var line = String(max(number, 0))
+    line += String(repeating: " ", count: number < 10 ? 3 : number < 100 ? 2 : 1)
+    line += name
+    let width = name.utf8.count
+    line += String(repeating: " ", count: width < 30 ? 30 - width : 1)
+    line += "0x" + hexDigits(address, width: 16) + " "
+    return line
+  }
+
+  /// `0xBASE + OFFSET`, the mark and a newline after `prefix`: an address not named.
+  static func appendAddressPart(_ address: Address, base: Address, to out: inout String, prefix: String, mark: String) {
+    out += prefix
+    out += "0x" + hexDigits(base) + " + " + String(address &- base)
+    out += mark
+    out += "\n"
+  }
+
+  /// One function as Apple's reports write it: `name + 184 (main.swift:16)`. Names and paths come
+  /// from files: they are escaped (`TextEscaping`).
+  static func appleStyle(_ function: FrameSymbols.Function) -> String {
+    var text = function.name.map(TextEscaping.escaped) ?? "???"
+    if let offset = function.offset { text += " + \(offset)" }
+    if let file = function.file, let line = function.line {
+      text += " (\(TextEscaping.escaped(ImageLog.Image.shortName(of: file))):\(line))"
+    }
+    return text
+  }
+}

@@ -1,0 +1,39 @@
+internal import Glibc
+import ImageLog
+import Snapshot
+
+/// Reading report files for the CLI (no Foundation): whole files, `-` for standard input.
+public enum ReportReading {
+  /// The text of the report at `path` (`-`: standard input), UTF-8 with replacement, at most
+  /// `ReportText.maximumSize` bytes.
+  public static func readText(_ path: String) throws(ReportError) -> String {
+    try readText(path, limit: ReportText.maximumSize)
+  }
+
+  /// True when `path` names an existing file or folder.
+  public static func exists(_ path: String) -> Bool { FileSystem.kind(path) != .missing }
+
+  /// Reads a whole file (a report) as UTF-8 text with replacement; `-` reads standard input.
+  static func readText(_ path: String, limit: Int) throws(ReportError) -> String {
+    let descriptor = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { throw ReportError(String(cString: strerror(errno))) }
+    defer { if descriptor != 0 { close(descriptor) } }
+    var bytes: [UInt8] = []
+    if path != "-" {
+      var info = stat()
+      if fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { throw ReportError("is a directory") }
+      // A regular file's size, as a hint only (it may change while read): bounded by the limit.
+      if info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 { bytes.reserveCapacity(Int(min(info.st_size, off_t(limit) + 1))) }
+    }
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+      let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+      if count < 0 { if errno == EINTR { continue }; throw ReportError(String(cString: strerror(errno))) }
+      if count == 0 { break }
+      bytes += buffer[0..<count]
+      if bytes.count > limit { throw ReportError("too large for a crash report (over \(limit) bytes)") }
+    }
+    guard !bytes.isEmpty else { throw ReportError("empty file") }
+    return String(decoding: bytes, as: UTF8.self)
+  }
+}

@@ -1,0 +1,84 @@
+public import ImageLog
+import ImageReaders
+public import Snapshot
+
+extension Symbolicator {
+  /// Unwinds every thread of `snapshot` that has registers but no frames yet (a minidump's), with the
+  /// one unwinder: call frame information, then frame pointers, then stack scanning, each frame with
+  /// its trust. Each image's file is found by identity as symbolication finds it (the recorded path, a
+  /// `--search` folder, `/usr/lib/debug`, debuginfod: `locator`); the image is then placed by the
+  /// file's program headers (load bias, text range), and its headers, code and `.eh_frame` are read
+  /// from the file where `memory` (the dump's) does not hold them. An image without a file is walked
+  /// through by frame pointers and scanning only.
+  public static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
+    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil }) else { return }
+    let files = MappedFileMemory()
+    for index in snapshot.images.indices { place(&snapshot.images[index], files: files, locator: locator) }
+    let readable = LayeredMemory(memory, files)
+    let unwindImages = snapshot.images.compactMap(\.loaded).map {
+      UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: readable)
+    }
+    let unwinder = StackUnwinder(memory: readable, images: unwindImages)
+    for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
+      guard let registers = snapshot.threads[index].kernelRegisters else { continue }
+      let frames = unwinder.unwind(from: RegisterSet(registers))
+      snapshot.threads[index].frames = frames.enumerated().map { ProcessSnapshot.Frame(number: $0.offset, $0.element) }
+      if frames.isEmpty, snapshot.threads[index].problem == nil {
+        snapshot.threads[index].problem = "the registers hold no pc and stack pointer"
+      }
+    }
+    snapshot.placeFrames()
+  }
+
+  /// Finds `image`'s file by identity and, when it holds the image's code (its `.eh_frame_hdr` is there:
+  /// a debug file's is not), places the image by its program headers and lends its mappings to `files`.
+  static func place(_ image: inout ProcessSnapshot.Image, files: MappedFileMemory, locator: DebugFileLocator) {
+    guard var loaded = image.loaded, let buildID = loaded.buildID else { return }
+    var candidates: [String] = []
+    if case .found(let file, _) = locator.locate(image, architecture: image.architecture) {
+      candidates.append(file.path)
+    }
+    // A writer that records the loader's name for a library (Crashpad's `libc.so.6`): where the loader
+    // finds it. Names only point at candidates; a candidate is used only with the image's build-id.
+    if let path = image.path, !path.contains("/") {
+      candidates += libraryDirectories(loaded.architecture).map { $0 + "/" + path }
+    }
+    for path in candidates {
+      guard let opened = try? FileBytes(path: path),
+            let headers = try? opened.withRanges({ ranges throws(FormatError) in try ELFImageHeaders(file: ranges) }),
+            headers.buildID == buildID, holdsCode(opened, headers) else { continue }
+      let bias = loaded.loadAddress &- headers.layout.firstVMAddress
+      let loadEnd = max(bias &+ headers.layout.loadEndVMAddress, loaded.loadAddress)
+      loaded.loadBias = bias
+      loaded.textRange = loaded.loadAddress..<min(max(bias &+ headers.layout.textEndVMAddress, loaded.loadAddress), loadEnd)
+      loaded.loadRange = loaded.loadAddress..<loadEnd
+      loaded.fileMappedRange = loaded.loadRange
+      image.loaded = loaded
+      files.add(opened, mappings: headers.fileMappings(loadBias: bias, path: path, pageSize: 4096))
+      return
+    }
+  }
+
+  /// Where Debian's loader looks for `architecture`'s libraries (multiarch first).
+  static func libraryDirectories(_ architecture: String) -> [String] {
+    let triple = switch Architecture(commandLine: architecture).name {
+    case "arm64": "aarch64-linux-gnu"
+    case "i386": "i386-linux-gnu"
+    default: "x86_64-linux-gnu"
+    }
+    return ["/lib/\(triple)", "/usr/lib/\(triple)", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+  }
+
+  /// True when the file's `PT_GNU_EH_FRAME` points at an `.eh_frame_hdr` in the file (version 1, a
+  /// sorted table): a stripped debug file keeps the program header, not the bytes.
+  static func holdsCode(_ file: FileBytes, _ headers: ELFImageHeaders) -> Bool {
+    guard let segment = headers.programHeaders.first(where: { $0.type == 0x6474_E550 }),  // PT_GNU_EH_FRAME
+          segment.fileSize >= 4, let offset = Int(exactly: segment.fileOffset) else { return false }
+    return file.withRanges { ranges in
+      guard var reader = try? ranges.slice(at: offset, length: 4),
+            let version = try? reader.read(UInt8.self), version == 1,
+            (try? reader.read(UInt16.self)) != nil, let table = try? reader.read(UInt8.self) else { return false }
+      return table == 0x3B  // DW_EH_PE_datarel | DW_EH_PE_sdata4: the binary-searchable table
+    }
+  }
+}

@@ -1,0 +1,156 @@
+/* A program that crashes under `imagelog run --crash-dir` (RunCrashTests), with no crash handler of
+   its own unless a mode says so. Built at test time with
+     cc -g -O0 -pthread Tests/Programs/run-crash.c -o run-crash -ldl
+   Usage: run-crash MODE THREADS-FILE
+   capture    a worker named "sorter" sorts with qsort, whose comparator calls the library of
+              $CRASH_LIBRARY (crash-threads-lib.c, gcc -O2 -fomit-frame-pointer), which crashes three
+              calls deep; beside it "spinner" blocks every signal and spins, "sleeper" waits in
+              read(2), and the main thread in pthread_join. "tid name" of each thread goes to
+              THREADS-FILE just before the crash.
+   null       a null dereference on the main thread.
+   stack      the main thread overflows its stack.
+   handler    installs its own SIGSEGV handler (it prints and exits 42), then crashes: a handler the
+              program installs replaces imagelog's.
+   seccomp    forbids ptrace(2) to itself and its children with a seccomp filter, then crashes: the
+              helper cannot stop the threads, and the module writes its own report.
+   ignorechld, handlechld  SIGCHLD ignored, or handled by a reaper (waitpid(-1)), then null. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test-threads.h"
+
+static const char *threads_path;
+static int never_written[2];
+static atomic_int started;
+static pid_t sleeper_tid;
+
+__attribute__((noinline)) static void crash_null(void) {
+  volatile int *volatile pointer = NULL;
+  *pointer = 42;
+}
+
+__attribute__((noinline)) static int recurse(int depth) {
+  volatile char pad[512];
+  pad[0] = (char)depth;
+  return recurse(depth + 1) + pad[0];
+}
+
+static void *sleeper(void *unused) {
+  (void)unused;
+  pthread_setname_np(pthread_self(), "sleeper");
+  sleeper_tid = gettid();
+  atomic_fetch_add(&started, 1);
+  char byte;
+  while (read(never_written[0], &byte, 1) != 0) {}
+  return NULL;
+}
+
+static void *spinner(void *unused) {
+  (void)unused;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  pthread_setname_np(pthread_self(), "spinner");
+  atomic_fetch_add(&started, 1);
+  for (volatile unsigned long turns = 0;; turns++) {}
+  return NULL;
+}
+
+static int (*library_entry)(volatile int *, int);
+
+__attribute__((noinline)) static int call_library(void) {
+  test_write_thread_list(threads_path);
+  int result = library_entry(NULL, 1);
+  __asm__ volatile("" ::: "memory");
+  return result + 1;
+}
+
+static int compare(const void *a, const void *b) {
+  if (*(const int *)a == 7 || *(const int *)b == 7) call_library();
+  return *(const int *)a - *(const int *)b;
+}
+
+static void *sorter(void *unused) {
+  (void)unused;
+  pthread_setname_np(pthread_self(), "sorter");
+  int values[16];
+  for (int i = 0; i < 16; i++) values[i] = 15 - i;
+  while (!test_thread_asleep(sleeper_tid) || !test_thread_asleep(getpid())) sched_yield();
+  qsort(values, 16, sizeof *values, compare);
+  return NULL;
+}
+
+static void own_handler(int signal) {
+  (void)signal;
+  static const char text[] = "run-crash: its own handler ran\n";
+  write(2, text, sizeof text - 1);
+  _exit(42);
+}
+
+static void reap(int signal) {
+  (void)signal;
+  while (waitpid(-1, NULL, WNOHANG | __WALL) > 0) {}
+}
+
+static void forbid_ptrace(void) {
+  struct sock_filter filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ptrace, 0, 1),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {sizeof filter / sizeof filter[0], filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    perror("run-crash: seccomp");
+    exit(1);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s MODE THREADS-FILE\n", argv[0]);
+    return 64;
+  }
+  const char *mode = argv[1];
+  threads_path = argv[2];
+  if (strcmp(mode, "capture") == 0) {
+    const char *path = getenv("CRASH_LIBRARY");
+    void *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+    library_entry = handle != NULL ? (int (*)(volatile int *, int))dlsym(handle, "crash_library_entry") : NULL;
+    if (library_entry == NULL || pipe(never_written) != 0) {
+      fprintf(stderr, "run-crash: cannot load CRASH_LIBRARY\n");
+      return 1;
+    }
+    pthread_t thread;
+    pthread_create(&thread, NULL, sleeper, NULL);
+    pthread_create(&thread, NULL, spinner, NULL);
+    while (atomic_load(&started) < 2) sched_yield();
+    pthread_create(&thread, NULL, sorter, NULL);
+    pthread_join(thread, NULL);
+    return 0;
+  }
+  if (strcmp(mode, "stack") == 0) return recurse(0);
+  if (strcmp(mode, "handler") == 0) signal(SIGSEGV, own_handler);
+  if (strcmp(mode, "seccomp") == 0) forbid_ptrace();
+  if (strcmp(mode, "ignorechld") == 0) signal(SIGCHLD, SIG_IGN);
+  if (strcmp(mode, "handlechld") == 0) signal(SIGCHLD, reap);
+  crash_null();
+  return 0;
+}
