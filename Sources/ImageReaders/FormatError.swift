@@ -33,6 +33,9 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
   case breakpad(line: Int, String)
   /// A minidump that breaks the format's rules: which stream (and which entry in it), what is wrong.
   case minidump(String)
+  /// A symbol cache file that is not one, is for another file or version, or whose contents break its
+  /// format (it is rebuilt).
+  case symbolCache(String)
 
   public var description: String {
     switch self {
@@ -54,6 +57,7 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
     case let .dwarf(section, offset, what): "\(section) at offset 0x\(hexDigits(UInt64(max(offset, 0)))): \(what)"
     case let .breakpad(line, what): "line \(line): \(what)"
     case .minidump(let what): what
+    case .symbolCache(let what): "symbol cache: \(what)"
     }
   }
 }

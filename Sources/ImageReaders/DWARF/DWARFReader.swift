@@ -31,8 +31,8 @@ public struct DWARFFrame: Sendable, Equatable {
 /// Not thread-safe: its caches fill in as it answers.
 public final class DWARFReader {
   let context: DWARFContext
-  private let unitStarts: [UInt64]
-  private let unitValues: [Int32]
+  let unitStarts: [UInt64]
+  let unitValues: [Int32]
   private var names: [DWARFDIE.Reference: String?] = [:]
 
   /// Reads the unit headers and builds the address index. Throws when `.debug_info` is unreadable from
