@@ -34,28 +34,9 @@ package enum SymbolCacheFormat {
   static let subroutineSize = 24
   static let maximumIdentityLength = 128
 
-  /// The file's checksum: a 64-bit multiply-rotate hash of its little-endian words (the last padded
-  /// with zeros), the checksum field read as zero. Each step is a bijection of the running value, so
-  /// one changed word always changes it; it guards against damage, the bounds checks against malice.
+  /// The file's checksum: `WordHash` of every byte, the checksum field read as zero.
   static func checksum(_ file: ByteReader) throws(FormatError) -> UInt64 {
-    var reader = file
-    var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(file.count)
-    func mix(_ word: UInt64) {
-      hash = ((hash ^ word) &* 0x0000_0100_0000_01B3)
-      hash = (hash << 29) | (hash >> 35)
-    }
-    while reader.remaining >= 8 {
-      let offset = reader.offset
-      let word = try reader.read(UInt64.self)
-      mix(offset == checksumOffset ? 0 : word)
-    }
-    var tail: UInt64 = 0, shift: UInt64 = 0
-    while reader.remaining > 0 {
-      tail |= UInt64(try reader.read(UInt8.self)) << shift
-      shift += 8  // fewer than 8 bytes are left
-    }
-    if shift > 0 { mix(tail) }
-    return hash
+    WordHash.hash(file, skipping: checksumOffset)
   }
 }
 
