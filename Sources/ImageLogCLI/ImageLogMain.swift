@@ -19,6 +19,7 @@ enum ImageLogMain {
     WatchCommand.self,
     CoreHandlerCommand.self,
     CaptureCrashCommand.self,
+    CacheBuildCommand.self,
   ] }
 
   static func main() {

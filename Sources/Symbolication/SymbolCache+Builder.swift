@@ -23,7 +23,6 @@ extension SymbolCacheFormat {
       strings.append(contentsOf: text.utf8)
     }
     guard let stringBytes = UInt32(exactly: strings.count), let rangeCount = UInt32(exactly: table.starts.count),
-          let locationCount = UInt32(exactly: table.locations.count),
           let subroutineCount = UInt32(exactly: table.subroutines.count) else { return nil }
     let base = table.starts.first ?? 0
     // Every index below comes from the table itself: in range by construction.
@@ -31,7 +30,7 @@ extension SymbolCacheFormat {
     func index(_ value: Int32) -> UInt32 { value < 0 ? none : UInt32(value) }
 
     var bytes: [UInt8] = []
-    bytes.reserveCapacity(headerSize + identityBytes.count + 8 * table.starts.count + locationSize * table.locations.count
+    bytes.reserveCapacity(headerSize + identityBytes.count + (4 + rangeSize) * table.starts.count
                             + subroutineSize * table.subroutines.count + strings.count)
     func append<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
     append(magic)
@@ -42,16 +41,15 @@ extension SymbolCacheFormat {
     append(UInt64(0))  // the checksum, written last
     append(UInt64(0))  // the file size, written last
     append(rangeCount)
-    append(locationCount)
     append(subroutineCount)
     append(stringBytes)
+    append(UInt32(0))
     append(base)
     bytes.append(contentsOf: identityBytes)
     for start in table.starts {
       guard let offset = UInt32(exactly: start - base) else { return nil }  // starts ascend from base
       append(offset)
     }
-    for location in table.rangeLocations { append(index(location)) }
     for location in table.locations {
       append(index(location.subroutine))
       append(string(location.file))

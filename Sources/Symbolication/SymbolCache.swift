@@ -7,14 +7,13 @@ public import ImageReaders
 ///     header (64 bytes)
 ///       0 magic "ILSC"          4 format version     8 header size (64)   12 identity length
 ///      16 source fingerprint   24 checksum          32 file size
-///      40 range count          44 location count    48 subroutine count  52 string bytes
+///      40 range count          44 subroutine count  48 string bytes      52 zero
 ///      56 base address
 ///     identity (ASCII: the build-id or UUID in hex)
 ///     range starts      UInt32 x ranges: offsets from the base address, ascending; each range runs to
 ///                       the next, the last to the end of the address space
-///     range locations   UInt32 x ranges: a location, or 0xFFFFFFFF for no answer
-///     locations         16 bytes each: innermost subroutine (or none: a line without a function),
-///                       file (string), line, column
+///     range locations   16 bytes x ranges: the innermost frame's subroutine (or none: a line without a
+///                       function), file (string), line, column; subroutine and file none: no answer
 ///     subroutines       24 bytes each: name (string or none), next subroutine out (or none; always a
 ///                       lower index), flags (bit 0: inlined), the next frame's file (string), line, column
 ///     strings           ULEB128 length, then UTF-8; referred to by their offset here
@@ -30,7 +29,7 @@ package enum SymbolCacheFormat {
   static let headerSize = 64
   static let checksumOffset = 24
   static let none: UInt32 = .max
-  static let locationSize = 16
+  static let rangeSize = 16
   static let subroutineSize = 24
   static let maximumIdentityLength = 128
 
@@ -51,11 +50,9 @@ package final class SymbolCacheFile {
   private struct Layout {
     var baseAddress: UInt64 = 0
     var rangeCount = 0
-    var locationCount = 0
     var subroutineCount = 0
     var rangeStarts = 0
     var rangeLocations = 0
-    var locations = 0
     var subroutines = 0
     var strings = 0
     var stringBytes = 0
@@ -111,9 +108,9 @@ package final class SymbolCacheFile {
     }
     var layout = Layout()
     layout.rangeCount = Int(try header.read(UInt32.self))
-    layout.locationCount = Int(try header.read(UInt32.self))
     layout.subroutineCount = Int(try header.read(UInt32.self))
     layout.stringBytes = Int(try header.read(UInt32.self))
+    guard try header.read(UInt32.self) == 0 else { throw .symbolCache("reserved header field is not zero") }
     layout.baseAddress = try header.read(UInt64.self)
     guard identityLength <= SymbolCacheFormat.maximumIdentityLength,
           try file.bytes(at: SymbolCacheFormat.headerSize, length: identityLength) == Array(identity.utf8) else {
@@ -122,8 +119,7 @@ package final class SymbolCacheFile {
     // Each count is below 2^32 and each record at most 24 bytes: the sums below stay far from overflow.
     layout.rangeStarts = SymbolCacheFormat.headerSize + identityLength
     layout.rangeLocations = layout.rangeStarts + 4 * layout.rangeCount
-    layout.locations = layout.rangeLocations + 4 * layout.rangeCount
-    layout.subroutines = layout.locations + SymbolCacheFormat.locationSize * layout.locationCount
+    layout.subroutines = layout.rangeLocations + SymbolCacheFormat.rangeSize * layout.rangeCount
     layout.strings = layout.subroutines + SymbolCacheFormat.subroutineSize * layout.subroutineCount
     guard layout.stringBytes <= file.count, layout.strings == file.count - layout.stringBytes else {
       throw .symbolCache("its sections do not add up to its size")
@@ -153,12 +149,13 @@ package final class SymbolCacheFile {
         if try file.peek(UInt32.self, at: layout.rangeStarts + 4 * middle) <= target { low = middle + 1 } else { high = middle }
       }
       guard low > 0 else { return [] }
-      let location = try file.peek(UInt32.self, at: layout.rangeLocations + 4 * (low - 1))
-      guard location != SymbolCacheFormat.none else { return [] }
-      var record = try Self.record(file, at: layout.locations, index: location, count: layout.locationCount,
-                                   size: SymbolCacheFormat.locationSize, "location")
+      // low - 1 < rangeCount: within the checked table.
+      var record = try file.slice(at: layout.rangeLocations + SymbolCacheFormat.rangeSize * (low - 1),
+                                  length: SymbolCacheFormat.rangeSize)
       let first = try record.read(UInt32.self)
-      var fileName = try string(file, try record.read(UInt32.self))
+      let fileOffset = try record.read(UInt32.self)
+      if first == SymbolCacheFormat.none && fileOffset == SymbolCacheFormat.none { return [] }
+      var fileName = try string(file, fileOffset)
       var line = Int(try record.read(UInt32.self))
       var column = Int(try record.read(UInt32.self))
       guard first != SymbolCacheFormat.none else {

@@ -6,12 +6,17 @@ import Snapshot
 /// Where the symbol cache lives and how large it may grow. The cache keeps, per DWARF file with an
 /// identity, every answer its DWARF gives (see `SymbolCacheFormat`): later runs map that file and
 /// binary-search it instead of inflating and walking the DWARF.
-public struct SymbolCacheSettings: Sendable, Equatable {
+public struct SymbolCacheSettings: Sendable {
   /// The folder holding the cache files (made when first written to).
   public var directory: String
   /// The most bytes the cache files may take together: after each write, the least recently used go
   /// (a file's modification time is set to the time of each use) until the rest fit.
   public var sizeLimit: UInt64
+  /// How an entry the cache lacks is built. `nil`: by the run that needs it, which then answers from
+  /// it. Otherwise that run answers from the DWARF and hands the work here, to be done elsewhere (the
+  /// command line starts `imagelog cache-build` in the background: reading every unit of a large debug
+  /// file takes several times as long as answering a report from it).
+  public var buildElsewhere: (@Sendable (SymbolCacheRequest) -> Void)?
 
   /// The size limit when none is set: 512 MiB.
   public static let defaultSizeLimit: UInt64 = 512 << 20
@@ -172,28 +177,85 @@ package enum SymbolCacheStore {
   }
 }
 
+/// A cache entry to build: the DWARF file it is built from, and its identity.
+public struct SymbolCacheRequest: Sendable, Equatable {
+  /// The file whose DWARF is read.
+  public var path: String
+  /// The slice of a universal file (`nil` for a thin one).
+  public var architecture: String?
+  /// dwz's supplementary file.
+  public var supplementaryPath: String?
+  /// The build-id or UUID, in lowercase hex.
+  public var identity: String
+
+  /// A request with these fields.
+  public init(path: String, architecture: String?, supplementaryPath: String?, identity: String) {
+    self.path = path
+    self.architecture = architecture
+    self.supplementaryPath = supplementaryPath
+    self.identity = identity
+  }
+
+  /// The entry's source fingerprint and name; `nil` when the file cannot be examined or the identity
+  /// cannot name an entry.
+  var entry: (fingerprint: UInt64, name: String)? {
+    guard let fingerprint = SymbolCacheStore.fingerprint(path: path, architecture: architecture, supplementaryPath: supplementaryPath),
+          let name = SymbolCacheStore.entryName(identity: identity, fingerprint: fingerprint) else { return nil }
+    return (fingerprint, name)
+  }
+
+  /// Builds the entry from the DWARF and writes it into `settings`' folder (unless one that checks is
+  /// already there). Throws `ReportError` when the file cannot be read or the entry not written.
+  public func build(into settings: SymbolCacheSettings) throws {
+    guard let (fingerprint, name) = entry else { throw ReportError("\(path): cannot be examined, or identity '\(identity)' cannot name an entry") }
+    if SymbolCacheStore.open(settings, name: name, identity: identity, fingerprint: fingerprint) != nil { return }
+    let dwarf = try DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath)
+    guard let bytes = try dwarf.symbolCacheBytes(identity: identity, fingerprint: fingerprint) else {
+      throw ReportError("\(path): its answers do not fit a symbol cache file")
+    }
+    guard SymbolCacheStore.save(bytes, settings, name: name) else {
+      throw ReportError("\(settings.directory): cannot write \(name)")
+    }
+  }
+}
+
 extension DebugInfoFile {
   /// The DWARF of `path` as `init(path:architecture:supplementaryPath:)` reads it, answered from the
-  /// symbol cache in `settings` when the file has an identity: an entry that checks is used; else the
-  /// DWARF is read, every answer it gives put in a new entry (written for the next run) and this one
-  /// answered from that. Throws as `init(path:architecture:supplementaryPath:)` does.
+  /// symbol cache in `settings` when the file has an identity: an entry that checks is used. Without
+  /// one, the DWARF answers; and the entry is built, by `settings.buildElsewhere` when set, else here
+  /// (every answer the DWARF gives, written for the next run, and this run answered from it). Throws
+  /// as `init(path:architecture:supplementaryPath:)` does.
   static func open(path: String, architecture: String?, supplementaryPath: String?, identity: BuildID?,
                    symbolCache settings: SymbolCacheSettings?) throws -> DebugInfoFile {
-    guard let settings, let identity = identity?.hex,
-          let fingerprint = SymbolCacheStore.fingerprint(path: path, architecture: architecture,
-                                                         supplementaryPath: supplementaryPath),
-          let name = SymbolCacheStore.entryName(identity: identity, fingerprint: fingerprint) else {
+    guard let settings, let identity = identity?.hex else {
+      return try DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath)
+    }
+    let request = SymbolCacheRequest(path: path, architecture: architecture, supplementaryPath: supplementaryPath,
+                                     identity: identity)
+    guard let (fingerprint, name) = request.entry else {
       return try DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath)
     }
     if let file = SymbolCacheStore.open(settings, name: name, identity: identity, fingerprint: fingerprint) {
       return DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath, symbolCache: file)
     }
     let dwarf = try DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath)
+    if let buildElsewhere = settings.buildElsewhere {
+      buildElsewhere(request)
+      return dwarf
+    }
     // DWARF broken somewhere, or too large for the format: answered from the DWARF, as without a cache.
-    guard case .dwarf(let reader) = dwarf.answers, let table = try? reader.answerTable(),
-          let bytes = SymbolCacheFormat.bytes(of: table, identity: identity, fingerprint: fingerprint),
+    guard let bytes = try? dwarf.symbolCacheBytes(identity: identity, fingerprint: fingerprint),
           let file = try? SymbolCacheFile(bytes: bytes, identity: identity, fingerprint: fingerprint) else { return dwarf }
     SymbolCacheStore.save(bytes, settings, name: name)
     return DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath, symbolCache: file)
+  }
+
+  /// The symbol cache file of this file's DWARF; `nil` when it does not fit the format. Throws for
+  /// DWARF broken somewhere (`frames(at:)` would throw there).
+  func symbolCacheBytes(identity: String, fingerprint: UInt64) throws -> [UInt8]? {
+    guard case .dwarf(let reader) = answers else { return nil }
+    let table: DWARFAnswerTable
+    do { table = try reader.answerTable() } catch { throw ReportError("\(path): \(error)") }
+    return SymbolCacheFormat.bytes(of: table, identity: identity, fingerprint: fingerprint)
   }
 }

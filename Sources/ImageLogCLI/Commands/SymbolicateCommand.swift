@@ -85,9 +85,9 @@ struct SymbolicateCommand: Command {
       File, line, column and inlined frames come from the DWARF of the image or of its debug file (zlib or
       zstd compressed sections included), read by imagelog itself: no other program is run. Without
       DWARF, or with --no-lines, frames get function + offset from the symbol tables only.
-      The first time a file with a build-id or UUID is read, every answer its DWARF gives is kept in
-      the symbol cache ($XDG_CACHE_HOME/imagelog, else ~/.cache/imagelog), a file later runs map and
-      search instead of reading the DWARF. It is bounded by IMAGELOG_CACHE_SIZE (bytes, or with K, M
+      The first time a file with a build-id or UUID is read, a process in the background (imagelog
+      cache-build) keeps every answer its DWARF gives in the symbol cache ($XDG_CACHE_HOME/imagelog,
+      else ~/.cache/imagelog), a file later runs map and search instead of reading the DWARF. It is bounded by IMAGELOG_CACHE_SIZE (bytes, or with K, M
       or G; default 512M): the least recently used files go. A cache file that fails its checks
       (version, identity, size, checksum) is rebuilt; a folder that cannot be written costs only speed.
     """
@@ -328,6 +328,7 @@ func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageErr
   if !scanner.flag("--no-cache") {
     do {
       options.symbolCache = try SymbolCacheSettings.fromEnvironment()
+      options.symbolCache?.buildElsewhere = CacheBuildCommand.startInBackground
     } catch {
       throw scanner.usageError("\(error)")
     }

@@ -3,19 +3,23 @@
 /// and the strings they name. What a symbol cache stores.
 package struct DWARFAnswerTable: Sendable {
   /// Where the innermost frame of a range is.
-  package struct Location: Hashable, Sendable {
+  package struct Location: Equatable, Sendable {
     /// Index into `subroutines` of the innermost subroutine; -1 for a line row with no subroutine
     /// (one frame without a function).
     package var subroutine: Int32
-    /// Index into `strings` of the file ("" when the line table names none, or has no row).
+    /// Index into `strings` of the file ("" when the line table names none, or has no row); -1, with
+    /// `subroutine` -1, for a range with no answer.
     package var file: Int32
     package var line: UInt32
     package var column: UInt32
+
+    /// A range no unit, subroutine or line row covers.
+    package static let nothing = Location(subroutine: -1, file: -1, line: 0, column: 0)
   }
 
   /// A subprogram or inlined subroutine, and where the next frame out (its caller) is.
   package struct Subroutine: Sendable, Equatable {
-    /// Index into `strings`; -1 when it has no name.
+  /// Index into `strings`; -1 when it has no name.
     package var name: Int32
     /// Index of the next frame's subroutine, always below this one's; -1 where the chain ends.
     package var next: Int32
@@ -29,8 +33,7 @@ package struct DWARFAnswerTable: Sendable {
   /// Range starts, ascending; each range runs to the next start, the last to the end of the address
   /// space.
   package var starts: [UInt64] = []
-  /// Per range: index into `locations`, -1 for no answer.
-  package var rangeLocations: [Int32] = []
+  /// Per range: its innermost frame's location, or `Location.nothing`.
   package var locations: [Location] = []
   package var subroutines: [Subroutine] = []
   package var strings: [String] = []
@@ -45,8 +48,8 @@ package struct DWARFAnswerTable: Sendable {
       let middle = (low + high) / 2
       if starts[middle] <= address { low = middle + 1 } else { high = middle }
     }
-    guard low > 0, rangeLocations[low - 1] >= 0 else { return [] }
-    let location = locations[Int(rangeLocations[low - 1])]
+    guard low > 0, locations[low - 1] != .nothing else { return [] }
+    let location = locations[low - 1]
     guard location.subroutine >= 0 else {
       return [DWARFFrame(function: nil, file: strings[Int(location.file)], line: Int(location.line),
                          column: Int(location.column), isInlined: false)]
@@ -92,9 +95,9 @@ extension DWARFReader {
   package func answerTable() throws(AnswerTableError) -> DWARFAnswerTable {
     var table = DWARFAnswerTable()
     var strings: [String: Int32] = [:]
-    var locations: [DWARFAnswerTable.Location: Int32] = [:]
-    var globalSubroutines: [Int: [Int32]] = [:]  // unit -> local subroutine -> index in table.subroutines
-    var filePaths: [Int: [Int32?]] = [:]  // unit -> line-table file -> string, as resolved so far
+    let unitCount = context.units.count
+    var globalSubroutines = [[Int32]?](repeating: nil, count: unitCount)  // unit -> local subroutine -> table index
+    var filePaths = [[Int32]?](repeating: nil, count: unitCount)  // unit -> line-table file -> string (-1: not yet)
 
     func intern(_ text: String) throws(AnswerTableError) -> Int32 {
       if let known = strings[text] { return known }
@@ -110,9 +113,9 @@ extension DWARFReader {
     func path(_ file: UInt64, unit: Int, _ lines: DWARFLineTable?) throws(AnswerTableError) -> Int32 {
       guard let lines, lines.hasFile(file) else { return try intern("") }
       let position = Int(file)  // hasFile bounds it by the file count
-      if let known = filePaths[unit]?[position] ?? nil { return known }
+      if let known = filePaths[unit]?[position], known >= 0 { return known }
       let index = try intern(lines.path(file, compilationDirectory: context.units[unit].compilationDirectory) ?? "")
-      if filePaths[unit] == nil { filePaths[unit] = [Int32?](repeating: nil, count: lines.files.count + 1) }
+      if filePaths[unit] == nil { filePaths[unit] = [Int32](repeating: -1, count: lines.files.count + 1) }
       filePaths[unit]?[position] = index
       return index
     }
@@ -162,17 +165,18 @@ extension DWARFReader {
       }
       return next
     }
-    func append(_ start: UInt64, _ location: Int32) {
-      if table.rangeLocations.last == location { return }
+    func append(_ start: UInt64, _ location: DWARFAnswerTable.Location) {
+      if table.locations.last == location { return }
       table.starts.append(start)
-      table.rangeLocations.append(location)
+      table.locations.append(location)
     }
 
-    var candidates: [Int: [UInt64]] = [:]
+    let empty = try intern("")
+    var candidates = [[UInt64]?](repeating: nil, count: unitCount)
     for (segment, start) in unitStarts.enumerated() {
       let value = unitValues[segment]
-      guard value >= 0, Int(value) < context.units.count else {
-        append(start, -1)
+      guard value >= 0, Int(value) < unitCount else {
+        append(start, .nothing)
         continue
       }
       let unitIndex = Int(value)
@@ -206,25 +210,17 @@ extension DWARFReader {
       }
       var point = start
       while true {
-        var location: Int32 = -1
+        var location = DWARFAnswerTable.Location.nothing
         let leaf = DWARFRangeMap.lookup(point, starts: unit.segmentStarts, values: unit.segmentValues)
         var row: DWARFLineTable.Row?
         if let lines, let index = lines.rowIndex(for: point) { row = lines.rows[index] }
         if leaf != nil || row != nil {
-          var key = DWARFAnswerTable.Location(subroutine: -1, file: try intern(""), line: 0, column: 0)
-          if let leaf { key.subroutine = try subroutine(Int(leaf), unit: unitIndex, lines) }
+          location = DWARFAnswerTable.Location(subroutine: -1, file: empty, line: 0, column: 0)
+          if let leaf { location.subroutine = try subroutine(Int(leaf), unit: unitIndex, lines) }
           if let row {
-            key.file = try path(UInt64(row.file), unit: unitIndex, lines)
-            key.line = row.line
-            key.column = row.column
-          }
-          if let known = locations[key] {
-            location = known
-          } else {
-            guard let index = Int32(exactly: table.locations.count) else { throw .tooLarge("location count") }
-            table.locations.append(key)
-            locations[key] = index
-            location = index
+            location.file = try path(UInt64(row.file), unit: unitIndex, lines)
+            location.line = row.line
+            location.column = row.column
           }
         }
         append(point, location)
