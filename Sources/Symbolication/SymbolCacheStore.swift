@@ -86,25 +86,26 @@ package enum SymbolCacheStore {
   }
 
   /// What, besides the identity, tells one DWARF source from another with the same identity (a
-  /// stripped binary and its debug file; a dwz-compressed file and its supplementary file): the sizes of
-  /// the file and of the supplementary file, and the slice's architecture. FNV-1a; `nil` when a file
-  /// cannot be examined.
+  /// stripped binary and its debug file; a dwz-compressed file and its supplementary file; a copy
+  /// changed behind its build-id): the size and modification time of the file and of the
+  /// supplementary file, and the slice's architecture. FNV-1a; `nil` when a file cannot be examined.
   package static func fingerprint(path: String, architecture: String?, supplementaryPath: String?) -> UInt64? {
-    guard let size = fileSize(path) else { return nil }
-    var text = "\(size)\u{0}\(architecture ?? "")"
+    guard let source = describe(path) else { return nil }
+    var text = source + "\u{0}" + (architecture ?? "")
     if let supplementaryPath {
-      guard let supplementarySize = fileSize(supplementaryPath) else { return nil }
-      text += "\u{0}\(supplementarySize)"
+      guard let supplementary = describe(supplementaryPath) else { return nil }
+      text += "\u{0}" + supplementary
     }
     var hash: UInt64 = 0xCBF2_9CE4_8422_2325
     for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
     return hash
   }
 
-  private static func fileSize(_ path: String) -> Int64? {
+  /// A regular file's size and modification time, as text.
+  private static func describe(_ path: String) -> String? {
     var info = stat()
     guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-    return Int64(info.st_size)
+    return "\(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
   }
 
   /// The entry `name` when it exists and checks as the cache of that identity and fingerprint; its
