@@ -123,7 +123,8 @@ package enum SymbolCacheStore {
   /// the folder is within the limit. False when it could not be written.
   @discardableResult
   package static func save(_ bytes: [UInt8], _ settings: SymbolCacheSettings, name: String) -> Bool {
-    guard makeFolders(settings.directory) else { return false }
+    // Folders only the user can read: what was symbolicated is private.
+    guard FileSystem.makeFolders(settings.directory, mode: 0o700) else { return false }
     let path = settings.directory + "/" + name
     // O_EXCL and the process and time in the name: two writers never share a temporary file.
     var now = timespec()
@@ -165,16 +166,6 @@ package enum SymbolCacheStore {
     for entry in entries where total > settings.sizeLimit && entry.name != keeping {
       if unlink(settings.directory + "/" + entry.name) == 0 || errno == ENOENT { total -= entry.size }
     }
-  }
-
-  /// `mkdir -p` (folders made only the user can read: what was symbolicated is private).
-  static func makeFolders(_ path: String) -> Bool {
-    var built = path.hasPrefix("/") ? "" : "."
-    for part in path.split(separator: "/") {
-      built += "/" + part
-      if mkdir(built, 0o700) != 0 && errno != EEXIST { return false }
-    }
-    return true
   }
 }
 

@@ -36,6 +36,14 @@ import Testing
     return run.output
   }
 
+  /// Runs `body` with a fresh folder (removed after), the arguments and `--no-cache`'s output.
+  static func withFolder(_ body: (String, [String], String) throws -> Void) throws {
+    let folder = try makeTemporaryDirectory("symbol-cache-cli")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let arguments = try arguments()
+    try body(folder, arguments, try expected(arguments, cache: folder))
+  }
+
   /// Waits until the background builders are done: one entry in the cache folder and no temporary file.
   static func waitForOneEntry(_ folder: String) throws {
     try waitUntil("one entry in \(folder)/imagelog") {
@@ -46,54 +54,48 @@ import Testing
 
   @Test(.enabled(if: haveTool("nm"), "nm (binutils) is not installed"))
   func coldAndWarmAnswerAsWithout() throws {
-    let folder = try makeTemporaryDirectory("symbol-cache-cli")
-    defer { _ = try? runChild(["rm", "-rf", folder]) }
-    let arguments = try Self.arguments()
-    let expected = try Self.expected(arguments, cache: folder)
-    #expect(directoryNames(folder).isEmpty, "--no-cache wrote \(directoryNames(folder))")
-    let cold = try Self.imagelog(arguments, cache: folder)
-    #expect(cold.exitCode == 0 && cold.error.isEmpty, "\(cold.error)")
-    #expect(cold.output == expected)
-    try Self.waitForOneEntry(folder)
-    let entries = directoryNames(folder + "/imagelog")
-    let warm = try Self.imagelog(arguments, cache: folder)
-    #expect(warm.output == expected)
-    #expect(directoryNames(folder + "/imagelog") == entries)
+    try Self.withFolder { folder, arguments, expected in
+      #expect(directoryNames(folder).isEmpty, "--no-cache wrote \(directoryNames(folder))")
+      let cold = try Self.imagelog(arguments, cache: folder)
+      #expect(cold.exitCode == 0 && cold.error.isEmpty, "\(cold.error)")
+      #expect(cold.output == expected)
+      try Self.waitForOneEntry(folder)
+      let entries = directoryNames(folder + "/imagelog")
+      let warm = try Self.imagelog(arguments, cache: folder)
+      #expect(warm.output == expected)
+      #expect(directoryNames(folder + "/imagelog") == entries)
+    }
   }
 
   /// Two processes building the same entry at once: both answer right, one whole entry is left and
   /// no temporary file.
   @Test(.enabled(if: haveTool("nm"), "nm (binutils) is not installed"))
   func racingWritersAreHarmless() throws {
-    let folder = try makeTemporaryDirectory("symbol-cache-cli")
-    defer { _ = try? runChild(["rm", "-rf", folder]) }
-    let arguments = try Self.arguments()
-    let expected = try Self.expected(arguments, cache: folder)
-    // A folder per round: a round's second builder may finish after its first has been awaited.
-    for round in 0..<3 {
-      let cache = folder + "/round-\(round)"
-      let quoted = ([builtProduct("imagelog")] + arguments).map { "'\($0)'" }.joined(separator: " ")
-      let run = try runChild(["sh", "-c", "\(quoted) > '\(folder)/1' 2>&1 & \(quoted) > '\(folder)/2' 2>&1 & wait"],
-                             environment: ["XDG_CACHE_HOME": cache])
-      #expect(run.exitCode == 0)
-      #expect(readFile(folder + "/1") == expected, "round \(round), first")
-      #expect(readFile(folder + "/2") == expected, "round \(round), second")
-      try Self.waitForOneEntry(cache)
-      #expect(try Self.imagelog(arguments, cache: cache).output == expected, "round \(round), from the cache")
+    try Self.withFolder { folder, arguments, expected in
+      // A folder per round: a round's second builder may finish after its first has been awaited.
+      for round in 0..<3 {
+        let cache = folder + "/round-\(round)"
+        let quoted = ([builtProduct("imagelog")] + arguments).map { "'\($0)'" }.joined(separator: " ")
+        let run = try runChild(["sh", "-c", "\(quoted) > '\(folder)/1' 2>&1 & \(quoted) > '\(folder)/2' 2>&1 & wait"],
+                               environment: ["XDG_CACHE_HOME": cache])
+        #expect(run.exitCode == 0)
+        #expect(readFile(folder + "/1") == expected, "round \(round), first")
+        #expect(readFile(folder + "/2") == expected, "round \(round), second")
+        try Self.waitForOneEntry(cache)
+        #expect(try Self.imagelog(arguments, cache: cache).output == expected, "round \(round), from the cache")
+      }
     }
   }
 
   /// A cache folder that cannot be made: the same output, no error.
   @Test(.enabled(if: haveTool("nm"), "nm (binutils) is not installed"))
   func unwritableCacheFolder() throws {
-    let folder = try makeTemporaryDirectory("symbol-cache-cli")
-    defer { _ = try? runChild(["rm", "-rf", folder]) }
-    let arguments = try Self.arguments()
-    let expected = try Self.expected(arguments, cache: folder)
-    try writeFile(folder + "/file", "not a folder\n")
-    let run = try Self.imagelog(arguments, cache: folder + "/file")
-    #expect(run.exitCode == 0 && run.error.isEmpty, "\(run.error)")
-    #expect(run.output == expected)
+    try Self.withFolder { folder, arguments, expected in
+      try writeFile(folder + "/file", "not a folder\n")
+      let run = try Self.imagelog(arguments, cache: folder + "/file")
+      #expect(run.exitCode == 0 && run.error.isEmpty, "\(run.error)")
+      #expect(run.output == expected)
+    }
   }
 
   @Test func badSizeIsAUsageError() throws {

@@ -83,7 +83,7 @@ struct SymbolsCommand: Command {
       let destination: String?
       if let storeDirectory {
         let folder = storeDirectory + "/" + symbols.name + "/" + symbols.debugID
-        guard Self.makeFolders(folder) else {
+        guard FileSystem.makeFolders(folder) else {
           printError("imagelog: \(folder): cannot create: \(String(cString: strerror(errno)))")
           status = .failure
           continue
@@ -120,16 +120,6 @@ struct SymbolsCommand: Command {
       printError("imagelog: \(path): cannot write: \(problem ?? String(cString: strerror(errno)))")
       unlink(temporary)
       return false
-    }
-    return true
-  }
-
-  /// `mkdir -p`.
-  static func makeFolders(_ path: String) -> Bool {
-    var built = path.hasPrefix("/") ? "" : "."
-    for part in path.split(separator: "/") {
-      built += "/" + part
-      if mkdir(built, 0o755) != 0 && errno != EEXIST { return false }
     }
     return true
   }
