@@ -87,8 +87,9 @@ package enum SymbolCacheStore {
 
   /// What, besides the identity, tells one DWARF source from another with the same identity (a
   /// stripped binary and its debug file; a dwz-compressed file and its supplementary file; a copy
-  /// changed behind its build-id): the size and modification time of the file and of the
-  /// supplementary file, and the slice's architecture. FNV-1a; `nil` when a file cannot be examined.
+  /// changed behind its build-id, even to the same size and time: git checks files out within one
+  /// tick of the file-time clock): the device, inode, size and modification time of the file and of
+  /// the supplementary file, and the slice's architecture. FNV-1a; `nil` when a file cannot be examined.
   package static func fingerprint(path: String, architecture: String?, supplementaryPath: String?) -> UInt64? {
     guard let source = describe(path) else { return nil }
     var text = source + "\u{0}" + (architecture ?? "")
@@ -101,11 +102,11 @@ package enum SymbolCacheStore {
     return hash
   }
 
-  /// A regular file's size and modification time, as text.
+  /// A regular file's device, inode, size and modification time, as text.
   private static func describe(_ path: String) -> String? {
     var info = stat()
     guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
-    return "\(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
+    return "\(info.st_dev) \(info.st_ino) \(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
   }
 
   /// The entry `name` when it exists and checks as the cache of that identity and fingerprint; its
