@@ -45,6 +45,8 @@ struct CacheBuildCommand: Command {
   }
 
   func run() throws -> ExitStatus {
+    // Behind the run that started it and whatever the user does next: the entry is for later.
+    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
     do {
       try request.build(into: settings)
       return .success
