@@ -12,7 +12,7 @@ struct CacheBuildCommand: Command {
   static let name = "cache-build"
   static let isInternal = true
   static let abstract = "Internal: build the symbol cache entry of one DWARF file (symbolicate starts it in the background)."
-  static let usage = "imagelog cache-build --identity <hex> [--arch <name>] [--supplementary <path>] <path>"
+  static let usage = "imagelog cache-build --identity <hex> [--arch <name>] [--supplementary <path>] [--wait-fd <fd>] <path>"
   static let helpSections = """
     ARGUMENTS:
       <path>                  The binary or debug file whose DWARF is read.
@@ -21,6 +21,8 @@ struct CacheBuildCommand: Command {
       --identity <hex>        Its build-id or UUID (lowercase hex), which names the entry.
       --arch <name>           The slice of a universal file.
       --supplementary <path>  Its dwz supplementary file.
+      --wait-fd <fd>          Start once this descriptor reads end-of-file (the run that started it
+                              holds the other end of the pipe until it exits).
       -h, --help              Show help information.
 
     The entry goes into the symbol cache folder symbolicate uses ($XDG_CACHE_HOME/imagelog, else
@@ -30,11 +32,16 @@ struct CacheBuildCommand: Command {
 
   var request: SymbolCacheRequest
   var settings: SymbolCacheSettings
+  var waitDescriptor: Int32?
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let identity = try scanner.option("--identity") else { throw scanner.usageError("Missing '--identity <hex>'") }
     let architecture = try scanner.option("--arch")
     let supplementary = try scanner.option("--supplementary")
+    if let text = try scanner.option("--wait-fd") {
+      guard let descriptor = Int32(text), descriptor > 2 else { throw scanner.usageError("'\(text)' is not a descriptor above 2") }
+      waitDescriptor = descriptor
+    }
     let paths = try scanner.positionals()
     guard paths.count == 1, let path = paths.first else { throw scanner.usageError("Expected one <path>") }
     request = SymbolCacheRequest(path: path, architecture: architecture, supplementaryPath: supplementary, identity: identity)
@@ -47,6 +54,12 @@ struct CacheBuildCommand: Command {
   func run() throws -> ExitStatus {
     // Behind the run that started it and whatever the user does next: the entry is for later.
     _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
+    if let waitDescriptor {
+      // Blocks until the starting run has exited (its end of the pipe closed): it keeps both cores.
+      var byte: UInt8 = 0
+      while read(waitDescriptor, &byte, 1) < 0 && errno == EINTR {}
+      close(waitDescriptor)
+    }
     do {
       try request.build(into: settings)
       return .success
@@ -57,9 +70,10 @@ struct CacheBuildCommand: Command {
   }
 
   /// Starts `imagelog cache-build` for `request` in a session of its own, its standard streams on
-  /// /dev/null, without waiting for it: the run that asked goes on answering from the DWARF. Nothing
-  /// happens when imagelog's own path cannot be found or the process cannot be started (the next run
-  /// asks again).
+  /// /dev/null, without waiting for it: the run that asked goes on answering from the DWARF, and the
+  /// builder waits for it to exit (the write end of a pipe, close-on-exec, is held until then) before
+  /// reading anything. Nothing happens when imagelog's own path cannot be found or the process cannot
+  /// be started (the next run asks again).
   static func startInBackground(_ request: SymbolCacheRequest) {
     var buffer = [CChar](repeating: 0, count: 4096)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
@@ -68,10 +82,15 @@ struct CacheBuildCommand: Command {
     var arguments = [executable, name, "--identity", request.identity]
     if let architecture = request.architecture { arguments += ["--arch", architecture] }
     if let supplementary = request.supplementaryPath { arguments += ["--supplementary", supplementary] }
-    arguments += ["--", request.path]
+    var ends: [Int32] = [-1, -1]
+    guard pipe(&ends) == 0 else { return }
+    for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }  // no later child holds the pipe open
+    let waitDescriptor: Int32 = 3
+    arguments += ["--wait-fd", "\(waitDescriptor)", "--", request.path]
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_adddup2(&actions, ends[0], waitDescriptor)  // the copy is not close-on-exec
     for descriptor: Int32 in 0...2 {
       posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
     }
@@ -93,5 +112,7 @@ struct CacheBuildCommand: Command {
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
     _ = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+    close(ends[0])
+    // ends[1] stays open until this process exits, on purpose: that is the builder's signal to start.
   }
 }
