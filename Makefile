@@ -37,6 +37,7 @@ fixtures:
 	Scripts/make-dwarf-fixtures
 	Scripts/make-hostile-fixtures
 	Scripts/make-dwarf-reader-fixtures
+	Scripts/make-breakpad-fixtures
 	Scripts/make-minidump-fixtures
 	Scripts/make-linux-report-fixtures
 

@@ -84,6 +84,9 @@ let package = Package(
                                "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "ImageLogTestSupport"]),
+    // The symbol cache's format and store (#28), on the DWARF fixtures of SymbolicationTests.
+    .testTarget(name: "SymbolCacheTests", dependencies: ["Symbolication", "Snapshot", "ImageLog", "ImageReaders",
+                                                          "ImageLogTestSupport"]),
   ],
   swiftLanguageModes: [.v6]
 )

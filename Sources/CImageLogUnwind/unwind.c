@@ -421,10 +421,11 @@ static int factored(int64_t value, int64_t factor, int64_t *out) {
 
 /* Runs the instructions in [start, end). With `initial` NULL (a CIE's instructions) advancing and
    restoring are malformed. Stops, returning 2, when the next row starts past `pc` (then *next is
-   that row's location); returns 1 at the end of the instructions, 0 when malformed. */
+   that row's location, and *resume, when given, the address of the instruction after the advance);
+   returns 1 at the end of the instructions, 0 when malformed. */
 static int run_instructions(const il_cfi_section *s, const cie_info *cie, const il_cfi_fde *fde, uint64_t start,
                             uint64_t end, rule_state *row, uint64_t *location, run_state *states, int is_cie_program,
-                            uint64_t pc, uint64_t *next, int *budget) {
+                            uint64_t pc, uint64_t *next, uint64_t *resume, int *budget) {
   reader r;
   reader_init(&r, s->memory, start, end);
   pointer_bases bases = {.data = 0, .function = fde->pc_start};
@@ -566,11 +567,27 @@ static int run_instructions(const il_cfi_section *s, const cie_info *cie, const 
         if (__builtin_mul_overflow(advance, cie->code_align, &scaled) ||
             __builtin_add_overflow(*location, scaled, &new_location)) return 0;
       }
-      if (new_location > pc) { *next = new_location; return 2; }
+      if (new_location > pc) {
+        *next = new_location;
+        if (resume) *resume = r.position;
+        return 2;
+      }
       *location = new_location;
     }
   }
   return 1;
+}
+
+static void fill_row(il_cfi_row *row, const cie_info *cie, const il_cfi_fde *fde, const rule_state *current,
+                     uint64_t location, uint64_t next) {
+  row->location = location;
+  row->end = next < fde->pc_end ? next : fde->pc_end;
+  row->cfa = current->cfa;
+  row->cfa_offset = current->cfa_offset;
+  row->return_address_register = cie->return_address;
+  row->signal_frame = cie->signal_frame;
+  row->ra_signed = current->ra_signed;
+  memcpy(row->rules, current->rules, sizeof row->rules);
 }
 
 static int fde_row(const il_cfi_section *s, const cie_info *cie, const il_cfi_fde *fde, uint64_t pc, il_cfi_row *row) {
@@ -582,31 +599,64 @@ static int fde_row(const il_cfi_section *s, const cie_info *cie, const il_cfi_fd
   states.depth = 0;
   uint64_t location = fde->pc_start, next = fde->pc_end;
   int budget = MAX_INSTRUCTIONS;
-  if (run_instructions(s, cie, fde, cie->instructions, cie->end, &current, &location, &states, 1, pc, &next, &budget) != 1)
+  if (run_instructions(s, cie, fde, cie->instructions, cie->end, &current, &location, &states, 1, pc, &next, 0,
+                       &budget) != 1)
     return 0;
   states.initial = current;
   states.depth = 0;
   if (!run_instructions(s, cie, fde, fde->instructions, fde->instructions_end, &current, &location, &states, 0, pc,
-                        &next, &budget))
+                        &next, 0, &budget))
     return 0;
-  row->location = location;
-  row->end = next < fde->pc_end ? next : fde->pc_end;
-  row->cfa = current.cfa;
-  row->cfa_offset = current.cfa_offset;
-  row->return_address_register = cie->return_address;
-  row->signal_frame = cie->signal_frame;
-  row->ra_signed = current.ra_signed;
-  memcpy(row->rules, current.rules, sizeof row->rules);
+  fill_row(row, cie, fde, &current, location, next);
   return 1;
 }
 
-int il_cfi_fde_row(const il_cfi_section *section, const il_cfi_fde *fde, uint64_t pc, il_cfi_row *row) {
-  entry_header h;
-  cie_info cie;
-  if (!read_header(section, fde->cie, section->address + section->size, &h) || h.terminator || !is_cie(section, &h) ||
-      !parse_cie(section, &h, &cie))
+/* Every row of `fde` in order, in one run of its instructions: each stop at the next row is where
+   fde_row would stop for a pc in this row, and the run goes on from there. */
+static int fde_rows(const il_cfi_section *s, const cie_info *cie, const il_cfi_fde *fde, il_cfi_row *row,
+                    int (*each)(const il_cfi_row *row, void *context), void *context) {
+  run_state states;
+  rule_state current;
+  memset(&current, 0, sizeof current);
+  states.depth = 0;
+  uint64_t location = fde->pc_start, next = fde->pc_end;
+  int budget = MAX_INSTRUCTIONS;
+  if (run_instructions(s, cie, fde, cie->instructions, cie->end, &current, &location, &states, 1, location, &next, 0,
+                       &budget) != 1)
     return 0;
+  states.initial = current;
+  states.depth = 0;
+  uint64_t position = fde->instructions;
+  while (location < fde->pc_end) {
+    next = fde->pc_end;
+    int ran = run_instructions(s, cie, fde, position, fde->instructions_end, &current, &location, &states, 0, location,
+                               &next, &position, &budget);
+    if (!ran) return 0;
+    fill_row(row, cie, fde, &current, location, next);
+    if (!each(row, context)) return 1;
+    if (ran == 1) return 1;
+    location = next;
+  }
+  return 1;
+}
+
+static int fde_cie_info(const il_cfi_section *section, const il_cfi_fde *fde, cie_info *cie) {
+  entry_header h;
+  return read_header(section, fde->cie, section->address + section->size, &h) && !h.terminator &&
+         is_cie(section, &h) && parse_cie(section, &h, cie);
+}
+
+int il_cfi_fde_row(const il_cfi_section *section, const il_cfi_fde *fde, uint64_t pc, il_cfi_row *row) {
+  cie_info cie;
+  if (!fde_cie_info(section, fde, &cie)) return 0;
   return fde_row(section, &cie, fde, pc, row);
+}
+
+int il_cfi_fde_rows(const il_cfi_section *section, const il_cfi_fde *fde, il_cfi_row *row,
+                    int (*each)(const il_cfi_row *row, void *context), void *context) {
+  cie_info cie;
+  if (!fde_cie_info(section, fde, &cie)) return 0;
+  return fde_rows(section, &cie, fde, row, each, context);
 }
 
 /* ------------------------------------------------------------------ finding the FDE */

@@ -54,6 +54,17 @@ package enum FileSystem {
     return result
   }
 
+  /// `mkdir -p`: makes `path` and the folders above it that are missing, each with `mode` (less the
+  /// umask). False when one cannot be made.
+  package static func makeFolders(_ path: String, mode: UInt32 = 0o755) -> Bool {
+    var built = path.hasPrefix("/") ? "" : "."
+    for part in path.split(separator: "/") {
+      built += "/" + part
+      if mkdir(built, mode_t(mode)) != 0 && errno != EEXIST { return false }
+    }
+    return true
+  }
+
   /// The value of an environment variable.
   package static func environment(_ name: String) -> String? {
     guard let value = getenv(name) else { return nil }

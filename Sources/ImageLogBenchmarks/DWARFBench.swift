@@ -106,7 +106,7 @@ func dwarfBenchmarks() throws -> [BenchmarkTable] {
     let hundred = directory + "/hundred.txt"
     try writeText(addresses.map { "0x" + String($0, radix: 16) }.joined(separator: "\n") + "\n", to: hundred)
     // llvm-symbolizer finds the same debug file by libc's build-id.
-    let commands = ["exec \(imagelog) symbolicate \(reportFile) > /dev/null"]
+    let commands = ["exec \(imagelog) symbolicate --no-cache \(reportFile) > /dev/null"]
       + symbolizers.map { "exec \($0.path) --inlines --obj=\(libc) < \(hundred) > /dev/null" }
     var samples = [[Measurement]](repeating: [], count: commands.count)
     for _ in 0..<21 {
@@ -168,7 +168,7 @@ private func answerLine(_ answer: JSONValue) -> String {
 }
 
 /// The debug file libc6-dbg installs for the running libc, found by libc's build-id.
-private func libcDebugFile() -> String? {
+func libcDebugFile() -> String? {
   guard let file = try? SymbolFile.load(path: "/lib/x86_64-linux-gnu/libc.so.6").first, let id = file.buildID else { return nil }
   let hex = id.hex
   let path = "/usr/lib/debug/.build-id/\(hex.prefix(2))/\(hex.dropFirst(2)).debug"
@@ -177,7 +177,7 @@ private func libcDebugFile() -> String? {
 
 /// `count` addresses spread over `path`'s function symbols in executable sections, at varied offsets
 /// inside each: a fixed spread, as the symbol-table benchmark takes, so every run asks the same addresses.
-private func sampleCodeAddresses(_ path: String, count: Int) throws -> [UInt64] {
+func sampleCodeAddresses(_ path: String, count: Int) throws -> [UInt64] {
   guard let file = try SymbolFile.load(path: path).first else { throw BenchError("\(path): no slice") }
   let code = try MappedFile(path: path).withReader { reader in
     try ELFFile(reader).sections.filter { $0.flags & 0x4 != 0 }.map { $0.vmAddress..<($0.vmAddress &+ $0.size) }

@@ -13,6 +13,8 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("symbolicate", symbolicateBenchmarks),
   ("many reports at once (symbolicate --output-dir)", manyReportsBenchmark),
   ("dwarf lines and inlines vs llvm-symbolizer", dwarfBenchmarks),
+  ("symbol cache vs llvm-symbolizer and SymCache", symbolCacheBenchmark),
+  ("imagelog symbols vs dump_syms", symbolsBenchmark),
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),

@@ -13,12 +13,14 @@ enum ImageLogMain {
     ListCommand.self,
     FileCommand.self,
     SymbolicateCommand.self,
+    SymbolsCommand.self,
     PidCommand.self,
     MinidumpCommand.self,
     RunCommand.self,
     WatchCommand.self,
     CoreHandlerCommand.self,
     CaptureCrashCommand.self,
+    CacheBuildCommand.self,
   ] }
 
   static func main() {

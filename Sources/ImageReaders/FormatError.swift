@@ -29,8 +29,13 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
   case leb128TooLong(at: Int)
   /// DWARF that breaks the format's rules: the section, the offset in it, what is wrong.
   case dwarf(section: String, offset: Int, String)
+  /// A Breakpad symbol file (`.sym`) record that breaks the format's rules: its line (1-based), what is wrong.
+  case breakpad(line: Int, String)
   /// A minidump that breaks the format's rules: which stream (and which entry in it), what is wrong.
   case minidump(String)
+  /// A symbol cache file that is not one, is for another file or version, or whose contents break its
+  /// format (it is rebuilt).
+  case symbolCache(String)
 
   /// One line saying where and what (without the path: the caller adds it).
   public var description: String {
@@ -51,7 +56,9 @@ public enum FormatError: Error, Equatable, Sendable, CustomStringConvertible {
     case let .limitExceeded(field, value, limit): "\(field) \(value) exceeds the limit of \(limit)"
     case .leb128TooLong(let at): "LEB128 number at offset \(at) does not fit in 64 bits"
     case let .dwarf(section, offset, what): "\(section) at offset 0x\(hexDigits(UInt64(max(offset, 0)))): \(what)"
+    case let .breakpad(line, what): "line \(line): \(what)"
     case .minidump(let what): what
+    case .symbolCache(let what): "symbol cache: \(what)"
     }
   }
 }

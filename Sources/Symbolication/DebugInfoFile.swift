@@ -9,9 +9,16 @@ import ImageReaders
 package final class DebugInfoFile {
   /// The file's path.
   package let path: String
-  private let mapped: MappedFile
+  private let mapped: MappedFile?
   private let supplementaryMapped: MappedFile?
-  private let reader: DWARFReader
+  /// What answers addresses: the DWARF, or the symbol cache built from it (see `SymbolCacheStore`).
+  private(set) var answers: Answers
+  /// For reading the DWARF after all when a symbol cache fails a lookup.
+  private var dwarfSource: (architecture: String?, supplementaryPath: String?) = (nil, nil)
+  enum Answers {
+    case dwarf(DWARFReader)
+    case symbolCache(SymbolCacheFile)
+  }
   /// The bytes its compressed sections, and its supplementary file's, were inflated to: at most
   /// `DWARFSections.maximumInflatedTotal`.
   package let inflatedByteCount: UInt64
@@ -23,8 +30,9 @@ package final class DebugInfoFile {
   /// sections (with the supplementary file's) claim more than `DWARFSections.maximumInflatedTotal`.
   package init(path: String, architecture: String? = nil, supplementaryPath: String? = nil) throws {
     self.path = path
-    mapped = try Self.map(path)
-    var sections = try Self.sections(mapped, architecture: architecture, inflatedBefore: 0)
+    let file = try Self.map(path)
+    mapped = file
+    var sections = try Self.sections(file, architecture: architecture, inflatedBefore: 0)
     if let supplementaryPath {
       let supplementary = try Self.map(supplementaryPath)
       supplementaryMapped = supplementary
@@ -36,20 +44,52 @@ package final class DebugInfoFile {
     // Both are within the limit checked as they were read, so the sum cannot overflow.
     inflatedByteCount = sections.inflatedByteCount + (sections.supplementary?.inflatedByteCount ?? 0)
     do {
-      reader = try DWARFReader(sections)
+      answers = .dwarf(try DWARFReader(sections))
     } catch {
       throw ReportError("\(path): \(error)")
     }
   }
 
+  /// The file at `path` answered from its symbol cache `symbolCache`.
+  init(path: String, architecture: String?, supplementaryPath: String?, symbolCache: SymbolCacheFile) {
+    self.path = path
+    (mapped, supplementaryMapped, inflatedByteCount) = (nil, nil, 0)
+    answers = .symbolCache(symbolCache)
+    dwarfSource = (architecture, supplementaryPath)
+  }
+
   /// The frames of link-time address `address`, innermost first (see `DWARFReader.frames(at:)`); empty
   /// when no DWARF covers it. Throws `ReportError` naming the file for DWARF that is broken there.
   package func frames(at address: UInt64) throws -> [DWARFFrame] {
+    if case .symbolCache(let file) = answers {
+      do {
+        return try file.frames(at: address)
+      } catch {
+        // Records that point nowhere got past the checks: the DWARF answers from now on.
+        let sections = try Self.dwarfSections(path: path, architecture: dwarfSource.architecture,
+                                              supplementaryPath: dwarfSource.supplementaryPath)
+        do { answers = .dwarf(try DWARFReader(sections)) } catch { throw ReportError("\(path): \(error)") }
+      }
+    }
     do {
+      guard case .dwarf(let reader) = answers else { return [] }
       return try reader.frames(at: address)
     } catch {
       throw ReportError("\(path): \(error)")
     }
+  }
+
+  /// The DWARF sections of `path` (a slice picked by `architecture`) and of its supplementary file,
+  /// decompressed and kept alive by the sections themselves: for readers of one's own (a `DWARFReader`
+  /// is for one thread). Throws `ReportError` naming the file as `init` does.
+  package static func dwarfSections(path: String, architecture: String? = nil,
+                                    supplementaryPath: String? = nil) throws -> DWARFSections {
+    var sections = try Self.sections(map(path), architecture: architecture, inflatedBefore: 0)
+    if let supplementaryPath {
+      sections.supplementary = try Self.sections(map(supplementaryPath), architecture: architecture,
+                                                 inflatedBefore: sections.inflatedByteCount)
+    }
+    return sections
   }
 
   private static func map(_ path: String) throws -> MappedFile {

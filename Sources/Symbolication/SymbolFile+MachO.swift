@@ -33,23 +33,14 @@ extension SymbolFile {
     let textVMAddress = file.segment(named: "__TEXT")?.vmAddress ?? segments.map(\.vmAddress).min() ?? 0
     let loadEnd = segments.filter { $0.name != "__DWARF" }.map { $0.vmAddress &+ $0.vmSize }.max()
     var symbols = SymbolTable()
-    if withSymbols, let command = file.symbolTable {
-      let entrySize: UInt64 = file.header.is64Bit ? 16 : 12
-      // nsyms is a UInt32: the product with 16 fits in UInt64.
-      let symbolRange = try ByteReader.checkedRange(offset: UInt64(command.symbolOffset),
-                                                    size: UInt64(command.symbolCount) * entrySize,
-                                                    limit: slice.count, "LC_SYMTAB symbol table")
-      let stringRange = try ByteReader.checkedRange(offset: UInt64(command.stringOffset), size: UInt64(command.stringSize),
-                                                    limit: slice.count, "LC_SYMTAB string table")
+    if withSymbols, let table = try file.symbolTableBytes(in: slice) {
       var starts: ByteReader?
       if let functionStarts = file.functionStarts, functionStarts.dataSize > 0 {
         let range = try ByteReader.checkedRange(offset: UInt64(functionStarts.dataOffset), size: UInt64(functionStarts.dataSize),
                                                 limit: slice.count, "LC_FUNCTION_STARTS")
         starts = try slice.slice(at: range.lowerBound, length: range.count)
       }
-      symbols = try SymbolTable.machO(symbols: try slice.slice(at: symbolRange.lowerBound, length: symbolRange.count),
-                                      count: Int(command.symbolCount),  // UInt32 -> Int is exact on 64-bit
-                                      strings: try slice.slice(at: stringRange.lowerBound, length: stringRange.count),
+      symbols = try SymbolTable.machO(symbols: table.symbols, count: table.count, strings: table.strings,
                                       is64Bit: file.header.is64Bit, functionStarts: starts, textVMAddress: textVMAddress)
     } else if withSymbols, let functionStarts = file.functionStarts, functionStarts.dataSize > 0 {
       let range = try ByteReader.checkedRange(offset: UInt64(functionStarts.dataOffset), size: UInt64(functionStarts.dataSize),

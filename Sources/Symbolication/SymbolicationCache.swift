@@ -22,6 +22,8 @@ public final class SymbolicationCache {
   private var inflatedBytes: UInt64 = 0
   /// The most inflated bytes the DWARF kept may hold together.
   let inflatedLimit: UInt64
+  /// The symbol cache each DWARF file is answered from when it has an identity.
+  let symbolCache: SymbolCacheSettings?
 
   /// A cache for symbolicating with `options` (pass the same options to each `Symbolicator.symbolicate`).
   public convenience init(options: SymbolicationOptions) {
@@ -34,6 +36,7 @@ public final class SymbolicationCache {
                                buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     locator.inMemoryImages = options.inMemoryImages
     self.inflatedLimit = inflatedLimit
+    symbolCache = options.symbolCache
   }
 
   /// How many files' outcomes and DWARF indexes are held (tests and benchmarks check files are read once).
@@ -56,7 +59,7 @@ public final class SymbolicationCache {
   /// The DWARF of `path` (that slice, with that supplementary file), indexed once (unless let go to
   /// keep the inflated sections within `inflatedLimit`); a file that could not be read throws the same
   /// error each time.
-  func debugInfo(path: String, architecture: String?, supplementaryPath: String?) throws -> DebugInfoFile {
+  func debugInfo(path: String, architecture: String?, supplementaryPath: String?, identity: BuildID? = nil) throws -> DebugInfoFile {
     let key = [path, architecture ?? "", supplementaryPath ?? ""].joined(separator: "\u{0}")
     if let known = debugInfoFiles[key] {
       if let position = inflatedKeys.firstIndex(of: key) { inflatedKeys.append(inflatedKeys.remove(at: position)) }
@@ -64,7 +67,8 @@ public final class SymbolicationCache {
     }
     let result: Result<DebugInfoFile, ReportError>
     do {
-      result = .success(try DebugInfoFile(path: path, architecture: architecture, supplementaryPath: supplementaryPath))
+      result = .success(try DebugInfoFile.open(path: path, architecture: architecture, supplementaryPath: supplementaryPath,
+                                               identity: identity, symbolCache: symbolCache))
     } catch let error as ReportError {
       result = .failure(error)
     } catch {

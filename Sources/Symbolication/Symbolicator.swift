@@ -21,6 +21,9 @@ public struct SymbolicationOptions: Sendable {
   /// Images no file holds (the vDSO), as copied from the process's or the core's memory: used for an
   /// image with the same build-id when no file on disk has it.
   public var inMemoryImages: [InMemoryImage] = []
+  /// The symbol cache to answer file:line from and to fill, for files with an identity; `nil`: none
+  /// (the command line sets `SymbolCacheSettings.fromEnvironment()` unless `--no-cache`).
+  package var symbolCache: SymbolCacheSettings? = nil
 
   /// The defaults: system debug folders, simplified names, lines from DWARF.
   public init() {}
@@ -186,8 +189,10 @@ public enum Symbolicator {
         let universal = file.debugInfoPath == nil ? file.isUniversalSlice : file.debugInfoIsUniversal
         do {
           let (path, architecture) = (file.debugInfoPath ?? file.path, universal ? file.architecture : nil)
-          debugInfo = try cache?.debugInfo(path: path, architecture: architecture, supplementaryPath: file.supplementaryPath)
-            ?? DebugInfoFile(path: path, architecture: architecture, supplementaryPath: file.supplementaryPath)
+          debugInfo = try cache?.debugInfo(path: path, architecture: architecture, supplementaryPath: file.supplementaryPath,
+                                           identity: file.buildID)
+            ?? DebugInfoFile.open(path: path, architecture: architecture, supplementaryPath: file.supplementaryPath,
+                                  identity: file.buildID, symbolCache: options.symbolCache)
         } catch {
           notes.append("no file:line information: \(error)")
         }

@@ -8,6 +8,7 @@
 public func fuzzBinaryFile(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
   let reader = ByteReader(UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size))
   fuzzCore(reader)
+  fuzzBreakpad(reader)
   fuzzMinidump(reader)
   guard let binary = try? BinaryFile.parse(reader) else { return 0 }
   for slice in binary.slices {
@@ -35,4 +36,13 @@ func fuzzDWARF(_ file: ELFFile, _ reader: ByteReader) {
     probes += [section.vmAddress, section.vmAddress &+ section.size / 2]
   }
   for address in probes { _ = try? dwarf.frames(at: address) }
+  // The symbol cache's table: built from every unit, it must answer as the reader does wherever the
+  // reader answers (a difference is a finding, as a trap is).
+  if let table = try? DWARFReader(sections).answerTable() {
+    for address in probes {
+      guard let frames = try? dwarf.frames(at: address) else { continue }
+      precondition(table.frames(at: address) == frames, "answer table differs at 0x\(hexDigits(address))")
+    }
+  }
+  fuzzDWARFFunctions(sections)
 }

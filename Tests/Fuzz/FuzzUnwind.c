@@ -96,6 +96,28 @@ static void probe(fuzz_memory *memory, const il_unwind_image *image) {
   }
 }
 
+typedef struct {
+  const il_cfi_section *section;
+  const il_cfi_fde *fde;
+  int count;
+} rows_check;
+
+/* Each row il_cfi_fde_rows gives in its one run is the row il_cfi_fde_row finds at its start. */
+static int check_row(const il_cfi_row *row, void *context) {
+  rows_check *check = context;
+  il_cfi_row single;
+  if (!il_cfi_fde_row(check->section, check->fde, row->location, &single)) __builtin_trap();
+  if (single.location != row->location || single.end != row->end || single.cfa.kind != row->cfa.kind ||
+      single.cfa.value != row->cfa.value || single.cfa.length != row->cfa.length || single.cfa_offset != row->cfa_offset ||
+      single.ra_signed != row->ra_signed)
+    __builtin_trap();
+  for (int column = 0; column < IL_CFI_COLUMNS; column++) {
+    const il_cfi_rule *a = &single.rules[column], *b = &row->rules[column];
+    if (a->kind != b->kind || a->value != b->value || a->length != b->length) __builtin_trap();
+  }
+  return ++check->count < 64;
+}
+
 static void walk_entries(fuzz_memory *memory, uint64_t address, uint64_t size, int debug_frame, uint8_t address_size) {
   il_memory reader = {.read = fuzz_read, .context = memory};
   il_cfi_section section = {.memory = &reader, .address = address, .size = size, .debug_frame = debug_frame,
@@ -110,6 +132,8 @@ static void walk_entries(fuzz_memory *memory, uint64_t address, uint64_t size, i
     (void)il_cfi_fde_row(&section, &fde, fde.pc_start, &row);
     (void)il_cfi_fde_row(&section, &fde, fde.pc_start + (fde.pc_end - fde.pc_start) / 2, &row);
     (void)il_cfi_fde_row(&section, &fde, fde.pc_end - 1, &row);
+    rows_check check = {.section = &section, .fde = &fde, .count = 0};
+    (void)il_cfi_fde_rows(&section, &fde, &row, check_row, &check);
   }
 }
 

@@ -106,28 +106,40 @@ import Testing
   /// section's end, so the ELF file around stays readable): the reader answers or throws, never traps
   /// or hangs; some mutations must break it and some spare it.
   @Test func dwarfFixturesSurviveMutationsOfTheirDebugSections() throws {
+    try Self.mutateDebugSections(seed: 0xD3A2_F2026, what: "answers nothing") { bytes in
+      let result = Self.exerciseDWARF(bytes)
+      return (result.answered > 0, result.threw)
+    }
+  }
+
+  /// Seeded mutations inside the debug sections of each DWARF fixture (a cut becomes zeros to the
+  /// section's end, so the ELF file around stays readable), each file given to `exercise` (is there an
+  /// answer, did it throw): the unmutated fixtures must answer (else "FIXTURE: the unmutated fixture
+  /// `what`"), and some mutations must break the DWARF and some spare it.
+  static func mutateDebugSections(seed: UInt64, what: String,
+                                  _ exercise: ([UInt8]) -> (answered: Bool, threw: Bool)) throws {
     let names = Fixtures.all.filter { $0.hasPrefix("dwarf/") }
     try #require(names.count >= 2, "no DWARF fixtures under \(Fixtures.directory)/dwarf")
-    var rng = SplitMix64(seed: 0xD3A2_F2026)
+    var rng = SplitMix64(seed: seed)
     var spared = 0, broken = 0
     for name in names {
       let original = try Fixtures.bytes(name)
-      #expect(Self.exerciseDWARF(original) .answered > 0, "\(name): the unmutated fixture answers nothing")
+      #expect(exercise(original).answered, "\(name): the unmutated fixture \(what)")
       let ranges: [Range<Int>] = try original.withUnsafeBytes { raw in
         try ELFFile(ByteReader(raw)).sections.filter { $0.name.hasPrefix(".debug_") }.compactMap(\.fileRange)
       }
       try #require(!ranges.isEmpty)
-      for round in 0..<Self.perFixture {
+      for round in 0..<perFixture {
         var bytes = original
         let range = ranges[round % ranges.count]
         let kind = Mutation.allCases[(round / ranges.count) % Mutation.allCases.count]
-        var section = Self.mutate(Array(original[range]), kind, &rng)
+        var section = mutate(Array(original[range]), kind, &rng)
         if section.count < range.count { section += [UInt8](repeating: 0, count: range.count - section.count) }
         bytes.replaceSubrange(range, with: section.prefix(range.count))
-        if Self.exerciseDWARF(bytes).threw { broken += 1 } else { spared += 1 }
+        if exercise(bytes).threw { broken += 1 } else { spared += 1 }
       }
     }
-    #expect(spared + broken == names.count * Self.perFixture)
+    #expect(spared + broken == names.count * perFixture)
     #expect(broken > 0 && spared > 0, "mutations should both break and spare the DWARF (\(spared) spared, \(broken) broken)")
   }
 

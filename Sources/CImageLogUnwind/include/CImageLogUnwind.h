@@ -162,6 +162,12 @@ int il_cfi_next_entry(const il_cfi_section *section, uint64_t *offset, il_cfi_fd
    Rules come back unevaluated. */
 int il_cfi_fde_row(const il_cfi_section *section, const il_cfi_fde *fde, uint64_t pc, il_cfi_row *row);
 
+/* Every row of `fde` in order, from one run of its instructions (il_cfi_fde_row runs them from the start
+   for each pc): `each(row, context)` for each, filled into `*row`; a zero from `each` stops the walk.
+   1 when the rows were given, 0 when the instructions are malformed (rows before the fault were given). */
+int il_cfi_fde_rows(const il_cfi_section *section, const il_cfi_fde *fde, il_cfi_row *row,
+                    int (*each)(const il_cfi_row *row, void *context), void *context);
+
 /* The row for `pc` in `image`, found the way il_unwind_step finds it (.eh_frame_hdr's binary search,
    else a walk of .eh_frame, then .debug_frame). 1 when found. */
 int il_cfi_find_row(const il_memory *memory, const il_unwind_image *image, uint64_t pc, il_cfi_row *row);

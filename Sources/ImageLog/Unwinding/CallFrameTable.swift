@@ -46,12 +46,8 @@ package struct CallFrameRow: Sendable, Equatable {
   init?(_ row: il_cfi_row) {
     location = row.location
     end = row.end
-    switch Int32(row.cfa.kind) {
-    case Int32(IL_RULE_REGISTER.rawValue): cfa = .registerOffset(register: Int(row.cfa.value), offset: row.cfa_offset)
-    case Int32(IL_RULE_VAL_EXPRESSION.rawValue):
-      cfa = .expression(address: UInt64(bitPattern: row.cfa.value), length: Int(row.cfa.length))
-    default: return nil
-    }
+    guard let cfa = CFA(row) else { return nil }
+    self.cfa = cfa
     returnAddressRegister = Int(truncatingIfNeeded: row.return_address_register)
     isSignalFrame = row.signal_frame != 0
     var rules: [Int: CallFrameRule] = [:]
@@ -59,22 +55,76 @@ package struct CallFrameRow: Sendable, Equatable {
       let stride = MemoryLayout<il_cfi_rule>.stride
       for column in 0..<Int(IL_CFI_COLUMNS) {
         // A C array of IL_CFI_COLUMNS il_cfi_rule: every offset below is inside it.
-        let rule = raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)
-        let value = rule.value
-        let address = UInt64(bitPattern: value), length = Int(rule.length)
-        switch UInt32(rule.kind) {
-        case IL_RULE_UNDEFINED.rawValue: rules[column] = .undefined
-        case IL_RULE_SAME_VALUE.rawValue: rules[column] = .sameValue
-        case IL_RULE_OFFSET.rawValue: rules[column] = .offset(value)
-        case IL_RULE_VAL_OFFSET.rawValue: rules[column] = .valueOffset(value)
-        case IL_RULE_REGISTER.rawValue: rules[column] = .register(Int(value))
-        case IL_RULE_EXPRESSION.rawValue: rules[column] = .expression(address: address, length: length)
-        case IL_RULE_VAL_EXPRESSION.rawValue: rules[column] = .valueExpression(address: address, length: length)
-        default: break
-        }
+        if let rule = CallFrameRule(raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)) { rules[column] = rule }
       }
     }
     self.rules = rules
+  }
+}
+
+extension CallFrameRow.CFA {
+  /// The row's CFA rule; `nil` for a kind the engine never gives.
+  init?(_ row: il_cfi_row) {
+    switch Int32(row.cfa.kind) {
+    case Int32(IL_RULE_REGISTER.rawValue): self = .registerOffset(register: Int(row.cfa.value), offset: row.cfa_offset)
+    case Int32(IL_RULE_VAL_EXPRESSION.rawValue):
+      self = .expression(address: UInt64(bitPattern: row.cfa.value), length: Int(row.cfa.length))
+    default: return nil
+    }
+  }
+}
+
+/// A row as `CallFrameTable.ruleRows(of:)` gives it: `CallFrameRow`'s fields, the rules as a list.
+package struct CallFrameRuleRow: Sendable, Equatable {
+  /// The first address the row applies to.
+  package var location: UInt64
+  /// The first address past it.
+  package var end: UInt64
+  /// The CFA rule.
+  package var cfa: CallFrameRow.CFA
+  /// The register rules set, by DWARF register number, in increasing order.
+  package var rules: [(register: Int, rule: CallFrameRule)]
+  /// The column of the return address (the CIE's).
+  package var returnAddressRegister: Int
+
+  init?(_ row: il_cfi_row) {
+    location = row.location
+    end = row.end
+    guard let cfa = CallFrameRow.CFA(row) else { return nil }
+    self.cfa = cfa
+    returnAddressRegister = Int(truncatingIfNeeded: row.return_address_register)
+    var rules: [(register: Int, rule: CallFrameRule)] = []
+    rules.reserveCapacity(8)  // a frame saves a handful of registers: one allocation, not several
+    withUnsafeBytes(of: row.rules) { raw in
+      let stride = MemoryLayout<il_cfi_rule>.stride
+      for column in 0..<Int(IL_CFI_COLUMNS) {
+        // A C array of IL_CFI_COLUMNS il_cfi_rule: every offset below is inside it.
+        let rule = raw.load(fromByteOffset: column * stride, as: il_cfi_rule.self)
+        if rule.kind != 0, let decoded = CallFrameRule(rule) { rules.append((column, decoded)) }
+      }
+    }
+    self.rules = rules
+  }
+
+  package static func == (a: CallFrameRuleRow, b: CallFrameRuleRow) -> Bool {
+    a.location == b.location && a.end == b.end && a.cfa == b.cfa && a.returnAddressRegister == b.returnAddressRegister
+      && a.rules.elementsEqual(b.rules) { $0.register == $1.register && $0.rule == $1.rule }
+  }
+}
+
+extension CallFrameRule {
+  init?(_ rule: il_cfi_rule) {
+    let value = rule.value
+    switch UInt32(rule.kind) {
+    case IL_RULE_UNDEFINED.rawValue: self = .undefined
+    case IL_RULE_SAME_VALUE.rawValue: self = .sameValue
+    case IL_RULE_OFFSET.rawValue: self = .offset(value)
+    case IL_RULE_VAL_OFFSET.rawValue: self = .valueOffset(value)
+    case IL_RULE_REGISTER.rawValue: self = .register(Int(value))
+    case IL_RULE_EXPRESSION.rawValue: self = .expression(address: UInt64(bitPattern: value), length: Int(rule.length))
+    case IL_RULE_VAL_EXPRESSION.rawValue: self = .valueExpression(address: UInt64(bitPattern: value), length: Int(rule.length))
+    default: return nil
+    }
   }
 }
 
@@ -147,16 +197,44 @@ package struct CallFrameTable {
 
   /// Every row of `entry` in order (`nil` when its instructions are malformed).
   package func rows(of entry: Entry) -> [CallFrameRow]? {
-    var rows: [CallFrameRow] = []
-    var pc = entry.pcRange.lowerBound
-    // Each row ends past its start: at most one row per address of the FDE, and at most one per
-    // instruction byte.
-    while pc < entry.pcRange.upperBound, rows.count <= entry.instructions.count {
-      guard let row = row(of: entry, at: pc), row.end > pc else { return nil }
-      rows.append(row)
-      pc = row.end
+    collectRows(of: entry) { CallFrameRow($0) }
+  }
+
+  /// Every row of `entry` in order, as `rows(of:)` gives them, each with its rules in column order
+  /// (`nil` when its instructions are malformed): one walk for tools that convert whole sections (a
+  /// Breakpad symbol file's STACK CFI records), without a dictionary per row.
+  package func ruleRows(of entry: Entry) -> [CallFrameRuleRow]? {
+    collectRows(of: entry) { CallFrameRuleRow($0) }
+  }
+
+  /// The rows of `entry` in order, each decoded by `decode` (`nil` when the instructions are malformed
+  /// or a row cannot be decoded), from one run of its instructions (`il_cfi_fde_rows`). Each row ends
+  /// past its start: at most one row per address of the FDE, and at most one per instruction byte.
+  private func collectRows<Row>(of entry: Entry, _ decode: (il_cfi_row) -> Row?) -> [Row]? {
+    guard !entry.pcRange.isEmpty else { return [] }
+    var rows: [Row] = []
+    var decoded = true
+    let complete = withCMemory(memory) { cMemory in
+      var section = self.section
+      section.memory = cMemory
+      var fde = cFDE(entry)
+      var row = il_cfi_row()
+      return withoutActuallyEscaping({ (row: UnsafePointer<il_cfi_row>) -> Bool in
+        guard rows.count <= entry.instructions.count else { return false }
+        guard let value = decode(row.pointee) else { decoded = false; return false }
+        rows.append(value)
+        return true
+      }) { each in
+        var visitor = each
+        return withUnsafeMutablePointer(to: &visitor) { context in
+          il_cfi_fde_rows(&section, &fde, &row, { row, context in
+            guard let row, let context else { return 0 }
+            return context.assumingMemoryBound(to: ((UnsafePointer<il_cfi_row>) -> Bool).self).pointee(row) ? 1 : 0
+          }, context) != 0
+        }
+      }
     }
-    return rows
+    return complete && decoded ? rows : nil
   }
 
   func cFDE(_ entry: Entry) -> il_cfi_fde {

@@ -21,7 +21,7 @@ struct CaptureCrashCommand: Command {
   static let isInternal = true
   static let abstract = "Internal: capture a crashed process for the crash handler that started it (see run --crash-dir)."
   static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> [--done-fd <fd>] "
-    + "[--search <path> ...] [--no-lines] [--no-system-debug]"
+    + "[--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
   static let helpSections = """
     OPTIONS:
       --pid <pid>             The crashed process (the helper's parent).
@@ -34,6 +34,7 @@ struct CaptureCrashCommand: Command {
       --search <path>         A folder or file holding binaries and debug files. Repeatable.
       --no-lines              Symbol tables only, no file:line from DWARF.
       --no-system-debug       Do not look in /usr/lib/debug, debuginfod caches or servers.
+      --no-cache              Neither read nor write the symbol cache (see imagelog help symbolicate).
       -h, --help              Show help information.
 
     NOTES:

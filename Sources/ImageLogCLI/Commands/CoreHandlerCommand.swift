@@ -50,7 +50,7 @@ struct CoreHandlerCommand: Command {
       --max-memory <size>     The most of the core held in memory at once (default: 128M): header,
                               program headers, notes, the stacks (1M each at most), ELF header pages and
                               the vDSO. The rest of the handler's memory does not grow with the core.
-      --search <path>, --no-lines, --no-system-debug, --demangle <style>, --no-demangle
+      --search <path>, --no-lines, --no-system-debug, --no-cache, --demangle <style>, --no-demangle
                               As for 'imagelog symbolicate'.
       -h, --help              Show help information.
 

@@ -13,7 +13,7 @@ struct PidCommand: Command {
   static let name = "pid"
   static let abstract = "List the images of a running process, or with --threads the stack of each of its threads."
   static let usage = "imagelog pid [--threads] <pid> [--format <style>] [--full-build-ids] [--no-symbolicate] "
-    + "[--search <path> ...] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug]"
+    + "[--search <path> ...] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache]"
   static let helpSections = """
     ARGUMENTS:
       <pid>                   The process to inspect.
@@ -32,6 +32,7 @@ struct PidCommand: Command {
       --no-demangle           Same as --demangle none.
       --no-lines              With --threads: symbol tables only, no file:line from DWARF.
       --no-system-debug       With --threads: do not look in /usr/lib/debug, debuginfod caches or servers.
+      --no-cache              With --threads: neither read nor write the symbol cache (see symbolicate).
       -h, --help              Show help information.
 
     THREADS:

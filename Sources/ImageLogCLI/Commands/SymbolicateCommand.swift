@@ -13,7 +13,7 @@ struct SymbolicateCommand: Command {
   static let name = "symbolicate"
   static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace, sanitizer, coredump, tombstone, glibc) or bare addresses."
   static let usage = "imagelog symbolicate [--search <path> ...] [--image <path>@<load-address> ...] [--format <style>] "
-    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-symbolicate] <report> | <address> ...\n"
+    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache] [--no-symbolicate] <report> | <address> ...\n"
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
@@ -53,6 +53,7 @@ struct SymbolicateCommand: Command {
       --no-demangle           Same as --demangle none.
       --no-lines              Symbol tables only: do not read DWARF for file:line.
       --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
+      --no-cache              Neither read nor write the symbol cache (see LINES).
       --output-dir <dir>      Symbolicate each <report> given (any number) and write it to <dir>/<its file
                               name> (the folder is made if missing), printing one summary line per
                               report. One process reads, loads and indexes each binary and debug file
@@ -84,6 +85,11 @@ struct SymbolicateCommand: Command {
       File, line, column and inlined frames come from the DWARF of the image or of its debug file (zlib or
       zstd compressed sections included), read by imagelog itself: no other program is run. Without
       DWARF, or with --no-lines, frames get function + offset from the symbol tables only.
+      The first time a file with a build-id or UUID is read, a process in the background (imagelog
+      cache-build) keeps every answer its DWARF gives in the symbol cache ($XDG_CACHE_HOME/imagelog,
+      else ~/.cache/imagelog), a file later runs map and search instead of reading the DWARF. It is bounded by IMAGELOG_CACHE_SIZE (bytes, or with K, M
+      or G; default 512M): the least recently used files go. A cache file that fails its checks
+      (version, identity, size, checksum) is rebuilt; a folder that cannot be written costs only speed.
     """
 
   var reportPath: String?
@@ -320,8 +326,8 @@ struct SymbolicateCommand: Command {
   }
 }
 
-/// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`: how symbolicate and
-/// pid --threads find and name symbols.
+/// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`, `--no-cache`: how
+/// symbolicate and pid --threads find and name symbols (and the symbol cache from the environment).
 func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageError) -> SymbolicationOptions {
   var options = SymbolicationOptions()
   options.searchPaths = try scanner.options("--search")
@@ -334,5 +340,13 @@ func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageErr
   if scanner.flag("--no-demangle") { options.demangle = .none }
   if scanner.flag("--no-lines") { options.lineInfo = false }
   if scanner.flag("--no-system-debug") { options.systemDirectories = false }
+  if !scanner.flag("--no-cache") {
+    do {
+      options.symbolCache = try SymbolCacheSettings.fromEnvironment()
+      options.symbolCache?.buildElsewhere = CacheBuildCommand.startInBackground
+    } catch {
+      throw scanner.usageError("\(error)")
+    }
+  }
   return options
 }

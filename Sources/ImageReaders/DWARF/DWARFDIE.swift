@@ -4,6 +4,7 @@ enum DWARFDIE {
   static let subprogramTag: UInt64 = 0x2e, inlinedSubroutineTag: UInt64 = 0x1d
 
   static let nameAttribute: UInt64 = 0x03, statementListAttribute: UInt64 = 0x10, lowPCAttribute: UInt64 = 0x11
+  static let languageAttribute: UInt64 = 0x13
   static let highPCAttribute: UInt64 = 0x12, compilationDirectoryAttribute: UInt64 = 0x1b
   static let abstractOriginAttribute: UInt64 = 0x31, specificationAttribute: UInt64 = 0x47
   static let rangesAttribute: UInt64 = 0x55, callColumnAttribute: UInt64 = 0x57, callFileAttribute: UInt64 = 0x58
@@ -13,7 +14,7 @@ enum DWARFDIE {
   static let gnuRangesBaseAttribute: UInt64 = 0x2132, gnuAddrBaseAttribute: UInt64 = 0x2133
 
   /// Which attributes to decode.
-  enum Want { case unit, subroutine, names }
+  enum Want { case unit, subroutine, names, function }
 
   /// A string attribute, resolved only when asked for.
   enum StringValue {
@@ -50,6 +51,8 @@ enum DWARFDIE {
     var high: Value = .none
     var ranges: Value = .none
     var callFile: UInt64 = 0
+    /// Whether `DW_AT_call_file` was there (DWARF 5's file 0 is a file).
+    var hasCallFile = false
     var callLine: UInt64 = 0
     var callColumn: UInt64 = 0
     var name: StringValue?
@@ -61,6 +64,8 @@ enum DWARFDIE {
     var strOffsetsBase: Int?
     var addrBase: Int?
     var rnglistsBase: Int?
+    /// `DW_AT_language` (read for `.unit`).
+    var language: UInt64?
 
     /// `DW_AT_low_pc` as an address.
     func lowPC(_ unit: DWARFUnit, _ context: DWARFContext) throws(FormatError) -> UInt64? {
@@ -165,6 +170,10 @@ enum DWARFDIE {
       case .subroutine:
         wanted = attribute == lowPCAttribute || attribute == highPCAttribute || attribute == rangesAttribute
           || attribute == callFileAttribute || attribute == callLineAttribute || attribute == callColumnAttribute
+      case .function:
+        wanted = attribute == lowPCAttribute || attribute == highPCAttribute || attribute == rangesAttribute
+          || attribute == callFileAttribute || attribute == callLineAttribute
+          || attribute == abstractOriginAttribute || attribute == specificationAttribute
       case .names:
         wanted = attribute == nameAttribute || attribute == linkageNameAttribute || attribute == mipsLinkageNameAttribute
           || attribute == abstractOriginAttribute || attribute == specificationAttribute
@@ -172,7 +181,7 @@ enum DWARFDIE {
         wanted = attribute == lowPCAttribute || attribute == highPCAttribute || attribute == rangesAttribute
           || attribute == compilationDirectoryAttribute || attribute == statementListAttribute
           || attribute == strOffsetsBaseAttribute || attribute == addrBaseAttribute || attribute == rnglistsBaseAttribute
-          || attribute == gnuAddrBaseAttribute || attribute == nameAttribute
+          || attribute == gnuAddrBaseAttribute || attribute == nameAttribute || attribute == languageAttribute
       }
       guard wanted else {
         try DWARFForm.skip(&reader, form: form, addressSize: unit.addressSize, offsetSize: unit.offsetSize,
@@ -185,7 +194,7 @@ enum DWARFDIE {
       case lowPCAttribute: values.low = value
       case highPCAttribute: values.high = value
       case rangesAttribute: values.ranges = value
-      case callFileAttribute: if case .constant(let v) = value { values.callFile = v }
+      case callFileAttribute: if case .constant(let v) = value { values.callFile = v; values.hasCallFile = true }
       case callLineAttribute: if case .constant(let v) = value { values.callLine = v }
       case callColumnAttribute: if case .constant(let v) = value { values.callColumn = v }
       case nameAttribute: if case .string(let s) = value { values.name = s }
@@ -197,6 +206,7 @@ enum DWARFDIE {
       case strOffsetsBaseAttribute: values.strOffsetsBase = offset(value)
       case addrBaseAttribute, gnuAddrBaseAttribute: values.addrBase = offset(value)
       case rnglistsBaseAttribute: values.rnglistsBase = offset(value)
+      case languageAttribute: if case .constant(let v) = value { values.language = v }
       default: break
       }
     }

@@ -315,6 +315,11 @@ final class DWARFLineTable {
 
   /// The row for `address`: its sequence's last row at or below it; `nil` outside every sequence.
   func row(for address: UInt64) -> Row? {
+    rowIndex(for: address).map { rows[$0] }
+  }
+
+  /// The index in `rows` of `row(for: address)`.
+  func rowIndex(for address: UInt64) -> Int? {
     // Last sequence starting at or below the address.
     var low = 0, high = sequences.count
     while low < high {
@@ -330,6 +335,6 @@ final class DWARFLineTable {
       let middle = (first + last) / 2
       if rows[middle].address <= address { first = middle + 1 } else { last = middle }
     }
-    return rows[first - 1]
+    return first - 1
   }
 }

@@ -31,14 +31,25 @@ package struct DWARFFrame: Sendable, Equatable {
 /// Not thread-safe: its caches fill in as it answers.
 package final class DWARFReader {
   let context: DWARFContext
-  private let unitStarts: [UInt64]
-  private let unitValues: [Int32]
+  let unitStarts: [UInt64]
+  let unitValues: [Int32]
   private var names: [DWARFDIE.Reference: String?] = [:]
 
   /// Reads the unit headers and builds the address index. Throws when `.debug_info` is unreadable from
   /// its first unit; a later broken unit ends the index there (the units before it still answer).
-  package init(_ sections: DWARFSections) throws(FormatError) {
+  package convenience init(_ sections: DWARFSections) throws(FormatError) {
+    try self.init(sections, indexed: true)
+  }
+
+  /// `indexed: false` reads the unit headers only: a reader for walking units (`functions(inUnit:)`),
+  /// whose address lookups answer nothing.
+  package init(_ sections: DWARFSections, indexed: Bool) throws(FormatError) {
     context = try DWARFContext(sections)
+    guard indexed else {
+      (unitStarts, unitValues) = ([], [])
+      problems = context.unitsProblem.map { [$0] } ?? []
+      return
+    }
     var ranges: [DWARFRangeMap.Range] = []
     var covered = Set<Int>()
     for (unitOffset, low, high) in context.arangeSets() {
@@ -75,7 +86,7 @@ package final class DWARFReader {
   var indexedAddresses: [UInt64] { unitStarts }
 
   /// The number of units in `.debug_info`.
-  var unitCount: Int { context.units.count }
+  package var unitCount: Int { context.units.count }
 
   /// The frames of `address` (a link-time address), innermost first, the last being the subprogram
   /// itself: each inlined frame's file, line and column come from the line table for the innermost and
@@ -141,7 +152,7 @@ package final class DWARFReader {
 
   /// The names-related attributes of the DIE `reference` points at, with its unit and file; `nil` when
   /// it points into a supplementary file we were not given.
-  private func die(at reference: DWARFDIE.Reference) throws(FormatError)
+  func die(at reference: DWARFDIE.Reference) throws(FormatError)
     -> (DWARFDIE.Values, DWARFUnit, DWARFContext)? {
     let owner: DWARFContext
     if reference.inSupplementary {

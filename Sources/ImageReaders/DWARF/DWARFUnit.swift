@@ -294,6 +294,11 @@ final class DWARFAbbreviations {
   init(_ section: ByteReader, at offset: Int, unit: DWARFUnit) throws(FormatError) {
     var reader = section
     try reader.seek(to: offset)
+    // Built in locals and stored once: a class's stored arrays are checked for exclusive access at
+    // every append.
+    var declarations: [Declaration] = []
+    var specifications: [Specification] = []
+    var dense = true
     // Each declaration takes at least three bytes: the loop ends within the section's size.
     while true {
       let code = try reader.readULEB128()
@@ -317,11 +322,19 @@ final class DWARFAbbreviations {
         }
       }
       if code != UInt64(declarations.count) + 1 { dense = false }
-      if byCode[code] == nil { byCode[code] = declarations.count }
       declarations.append(Declaration(code: code, tag: tag, hasChildren: hasChildren, firstSpecification: first,
                                       specificationCount: specifications.count - first, fixedSize: fixed))
     }
-    if dense { byCode = [:] }
+    // Codes 1, 2, 3... (what compilers write) are found by position; others by the first declaration
+    // with the code.
+    if !dense {
+      for (index, declaration) in declarations.enumerated() where byCode[declaration.code] == nil {
+        byCode[declaration.code] = index
+      }
+    }
+    self.declarations = declarations
+    self.specifications = specifications
+    self.dense = dense
   }
 
   @inline(__always)

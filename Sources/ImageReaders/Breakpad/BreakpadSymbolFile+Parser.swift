@@ -1,0 +1,237 @@
+extension BreakpadSymbolFile {
+  /// The record-by-record reading, over the file's bytes in place.
+  struct Parser {
+    var module: Module?
+    var codeID: String?
+    var files: [UInt32: String] = [:]
+    var origins: [UInt32: String] = [:]
+    var functions: [Function] = []
+    var lines: [Line] = []
+    var inlines: [Inline] = []
+    var inlineRanges: [Range<UInt64>] = []
+    var publics: [Public] = []
+    var frameEntries: [FrameEntry] = []
+    var frameDeltas: [FrameDelta] = []
+    var skippedWindowsFrames = 0
+    var notes: [String] = []
+    var noteCount = 0
+
+    mutating func note(_ line: Int, _ text: String) {
+      noteCount += 1
+      if notes.count < BreakpadSymbolFile.noteLimit { notes.append("line \(line): \(text)") }
+    }
+
+    mutating func parse(_ bytes: UnsafeRawBufferPointer) throws(FormatError) {
+      var position = 0
+      var number = 0
+      // Each round consumes a line (at least its `\n`, or the rest of the bytes): bounded by the size.
+      while position < bytes.count {
+        var end = position
+        while end < bytes.count, bytes[end] != 0x0A { end += 1 }
+        let next = end + 1
+        if end > position, bytes[end - 1] == 0x0D { end -= 1 }  // CR LF
+        number += 1
+        var fields = Fields(bytes: bytes, position: position, end: end)
+        position = next
+        guard let kind = fields.next() else { continue }  // an empty line
+        try record(kind, &fields, line: number)
+      }
+    }
+
+    private mutating func record(_ kind: Range<Int>, _ fields: inout Fields, line: Int) throws(FormatError) {
+      let word = fields.text(kind)
+      if module == nil && word != "MODULE" {
+        throw .breakpad(line: line, "the first record is \(Self.quoted(word)), not MODULE: not a Breakpad symbol file")
+      }
+      switch word {
+      case "MODULE":
+        guard module == nil else { return note(line, "a second MODULE record is ignored") }
+        guard let system = fields.next(), let architecture = fields.next(), let id = fields.next() else {
+          throw .breakpad(line: line, "MODULE needs an operating system, an architecture, an id and a name")
+        }
+        module = Module(operatingSystem: fields.text(system), architecture: fields.text(architecture), id: fields.text(id),
+                        name: fields.rest())
+      case "INFO":
+        guard let key = fields.next(), fields.text(key) == "CODE_ID" else { return }
+        guard let value = fields.next() else { throw .breakpad(line: line, "INFO CODE_ID without a value") }
+        codeID = fields.text(value)
+      case "FILE":
+        let number = try fields.decimal(line, "FILE", "number")
+        if files[number] != nil { note(line, "FILE \(number) again: the later name is kept") }
+        files[number] = fields.rest()
+      case "INLINE_ORIGIN":
+        let number = try fields.decimal(line, "INLINE_ORIGIN", "number")
+        if origins[number] != nil { note(line, "INLINE_ORIGIN \(number) again: the later name is kept") }
+        origins[number] = fields.rest()
+      case "FUNC":
+        let multiple = fields.skip("m")
+        let address = try fields.hex(line, "FUNC", "address")
+        let size = try fields.hex(line, "FUNC", "size")
+        let parameterSize = try fields.hex(line, "FUNC", "parameter size")
+        functions.append(Function(address: address, size: size, parameterSize: parameterSize, name: fields.rest(),
+                                  isMultiple: multiple, lines: lines.count..<lines.count,
+                                  inlines: inlines.count..<inlines.count))
+      case "PUBLIC":
+        let multiple = fields.skip("m")
+        let address = try fields.hex(line, "PUBLIC", "address")
+        let parameterSize = try fields.hex(line, "PUBLIC", "parameter size")
+        publics.append(Public(address: address, parameterSize: parameterSize, name: fields.rest(), isMultiple: multiple))
+      case "INLINE":
+        let depth = try fields.decimal(line, "INLINE", "nest level")
+        let callLine = try fields.decimal(line, "INLINE", "call line")
+        let callFile = try fields.decimal(line, "INLINE", "call file number")
+        let origin = try fields.decimal(line, "INLINE", "origin number")
+        let first = inlineRanges.count
+        while fields.hasMore {
+          let address = try fields.hex(line, "INLINE", "range address")
+          guard fields.hasMore else {
+            inlineRanges.removeSubrange(first...)
+            throw .breakpad(line: line, "INLINE range at \(hexDigits(address)) has no size")
+          }
+          let size = try fields.hex(line, "INLINE", "range size")
+          let (end, overflow) = address.addingReportingOverflow(size)
+          inlineRanges.append(address..<(overflow ? .max : end))
+        }
+        guard inlineRanges.count > first else { throw .breakpad(line: line, "INLINE without an address range") }
+        guard !functions.isEmpty else {
+          inlineRanges.removeSubrange(first...)
+          return note(line, "INLINE before any FUNC is ignored")
+        }
+        inlines.append(Inline(depth: depth, callLine: callLine, callFile: callFile, origin: origin,
+                              ranges: first..<inlineRanges.count))
+        functions[functions.count - 1].inlines = functions[functions.count - 1].inlines.lowerBound..<inlines.count
+      case "STACK":
+        guard let kind = fields.next() else { throw .breakpad(line: line, "STACK without CFI or WIN") }
+        switch fields.text(kind) {
+        case "WIN": skippedWindowsFrames += 1
+        case "CFI": try frameRecord(&fields, line: line)
+        default: note(line, "STACK \(Self.quoted(fields.text(kind))) is not a record kind this reader knows: ignored")
+        }
+      default:
+        guard word.utf8.allSatisfy({ Fields.hexValue($0) != nil }) else {
+          return note(line, "\(Self.quoted(word)) is not a record kind this reader knows: ignored")
+        }
+        // A line record: `address size line filenum`.
+        var record = Fields(bytes: fields.bytes, position: kind.lowerBound, end: fields.end)
+        let address = try record.hex(line, "line record", "address")
+        let size = try record.hex(line, "line record", "size")
+        let number = try record.decimal(line, "line record", "line")
+        let file = try record.decimal(line, "line record", "file number")
+        guard !functions.isEmpty else { return note(line, "a line record before any FUNC is ignored") }
+        lines.append(Line(address: address, size: size, line: number, file: file))
+        functions[functions.count - 1].lines = functions[functions.count - 1].lines.lowerBound..<lines.count
+      }
+    }
+
+    /// `STACK CFI INIT address size rules` or `STACK CFI address rules`.
+    private mutating func frameRecord(_ fields: inout Fields, line: Int) throws(FormatError) {
+      if fields.skip("INIT") {
+        let address = try fields.hex(line, "STACK CFI INIT", "address")
+        let size = try fields.hex(line, "STACK CFI INIT", "size")
+        frameEntries.append(FrameEntry(address: address, size: size, rules: fields.rest(),
+                                       deltas: frameDeltas.count..<frameDeltas.count))
+        return
+      }
+      let address = try fields.hex(line, "STACK CFI", "address")
+      guard let entry = frameEntries.last else { return note(line, "STACK CFI before any STACK CFI INIT is ignored") }
+      guard address > entry.address, address - entry.address < entry.size else {
+        return note(line, "STACK CFI at \(hexDigits(address)) is outside its INIT record's range: ignored")
+      }
+      guard entry.deltas.upperBound == frameDeltas.count else {
+        return note(line, "STACK CFI at \(hexDigits(address)) does not follow its INIT record: ignored")
+      }
+      frameDeltas.append(FrameDelta(address: address, rules: fields.rest()))
+      frameEntries[frameEntries.count - 1].deltas = entry.deltas.lowerBound..<frameDeltas.count
+    }
+
+    static func quoted(_ word: String) -> String {
+      "'" + (word.utf8.count > 40 ? String(decoding: word.utf8.prefix(40), as: UTF8.self) + "..." : word) + "'"
+    }
+  }
+
+  /// The space-separated fields of one line, read in place.
+  struct Fields {
+    let bytes: UnsafeRawBufferPointer
+    var position: Int
+    let end: Int
+
+    /// The next field (one or more spaces before it are skipped), `nil` at the end of the line.
+    mutating func next() -> Range<Int>? {
+      while position < end, bytes[position] == 0x20 { position += 1 }
+      guard position < end else { return nil }
+      let start = position
+      while position < end, bytes[position] != 0x20 { position += 1 }
+      return start..<position
+    }
+
+    var hasMore: Bool {
+      var probe = position
+      while probe < end, bytes[probe] == 0x20 { probe += 1 }
+      return probe < end
+    }
+
+    /// Consumes the next field when it is `word`.
+    mutating func skip(_ word: StaticString) -> Bool {
+      var probe = self
+      guard let field = probe.next(), field.count == word.utf8CodeUnitCount else { return false }
+      let matches = word.withUTF8Buffer { expected in
+        zip(expected, UnsafeRawBufferPointer(rebasing: bytes[field])).allSatisfy { $0 == $1 }
+      }
+      if matches { self = probe }
+      return matches
+    }
+
+    func text(_ range: Range<Int>) -> String {
+      String(decoding: UnsafeRawBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+    }
+
+    /// The rest of the line after the separating space (a name: it may hold spaces, or be empty).
+    mutating func rest() -> String {
+      if position < end, bytes[position] == 0x20 { position += 1 }
+      defer { position = end }
+      return text(position..<end)
+    }
+
+    static func hexValue(_ byte: UInt8) -> UInt64? {
+      switch byte {
+      case 0x30...0x39: UInt64(byte - 0x30)
+      case 0x61...0x66: UInt64(byte - 0x61 + 10)
+      case 0x41...0x46: UInt64(byte - 0x41 + 10)
+      default: nil
+      }
+    }
+
+    /// The next field as hex (at most 16 digits, no `0x`).
+    mutating func hex(_ line: Int, _ record: String, _ name: String) throws(FormatError) -> UInt64 {
+      guard let field = next() else { throw .breakpad(line: line, "\(record) has no \(name)") }
+      guard field.count <= 16 else {
+        throw .breakpad(line: line, "\(record) \(name) \(BreakpadSymbolFile.Parser.quoted(text(field))) has more than 16 hex digits")
+      }
+      var value: UInt64 = 0
+      for index in field {
+        guard let digit = Self.hexValue(bytes[index]) else {
+          throw .breakpad(line: line, "\(record) \(name) \(BreakpadSymbolFile.Parser.quoted(text(field))) is not hex")
+        }
+        value = value << 4 | digit  // at most 16 digits: no bits lost
+      }
+      return value
+    }
+
+    /// The next field as a decimal number that fits in 32 bits.
+    mutating func decimal(_ line: Int, _ record: String, _ name: String) throws(FormatError) -> UInt32 {
+      guard let field = next() else { throw .breakpad(line: line, "\(record) has no \(name)") }
+      var value: UInt64 = 0
+      for index in field {
+        let byte = bytes[index]
+        guard byte >= 0x30, byte <= 0x39 else {
+          throw .breakpad(line: line, "\(record) \(name) \(BreakpadSymbolFile.Parser.quoted(text(field))) is not a decimal number")
+        }
+        value = value * 10 + UInt64(byte - 0x30)  // below 2^33 before each step: no overflow
+        guard value <= UInt64(UInt32.max) else {
+          throw .breakpad(line: line, "\(record) \(name) \(BreakpadSymbolFile.Parser.quoted(text(field))) does not fit in 32 bits")
+        }
+      }
+      return UInt32(value)  // checked above
+    }
+  }
+}

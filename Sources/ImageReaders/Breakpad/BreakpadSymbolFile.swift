@@ -1,0 +1,304 @@
+/// A Breakpad symbol file (`.sym`, Google's `docs/symbol_files.md`) read into records with lookups: the
+/// function, inlined calls and source line of an address, and the CFI rules in force at it.
+///
+/// Read strictly where a record's own fields are concerned (bad hex, a missing field, a number past
+/// its width, an `INLINE` with an odd address list: an error naming the line) and tolerantly about
+/// order and placement, as symbol files in the wild need: records out of order are sorted, line and
+/// `INLINE` records with no `FUNC` before them, duplicate numbers, unknown record kinds and
+/// `STACK CFI` rows outside their `INIT` range are left out with a note, `STACK WIN` records are
+/// counted and skipped. Nothing is allocated by a count the file states: every record costs the bytes
+/// of its own line. Lines end with `\n` or `\r\n`.
+package struct BreakpadSymbolFile: Sendable {
+  /// `MODULE os arch id name`.
+  package struct Module: Sendable, Equatable {
+    package var operatingSystem: String
+    package var architecture: String
+    package var id: String
+    package var name: String
+  }
+
+  /// `FUNC [m] address size parameter_size name`, with its line and `INLINE` records.
+  package struct Function: Sendable, Equatable {
+    package var address: UInt64
+    package var size: UInt64
+    package var parameterSize: UInt64
+    package var name: String
+    package var isMultiple: Bool
+    /// Its line records in `lines`, sorted by address.
+    package var lines: Range<Int>
+    /// Its `INLINE` records in `inlines`.
+    package var inlines: Range<Int>
+
+    /// True when `address` is in `[address, address + size)`.
+    package func contains(_ address: UInt64) -> Bool { address >= self.address && address - self.address < size }
+  }
+
+  /// `address size line filenum`.
+  package struct Line: Sendable, Equatable {
+    package var address: UInt64
+    package var size: UInt64
+    package var line: UInt32
+    package var file: UInt32
+
+    package init(address: UInt64, size: UInt64, line: UInt32, file: UInt32) {
+      self.address = address
+      self.size = size
+      self.line = line
+      self.file = file
+    }
+  }
+
+  /// `INLINE depth call_line call_file origin [address size]+`.
+  package struct Inline: Sendable, Equatable {
+    package var depth: UInt32
+    package var callLine: UInt32
+    package var callFile: UInt32
+    package var origin: UInt32
+    /// Its address ranges in `inlineRanges`.
+    package var ranges: Range<Int>
+
+    package init(depth: UInt32, callLine: UInt32, callFile: UInt32, origin: UInt32, ranges: Range<Int>) {
+      self.depth = depth
+      self.callLine = callLine
+      self.callFile = callFile
+      self.origin = origin
+      self.ranges = ranges
+    }
+  }
+
+  /// `PUBLIC [m] address parameter_size name`.
+  package struct Public: Sendable, Equatable {
+    package var address: UInt64
+    package var parameterSize: UInt64
+    package var name: String
+    package var isMultiple: Bool
+  }
+
+  /// `STACK CFI INIT address size rules`, with its `STACK CFI address rules` rows in `frameDeltas`.
+  package struct FrameEntry: Sendable, Equatable {
+    package var address: UInt64
+    package var size: UInt64
+    package var rules: String
+    package var deltas: Range<Int>
+  }
+
+  /// `STACK CFI address rules`.
+  package struct FrameDelta: Sendable, Equatable {
+    package var address: UInt64
+    package var rules: String
+  }
+
+  /// One source frame of an address: a function, or an inlined call, and where in the source.
+  package struct SourceFrame: Sendable, Equatable {
+    /// The function's name (`FUNC`, `INLINE_ORIGIN` or `PUBLIC`).
+    package var function: String
+    /// The source file, `nil` when unknown (a `PUBLIC`, a number with no `FILE` record).
+    package var file: String?
+    /// The line, `nil` when unknown.
+    package var line: UInt32?
+    /// True for a function inlined into the next frame.
+    package var isInlined: Bool
+    /// The start of the `FUNC` or `PUBLIC` (for the outermost frame; the function's for inlined ones).
+    package var functionAddress: UInt64
+  }
+
+  package private(set) var module: Module
+  /// `INFO CODE_ID`'s value, `nil` when the file has none.
+  package private(set) var codeID: String?
+  /// `FILE` names by number.
+  package private(set) var files: [UInt32: String] = [:]
+  /// `INLINE_ORIGIN` names by number.
+  package private(set) var inlineOrigins: [UInt32: String] = [:]
+  /// `FUNC` records, sorted by address (the file's order among equal addresses).
+  package private(set) var functions: [Function] = []
+  package private(set) var lines: [Line] = []
+  package private(set) var inlines: [Inline] = []
+  package private(set) var inlineRanges: [Range<UInt64>] = []
+  /// `PUBLIC` records, sorted by address.
+  package private(set) var publics: [Public] = []
+  /// `STACK CFI INIT` records, sorted by address.
+  package private(set) var frameEntries: [FrameEntry] = []
+  package private(set) var frameDeltas: [FrameDelta] = []
+  /// The `STACK WIN` records skipped.
+  package private(set) var skippedWindowsFrames = 0
+  /// What was left out and why, one line each naming the line; at most `noteLimit`, then one more
+  /// saying how many others there were.
+  package private(set) var notes: [String] = []
+
+  /// The most notes kept.
+  package static let noteLimit = 100
+
+  /// Reads the symbol file in `bytes`. Throws `FormatError.breakpad` naming the line for a record that
+  /// breaks the format, and for a file whose first record is not `MODULE`.
+  package init(_ bytes: ByteReader) throws(FormatError) {
+    var parser = Parser()
+    try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) in try parser.parse(raw) }
+    guard let module = parser.module else { throw .breakpad(line: 1, "no MODULE record: not a Breakpad symbol file") }
+    self.module = module
+    codeID = parser.codeID
+    files = parser.files
+    inlineOrigins = parser.origins
+    lines = parser.lines
+    inlines = parser.inlines
+    inlineRanges = parser.inlineRanges
+    frameDeltas = parser.frameDeltas
+    skippedWindowsFrames = parser.skippedWindowsFrames
+    var notes = parser.notes
+    var noteCount = parser.noteCount
+    func note(_ text: String) {
+      noteCount += 1
+      if notes.count < Self.noteLimit { notes.append(text) }
+    }
+    // Lines within a function in address order; functions, publics and CFI entries too.
+    var functions = parser.functions
+    for function in functions where !Self.isSorted(lines[function.lines], by: \.address) {
+      let sorted = lines[function.lines].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
+      lines.replaceSubrange(function.lines, with: sorted.map(\.element))
+    }
+    if !Self.isSorted(functions[...], by: \.address) {
+      functions = functions.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+    }
+    var overlaps = 0
+    var reach: UInt64 = 0
+    for (index, function) in functions.enumerated() {
+      if index > 0, function.address < reach { overlaps += 1 }
+      let (end, overflow) = function.address.addingReportingOverflow(function.size)
+      reach = max(reach, overflow ? .max : end)
+    }
+    if overlaps > 0 { note("\(overlaps) FUNC records overlap the one before them (an address gets the nearest start)") }
+    self.functions = functions
+    var publics = parser.publics
+    if !Self.isSorted(publics[...], by: \.address) {
+      publics = publics.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+    }
+    self.publics = publics
+    var entries = parser.frameEntries
+    for (index, entry) in entries.enumerated() where !Self.isSorted(frameDeltas[entry.deltas], by: \.address) {
+      note("the STACK CFI rows after the INIT record at \(hexDigits(entry.address)) are out of order: sorted")
+      let sorted = frameDeltas[entry.deltas].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
+      frameDeltas.replaceSubrange(entries[index].deltas, with: sorted.map(\.element))
+    }
+    if !Self.isSorted(entries[...], by: \.address) {
+      entries = entries.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+    }
+    frameEntries = entries
+    if noteCount > notes.count { notes.append("\(noteCount - notes.count) more notes") }
+    self.notes = notes
+  }
+
+  static func isSorted<C: Collection>(_ items: C, by key: KeyPath<C.Element, UInt64>) -> Bool {
+    zip(items, items.dropFirst()).allSatisfy { $0[keyPath: key] <= $1[keyPath: key] }
+  }
+
+  // MARK: Lookups
+
+  /// The `FUNC` holding `address`: of those starting at or below it, the nearest that contains it
+  /// (with overlapping records, a few before the nearest are tried too).
+  package func function(containing address: UInt64) -> Function? {
+    var index = Self.lastIndex(functions, atOrBelow: address, \.address)
+    var tries = 0
+    while let current = index, tries < 8 {
+      if functions[current].contains(address) { return functions[current] }
+      index = current > 0 ? current - 1 : nil
+      tries += 1
+    }
+    return nil
+  }
+
+  /// The `PUBLIC` naming `address` when no `FUNC` holds it: the nearest at or below it, unless a
+  /// `FUNC` starts between them (a package extends to the next address a record names).
+  package func publicSymbol(at address: UInt64) -> Public? {
+    guard function(containing: address) == nil, let index = Self.lastIndex(publics, atOrBelow: address, \.address) else {
+      return nil
+    }
+    let symbol = publics[index]
+    if let nearest = Self.lastIndex(functions, atOrBelow: address, \.address), functions[nearest].address > symbol.address {
+      return nil
+    }
+    return symbol
+  }
+
+  /// The source frames of `address`, innermost first: the inlined calls holding it (deepest first),
+  /// then its `FUNC`; the innermost with the line record's file and line, each outer one with the call
+  /// site of the frame inside it. A `PUBLIC` gives one frame without a file. Empty when no record names
+  /// the address.
+  package func frames(at address: UInt64) -> [SourceFrame] {
+    guard let function = function(containing: address) else {
+      guard let symbol = publicSymbol(at: address) else { return [] }
+      return [SourceFrame(function: symbol.name, file: nil, line: nil, isInlined: false, functionAddress: symbol.address)]
+    }
+    let line = lineRecord(in: function, at: address)
+    // The calls holding the address, one per depth (the first listed wins), outermost first.
+    var calls: [Inline] = []
+    for inline in inlines[function.inlines] where inlineRanges[inline.ranges].contains(where: { $0.contains(address) }) {
+      if !calls.contains(where: { $0.depth == inline.depth }) { calls.append(inline) }
+    }
+    calls.sort { $0.depth < $1.depth }
+    var frames: [SourceFrame] = []
+    frames.reserveCapacity(calls.count + 1)
+    var file = line.flatMap { files[$0.file] }
+    var lineNumber = line?.line
+    for call in calls.reversed() {
+      frames.append(SourceFrame(function: inlineOrigins[call.origin] ?? "", file: file, line: lineNumber, isInlined: true,
+                                functionAddress: function.address))
+      file = files[call.callFile]
+      lineNumber = call.callLine
+    }
+    frames.append(SourceFrame(function: function.name, file: file, line: lineNumber, isInlined: false,
+                              functionAddress: function.address))
+    return frames
+  }
+
+  /// The line record of `function` holding `address`, `nil` when none does.
+  package func lineRecord(in function: Function, at address: UInt64) -> Line? {
+    let records = lines[function.lines]
+    guard let index = Self.lastIndex(records, atOrBelow: address, \.address) else { return nil }
+    let record = records[index]
+    return address - record.address < record.size ? record : nil
+  }
+
+  /// The CFI rules in force at `address`: the `STACK CFI INIT` record's whose range holds it, then each
+  /// `STACK CFI` row at or below it overriding what it names, as `(register, expression)` pairs in the
+  /// order they were first given (`.cfa` usually first). `nil` when no entry holds the address.
+  package func frameRules(at address: UInt64) -> [(register: String, expression: String)]? {
+    guard let index = Self.lastIndex(frameEntries, atOrBelow: address, \.address) else { return nil }
+    let entry = frameEntries[index]
+    guard address - entry.address < entry.size else { return nil }
+    var rules = Self.rules(entry.rules)
+    for delta in frameDeltas[entry.deltas] where delta.address <= address {
+      for (register, expression) in Self.rules(delta.rules) {
+        if let existing = rules.firstIndex(where: { $0.register == register }) {
+          rules[existing].expression = expression
+        } else {
+          rules.append((register, expression))
+        }
+      }
+    }
+    return rules
+  }
+
+  /// `REG: EXPR REG: EXPR ...`: a token ending with `:` names a register; the tokens up to the next
+  /// one are its postfix expression.
+  package static func rules(_ text: String) -> [(register: String, expression: String)] {
+    var result: [(register: String, expression: String)] = []
+    for token in text.split(separator: " ") {
+      if token.hasSuffix(":") {
+        result.append((String(token.dropLast()), ""))
+      } else if !result.isEmpty {
+        result[result.count - 1].expression += result[result.count - 1].expression.isEmpty ? String(token) : " " + token
+      }
+    }
+    return result
+  }
+
+  /// The index of the last element whose key is at or below `value` in a collection sorted by it.
+  static func lastIndex<C: RandomAccessCollection>(_ items: C, atOrBelow value: UInt64, _ key: KeyPath<C.Element, UInt64>)
+    -> C.Index? where C.Index == Int {
+    var low = items.startIndex, high = items.endIndex
+    while low < high {
+      let middle = low + (high - low) / 2
+      if items[middle][keyPath: key] <= value { low = middle + 1 } else { high = middle }
+    }
+    return low > items.startIndex ? low - 1 : nil
+  }
+}

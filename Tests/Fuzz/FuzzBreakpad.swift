@@ -1,0 +1,32 @@
+// libFuzzer pieces for the Breakpad symbol file reader and the DWARF function walk that symbol files are
+// written from, called by FuzzBinaryFile.swift's entry point on every input.
+
+/// The `.sym` reader over the input as text, then every lookup at each record's addresses.
+func fuzzBreakpad(_ reader: ByteReader) {
+  guard let file = try? BreakpadSymbolFile(reader) else { return }
+  var probes: [UInt64] = [0, .max]
+  for function in file.functions.prefix(256) { probes += [function.address, function.address &+ function.size / 2] }
+  for symbol in file.publics.prefix(64) { probes.append(symbol.address &+ 1) }
+  for entry in file.frameEntries.prefix(64) { probes.append(entry.address &+ entry.size / 2) }
+  for address in probes {
+    _ = file.frames(at: address)
+    _ = file.frameRules(at: address)
+  }
+}
+
+/// Every unit's functions, line rows and names, as `imagelog symbols` walks them.
+func fuzzDWARFFunctions(_ sections: DWARFSections) {
+  guard let dwarf = try? DWARFReader(sections, indexed: false) else { return }
+  for unit in 0..<min(dwarf.unitCount, 64) {
+    guard let found = try? dwarf.functions(inUnit: unit) else { continue }
+    let rows = try? dwarf.lineRows(inUnit: unit)
+    for function in found.functions.prefix(64) {
+      _ = try? dwarf.declaredName(of: function.nameSource)
+      for range in function.ranges { _ = rows?.rows(covering: range) }
+      for call in function.inlinedCalls.prefix(64) {
+        _ = try? dwarf.declaredName(of: call.nameSource)
+        _ = try? dwarf.filePath(inUnit: unit, file: call.callFile ?? 0)
+      }
+    }
+  }
+}
