@@ -27,6 +27,10 @@ public struct TestSupportError: Error, CustomStringConvertible {
 
 /// The current environment with `changes` applied: a key in `changes` replaces the variable of that name.
 public func environment(applying changes: [String: String]) -> [String] {
+  var changes = changes
+  // imagelog keeps a symbol cache under XDG_CACHE_HOME: the children of a test run get a folder of the
+  // run's own, so no test reads or fills the user's cache (a test about the cache passes its own).
+  if changes["XDG_CACHE_HOME"] == nil, let folder = testSymbolCacheHome { changes["XDG_CACHE_HOME"] = folder }
   var variables: [String] = []
   var index = 0
   while let entry = environ[index] {
@@ -37,6 +41,9 @@ public func environment(applying changes: [String: String]) -> [String] {
   }
   return variables + changes.map { "\($0.key)=\($0.value)" }.sorted()
 }
+
+/// A temporary folder made once per test process for its children's XDG_CACHE_HOME (nil if it cannot be made).
+let testSymbolCacheHome: String? = try? makeTemporaryDirectory("imagelog-test-cache")
 
 /// Runs `arguments` (the first searched on PATH) to completion with standard input from /dev/null
 /// (or `input`), both outputs captured, the environment changed by `environment` (or replaced whole by
