@@ -88,7 +88,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
 private let blockedThreadsDeadline: Duration = .seconds(60)
 
 /// Waits (up to `blockedThreadsDeadline`) until `pid` has `count` threads, each asleep in a system call.
-private func waitForBlockedThreads(_ pid: Int32, count: Int) throws {
+func waitForBlockedThreads(_ pid: Int32, count: Int) throws {
   let clock = ContinuousClock()
   let deadline = clock.now + blockedThreadsDeadline
   while clock.now < deadline {

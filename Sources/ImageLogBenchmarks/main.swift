@@ -19,6 +19,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),
   ("crash capture from outside vs Crashpad and Swift's backtracer", captureBenchmark),
   ("pid --threads vs eu-stack", threadsBenchmarks),
+  ("minidump read vs minidump-stackwalk, written vs eu-stack, sizes vs Crashpad", minidumpBenchmarks),
   ("worker thread start", workerStartBenchmark),
 ]
 

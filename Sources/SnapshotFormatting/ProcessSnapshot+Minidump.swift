@@ -82,9 +82,12 @@ extension ProcessSnapshot {
     return (numbers.count > 0 ? numbers[0] : 0, numbers.count > 1 ? numbers[1] : 0, numbers.count > 2 ? numbers[2] : 0)
   }
 
-  /// The processor count and the x86 vendor id, from `/proc/cpuinfo`, as Breakpad's writer fills them.
+  /// The processor count, the x86 vendor id, family, model and stepping (the first processor's), from
+  /// `/proc/cpuinfo`, as Breakpad's writer fills them: the family is `processor_level`, and
+  /// `processor_revision` is the model and the stepping, a byte each.
   static func describeProcessor(_ cpuInfo: [UInt8], into system: inout MinidumpWriter.SystemInfo) {
     var processors = 0
+    var family: UInt16?, model: UInt16?, stepping: UInt16?
     for line in cpuInfo.split(separator: UInt8(ascii: "\n")) {
       let text = String(decoding: line, as: UTF8.self)
       guard let colon = text.firstIndex(of: ":") else { continue }
@@ -93,8 +96,14 @@ extension ProcessSnapshot {
       let value = text[text.index(after: colon)...].drop { $0 == " " }
       if key == "processor" { processors += 1 }
       if key == "vendor_id", system.cpuInformation.isEmpty { system.cpuInformation = Array(value.utf8.prefix(12)) }
+      // `cpu family`, `model`, `stepping` (the key is cut at its first space: `cpu`); `model name` is not `model`.
+      if text.hasPrefix("cpu family\t") { family = family ?? UInt16(value) }
+      if key == "model", text.hasPrefix("model\t") { model = model ?? UInt16(value) }
+      if key == "stepping" { stepping = stepping ?? UInt16(value) }
     }
     system.processorCount = UInt8(clamping: processors)
+    if let family { system.processorLevel = family }
+    if let model, let stepping, model <= 0xFF, stepping <= 0xFF { system.processorRevision = model << 8 | stepping }
   }
 
   /// The Linux files as the streams Breakpad's writer writes them.

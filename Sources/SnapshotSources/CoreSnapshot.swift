@@ -70,14 +70,17 @@ extension ProcessSnapshot {
     return snapshot
   }
 
-  /// Copies each thread's stack out of `memory` (from its stack pointer, less x86_64's red zone, as far as
+  /// Copies each thread's stack out of `memory` (from its stack pointer, less x86_64's red zone, to the end
+  /// of the core's segment holding it, as a live capture stops at the end of the mapping, as far as
   /// `memory` holds it a page at a time, at most `ProcessThreads.maxStackBytes`) and keeps the files a
   /// core gives a minidump (the auxiliary vector, the command line the kernel recorded): what writing
   /// the snapshot as a minidump needs beyond the report.
   public mutating func keepStacks(of core: ELFCore, in memory: some MemoryReading) {
     for index in threads.indices where threads[index].stack == nil {
       guard let sp = threads[index].kernelRegisters?.sp else { continue }
-      threads[index].stack = Self.stack(at: sp, in: memory)
+      // The segment's end, not the memory's: memory falls back to the mapped files, so a thread's stack
+      // read on would run into the next mapping (a library's text) up to the limit.
+      threads[index].stack = Self.stack(at: sp, end: core.segment(containing: sp)?.vmRange.upperBound, in: memory)
     }
     var auxv: [UInt8] = []
     for entry in core.auxiliaryVector {
@@ -88,17 +91,18 @@ extension ProcessSnapshot {
     process.linuxFiles.commandLine = core.process.map { Array($0.arguments.utf8).map { $0 == 0x20 ? 0 : $0 } + [0] }
   }
 
-  /// The stack from `sp` (less x86_64's red zone) up, as far as `memory` holds it without a gap, a page
-  /// at a time, at most `ProcessThreads.maxStackBytes`.
-  static func stack(at sp: UInt64, in memory: some MemoryReading) -> BufferMemory? {
+  /// The stack from `sp` (less x86_64's red zone) up to `end` (when known), as far as `memory` holds it
+  /// without a gap, a page at a time, at most `ProcessThreads.maxStackBytes`.
+  static func stack(at sp: UInt64, end: UInt64?, in memory: some MemoryReading) -> BufferMemory? {
     let start = sp >= 128 ? sp - 128 : sp
+    let limit = min(ProcessThreads.maxStackBytes, end.map { $0 > start ? $0 - start : 0 } ?? .max)
     let page: UInt64 = 4096
     var bytes: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: Int(page))
     var address = start
     // Each step reads up to the next page boundary: bounded by maxStackBytes / 4096 + 1 reads.
-    while UInt64(bytes.count) < ProcessThreads.maxStackBytes {
-      let length = Int(page - address % page)
+    while UInt64(bytes.count) < limit {
+      let length = Int(min(page - address % page, limit - UInt64(bytes.count)))
       guard chunk.withUnsafeMutableBytes({ memory.read(address, into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<length])) })
       else { break }
       bytes += chunk[0..<length]

@@ -8,8 +8,6 @@ extension ProcessSnapshot {
   public struct Capture: Sendable {
     /// The process as it was at the stop: every thread's frames as unwound, its images after the stop.
     public var snapshot: ProcessSnapshot
-    /// The unwound frames before they became the snapshot's, by thread (what a file prefetch needs).
-    public var stacks: [[UnwoundFrame]]
     /// One sentence per thing that makes the capture incomplete (without the `imagelog: ` prefix): a
     /// process that exited while it was read, threads that could not be read. Empty when complete.
     public var failures: [String]
@@ -72,7 +70,7 @@ extension ProcessSnapshot {
       threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
     if linuxFiles { snapshot.process.linuxFiles = Self.linuxFiles(of: pid, environment: environment) }
-    return Capture(snapshot: snapshot, stacks: stacks, failures: failures)
+    return Capture(snapshot: snapshot, failures: failures)
   }
 
   /// The files of `pid` (and of the system) a minidump carries, each as it could be read.

@@ -9,11 +9,21 @@ extension Symbolicator {
   /// `--search` folder, `/usr/lib/debug`, debuginfod: `locator`); the image is then placed by the
   /// file's program headers (load bias, text range), and its headers, code and `.eh_frame` are read
   /// from the file where `memory` (the dump's) does not hold them. An image without a file is walked
-  /// through by frame pointers and scanning only.
+  /// through by frame pointers and scanning only. An image recorded by its loader name alone
+  /// (Crashpad's `libc.so.6`, `libswiftCore.so`) is looked for where the loader looked: the main
+  /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
+  /// build-id, that file's path becomes the image's, so symbolication reads the same file.
   public static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
     guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil }) else { return }
     let files = MappedFileMemory()
-    for index in snapshot.images.indices { place(&snapshot.images[index], files: files, locator: locator) }
+    // The main executable first: its search paths are where the loader found the others.
+    var order = Array(snapshot.images.indices)
+    if let main = order.firstIndex(where: { snapshot.images[$0].loaded?.isMainExecutable == true }) { order.swapAt(0, main) }
+    var folders: [String] = []
+    for index in order {
+      let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders)
+      if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
+    }
     let readable = LayeredMemory(memory, files)
     let unwindImages = snapshot.images.compactMap(\.loaded).map {
       UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: readable)
@@ -32,18 +42,25 @@ extension Symbolicator {
 
   /// Finds `image`'s file by identity and, when it holds the image's code (its `.eh_frame_hdr` is there:
   /// a debug file's is not), places the image by its program headers and lends its mappings to `files`.
-  static func place(_ image: inout ProcessSnapshot.Image, files: MappedFileMemory, locator: DebugFileLocator) {
-    guard var loaded = image.loaded, let buildID = loaded.buildID else { return }
+  /// A name without a folder is looked for in `loaderFolders`, then the system's library folders.
+  /// Returns the file's path, or nil when none was found.
+  @discardableResult
+  static func place(_ image: inout ProcessSnapshot.Image, files: MappedFileMemory, locator: DebugFileLocator,
+                    loaderFolders: [String] = []) -> String? {
+    guard var loaded = image.loaded, let buildID = loaded.buildID else { return nil }
     var candidates: [String] = []
     if case .found(let file, _) = locator.locate(image, architecture: image.architecture) {
       candidates.append(file.path)
     }
-    // A writer that records the loader's name for a library (Crashpad's `libc.so.6`): where the loader
-    // finds it. Names only point at candidates; a candidate is used only with the image's build-id.
-    if let path = image.path, !path.contains("/") {
-      candidates += libraryDirectories(loaded.architecture).map { $0 + "/" + path }
+    // The locator prefers a separate debug file (/usr/lib/debug), which holds no code: the recorded path
+    // comes next. A writer that records the loader's name for a library (Crashpad's `libc.so.6`): where
+    // the loader finds it. Names only point at candidates; a candidate is used only with the image's build-id.
+    let byName = image.path.map { !$0.contains("/") } ?? false
+    let located = candidates.count
+    if let path = image.path {
+      candidates += byName ? (loaderFolders + libraryDirectories(loaded.architecture)).map { $0 + "/" + path } : [path]
     }
-    for path in candidates {
+    for (index, path) in candidates.enumerated() {
       guard let opened = try? FileBytes(path: path),
             let headers = try? opened.withRanges({ ranges throws(FormatError) in try ELFImageHeaders(file: ranges) }),
             headers.buildID == buildID, holdsCode(opened, headers) else { continue }
@@ -53,9 +70,25 @@ extension Symbolicator {
       loaded.textRange = loaded.loadAddress..<min(max(bias &+ headers.layout.textEndVMAddress, loaded.loadAddress), loadEnd)
       loaded.loadRange = loaded.loadAddress..<loadEnd
       loaded.fileMappedRange = loaded.loadRange
+      if byName, index >= located { image.path = path }
       image.loaded = loaded
       files.add(opened, mappings: headers.fileMappings(loadBias: bias, path: path, pageSize: 4096))
-      return
+      return path
+    }
+    return nil
+  }
+
+  /// The folders the loader searched for `executable`'s libraries before the system's: its `DT_RPATH`
+  /// and `DT_RUNPATH` entries, `$ORIGIN` made its folder; entries with other tokens (`$LIB`) are left out.
+  static func loaderFolders(of executable: String) -> [String] {
+    guard let opened = try? FileBytes(path: executable),
+          let file = try? opened.withRanges({ ranges throws(FormatError) in try ELFFile(source: ranges, names: .lookedFor) })
+    else { return [] }
+    let origin = executable.lastIndex(of: "/").map { String(executable[..<$0]) } ?? "."
+    let entries = [file.rpath, file.runpath].compactMap { $0 }.flatMap { $0.split(separator: ":") }
+    return entries.compactMap { entry in
+      let folder = String(entry).replacing("${ORIGIN}", with: origin).replacing("$ORIGIN", with: origin)
+      return folder.contains("$") || folder.isEmpty ? nil : folder
     }
   }
 

@@ -134,10 +134,13 @@ import Testing
             "\(run.text)")
     #expect(report.registers["rip"] ?? report.registers["pc"] == crashed.frames.first)
     if testCase.mode == "twothreads" {
-      // The other thread crashed too and waits in the handler: it is listed, and its frames pass through
-      // the signal frame to its own fault.
+      // The other thread is listed with its stack. Whether it has faulted too when the helper stops the
+      // process is a race the barrier cannot settle (on a busy machine it may not have run since): if it
+      // has, its frames pass through the signal frame to crash_null_dereference; if not, it is on its way
+      // there from crashing_together. Either way the walk reaches the thread's own function.
       let other = try #require(report.threads.first { !$0.crashed && $0.tid != run.result.pid })
-      #expect(other.lines.contains { $0.contains("crash_null_dereference") }, "\(run.text)")
+      #expect(other.lines.contains { $0.contains("crash_null_dereference") || $0.contains("crashing_together") },
+              "\(run.text)")
     }
     if testCase.mode == "malloc" { #expect(report.threads.count == 4) }
   }

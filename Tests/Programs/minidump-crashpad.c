@@ -1,10 +1,17 @@
 /* A crashing program whose minidump Crashpad's own handler writes, for the minidump reader's tests.
-   Usage: minidump-crashpad HANDLER DATABASE [segv|abort [HANDLER-ARGUMENT...]]
+   Usage: minidump-crashpad HANDLER DATABASE [segv|abort|library|return|pause [HANDLER-ARGUMENT...]]
 
    Three named threads block in system calls (two in read(2) on a pipe nobody writes, one in
    nanosleep(2)); once the kernel shows each asleep, the main thread prints "ready" and crashes a
    few calls deep, reached through qsort(3)'s comparator: "segv" (the default) writes through the
-   address 0x28, "abort" calls abort(3). The signal handler does what Crashpad's client does in a
+   address 0x28, "abort" calls abort(3). "library" calls minidump_library_crash() instead, from a
+   shared library the program is linked with (Tests/Programs/minidump-crashpad-lib.c; without one
+   the program exits with 2). "return" returns from main after "ready" with the handler installed
+   and the threads blocked: a program that links this file with main renamed
+   (-Dmain=minidump_crashpad_main, e.g. a Swift program) then crashes in its own code; SIGILL and
+   SIGTRAP (a Swift trap) are handled as SIGSEGV is. "pause" waits in pause(2) after "ready", for a
+   dump of the live process by another writer, until a signal sent to it (kill -SEGV) has Crashpad
+   dump it too. The signal handler does what Crashpad's client does in a
    crash: it fills Crashpad's ExceptionInformation (the siginfo_t and ucontext_t the kernel gave it,
    and the crashing thread's id), forks, and the child execs
      HANDLER --database=DATABASE --trace-parent-with-exception=0xADDRESS --no-periodic-tasks [HANDLER-ARGUMENT...]
@@ -78,8 +85,13 @@ static void crash_signal(int signal, siginfo_t *info, void *context) {
   memset(&action, 0, sizeof action);
   action.sa_handler = SIG_DFL;
   sigaction(signal, &action, NULL);
-  if (signal == SIGABRT) raise(SIGABRT);  /* abort(3) raises it again itself; a fault repeats on return */
+  /* abort(3) raises SIGABRT again itself, and neither a trap (int3) nor a signal another process sent
+     (si_code <= 0) repeats on return: raised here; a fault repeats on return. */
+  if (signal == SIGABRT || signal == SIGTRAP || info->si_code <= 0) raise(signal);
 }
+
+/* Defined by the library of the "library" mode; null when the program is linked without it. */
+extern void minidump_library_crash(void) __attribute__((weak));
 
 __attribute__((noinline)) void minidump_crash_deep(int depth) {
   if (strcmp(mode, "abort") == 0) abort();
@@ -132,7 +144,7 @@ static int thread_sleeps(int tid) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s HANDLER DATABASE [segv|abort]\n", argv[0]);
+    fprintf(stderr, "usage: %s HANDLER DATABASE [segv|abort|library|return|pause [HANDLER-ARGUMENT...]]\n", argv[0]);
     return 64;
   }
   handler_path = argv[1];
@@ -155,6 +167,8 @@ int main(int argc, char **argv) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGSEGV, &action, NULL);
   sigaction(SIGABRT, &action, NULL);
+  sigaction(SIGILL, &action, NULL);
+  sigaction(SIGTRAP, &action, NULL);
   if (pipe(blocker) != 0) return 1;
   pthread_t threads[3];
   pthread_create(&threads[0], NULL, minidump_reader, (void *)0L);
@@ -165,6 +179,13 @@ int main(int argc, char **argv) {
   }
   printf("ready %d %d %d %d\n", (int)getpid(), atomic_load(&tids[0]), atomic_load(&tids[1]), atomic_load(&tids[2]));
   fflush(stdout);
+  if (strcmp(mode, "return") == 0) return 0;
+  if (strcmp(mode, "pause") == 0) for (;;) pause();
+  if (strcmp(mode, "library") == 0) {
+    if (!minidump_library_crash) return 2;
+    minidump_library_crash();
+    return 1;
+  }
   int values[] = {3, 1, 2};
   qsort(values, 3, sizeof values[0], minidump_compare);
   return values[0];

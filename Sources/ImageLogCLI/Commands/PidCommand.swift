@@ -99,29 +99,24 @@ struct PidCommand: Command {
     return .success
   }
 
-  /// `--threads`: stop, copy, let go; then unwind the copies, write the report and symbolicate it.
+  /// `--threads`: stop, copy, let go; then unwind the copies, symbolicate and write the report.
   func runThreads() -> ExitStatus {
-    // The files to symbolicate with are found and read on a second thread: their search is most of
-    // symbolication's time for a few frames. It starts while the threads are stopped, with the files
-    // most frames are in; the others come with the stacks.
-    let prefetch = symbolicating ? SymbolPrefetch(of: pid, options: options) : nil
     let capture: ProcessSnapshot.Capture
     do {
       capture = try ProcessSnapshot.capture(pid: pid)
     } catch {
-      prefetch?.finish()
       printError("imagelog: \(error)")
       return .failure
     }
     var snapshot = capture.snapshot
-    prefetch?.unwound(capture.stacks, images: snapshot.images.compactMap(\.loaded))
     for failure in capture.failures { printError("imagelog: \(failure)") }
     let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
-    let locator = prefetch?.finish()
-    writeSnapshot(&snapshot, style: style, symbolicate: locator != nil, options: options, locator: locator)
-    // The files the locator mapped and the tables it read are left to the process's exit, which drops
-    // them all at once: unmapping and freeing them one by one here would be work for nothing.
-    _ = locator.map { Unmanaged.passRetained($0) }
+    var options = options
+    if symbolicating {
+      // The vDSO is in no file: its symbols are copied from the process, which may exit any time now.
+      options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
+    }
+    writeSnapshot(&snapshot, style: style, symbolicate: symbolicating, options: options)
     return status
   }
 }

@@ -54,6 +54,8 @@ extension SymbolicateCommand {
       printError("imagelog: \(path): \(error)")
       return .failure
     }
+    // What could not be read (a stream past the end, a lying count) is said, as for a core and `file DUMP`.
+    for problem in snapshot.problems { printError("imagelog: \(path): \(problem)") }
     let locator = Symbolicator.locator(forOneReport: options)
     Symbolicator.walkStacks(&snapshot, memory: memory, locator: locator)
     return writeSymbolicated(&snapshot, options: options, locator: locator)
