@@ -21,6 +21,8 @@ public struct SymbolicationOptions: Sendable {
   /// Images no file holds (the vDSO), as copied from the process's or the core's memory: used for an
   /// image with the same build-id when no file on disk has it.
   public var inMemoryImages: [InMemoryImage] = []
+  /// Breakpad symbol stores (`STORE/NAME/DEBUGID/NAME.sym`) for images no file is found for.
+  public var symbolStores: [String] = []
 
   /// The defaults: system debug folders, simplified names, lines from DWARF.
   public init() {}
@@ -49,6 +51,7 @@ public enum Symbolicator {
       searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
       buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     locator.inMemoryImages = options.inMemoryImages
+    locator.symbolStore = SymbolStore(options.symbolStores)
     // One report looks up a few addresses per image: the chosen files' symbols are read for those
     // alone (below), not every candidate's whole table sorted.
     locator.symbolReading = .presence
@@ -74,6 +77,7 @@ public enum Symbolicator {
     var files = [SymbolFile?](repeating: nil, count: snapshot.images.count)
     var resolutions: Resolutions = []
     var debugFiles = [String?](repeating: nil, count: snapshot.images.count)
+    var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
     for imageIndex in snapshot.usedImageIndices {
       let image = snapshot.images[imageIndex]
       let architecture = snapshot.process.architecture ?? options.architecture
@@ -85,7 +89,7 @@ public enum Symbolicator {
       } else {
         outcome = locator.locate(image, architecture: architecture)
       }
-      switch outcome {
+      switch storeOutcome(outcome, image: image, store: locator.symbolStore, notes: &notes) {
       case .found(let file, let how):
         files[imageIndex] = file
         debugFiles[imageIndex] = file.debugInfoPath
@@ -97,6 +101,9 @@ public enum Symbolicator {
         resolutions.append((imageIndex, .mismatch(reportID: reportID, fileID: fileID, path: path)))
       case .missing:
         resolutions.append((imageIndex, .missing))
+      case .stored(let symbols, let path):
+        stored[imageIndex] = symbols
+        resolutions.append((imageIndex, .found(path: path, how: "symbol store")))
       }
     }
     if let cache {
@@ -149,6 +156,12 @@ public enum Symbolicator {
       let (offset, below) = frame.address.subtractingReportingOverflow(snapshot.images[imageIndex].loadAddress)
       if !below { result.imageOffset = offset }
       guard let base = bases[imageIndex] else {
+        if let symbols = stored[imageIndex] {
+          if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler,
+                                   lineInfo: options.lineInfo) }
+          results.append(result)
+          continue
+        }
         if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
           result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
         } else {

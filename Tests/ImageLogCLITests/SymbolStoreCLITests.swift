@@ -1,0 +1,200 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ImageLogTestSupport
+import ImageReaders
+import Testing
+
+/// `imagelog symbolicate --symbols STORE` (and `IMAGELOG_SYMBOLS`) with a program gone and only its
+/// Breakpad symbol file in a store, made by `dump_syms -s` and by `imagelog symbols --store`: every
+/// frame of the program named as Sentry's `symbolic` names its address from the same `.sym` (function,
+/// file, line, inlined calls), on AddressSanitizer's report of a heap overflow (clang); a `.sym` with
+/// another debug id, or one that does not read, not used and named in a note.
+@Suite(.serialized) struct SymbolStoreCLITests {
+  static let imagelog = builtProduct("imagelog")
+  static let clang = which("clang")
+  static let symbolicPath = pipelineToolsDirectory + "/python"
+  static let haveSymbolic = access(symbolicPath + "/symbolic", F_OK) == 0 && haveTool("python3")
+  static let canRun = clang != nil && MinidumpCLI.dumpSyms != nil && haveSymbolic
+  static let reason: Comment = "needs clang with AddressSanitizer, dump_syms and symbolic (Scripts/install-test-tools)"
+
+  /// A crash of Tests/Programs/symbol-store-asan.c built with AddressSanitizer in `directory`: the
+  /// program's path and the sanitizer's report (symbolize=0: module+offset and build-id per frame).
+  static func sanitizerCrash(in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> (program: String, report: String) {
+    let program = directory + "/symbol-store-asan"
+    let clang = try #require(clang, sourceLocation: sourceLocation)
+    let built = try runChild([clang, "-fsanitize=address", "-O2", "-g", "-Wl,--build-id",
+                              packageRoot + "/Tests/Programs/symbol-store-asan.c", "-o", program])
+    try #require(built.exitCode == 0, "clang: \(built.error)", sourceLocation: sourceLocation)
+    let run = try runChild([program], environment: ["ASAN_OPTIONS": "symbolize=0"])
+    try #require(run.error.contains("AddressSanitizer: heap-buffer-overflow") && run.error.contains("(BuildId: "),
+                 "no sanitizer report: \(run.error)", sourceLocation: sourceLocation)
+    let report = directory + "/report.txt"
+    try writeFile(report, run.error)
+    return (program, report)
+  }
+
+  /// `dump_syms --inlines -s STORE FILE` and `imagelog symbols --inlines --store STORE FILE`: the two
+  /// stores, and the path of dump_syms' `.sym` (`NAME/DEBUGID/NAME.sym`).
+  static func stores(of file: String, in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> (dumpSyms: String, imagelog: String, symbolFile: String) {
+    let dumpSymsStore = directory + "/dump_syms-store", imagelogStore = directory + "/imagelog-store"
+    let dumped = try runChild([try #require(MinidumpCLI.dumpSyms), "--inlines", "-s", dumpSymsStore, file])
+    try #require(dumped.exitCode == 0, "dump_syms: \(dumped.error)", sourceLocation: sourceLocation)
+    let written = try runChild([imagelog, "symbols", "--inlines", "--store", imagelogStore, file])
+    try #require(written.exitCode == 0, "imagelog symbols: \(written.error)", sourceLocation: sourceLocation)
+    let name = String(file.split(separator: "/").last ?? "")
+    let ids = directoryNames(dumpSymsStore + "/" + name)
+    try #require(ids.count == 1 && directoryNames(imagelogStore + "/" + name) == ids, "debug ids: \(ids)",
+                 sourceLocation: sourceLocation)
+    return (dumpSymsStore, imagelogStore, "\(dumpSymsStore)/\(name)/\(ids[0])/\(name).sym")
+  }
+
+  /// One function of a frame: name, file and line (innermost first).
+  struct Location: Equatable, CustomStringConvertible {
+    var name: String
+    var file: String?
+    var line: Int?
+    var description: String { "\(name) \(file ?? "-"):\(line.map(String.init) ?? "-")" }
+  }
+
+  /// What symbolic's SymCache, made from the `.sym` at `path`, gives for each of `offsets`: the
+  /// functions, innermost first (a `PUBLIC` without file or line).
+  static func symbolicLookups(_ path: String, _ offsets: [UInt64], sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> [[Location]] {
+    let script = """
+      import json, sys, symbolic
+      cache = symbolic.Archive.open(sys.argv[1]).get_object(arch="x86_64").make_symcache()
+      print(json.dumps([[[l.symbol, l.full_path, l.line] for l in cache.lookup(int(a))] for a in sys.argv[2:]]))
+      """
+    let run = try runChild(["python3", "-c", script, path] + offsets.map { String($0) },
+                           environment: ["PYTHONPATH": symbolicPath])
+    try #require(run.exitCode == 0, "symbolic: \(run.error)", sourceLocation: sourceLocation)
+    let frames = try JSONValue.parse(run.output[...]).array ?? []
+    return frames.map { (frame: JSONValue) -> [Location] in
+      (frame.array ?? []).map { (location: JSONValue) -> Location in
+        let fields = location.array ?? []
+        let file: String? = fields.count > 1 ? fields[1].string : nil
+        let line: Int? = fields.count > 2 ? fields[2].integer : nil
+        return Location(name: fields.first?.string ?? "", file: file, line: file == nil ? nil : line)
+      }
+    }
+  }
+
+  /// `imagelog symbolicate --format json --demangle none ARGUMENTS REPORT`: the frames of image `name`
+  /// (offset and functions, innermost first, or nil when not symbolicated), the JSON and the run.
+  static func symbolicate(_ report: String, image name: String, arguments: [String], environment: [String: String] = [:],
+                          status: Int32 = 0, sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> (frames: [(offset: UInt64, status: String, functions: [Location])], json: JSONValue, run: ChildResult) {
+    let run = try runChild([imagelog, "symbolicate", "--format", "json", "--demangle", "none", "--no-system-debug"]
+                           + arguments + [report], environment: environment)
+    try #require(run.exitCode == status, "imagelog symbolicate: \(run.error)", sourceLocation: sourceLocation)
+    let json = try JSONValue.parse(run.output[...])
+    var frames: [(offset: UInt64, status: String, functions: [Location])] = []
+    for frame in json["frames"]?.array ?? [] where frame["image"]?.string == name {
+      var functions: [Location] = []
+      for inlined in frame["inlined"]?.array ?? [] {
+        functions.append(Location(name: inlined["symbol"]?.string ?? "", file: inlined["file"]?.string, line: inlined["line"]?.integer))
+      }
+      if let symbol = frame["symbol"]?.string {
+        functions.append(Location(name: symbol, file: frame["file"]?.string, line: frame["line"]?.integer))
+      }
+      frames.append((frame["imageOffset"]?.unsigned ?? 0, frame["status"]?.string ?? "", functions))
+    }
+    return (frames, json, run)
+  }
+
+  @Test(.enabled(if: canRun, reason))
+  func sanitizerReportOfADeletedProgram() throws {
+    let directory = try makeTemporaryDirectory("imagelog-symbol-store")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let (program, report) = try Self.sanitizerCrash(in: directory)
+    let (dumpSymsStore, imagelogStore, symbolFile) = try Self.stores(of: program, in: directory)
+    #expect(unlink(program) == 0)
+    let name = "symbol-store-asan"
+
+    // Gone, and no store: nothing names the program's frames.
+    let bare = try Self.symbolicate(report, image: name, arguments: [])
+    #expect(bare.frames.count >= 4 && bare.frames.allSatisfy { $0.status == "missing-image" }, "\(bare.frames)")
+
+    // Sanitizers give the address of the call itself (already less 1): looked up as it is.
+    let expected = try Self.symbolicLookups(symbolFile, bare.frames.map(\.offset))
+    // deep (with store_read inlined), middle, main, _start and ASan's malloc.
+    #expect(expected.count >= 5, "\(expected)")
+    #expect(expected.allSatisfy { !$0.isEmpty }, "\(expected)")
+    #expect(expected.contains { $0.count > 1 && $0.first?.name == "store_read" }, "an inlined frame: \(expected)")
+    for store in [dumpSymsStore, imagelogStore] {
+      // A store given that is not there is said, as a --search folder is (status 1); the others serve.
+      let named = try Self.symbolicate(report, image: name, arguments: ["--symbols", directory + "/none", "--symbols", store],
+                                       status: 1)
+      #expect(named.run.error == "imagelog: \(directory)/none: no such file or directory\n", "\(named.run.error)")
+      #expect(named.frames.map(\.offset) == bare.frames.map(\.offset))
+      for (frame, want) in zip(named.frames, expected) {
+        #expect(frame.status == "symbolicated" && frame.functions == want, "\(store): +0x\(hexDigits(frame.offset))")
+      }
+      let image = named.json["images"]?.array?.first { $0["name"]?.string == name }
+      #expect(image?["via"]?.string == "symbol store" && image?["file"]?.string?.hasPrefix(store + "/" + name + "/") == true,
+              "\(String(describing: image))")
+      // The same from IMAGELOG_SYMBOLS, a folder that is not there passed over.
+      let fromEnvironment = try Self.symbolicate(report, image: name, arguments: [],
+                                                 environment: ["IMAGELOG_SYMBOLS": directory + "/none:" + store])
+      #expect(fromEnvironment.run.output == named.run.output && fromEnvironment.run.error.isEmpty, "\(fromEnvironment.run.error)")
+    }
+  }
+
+  @Test(.enabled(if: canRun, reason))
+  func symbolFilesOfAnotherBuildOrUnreadableAreNotUsed() throws {
+    let directory = try makeTemporaryDirectory("imagelog-symbol-store-refused")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let (program, report) = try Self.sanitizerCrash(in: directory)
+    let (store, _, symbolFile) = try Self.stores(of: program, in: directory)
+    #expect(unlink(program) == 0)
+    let name = "symbol-store-asan"
+    let text = try #require(readFile(symbolFile))
+    let id = String(symbolFile.split(separator: "/").dropLast().last ?? "")
+    let otherID = "0123456789ABCDEF0123456789ABCDEF0"
+    func replaced(_ text: String, _ old: String, _ new: String) -> String {
+      text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
+        .map { $0.offset == 0 ? $0.element.split(separator: " ").map { $0 == old ? new : String($0) }.joined(separator: " ") : String($0.element) }
+        .joined(separator: "\n")
+    }
+
+    // Another build's .sym alone, under its own debug id: a mismatch, as a file of another build is.
+    let other = directory + "/other"
+    #expect(mkdir(other, 0o755) == 0 && mkdir("\(other)/\(name)", 0o755) == 0 && mkdir("\(other)/\(name)/\(otherID)", 0o755) == 0)
+    try writeFile("\(other)/\(name)/\(otherID)/\(name).sym", replaced(text, id, otherID))
+    let mismatched = try Self.symbolicate(report, image: name, arguments: ["--symbols", other])
+    #expect(!mismatched.frames.isEmpty && mismatched.frames.allSatisfy { $0.status == "uuid-mismatch" && $0.functions.isEmpty },
+            "\(mismatched.frames)")
+    let image = mismatched.json["images"]?.array?.first { $0["name"]?.string == name }
+    #expect(image?["status"]?.string == "uuid-mismatch" && image?["fileID"]?.string == otherID, "\(String(describing: image))")
+
+    // Under the image's debug id, but its MODULE line says another: refused, with a note.
+    try writeFile(symbolFile, replaced(text, id, otherID))
+    let lying = try Self.symbolicate(report, image: name, arguments: ["--symbols", store])
+    #expect(lying.frames.allSatisfy { $0.status == "missing-image" }, "\(lying.frames)")
+    let notes = lying.json["notes"]?.array?.compactMap(\.string) ?? []
+    #expect(notes == ["\(symbolFile): not used: MODULE debug id \(otherID) differs from \(try #require(Self.buildID(report)))"],
+            "\(notes)")
+
+    // Not a symbol file at all: a note, not a failure; the other store still serves.
+    try writeFile(symbolFile, "garbage\n")
+    let good = directory + "/good"
+    #expect(mkdir(good, 0o755) == 0 && mkdir("\(good)/\(name)", 0o755) == 0 && mkdir("\(good)/\(name)/\(id)", 0o755) == 0)
+    try writeFile("\(good)/\(name)/\(id)/\(name).sym", text)
+    let bad = try Self.symbolicate(report, image: name, arguments: ["--symbols", store, "--symbols", good])
+    #expect(bad.frames.allSatisfy { $0.status == "symbolicated" }, "\(bad.frames)")
+    let badNotes = bad.json["notes"]?.array?.compactMap(\.string) ?? []
+    #expect(badNotes == ["\(symbolFile): not used: line 1: the first record is 'garbage', not MODULE: not a Breakpad symbol file"],
+            "\(badNotes)")
+    #expect(bad.run.error.isEmpty)
+  }
+
+  /// The build-id the sanitizer's report gives for the program.
+  static func buildID(_ report: String) -> String? {
+    guard let text = readFile(report), let line = text.split(separator: "\n").first(where: { $0.contains("symbol-store-asan+0x") }),
+          let start = line.range(of: "(BuildId: ") else { return nil }
+    return String(line[start.upperBound...].prefix { $0 != ")" })
+  }
+}
