@@ -105,14 +105,23 @@ import Testing
     return (frames, json, run)
   }
 
+  /// The program's file name (its image's name in reports, its folder in a store).
+  let name = "symbol-store-asan"
+
+  /// `sanitizerCrash` and both `stores` in `directory`, then the program deleted.
+  static func deletedProgram(in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> (report: String, dumpSymsStore: String, imagelogStore: String, symbolFile: String) {
+    let (program, report) = try sanitizerCrash(in: directory, sourceLocation: sourceLocation)
+    let (dumpSymsStore, imagelogStore, symbolFile) = try stores(of: program, in: directory, sourceLocation: sourceLocation)
+    #expect(unlink(program) == 0, sourceLocation: sourceLocation)
+    return (report, dumpSymsStore, imagelogStore, symbolFile)
+  }
+
   @Test(.enabled(if: canRun, reason))
   func sanitizerReportOfADeletedProgram() throws {
     let directory = try makeTemporaryDirectory("imagelog-symbol-store")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let (program, report) = try Self.sanitizerCrash(in: directory)
-    let (dumpSymsStore, imagelogStore, symbolFile) = try Self.stores(of: program, in: directory)
-    #expect(unlink(program) == 0)
-    let name = "symbol-store-asan"
+    let (report, dumpSymsStore, imagelogStore, symbolFile) = try Self.deletedProgram(in: directory)
 
     // Gone, and no store: nothing names the program's frames.
     let bare = try Self.symbolicate(report, image: name, arguments: [])
@@ -147,10 +156,7 @@ import Testing
   func symbolFilesOfAnotherBuildOrUnreadableAreNotUsed() throws {
     let directory = try makeTemporaryDirectory("imagelog-symbol-store-refused")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let (program, report) = try Self.sanitizerCrash(in: directory)
-    let (store, _, symbolFile) = try Self.stores(of: program, in: directory)
-    #expect(unlink(program) == 0)
-    let name = "symbol-store-asan"
+    let (report, store, _, symbolFile) = try Self.deletedProgram(in: directory)
     let text = try #require(readFile(symbolFile))
     let id = String(symbolFile.split(separator: "/").dropLast().last ?? "")
     let otherID = "0123456789ABCDEF0123456789ABCDEF0"
