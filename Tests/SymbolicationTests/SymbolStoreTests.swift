@@ -121,6 +121,38 @@ import Testing
     #expect(section.skippedRules == 1)
   }
 
+  /// Records mutated at random (bytes flipped, lines cut) that still read become call frame
+  /// information the CFI engine walks without trapping: whatever the rules say, the section is only
+  /// ever what the records give, and the engine's bounds hold.
+  @Test func mutatedRecordsOnlyGiveRulesOrNothing() throws {
+    let original = Array("""
+      MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 test
+      STACK CFI INIT 1000 40 .cfa: $rsp 8 + .ra: .cfa -8 + ^
+      STACK CFI 1001 .cfa: $rsp 16 + $rbp: .cfa -16 + ^
+      STACK CFI 1004 .cfa: $rbp 16 + $rbx: $r12 $r12: .cfa 8 * ^ $r13: $r13 2 /
+      STACK CFI 1010 .cfa: $rsp 16 @ 8 + $r14: .cfa -24 +
+      STACK CFI INIT 2000 ffffffffffffffff .cfa: $rsp 8 - .ra: .cfa 8 - ^
+
+      """.utf8)
+    var generator = SeededGenerator(seed: 0x5EB0)
+    var read = 0
+    for _ in 0..<3_000 {
+      var bytes = Array(original.prefix(Int.random(in: 60...original.count, using: &generator)))
+      for _ in 0..<Int.random(in: 1...3, using: &generator) {
+        let index = Int.random(in: 0..<bytes.count, using: &generator)
+        bytes[index] = Bool.random(using: &generator) ? bytes[index] ^ (1 << UInt8.random(in: 0...7, using: &generator))
+          : Array("0123456789abcdef$.+-*/%@^: \n".utf8).randomElement(using: &generator) ?? 0x20
+      }
+      guard let file = try? ByteReader.reading(bytes, { reader throws(FormatError) in try BreakpadSymbolFile(reader) }),
+            let section = BreakpadCallFrameSection(file) else { continue }
+      let table = CallFrameTable(memory: BufferMemory(section.bytes), address: 0, size: UInt64(section.bytes.count),
+                                 kind: .debugFrame, addressSize: section.addressSize)
+      for entry in table.entries().entries { _ = table.ruleRows(of: entry) }
+      read += 1
+    }
+    #expect(read > 500, "only \(read) mutations read")
+  }
+
   @Test(.enabled(if: pipelineTool("dump_syms") != nil && readFileBytes("/lib/x86_64-linux-gnu/libc.so.6") != nil,
                  "needs dump_syms (Scripts/install-test-tools) and an x86_64 libc"))
   func rulesOfDumpSymsRecordsForLibc() throws {
