@@ -31,9 +31,11 @@ public final class SymbolStore {
   }
 
   /// The folder and file name Breakpad gives a module named `name` (a path, or a file name alone):
-  /// `libc.so.6` and `libc.so.6.sym`; `foo.pdb` and `foo.sym`.
+  /// `libc.so.6` and `libc.so.6.sym`; `foo.pdb` and `foo.sym`. The ` (deleted)` Linux puts after the
+  /// path of a mapped file since deleted is not part of it (a running server whose binary was replaced).
   public static func names(of name: String) -> (folder: String, file: String) {
-    let leaf = name.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? name
+    let path = name.hasSuffix(" (deleted)") ? String(name.dropLast(" (deleted)".count)) : name
+    let leaf = path.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? path
     if leaf.lowercased().hasSuffix(".pdb") { return (leaf, leaf.dropLast(4) + ".sym") }
     return (leaf, leaf + ".sym")
   }

@@ -82,16 +82,20 @@ import Testing
     }
   }
 
-  /// `imagelog symbolicate --format json --demangle none ARGUMENTS REPORT`: the frames of image `name`
-  /// (offset and functions, innermost first, or nil when not symbolicated), the JSON and the run.
+  /// One frame of image `name`: its number in its thread, offset, status and functions (innermost first).
+  typealias Frame = (number: Int, offset: UInt64, status: String, functions: [Location])
+
+  /// `imagelog symbolicate --format json --demangle none --no-system-debug ARGUMENTS REPORT` (or
+  /// `command` instead of `symbolicate`): the frames of image `name`, the JSON and the run.
   static func symbolicate(_ report: String, image name: String, arguments: [String], environment: [String: String] = [:],
-                          status: Int32 = 0, sourceLocation: SourceLocation = #_sourceLocation) throws
-    -> (frames: [(offset: UInt64, status: String, functions: [Location])], json: JSONValue, run: ChildResult) {
-    let run = try runChild([imagelog, "symbolicate", "--format", "json", "--demangle", "none", "--no-system-debug"]
+                          status: Int32 = 0, command: [String] = ["symbolicate"],
+                          sourceLocation: SourceLocation = #_sourceLocation) throws
+    -> (frames: [Frame], json: JSONValue, run: ChildResult) {
+    let run = try runChild([imagelog] + command + ["--format", "json", "--demangle", "none", "--no-system-debug"]
                            + arguments + [report], environment: environment)
-    try #require(run.exitCode == status, "imagelog symbolicate: \(run.error)", sourceLocation: sourceLocation)
+    try #require(run.exitCode == status, "imagelog \(command[0]): \(run.error)", sourceLocation: sourceLocation)
     let json = try JSONValue.parse(run.output[...])
-    var frames: [(offset: UInt64, status: String, functions: [Location])] = []
+    var frames: [Frame] = []
     for frame in json["frames"]?.array ?? [] where frame["image"]?.string == name {
       var functions: [Location] = []
       for inlined in frame["inlined"]?.array ?? [] {
@@ -100,7 +104,7 @@ import Testing
       if let symbol = frame["symbol"]?.string {
         functions.append(Location(name: symbol, file: frame["file"]?.string, line: frame["line"]?.integer))
       }
-      frames.append((frame["imageOffset"]?.unsigned ?? 0, frame["status"]?.string ?? "", functions))
+      frames.append((frame["frame"]?.integer ?? -1, frame["imageOffset"]?.unsigned ?? 0, frame["status"]?.string ?? "", functions))
     }
     return (frames, json, run)
   }
@@ -201,6 +205,37 @@ import Testing
     #expect(badNotes == ["\(symbolFile): not used: line 1: the first record is 'garbage', not MODULE: not a Breakpad symbol file"],
             "\(badNotes)")
     #expect(bad.run.error.isEmpty)
+  }
+
+  /// `imagelog pid --threads --symbols STORE` of a process whose program was deleted (a server whose
+  /// binary was replaced: Linux names its file `PATH (deleted)`): process-threads.c (gcc -O2
+  /// -fomit-frame-pointer), its 4 threads blocked; every frame in the program named as symbolic names
+  /// the call (a return address less 1) from dump_syms' `.sym`.
+  @Test(.enabled(if: MinidumpCLI.dumpSyms != nil && haveSymbolic && haveTool("cc"), "needs cc, dump_syms and symbolic"))
+  func threadsOfAProcessWhoseProgramWasDeleted() throws {
+    let directory = try makeTemporaryDirectory("imagelog-symbol-store-pid")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let child = try MinidumpCLI.startBlockedThreads(in: directory)
+    defer { child.stop() }
+    let program = directory + "/process-threads"
+    let store = directory + "/store"
+    let dumped = try runChild([try #require(MinidumpCLI.dumpSyms), "-s", store, program])
+    try #require(dumped.exitCode == 0, "dump_syms: \(dumped.error)")
+    #expect(unlink(program) == 0)
+    let name = "process-threads (deleted)"
+    let bare = try Self.symbolicate(String(child.pid), image: name, arguments: [], command: ["pid", "--threads"])
+    #expect(bare.frames.count >= 4 && bare.frames.allSatisfy { $0.status == "missing-image" }, "\(bare.frames)")
+    let named = try Self.symbolicate(String(child.pid), image: name, arguments: ["--symbols", store], command: ["pid", "--threads"])
+    #expect(named.frames.map(\.offset) == bare.frames.map(\.offset))
+    let ids = directoryNames(store + "/process-threads")
+    try #require(ids.count == 1, "\(ids)")
+    let expected = try Self.symbolicLookups("\(store)/process-threads/\(ids[0])/process-threads.sym",
+                                            named.frames.map { $0.number > 0 ? $0.offset - 1 : $0.offset })
+    for (frame, want) in zip(named.frames, expected) {
+      #expect(!want.isEmpty && frame.status == "symbolicated" && frame.functions == want,
+              "+0x\(hexDigits(frame.offset)): \(frame.functions) against \(want)")
+    }
+    #expect(named.frames.contains { $0.functions.last?.name == "main" }, "\(named.frames)")
   }
 
   /// The build-id the sanitizer's report gives for the program.

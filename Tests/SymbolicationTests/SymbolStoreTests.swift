@@ -13,6 +13,7 @@ import Testing
     #expect(SymbolStore.names(of: "/lib/x86_64-linux-gnu/libc.so.6") == ("libc.so.6", "libc.so.6.sym"))
     #expect(SymbolStore.names(of: "minidump-crashpad") == ("minidump-crashpad", "minidump-crashpad.sym"))
     #expect(SymbolStore.names(of: "C:\\build\\app.PDB") == ("app.PDB", "app.sym"))
+    #expect(SymbolStore.names(of: "/srv/bin/server (deleted)") == ("server", "server.sym"))
   }
 
   @Test func debugIDsReadBack() {
