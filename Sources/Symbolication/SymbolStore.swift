@@ -55,11 +55,12 @@ public final class SymbolStore {
     search: for directory in directories {
       for id in FileSystem.contents(directory + "/" + folder).sorted() {
         let path = directory + "/" + folder + "/" + id + "/" + fileName
-        guard FileSystem.kind(path) == .file else { continue }
+        // Other builds' folders are only named, and only the first is looked at: a store keeps many.
         guard let folderUUID = Self.uuid(ofDebugID: id), identity.match(BuildID(folderUUID)) != .different else {
-          if mismatch == nil { mismatch = (id, path) }
+          if mismatch == nil, FileSystem.kind(path) == .file { mismatch = (id, path) }
           continue
         }
+        guard FileSystem.kind(path) == .file else { continue }
         let file: BreakpadSymbolFile
         switch read(path) {
         case .success(let read): file = read
