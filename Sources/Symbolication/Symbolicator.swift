@@ -157,8 +157,8 @@ public enum Symbolicator {
       if !below { result.imageOffset = offset }
       guard let base = bases[imageIndex] else {
         if let symbols = stored[imageIndex] {
-          if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler,
-                                   lineInfo: options.lineInfo) }
+          result.status = .noSymbol
+          if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler, lineInfo: options.lineInfo) }
           results.append(result)
           continue
         }
