@@ -208,11 +208,11 @@ import Testing
   }
 
   /// `imagelog pid --threads --symbols STORE` of a process whose program was deleted (a server whose
-  /// binary was replaced: Linux names its file `PATH (deleted)`): process-threads.c (gcc -O2
-  /// -fomit-frame-pointer), its 4 threads blocked; every frame in the program named as symbolic names
-  /// the call (a return address less 1) from dump_syms' `.sym`.
+  /// binary was replaced: Linux names its file `PATH (deleted)`), and `symbolicate --symbols STORE` of
+  /// its gcore: process-threads.c (gcc -O2 -fomit-frame-pointer), its 4 threads blocked; every frame in
+  /// the program named as symbolic names the call (a return address less 1) from dump_syms' `.sym`.
   @Test(.enabled(if: MinidumpCLI.dumpSyms != nil && haveSymbolic && haveTool("cc"), "needs cc, dump_syms and symbolic"))
-  func threadsOfAProcessWhoseProgramWasDeleted() throws {
+  func threadsAndCoreOfAProcessWhoseProgramWasDeleted() throws {
     let directory = try makeTemporaryDirectory("imagelog-symbol-store-pid")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
     let child = try MinidumpCLI.startBlockedThreads(in: directory)
@@ -221,21 +221,26 @@ import Testing
     let store = directory + "/store"
     let dumped = try runChild([try #require(MinidumpCLI.dumpSyms), "-s", store, program])
     try #require(dumped.exitCode == 0, "dump_syms: \(dumped.error)")
+    // A core of it too (gdb's gcore), symbolicated the same way once the program is gone.
+    let core = haveTool("gcore") ? try CoreFileTests.gcore(child.pid, in: directory) : nil
     #expect(unlink(program) == 0)
-    let name = "process-threads (deleted)"
-    let bare = try Self.symbolicate(String(child.pid), image: name, arguments: [], command: ["pid", "--threads"])
-    #expect(bare.frames.count >= 4 && bare.frames.allSatisfy { $0.status == "missing-image" }, "\(bare.frames)")
-    let named = try Self.symbolicate(String(child.pid), image: name, arguments: ["--symbols", store], command: ["pid", "--threads"])
-    #expect(named.frames.map(\.offset) == bare.frames.map(\.offset))
     let ids = directoryNames(store + "/process-threads")
     try #require(ids.count == 1, "\(ids)")
-    let expected = try Self.symbolicLookups("\(store)/process-threads/\(ids[0])/process-threads.sym",
-                                            named.frames.map { $0.number > 0 ? $0.offset - 1 : $0.offset })
-    for (frame, want) in zip(named.frames, expected) {
-      #expect(!want.isEmpty && frame.status == "symbolicated" && frame.functions == want,
-              "+0x\(hexDigits(frame.offset)): \(frame.functions) against \(want)")
+    let symbolFile = "\(store)/process-threads/\(ids[0])/process-threads.sym"
+    var inputs = [(String(child.pid), "process-threads (deleted)", ["pid", "--threads"])]
+    if let core { inputs.append((core, "process-threads", ["symbolicate"])) }
+    for (input, name, command) in inputs {
+      let bare = try Self.symbolicate(input, image: name, arguments: [], command: command)
+      #expect(bare.frames.count >= 4 && bare.frames.allSatisfy { $0.status == "missing-image" }, "\(command): \(bare.frames)")
+      let named = try Self.symbolicate(input, image: name, arguments: ["--symbols", store], command: command)
+      #expect(named.frames.map(\.offset) == bare.frames.map(\.offset))
+      let expected = try Self.symbolicLookups(symbolFile, named.frames.map { $0.number > 0 ? $0.offset - 1 : $0.offset })
+      for (frame, want) in zip(named.frames, expected) {
+        #expect(!want.isEmpty && frame.status == "symbolicated" && frame.functions == want,
+                "\(command): +0x\(hexDigits(frame.offset)): \(frame.functions) against \(want)")
+      }
+      #expect(named.frames.contains { $0.functions.last?.name == "blocked_in_read" }, "\(command): \(named.frames)")
     }
-    #expect(named.frames.contains { $0.functions.last?.name == "main" }, "\(named.frames)")
   }
 
   /// The build-id the sanitizer's report gives for the program.
