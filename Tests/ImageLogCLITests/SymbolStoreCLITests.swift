@@ -61,14 +61,14 @@ import Testing
 
   /// What symbolic's SymCache, made from the `.sym` at `path`, gives for each of `offsets`: the
   /// functions, innermost first (a `PUBLIC` without file or line).
-  static func symbolicLookups(_ path: String, _ offsets: [UInt64], sourceLocation: SourceLocation = #_sourceLocation) throws
-    -> [[Location]] {
+  static func symbolicLookups(_ path: String, _ offsets: [UInt64], arch: String = "x86_64",
+                              sourceLocation: SourceLocation = #_sourceLocation) throws -> [[Location]] {
     let script = """
       import json, sys, symbolic
-      cache = symbolic.Archive.open(sys.argv[1]).get_object(arch="x86_64").make_symcache()
-      print(json.dumps([[[l.symbol, l.full_path, l.line] for l in cache.lookup(int(a))] for a in sys.argv[2:]]))
+      cache = symbolic.Archive.open(sys.argv[1]).get_object(arch=sys.argv[2]).make_symcache()
+      print(json.dumps([[[l.symbol, l.full_path, l.line] for l in cache.lookup(int(a))] for a in sys.argv[3:]]))
       """
-    let run = try runChild(["python3", "-c", script, path] + offsets.map { String($0) },
+    let run = try runChild(["python3", "-c", script, path, arch] + offsets.map { String($0) },
                            environment: ["PYTHONPATH": symbolicPath])
     try #require(run.exitCode == 0, "symbolic: \(run.error)", sourceLocation: sourceLocation)
     let frames = try JSONValue.parse(run.output[...]).array ?? []
@@ -240,6 +240,50 @@ import Testing
                 "\(command): +0x\(hexDigits(frame.offset)): \(frame.functions) against \(want)")
       }
       #expect(named.frames.contains { $0.functions.last?.name == "blocked_in_read" }, "\(command): \(named.frames)")
+    }
+  }
+
+  /// An Apple crash report of a Mach-O program (the arm64 fixture macho-c-O2, its dSYM beside it) on
+  /// a machine where it is not: dump_syms' store of the binary and its dSYM names its frames (a
+  /// Mach-O debug id is its LC_UUID unswapped, which `llvm-dwarfdump --uuid` gives), as symbolic does.
+  @Test(.enabled(if: MinidumpCLI.dumpSyms != nil && haveSymbolic && haveTool("llvm-dwarfdump"),
+                 "needs dump_syms, symbolic (Scripts/install-test-tools) and llvm-dwarfdump"))
+  func appleReportOfAMachOProgram() throws {
+    let directory = try makeTemporaryDirectory("imagelog-symbol-store-macho")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let binary = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf/macho-c-O2"
+    let store = directory + "/store"
+    let dumped = try runChild([try #require(MinidumpCLI.dumpSyms), "-s", store, binary, binary + ".dSYM"])
+    try #require(dumped.exitCode == 0, "dump_syms: \(dumped.error)")
+    let uuidLine = try runChild(["llvm-dwarfdump", "--uuid", binary]).output  // "UUID: 4C4C4422-... (arm64) PATH"
+    let uuid = try #require(uuidLine.split(separator: " ").dropFirst().first.map { $0.filter { $0 != "-" }.lowercased() })
+    let ids = directoryNames(store + "/macho-c-O2")
+    try #require(ids.count == 1, "\(ids)")
+    let symbolFile = "\(store)/macho-c-O2/\(ids[0])/macho-c-O2.sym"
+    // Frames a little past the start of each function the .sym has (a report of calls between them).
+    let starts = (readFile(symbolFile) ?? "").split(separator: "\n").filter { $0.hasPrefix("FUNC ") }.compactMap { line in
+      line.split(separator: " ").first { UInt64($0, radix: 16) != nil && $0 != "m" }.flatMap { UInt64($0, radix: 16) }
+    }
+    try #require(starts.count >= 3, "\(starts)")
+    let load: UInt64 = 0x1_0400_0000
+    var text = "Process:             macho-c-O2 [77]\nPath:                /Applications/Gone.app/macho-c-O2\n"
+    text += "Code Type:           ARM-64\nOS Version:          macOS 14.0 (23A344)\nCrashed Thread:  0\n\nThread 0 Crashed:\n"
+    for (index, start) in starts.enumerated() {
+      let offset = start + 8
+      text += String(index).padding(toLength: 4, withPad: " ", startingAt: 0) + "macho-c-O2".padding(toLength: 30, withPad: " ", startingAt: 0)
+        + "\t0x" + hexDigits(load + offset, width: 16) + " 0x" + hexDigits(load) + " + \(offset)\n"
+    }
+    text += "\nBinary Images:\n       0x\(hexDigits(load)) -        0x\(hexDigits(load + 0xFFFF)) macho-c-O2 arm64  <\(uuid)> "
+      + "/Applications/Gone.app/macho-c-O2\n"
+    let report = directory + "/macho.crash"
+    try writeFile(report, text)
+    let named = try Self.symbolicate(report, image: "macho-c-O2", arguments: ["--symbols", store])
+    try #require(named.frames.count == starts.count, "\(named.frames)")
+    // Frame 0 is where it stopped; the others are return addresses, looked up less 1.
+    let expected = try Self.symbolicLookups(symbolFile, named.frames.map { $0.number > 0 ? $0.offset - 1 : $0.offset }, arch: "arm64")
+    for (frame, want) in zip(named.frames, expected) {
+      #expect(!want.isEmpty && frame.status == "symbolicated" && frame.functions == want,
+              "+0x\(hexDigits(frame.offset)): \(frame.functions) against \(want)")
     }
   }
 
