@@ -1,15 +1,16 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+import Snapshot
+@testable import SnapshotSources
 
 /// Parts of Apple's and Swift's reports from the real corpus: `Application Specific Backtrace N:`
 /// sections (Fixtures/apple-reports/README.md names the source) and the backtracer's `registers=all`.
 @Suite struct AppleReportSectionTests {
   @Test func applicationSpecificBacktraceIsRead() throws {
-    let path = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/apple-reports/app-specific-backtrace-rtimageassets-5.crash"
+    let path = packageRoot + "/Tests/SymbolicationTests/Fixtures/apple-reports/app-specific-backtrace-rtimageassets-5.crash"
     let report = try ReportParser.parse(try #require(readFile(path)))
     #expect(report.format == .appleCrash)
-    #expect(report.threads == [CrashReport.Thread(number: -2, crashed: false, name: "Application Specific Backtrace 1")])
+    #expect(report.threads.map(\.heading) == [ThreadHeading(number: -2, crashed: false, name: "Application Specific Backtrace 1")])
     // The values in the report's lines, frame for frame.
     let expected: [(UInt64, String)] = [
       (0x00007fff8baa564c, "__exceptionPreprocess + 172"), (0x00000001019fa274, "DVTFailureHintExceptionPreprocessor + 194"),
@@ -21,9 +22,9 @@ import Testing
       (0x0000000101f5f140, "__37-[DVTApplication sendAction:to:from:]_block_invoke + 379"),
       (0x00000001019f9fb2, "DVTInvokeWithFailureHint + 83"),
     ]
-    #expect(report.frames.count == expected.count)
-    for (index, (frame, (address, symbol))) in zip(report.frames, expected).enumerated() {
-      #expect(frame.thread == -2 && frame.index == index && frame.address == address && frame.reportedSymbol == symbol)
+    #expect(report.allFrames.count == expected.count)
+    for (index, (frame, (address, symbol))) in zip(report.frames(ofThread: -2), expected).enumerated() {
+      #expect(frame.number == index && frame.address == address && frame.reportedSymbol == symbol)
     }
     #expect(report.problems == ["no Binary Images section: frames cannot be matched to files"])
   }
@@ -48,8 +49,8 @@ import Testing
       """
     let report = try ReportParser.parse(text)
     #expect(report.threads.map(\.number) == [-2, -3, 0])
-    #expect(report.frames.map(\.thread) == [-2, -2, -3, 0])
-    #expect(report.crashedThread == 0)
+    #expect(report.frameThreadNumbers == [-2, -2, -3, 0])
+    #expect(report.crashedThreadNumber == 0)
     #expect(!report.problems.contains { $0.contains("unreadable") })
   }
 
@@ -68,8 +69,8 @@ import Testing
     #expect(report.format == .swiftBacktrace)
     #expect(!report.problems.contains { $0.contains("unreadable frame") }, "\(report.problems)")
     let expected = CrashPrograms.crashedThreadFrames(try CrashPrograms.crash("index", symbolicate: "full"))
-    let crashed = try #require(report.crashedThread)
-    #expect(report.frames.filter { $0.thread == crashed }.count == expected.count)
+    let crashed = try #require(report.crashedThreadNumber)
+    #expect(report.frames(ofThread: crashed).count == expected.count)
   }
 }
 
@@ -83,8 +84,8 @@ import Testing
     let single = try ReportParser.parse(one)
     for result in reports {
       let report = try result.get()
-      #expect(report.ipsHeader != nil)
-      #expect(report.frames.map(\.address) == single.frames.map(\.address))
+      #expect(report.document?.ipsHeader != nil)
+      #expect(report.allFrames.map(\.address) == single.allFrames.map(\.address))
       #expect(report.images.count == single.images.count)
     }
     #expect(ReportParser.parseAll(one).count == 1)
@@ -98,9 +99,10 @@ import Testing
     let reports = ReportParser.parseAll("test 1\n" + index + "\ntest 2\n" + null).map { try? $0.get() }
     #expect(reports.count == 2)
     let first = try #require(reports.first ?? nil), second = try #require(reports.last ?? nil)
-    #expect(first.frames.map(\.address) == (try ReportParser.parse(index)).frames.map(\.address))
-    #expect(second.frames.map(\.address) == (try ReportParser.parse(null)).frames.map(\.address))
-    #expect(first.lines.first == "test 1")
-    #expect(second.lines.contains { $0.hasPrefix("*** Program crashed:") } && !second.lines.contains("test 1"))
+    #expect(first.allFrames.map(\.address) == (try ReportParser.parse(index)).allFrames.map(\.address))
+    #expect(second.allFrames.map(\.address) == (try ReportParser.parse(null)).allFrames.map(\.address))
+    let firstLines = try #require(first.document?.lines), secondLines = try #require(second.document?.lines)
+    #expect(firstLines.first == "test 1")
+    #expect(secondLines.contains { $0.hasPrefix("*** Program crashed:") } && !secondLines.contains("test 1"))
   }
 }

@@ -1,9 +1,11 @@
 import CImageLog
 import Glibc
 import ImageLog
-import ImageLogSymbolication
 import ImageLogTestSupport
 import ImageReaders
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
 import Testing
 
 // What the signal handler below hands the crash handler's writer: set before the signal, read in it.
@@ -17,10 +19,11 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
   il_crash_write_report(parityReportFD, SIGSEGV, &paritySignalInfo, context)
 }
 
-/// The two writers of imagelog's report layout: crash_report.c's at crash time and `ThreadsReport` for
-/// `pid --threads` and cores. A report the crash handler writes for a real context, read back by the
-/// parser, and written again by `ThreadsReport` from what was read, is the same bytes; and what it
-/// says of each thread is what /proc says.
+/// The two writers of imagelog's report layout: crash_report.c's at crash time and the snapshot's
+/// `imagelogReportText()` for `pid --threads` and cores. A report the crash handler writes for a real
+/// context, read back by the parser, and written again by `imagelogReportText()` from a snapshot made as
+/// a capture makes one of what was read, is the same bytes; and what it says of each thread is what
+/// /proc says.
 @Suite struct CrashWriterParityTests {
   /// The crash handler's report, written to `path`, for this thread interrupted by a signal (SIGURG:
   /// ignored by default, and used by nothing in the tests), as if it had crashed there with a
@@ -69,8 +72,9 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
   /// `/proc/self/task/TID/comm` without its newline.
   static func comm(_ tid: UInt64) -> String? { readFile("/proc/self/task/\(tid)/comm").map { String($0.dropLast()) } }
 
-  /// `text` (a crash handler's report) read back, and written again by ThreadsReport from what was read;
-  /// the images are this process's, in the order of the report's Binary Images.
+  /// `text` (a crash handler's report) read back, and written again by `imagelogReportText()` from what
+  /// was read, made into a snapshot as a capture makes one (frames by address and trust alone, placed in
+  /// the loaded images by address); the images are this process's, in the order of the report's Binary Images.
   static func rewritten(_ text: String) throws -> String {
     let report = try ReportParser.parse(text)
     let process = try #require(field(text, "Process:"))
@@ -80,22 +84,27 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
     try #require(date.count == 7)
     var parts = tm(tm_sec: date[5], tm_min: date[4], tm_hour: date[3], tm_mday: date[2], tm_mon: date[1] - 1,
                    tm_year: date[0] - 1900, tm_wday: 0, tm_yday: 0, tm_isdst: 0, tm_gmtoff: 0, tm_zone: nil)
-    let snapshot = LoadedImages.snapshot()
+    let loaded = LoadedImages.snapshot()
     let imageLines = text.split(separator: "\n").drop { $0 != "Binary Images:" }.dropFirst()
     let images = try imageLines.map { line in
-      try #require(snapshot.first { ImageFormatter(style: .crash).format($0) == line }, "not loaded: \(line)")
+      try #require(loaded.first { ImageFormatter(style: .crash).format($0) == line }, "not loaded: \(line)")
     }
-    let threads = report.threads.map { thread in
-      ThreadsReport.Thread(tid: Int32(thread.tid ?? 0), name: thread.name, state: thread.state, crashed: thread.crashed,
-                           frames: report.frames.filter { $0.thread == thread.number }.map { .init(address: $0.address, trust: $0.trust) },
-                           problem: thread.problem)
+    let threads = report.threads.enumerated().map { number, thread in
+      ProcessSnapshot.Thread(
+        number: number, tid: thread.tid, name: thread.name, state: thread.state, crashed: thread.crashed,
+        problem: thread.problem, registers: thread.crashed ? thread.registers : nil,
+        frames: thread.frames.enumerated().map { .init(number: $0.offset, address: $0.element.address,
+                                                       isReturnAddress: $0.offset > 0, trust: $0.element.trust) })
     }
-    return ThreadsReport(
-      processName: String(process.dropLast(" [\(getpid())]".count)), path: field(text, "Path:") ?? "",
-      pid: getpid(), date: Int64(timegm(&parts)), osVersion: field(text, "OS Version:") ?? "",
+    var snapshot = ProcessSnapshot(
+      format: .imagelog,
+      process: .init(name: String(process.dropLast(" [\(getpid())]".count)), pid: getpid(), path: field(text, "Path:") ?? "",
+                     osVersion: field(text, "OS Version:") ?? "", date: Int64(timegm(&parts))),
       exception: .init(signal: SIGSEGV, code: Int32(codes[3].dropLast()) ?? -1,
                        address: UInt64(codes[5].dropFirst(2), radix: 16) ?? 1),
-      threads: threads, registers: report.threads.first { $0.crashed }?.registers, images: images).text()
+      threads: threads, images: images.map(ProcessSnapshot.Image.init))
+    snapshot.placeFrames()
+    return snapshot.imagelogReportText()
   }
 
   /// In this process, without `install`: the crash handler reports the calling thread alone.
@@ -112,13 +121,13 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
     #expect(crashed.tid == UInt64(tid))
     #expect(crashed.name == Self.comm(UInt64(tid)))
     #expect(Self.field(text, "Exception Codes:") == "signal 11, code 1, address 0x0000000000000010")
-    #expect(report.frames.contains { $0.thread == crashed.number }, "\(text)")
+    #expect(!crashed.frames.isEmpty, "\(text)")
     #expect(try Self.rewritten(text) == text)
   }
 
   /// In a child process (this test binary again) that installed the crash handler and runs three named
   /// threads: every thread of the process is listed, each with /proc's tid and name, the named ones
-  /// unwound; and ThreadsReport writes the same bytes.
+  /// unwound; and `imagelogReportText()` writes the same bytes.
   @Test(.enabled(if: access("/proc/self/exe", R_OK) == 0, "needs /proc/self/exe to start the child"))
   func everyThreadAgreesWithProc() throws {
     let directory = try makeTemporaryDirectory()
@@ -136,7 +145,7 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
     let tasks = Dictionary(try #require(readFile(directory + "/tasks")).split(separator: "\n").map { line in
       (UInt64(line.prefix { $0 != " " }) ?? 0, String(line.drop { $0 != " " }.dropFirst()))
     }, uniquingKeysWith: { first, _ in first })
-    #expect(report.threadCount == report.threads.count)
+    #expect(report.process.threadCount == report.threads.count)
     #expect(report.threads.first?.tid == UInt64(result.pid), "the main thread first")
     for thread in report.threads {
       let tid = try #require(thread.tid)
@@ -146,14 +155,14 @@ private let parityHandler: @convention(c) (Int32, UnsafeMutablePointer<siginfo_t
     }
     for name in ["parity-1", "parity-2", "parity\t3"] {
       let thread = try #require(report.threads.first { $0.name == name }, "\(text)")
-      #expect(thread.problem == nil && report.frames.contains { $0.thread == thread.number }, "\(text)")
+      #expect(thread.problem == nil && !thread.frames.isEmpty, "\(text)")
     }
     #expect(report.threads.filter(\.crashed).count == 1)
   }
 }
 
 /// Runs only in the child `everyThreadAgreesWithProc` starts: installs the crash handler, starts three
-/// named threads blocked in `read`, writes the crash handler's report and ThreadsReport's of it, and
+/// named threads blocked in `read`, writes the crash handler's report and `imagelogReportText()`'s of it, and
 /// the process's threads as /proc lists them.
 @Suite struct CrashWriterParityChild {
   @Test(.enabled(if: getenv("IMAGELOG_PARITY_CHILD") != nil, "only in the child of everyThreadAgreesWithProc"))

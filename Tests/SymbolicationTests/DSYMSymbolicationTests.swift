@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 import ImageReaders
 import ImageLog
 
@@ -31,8 +34,9 @@ struct DSYMSymbolicationTests {
     var options = SymbolicationOptions()
     options.systemDirectories = false
     options.searchPaths = [MachOFixtures.directory]
-    let result = Symbolicator.symbolicate(report, options: options)
-    #expect(result.images.map(\.status) == [.found(path: Self.dwarf, how: "--search")])
+    var result = report
+    Symbolicator.symbolicate(&result, options: options)
+    #expect(result.images.compactMap(\.resolution) == [.found(path: Self.dwarf, how: "--search")])
     #expect(result.notes.isEmpty, "\(result.notes)")
     let expected = try DebugFixture.llvmSymbolizer(Self.dwarf, DebugFixture.lookups(addresses))
     try DebugFixture.expectFramesMatch(result, expected)
@@ -67,8 +71,9 @@ struct DSYMSymbolicationTests {
     var options = SymbolicationOptions()
     options.systemDirectories = false
     options.searchPaths = [directory + "/builds", directory + "/symbols"]
-    let result = Symbolicator.symbolicate(try ReportParser.parse(text), options: options)
-    #expect(result.images.map(\.status) == [.found(path: binaryCopy, how: "--search")])
+    var result = try ReportParser.parse(text)
+    Symbolicator.symbolicate(&result, options: options)
+    #expect(result.images.compactMap(\.resolution) == [.found(path: binaryCopy, how: "--search")])
     #expect(result.debugFiles == [0: dwarfCopy])
     try DebugFixture.expectFramesMatch(result, try DebugFixture.llvmSymbolizer(Self.dwarf, DebugFixture.lookups(addresses)))
   }
@@ -87,11 +92,12 @@ struct DSYMSymbolicationTests {
                                       ("size", .number("65536")), ("uuid", .string(slice.uuid.lowercased())),
                                       ("path", .string(Self.recordedPath)), ("name", .string("debugfixture"))])])),
     ])
-    let report = try ReportParser.parse(#"{"bug_type":"309","name":"debugfixture"}"# + "\n" + body.serialized(indent: 2))
+    var report = try ReportParser.parse(#"{"bug_type":"309","name":"debugfixture"}"# + "\n" + body.serialized(indent: 2))
     var options = SymbolicationOptions()
     options.systemDirectories = false
     options.searchPaths = [MachOFixtures.directory]
-    let output = Symbolicator.symbolicate(report, options: options).formatted(.report)
+    Symbolicator.symbolicate(&report, options: options)
+    let output = report.formatted(.report)
     let document = try JSONValue.parse(output.split(separator: "\n", maxSplits: 1)[1])
     let outFrames = try #require(document["threads"]?.array?.first?["frames"]?.array)
     let lookups = DebugFixture.lookups(addresses)
@@ -154,10 +160,10 @@ enum DebugFixture {
   }
 
   /// Every frame symbolicated, its function's name, file, line and column those of `expected`.
-  static func expectFramesMatch(_ result: SymbolicatedReport, _ expected: [Location],
+  static func expectFramesMatch(_ result: ProcessSnapshot, _ expected: [Location],
                                 sourceLocation: SourceLocation = #_sourceLocation) throws {
-    #expect(result.frames.map(\.status) == expected.map { _ in .symbolicated }, sourceLocation: sourceLocation)
-    let ours = result.frames.map { frame in
+    #expect(result.frameSymbols.map(\.status) == expected.map { _ in .symbolicated }, sourceLocation: sourceLocation)
+    let ours = result.frameSymbols.map { frame in
       frame.function.map { Location(function: $0.name ?? "??", file: $0.file ?? "??", line: $0.line ?? 0, column: $0.column ?? -1) }
     }
     #expect(ours == expected, sourceLocation: sourceLocation)

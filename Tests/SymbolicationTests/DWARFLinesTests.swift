@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 import ImageReaders
 
 /// The native DWARF reader against `llvm-symbolizer --inlines --output-style=JSON` on a small C program

@@ -36,7 +36,7 @@ struct DWARFOracleCase: CustomStringConvertible, Sendable {
 
 /// The fixtures, the addresses to ask, and llvm-symbolizer's answers.
 enum DWARFOracle {
-  static let directory = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
+  static let directory = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf"
   /// The current llvm-symbolizer (the Swift toolchain's; see `currentLLVMSymbolizer` for why not
   /// Debian's LLVM 14: it doubles a relative DWARF 5 directory 0, so libc's `peek_token` would be in
   /// ./posix/./posix/regcomp.c instead of gdb's ./posix/regcomp.c).

@@ -1,4 +1,7 @@
-import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 import ImageLogTestSupport
 import ImageReaders
 import Testing

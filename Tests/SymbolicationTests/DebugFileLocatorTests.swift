@@ -1,7 +1,10 @@
 import Glibc
 import ImageLog
 import ImageLogTestSupport
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 import Testing
 
@@ -38,8 +41,8 @@ import Testing
     file.hasDebugInfo ? file.debugInfoPath ?? file.path : nil
   }
 
-  static func image(_ path: String, _ id: BuildID) -> CrashReport.Image {
-    CrashReport.Image(name: String(path.split(separator: "/").last ?? ""), path: path, loadAddress: 0x5555_0000_0000,
+  static func image(_ path: String, _ id: BuildID) -> ProcessSnapshot.Image {
+    ProcessSnapshot.Image(name: String(path.split(separator: "/").last ?? ""), path: path, loadAddress: 0x5555_0000_0000,
                       endAddress: nil, identity: ImageIdentity(id), architecture: nil)
   }
 
@@ -208,7 +211,7 @@ import Testing
   /// found by the report's UUID alone; one whose UUID differs (llvm-dwarfdump says which) is refused.
   @Test(.enabled(if: haveTool("llvm-dwarfdump-14"), "needs llvm-dwarfdump-14"))
   func dSYMBesideTheBinary() throws {
-    let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
+    let fixtures = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf"
     let other = packageRoot + "/Tests/ImageReadersTests/Fixtures/macho/debugfixture.dSYM/Contents/Resources/DWARF/debugfixture"
     try #require(readFileBytes(fixtures + "/macho-c-O2") != nil, "the DWARF fixtures are missing")
     func uuid(_ path: String) throws -> String {
@@ -220,7 +223,7 @@ import Testing
     let dwarf = binary + ".dSYM/Contents/Resources/DWARF/macho-c-O2"
     #expect(try runChild(["cp", "-R", fixtures + "/macho-c-O2", fixtures + "/macho-c-O2.dSYM", directory]).exitCode == 0)
     let identity = try #require(ImageIdentity(try uuid(binary)))
-    let image = CrashReport.Image(name: "macho-c-O2", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
+    let image = ProcessSnapshot.Image(name: "macho-c-O2", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
                                   identity: identity, architecture: "arm64")
     var locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
     guard case .found(let file, _) = locator.locate(image, architecture: nil) else { Issue.record("not found"); return }
@@ -267,7 +270,7 @@ import Testing
     try #require(Set(uuids.keys) == Set(architectures), "\(uuids)")
     for arch in architectures {
       let uuid = try #require(uuids[arch])
-      let image = CrashReport.Image(name: "u", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
+      let image = ProcessSnapshot.Image(name: "u", path: binary, loadAddress: 0x1_0000_0000, endAddress: nil,
                                     identity: ImageIdentity(uuid), architecture: arch)
       let locator = DebugFileLocator(searchPaths: [], systemDirectories: false)
       guard case .found(let file, _) = locator.locate(image, architecture: nil) else { Issue.record("\(arch): not found"); continue }
@@ -287,8 +290,8 @@ import Testing
     return try #require(copies.first { $0.path == "[vdso]" }, "no vDSO with a build-id in this process")
   }
 
-  static func vdsoImage(_ id: BuildID) -> CrashReport.Image {
-    CrashReport.Image(name: "[vdso]", path: "[vdso]", loadAddress: 0x7fff_0000_0000, endAddress: nil,
+  static func vdsoImage(_ id: BuildID) -> ProcessSnapshot.Image {
+    ProcessSnapshot.Image(name: "[vdso]", path: "[vdso]", loadAddress: 0x7fff_0000_0000, endAddress: nil,
                       identity: ImageIdentity(id), architecture: nil)
   }
 
@@ -356,8 +359,8 @@ import Testing
     #expect(refused > 0)
   }
 
-  /// What `pid --threads` does ahead, on another thread: each image as its report will be read back
-  /// (`ThreadsReport.reportImage`), located and its frames' symbols read (`prepareSymbols`). The
+  /// What a capture can do ahead, on another thread: each image as its report will be read back
+  /// (`ProcessSnapshot.Image(loaded)`), located and its frames' symbols read (`prepareSymbols`). The
   /// report symbolicated with that locator reads no table again and says what a fresh search says; an
   /// image then given the vDSO's bytes is searched for again.
   @Test func symbolsPreparedAheadGiveTheSameReport() throws {
@@ -365,11 +368,19 @@ import Testing
     let main = try #require(snapshot.first { $0.isMainExecutable })
     let libc = try #require(snapshot.first { $0.name.hasPrefix("libc.so") })
     let images = [main, libc]
-    let frames = images.flatMap { image in (1...3).map { ThreadsReport.Frame(address: image.textRange.lowerBound + UInt64($0) * 0x40) } }
-    let written = ThreadsReport(processName: "prepared", path: images[0].path, pid: 1, date: 0, osVersion: "Linux 6.1.0 x86_64",
-                                threads: [.init(tid: 1, frames: frames)], images: images)
-    let report = try ReportParser.parse(written.text())
-    #expect(images.map(ThreadsReport.reportImage) == report.images)
+    let addresses = images.flatMap { image in (1...3).map { image.textRange.lowerBound + UInt64($0) * 0x40 } }
+    var written = ProcessSnapshot(
+      format: .imagelog,
+      process: .init(name: "prepared", pid: 1, path: images[0].path, osVersion: "Linux 6.1.0 x86_64", date: 0),
+      threads: [.init(number: 0, tid: 1, frames: addresses.enumerated().map { .init(number: $0, address: $1, isReturnAddress: $0 > 0) })],
+      images: images.map(ProcessSnapshot.Image.init))
+    written.placeFrames()
+    let report = try ReportParser.parse(written.imagelogReportText())
+    #expect(written.images.map { image in
+      var reported = image
+      reported.loaded = nil
+      return reported
+    } == report.images)
 
     let options = SymbolicationOptions()
     let locator = Symbolicator.locator(forOneReport: options)
@@ -378,8 +389,8 @@ import Testing
         let offset = frame.address - image.loadAddress
         return frame.isReturnAddress && offset > 0 ? offset - 1 : offset
       }
-      locator.prepareSymbols(ThreadsReport.reportImage(images[index]), architecture: nil, offsets: offsets)
-      guard case .found(let file, _) = locator.locate(image, architecture: report.architecture) else {
+      locator.prepareSymbols(ProcessSnapshot.Image(images[index]), architecture: nil, offsets: offsets)
+      guard case .found(let file, _) = locator.locate(image, architecture: report.process.architecture) else {
         Issue.record("\(image.name): not found")
         continue
       }
@@ -389,14 +400,14 @@ import Testing
       }
       #expect(read == offsets.map { file.imageBaseVMAddress &+ $0 })
     }
-    let ahead = Symbolicator.symbolicate(report, options: options, locator: locator)
-    let fresh = Symbolicator.symbolicate(report, options: options)
+    let ahead = Symbolicator.symbolicated(report, options: options, locator: locator)
+    let fresh = Symbolicator.symbolicated(report, options: options)
     #expect(ahead.formatted(.report) == fresh.formatted(.report))
     #expect(ahead.formatted(.json) == fresh.formatted(.json))
 
     // Images read from memory may answer for an image no file did: what was found is asked again.
     locator.inMemoryImages = []
-    guard case .found(let again, _) = locator.locate(report.images[1], architecture: report.architecture) else {
+    guard case .found(let again, _) = locator.locate(report.images[1], architecture: report.process.architecture) else {
       Issue.record("libc: not found after the in-memory images changed")
       return
     }

@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 
 /// The Swift runtime's demanglers against the toolchain's `swift demangle` and binutils' `c++filt`
 /// on real names taken from libswiftCore.so and libstdc++ with `llvm-nm`.

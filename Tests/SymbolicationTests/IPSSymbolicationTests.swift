@@ -1,5 +1,8 @@
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 
 /// An `.ips` report of a real crash (the crash program's frames and images written as Apple's JSON):
@@ -33,7 +36,7 @@ struct IPSSymbolicationTests {
     #expect(report.format == .appleIPS)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
 
     let output = result.formatted(.report).split(separator: "\n", maxSplits: 1)
     let symbolicated = try JSONValue.parse(output[1])

@@ -1,14 +1,17 @@
 import ImageLogTestSupport
 import ImageReaders
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 
 /// `.ips` reports published together with Apple's own translation of the same report (Console's
 /// "Translated Report", Fixtures/apple-reports/README.md names each source): `--format crash` must
 /// give Apple's text line for line. No file of these macOS reports exists here, so every frame keeps
 /// the report's own symbol, which is what Apple's translation shows.
 @Suite struct IPSTranslationTests {
-  static let directory = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/apple-reports/"
+  static let directory = packageRoot + "/Tests/SymbolicationTests/Fixtures/apple-reports/"
 
   /// Our translation of `name.ips` and Apple's (`name.translated.txt`), as lines; ours without
   /// imagelog's closing summary.
@@ -19,7 +22,7 @@ import Testing
     #expect(report.format == .appleIPS)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
     let text = result.formatted(.crash)
     let ours = try #require(text.firstRange(of: "\n-- symbolicated by imagelog:").map { text[..<$0.lowerBound] })
     return (ours.split(separator: "\n", omittingEmptySubsequences: false),
@@ -54,7 +57,7 @@ import Testing
     #expect(report.problems == ["text after the .ips body is not read: 'Model: Mac14,2, BootROM 13822.41.1, proc 8:4:4 processors, 8 GB, SMC '"])
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let text = Symbolicator.symbolicate(report, options: options).formatted(.crash)
+    let text = Symbolicator.symbolicated(report, options: options).formatted(.crash)
     let apple = try #require(readFile(Self.directory + "focustogether-abort.translated.txt"))
     #expect(text.hasPrefix(String(apple.reversed().drop { $0 == "\n" }.reversed())))
   }
@@ -96,12 +99,13 @@ import Testing
     let report = try ReportParser.parse(ips)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    var result = Symbolicator.symbolicate(report, options: options)
-    let inline = try #require(report.frames.firstIndex { $0.ipsThread == 0 && $0.index == 23 })
-    let real = try #require(report.frames.firstIndex { $0.ipsThread == 0 && $0.index == 24 })
-    for index in [inline, real] {
-      result.frames[index].status = .symbolicated
-      result.frames[index].functions = [
+    var result = Symbolicator.symbolicated(report, options: options)
+    let refs = report.frameRefs
+    let inline = try #require(refs.first { report[$0].position?.documentThread == 0 && report[$0].number == 23 })
+    let real = try #require(refs.first { report[$0].position?.documentThread == 0 && report[$0].number == 24 })
+    for ref in [inline, real] {
+      result[ref].symbols.status = .symbolicated
+      result[ref].symbols.functions = [
         .init(name: "inner\nfake", rawName: nil, offset: nil, file: "/src/a/inner.rs", line: 7, column: 3, isInlined: true),
         .init(name: "outer", rawName: nil, offset: 980, file: "/src/b/outer.rs", line: 193, column: 1, isInlined: false),
       ]
@@ -126,7 +130,7 @@ import Testing
     var members = values.map { ($0.0, JSONValue.object([("value", .number(String($0.1)))])) }
     members.append(("trap", .object([("value", .number("14")), ("description", .string("(no mapping for user data read)"))])))
     members.append(("flavor", .string("x86_THREAD_STATE")))
-    let text = SymbolicatedReport.threadStateText(.object(members), thread: 0)
+    let text = ProcessSnapshot.threadStateText(.object(members), thread: 0)
     #expect(text == """
       Thread 0 crashed with X86 Thread State (64-bit):
         rax: 0x804177f04b95003b  rbx: 0x0000000000000000  rcx: 0x0000000008000100  rdx: 0x0000000000000080

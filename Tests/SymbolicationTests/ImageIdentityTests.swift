@@ -1,5 +1,8 @@
 import Testing
-import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 import ImageReaders
 
 /// Every form of an id users meet matches the file's bytes; other ids do not.

@@ -1,7 +1,10 @@
 import Glibc
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 
 /// The bound on what one file's compressed debug sections may inflate to (`DWARFSections.maximumInflatedTotal`)
@@ -37,7 +40,7 @@ import ImageReaders
   /// The cache keeps DWARF whose inflated sections fit its bound, letting the least recently used go:
   /// three zlib-compressed fixtures with room for all but one byte of the three.
   @Test func cacheLetsTheLeastRecentlyUsedDWARFGo() throws {
-    let folder = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf/"
+    let folder = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf/"
     let paths = ["gcc-c-O2-dwarf5-zlib", "clang-c-O2-dwarf5-zlib", "gcc-cxx-O2-dwarf4-zlib"].map { folder + $0 }
     let sizes = try paths.map { try DebugInfoFile(path: $0).inflatedByteCount }
     #expect(sizes.allSatisfy { $0 > 0 }, "\(sizes)")

@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 import ImageReaders
 
 /// A C function inlined at -O2: every address of its caller gets the same chain of functions and
@@ -22,14 +25,14 @@ struct InlinedFrameTests {
 
     let load: UInt64 = 0x5555_0000_0000
     let files = try SymbolFile.load(path: program)
-    let image = CrashReport.Image(name: "symbolicate-inlined", path: program, loadAddress: load, endAddress: nil,
+    let image = ProcessSnapshot.Image(name: "symbolicate-inlined", path: program, loadAddress: load, endAddress: nil,
                                   identity: files[0].buildID.map(ImageIdentity.init), architecture: nil)
     let report = try ReportParser.parse(addresses.map { "0x" + String($0 + load, radix: 16) }.joined(separator: " "),
                                         images: [image])
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
-    #expect(result.images.first?.status == .found(path: program, how: "recorded path"))
+    let result = Symbolicator.symbolicated(report, options: options)
+    #expect(result.resolutions.first?.status == .found(path: program, how: "recorded path"))
 
     let output = try runChild(["llvm-symbolizer", "--inlines", "--obj=" + program] + addresses.map { "0x" + String($0, radix: 16) }).output
     let answers = output.split(separator: "\n\n", omittingEmptySubsequences: false).map { block in

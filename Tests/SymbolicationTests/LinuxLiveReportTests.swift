@@ -1,7 +1,10 @@
 import Glibc
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 
 /// C programs built with the sanitizers (Tests/Programs/sanitizer-*.c) and one printing its stack with
 /// glibc's `backtrace_symbols_fd` (Tests/Programs/glibc-backtrace.c), compiled once per test run.
@@ -81,14 +84,14 @@ enum LinuxPrograms {
   }
 
   /// imagelog's functions for each stack of `report`, inlined ones first, as sanitizers list them.
-  static func ourStacks(_ symbolicated: SymbolicatedReport) -> [[Function]] {
+  static func ourStacks(_ symbolicated: ProcessSnapshot) -> [[Function]] {
     var stacks: [[Function]] = []
-    for (frame, result) in zip(symbolicated.report.frames, symbolicated.frames) {
+    for frame in symbolicated.frames {
       while stacks.count <= frame.thread { stacks.append([]) }
-      for function in result.functions {
+      for function in frame.functions {
         stacks[frame.thread].append(Function(name: function.name ?? "???", file: function.file, line: function.line, column: function.column))
       }
-      if result.functions.isEmpty { stacks[frame.thread].append(Function(name: "<\(result.status)>")) }
+      if frame.functions.isEmpty { stacks[frame.thread].append(Function(name: "<\(frame.status)>")) }
     }
     return stacks
   }
@@ -111,14 +114,14 @@ enum LinuxPrograms {
   }
 
   /// The files a report's frames were resolved in (binaries and their debug files), for `symbolAddresses`.
-  static func filesUsed(_ symbolicated: SymbolicatedReport) -> [String] {
+  static func filesUsed(_ symbolicated: ProcessSnapshot) -> [String] {
     var files: Set<String> = []
-    for resolution in symbolicated.images {
+    for resolution in symbolicated.resolutions {
       switch resolution.status {
       case .found(let path, _), .unverified(let path): files.insert(path)
       default: break
       }
-      if let path = symbolicated.report.images[resolution.imageIndex].path { files.insert(path) }
+      if let path = symbolicated.images[resolution.imageIndex].path { files.insert(path) }
     }
     return files.sorted()
   }
@@ -180,7 +183,7 @@ struct LinuxLiveReportTests {
     #expect(report.problems.isEmpty, "\(report.problems)")
     var options = SymbolicationOptions()
     options.searchPaths = [String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])]
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
     let ours = LinuxPrograms.ourStacks(result)
     #expect(ours.count == expected.count)
     let addresses = try LinuxPrograms.symbolAddresses(LinuxPrograms.filesUsed(result))
@@ -229,7 +232,7 @@ struct LinuxLiveReportTests {
     let report = try ReportParser.parse(run.error)
     #expect(report.format == .glibcBacktrace)
     #expect(report.frames.count >= 7, "\(run.error)")
-    let result = Symbolicator.symbolicate(report)
+    let result = Symbolicator.symbolicated(report)
     let files = LinuxPrograms.filesUsed(result)
     let addresses = try LinuxPrograms.symbolAddresses(files)
     for (frame, answer) in zip(report.frames, result.frames) {

@@ -1,11 +1,14 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 
 /// Garbage, truncated and mixed Linux logs: a clear error, or the frames that could be read with the
 /// unreadable lines named.
 @Suite struct LinuxReportMalformedTests {
-  static let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/"
+  static let fixtures = packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/"
 
   @Test(arguments: [
     ("    #3 0x55zz  (/tmp/uaf+0x10)", "line 2: unreadable frame address '    #3 0x55zz  (/tmp/uaf+0x10)'"),
@@ -16,7 +19,7 @@ import Testing
     let report = try ReportParser.parse("    #0 0x55a720bade1b  (/tmp/uaf+0x171e1b)\n" + line + "\n    #1 0x55a720bade20  (/tmp/uaf+0x171e20)\n")
     #expect(report.problems == [problem])
     #expect(report.frames.map(\.address) == [0x55a720bade1b, 0x55a720bade20])
-    let summary = Symbolicator.symbolicate(report, options: Self.offline).summary()
+    let summary = Symbolicator.symbolicated(report, options: Self.offline).summary()
     #expect(summary.contains("  unreadable: \(problem)\n"))
   }
 
@@ -27,7 +30,7 @@ import Testing
     #expect(report.problems.isEmpty)
     #expect(report.frames.map(\.address) == [0x55a720bade1b, 0x55a7, 0x55a720bade20])
     #expect(report.frames.map(\.namesNoModule) == [false, true, false])
-    let result = Symbolicator.symbolicate(report, options: Self.offline)
+    let result = Symbolicator.symbolicated(report, options: Self.offline)
     try #require(result.frames.count == 3)
     #expect(result.frames[1].status == .noModule && result.frames[1].functions.isEmpty)
     #expect(result.summary().contains("  without a module: 1 frame, kept as the report wrote it\n"))
@@ -61,7 +64,7 @@ import Testing
                                            "backtrace:", "Stack trace (7 frames):"])
     #expect(Dictionary(grouping: report.frames, by: \.thread).mapValues(\.count) == [0: 7, 1: 6, 2: 7, 3: 7])
     // The text is written back line for line: nothing found, so nothing inserted.
-    let written = Symbolicator.symbolicate(report, options: Self.offline).formatted(.report)
+    let written = Symbolicator.symbolicated(report, options: Self.offline).formatted(.report)
     #expect(written.hasPrefix(text))
   }
 
@@ -94,7 +97,7 @@ import Testing
         }
         // parse throws ReportError only (typed); whatever it reads must also symbolicate and write.
         if let report = try? ReportParser.parse(String(decoding: bytes, as: UTF8.self)) {
-          #expect(!Symbolicator.symbolicate(report, options: Self.offline).formatted(.report).isEmpty, "\(name)")
+          #expect(!Symbolicator.symbolicated(report, options: Self.offline).formatted(.report).isEmpty, "\(name)")
         }
       }
     }
@@ -105,7 +108,7 @@ import Testing
     let libc = "/lib/x86_64-linux-gnu/libc.so.6"
     try #require(readFileBytes(libc) != nil, "needs \(libc)")
     let report = try ReportParser.parse("\(libc)(no_such_symbol_here+0x10)[0x7f0000001000]\n")
-    let result = Symbolicator.symbolicate(report, options: Self.offline)
+    let result = Symbolicator.symbolicated(report, options: Self.offline)
     #expect(result.frames.map(\.status) == [.noImage])
     #expect(result.notes.contains { $0.hasPrefix("\(libc): no frame gives an offset or a symbol this file has") })
   }
@@ -123,7 +126,7 @@ import Testing
     let text = "    #0 0x7f00000012f4  (\(library)+0x12f4)\n    #1 0x7f00000012f0  (\(library)+0x12f0)\nSUMMARY: done\n"
     var options = LinuxReportMalformedTests.offline
     options.demangle = .none
-    let written = Symbolicator.symbolicate(try ReportParser.parse(text), options: options).formatted(.report)
+    let written = Symbolicator.symbolicated(try ReportParser.parse(text), options: options).formatted(.report)
     let lines = written.split(separator: "\n", omittingEmptySubsequences: false)
     #expect(lines[0].hasPrefix("    #0 0x7f00000012f4 in evil\\x1b[2J\\nRemoved: 0xdead (0x1) FORGED"), "\(written)")
     #expect(lines[1].hasPrefix("    #1 0x7f00000012f0 in evil\\x1b[2J\\n"), "\(written)")

@@ -1,12 +1,15 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 
 /// Real reports from public issues (Fixtures/linux-reports/README.md names each source), read frame for
 /// frame: the expected numbers, addresses, modules, offsets and build-ids are the ones in the lines.
 @Suite struct LinuxReportSampleTests {
-  static func sample(_ name: String) throws -> CrashReport {
-    let path = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/" + name
+  static func sample(_ name: String) throws -> ProcessSnapshot {
+    let path = packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/" + name
     let text = try #require(readFile(path), "cannot read \(path)")
     return try ReportParser.parse(text)
   }
@@ -14,7 +17,7 @@ import Testing
   /// (thread, index, address, image path or name, offset from the image's load address)
   typealias Expected = (thread: Int, index: Int, address: UInt64, module: String?, offset: UInt64?)
 
-  static func check(_ report: CrashReport, _ expected: [Expected], sourceLocation: SourceLocation = #_sourceLocation) {
+  static func check(_ report: ProcessSnapshot, _ expected: [Expected], sourceLocation: SourceLocation = #_sourceLocation) {
     #expect(report.frames.count == expected.count, sourceLocation: sourceLocation)
     for (frame, want) in zip(report.frames, expected) {
       #expect(frame.thread == want.thread && frame.index == want.index && frame.address == want.address,
@@ -73,8 +76,8 @@ import Testing
   }
 
   @Test func coredumpModuleLines() throws {
-    let path = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/coredump-modules.txt"
-    let lines = ReportParser.splitLines(try #require(readFile(path)))
+    let path = packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/coredump-modules.txt"
+    let lines = ReportText.splitLines(try #require(readFile(path)))
     let modules = lines.compactMap(LinuxLogParser.moduleLine)
     #expect(modules.map(\.0) == ["libxapp.so.1", "libgcc_s.so.1", "libpthread.so.0"])
     #expect(modules.map(\.1.hex) == ["2d6867c3b087052ef8acd12a1a6c82b3c62b8f36", "0e3de903950e35ae59a5de8c00b1817a4a71ca01",
@@ -88,7 +91,7 @@ import Testing
   }
 
   @Test func coredumpFramesTakeTheirModulesBuildIDs() throws {
-    let text = try #require(readFile(packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/coredump-systemd-13798.txt"))
+    let text = try #require(readFile(packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/coredump-systemd-13798.txt"))
     let report = try ReportParser.parse("Module libc.so.6 from deb libc6-2.36 with build-id 93ac61ec5a8eb1396f9fbd350e3169a558528a40\n" + text)
     let libc = try #require(report.images.first { $0.name == "libc.so.6" })
     #expect(libc.identity?.hex == "93ac61ec5a8eb1396f9fbd350e3169a558528a40")
@@ -145,7 +148,7 @@ import Testing
       (0, 6, 0x7f2612ae9306, lcec, 0x12306), (0, 7, 0x7f2612ae9429, lcec, 0x12429), (0, 8, 0x7f2612afa4a0, lcec, 0x234a0),
       (0, 9, 0x7f2612ae7e66, lcec, nil), (0, 10, 0x55bc72fd4cf7, "/usr/bin/rtapi_app", 0x10cf7),
     ])
-    #expect(report.frames[9].symbolOffset == CrashReport.SymbolOffset(name: "rtapi_app_main", offset: 0x348))
+    #expect(report.frames[9].symbolOffset == ProcessSnapshot.SymbolOffset(name: "rtapi_app_main", offset: 0x348))
     #expect(report.images.allSatisfy { $0.identity == nil && !$0.loadAddressFromSymbols })  // lcec's bias comes from its other frames
   }
 
@@ -154,7 +157,7 @@ import Testing
     let zmu = "/home/peterke/DEV/zoneminder/cmake-build-debug/src/zmu"
     Self.check(report, [(0, 0, 0x484b5f, zmu, nil), (0, 1, 0x7f47f5dbba70, "/lib64/libc.so.6", 0x3ea70), (0, 2, 0x41be2e, zmu, nil),
                         (0, 3, 0x40e982, zmu, nil), (0, 4, 0x7f47f5da6550, "/lib64/libc.so.6", 0x29550)])
-    #expect(report.frames[3].symbolOffset == CrashReport.SymbolOffset(name: "main", offset: 0x69e))
+    #expect(report.frames[3].symbolOffset == ProcessSnapshot.SymbolOffset(name: "main", offset: 0x69e))
     #expect(report.images.first { $0.path == zmu }?.loadAddressFromSymbols == true)
   }
 

@@ -2,12 +2,15 @@ import Glibc
 import ImageLogTestSupport
 import ImageReaders
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 
 /// The Linux report shapes of issue #26, on the fixtures Scripts/make-linux-report-fixtures made with
 /// this toolchain's sanitizers and glibc (the expected values are the ones written in their lines).
 @Suite struct LinuxReportShapeTests {
-  static let folder = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/linux-reports/"
+  static let folder = packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/"
   /// Where the recipe built the programs the reports name.
   static let recipeFolder = "/tmp/imagelog-linux-reports"
 
@@ -15,7 +18,7 @@ import Testing
     try #require(readFile(folder + name), "cannot read \(folder + name)")
   }
 
-  static func report(_ name: String) throws -> CrashReport { try ReportParser.parse(text(name)) }
+  static func report(_ name: String) throws -> ProcessSnapshot { try ReportParser.parse(text(name)) }
 
   /// No system debug folders, no DWARF: answers from the files the reports name, when present.
   static var offline: SymbolicationOptions {
@@ -26,7 +29,7 @@ import Testing
   }
 
   /// The frames of each thread, as (index, address) pairs.
-  static func stacks(_ report: CrashReport) -> [[(Int, UInt64)]] {
+  static func stacks(_ report: ProcessSnapshot) -> [[(Int, UInt64)]] {
     var stacks = [[(Int, UInt64)]](repeating: [], count: report.threads.count)
     for frame in report.frames where stacks.indices.contains(frame.thread) { stacks[frame.thread].append((frame.index, frame.address)) }
     return stacks
@@ -50,7 +53,7 @@ import Testing
     let loop = report.frames[1]
     #expect(loop.namesNoModule && loop.imageIndex == nil)
     #expect(loop.reportedSymbol == "main /src/asan-shapes.cc:10")
-    #expect(loop.reportedFunction == CrashReport.ReportedFunction(name: "main", file: "/src/asan-shapes.cc", line: 10))
+    #expect(loop.reportedFunction == ProcessSnapshot.ReportedFunction(name: "main", file: "/src/asan-shapes.cc", line: 10))
     // `#2 0x7ffff7ea2005  (<unknown module>)`: a frame, in no module, with no name.
     let jit = try #require(report.frames.first { $0.address == 0x7ffff7ea2005 })
     #expect(jit.namesNoModule && jit.imageIndex == nil && jit.reportedSymbol == nil)
@@ -129,7 +132,7 @@ import Testing
       .init(name: "clone3", file: "misc/../sysdeps/unix/sysv/linux/x86_64/clone3.S", line: 81),
     ])
     #expect(report.frames.allSatisfy { $0.namesNoModule })
-    let result = Symbolicator.symbolicate(report, options: Self.offline)
+    let result = Symbolicator.symbolicated(report, options: Self.offline)
     #expect(result.frames.allSatisfy { $0.status == .noModule })
     let written = result.formatted(.report)
     #expect(written.hasPrefix(text))
@@ -150,7 +153,7 @@ import Testing
       return (trimmed.hasPrefix("#") && trimmed.dropFirst().prefix { $0.isNumber }.count > 0 && trimmed.contains(" 0x"))
         || (trimmed.hasSuffix("]") && trimmed.contains("[0x"))
     }
-    let result = Symbolicator.symbolicate(try ReportParser.parse(text), options: Self.offline)
+    let result = Symbolicator.symbolicated(try ReportParser.parse(text), options: Self.offline)
     let json = try JSONValue.parse(result.formatted(.json)[...])
     let frames = try #require(json["frames"]?.array)
     #expect(frames.count == frameLines.count)
@@ -184,7 +187,7 @@ import Testing
   @Test func swiftBacktraceJSONAsClassicText() throws {
     let report = try Self.report("swift-backtrace-crasher.json")
     #expect(report.format == .swiftBacktraceJSON)
-    let text = Symbolicator.symbolicate(report, options: Self.offline).formatted(.crash)
+    let text = Symbolicator.symbolicated(report, options: Self.offline).formatted(.crash)
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
     let thread = try #require(lines.firstIndex(of: "Thread 0 Crashed:: crasher"), "\(text)")
     let frames = lines[(thread + 1)...].prefix { !$0.isEmpty }
@@ -207,10 +210,10 @@ import Testing
   /// The unreadable line's quote and the text after an `.ips` body are escaped in the summary: no ESC,
   /// CR, NUL, DEL or C1 control from the report reaches the output.
   @Test func quotedReportTextIsEscaped() throws {
-    let frameLine = Symbolicator.symbolicate(try Self.report("hostile-frame-line.txt"), options: Self.offline).summary()
+    let frameLine = Symbolicator.symbolicated(try Self.report("hostile-frame-line.txt"), options: Self.offline).summary()
     #expect(frameLine.contains(#"  unreadable: line 4: unreadable frame address '    #1 0x55a7\x1b[2J\x1b[31mFORGED\r  note: forged\x00\x7f\u{9b}"#
                                + "\u{FFFD}  (/tmp/uaf+0x171e20)'\n"), "\(frameLine)")
-    let ips = Symbolicator.symbolicate(try Self.report("hostile-ips-trailer.ips"), options: Self.offline).summary()
+    let ips = Symbolicator.symbolicated(try Self.report("hostile-ips-trailer.ips"), options: Self.offline).summary()
     #expect(ips.contains(#"  unreadable: text after the .ips body is not read: 'Model: Mac14,2\x1b[2J\x1b[31mFORGED\r  note: forged\x00\x7f\u{9b}"#
                          + "\u{FFFD}'\n"), "\(ips)")
     for summary in [frameLine, ips] {
@@ -237,17 +240,17 @@ struct LinuxReportBuildCheckTests {
 
   /// The fixture `name` with the recipe's folder replaced by `folder`, read and symbolicated without
   /// system debug files.
-  static func symbolicate(_ name: String, in folder: String) throws -> SymbolicatedReport {
+  static func symbolicate(_ name: String, in folder: String) throws -> ProcessSnapshot {
     let text = try LinuxReportShapeTests.text(name).replacing(LinuxReportShapeTests.recipeFolder, with: folder)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    return Symbolicator.symbolicate(try ReportParser.parse(text), options: options)
+    return Symbolicator.symbolicated(try ReportParser.parse(text), options: options)
   }
 
   /// The program the report names, found at its path: another build, its frames the report's own.
-  static func expectOtherBuild(_ result: SymbolicatedReport, image name: String, reason: String,
+  static func expectOtherBuild(_ result: ProcessSnapshot, image name: String, reason: String,
                                sourceLocation: SourceLocation = #_sourceLocation) throws {
-    let resolution = try #require(result.images.first { result.report.images[$0.imageIndex].name == name },
+    let resolution = try #require(result.resolutions.first { result.images[$0.imageIndex].name == name },
                                   sourceLocation: sourceLocation)
     guard case .otherBuild(_, let why) = resolution.status else {
       Issue.record("\(name): \(resolution.status)", sourceLocation: sourceLocation)
@@ -256,11 +259,11 @@ struct LinuxReportBuildCheckTests {
     #expect(why.hasPrefix(reason), "\(why)", sourceLocation: sourceLocation)
     let text = result.formatted(.report)
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-    for (frame, answer) in zip(result.report.frames, result.frames) where frame.imageIndex == resolution.imageIndex {
-      #expect(answer.status == .otherBuild, sourceLocation: sourceLocation)
-      #expect(answer.functions.map(\.name) == (frame.reportedFunction.map { [$0.name] } ?? []), sourceLocation: sourceLocation)
+    for frame in result.frames where frame.imageIndex == resolution.imageIndex {
+      #expect(frame.status == .otherBuild, sourceLocation: sourceLocation)
+      #expect(frame.functions.map(\.name) == (frame.reportedFunction.map { [$0.name] } ?? []), sourceLocation: sourceLocation)
       // Nothing from the file is written into the report's line.
-      if let line = frame.line { #expect(lines[line] == result.report.lines[line][...], sourceLocation: sourceLocation) }
+      if let line = frame.line { #expect(lines[line] == result.lines[line][...], sourceLocation: sourceLocation) }
     }
     #expect(text.contains("mismatch:   \(name) "), sourceLocation: sourceLocation)
     #expect(result.formatted(.json).contains("\"status\":\"other-build\""), sourceLocation: sourceLocation)
@@ -301,10 +304,10 @@ struct LinuxReportBuildCheckTests {
     #expect(stripped != run.error + "\n", "the report named no build-id:\n\(run.error)")
     var options = SymbolicationOptions()
     options.searchPaths = [folder]
-    let with = Symbolicator.symbolicate(try ReportParser.parse(run.error), options: options)
-    let without = Symbolicator.symbolicate(try ReportParser.parse(stripped), options: options)
-    #expect(without.images.allSatisfy { if case .unverified = $0.status { true } else { false } }, "\(without.images)")
-    #expect(without.report.frames.contains { $0.reportedSymbol != nil && $0.imageIndex != nil }, "no named frame to check")
+    let with = Symbolicator.symbolicated(try ReportParser.parse(run.error), options: options)
+    let without = Symbolicator.symbolicated(try ReportParser.parse(stripped), options: options)
+    #expect(without.resolutions.allSatisfy { if case .unverified = $0.status { true } else { false } }, "\(without.resolutions)")
+    #expect(without.frames.contains { $0.reportedSymbol != nil && $0.imageIndex != nil }, "no named frame to check")
     #expect(with.frames.map(\.functions) == without.frames.map(\.functions))
   }
 
@@ -323,8 +326,8 @@ struct LinuxReportBuildCheckTests {
     try #require(copy.status == 0, "\(copy.error)")
     let run = try runChild([folder + "/asan-shapes"], environment: ["LD_LIBRARY_PATH": folder + "/lib"])
     let report = try ReportParser.parse(run.error)
-    let result = Symbolicator.symbolicate(report)
-    #expect(result.images.allSatisfy { if case .unverified = $0.status { true } else { false } }, "\(result.images)")
+    let result = Symbolicator.symbolicated(report)
+    #expect(result.resolutions.allSatisfy { if case .unverified = $0.status { true } else { false } }, "\(result.resolutions)")
     let named = zip(report.frames, result.frames).filter { $0.0.imageIndex != nil && $0.0.reportedSymbol != nil }
     #expect(named.count >= 3, "\(run.error)")
     for (frame, answer) in named { #expect(answer.status == .symbolicated, "\(frame.reportedSymbol ?? "")") }
@@ -340,7 +343,7 @@ struct LinuxReportBuildCheckTests {
     let run = try runChild([path])
     let report = try ReportParser.parse(run.error)
     #expect(report.frames.contains { $0.namesNoModule }, "no JIT frame:\n\(run.error)")
-    let result = Symbolicator.symbolicate(report)
+    let result = Symbolicator.symbolicated(report)
     var checked = 0
     for (frame, answer) in zip(report.frames, result.frames) where frame.imageIndex.map({ report.images[$0].path }) == path {
       let oracle = try runChild(["llvm-symbolizer", "--obj=" + path, "--no-inlines", "--functions=linkage",

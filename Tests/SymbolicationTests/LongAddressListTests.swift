@@ -1,7 +1,10 @@
 import Glibc
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 
 /// The `make bench` workload, smaller: thousands of addresses in one large Swift library. The fast
@@ -27,14 +30,14 @@ struct LongAddressListTests {
   @Test func namesMatchLLVMSymbolizerAndSwiftDemangle() throws {
     let file = try #require(try SymbolFile.load(path: Self.library).first)
     let addresses = Self.addresses(file)
-    let image = CrashReport.Image(name: "libswiftCore.so", path: Self.library, loadAddress: Self.load, endAddress: nil,
+    let image = ProcessSnapshot.Image(name: "libswiftCore.so", path: Self.library, loadAddress: Self.load, endAddress: nil,
                                   identity: file.buildID.map(ImageIdentity.init), architecture: nil)
     let text = addresses.map { "0x" + String($0 + Self.load, radix: 16) }.joined(separator: "\n")
     let report = try ReportParser.parse(text, images: [image])
     var options = SymbolicationOptions()
     options.lineInfo = false
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
     #expect(result.frames.count == addresses.count)
     #expect(result.frames.allSatisfy { $0.status == .symbolicated })
 
@@ -72,14 +75,14 @@ struct LongAddressListTests {
   @Test func chunkedOutputIsTheWholeOutput() throws {
     let file = try #require(try SymbolFile.load(path: Self.library).first)
     let addresses = Array(Self.addresses(file).prefix(300)) + [0x10]  // and one below every symbol
-    let image = CrashReport.Image(name: "libswiftCore.so", path: Self.library, loadAddress: Self.load, endAddress: nil,
+    let image = ProcessSnapshot.Image(name: "libswiftCore.so", path: Self.library, loadAddress: Self.load, endAddress: nil,
                                   identity: file.buildID.map(ImageIdentity.init), architecture: nil)
     let report = try ReportParser.parse(addresses.map { "0x" + String($0 + Self.load, radix: 16) }.joined(separator: " "),
                                         images: [image])
     var options = SymbolicationOptions()
     options.lineInfo = false
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
     for style in ReportStyle.allCases {
       let whole = Array(result.formatted(style).utf8)
       #expect(result.formattedUTF8(style) == whole)
@@ -131,7 +134,7 @@ struct LongAddressListTests {
   /// Words of an address list on bytes: spaces, tabs and commas separate; `0X` counts; what is not an
   /// address (too long, not hex) is named as before.
   @Test func addressWords() throws {
-    let image = CrashReport.Image(name: "lib", path: "/nonexistent/lib", loadAddress: 0x1000, endAddress: nil,
+    let image = ProcessSnapshot.Image(name: "lib", path: "/nonexistent/lib", loadAddress: 0x1000, endAddress: nil,
                                   identity: nil, architecture: nil)
     let report = try ReportParser.parse("0x10,0X2a\t0xFFFFFFFFFFFFFFFF  zz\r\n0x12345678901234567 0x\n,,0x3\n", images: [image])
     #expect(report.frames.map(\.address) == [0x10, 0x2a, 0xFFFF_FFFF_FFFF_FFFF, 0x3])

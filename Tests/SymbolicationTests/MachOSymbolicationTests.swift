@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 import ImageLog
 
@@ -44,12 +47,12 @@ struct MachOSymbolicationTests {
     #expect(report.problems.isEmpty, "\(report.problems)")
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
     // A dSYM beside the binary (the debug fixture has one) is found too, and serves names and lines.
     let dsym = path + ".dSYM/Contents/Resources/DWARF/" + Image.shortName(of: path)
-    let expected: ImageResolution.Status = readFileBytes(dsym) == nil ? .found(path: path, how: "recorded path")
+    let expected: ProcessSnapshot.Image.Resolution = readFileBytes(dsym) == nil ? .found(path: path, how: "recorded path")
       : .found(path: dsym, how: "dSYM beside the binary")
-    #expect(result.images.map(\.status) == [expected])
+    #expect(result.resolutions.map(\.status) == [expected])
     let ours = result.frames.map { $0.functions.last?.name ?? "??" }
     let lookups = linkAddresses.enumerated().map { $0.offset == 0 ? $0.element : $0.element - 1 }
     let object = slice.universal ? "\(path):\(slice.architecture)" : path
@@ -80,7 +83,7 @@ struct MachOSymbolicationTests {
       let report = try ReportParser.parse(#"{"bug_type":"309","name":"universal-macos"}"# + "\n" + body.serialized(indent: 2))
       var options = SymbolicationOptions()
       options.systemDirectories = false
-      let output = Symbolicator.symbolicate(report, options: options).formatted(.report)
+      let output = Symbolicator.symbolicated(report, options: options).formatted(.report)
       let document = try JSONValue.parse(output.split(separator: "\n", maxSplits: 1)[1])
       let outFrames = try #require(document["threads"]?.array?.first?["frames"]?.array)
       let lookups = functions.enumerated().map { $0.offset == 0 ? $0.element + 8 : $0.element + 7 }
@@ -89,7 +92,7 @@ struct MachOSymbolicationTests {
       let exceptionFrames = try #require(document["lastExceptionBacktrace"]?.array)
       #expect(exceptionFrames.map { $0["symbol"]?.string ?? "??" } == outFrames.map { $0["symbol"]?.string ?? "??" })
 
-      let classic = Symbolicator.symbolicate(report, options: options).formatted(.crash)
+      let classic = Symbolicator.symbolicated(report, options: options).formatted(.crash)
       #expect(classic.contains("Last Exception Backtrace:\n"))
       let reread = try ReportParser.parse(classic)
       // Apple's translation writes the Last Exception Backtrace before the threads.
@@ -121,7 +124,7 @@ struct MachOSymbolicationTests {
     let report = try ReportParser.parse(text)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let mismatched = Symbolicator.symbolicate(report, options: options)
+    let mismatched = Symbolicator.symbolicated(report, options: options)
     let fileID = try #require(ImageIdentity(wrongUUID)).hex
     for frame in mismatched.frames {
       #expect(frame.status == .mismatch(reportID: slice.uuid, fileID: fileID, path: wrong))
@@ -134,8 +137,8 @@ struct MachOSymbolicationTests {
     #expect(try runChild(["mkdir", "-p", search]).status == 0)
     #expect(try runChild(["cp", original, search + "/renamed-build"]).status == 0)
     options.searchPaths = [directory + "/builds"]
-    let found = Symbolicator.symbolicate(report, options: options)
-    #expect(found.images.map(\.status) == [.found(path: search + "/renamed-build", how: "--search")])
+    let found = Symbolicator.symbolicated(report, options: options)
+    #expect(found.resolutions.map(\.status) == [.found(path: search + "/renamed-build", how: "--search")])
     #expect(found.frames.allSatisfy { $0.status == .symbolicated })
   }
 

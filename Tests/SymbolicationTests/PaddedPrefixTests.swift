@@ -1,4 +1,7 @@
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import Testing
 
 /// A frame line's part before the symbol column, as `symbolicate` rewrites it in place: the first
@@ -14,7 +17,7 @@ import Testing
       for column in 0...(line.count + 3) {
         let head = String(line.prefix(column))
         let expected = head + String(repeating: " ", count: max(0, column - head.count))
-        #expect(SymbolicatedReport.paddedPrefix(line, column) == expected, "\(line.debugDescription) column \(column)")
+        #expect(ProcessSnapshot.paddedPrefix(line, column) == expected, "\(line.debugDescription) column \(column)")
         compared += 1
       }
     }

@@ -1,5 +1,8 @@
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 
 /// Report layouts as Apple's and Swift's tools write them (shapes from real reports; the addresses and
@@ -69,8 +72,8 @@ import ImageReaders
     let report = try ReportParser.parse(Self.swiftJSON)
     #expect(report.format == .swiftBacktraceJSON)
     #expect(report.problems.isEmpty, "\(report.problems)")
-    #expect(report.preamble.hasPrefix("Fatal error: boom\n"))
-    #expect(report.architecture == "x86_64")
+    #expect(report.document?.preamble.hasPrefix("Fatal error: boom\n") == true)
+    #expect(report.process.architecture == "x86_64")
     #expect(report.frames.map(\.address) == [0x7f0000001000, 0x55550000153e, 0x555500001600])
     #expect(report.frames.map(\.isReturnAddress) == [false, true, false])
     #expect(report.frames.map(\.imageIndex) == [1, 0, 0])
@@ -82,7 +85,7 @@ import ImageReaders
   @Test func appleCrashVariants() throws {
     let report = try ReportParser.parse(Self.appleCrash)
     #expect(report.format == .appleCrash)
-    #expect(report.architecture == "arm64")
+    #expect(report.process.architecture == "arm64")
     #expect(report.problems.isEmpty, "\(report.problems)")
     #expect(report.images.map(\.name) == ["MyApp", "libsystem_kernel.dylib", "Google Chrome Framework",
                                           "libsystem_pthread.dylib", "???", "com.example.app"])
@@ -103,7 +106,7 @@ import ImageReaders
     let stray = try ReportParser.parse(Self.appleCrash.replacingFirst("0x00000001e1c3e0c4 start_wqthread", with: "0x00000009e1c3e0c4 start_wqthread"))
     #expect(stray.frames[3].imageIndex == 3)  // still found by its image column's name
     #expect(report.frames[1].reportedSymbol == nil)
-    #expect(report.crashedThread == 0)
+    #expect(report.crashedThreadNumber == 0)
   }
 
   /// macOS 12+ text (translated from .ips): `Thread 0 Crashed::  Dispatch queue: ...`, addresses
@@ -128,7 +131,7 @@ import ImageReaders
       """
     let report = try ReportParser.parse(text)
     #expect(report.problems.isEmpty, "\(report.problems)")
-    #expect(report.architecture == "x86_64")
+    #expect(report.process.architecture == "x86_64")
     #expect(report.threads.map(\.number) == [0, 1])
     #expect(report.threads.map(\.crashed) == [true, false])
     #expect(report.threads.map(\.name) == ["Dispatch queue: com.apple.main-thread", "com.apple.NSURLConnectionLoader"])
@@ -144,20 +147,20 @@ import ImageReaders
     #expect(report.images.count == 6)
     #expect(report.frames.count == 4)
     #expect(report.frames[1].line == 12)  // lines count from the header line
-    #expect(report.ipsHeader?["bug_type"]?.string == "109")
+    #expect(report.document?.ipsHeader?["bug_type"]?.string == "109")
   }
 
   @Test func ipsReport() throws {
     let report = try ReportParser.parse(Self.ips)
     #expect(report.format == .appleIPS)
-    #expect(report.architecture == "arm64")
+    #expect(report.process.architecture == "arm64")
     #expect(report.images.map(\.name) == ["MyApp", "dyld"])
     #expect(report.images[0].loadAddress == 4295016448)
     #expect(report.images[0].endAddress == 4_300_603_391)
     let expected: [UInt64] = [4_295_021_108, 6_480_789_603, 4_300_561_160]  // base + imageOffset
     #expect(report.frames.map(\.address) == expected)
     #expect(report.frames[1].reportedSymbol == "start")
-    #expect(report.crashedThread == 1)
+    #expect(report.crashedThreadNumber == 1)
     #expect(report.threads[0].name == "com.apple.main-thread")
     // The frame pointing at an image that is not there is named, not fatal.
     #expect(report.problems == ["threads[1].frames[1]: no usable imageIndex/imageOffset"])
@@ -167,7 +170,7 @@ import ImageReaders
     let report = try ReportParser.parse(Self.ips)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let text = Symbolicator.symbolicate(report, options: options).formatted(.report)
+    let text = Symbolicator.symbolicated(report, options: options).formatted(.report)
     let lines = text.split(separator: "\n", maxSplits: 1)
     let header = try JSONValue.parse(lines[0])
     let body = try JSONValue.parse(lines[1])
@@ -207,8 +210,8 @@ import ImageReaders
     let report = try ReportParser.parse(text)
     #expect(report.format == .swiftBacktrace)
     #expect(report.problems.isEmpty, "\(report.problems)")
-    #expect(report.architecture == "x86_64")
-    #expect(report.threads == [.init(number: 0, crashed: true, name: "crasher"), .init(number: 1, crashed: false, name: "worker")])
+    #expect(report.process.architecture == "x86_64")
+    #expect(report.threads.map(\.heading) == [ThreadHeading(number: 0, crashed: true, name: "crasher"), ThreadHeading(number: 1, crashed: false, name: "worker")])
     #expect(report.frames.map(\.address) == [0x55851ccfb91c, 0x55851ccfb53e, 0x7f0000001000, 0x7f0000001010])
     #expect(report.frames.map(\.isReturnAddress) == [false, true, true, false])
     #expect(report.frames.map(\.imageIndex) == [0, 0, 1, 1])
@@ -219,7 +222,7 @@ import ImageReaders
 
   @Test func addressesNeedImages() throws {
     #expect(throws: ReportError.self) { try ReportParser.parse("0x1234 0x5678\n") }
-    let image = CrashReport.Image(name: "lib", path: "/nonexistent/lib", loadAddress: 0x1000, endAddress: nil,
+    let image = ProcessSnapshot.Image(name: "lib", path: "/nonexistent/lib", loadAddress: 0x1000, endAddress: nil,
                                   identity: nil, architecture: nil)
     let report = try ReportParser.parse("0x1234 0x5678\nnot-an-address\n", images: [image])
     #expect(report.format == .addresses)
@@ -292,7 +295,7 @@ import ImageReaders
     var options = SymbolicationOptions()
     options.systemDirectories = false
     options.lineInfo = false
-    for style in ReportStyle.allCases { _ = Symbolicator.symbolicate(report, options: options).formatted(style) }
+    for style in ReportStyle.allCases { _ = Symbolicator.symbolicated(report, options: options).formatted(style) }
   }
 }
 

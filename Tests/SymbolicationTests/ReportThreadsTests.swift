@@ -1,5 +1,9 @@
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
+import ImageLog
 import ImageReaders
 
 /// Threads as each kind of report gives them (Apple `.crash` and `.ips`, the Swift backtracer's text
@@ -31,11 +35,11 @@ import ImageReaders
     let report = try ReportParser.parse(Self.singleThread)
     #expect(report.format == .imagelog)
     #expect(report.problems.isEmpty, "\(report.problems)")
-    #expect(report.threads == [CrashReport.Thread(number: 0, crashed: true, name: nil, tid: 5150)])
-    #expect(report.threadCount == nil)
+    #expect(report.threads.map(\.heading) == [ThreadHeading(number: 0, crashed: true, name: nil, tid: 5150)])
+    #expect(report.process.threadCount == nil)
     #expect(report.frames.map(\.address) == [0x55d0c0de1139, 0x7f0a1c229d90, 0x10])
     #expect(report.frames.map(\.imageIndex) == [0, 1, nil])
-    #expect(report.frames.map(\.trust) == [nil, nil, nil])
+    #expect(report.frames.map(\.trust) == [FrameTrust?](repeating: nil, count: 3))
     #expect(report.frames.map(\.reportedSymbol) == [nil, nil, nil])
   }
 
@@ -88,7 +92,7 @@ import ImageReaders
     let report = try ReportParser.parse(Self.multiThread)
     #expect(report.format == .imagelog)
     #expect(report.problems.isEmpty, "\(report.problems)")
-    #expect(report.threadCount == 4)
+    #expect(report.process.threadCount == 4)
     #expect(report.threads.map(\.number) == [0, 1, 2, 3])
     #expect(report.threads.map(\.tid) == [12340, 12341, 12345, 12346])
     #expect(report.threads.map(\.name) == ["crash-threads", "worker-1", "worker 2 (with spaces)", "blocked"])
@@ -100,7 +104,7 @@ import ImageReaders
     #expect(registers.rows.flatMap { $0.map(\.value) } == Array(1...16) + [0, 0x10246, 0])
     #expect(registers.rows.flatMap { $0.map(\.name) } == RegisterState.x86_64 { _ in 0 }.rows.flatMap { $0.map(\.name) })
     #expect(report.frames.map(\.thread) == [0, 0, 1, 1, 1, 2])
-    #expect(report.frames.map(\.trust) == [nil, nil, nil, "frame-pointer", "scan", nil])
+    #expect(report.frames.map(\.trust) == [nil, nil, nil, .framePointer, .stackScan, nil])
     #expect(report.frames.map(\.imageIndex) == [1, 0, 1, 2, 2, nil])
     #expect(report.frames.map(\.reportedSymbol) == [nil, nil, nil, nil, nil, nil])
   }
@@ -201,7 +205,7 @@ import ImageReaders
     var options = SymbolicationOptions()
     options.systemDirectories = false
     func threads(_ text: String) throws -> (JSONValue, [JSONValue]) {
-      let json = Symbolicator.symbolicate(try ReportParser.parse(text), options: options).formatted(.json)
+      let json = Symbolicator.symbolicated(try ReportParser.parse(text), options: options).formatted(.json)
       let document = try JSONValue.parse(json[...])
       guard case .object(let members) = document else { throw ReportError("not an object") }
       #expect(members.map(\.0) == ["format", "frames", "threads", "images", "problems", "notes"])

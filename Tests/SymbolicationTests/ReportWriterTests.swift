@@ -1,6 +1,9 @@
 import Glibc
 import ImageLog
-import ImageLogSymbolication
+import Snapshot
+import SnapshotFormatting
+import SnapshotSources
+import Symbolication
 import ImageLogTestSupport
 import ImageReaders
 import Testing
@@ -9,8 +12,8 @@ import Testing
 @_cdecl("il_report_writer_probe_one") @inline(never) public func reportWriterProbeOne() -> Int32 { 41 }
 @_cdecl("il_report_writer_probe_two") @inline(never) public func reportWriterProbeTwo() -> Int32 { 42 }
 
-/// `ThreadsReport`, the Swift writer of imagelog's report layout (`pid --threads`, cores): its lines
-/// against C's printf and gmtime, and read back by the parser `imagelog symbolicate` uses.
+/// `ProcessSnapshot.imagelogReportText()`, the Swift writer of imagelog's report layout (`pid --threads`,
+/// cores): its lines against C's printf and gmtime, and read back by the parser `imagelog symbolicate` uses.
 @Suite struct ReportWriterTests {
   static let probeOne = UInt64(UInt(bitPattern: unsafeBitCast(
     reportWriterProbeOne as @convention(c) () -> Int32, to: UnsafeRawPointer.self)))
@@ -27,23 +30,34 @@ import Testing
 
   /// A report with every part the layout has: a crashed thread with registers, a thread with a state,
   /// frames found by frame pointer and by scanning, a frame in no image, and a thread not unwound.
-  static func sample(images: [Image], registers: RegisterState) -> ThreadsReport {
+  /// The registers are the crashed thread's; frames are placed in the images as a capture places them.
+  static func sample(images: [Image], registers: RegisterState) -> ProcessSnapshot {
     let libcAddress = images[1].textRange.lowerBound + 0x1234
-    return ThreadsReport(
-      processName: "report-writer", path: images[0].path, pid: 4321, date: 1_795_000_000,
-      osVersion: "Linux 6.1.0-27-amd64 x86_64",
+    var snapshot = ProcessSnapshot(
+      format: .imagelog,
+      process: .init(name: "report-writer", pid: 4321, path: images[0].path, osVersion: "Linux 6.1.0-27-amd64 x86_64",
+                     date: 1_795_000_000),
       exception: .init(signal: SIGSEGV, code: 1, address: 0x10),
       threads: [
-        .init(tid: 4321, name: "report-writer", frames: [.init(address: libcAddress), .init(address: probeTwo + 1)]),
-        .init(tid: 4322, name: "worker-1", state: "S", frames: [
-          .init(address: libcAddress + 8), .init(address: probeOne + 1, trust: "frame-pointer"),
-          .init(UnwoundFrame(pc: probeTwo + 1, trust: .stackScan, pcIsExact: false)),
-          .init(UnwoundFrame(pc: 0x10, trust: .callFrameInfo, pcIsExact: false)),
+        .init(number: 0, tid: 4321, name: "report-writer", frames: frames([(libcAddress, nil), (probeTwo + 1, nil)])),
+        .init(number: 1, tid: 4322, name: "worker-1", state: "S", frames: frames([(libcAddress + 8, nil), (probeOne + 1, .framePointer)]) + [
+          .init(number: 2, UnwoundFrame(pc: probeTwo + 1, trust: .stackScan, pcIsExact: false)),
+          .init(number: 3, UnwoundFrame(pc: 0x10, trust: .callFrameInfo, pcIsExact: false)),
         ]),
-        .init(tid: 4325, name: "worker-2", crashed: true, frames: [.init(address: probeOne), .init(address: probeTwo + 1)]),
-        .init(tid: 4326, name: "blocked", problem: "the thread did not answer within 100 ms"),
+        .init(number: 2, tid: 4325, name: "worker-2", crashed: true, registers: registers,
+              frames: frames([(probeOne, nil), (probeTwo + 1, nil)])),
+        .init(number: 3, tid: 4326, name: "blocked", problem: "the thread did not answer within 100 ms"),
       ],
-      registers: registers, images: images)
+      images: images.map(ProcessSnapshot.Image.init))
+    snapshot.placeFrames()
+    return snapshot
+  }
+
+  /// A backtrace of these addresses and trusts, innermost first: every frame after the first a return address.
+  static func frames(_ list: [(Address, FrameTrust?)]) -> [ProcessSnapshot.Frame] {
+    list.enumerated().map { index, frame in
+      ProcessSnapshot.Frame(number: index, address: frame.0, isReturnAddress: index > 0, trust: frame.1)
+    }
   }
 
   static let x86Registers = RegisterState.x86_64 { name in UInt64(name.utf8.reduce(0) { $0 &* 31 &+ UInt64($1) }) }
@@ -54,18 +68,18 @@ import Testing
   func writtenReportParsesBackToTheSameThreads(registers: RegisterState) throws {
     let images = try Self.images()
     let written = Self.sample(images: images, registers: registers)
-    let report = try ReportParser.parse(written.text())
+    let report = try ReportParser.parse(written.imagelogReportText())
     #expect(report.format == .imagelog)
     #expect(report.problems.isEmpty)
-    #expect(report.threadCount == written.threads.count)
+    #expect(report.process.threadCount == written.threads.count)
     #expect(report.threads.map(\.number) == Array(written.threads.indices))
-    #expect(report.threads.map(\.tid) == written.threads.map { UInt64($0.tid) })
+    #expect(report.threads.map(\.tid) == written.threads.map(\.tid))
     #expect(report.threads.map(\.name) == written.threads.map(\.name))
     #expect(report.threads.map(\.state) == written.threads.map(\.state))
     #expect(report.threads.map(\.crashed) == written.threads.map(\.crashed))
     #expect(report.threads.map(\.problem) == written.threads.map(\.problem))
     #expect(report.threads.map(\.registers) == written.threads.map { $0.crashed ? registers : nil })
-    #expect(report.crashedThread == 2)
+    #expect(report.crashedThreadNumber == 2)
 
     let expected = written.threads.enumerated().flatMap { thread, entry in
       entry.frames.enumerated().map { (thread, $0, $1) }
@@ -74,7 +88,7 @@ import Testing
     for (frame, (thread, index, written)) in zip(report.frames, expected) {
       #expect(frame.thread == thread && frame.index == index && frame.address == written.address)
       // Only the marks the layout has survive: "cfi" (and "context") are written without one.
-      #expect(frame.trust == (written.trust == "cfi" ? nil : written.trust))
+      #expect(frame.trust == (written.trust == .callFrameInfo ? nil : written.trust))
       let holder = images.first { $0.textRange.contains(written.address) }
       #expect(frame.imageIndex.map { report.images[$0].loadAddress } == holder?.loadAddress)
     }
@@ -107,10 +121,10 @@ import Testing
     }
   }
 
-  /// `crashReport()`, which `pid --threads` symbolicates, is what `ReportParser.parse(text())` reads: the
-  /// same lines, threads, frames (lines, symbol columns, images, trust) and images. For the sample (a
-  /// crash with registers), a live process's report (states, `Stopped:`), and a report whose names need
-  /// escaping, are not ASCII or have spaces inside, with frames in images whose lines read back lossily.
+  /// The snapshot `pid --threads` symbolicates is what `ReportParser.parse(imagelogReportText())` reads: the
+  /// same threads, frames (numbers, addresses, images, trust) and images. For the sample (a crash with
+  /// registers), a live process's report (states, `Stopped:`), and a report whose names need escaping,
+  /// are not ASCII or have spaces inside, with frames in images whose lines read back lossily.
   @Test(arguments: [x86Registers, armRegisters])
   func crashReportIsTheTextReadBack(registers: RegisterState) throws {
     let images = try Self.images()
@@ -118,33 +132,46 @@ import Testing
     var live = crash
     live.exception = nil
     for index in live.threads.indices { live.threads[index].crashed = false }
-    live.stoppedNanoseconds = 412_345
+    live.process.stoppedNanoseconds = 412_345
     var odd = live
-    odd.images += Self.oddImages(after: images).reversed()  // listed out of text order, as a process may
-    odd.processName = "naïve proc\u{7}"
-    odd.path = "/opt/My App/naïve"
+    let oddImages = Array(Self.oddImages(after: images).reversed())  // listed out of text order, as a process may
+    odd.images += oddImages.map(ProcessSnapshot.Image.init)
+    odd.process.name = "naïve proc\u{7}"
+    odd.process.path = "/opt/My App/naïve"
     odd.threads[0].name = "日本語 thread"
     odd.threads[1].name = "tab\there  two  spaces\\"
     odd.threads[2].name = "é\u{301}combining"
-    odd.threads.append(.init(tid: 4327, name: "odd-images", state: "D",
-                             frames: odd.images.dropFirst(2).enumerated().map { index, image in
-                               .init(address: image.textRange.lowerBound + UInt64(index) * 16,
-                                     trust: index % 2 == 0 ? "scan" : "frame-pointer")
-                             } + [.init(address: 0x10, trust: "cfi")]))
-    for (kind, written) in [("crash", crash), ("live", live), ("odd names", odd)] {
-      let direct = written.crashReport()
-      let parsed = try ReportParser.parse(written.text())
-      #expect(direct.format == parsed.format, "\(kind)")
-      #expect(direct.lines == parsed.lines, "\(kind)")
-      #expect(direct.threads == parsed.threads, "\(kind)")
-      #expect(direct.frames == parsed.frames, "\(kind)")
-      #expect(direct.images == parsed.images, "\(kind)")
-      #expect(direct.architecture == parsed.architecture, "\(kind)")
-      #expect(direct.threadCount == parsed.threadCount, "\(kind)")
-      #expect(direct.problems == parsed.problems, "\(kind)")
-      #expect(direct.frames.count == written.threads.map(\.frames.count).reduce(0, +), "\(kind)")
-      // What the prefetch of `pid --threads` asks the locator for is what the report holds.
-      #expect(written.images.map(ThreadsReport.reportImage) == direct.images, "\(kind)")
+    odd.threads.append(.init(number: 4, tid: 4327, name: "odd-images", state: "D",
+                             frames: Self.frames(oddImages.enumerated().map { index, image in
+                               (image.textRange.lowerBound + UInt64(index) * 16, index % 2 == 0 ? .stackScan : .framePointer)
+                             } + [(0x10, .callFrameInfo)])))
+    odd.placeFrames()
+    /// A frame's parts the layout writes, with its thread's number.
+    func written(_ frames: [ListedFrame]) -> [String] {
+      frames.map { "\($0.thread) \($0.index) \($0.address) \($0.isReturnAddress) \($0.imageIndex.map(String.init) ?? "-") \($0.markedTrust.map { "\($0)" } ?? "-")" }
+    }
+    /// An image as a report gives it (a capture's keeps the loader's image besides).
+    func reported(_ image: ProcessSnapshot.Image) -> ProcessSnapshot.Image {
+      var copy = image
+      copy.loaded = nil
+      return copy
+    }
+    for (kind, snapshot) in [("crash", crash), ("live", live), ("odd names", odd)] {
+      let parsed = try ReportParser.parse(snapshot.imagelogReportText())
+      #expect(snapshot.format == parsed.format, "\(kind)")
+      // Registers are written for the crashed thread alone.
+      #expect(snapshot.threads.map { thread in
+        var heading = thread.heading
+        if !thread.crashed { heading.registers = nil }
+        return heading
+      } == parsed.threads.map(\.heading), "\(kind)")
+      #expect(written(snapshot.frames) == written(parsed.frames), "\(kind)")
+      // What symbolication asks the locator for is what the report holds.
+      #expect(snapshot.images.map(reported) == parsed.images, "\(kind)")
+      #expect(snapshot.process.architecture == parsed.process.architecture, "\(kind)")
+      #expect(snapshot.threads.count == parsed.process.threadCount, "\(kind)")
+      #expect(snapshot.problems == parsed.problems, "\(kind)")
+      #expect(parsed.frameCount == snapshot.threads.map(\.frames.count).reduce(0, +), "\(kind)")
     }
   }
 
@@ -153,23 +180,23 @@ import Testing
   @Test func linesAreTheCrashHandlersLayout() throws {
     let images = try Self.images()
     let written = Self.sample(images: images, registers: Self.x86Registers)
-    let lines = written.text().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    let lines = written.imagelogReportText().split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     func printf(_ format: String, _ arguments: [any CVarArg]) -> String {
       var buffer = [CChar](repeating: 0, count: 512)
       _ = withVaList(arguments) { vsnprintf(&buffer, buffer.count, format, $0) }
       return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
-    func frameLine(_ index: Int, _ frame: ThreadsReport.Frame) -> String {
+    func frameLine(_ index: Int, _ frame: ProcessSnapshot.Frame) -> String {
       let image = images.first { $0.textRange.contains(frame.address) }
       let base = image?.loadAddress ?? frame.address
-      let mark = frame.trust == "frame-pointer" ? "  (frame pointer)" : frame.trust == "scan" ? "  (stack scan)" : ""
+      let mark = frame.trust == .framePointer ? "  (frame pointer)" : frame.trust == .stackScan ? "  (stack scan)" : ""
       return (image?.name ?? "???").withCString { name in
         printf("%-4d%-30s0x%016llx 0x%llx + %llu", [Int32(index), name, frame.address, base, frame.address - base])
       } + mark
     }
     var expected = [
       "Process:         report-writer [4321]", "Path:            \(images[0].path)",
-      "Date/Time:       \(try Self.gmtimeText(written.date))", "OS Version:      Linux 6.1.0-27-amd64 x86_64",
+      "Date/Time:       \(try Self.gmtimeText(written.process.date ?? 0))", "OS Version:      Linux 6.1.0-27-amd64 x86_64",
       "Exception Type:  SIGSEGV (SEGV_MAPERR)", "Exception Codes: signal 11, code 1, address 0x0000000000000010",
       "Crashed Thread:  2  tid 4325", "Threads:         4",
     ]
@@ -214,12 +241,12 @@ import Testing
     var written = Self.sample(images: try Self.images(), registers: Self.x86Registers)
     written.exception = nil
     for index in written.threads.indices { written.threads[index].crashed = false }
-    written.stoppedNanoseconds = 412_345
-    let text = written.text()
+    written.process.stoppedNanoseconds = 412_345
+    let text = written.imagelogReportText()
     #expect(!text.contains("Exception") && !text.contains("Crashed") && !text.contains("Thread State"))
     #expect(text.contains("\nThreads:         4\nStopped:         0.412 ms\n\nThread 0 name:"))
     let report = try ReportParser.parse(text)
-    #expect(report.crashedThread == nil && report.problems.isEmpty)
+    #expect(report.crashedThreadNumber == nil && report.problems.isEmpty)
     #expect(report.threads.allSatisfy { $0.registers == nil })
   }
 
@@ -227,8 +254,8 @@ import Testing
   @Test(arguments: [0, -1, 951_782_400, 951_868_799, 1_709_164_800, 4_107_542_399, -86_400 * 366] as [Int64])
   func datesMatchGmtime(seconds: Int64) throws {
     let text = try Self.gmtimeText(seconds)
-    let written = ThreadsReport(processName: "p", path: "/p", pid: 1, date: seconds, osVersion: "Linux", threads: [],
-                                images: []).text()
+    let written = ProcessSnapshot(format: .imagelog, process: .init(name: "p", pid: 1, path: "/p", osVersion: "Linux", date: seconds))
+      .imagelogReportText()
     #expect(written.contains("\nDate/Time:       \(text)\n"))
   }
 
@@ -250,7 +277,7 @@ import Testing
     let directory = try makeTemporaryDirectory()
     defer { _ = try? runChild(["rm", "-rf", directory]) }
     let path = directory + "/threads.crash"
-    let text = written.text()
+    let text = written.imagelogReportText()
     try writeFile(path, text)
     let run = try runChild([builtProduct("imagelog"), "symbolicate", "--no-lines", path])
     #expect(run.status == 0, "\(run.error)")
@@ -275,7 +302,7 @@ import Testing
     let document = try JSONValue.parse(json.output[...])
     let threads = try #require(document["threads"]?.array)
     #expect(threads.map { $0["index"]?.integer } == [0, 1, 2, 3])
-    #expect(threads.map { $0["tid"]?.integer } == written.threads.map { Int($0.tid) })
+    #expect(threads.map { $0["tid"]?.integer } == written.threads.map { $0.tid.map { Int($0) } })
     #expect(threads.map { $0["name"]?.string } == written.threads.map(\.name))
     #expect(threads.map { $0["crashed"] } == written.threads.map { .bool($0.crashed) })
     #expect(threads.map { $0["state"]?.string } == written.threads.map(\.state))

@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 
 /// Crashes real Swift programs with Swift's backtracer set to `symbolicate=off`, symbolicates the
@@ -19,8 +22,8 @@ struct SwiftBacktraceSymbolicationTests {
     #expect(report.problems.isEmpty, "\(report.problems)")
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
-    let crashed = try #require(report.crashedThread)
+    let result = Symbolicator.symbolicated(report, options: options)
+    let crashed = try #require(report.crashedThreadNumber)
 
     var actual: [CrashPrograms.ExpectedFrame] = []
     for (frame, answer) in zip(report.frames, result.frames) where frame.thread == crashed {
@@ -56,7 +59,7 @@ struct SwiftBacktraceSymbolicationTests {
     #expect(report.problems.isEmpty, "\(report.problems)")
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
+    let result = Symbolicator.symbolicated(report, options: options)
     #expect(result.frames.map { $0.functions.last?.name ?? "???" } == expected.map(\.name))
     let rendered = result.formatted(.report)
     // Apple's layout: `name + offset (file:line)`, the offset from the return address itself.
@@ -79,8 +82,8 @@ struct SwiftBacktraceSymbolicationTests {
     #expect(report.problems.isEmpty, "\(report.problems)")
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let ours = try SwiftBacktraceJSONParser.parse(Symbolicator.symbolicate(report, options: options).formatted(.report)).document
-    let theirs = try SwiftBacktraceJSONParser.parse(full).document
+    let ours = try SwiftBacktraceJSONParser.parse(Symbolicator.symbolicated(report, options: options).formatted(.report)).document?.swiftDocument
+    let theirs = try SwiftBacktraceJSONParser.parse(full).document?.swiftDocument
     func frames(_ document: JSONValue?) -> [JSONValue] {
       (document?["threads"]?.array?.first { $0["crashed"] == .bool(true) }?["frames"]?.array ?? []).map { frame in
         var copy = frame
@@ -115,7 +118,7 @@ struct SwiftBacktraceSymbolicationTests {
       }
     }
     // Lookups are as for a PC: give the return addresses' calls (address - 1), as a script would.
-    for frame in backtrace.frames where frame.thread == backtrace.crashedThread {
+    for frame in backtrace.frames where frame.thread == backtrace.crashedThreadNumber {
       text += "0x" + hexDigits(frame.isReturnAddress ? frame.address - 1 : frame.address) + "\n"
     }
     let report = try ReportParser.parse(text)
@@ -123,8 +126,8 @@ struct SwiftBacktraceSymbolicationTests {
     #expect(report.images.count == backtrace.images.count)
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
-    #expect(result.images.allSatisfy { if case .found = $0.status { true } else { false } })
+    let result = Symbolicator.symbolicated(report, options: options)
+    #expect(result.resolutions.allSatisfy { if case .found = $0.status { true } else { false } })
     #expect(result.frames.map { $0.functions.last?.name ?? "???" } == expected.map(\.name))
   }
 
@@ -137,10 +140,10 @@ struct SwiftBacktraceSymbolicationTests {
     let report = try ReportParser.parse(imagelogReport(from: backtrace))
     var options = SymbolicationOptions()
     options.systemDirectories = false
-    let result = Symbolicator.symbolicate(report, options: options)
-    for answer in result.frames {
+    let result = Symbolicator.symbolicated(report, options: options)
+    for (frameIndex, answer) in result.frames.enumerated() {
       guard case let .mismatch(reportID, fileID, _) = answer.status else {
-        Issue.record("frame \(answer.frameIndex) is \(answer.status), not a mismatch")
+        Issue.record("frame \(frameIndex) is \(answer.status), not a mismatch")
         continue
       }
       #expect(reportID == "0123456789abcdef0123456789abcdef")
@@ -205,8 +208,8 @@ struct SwiftBacktraceSymbolicationTests {
           placed.images[index].path = linked + "/symbolicate-crasher"
         }
       }
-      let result = Symbolicator.symbolicate(placed, options: options)
-      let names = zip(report.frames, result.frames).filter { $0.0.thread == report.crashedThread }.map { $0.1.functions.last?.name ?? "???" }
+      let result = Symbolicator.symbolicated(placed, options: options)
+      let names = zip(report.frames, result.frames).filter { $0.0.thread == report.crashedThreadNumber }.map { $0.1.functions.last?.name ?? "???" }
       #expect(names == expected.map(\.name), "\(place)")
       let lines = result.frames.compactMap { $0.functions.last?.line }
       #expect(lines.count == expected.compactMap(\.location).count, "\(place)")
@@ -219,7 +222,7 @@ struct SwiftBacktraceSymbolicationTests {
     return ours == theirs || (!theirs.hasPrefix("/") && ours.hasSuffix("/" + theirs))
   }
 
-  func imagelogReport(from backtrace: CrashReport) -> String {
+  func imagelogReport(from backtrace: ProcessSnapshot) -> String {
     var text = """
       Process:         symbolicate-crasher [12345]
       Path:            /tmp/symbolicate-crasher
@@ -232,7 +235,7 @@ struct SwiftBacktraceSymbolicationTests {
       Thread 0 Crashed:
 
       """
-    for frame in backtrace.frames where frame.thread == backtrace.crashedThread {
+    for frame in backtrace.frames where frame.thread == backtrace.crashedThreadNumber {
       let image = backtrace.images[frame.imageIndex ?? 0]
       let name = image.name + String(repeating: " ", count: max(1, 30 - image.name.count))
       text += "\(frame.index)" + String(repeating: " ", count: 4 - "\(frame.index)".count) + name

@@ -1,6 +1,9 @@
 import ImageLogTestSupport
 import Testing
-@testable import ImageLogSymbolication
+@testable import Snapshot
+@testable import SnapshotFormatting
+@testable import SnapshotSources
+@testable import Symbolication
 import ImageReaders
 import Glibc
 
