@@ -1,4 +1,4 @@
-import ImageLogSymbolication
+import Symbolication
 import ImageLogTestSupport
 import ImageReaders
 import Testing

@@ -1,5 +1,5 @@
 import Glibc
-import ImageLogSymbolication
+import Symbolication
 import ImageLogTestSupport
 import ImageReaders
 import Testing
