@@ -117,7 +117,7 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
         let bytes = SymbolCacheFormat.bytes(of: table, identity: buildID.hex, fingerprint: fingerprint) else {
     throw BenchError("libc's answers do not fit the cache format")
   }
-  let serializeSeconds = try medianSeconds(iterations: 3) {
+  let serializeSeconds = medianSeconds(iterations: 3) {
     _ = SymbolCacheFormat.bytes(of: table, identity: buildID.hex, fingerprint: fingerprint)
   }
   let ourFile = directory + "/libc.ilsc"

@@ -43,7 +43,7 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   /// `bytes` (16 of them, zero-padded) with the first three GUID fields reversed: a GUID stored as
   /// little-endian `data1`, `data2`, `data3` (a minidump's, a PDB's) turned into the order it is printed
   /// in, and back.
-  static func swappingGUIDFields(_ bytes: [UInt8]) -> [UInt8] {
+  package static func swappingGUIDFields(_ bytes: [UInt8]) -> [UInt8] {
     var swapped = bytes.count >= 16 ? Array(bytes.prefix(16)) : bytes + [UInt8](repeating: 0, count: 16 - bytes.count)
     swapped[0..<4].reverse()
     swapped[4..<6].reverse()

@@ -36,6 +36,8 @@ public final class DebugFileLocator {
   package var inMemoryImages: [InMemoryImage] = [] {
     didSet { outcomes = [:] }  // an image none was found for may be one of these
   }
+  /// Breakpad symbol stores, for images no file is found for (`Symbolicator` and `walkStacks` ask it).
+  package var symbolStore: SymbolStore?
   /// `locate`'s answers, by `outcomeKey`: an image is searched for once (its files' stats, folder
   /// listings and debuginfod caches), however many times it is asked for.
   private var outcomes: [String: Outcome] = [:]

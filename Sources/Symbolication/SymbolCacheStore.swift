@@ -1,6 +1,6 @@
 internal import Glibc
 import ImageLog
-public import ImageReaders
+import ImageReaders
 import Snapshot
 
 /// Where the symbol cache lives and how large it may grow. The cache keeps, per DWARF file with an

@@ -35,6 +35,7 @@ public final class SymbolicationCache {
     locator = DebugFileLocator(searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
                                buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     locator.inMemoryImages = options.inMemoryImages
+    locator.symbolStore = SymbolStore(options.symbolStores)
     self.inflatedLimit = inflatedLimit
     symbolCache = options.symbolCache
   }

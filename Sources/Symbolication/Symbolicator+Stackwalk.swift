@@ -9,7 +9,8 @@ extension Symbolicator {
   /// `--search` folder, `/usr/lib/debug`, debuginfod: `locator`); the image is then placed by the
   /// file's program headers (load bias, text range), and its headers, code and `.eh_frame` are read
   /// from the file where `memory` (the dump's) does not hold them. An image without a file is walked
-  /// through by frame pointers and scanning only. An image recorded by its loader name alone
+  /// through by the `STACK CFI` records of its `.sym` in the locator's symbol store, else by frame
+  /// pointers and scanning only. An image recorded by its loader name alone
   /// (Crashpad's `libc.so.6`, `libswiftCore.so`) is looked for where the loader looked: the main
   /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
   /// build-id, that file's path becomes the image's, so symbolication reads the same file.
@@ -20,13 +21,21 @@ extension Symbolicator {
     var order = Array(snapshot.images.indices)
     if let main = order.firstIndex(where: { snapshot.images[$0].loaded?.isMainExecutable == true }) { order.swapAt(0, main) }
     var folders: [String] = []
+    var storedFrames = [BreakpadCallFrameSection?](repeating: nil, count: snapshot.images.count)
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
+      if path == nil { storedFrames[index] = storedCallFrames(snapshot.images[index], locator: locator) }
     }
     let readable = LayeredMemory(memory, files)
-    let unwindImages = snapshot.images.compactMap(\.loaded).map {
-      UnwindImage.locate(loadAddress: $0.loadAddress, loadBias: $0.loadBias, textRange: $0.textRange, in: readable)
+    let unwindImages = snapshot.images.indices.compactMap { index -> UnwindImage? in
+      guard let loaded = snapshot.images[index].loaded else { return nil }
+      if let section = storedFrames[index] {
+        // The symbol file's addresses are offsets from the module's base.
+        return UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, debugFrame: section.bytes,
+                           addressSize: section.addressSize)
+      }
+      return UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
     }
     let unwinder = StackUnwinder(memory: readable, images: unwindImages)
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {

@@ -24,6 +24,8 @@ public struct SymbolicationOptions: Sendable {
   /// The symbol cache to answer file:line from and to fill, for files with an identity; `nil`: none
   /// (the command line sets `SymbolCacheSettings.fromEnvironment()` unless `--no-cache`).
   package var symbolCache: SymbolCacheSettings? = nil
+  /// Breakpad symbol stores (`STORE/NAME/DEBUGID/NAME.sym`) for images no file is found for.
+  public var symbolStores: [String] = []
 
   /// The defaults: system debug folders, simplified names, lines from DWARF.
   public init() {}
@@ -52,6 +54,7 @@ public enum Symbolicator {
       searchPaths: options.searchPaths, systemDirectories: options.systemDirectories,
       buildIDDirectories: options.buildIDDirectories, debuginfodCaches: options.debuginfodCaches)
     locator.inMemoryImages = options.inMemoryImages
+    locator.symbolStore = SymbolStore(options.symbolStores)
     // One report looks up a few addresses per image: the chosen files' symbols are read for those
     // alone (below), not every candidate's whole table sorted.
     locator.symbolReading = .presence
@@ -77,6 +80,7 @@ public enum Symbolicator {
     var files = [SymbolFile?](repeating: nil, count: snapshot.images.count)
     var resolutions: Resolutions = []
     var debugFiles = [String?](repeating: nil, count: snapshot.images.count)
+    var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
     for imageIndex in snapshot.usedImageIndices {
       let image = snapshot.images[imageIndex]
       let architecture = snapshot.process.architecture ?? options.architecture
@@ -88,7 +92,7 @@ public enum Symbolicator {
       } else {
         outcome = locator.locate(image, architecture: architecture)
       }
-      switch outcome {
+      switch storeOutcome(outcome, image: image, store: locator.symbolStore, notes: &notes) {
       case .found(let file, let how):
         files[imageIndex] = file
         debugFiles[imageIndex] = file.debugInfoPath
@@ -100,6 +104,9 @@ public enum Symbolicator {
         resolutions.append((imageIndex, .mismatch(reportID: reportID, fileID: fileID, path: path)))
       case .missing:
         resolutions.append((imageIndex, .missing))
+      case .stored(let symbols, let path):
+        stored[imageIndex] = symbols
+        resolutions.append((imageIndex, .found(path: path, how: "symbol store")))
       }
     }
     if let cache {
@@ -152,6 +159,12 @@ public enum Symbolicator {
       let (offset, below) = frame.address.subtractingReportingOverflow(snapshot.images[imageIndex].loadAddress)
       if !below { result.imageOffset = offset }
       guard let base = bases[imageIndex] else {
+        if let symbols = stored[imageIndex] {
+          result.status = .noSymbol
+          if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler, lineInfo: options.lineInfo) }
+          results.append(result)
+          continue
+        }
         if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
           result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
         } else {

@@ -108,10 +108,11 @@ enum MinidumpCLI {
 
   /// `imagelog symbolicate --format json --no-lines DUMP` (threads, frames, the crashed thread's
   /// registers), `imagelog file --format json DUMP` (every module) and `--format detailed` (the
-  /// signal and its address). `search` folders go to symbolicate as `--search`.
-  static func imagelogView(_ dump: String, search: [String] = [], sourceLocation: SourceLocation = #_sourceLocation) throws -> View {
+  /// signal and its address). `search` folders go to symbolicate as `--search`, and `arguments` too.
+  static func imagelogView(_ dump: String, search: [String] = [], arguments: [String] = [],
+                           sourceLocation: SourceLocation = #_sourceLocation) throws -> View {
     let run = try runChild([imagelog, "symbolicate", "--format", "json", "--no-lines", "--demangle", "none"]
-                           + search.flatMap { ["--search", $0] } + [dump])
+                           + search.flatMap { ["--search", $0] } + arguments + [dump])
     try #require(run.exitCode == 0, "imagelog symbolicate failed on \(dump): \(run.error)", sourceLocation: sourceLocation)
     #expect(run.error.isEmpty, "imagelog symbolicate said: \(run.error)", sourceLocation: sourceLocation)
     let json = try JSONValue.parse(run.output[...])
@@ -215,16 +216,7 @@ enum MinidumpCLI {
                           sourceLocation: SourceLocation = #_sourceLocation) throws -> (path: String, debugIDs: [String: Set<String>]) {
     let tool = try #require(dumpSyms, sourceLocation: sourceLocation)
     let store = directory + "/symbols"
-    var files: [String] = []
-    for module in modules where !module.name.contains("vdso") && module.name != "linux-gate.so.1" {
-      for folder in folders + systemFolders {
-        guard let resolved = realpath(folder + "/" + module.name, nil) else { continue }
-        let path = String(cString: resolved)
-        free(resolved)
-        if !files.contains(path) { files.append(path) }
-      }
-    }
-    let run = try runChild([tool, "-s", store] + files)
+    let run = try runChild([tool, "-s", store] + moduleFiles(for: modules, folders: folders))
     try #require(run.exitCode == 0, "dump_syms failed: \(run.error)", sourceLocation: sourceLocation)
     var ids: [String: Set<String>] = [:]
     for name in directoryNames(store) {
@@ -238,6 +230,21 @@ enum MinidumpCLI {
       }
     }
     return (store, ids)
+  }
+
+  /// The file of every module in `modules` but the vDSO (which has no file): each looked for by name
+  /// in `folders`, then `systemFolders`, its links resolved.
+  static func moduleFiles(for modules: [Module], folders: [String]) -> [String] {
+    var files: [String] = []
+    for module in modules where !module.name.contains("vdso") && module.name != "linux-gate.so.1" {
+      for folder in folders + systemFolders {
+        guard let resolved = realpath(folder + "/" + module.name, nil) else { continue }
+        let path = String(cString: resolved)
+        free(resolved)
+        if !files.contains(path) { files.append(path) }
+      }
+    }
+    return files
   }
 
   /// Every module of `view` but the vDSO has its symbols in the store under its own debug id: dump_syms

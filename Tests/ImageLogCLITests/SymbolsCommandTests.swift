@@ -4,10 +4,10 @@ import Testing
 
 /// `imagelog symbols` as a command: where it writes (standard output, `-o`, a `--store` laid out as
 /// `dump_syms -s` lays it out), its MODULE line against readelf, its errors and usage. The records
-/// themselves are compared with dump_syms' in ImageLogSymbolicationTests/BreakpadSymbolsTests.
+/// themselves are compared with dump_syms' in SymbolicationTests/BreakpadSymbolsTests.
 @Suite struct SymbolsCommandTests {
   static let imagelog = builtProduct("imagelog")
-  static let fixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
+  static let fixtures = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf"
   static let program = fixtures + "/gcc-cxx-O2-dwarf5"
 
   static func run(_ arguments: [String]) throws -> ChildResult {

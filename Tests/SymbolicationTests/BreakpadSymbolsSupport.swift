@@ -83,7 +83,7 @@ struct SymRecords {
 /// Runs Mozilla's dump_syms (`pipelineTool("dump_syms")`) and imagelog's writer over the same files.
 enum BreakpadOracle {
   static let dumpSyms = pipelineTool("dump_syms")
-  static let dwarfFixtures = packageRoot + "/Tests/ImageLogSymbolicationTests/Fixtures/dwarf"
+  static let dwarfFixtures = packageRoot + "/Tests/SymbolicationTests/Fixtures/dwarf"
 
   /// `dump_syms [--inlines] FILES`, run in an empty folder: it canonicalizes relative source paths
   /// against its working folder.

@@ -13,7 +13,7 @@ struct PidCommand: Command {
   static let name = "pid"
   static let abstract = "List the images of a running process, or with --threads the stack of each of its threads."
   static let usage = "imagelog pid [--threads] <pid> [--format <style>] [--full-build-ids] [--no-symbolicate] "
-    + "[--search <path> ...] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache]"
+    + "[--search <path> ...] [--symbols <dir> ...] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache]"
   static let helpSections = """
     ARGUMENTS:
       <pid>                   The process to inspect.
@@ -28,6 +28,7 @@ struct PidCommand: Command {
       --no-symbolicate        With --threads: addresses only (image + offset), to symbolicate later with
                               imagelog symbolicate (in json: each frame's status "not-looked-up").
       --search <path>         With --threads: a folder or file holding binaries and debug files. Repeatable.
+      --symbols <dir>         With --threads: a Breakpad symbol store, as for symbolicate. Repeatable.
       --demangle <style>      With --threads: simplified (default), full or none.
       --no-demangle           Same as --demangle none.
       --no-lines              With --threads: symbol tables only, no file:line from DWARF.

@@ -67,7 +67,7 @@ extension SymbolicateCommand {
                          locator: DebugFileLocator) -> ExitStatus {
     var status = ExitStatus.success
     if !(noSymbolicate && style == .report) {
-      for path in options.searchPaths where !ReportReading.exists(path) {
+      for path in options.searchPaths + options.symbolStores where !ReportReading.exists(path) {
         printError("imagelog: \(path): no such file or directory")
         status = .failure
       }

@@ -12,7 +12,7 @@ import SnapshotSources
 struct SymbolicateCommand: Command {
   static let name = "symbolicate"
   static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace, sanitizer, coredump, tombstone, glibc) or bare addresses."
-  static let usage = "imagelog symbolicate [--search <path> ...] [--image <path>@<load-address> ...] [--format <style>] "
+  static let usage = "imagelog symbolicate [--search <path> ...] [--symbols <dir> ...] [--image <path>@<load-address> ...] [--format <style>] "
     + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache] [--no-symbolicate] <report> | <address> ...\n"
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
@@ -39,6 +39,13 @@ struct SymbolicateCommand: Command {
     OPTIONS:
       --search <path>         A folder (searched recursively) or file holding binaries and debug files:
                               ELF, Mach-O, universal files, .dSYM bundles. Repeatable.
+      --symbols <dir>         A Breakpad symbol store, DIR/NAME/DEBUGID/NAME.sym as dump_syms -s and
+                              imagelog symbols --store write it: for an image no file is found for,
+                              the .sym whose MODULE debug id is its identity gives names, file:line,
+                              inlined frames and PUBLIC names, and for a minidump its STACK CFI
+                              unwinds the image's frames. Repeatable; without it, the folders in
+                              $IMAGELOG_SYMBOLS (colon-separated). A .sym with another debug id, or
+                              one that does not read, is named in the summary's notes and not used.
       --image <path>@<addr>   The image at <path> was loaded at <addr> (hex): for bare addresses.
                               Repeatable.
       --format <style>        report (default: the report's own layout, frames symbolicated in place;
@@ -208,7 +215,7 @@ struct SymbolicateCommand: Command {
       printError("imagelog: \(source): \(error)")
       return .failure
     }
-    for path in options.searchPaths where !ReportReading.exists(path) {
+    for path in options.searchPaths + options.symbolStores where !ReportReading.exists(path) {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
     }
@@ -259,7 +266,7 @@ struct SymbolicateCommand: Command {
       printError("imagelog: \(directory): cannot make the folder: \(String(cString: strerror(errno)))")
       return .failure
     }
-    for path in options.searchPaths where !ReportReading.exists(path) {
+    for path in options.searchPaths + options.symbolStores where !ReportReading.exists(path) {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
     }
@@ -326,11 +333,17 @@ struct SymbolicateCommand: Command {
   }
 }
 
-/// `--search`, `--demangle`, `--no-demangle`, `--no-lines`, `--no-system-debug`, `--no-cache`: how
-/// symbolicate and pid --threads find and name symbols (and the symbol cache from the environment).
+/// `--search`, `--symbols` (or `IMAGELOG_SYMBOLS`), `--demangle`, `--no-demangle`, `--no-lines`,
+/// `--no-system-debug`, `--no-cache`: how symbolicate and pid --threads find and name symbols (and the
+/// symbol cache from the environment).
 func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageError) -> SymbolicationOptions {
   var options = SymbolicationOptions()
   options.searchPaths = try scanner.options("--search")
+  options.symbolStores = try scanner.options("--symbols")
+  if options.symbolStores.isEmpty, let stores = FileSystem.environment("IMAGELOG_SYMBOLS") {
+    // A folder the variable names that is not there is no store, not an error in every run.
+    options.symbolStores = stores.split(separator: ":").map(String.init).filter { ReportReading.exists($0) }
+  }
   if let demangle = try scanner.option("--demangle") {
     guard let chosen = Demangler.Style(rawValue: demangle) else {
       throw scanner.usageError("Unknown demangle style '\(demangle)' (simplified, full or none)")
