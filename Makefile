@@ -54,7 +54,7 @@ fuzz:
 	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz -package-name imagelog \
 	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	  -I Sources/CImageLogUnwind/include Sources/CImageLogUnwind/unwind.c Tests/Fuzz/FuzzUnwind.c \
+	  -I Sources/CImageLogUnwind/include Sources/CImageLogUnwind/*.c Tests/Fuzz/FuzzUnwind.c \
 	  -o $(FUZZ_DIR)/fuzz-unwind
 	cd Tests/ImageReadersTests/Fixtures && find . -type f ! -name '.*' | while read -r f; do \
 	  cp "$$f" "$(CURDIR)/$(FUZZ_DIR)/corpus/seed-$$(echo "$${f#./}" | tr / -)"; done

@@ -26,6 +26,7 @@ func crashBenchmark() throws -> [BenchmarkTable] {
                               root + "Sources/CImageLog/crash_table.c", root + "Sources/CImageLog/crash_memory.c",
                               root + "Sources/CImageLog/crash_threads.c", root + "Sources/CImageLog/crash_report.c",
                               root + "Sources/CImageLog/crash_handler.c", root + "Sources/CImageLog/crash_helper.c",
+                              root + "Sources/CImageLogUnwind/cfi.c", root + "Sources/CImageLogUnwind/cfi_expression.c",
                               root + "Sources/CImageLogUnwind/unwind.c",
                               root + "Sources/CImageLog/interpose.c", root + "Tests/Programs/crash-program.c",
                               "-o", program, "-ldl", "-L", swiftLibraries, "-Wl,-rpath," + swiftLibraries,

@@ -20,8 +20,8 @@ import Testing
     return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
             "-I", "\(root)/Sources/CImageLog/include", "-I", "\(root)/Sources/CImageLogImage/include",
             "-I", "\(root)/Sources/CImageLogUnwind/include"] + handler
-      + ["\(root)/Sources/CImageLogUnwind/unwind.c",
-         "\(root)/Sources/CImageLog/interpose.c", "\(root)/Tests/Programs/crash-program.c", "-o", output, "-ldl"]
+      + ["cfi", "cfi_expression", "unwind"].map { "\(root)/Sources/CImageLogUnwind/\($0).c" }
+      + ["\(root)/Sources/CImageLog/interpose.c", "\(root)/Tests/Programs/crash-program.c", "-o", output, "-ldl"]
   }
 
   /// The crash program, compiled once per test run into a temporary directory.

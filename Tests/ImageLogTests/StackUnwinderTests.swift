@@ -46,6 +46,7 @@ import Testing
   static func build(compiler: String, output: String, flags: [String] = flags) throws -> String {
     let root = packageRoot
     let result = try runChild([compiler] + flags + ["-I", root + "/Sources/CImageLogUnwind/include",
+                                                    root + "/Sources/CImageLogUnwind/cfi.c", root + "/Sources/CImageLogUnwind/cfi_expression.c",
                                                     root + "/Sources/CImageLogUnwind/unwind.c",
                                                     root + "/Tests/Programs/unwind-peer.c", "-o", output])
     guard result.exitCode == 0 else { throw TestSupportError("\(compiler): \(result.error)") }

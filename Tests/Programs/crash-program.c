@@ -1,7 +1,7 @@
 /* A program that crashes on request, for CrashReporterTests. Built at test time with
      cc -g -O0 -fno-omit-frame-pointer -pthread -I Sources/CImageLog/include \
         -I Sources/CImageLogImage/include -I Sources/CImageLogUnwind/include \
-        Sources/CImageLog/crash_*.c Sources/CImageLogUnwind/unwind.c Sources/CImageLog/interpose.c \
+        Sources/CImageLog/crash_*.c Sources/CImageLogUnwind/*.c Sources/CImageLog/interpose.c \
         Tests/Programs/crash-program.c -o crash-program -ldl
    Usage: crash-program MODE REPORT MAPS [THREADS]
    It fills the crash image table from its own dl_iterate_phdr snapshot (the Swift library fills

@@ -1,5 +1,5 @@
 /* Our unwinder next to libgcc's _Unwind_Backtrace over the same stack (UnwinderTests builds it with
-   Sources/CImageLogUnwind/unwind.c, gcc -O2 -fomit-frame-pointer -fasynchronous-unwind-tables).
+   Sources/CImageLogUnwind/*.c, gcc -O2 -fomit-frame-pointer -fasynchronous-unwind-tables).
    Modes:
      plain   a call chain four deep; the deepest function captures its registers (getcontext) and walks
      qsort   the same from inside libc's qsort comparator
