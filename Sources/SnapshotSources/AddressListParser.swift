@@ -52,14 +52,16 @@ enum AddressListParser {
     guard !images.isEmpty || lines.contains(where: { formatterImage($0) != nil }) else { return nil }
     // Counted first, so a list too long to keep is refused before it is kept.
     let maximum = ReportText.maximumFrames
-    if countAddresses(lines, upTo: maximum) > maximum {
+    let addressCount = countAddresses(lines, upTo: maximum)
+    if addressCount > maximum {
       throw ReportError("more than \(maximum) addresses: symbolicate them in parts (the limit bounds memory)")
     }
     var report = ProcessSnapshot(format: .addresses, images: images, document: ReportDocument(lines: lines))
     var frames: [ReportFrame] = []
     var wordProblems: [String] = []
-    // One address a line is the usual list; a file of empty lines must not reserve for frames it lacks.
-    frames.reserveCapacity(min(lines.count, 1 << 16))
+    // Exactly the frames there will be: growing by doubling would hold the old and the new storage at once,
+    // one and a half times the frames, at the peak of a long list.
+    frames.reserveCapacity(addressCount)
     for (lineIndex, line) in lines.enumerated() {
       var line = line
       // Words on bytes, addresses read without making a string.
@@ -97,6 +99,9 @@ enum AddressListParser {
     }
     guard !frames.isEmpty, !report.images.isEmpty else { return nil }
     report.threads = [ReportThread(number: 0, crashed: true, frames: frames)]
+    // The thread holds the only reference from here on: `placeFrames` then fills the frames in place
+    // (the local's reference lasts to the end of scope, and a second one makes the first change copy all).
+    frames = []
     report.problems = Array(wordProblems.prefix(20))
     if wordProblems.count > 20 { report.problems.append("\(wordProblems.count - 20) more words that are not addresses") }
     report.placeFrames()

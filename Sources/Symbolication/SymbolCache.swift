@@ -1,5 +1,5 @@
 import ImageLog
-public import ImageReaders
+import ImageReaders
 
 /// The symbol cache's file: what `DWARFReader.frames(at:)` answers for every address of one DWARF
 /// file, laid out to be mapped and binary-searched (no inflating, no DIE walk). Little-endian:

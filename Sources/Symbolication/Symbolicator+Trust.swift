@@ -12,7 +12,7 @@ extension Symbolicator {
   /// the symbols of a file found to be another build goes back to unplaced, and its frames lose their offsets.
   static func checkReportedNames(_ report: inout ProcessSnapshot, refs: [ProcessSnapshot.FrameRef],
                                  unplaced: [ProcessSnapshot.Image], files: [SymbolFile?],
-                                 pastEnd: [(lookup: UInt64, end: UInt64)?], results: inout [FrameSymbols],
+                                 pastEnd: [(lookup: UInt64, end: UInt64)?],
                                  resolutions: inout Resolutions) {
     for position in resolutions.indices {
       guard case .unverified(let path) = resolutions[position].status else { continue }
@@ -22,7 +22,7 @@ extension Symbolicator {
       if let (lookup, end) = pastEnd[imageIndex] {
         reason = "the report's offset 0x\(hexDigits(lookup)) lies past the end of this file's mapped segments "
           + "(0x\(hexDigits(end))): another build"
-      } else if let (reported, found) = disagreement(report, refs: refs, imageIndex: imageIndex, file: file, results: results) {
+      } else if let (reported, found) = disagreement(report, refs: refs, imageIndex: imageIndex, file: file) {
         reason = "the report's names disagree with this file: another build (the report has \(reported); the file has \(found))"
       } else {
         continue
@@ -30,11 +30,12 @@ extension Symbolicator {
       resolutions[position].status = .otherBuild(path: path, reason: reason)
       let placedByFile = unplaced.indices.contains(imageIndex) && unplaced[imageIndex].loadAddressFromSymbols
       if placedByFile { report.images[imageIndex] = unplaced[imageIndex] }
-      for (frameIndex, ref) in refs.enumerated() where report[ref].imageIndex == imageIndex {
-        results[frameIndex].status = .otherBuild
-        results[frameIndex].lookupAddress = nil
-        if placedByFile { results[frameIndex].imageOffset = nil }
-        results[frameIndex].functions = reportedFunction(report[ref]).map { [$0] } ?? []
+      for ref in refs where report[ref].imageIndex == imageIndex {
+        let reported = reportedFunction(report[ref]).map { [$0] } ?? []
+        report[ref].symbols.status = .otherBuild
+        report[ref].symbols.lookupAddress = nil
+        if placedByFile { report[ref].symbols.imageOffset = nil }
+        report[ref].symbols.functions = reported
       }
     }
   }
@@ -58,8 +59,8 @@ extension Symbolicator {
   /// A report lists a call inlined at an address as frames with that same address, the outermost last:
   /// only that one names the symbol, so only it is compared. glibc's `symbol+0xoffset` frames agree when
   /// the file's `symbol` (exported: `dladdr` names only those) plus the offset is the frame's address.
-  static func disagreement(_ report: ProcessSnapshot, refs: [ProcessSnapshot.FrameRef], imageIndex: Int, file: SymbolFile,
-                           results: [FrameSymbols]) -> (reported: String, found: String)? {
+  static func disagreement(_ report: ProcessSnapshot, refs: [ProcessSnapshot.FrameRef], imageIndex: Int, file: SymbolFile)
+    -> (reported: String, found: String)? {
     struct Named { var written: String; var name: String; var found: String; var start: UInt64; var lookup: UInt64 }
     struct Located { var written: String; var name: String; var offset: UInt64; var linkAddress: UInt64 }
     let demangler = Demangler(style: .full)
@@ -78,10 +79,10 @@ extension Symbolicator {
       if frameIndex + 1 < refs.count, refs[frameIndex + 1].thread == refs[frameIndex].thread,
          report[refs[frameIndex + 1]].address == frame.address { continue }  // inlined into the next frame
       guard let written = frame.reportedFunction?.name, !["??", "???", "<null>", "n/a"].contains(written),
-            case .symbolicated = results[frameIndex].status, let function = results[frameIndex].function,
-            let lookup = results[frameIndex].lookupAddress, let symbolIndex = file.symbols.index(containing: lookup)
+            case .symbolicated = frame.symbols.status, let function = frame.symbols.function,
+            let lookup = frame.symbols.lookupAddress, let symbolIndex = file.symbols.index(containing: lookup)
       else { continue }
-      let names = results[frameIndex].functions.flatMap { [$0.rawName, $0.name] }.compactMap { $0 }
+      let names = frame.symbols.functions.flatMap { [$0.rawName, $0.name] }.compactMap { $0 }
       if names.contains(where: { agree(written, $0, demangler) }) { continue }
       named.append(Named(written: written, name: comparableName(written), found: function.rawName ?? function.name ?? "???",
                          start: file.symbols.address(at: symbolIndex), lookup: lookup))

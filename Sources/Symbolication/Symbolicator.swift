@@ -124,8 +124,8 @@ public enum Symbolicator {
     notes += placeImagesBySymbols(&snapshot, files: files)
 
     let refs = snapshot.frameRefs
-    var results: [FrameSymbols] = []
-    results.reserveCapacity(refs.count)
+    // Each frame's answer goes into the frame itself, not an array beside the frames: a long list's
+    // peak would hold both.
     // Frames to look up, by image: each image's symbol table is then walked with no per-frame copy.
     // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
     var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: snapshot.images.count)
@@ -143,8 +143,9 @@ public enum Symbolicator {
         if !overflow { mappedEnds[imageIndex] = end }
       }
     }
-    for ref in refs {
+    for (position, ref) in refs.enumerated() {
       var result = FrameSymbols()
+      defer { snapshot[ref].symbols = result }
       result.status = .noImage
       let frame = snapshot[ref]
       guard let imageIndex = frame.imageIndex, snapshot.images.indices.contains(imageIndex) else {
@@ -152,7 +153,6 @@ public enum Symbolicator {
           result.status = .noModule
           if let reported = reportedFunction(frame) { result.setFunction(reported) }
         }
-        results.append(result)
         continue
       }
       result.imageName = snapshot.images[imageIndex].name
@@ -162,7 +162,6 @@ public enum Symbolicator {
         if let symbols = stored[imageIndex] {
           result.status = .noSymbol
           if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler, lineInfo: options.lineInfo) }
-          results.append(result)
           continue
         }
         if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
@@ -170,23 +169,20 @@ public enum Symbolicator {
         } else {
           result.status = .missingImage
         }
-        results.append(result)
         continue
       }
       result.status = .noSymbol
-      guard !below else { results.append(result); continue }
+      guard !below else { continue }
       // Return addresses point after the call: look up the call itself.
       let adjusted = frame.isReturnAddress && offset > 0 ? offset - 1 : offset
       let (lookup, overflow) = base.addingReportingOverflow(adjusted)
-      guard !overflow else { results.append(result); continue }
+      guard !overflow else { continue }
       if let end = mappedEnds[imageIndex], lookup >= end {
         if pastEnd[imageIndex] == nil { pastEnd[imageIndex] = (lookup, end) }
-        results.append(result)
         continue
       }
       result.lookupAddress = lookup
-      lookups[imageIndex].append((results.count, offset, lookup))
-      results.append(result)
+      lookups[imageIndex].append((position, offset, lookup))
     }
 
     // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
@@ -243,13 +239,14 @@ public enum Symbolicator {
           (raw, name) = names[function]
         }
         let displayAddress = offsetFromLookup ? lookup : (bases[imageIndex] ?? file.imageBaseVMAddress) &+ offset
-        results[frameIndex].status = .symbolicated
-        results[frameIndex].setFunction(FrameSymbols.Function(
+        let ref = refs[frameIndex]
+        snapshot[ref].symbols.status = .symbolicated
+        snapshot[ref].symbols.setFunction(FrameSymbols.Function(
           name: consume name, rawName: consume raw, offset: displayAddress &- starts[function], file: nil, line: nil,
           column: nil, isInlined: false))
         if let debugInfo {
           do {
-            addLines(try debugInfo.frames(at: lookup), to: &results[frameIndex], demangler: demangler)
+            addLines(try debugInfo.frames(at: lookup), to: &snapshot[ref].symbols, demangler: demangler)
           } catch {
             notes.append("no file:line information for 0x\(hexDigits(lookup)): \(error)")
           }
@@ -257,11 +254,10 @@ public enum Symbolicator {
       }
     }
     if snapshot.format.isLinuxLog {
-      checkReportedNames(&snapshot, refs: refs, unplaced: unplaced, files: files, pastEnd: pastEnd, results: &results,
+      checkReportedNames(&snapshot, refs: refs, unplaced: unplaced, files: files, pastEnd: pastEnd,
                          resolutions: &resolutions)
       for resolution in resolutions { if case .otherBuild = resolution.status { debugFiles[resolution.imageIndex] = nil } }
     }
-    for (position, ref) in refs.enumerated() { snapshot[ref].symbols = results[position] }
     for index in snapshot.images.indices {
       snapshot.images[index].resolution = nil
       snapshot.images[index].debugFile = debugFiles[index]
