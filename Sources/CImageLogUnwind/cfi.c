@@ -445,20 +445,30 @@ static void fill_row(il_cfi_row *row, const cie_info *cie, const il_cfi_fde *fde
   memcpy(row->rules, current->rules, sizeof row->rules);
 }
 
+/* Starts a run of `fde`'s instructions: the CIE's initial instructions run into `current`, which becomes
+   the initial row; `location` and `next` span the FDE. */
+static int start_run(const il_cfi_section *s, const cie_info *cie, const il_cfi_fde *fde, uint64_t pc,
+                     run_state *states, rule_state *current, uint64_t *location, uint64_t *next, int *budget) {
+  memset(current, 0, sizeof *current);
+  states->depth = 0;
+  *location = fde->pc_start;
+  *next = fde->pc_end;
+  *budget = MAX_INSTRUCTIONS;
+  if (run_instructions(s, cie, fde, cie->instructions, cie->end, current, location, states, 1, pc, next, 0, budget) != 1)
+    return 0;
+  states->initial = *current;
+  states->depth = 0;
+  return 1;
+}
+
 static int fde_row(const il_cfi_section *s, const cie_info *cie, const il_cfi_fde *fde, uint64_t pc, il_cfi_row *row) {
   if (pc < fde->pc_start || pc >= fde->pc_end) return 0;
   /* The run's state (the initial row and the remembered ones) lives here, once. */
   run_state states;
   rule_state current;
-  memset(&current, 0, sizeof current);
-  states.depth = 0;
-  uint64_t location = fde->pc_start, next = fde->pc_end;
-  int budget = MAX_INSTRUCTIONS;
-  if (run_instructions(s, cie, fde, cie->instructions, cie->end, &current, &location, &states, 1, pc, &next, 0,
-                       &budget) != 1)
-    return 0;
-  states.initial = current;
-  states.depth = 0;
+  uint64_t location, next;
+  int budget;
+  if (!start_run(s, cie, fde, pc, &states, &current, &location, &next, &budget)) return 0;
   if (!run_instructions(s, cie, fde, fde->instructions, fde->instructions_end, &current, &location, &states, 0, pc,
                         &next, 0, &budget))
     return 0;
@@ -472,15 +482,9 @@ static int fde_rows(const il_cfi_section *s, const cie_info *cie, const il_cfi_f
                     int (*each)(const il_cfi_row *row, void *context), void *context) {
   run_state states;
   rule_state current;
-  memset(&current, 0, sizeof current);
-  states.depth = 0;
-  uint64_t location = fde->pc_start, next = fde->pc_end;
-  int budget = MAX_INSTRUCTIONS;
-  if (run_instructions(s, cie, fde, cie->instructions, cie->end, &current, &location, &states, 1, location, &next, 0,
-                       &budget) != 1)
-    return 0;
-  states.initial = current;
-  states.depth = 0;
+  uint64_t location, next;
+  int budget;
+  if (!start_run(s, cie, fde, fde->pc_start, &states, &current, &location, &next, &budget)) return 0;
   uint64_t position = fde->instructions;
   while (location < fde->pc_end) {
     next = fde->pc_end;

@@ -141,7 +141,7 @@ import Testing
   @Test func mutationsOnlyThrow() throws {
     let names = Fixtures.all(in: "breakpad")
     try #require(names.count >= 3)
-    var rng = SplitMix64(seed: 0x5B_2026)
+    var rng = SeededGenerator(seed: 0x5B_2026)
     var read = 0, rejected = 0
     for name in names {
       let original = try Fixtures.bytes(name)

@@ -154,7 +154,7 @@ import Testing
     for (address, length) in [(rDebug, 16)] + entries.map({ ($0, 32) }) {
       if let range = core.fileRange(ofMemory: address, length: length) { targets.append(range) }
     }
-    var rng = SplitMix64(seed: 0x11_4D_2026)
+    var rng = SeededGenerator(seed: 0x11_4D_2026)
     var whole = 0, partial = 0
     var bytes = original
     for round in 0..<300 {

@@ -270,7 +270,7 @@ func withCore<R>(_ bytes: [UInt8], _ body: (ELFCore, ByteReader) throws -> R) th
   /// Seeded truncations, bit flips and field overwrites of the test cores: decoding, listing images and
   /// reading every segment may throw `FormatError` but never trap or hang. Reaching the end is the assertion.
   @Test func survivesMutations() throws {
-    var rng = SplitMix64(seed: 0xC0DE_2026)
+    var rng = SeededGenerator(seed: 0xC0DE_2026)
     var decoded = 0, rejected = 0
     // The hand-made cores without NT_FILE (Scripts/make-core-fixtures) take the link_map path.
     let linkMapCores = try ["x86_64", "i386"].map { try Fixtures.bytes("cores/linkmap-\($0).core") }
@@ -318,7 +318,7 @@ func withCore<R>(_ bytes: [UInt8], _ body: (ELFCore, ByteReader) throws -> R) th
       let core = try ELFCore(source: ByteReader(raw))
       return Int(core.programHeaders.filter { $0.type == ProgramHeader.note }.map { $0.fileOffset + $0.fileSize }.max() ?? 4096)
     }
-    var rng = SplitMix64(seed: 0xC02E_2026)
+    var rng = SeededGenerator(seed: 0xC02E_2026)
     var decoded = 0, rejected = 0
     for round in 0..<400 {
       var saved: [(Int, UInt8)] = []

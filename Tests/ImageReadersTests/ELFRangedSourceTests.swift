@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 
@@ -95,7 +96,7 @@ import Testing
 
   @Test(arguments: [0, 1, 8, 15, 16, 17, 20, 32, 64])
   func formsMatchTheReference(length: Int) {
-    var rng = SplitMix64(seed: UInt64(length) &+ 7)
+    var rng = SeededGenerator(seed: UInt64(length) &+ 7)
     let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &rng) }
     let id = BuildID(bytes)
     let sixteen = Array((bytes + [UInt8](repeating: 0, count: 16)).prefix(16))

@@ -48,19 +48,6 @@ enum Fixtures {
   }
 }
 
-/// A small seeded generator, so a failing mutation reproduces.
-struct SplitMix64: RandomNumberGenerator {
-  private var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 /// Maps `path` read-only and calls `body` with a reader over it (large system libraries are not
 /// copied into arrays). Throws when the file cannot be opened or is empty.
 func withMappedFile<R>(_ path: String, _ body: (ByteReader) throws -> R) throws -> R {

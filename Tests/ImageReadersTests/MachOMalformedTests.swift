@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 
@@ -318,14 +319,8 @@ import Testing
 
   /// Truncations, bit flips and 32-bit overwrites of every Mach-O fixture: only values or FormatError.
   @Test func mutationsOnlyThrowFormatErrors() throws {
-    var state: UInt64 = 0x4D41_4348_4F21
-    func next() -> UInt64 {  // SplitMix64: seeded, so a failure reproduces
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
+    var generator = SeededGenerator(seed: 0x4D41_4348_4F21)
+    func next() -> UInt64 { generator.next() }
     var outcomes = (values: 0, errors: 0)
     for name in MachOFixtures.names {
       let original = try MachOFixtures.bytes(name)

@@ -1,3 +1,4 @@
+import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
 
@@ -14,7 +15,7 @@ import Testing
 
   enum Mutation: CaseIterable { case truncate, flipBits, overwrite, overwriteHeader, combined }
 
-  static func mutate(_ original: [UInt8], _ kind: Mutation, _ rng: inout SplitMix64) -> [UInt8] {
+  static func mutate(_ original: [UInt8], _ kind: Mutation, _ rng: inout SeededGenerator) -> [UInt8] {
     var bytes = original
     func overwrite(near limit: Int) {
       guard !bytes.isEmpty else { return }
@@ -70,7 +71,7 @@ import Testing
   @Test func everyFixtureSurvivesMutations() throws {
     let names = Fixtures.all
     try #require(!names.isEmpty, "no fixtures found under \(Fixtures.directory)")
-    var rng = SplitMix64(seed: 0x1D1D_2026)
+    var rng = SeededGenerator(seed: 0x1D1D_2026)
     var parsed = 0
     var rejected = 0
     for name in names {
@@ -120,7 +121,7 @@ import Testing
                                   _ exercise: ([UInt8]) -> (answered: Bool, threw: Bool)) throws {
     let names = Fixtures.all.filter { $0.hasPrefix("dwarf/") }
     try #require(names.count >= 2, "no DWARF fixtures under \(Fixtures.directory)/dwarf")
-    var rng = SplitMix64(seed: seed)
+    var rng = SeededGenerator(seed: seed)
     var spared = 0, broken = 0
     for name in names {
       let original = try Fixtures.bytes(name)
@@ -160,7 +161,7 @@ extension MutationTests {
   static func expectSameUnderMutation(_ names: [String], seed: UInt64, rounds: Int = 200,
                                       decode: ([UInt8]) -> String, reference: ([UInt8]) -> String) throws {
     try #require(!names.isEmpty)
-    var rng = SplitMix64(seed: seed)
+    var rng = SeededGenerator(seed: seed)
     var compared = 0
     var errors = 0
     for name in names {
@@ -211,7 +212,7 @@ extension MutationTests {
     if MinidumpCrashpadTests.canRun, case .success(let crash) = MinidumpCrashpadTests.segv {
       originals.append(("Crashpad's dump", crash.bytes))
     }
-    var rng = SplitMix64(seed: 0x3D3D_2027)
+    var rng = SeededGenerator(seed: 0x3D3D_2027)
     var outcomes = [0, 0, 0]
     for (name, original) in originals {
       #expect(Self.exerciseMinidump(original) == 2, "\(name): the unmutated dump does not read cleanly")

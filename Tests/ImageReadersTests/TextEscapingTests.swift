@@ -1,5 +1,6 @@
 import Testing
 import ImageReaders
+import ImageLogTestSupport
 
 /// The text styles' escaping scheme (`TextEscaping`), rule by rule, and its reversal over random bytes.
 @Suite struct TextEscapingTests {
@@ -45,14 +46,8 @@ import ImageReaders
   /// the escaped text un-escapes to the original bytes, holds no control character (C0, DEL or C1)
   /// (so no raw line break).
   @Test func randomBytesComeBackExactly() {
-    var state: UInt64 = 0x7E57_E5CA
-    func next() -> UInt64 {  // SplitMix64
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
+    var generator = SeededGenerator(seed: 0x7E57_E5CA)
+    func next() -> UInt64 { generator.next() }
     let special: [UInt8] = [0x00, 0x09, 0x0A, 0x0D, 0x1B, 0x5C, 0x7F, 0x80, 0x9B, 0xC2, 0xE2, 0xED, 0xF0, 0xF4, 0xFF, 0x41]
     for _ in 0..<2_000 {
       let count = Int(next() % 24)

@@ -174,7 +174,7 @@ enum DWARFOracle {
       total += size
     }
     guard total > 0 else { throw TestSupportError("nm \(path): no function symbols") }
-    var generator = SplitMix64(seed: seed)
+    var generator = SeededGenerator(seed: seed)
     return (0..<count).map { _ in
       var offset = UInt64.random(in: 0..<total, using: &generator)
       for range in ranges {

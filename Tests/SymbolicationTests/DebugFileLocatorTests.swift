@@ -341,7 +341,7 @@ import Testing
   /// still decode to the same build-id, used: never a trap, never another identity.
   @Test func damagedVDSOBytesAreRefusedNotTrusted() throws {
     let vdso = try Self.ownVDSO()
-    var rng = SplitMix64(seed: 0x5D_50)
+    var rng = SeededGenerator(seed: 0x5D_50)
     var refused = 0
     for round in 0..<300 {
       var bytes = Array(vdso.bytes.prefix(round % 3 == 0 ? Int.random(in: 0...vdso.bytes.count, using: &rng) : vdso.bytes.count))

@@ -84,7 +84,7 @@ import Testing
   }
 
   @Test func bitFlipsNeitherTrapNorHang() throws {
-    var rng = SplitMix64(seed: 0x11_4E)
+    var rng = SeededGenerator(seed: 0x11_4E)
     for name in ["asan-android-logcat-sanitizers-1100.txt", "coredump-systemd-13798.txt", "tombstone-trustwallet-31.txt",
                  "glibc-linuxcnc-ethercat-430.txt", "coredump-modules.txt", "asan-gcc-symbolized-stacks.txt",
                  "asan-no-build-id.txt", "glibc-no-build-id.txt", "hostile-frame-line.txt"] {

@@ -1,4 +1,5 @@
 import Testing
+import ImageLogTestSupport
 @testable import Snapshot
 @testable import SnapshotFormatting
 @testable import SnapshotSources
@@ -268,7 +269,7 @@ import ImageReaders
   }
 
   @Test func everyTruncationAndByteFlipOnlyThrows() {
-    var rng = SplitMix64(seed: 0x5EED)
+    var rng = SeededGenerator(seed: 0x5EED)
     let crashWithHeader = #"{"bug_type":"109"}"# + "\n" + ReportParserTests.appleCrash
     for original in [ReportParserTests.appleCrash, ReportParserTests.ips, crashWithHeader, ReportParserTests.swiftJSON,
                      ReportThreadsTests.multiThread, ReportThreadsTests.appleX86Registers] {
@@ -296,18 +297,6 @@ import ImageReaders
     options.systemDirectories = false
     options.lineInfo = false
     for style in ReportStyle.allCases { _ = Symbolicator.symbolicated(report, options: options).formatted(style) }
-  }
-}
-
-struct SplitMix64: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
 

@@ -51,7 +51,7 @@ import Glibc
 
   /// Truncated and bit-flipped fixtures: symbol reading throws or returns, never traps.
   @Test func mutatedFixturesOnlyThrow() throws {
-    var rng = SplitMix64(seed: 0x5_1AB)
+    var rng = SeededGenerator(seed: 0x5_1AB)
     let paths = (Self.files("elf") + Self.files("macho")).filter { !$0.hasSuffix(".dSYM") }
     try #require(paths.count >= 40, "ELF and Mach-O fixtures under \(Self.fixtures): found \(paths.count)")
     var mutated = 0, loaded = 0
@@ -99,7 +99,7 @@ import Glibc
         if access(debug, R_OK) == 0 { paths.append(debug) }
       }
     }
-    var rng = SplitMix64(seed: 0xAD_D2E5)
+    var rng = SeededGenerator(seed: 0xAD_D2E5)
     var compared = 0
     for path in paths {
       let bytes = try SymbolFileBytes.read(path)
