@@ -172,10 +172,10 @@ public enum CrashReporter {
   public static func install(helper: String, crashDirectory: String,
                              timeoutMilliseconds: Int = defaultHelperTimeoutMilliseconds,
                              fallbackReportPath: String? = nil) throws(InstallError) {
-    guard let helperPath = absolutePath(helper) else {
+    guard let helperPath = FileSystem.realPath(helper) else {
       throw InstallError(path: helper, .current("cannot resolve the helper"))
     }
-    guard let directory = absolutePath(crashDirectory) else {
+    guard let directory = FileSystem.realPath(crashDirectory) else {
       throw InstallError(path: crashDirectory, .current("cannot resolve the crash directory"))
     }
     let status = PathBytes.withCString(helperPath) { helperPath in
@@ -189,13 +189,6 @@ public enum CrashReporter {
       let installed = il_crash_install(-1)
       guard installed == 0 else { throw InstallError(path: nil, SystemError("cannot install", errno: installed)) }
     }
-  }
-
-  /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
-  static func absolutePath(_ path: String) -> String? {
-    guard let resolved = PathBytes.withCString(path, { realpath($0, nil) }) else { return nil }
-    defer { free(resolved) }
-    return PathBytes.string(cString: resolved)
   }
 
   /// Gives the calling thread its own alternate signal stack, so that a stack overflow on it is

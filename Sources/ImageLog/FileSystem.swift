@@ -60,9 +60,23 @@ package enum FileSystem {
     var built = path.hasPrefix("/") ? "" : "."
     for part in path.split(separator: "/") {
       built += "/" + part
-      if mkdir(built, mode_t(mode)) != 0 && errno != EEXIST { return false }
+      if PathBytes.withCString(built, { mkdir($0, mode_t(mode)) }) != 0 && errno != EEXIST { return false }
     }
     return true
+  }
+
+  /// `path` made absolute and free of symbolic links (`realpath(3)`), nil when it cannot be resolved.
+  package static func realPath(_ path: String) -> String? {
+    guard let resolved = PathBytes.withCString(path, { realpath($0, nil) }) else { return nil }
+    defer { free(resolved) }
+    return PathBytes.string(cString: resolved)
+  }
+
+  /// True when both paths name one existing file (same device and inode: a link to the other, say).
+  package static func sameFile(_ first: String, _ second: String) -> Bool {
+    var a = stat(), b = stat()
+    return PathBytes.withCString(first, { stat($0, &a) }) == 0 && PathBytes.withCString(second, { stat($0, &b) }) == 0
+      && a.st_dev == b.st_dev && a.st_ino == b.st_ino
   }
 
   /// The value of an environment variable.

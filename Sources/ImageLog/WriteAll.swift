@@ -31,6 +31,15 @@ public func writeAll(to descriptor: Int32, _ text: String) -> Bool {
 /// file beside it (`.PATH.XXXXXX`, mode `permissions` less the umask), then renamed over `path`. The
 /// temporary file is removed when anything fails.
 package func writeFileAtomically(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) {
+  try writeFileAtomically(path, permissions: permissions) { descriptor in
+    bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
+  }
+}
+
+/// `writeFileAtomically(_:_:permissions:)` for contents written by `write` to the temporary file's
+/// descriptor as they are made (true when all of it was written; `errno` says why not).
+package func writeFileAtomically(_ path: String, permissions: UInt32 = 0o644,
+                                 _ write: (Int32) -> Bool) throws(SystemError) {
   let slash = path.lastIndex(of: "/")
   let folder = slash.map { String(path[...$0]) } ?? ""
   let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -40,7 +49,7 @@ package func writeFileAtomically(_ path: String, _ bytes: [UInt8], permissions: 
   let temporary = PathBytes.string(template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) })
   let mask = umask(0)
   umask(mask)
-  let written = bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
+  let written = write(descriptor)
   let failure = written ? nil : errno
   if failure == nil, fchmod(descriptor, mode_t(permissions) & ~mask) != 0 || close(descriptor) != 0 {
     let error = SystemError.current("cannot write it")

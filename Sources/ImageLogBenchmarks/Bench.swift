@@ -123,6 +123,21 @@ func measuredShell(_ command: String, peakMemory: Bool = false) throws -> Measur
                      cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime), maxRSSKiB: peak)
 }
 
+/// Where Scripts/install-test-tools puts the crash-pipeline peers, as the tests find them (`pipelineTool`):
+/// `$IMAGELOG_TEST_TOOLS`, else `$XDG_CACHE_HOME/imagelog-test-tools`, else `~/.cache/imagelog-test-tools`.
+func pipelineToolsFolder() -> String {
+  func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
+  if let folder = variable("IMAGELOG_TEST_TOOLS") { return folder }
+  if let cache = variable("XDG_CACHE_HOME") { return cache + "/imagelog-test-tools" }
+  return (variable("HOME") ?? "/root") + "/.cache/imagelog-test-tools"
+}
+
+/// The peer `name` installed there (`bin/NAME`), nil when it is not.
+func pipelineToolPath(_ name: String) -> String? {
+  let path = pipelineToolsFolder() + "/bin/" + name
+  return access(path, X_OK) == 0 ? path : nil
+}
+
 /// True when `tool` is on PATH.
 func haveTool(_ tool: String) -> Bool {
   (try? runProcess(["sh", "-c", "command -v \(tool)"], discardOutput: true).status) == 0

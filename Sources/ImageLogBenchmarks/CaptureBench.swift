@@ -20,7 +20,7 @@ func captureBenchmark() throws -> [BenchmarkTable] {
                              discardOutput: true)
   guard build.status == 0 else { throw BenchError("cannot build capture-bench.c") }
   let imagelog = imagelogExecutable()
-  let handler = crashpadHandler()
+  let handler = pipelineToolPath("crashpad_handler")
   let stackwalk = pipelineToolPath("minidump-stackwalk")
 
   var rows: [[String]] = []
@@ -202,13 +202,3 @@ private func checkDump(_ dump: String, stackwalk: String, threads: Int) throws {
   }
 }
 
-/// `crashpad_handler` where Scripts/install-test-tools puts it (the tests' `pipelineTool`), nil when absent.
-private func crashpadHandler() -> String? { pipelineToolPath("crashpad_handler") }
-
-private func pipelineToolPath(_ name: String) -> String? {
-  func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
-  let folder = variable("IMAGELOG_TEST_TOOLS") ?? variable("XDG_CACHE_HOME").map { $0 + "/imagelog-test-tools" }
-    ?? (variable("HOME") ?? "/root") + "/.cache/imagelog-test-tools"
-  let path = folder + "/bin/" + name
-  return access(path, X_OK) == 0 ? path : nil
-}

@@ -32,15 +32,6 @@ private struct MinidumpBenchTools {
   var handler: String
 }
 
-/// The path of a crash-pipeline peer Scripts/install-test-tools installed, as the tests find it:
-/// `$IMAGELOG_TEST_TOOLS`, else `$XDG_CACHE_HOME/imagelog-test-tools`, else `~/.cache/imagelog-test-tools`.
-private func pipelineToolPath(_ name: String) -> String? {
-  func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
-  let folder = variable("IMAGELOG_TEST_TOOLS") ?? variable("XDG_CACHE_HOME").map { $0 + "/imagelog-test-tools" }
-    ?? (variable("HOME") ?? "/root") + "/.cache/imagelog-test-tools"
-  let path = folder + "/bin/" + name
-  return access(path, X_OK) == 0 ? path : nil
-}
 
 private func build(_ arguments: [String]) throws {
   guard try runProcess(arguments, discardOutput: true).status == 0 else {

@@ -154,7 +154,7 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
         print('%s %d' % (found[0].symbol, found[0].line) if found else '-')
     """
   try writeText(script, to: directory + "/symcache.py")
-  let python = "PYTHONPATH=\(homeDirectory())/.cache/imagelog-test-tools/python python3"
+  let python = "PYTHONPATH=\(pipelineToolsFolder())/python python3"
   let result = try runProcess(["sh", "-c", "\(python) \(directory)/symcache.py \(debugFile) \(directory)/libc.symcache \(addressFiles[0])"])
   var symcacheRows: [[String]] = []
   var symcacheNote = "symbolic could not be run (PYTHONPATH=~/.cache/imagelog-test-tools/python)."
@@ -195,8 +195,6 @@ private func currentSymbolizer() -> (name: String, path: String)? {
   }
   return haveTool("llvm-symbolizer-14") ? ("llvm-symbolizer-14", "llvm-symbolizer-14") : nil
 }
-
-private func homeDirectory() -> String { FileSystem.environment("HOME") ?? "/root" }
 
 private func writeBytes(_ bytes: [UInt8], to path: String) throws {
   let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)

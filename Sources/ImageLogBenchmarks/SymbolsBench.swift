@@ -114,10 +114,3 @@ private func debugFileByBuildID(_ path: String) -> String? {
   return FileSystemProbe.exists(debug) ? debug : nil
 }
 
-/// Where Scripts/install-test-tools puts the pipeline oracles (as the tests' `pipelineToolsDirectory`).
-private func pipelineToolsFolder() -> String {
-  func variable(_ name: String) -> String? { getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } }
-  if let folder = variable("IMAGELOG_TEST_TOOLS") { return folder }
-  if let cache = variable("XDG_CACHE_HOME") { return cache + "/imagelog-test-tools" }
-  return (variable("HOME") ?? "/root") + "/.cache/imagelog-test-tools"
-}

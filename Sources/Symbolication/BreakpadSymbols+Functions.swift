@@ -1,5 +1,6 @@
 internal import Glibc
 import ImageReaders
+import ImageLog
 
 /// A line record as the reader holds it: `address size line filenum`.
 typealias BreakpadLineRecord = BreakpadSymbolFile.Line
@@ -53,10 +54,7 @@ struct BreakpadFileTable {
   /// folded and no doubled or trailing `/` (a `..` at the start of a relative path goes).
   static func canonical(_ path: String, resolvingLinks: Bool) -> String {
     if resolvingLinks, path.hasPrefix("/") {
-      var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-      if realpath(path, &resolved) != nil {
-        return String(decoding: resolved.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      }
+      if let resolved = FileSystem.realPath(path) { return resolved }
     }
     var parts: [Substring] = []
     for part in path.split(separator: "/", omittingEmptySubsequences: true) {

@@ -281,11 +281,4 @@ extension BreakpadSymbols {
   static func lastComponent(_ path: String) -> String {
     path.split(separator: "/").last.map(String.init) ?? path
   }
-
-  /// True when both paths name one file (a symbolic link to the other, say).
-  static func sameFile(_ a: String, _ b: String) -> Bool {
-    var first = stat(), second = stat()
-    guard stat(a, &first) == 0, stat(b, &second) == 0 else { return a == b }
-    return first.st_dev == second.st_dev && first.st_ino == second.st_ino
-  }
 }

@@ -85,7 +85,7 @@ package final class BreakpadSymbols {
                                     identity: ImageIdentity(identity), architecture: primary.object.architecture)
       if case .found(let file, _) = locator.locate(image, architecture: options.architecture ?? primary.sliceArchitecture) {
         let candidate = file.debugInfoPath ?? file.path
-        if file.hasDebugInfo, !Self.sameFile(candidate, inputPath) { debugPath = candidate }
+        if file.hasDebugInfo, candidate != inputPath && !FileSystem.sameFile(candidate, inputPath) { debugPath = candidate }
         supplementaryPath = file.supplementaryPath
       }
       for (path, problem) in locator.refused { primary.object.notes.append("\(path): not used: \(problem)") }

@@ -105,7 +105,7 @@ package enum SymbolCacheStore {
   /// A regular file's device, inode, size and modification time, as text.
   private static func describe(_ path: String) -> String? {
     var info = stat()
-    guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+    guard PathBytes.withCString(path, { stat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
     return "\(info.st_dev) \(info.st_ino) \(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
   }
 
@@ -116,7 +116,7 @@ package enum SymbolCacheStore {
     let path = settings.directory + "/" + name
     guard let mapped = try? MappedFile(path: path),
           let file = try? SymbolCacheFile(mapped: mapped, identity: identity, fingerprint: fingerprint) else { return nil }
-    _ = utimensat(AT_FDCWD, path, nil, 0)  // a read-only folder keeps the old time: no harm
+    _ = PathBytes.withCString(path) { utimensat(AT_FDCWD, $0, nil, 0) }  // a read-only folder keeps the old time: no harm
     return file
   }
 
@@ -127,17 +127,8 @@ package enum SymbolCacheStore {
     // Folders only the user can read: what was symbolicated is private.
     guard FileSystem.makeFolders(settings.directory, mode: 0o700) else { return false }
     let path = settings.directory + "/" + name
-    // O_EXCL and the process and time in the name: two writers never share a temporary file.
-    var now = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &now)
-    let temporary = path + ".tmp-\(getpid())-\(now.tv_sec)-\(now.tv_nsec)"
-    let descriptor = Glibc.open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-    guard descriptor >= 0 else { return false }
-    let complete = bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
-    guard close(descriptor) == 0, complete, rename(temporary, path) == 0 else {
-      unlink(temporary)
-      return false
-    }
+    // Each writer its own temporary file (mkstemp), renamed over the entry: two writers never share one.
+    do { try writeFileAtomically(path, bytes) } catch { return false }
     evict(settings, keeping: name)
     return true
   }
@@ -152,9 +143,9 @@ package enum SymbolCacheStore {
     for name in FileSystem.contents(settings.directory) {
       let path = settings.directory + "/" + name
       var info = stat()
-      guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
-      if name.contains(suffix + ".tmp-") {
-        if now.tv_sec - info.st_mtim.tv_sec > abandonedAfterSeconds { unlink(path) }
+      guard PathBytes.withCString(path, { stat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+      if name.hasPrefix("."), name.contains(suffix + ".") {  // writeFileAtomically's `.NAME.XXXXXX`
+        if now.tv_sec - info.st_mtim.tv_sec > abandonedAfterSeconds { _ = PathBytes.withCString(path, unlink) }
         continue
       }
       guard name.hasSuffix(suffix) else { continue }
@@ -165,7 +156,7 @@ package enum SymbolCacheStore {
     guard total > settings.sizeLimit else { return }
     entries.sort { ($0.used, $0.name) < ($1.used, $1.name) }
     for entry in entries where total > settings.sizeLimit && entry.name != keeping {
-      if unlink(settings.directory + "/" + entry.name) == 0 || errno == ENOENT { total -= entry.size }
+      if PathBytes.withCString(settings.directory + "/" + entry.name, unlink) == 0 || errno == ENOENT { total -= entry.size }
     }
   }
 }

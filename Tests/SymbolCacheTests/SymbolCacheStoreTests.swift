@@ -153,6 +153,27 @@ import Testing
     #expect(left == Set(try [a, c].map { String(try Self.entryPath($0, settings).split(separator: "/").last ?? "") }))
   }
 
+  /// A writer that died mid-write leaves its temporary file (writeFileAtomically's `.NAME.XXXXXX`):
+  /// the next write removes it once it is an hour old, and leaves a younger one (it may be in use).
+  @Test func abandonedTemporaryFilesGo() throws {
+    let folder = try makeTemporaryDirectory("symbol-cache")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let settings = SymbolCacheSettings(directory: folder)
+    let (a, b) = (try Self.fixture("gcc-c-O2-dwarf4"), try Self.fixture("gcc-c-O2-dwarf5"))
+    _ = try Self.open(a, settings)
+    let entry = String(try Self.entryPath(a, settings).split(separator: "/").last ?? "")
+    let (old, young) = (folder + "/." + entry + ".Xb12Zq", folder + "/." + entry + ".Yc34Wr")
+    try writeFile(old, "half")
+    try writeFile(young, "half")
+    var now = timespec()
+    clock_gettime(CLOCK_REALTIME, &now)
+    var times = [timespec(tv_sec: now.tv_sec - 2 * 3600, tv_nsec: 0), timespec(tv_sec: now.tv_sec - 2 * 3600, tv_nsec: 0)]
+    #expect(utimensat(AT_FDCWD, old, &times, 0) == 0)
+    _ = try Self.open(b, settings)
+    #expect(Set(Self.names(folder)) == Set([entry, String(try Self.entryPath(b, settings).split(separator: "/").last ?? ""),
+                                             "." + entry + ".Yc34Wr"]))
+  }
+
   @Test func sizesParse() {
     #expect(SymbolCacheSettings.size("1048576") == 1 << 20)
     #expect(SymbolCacheSettings.size("64K") == 64 << 10)

@@ -252,12 +252,6 @@ struct SymbolicateCommand: Command {
     InMemoryImage.copies(of: LoadedImages.snapshot(), in: ProcessMemory(pid: getpid()))
   }
 
-  /// True when both paths name one existing file (same device and inode).
-  static func sameFile(_ first: String, _ second: String) -> Bool {
-    var a = stat(), b = stat()
-    return PathBytes.withCString(first, { stat($0, &a) }) == 0 && PathBytes.withCString(second, { stat($0, &b) }) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino
-  }
-
   /// `--output-dir`: each report to `directory/<its file name>`, one summary line each on standard
   /// output, every file found and indexed once for all of them (`SymbolicationCache`).
   func runToDirectory(_ directory: String) -> ExitStatus {
@@ -282,7 +276,7 @@ struct SymbolicateCommand: Command {
         status = .failure
         continue
       }
-      if Self.sameFile(reportPath, outputPath) {
+      if FileSystem.sameFile(reportPath, outputPath) {
         printError("imagelog: \(reportPath): --output-dir would write over the report itself")
         status = .failure
         continue

@@ -108,17 +108,10 @@ struct SymbolsCommand: Command {
       }
       return true
     }
-    let temporary = path + ".tmp-\(getpid())"
-    let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard descriptor >= 0 else {
-      printError("imagelog: \(path): cannot write: \(String(cString: strerror(errno)))")
-      return false
-    }
-    let complete = symbols.write(to: descriptor)
-    let problem = complete ? nil : String(cString: strerror(errno))
-    if close(descriptor) != 0 || !complete || rename(temporary, path) != 0 {
-      printError("imagelog: \(path): cannot write: \(problem ?? String(cString: strerror(errno)))")
-      unlink(temporary)
+    do {
+      try writeFileAtomically(path) { symbols.write(to: $0) }
+    } catch {
+      printError("imagelog: \(path): \(error)")
       return false
     }
     return true
