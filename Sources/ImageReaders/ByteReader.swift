@@ -8,12 +8,13 @@ public struct ByteReader {
   /// The byte order multi-byte fields are decoded in.
   public enum Endian: Sendable, Equatable { case little, big }
 
-  // The lender guarantees the bytes outlive the reader; see the type's doc.
-  private let bytes: UnsafeRawBufferPointer
+  // The lender guarantees the bytes outlive the reader; see the type's doc. Usable from inlined code so
+  // that `read` and `peek` are specialized in the modules that call them (generic otherwise).
+  @usableFromInline let bytes: UnsafeRawBufferPointer
   /// The byte order `read` decodes with.
   public var endian: Endian
   /// The position of the next `read`, from the start of this reader's bytes.
-  package private(set) var offset = 0
+  @usableFromInline package internal(set) var offset = 0
   /// The number of bytes this reader covers.
   public var count: Int { bytes.count }
   /// The bytes left after `offset`.
@@ -27,7 +28,7 @@ public struct ByteReader {
   }
 
   /// Reads a fixed-width integer at `offset` and advances past it.
-  @inline(__always)
+  @inlinable @inline(__always)
   package mutating func read<T: FixedWidthInteger>(_: T.Type) throws(FormatError) -> T {
     let value = try peek(T.self, at: offset)
     offset += MemoryLayout<T>.size  // peek proved size <= remaining
@@ -35,7 +36,7 @@ public struct ByteReader {
   }
 
   /// Reads a fixed-width integer at an absolute position without moving `offset`.
-  @inline(__always)
+  @inlinable @inline(__always)
   package func peek<T: FixedWidthInteger>(_: T.Type, at position: Int) throws(FormatError) -> T {
     let size = MemoryLayout<T>.size
     guard position >= 0, position <= bytes.count, size <= bytes.count - position else {
