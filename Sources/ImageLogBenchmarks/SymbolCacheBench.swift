@@ -38,18 +38,18 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
     addressFiles.append(directory + "/addresses-\(part).txt")
     try writeText(slice.map { "0x" + String($0, radix: 16) }.joined(separator: "\n") + "\n", to: addressFiles[part])
   }
-  let environment = "XDG_CACHE_HOME=\(cache) "
-  let symbolize = "exec env \(environment)\(imagelog) symbolicate"
+  let environment = "XDG_CACHE_HOME=\(cache)"
+  let symbolize = "exec env \(environment) \(imagelog) symbolicate"
   func emptyCache() throws { _ = try runProcess(["rm", "-rf", cache], discardOutput: true) }
 
-  let build = "exec env \(environment)\(imagelog) cache-build --identity \(buildID.hex) \(debugFile)"
+  let build = "exec env \(environment) \(imagelog) cache-build --identity \(buildID.hex) \(debugFile)"
   func entryWritten() -> Bool { FileSystem.contents(cache + "/imagelog").contains { $0.hasSuffix(".ilsc") } }
   // A cold run leaves `imagelog cache-build` running in the background: waited for, so it does not run
   // beside the next measurement (and the warm runs find the entry).
   func awaitEntry() throws {
     let clock = ContinuousClock()
     let deadline = clock.now + .seconds(120)
-    while !entryWritten() || FileSystem.contents(cache + "/imagelog").contains(where: { $0.contains(".tmp-") }) {
+    while !entryWritten() || FileSystem.contents(cache + "/imagelog").contains(where: { $0.hasPrefix(".") }) {
       guard clock.now < deadline else { throw BenchError("no cache entry after 120 s") }
       usleep(2000)
     }
@@ -67,25 +67,28 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
   let entries = FileSystem.contents(cache + "/imagelog")
 
   let symbolizer = currentSymbolizer()
-  var commands: [(name: String, command: String, before: () throws -> Void, after: () throws -> Void)] = [
-    ("`imagelog symbolicate --no-cache` (no cache)", "\(symbolize) --no-cache \(reports[0]) > /dev/null", {}, {}),
+  // Each run is spawned directly (no shell, no env: their start-up would be a third of a warm run).
+  typealias Run = (name: String, arguments: [String], input: String?, before: () throws -> Void, after: () throws -> Void)
+  var commands: [Run] = [
+    ("`imagelog symbolicate --no-cache` (no cache)", [imagelog, "symbolicate", "--no-cache", reports[0]], nil, {}, {}),
     ("`imagelog symbolicate`, cold (empty cache: answers from the DWARF, starts the build)",
-     "\(symbolize) \(reports[0]) > /dev/null", emptyCache, awaitEntry),
-    ("`imagelog cache-build` (the build a cold run starts in the background)", "\(build) > /dev/null", emptyCache, {}),
-    ("`imagelog symbolicate`, warm (another 100 frames, the cache written)", "\(symbolize) \(reports[1]) > /dev/null",
+     [imagelog, "symbolicate", reports[0]], nil, emptyCache, awaitEntry),
+    ("`imagelog cache-build` (the build a cold run starts in the background)",
+     [imagelog, "cache-build", "--identity", buildID.hex, debugFile], nil, emptyCache, {}),
+    ("`imagelog symbolicate`, warm (another 100 frames, the cache written)", [imagelog, "symbolicate", reports[1]], nil,
      { if !entryWritten() { _ = try runProcess(["sh", "-c", build], discardOutput: true) } }, {}),
   ]
   if let symbolizer {
     commands.append(("\(symbolizer.name) --inlines on the first 100 addresses",
-                     "exec \(symbolizer.path) --inlines --obj=\(libc) < \(addressFiles[0]) > /dev/null", {}, {}))
+                     [symbolizer.path, "--inlines", "--obj=\(libc)"], addressFiles[0], {}, {}))
     commands.append(("\(symbolizer.name) --inlines on the other 100",
-                     "exec \(symbolizer.path) --inlines --obj=\(libc) < \(addressFiles[1]) > /dev/null", {}, {}))
+                     [symbolizer.path, "--inlines", "--obj=\(libc)"], addressFiles[1], {}, {}))
   }
   var samples = [[Measurement]](repeating: [], count: commands.count)
   for _ in 0..<11 {
     for (index, entry) in commands.enumerated() {
       try entry.before()
-      samples[index].append(try measuredShell(entry.command))
+      samples[index].append(try measuredCommand(entry.arguments, environment: [environment], input: entry.input, quiet: true))
       try entry.after()
     }
   }
@@ -103,7 +106,7 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
     notes: "`imagelog symbolicate report.crash`: 100 frames in libc.so.6, lines and inlined frames from libc6-dbg's debug "
       + "file found by build-id; XDG_CACHE_HOME a fresh folder (emptied before each cold run; the build it starts in "
       + "the background awaited after it, outside the time). Warm: a report of 100 other "
-      + "frames, once the cache is written. Process start to output, medians of 11 interleaved runs. Output with the cache "
+      + "frames, once the cache is written. Each program spawned directly (no shell), process start to exit, medians of 11 interleaved runs. Output with the cache "
       + "against --no-cache's: cold \(agreement[0]), warm \(agreement[1]); cache folder: \(entries.joined(separator: ", ")).",
     header: ["run", "wall", "CPU", "notes"], rows: rows)]
 
