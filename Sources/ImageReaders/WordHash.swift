@@ -12,18 +12,29 @@ package enum WordHash {
       lane = (lane << 29) | (lane >> 35)
     }
     @inline(__always) func word(_ offset: Int) -> UInt64 {
-      offset == skipping ? 0 : reader.field(UInt64.self, at: offset)
+      offset == skipping ? 0 : reader.field(UInt64.self, littleEndianAt: offset)
+    }
+    // Four words a step, into the four lanes. Only the step over the block holding `skipping` asks of
+    // each word whether it is that one (asked of every word, it took a fifth of the time).
+    @inline(__always) func block(_ offset: Int) {
+      mix(&lanes.0, reader.field(UInt64.self, littleEndianAt: offset))
+      mix(&lanes.1, reader.field(UInt64.self, littleEndianAt: offset + 8))
+      mix(&lanes.2, reader.field(UInt64.self, littleEndianAt: offset + 16))
+      mix(&lanes.3, reader.field(UInt64.self, littleEndianAt: offset + 24))
     }
     let words = reader.count / 8
-    var index = 0
-    while index + 4 <= words {
-      let offset = index * 8  // index + 4 <= count / 8: the four words are inside
+    let blocks = words / 4  // block b is words 4b..<4b+4, all inside
+    let skippedBlock = skipping / 32
+    for number in 0..<min(skippedBlock, blocks) { block(number * 32) }
+    if skippedBlock < blocks {
+      let offset = skippedBlock * 32
       mix(&lanes.0, word(offset))
       mix(&lanes.1, word(offset + 8))
       mix(&lanes.2, word(offset + 16))
       mix(&lanes.3, word(offset + 24))
-      index += 4
     }
+    if skippedBlock + 1 < blocks { for number in (skippedBlock + 1)..<blocks { block(number * 32) } }
+    var index = blocks * 4
     while index < words {
       mix(&lanes.0, word(index * 8))
       index += 1
