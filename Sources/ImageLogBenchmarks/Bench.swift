@@ -205,3 +205,20 @@ func designFigures() -> String {
   }
   return text
 }
+
+/// Waits until no `imagelog cache-build` runs: the symbol cache's builders a cold run leaves behind, so
+/// that they neither run beside the next measurement nor leave the cache half-filled for it.
+func awaitCacheBuilders() throws {
+  let clock = ContinuousClock()
+  let deadline = clock.now + .seconds(300)
+  func builderRuns() -> Bool {
+    FileSystem.contents("/proc").contains { name in
+      guard name.first?.isNumber == true, let bytes = try? readAll("/proc/\(name)/cmdline") else { return false }
+      return bytes.split(separator: 0).dropFirst().first.map { Array($0) == Array("cache-build".utf8) } ?? false
+    }
+  }
+  while builderRuns() {
+    guard clock.now < deadline else { throw BenchError("an imagelog cache-build still runs after 300 s") }
+    usleep(5000)
+  }
+}

@@ -101,7 +101,7 @@ func dwarfBenchmarks() throws -> [BenchmarkTable] {
     report += "\nBinary Images:\n0x\(hexDigits(load)) - 0x\(hexDigits(load + 0xFFFFFF)) libc.so.6 x86_64  <\(buildID.compactUUID)> \(libc)\n"
     let reportFile = directory + "/report.crash"
     try writeText(report, to: reportFile)
-    let output = try runProcess([imagelog, "symbolicate", reportFile]).output
+    let output = try runProcess([imagelog, "symbolicate", "--no-cache", reportFile]).output
     let withLines = output.split(separator: "\n").filter { $0.contains("libc.so.6") && $0.contains(".c:") }.count
     let hundred = directory + "/hundred.txt"
     try writeText(addresses.map { "0x" + String($0, radix: 16) }.joined(separator: "\n") + "\n", to: hundred)

@@ -45,6 +45,12 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     func spread(_ times: [Double]) -> String {
       formatDuration(percentile(times, 25)) + " – " + formatDuration(percentile(times, 75))
     }
+    let uncachedTime = try medianSeconds(iterations: 21) {
+      _ = try runProcess([imagelog, "pid", "--threads", pid, "--no-cache"], discardOutput: true)
+    }
+    // A first run with the cache starts its builders; the timed runs answer from what they built.
+    _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true)
+    try awaitCacheBuilders()
     let fullTime = try medianSeconds(iterations: 21) {
       _ = try runProcess([imagelog, "pid", "--threads", pid], discardOutput: true)
     }
@@ -61,7 +67,7 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
     let medianStop = stopped.isEmpty ? 0 : stopped[stopped.count / 2]
     rows.append(["\(threadCount) threads", formatDuration(ourTime), formatDuration(theirTime), "\(rounded(theirTime / ourTime))x",
                  spread(runs[0]), spread(runs[1]),
-                 formatDuration(fullTime),
+                 formatDuration(uncachedTime), formatDuration(fullTime),
                  formatDuration(medianStop), formatDuration(medianStop / Double(threadCount)),
                  same ? "yes" : "NO (\(ourStacks.count) vs \(theirStacks.count) threads, \(differing) differ)"])
   }
@@ -72,14 +78,16 @@ func threadsBenchmarks() throws -> [BenchmarkTable] {
       + "eu-stack as it does by default (function names from the symbol tables) against imagelog with --no-lines (the "
       + "same: function names from the symbol tables). Beside them, from 21 runs of its own after those (a run right after "
       + "one of it was slower, so it is not interleaved with the two compared), imagelog's default: also file:line and "
-      + "inlined frames from DWARF, here libc6-dbg's, which eu-stack does not read. The percentiles show how far the "
+      + "inlined frames from DWARF, here libc6-dbg's, which eu-stack does not read: with --no-cache (read from the "
+      + "DWARF each time), and with the symbol cache a first run filled (its builders awaited). The percentiles show how far the "
       + "runs of each tool spread in this one run of the benchmark. \"Stopped\": the report's Stopped: line, from the first thread's interrupt to the last "
       + "thread's release (all threads are stopped together, so each one is stopped that long); \"per thread\" divides it "
       + "by the thread count. \"Same\": the same thread ids in the same order and, in each thread, the same functions in "
       + "the same order (imagelog with --no-lines --demangle none; symbol versions and glibc's __GI_/__libc_/_ alias "
       + "prefixes aside).",
     header: ["process", "imagelog pid --threads --no-lines", "eu-stack -p", "speed-up",
-             "imagelog, 25th – 75th percentile", "eu-stack, 25th – 75th percentile", "imagelog pid --threads (lines)",
+             "imagelog, 25th – 75th percentile", "eu-stack, 25th – 75th percentile",
+             "imagelog pid --threads (lines, --no-cache)", "imagelog pid --threads (lines, cache)",
              "stopped", "stopped per thread", "same"],
     rows: rows)]
 }

@@ -24,6 +24,14 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("worker thread start", workerStartBenchmark),
 ]
 
+// The symbol cache of every imagelog the benchmarks start: a fresh folder of this run, not the user's, so
+// that no figure depends on what an earlier run left there (each area that reads DWARF says whether it
+// measures with the cache or --no-cache). The pipeline peers are still found where the tests find them.
+if getenv("IMAGELOG_TEST_TOOLS") == nil { setenv("IMAGELOG_TEST_TOOLS", pipelineToolsFolder(), 1) }
+let benchCache = "/tmp/imagelog-bench-xdg-\(getpid())"
+mkdir(benchCache, 0o700)
+setenv("XDG_CACHE_HOME", benchCache, 1)
+
 // IMAGELOG_BENCH_ONLY=file (a part of an area's name) runs that area alone and writes BENCHMARKS-partial.md,
 // leaving BENCHMARKS.md, which is always one full run, untouched.
 let only = getenv("IMAGELOG_BENCH_ONLY").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
@@ -31,5 +39,7 @@ var tables: [BenchmarkTable] = []
 for benchmark in benchmarks where only.map({ benchmark.name.contains($0) }) ?? true {
   printProgress("bench: \(benchmark.name)")
   do { tables += try benchmark.run() } catch { printProgress("bench: \(benchmark.name) failed: \(error)") }
+  try? awaitCacheBuilders()  // none of an area's builders runs beside the next area
 }
+_ = try? runProcess(["rm", "-rf", benchCache], discardOutput: true)
 try writeBenchmarks(tables, to: only == nil ? "BENCHMARKS.md" : "BENCHMARKS-partial.md")
