@@ -71,9 +71,6 @@ package final class BreakpadSymbols {
     let inputPath = Self.dwarfFileOfBundle(path) ?? path
     let displayName = Self.lastComponent(inputPath)
     var primary = try Self.open(path: inputPath, options: options)
-    // The CFI records are made by helper threads from here on, while the DWARF is read, its records
-    // are made, numbered and written.
-    var frameJobs = [Self.startFrames(primary)]
     // The files' identities and links are what the locator needs here, not their symbol tables.
     locator.symbolReading = .presence
     var sources = [inputPath]
@@ -93,7 +90,6 @@ package final class BreakpadSymbols {
     var opened = [primary]
     if let debugPath {
       let debug = try Self.open(path: debugPath, options: options)
-      frameJobs.append(Self.startFrames(debug))
       opened.append(debug)
       sources.append(debugPath)
       if let supplementaryPath { sources.append(supplementaryPath) }
@@ -103,6 +99,10 @@ package final class BreakpadSymbols {
     }
     Self.readDWARF(&opened[0], supplementaryPath: debugPath == nil ? supplementaryPath : nil)
     let units = Self.prepareUnits(opened, options: options)
+    // The CFI records are made by helper threads from here on, while the DWARF's records are collected,
+    // numbered and written (the CFI comes last in the file). Not earlier: beside the units' workers they
+    // took a processor from them (BENCHMARKS.md, figures behind design choices).
+    let frameJobs = opened.map { Self.startFrames($0) }
     self.frameJobs = frameJobs.map(\.jobs)
     let names = BreakpadNames()
     var objects: [BreakpadObject] = []
