@@ -100,6 +100,16 @@ package final class DebugInfoFile {
     }
   }
 
+  /// Runs a section's inflation on a worker thread (`DWARFSections.inflateAll`); on the calling thread
+  /// when there is one processor or no thread can be started.
+  static func inflateAside(_ work: @escaping @Sendable () -> Void) -> () -> Void {
+    guard WorkerThread.processorCount > 1, let thread = WorkerThread.start(work) else {
+      work()
+      return {}
+    }
+    return { thread.join() }
+  }
+
   /// `inflatedBefore`: what the file `file` supplements inflated, which its own claims add to.
   private static func sections(_ file: MappedFile, architecture: String?, inflatedBefore: UInt64) throws -> DWARFSections {
     let result = file.withReader { bytes -> Result<DWARFSections, FormatError> in
@@ -107,7 +117,7 @@ package final class DebugInfoFile {
         switch try BinaryFile.parse(bytes) {
         case .elf(let elf):
           return try DWARFSections.elf(elf, bytes: bytes, owner: file, decompress: SystemDecompressor.decompress,
-                                       inflatedBefore: inflatedBefore)
+                                       inflatedBefore: inflatedBefore, background: Self.inflateAside)
         case .machO(let machO):
           return try DWARFSections.machO(machO, slice: bytes, owner: file)
         case .fat(let fat):

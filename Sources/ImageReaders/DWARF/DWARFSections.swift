@@ -19,6 +19,11 @@ package enum DWARFCompression: Sendable, Equatable {
 package typealias DWARFDecompressor =
   (DWARFCompression, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws(FormatError) -> Int
 
+/// Starts `work` on another thread and returns the function that waits for it to end (or runs `work`
+/// at once and returns one that does nothing). The readers have no threads of their own: ImageLog's
+/// worker threads are passed in, as the decompressor is.
+package typealias DWARFBackgroundRunner = (@escaping @Sendable () -> Void) -> () -> Void
+
 /// Bytes allocated for a decompressed section; freed with the last reference.
 package final class DWARFOwnedBytes: @unchecked Sendable {
   /// The bytes (never written after the section is decompressed into them).
@@ -170,7 +175,7 @@ package struct DWARFSections: Sendable {
   /// file this one supplements inflated) in `maximumInflatedTotal`. A section that cannot be read or
   /// inflated is an error naming it.
   package static func elf(_ file: ELFFile, bytes: ByteReader, owner: AnyObject?, decompress: DWARFDecompressor?,
-                         inflatedBefore: UInt64 = 0) throws(FormatError) -> DWARFSections {
+                         inflatedBefore: UInt64 = 0, background: DWARFBackgroundRunner? = nil) throws(FormatError) -> DWARFSections {
     var result = DWARFSections(endian: file.header.endian)
     var compressed: [(short: Substring, section: CompressedSection)] = []
     var claimed = inflatedBefore
@@ -208,9 +213,54 @@ package struct DWARFSections: Sendable {
       throw .limitExceeded("compressed debug sections: uncompressed total" + (inflatedBefore > 0 ? " with the main file's" : ""),
                            value: claimed, limit: maximumInflatedTotal)
     }
-    for (short, header) in compressed { result.assign(short, try inflate(header, decompress: decompress)) }
+    for (index, section) in try inflateAll(compressed.map(\.section), decompress: decompress, background: background).enumerated() {
+      result.assign(compressed[index].short, section)
+    }
     result.inflatedByteCount = claimed - inflatedBefore  // claimed started at inflatedBefore and only grew
     return result
+  }
+
+  /// Each of `sections` inflated, in order. With a `background` runner, the largest stream (`.debug_info`,
+  /// most of the work) is inflated on another thread while this one inflates the others: zlib's
+  /// streams cannot be split, but the sections are independent (what it saves: BENCHMARKS.md, figures
+  /// behind design choices).
+  static func inflateAll(_ sections: [CompressedSection], decompress: DWARFDecompressor?,
+                         background: DWARFBackgroundRunner?) throws(FormatError) -> [DWARFSection] {
+    guard let background, sections.count > 1,
+          let largest = sections.indices.max(by: { sections[$0].stream.count < sections[$1].stream.count }) else {
+      var inflated: [DWARFSection] = []
+      for section in sections { inflated.append(try inflate(section, decompress: decompress)) }
+      return inflated
+    }
+    let aside = BackgroundInflation(sections[largest], decompress: decompress)
+    let wait = background { aside.run() }
+    // Every other section is inflated before any error is thrown: the helper reads the file's bytes,
+    // which must outlive it, so it is always waited for.
+    let here = sections.indices.map { index in
+      index == largest ? nil : Result { () throws(FormatError) in try inflate(sections[index], decompress: decompress) }
+    }
+    wait()
+    var inflated: [DWARFSection] = []
+    for (index, result) in here.enumerated() {
+      inflated.append(try (index == largest ? aside.result : result!).get())  // nil only at `largest`
+    }
+    return inflated
+  }
+
+  /// One section inflated on another thread: written there once, read here after the wait.
+  final class BackgroundInflation: @unchecked Sendable {
+    private let section: CompressedSection
+    private let decompress: DWARFDecompressor?
+    private(set) var result: Result<DWARFSection, FormatError> = .failure(.dwarf(section: "", offset: 0, "not inflated"))
+
+    init(_ section: CompressedSection, decompress: DWARFDecompressor?) {
+      self.section = section
+      self.decompress = decompress
+    }
+
+    func run() {
+      result = Result { () throws(FormatError) in try DWARFSections.inflate(section, decompress: decompress) }
+    }
   }
 
   /// A compressed section whose header has been read and its claim checked, not yet inflated.
