@@ -94,47 +94,21 @@ struct Measurement {
 /// records the high-water mark of the memory it leaves, which is this benchmark process's; GNU time's
 /// child is forked from a small process, so its figure is the measured program's own.
 func measuredShell(_ command: String, peakMemory: Bool = false) throws -> Measurement {
-  try measuredCommand(["sh", "-c", command], peakMemory: peakMemory)
-}
-
-/// Runs `arguments` (searched on PATH) and measures it as `measuredShell` does, without a shell between:
-/// for runs of a few milliseconds, where a shell's and `env`'s own start-up would be a third of the figure.
-/// `environment` entries (`NAME=value`) are added to this process's; `input` is a file for standard input;
-/// with `quiet`, standard output and error go to /dev/null (else they are this process's).
-func measuredCommand(_ arguments: [String], environment: [String] = [], input: String? = nil, quiet: Bool = false,
-                     peakMemory: Bool = false) throws -> Measurement {
   let gnuTime = "/usr/bin/time"
   let haveTime = peakMemory && access(gnuTime, X_OK) == 0
   let report = "/tmp/imagelog-bench-rss-\(getpid())"
-  let command = (haveTime ? [gnuTime, "-f", "%M", "-o", report] : []) + arguments
-  var argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+  let arguments = (haveTime ? [gnuTime, "-f", "%M", "-o", report] : []) + ["sh", "-c", command]
+  var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
   defer { for pointer in argv { free(pointer) } }
-  var inherited: [String] = []
-  var entry = environ
-  while let variable = entry.pointee {
-    let text = String(cString: variable)
-    if !environment.contains(where: { text.hasPrefix($0.prefix { $0 != "=" } + "=") }) { inherited.append(text) }
-    entry += 1
-  }
-  var envp: [UnsafeMutablePointer<CChar>?] = (inherited + environment).map { strdup($0) } + [nil]
-  defer { for pointer in envp { free(pointer) } }
-  var actions = posix_spawn_file_actions_t()
-  posix_spawn_file_actions_init(&actions)
-  defer { posix_spawn_file_actions_destroy(&actions) }
-  if let input { posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0) }
-  if quiet {
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-  }
   let clock = ContinuousClock()
   let start = clock.now
   var pid: pid_t = 0
-  guard posix_spawnp(&pid, command[0], &actions, nil, &argv, &envp) == 0 else { throw BenchError("cannot run \(command[0])") }
+  guard posix_spawnp(&pid, arguments[0], nil, nil, &argv, environ) == 0 else { throw BenchError("cannot run \(arguments[0])") }
   var status: Int32 = 0
   var usage = rusage()
   guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed") }
   let elapsed = clock.now - start
-  guard status == 0 else { throw BenchError("\(arguments.joined(separator: " ")): exit status \(status)") }
+  guard status == 0 else { throw BenchError("\(command): exit status \(status)") }
   var peak = 0
   if haveTime, let file = fopen(report, "r") {
     var line = [CChar](repeating: 0, count: 64)

@@ -128,23 +128,25 @@ func percentile(_ values: [Double], _ p: Int) -> Double {
 /// The median of `values` (the upper one of an even count), 0 for none.
 func median(_ values: [Double]) -> Double { percentile(values, 50) }
 
+/// The user + system seconds of this process's children that have been waited for.
+func childrenCPUSeconds() -> Double {
+  var usage = rusage()
+  getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
+  func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// What `interleavedMediansWithCPU` takes its medians of: each body's wall and CPU seconds, run by run.
 func interleavedRuns(_ bodies: [() throws -> Void], iterations: Int) throws -> (wall: [[Double]], cpu: [[Double]]) {
   for body in bodies { try body() }
   var wall = [[Double]](repeating: [], count: bodies.count)
   var cpu = [[Double]](repeating: [], count: bodies.count)
   let clock = ContinuousClock()
-  func childrenCPU() -> Double {
-    var usage = rusage()
-    getrusage(__rusage_who_t(RUSAGE_CHILDREN.rawValue), &usage)
-    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
-  }
   for _ in 0..<iterations {
     for (index, body) in bodies.enumerated() {
-      let cpuBefore = childrenCPU()
+      let cpuBefore = childrenCPUSeconds()
       let elapsed = try clock.measure(body)
-      cpu[index].append(childrenCPU() - cpuBefore)
+      cpu[index].append(childrenCPUSeconds() - cpuBefore)
       wall[index].append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
     }
   }

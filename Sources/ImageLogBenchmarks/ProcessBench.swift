@@ -256,11 +256,13 @@ final class BenchChild {
   }
 }
 
-/// Runs `arguments` with `environment` (default: ours), output discarded; returns the wait status.
-func benchSpawn(_ arguments: [String], environment: [String]? = nil) throws -> Int32 {
+/// Runs `arguments` with `environment` (default: ours) and standard input from the file `input` (default:
+/// ours), output discarded; returns the wait status.
+func benchSpawn(_ arguments: [String], environment: [String]? = nil, input: String? = nil) throws -> Int32 {
   var actions = posix_spawn_file_actions_t()
   posix_spawn_file_actions_init(&actions)
   defer { posix_spawn_file_actions_destroy(&actions) }
+  if let input { posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0) }
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
   posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
   var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]

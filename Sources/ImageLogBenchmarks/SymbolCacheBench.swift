@@ -38,11 +38,14 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
     addressFiles.append(directory + "/addresses-\(part).txt")
     try writeText(slice.map { "0x" + String($0, radix: 16) }.joined(separator: "\n") + "\n", to: addressFiles[part])
   }
-  let environment = "XDG_CACHE_HOME=\(cache)"
-  let symbolize = "exec env \(environment) \(imagelog) symbolicate"
+  // Every imagelog this area starts (and the builders they start) uses this cache, not the run's.
+  let runCache = getenv("XDG_CACHE_HOME").map { String(cString: $0) }
+  setenv("XDG_CACHE_HOME", cache, 1)
+  defer { if let runCache { setenv("XDG_CACHE_HOME", runCache, 1) } else { unsetenv("XDG_CACHE_HOME") } }
+  let symbolize = "exec \(imagelog) symbolicate"
   func emptyCache() throws { _ = try runProcess(["rm", "-rf", cache], discardOutput: true) }
 
-  let build = "exec env \(environment) \(imagelog) cache-build --identity \(buildID.hex) \(debugFile)"
+  let build = [imagelog, "cache-build", "--identity", buildID.hex, debugFile]
   func entryWritten() -> Bool { FileSystem.contents(cache + "/imagelog").contains { $0.hasSuffix(".ilsc") } }
   // A cold run leaves `imagelog cache-build` running in the background: waited for, so it does not run
   // beside the next measurement (and the warm runs find the entry).
@@ -67,16 +70,15 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
   let entries = FileSystem.contents(cache + "/imagelog")
 
   let symbolizer = currentSymbolizer()
-  // Each run is spawned directly (no shell, no env: their start-up would be a third of a warm run).
+  // Each run is spawned directly (a shell's start-up would be a third of a warm run).
   typealias Run = (name: String, arguments: [String], input: String?, before: () throws -> Void, after: () throws -> Void)
   var commands: [Run] = [
     ("`imagelog symbolicate --no-cache` (no cache)", [imagelog, "symbolicate", "--no-cache", reports[0]], nil, {}, {}),
     ("`imagelog symbolicate`, cold (empty cache: answers from the DWARF, starts the build)",
      [imagelog, "symbolicate", reports[0]], nil, emptyCache, awaitEntry),
-    ("`imagelog cache-build` (the build a cold run starts in the background)",
-     [imagelog, "cache-build", "--identity", buildID.hex, debugFile], nil, emptyCache, {}),
+    ("`imagelog cache-build` (the build a cold run starts in the background)", build, nil, emptyCache, {}),
     ("`imagelog symbolicate`, warm (another 100 frames, the cache written)", [imagelog, "symbolicate", reports[1]], nil,
-     { if !entryWritten() { _ = try runProcess(["sh", "-c", build], discardOutput: true) } }, {}),
+     { if !entryWritten() { _ = try benchSpawn(build) } }, {}),
   ]
   if let symbolizer {
     commands.append(("\(symbolizer.name) --inlines on the first 100 addresses",
@@ -84,16 +86,22 @@ func symbolCacheBenchmark() throws -> [BenchmarkTable] {
     commands.append(("\(symbolizer.name) --inlines on the other 100",
                      [symbolizer.path, "--inlines", "--obj=\(libc)"], addressFiles[1], {}, {}))
   }
-  var samples = [[Measurement]](repeating: [], count: commands.count)
+  var wallSamples = [[Double]](repeating: [], count: commands.count)
+  var cpuSamples = wallSamples
   for _ in 0..<11 {
     for (index, entry) in commands.enumerated() {
       try entry.before()
-      samples[index].append(try measuredCommand(entry.arguments, environment: [environment], input: entry.input, quiet: true))
+      let cpuBefore = childrenCPUSeconds()
+      var status: Int32 = 0
+      let elapsed = try ContinuousClock().measure { status = try benchSpawn(entry.arguments, input: entry.input) }
+      guard status == 0 else { throw BenchError("\(entry.arguments.joined(separator: " ")): wait status \(status)") }
+      wallSamples[index].append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+      cpuSamples[index].append(childrenCPUSeconds() - cpuBefore)
       try entry.after()
     }
   }
-  let wall = samples.map { median($0.map(\.wall)) }
-  let cpu = samples.map { median($0.map(\.cpu)) }
+  let wall = wallSamples.map(median)
+  let cpu = cpuSamples.map(median)
   var rows: [[String]] = []
   for (index, entry) in commands.enumerated() {
     var note = ""
