@@ -54,11 +54,20 @@ public final class DebugFileLocator {
       self.debuginfodCaches = debuginfodCaches
     } else if systemDirectories {
       self.buildIDDirectories = ["/usr/lib/debug"]
-      var caches: [String] = []
-      if let explicit = FileSystem.environment("DEBUGINFOD_CACHE_PATH") { caches.append(explicit) }
-      if let xdg = FileSystem.environment("XDG_CACHE_HOME") { caches.append(xdg + "/debuginfod_client") }
-      if let home = FileSystem.environment("HOME") { caches.append(home + "/.cache/debuginfod_client") }
-      self.debuginfodCaches = caches
+      // The one cache libdebuginfod itself uses: DEBUGINFOD_CACHE_PATH, else $XDG_CACHE_HOME/debuginfod_client,
+      // else ~/.cache/debuginfod_client. Reading the others too would answer from a cache the client the user
+      // configured never reads (a test's children, given a cache folder of their own, found the user's).
+      // An empty variable counts as unset, as there.
+      func variable(_ name: String) -> String? { FileSystem.environment(name).flatMap { $0.isEmpty ? nil : $0 } }
+      if let explicit = variable("DEBUGINFOD_CACHE_PATH") {
+        self.debuginfodCaches = [explicit]
+      } else if let xdg = variable("XDG_CACHE_HOME") {
+        self.debuginfodCaches = [xdg + "/debuginfod_client"]
+      } else if let home = variable("HOME") {
+        self.debuginfodCaches = [home + "/.cache/debuginfod_client"]
+      } else {
+        self.debuginfodCaches = []
+      }
     } else {
       self.buildIDDirectories = []
       self.debuginfodCaches = []

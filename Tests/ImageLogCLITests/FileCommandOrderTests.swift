@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import ImageLogTestSupport
 import Testing
 import ImageReaders
 
@@ -15,16 +16,8 @@ import ImageReaders
     CLI.write(folder + "/text", Array("not a binary\n".utf8))
     mkdir(folder + "/dir", 0o700)
     var good = FileCommandTests.sample.map { CLI.fixtures + "/" + $0 }
-    if let directory = opendir("/usr/lib/x86_64-linux-gnu") {
-      var names: [String] = []
-      while let entry = readdir(directory) {
-        names.append(withUnsafeBytes(of: &entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) })
-      }
-      closedir(directory)
-      for name in names.sorted() where name.contains(".so") && good.count < 100 {
-        let path = "/usr/lib/x86_64-linux-gnu/" + name
-        if (try? CLI.decode(path)) != nil { good.append(path) }
-      }
+    for path in InstalledPackages.libraries() where good.count < 100 {
+      if (try? CLI.decode(path)) != nil { good.append(path) }
     }
     var all: [String] = []
     var bad: [String] = []

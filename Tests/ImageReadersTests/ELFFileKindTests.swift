@@ -18,21 +18,18 @@ import Testing
     return nil
   }
 
+  /// The ELF programs of common packages (`InstalledPackages.programPackages`), not all of /usr/bin.
   static func programs() -> [String] {
-    var result: [String] = []
-    for name in directoryNames("/usr/bin") {
-      let path = "/usr/bin/" + name
-      var info = stat()
-      if lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, ELFSystemLibraryTests.isELF(path) { result.append(path) }
-    }
-    return result.sorted()
+    InstalledPackages.regularFiles(of: InstalledPackages.programPackages, in: ["/usr/bin", "/bin"])
+      .filter(ELFSystemLibraryTests.isELF)
   }
 
   /// PAM modules: some (pam_cap.so) carry a PT_INTERP without being programs.
   static func pamModules() -> [String] {
-    let folder = "/usr/lib/x86_64-linux-gnu/security"
-    return directoryNames(folder).filter { $0.hasSuffix(".so") }.sorted().map { folder + "/" + $0 }
-      .filter(ELFSystemLibraryTests.isELF)
+    InstalledPackages.regularFiles(of: ["libpam-modules", "libpam-cap"], in: ["/usr/lib/x86_64-linux-gnu/security",
+                                                                              "/lib/x86_64-linux-gnu/security"]) {
+      $0.hasSuffix(".so")
+    }.filter(ELFSystemLibraryTests.isELF)
   }
 
   @Test(.enabled(if: haveTool("file"), "needs file(1)"))

@@ -5,26 +5,13 @@ import Glibc
 import Testing
 @testable import ImageReaders
 
-/// Every ELF shared library at the top level of the system library folder against readelf: build-id,
-/// SONAME, NEEDED and the load segments. One readelf process per batch of files keeps it quick.
+/// The ELF shared libraries of the system's common library packages (`InstalledPackages.libraries`)
+/// against readelf: build-id, SONAME, NEEDED and the load segments. One readelf process per batch of files
+/// keeps it quick.
 @Suite struct ELFSystemLibraryTests {
-  static let folder = "/usr/lib/x86_64-linux-gnu"
-
-  /// Top-level `*.so` and `*.so.*` names that resolve to a regular ELF file, one name per real file.
-  static func libraries() -> [String] {
-    let names = directoryNames(folder).filter { $0.hasSuffix(".so") || $0.contains(".so.") }
-    var seen: Set<String> = []
-    var result: [String] = []
-    for name in names.sorted() {
-      let path = folder + "/" + name
-      guard let resolved = realpath(path, nil) else { continue }
-      let real = String(cString: resolved)
-      free(resolved)
-      guard seen.insert(real).inserted, isELF(real) else { continue }
-      result.append(real)
-    }
-    return result
-  }
+  /// The common packages' `*.so` and `*.so.*` files that are ELF (libc.so is a linker script), one path per
+  /// real file: what else the machine has installed is not read.
+  static func libraries() -> [String] { InstalledPackages.libraries().filter(isELF) }
 
   /// The first four bytes are `\x7fELF` (linker scripts such as libc.so are text).
   static func isELF(_ path: String) -> Bool {
@@ -79,23 +66,17 @@ import Testing
 }
 
 extension ELFSystemLibraryTests {
-  /// `/usr/lib/debug/.build-id/xx/yyyy.debug` files: separate debug files (NOBITS sections, stale
-  /// program headers) named by their build-id, the layout gdb and debuginfod use.
+  /// The `/usr/lib/debug/.build-id/xx/yyyy.debug` files of the debug packages `Scripts/install-test-tools`
+  /// installs: separate debug files (NOBITS sections, stale program headers) named by their build-id, the
+  /// layout gdb and debuginfod use.
   static func debugFiles() -> [(path: String, buildID: String)] {
-    let root = "/usr/lib/debug/.build-id"
-    var result: [(String, String)] = []
-    for prefix in directoryNames(root) where prefix.count == 2 {
-      for name in directoryNames(root + "/" + prefix) where name.hasSuffix(".debug") {
-        let path = root + "/" + prefix + "/" + name
-        var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
-        result.append((path, prefix + String(name.dropLast(6))))
-      }
+    InstalledPackages.buildIDDebugFiles(of: ["libc6-dbg", "libstdc++6-12-dbg", "python3.11-dbg"]).map { path in
+      let parts = path.split(separator: "/")
+      return (path, String(parts[parts.count - 2]) + String(parts[parts.count - 1].dropLast(".debug".count)))
     }
-    return result.sorted { $0.0 < $1.0 }
   }
 
-  @Test(.enabled(if: !debugFiles().isEmpty, "no separate debug files under /usr/lib/debug/.build-id"))
+  @Test(.enabled(if: !debugFiles().isEmpty, "needs libc6-dbg (Scripts/install-test-tools)"))
   func separateDebugFilesCarryTheBuildIDTheirNameSays() throws {
     for (path, expected) in Self.debugFiles() {
       let file = try withMappedFile(path) { reader -> ELFFile in
