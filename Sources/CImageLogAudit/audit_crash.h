@@ -4,7 +4,7 @@
    catchsegv did with its preloaded library. Included by audit.c only.
 
    imagelog passes IMAGELOG_AUDIT_CRASH_DIR (absolute), IMAGELOG_AUDIT_CRASH_HELPER (itself, absolute) and
-   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS. In la_version, before any of the program's code runs, the module
+   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS, and IMAGELOG_AUDIT_CRASH_WAIT (--crash-wait) when set. In la_version, before any of the program's code runs, the module
    lays out the helper's command line (CImageLogCrashHelper.h, the code the library's handler uses),
    gives the main thread an alternate signal stack (so that a stack overflow on it is caught), and
    installs its handler for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP with rt_sigaction
@@ -12,9 +12,11 @@
    x86_64; aarch64's kernel returns through the vDSO's). A program that installs its own handler later
    replaces ours, as it would replace any: it keeps its own behaviour.
 
-   At a crash the first crashing thread records the crash, starts the helper (imagelog capture-crash)
-   and waits for it; when the helper writes no report, it says why on standard error and writes a
-   short report itself (audit_crash_report.h). Then it puts back the actions it found and re-raises,
+   At a crash the first crashing thread of the process (il_helper_claim: a claim another process made,
+   a vfork child in shared memory or the parent a child was forked from, is not ours) records the
+   crash, starts the helper (imagelog capture-crash) and waits for it; when the helper writes no
+   report, it says why on standard error and writes a short report itself (audit_crash_report.h), into
+   a file opened at install, so that a program with no descriptor left still gets it. Then it puts back the actions it found and re-raises,
    so the program dies of its own signal (exit status and core dumps as without imagelog). Threads
    created by the program have no alternate stack of ours (the module cannot see pthread_create
    without auditing every symbol binding): a stack overflow on one of them kills the program as it
@@ -28,9 +30,51 @@ static il_kernel_sigaction audit_previous[AUDIT_CRASH_SIGNALS];
 static il_helper_plan audit_plan;
 static il_helper_record audit_record;
 static char *audit_helper_environment[AUDIT_HELPER_ENVIRONMENT];
-static int audit_reporting_tid;     /* the thread handling a crash, 0 when none (atomic builtins) */
-static int audit_crash_handled;     /* 1 once that thread has put the previous actions back */
+static uint64_t audit_reporting;    /* who handles a crash: il_helper_claim's word (atomic builtins) */
+static int audit_handled_pid;       /* the process whose handling thread has put the previous actions back */
 static char audit_alternate_stack[AUDIT_ALTERNATE_STACK] __attribute__((aligned(16)));
+
+/* What the in-process report needs, opened at install: at the crash the program may have no
+   descriptor left to give (RLIMIT_NOFILE lowered, every number taken), and the report must still be
+   written. The report's file, unnamed in the crash directory (O_TMPFILE) until the crash links it
+   under its name, and /proc/self/task. Both close-on-exec (a program executed gets its own), at a high
+   number the program will not get from open(2) by accident, checked at the crash to be what was
+   opened (a program may have put another file on the number), and used only by the process that
+   opened them: a forked child shares their open files, so it opens its own. */
+typedef struct {
+  int fd;
+  uint64_t device, inode;
+} audit_kept_file;
+static audit_kept_file audit_kept_report = {-1, 0, 0}, audit_kept_tasks = {-1, 0, 0};
+static int32_t audit_install_pid;
+
+/* `fd` moved to a high number (below 1024, as imagelog run places its own), close-on-exec. */
+static void audit_keep(audit_kept_file *kept, long fd) {
+  kept->fd = -1;
+  if (fd < 0) return;
+  struct { uint64_t current, maximum; } limit = {256, 256};
+  SYS(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, NULL, &limit);
+  long ceiling = limit.current < 1024 ? (long)limit.current : 1024, floors[3] = {ceiling - 1, ceiling / 2, 10};
+  long copy = -1;
+  for (int i = 0; i < 3 && copy < 0; i++)
+    if (floors[i] > 2) copy = SYS(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
+  struct stat info;
+  if (copy >= 0 && SYS(SYS_fstat, copy, &info) == 0) {
+    kept->fd = (int)copy;
+    kept->device = (uint64_t)info.st_dev;
+    kept->inode = (uint64_t)info.st_ino;
+  } else if (copy >= 0) {
+    SYS(SYS_close, copy);
+  }
+  SYS(SYS_close, fd);
+}
+
+/* The kept descriptor, or -1 when this is not the process that kept it or the number holds another file. */
+static int audit_kept(const audit_kept_file *kept) {
+  struct stat info;
+  if (kept->fd < 0 || (int32_t)SYS(SYS_getpid, 0) != audit_install_pid || SYS(SYS_fstat, kept->fd, &info) != 0) return -1;
+  return (uint64_t)info.st_dev == kept->device && (uint64_t)info.st_ino == kept->inode ? kept->fd : -1;
+}
 
 static void audit_write_crash_report(int signal, siginfo_t *info, void *context);
 
@@ -46,9 +90,10 @@ static void audit_restore_actions(void) {
 }
 
 static void audit_crash_handler(int signal, siginfo_t *info, void *context) {
-  int self = (int)SYS(SYS_gettid, 0), expected = 0;
-  if (__atomic_compare_exchange_n(&audit_reporting_tid, &expected, self, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-    il_helper_fill_record(&audit_record, (int32_t)SYS(SYS_getpid, 0), self, signal, info, context);
+  int pid = (int)SYS(SYS_getpid, 0), self = (int)SYS(SYS_gettid, 0);
+  int claim = il_helper_claim(&audit_reporting, pid, self);
+  if (claim == IL_CLAIM_TAKEN) {
+    il_helper_fill_record(&audit_record, pid, self, signal, info, context);
     il_helper_result result;
     il_helper_run(&audit_plan, &result);
     if (result.outcome != IL_HELPER_CAPTURED) {
@@ -58,12 +103,12 @@ static void audit_crash_handler(int signal, siginfo_t *info, void *context) {
       audit_write_crash_report(signal, info, context);
     }
     audit_restore_actions();
-    __atomic_store_n(&audit_crash_handled, 1, __ATOMIC_SEQ_CST);
-  } else if (expected != self) {
+    __atomic_store_n(&audit_handled_pid, pid, __ATOMIC_SEQ_CST);
+  } else if (claim == IL_CLAIM_OTHER_THREAD) {
     /* Another thread handles its crash: wait for it (as long as its helper may take, and 2 s more),
        then take the actions it put back. */
     uint64_t deadline = il_helper_now_ns() + audit_plan.timeout_ns + 2000000000u;
-    while (!__atomic_load_n(&audit_crash_handled, __ATOMIC_SEQ_CST) && il_helper_now_ns() < deadline)
+    while (__atomic_load_n(&audit_handled_pid, __ATOMIC_SEQ_CST) != pid && il_helper_now_ns() < deadline)
       il_helper_pause_ns(10000000u);
     audit_restore_actions();
   } else {
@@ -90,8 +135,15 @@ static void audit_install_crash_handler(void) {
     if (il_helper_passes_variable(*entry)) audit_helper_environment[used++] = *entry;
   audit_helper_environment[used++] = (char *)il_helper_swift_backtrace;
   audit_helper_environment[used] = NULL;
-  if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, NULL))
+  /* imagelog run --crash-wait: the helper says it is done once the report is final. */
+  static char final_option[] = "--done-when-final";
+  static char *wait_arguments[] = {final_option, NULL};
+  char *const *extra = variable("IMAGELOG_AUDIT_CRASH_WAIT") != NULL ? wait_arguments : NULL;
+  if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, extra))
     return;
+  audit_install_pid = (int32_t)SYS(SYS_getpid, 0);
+  audit_keep(&audit_kept_report, SYS(SYS_openat, AT_FDCWD, audit_plan.directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0640));
+  audit_keep(&audit_kept_tasks, SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   stack_t stack = {.ss_sp = audit_alternate_stack, .ss_flags = 0, .ss_size = sizeof audit_alternate_stack};
   uintptr_t minimum = auxiliary_value(AT_MINSIGSTKSZ);
   if (minimum == 0 || minimum <= sizeof audit_alternate_stack) SYS(SYS_sigaltstack, &stack, NULL);

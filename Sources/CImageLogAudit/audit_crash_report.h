@@ -108,6 +108,15 @@ static void crash_field(il_writer *w, const char *label, const char *value) {
   if (value != NULL) w_str(w, value);
 }
 
+/* "imagelog: cannot write the report in DIRECTORY (errno N)" on standard error. */
+static void crash_say_unwritten(long error) {
+  static const char *const pieces[] = {"imagelog: cannot write the report in ", " (errno ", ")\n"};
+  char number[24];
+  il_helper_number(number, (uint64_t)(error < 0 ? 0 : error), 0);
+  const char *parts[5] = {pieces[0], audit_plan.directory, pieces[1], number, pieces[2]};
+  for (int i = 0; i < 5; i++) SYS(SYS_write, 2, parts[i], strlen(parts[i]));
+}
+
 static void audit_write_crash_report(int signal, siginfo_t *info, void *context) {
   static char path[4096], temporary[IL_HELPER_PATH_MAX + 160], final[IL_HELPER_PATH_MAX + 160];
   long length = SYS(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", path, sizeof path - 1);
@@ -115,8 +124,12 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   const char *name = il_image_name(path, strlen(path));
   crash_file_path(temporary, name, ".", ".crash.partial");
   crash_file_path(final, name, "", ".crash");
-  long fd = SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-  if (fd < 0) return;
+  int unnamed = audit_kept(&audit_kept_report), tasks = audit_kept(&audit_kept_tasks);
+  long fd = unnamed >= 0 ? unnamed : SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    crash_say_unwritten(-fd);
+    return;
+  }
   il_writer w = {.fd = (int)fd};
   int code = info != NULL ? info->si_code : 0;
   crash_field(&w, "Process:", name);
@@ -153,8 +166,9 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   /* The threads, in /proc/self/task order: read twice (count, then write), without allocating. */
   int crashed = 0, total = 0;
   for (int pass = 0; pass < 2; pass++) {
-    long directory = SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    long directory = tasks >= 0 ? tasks : SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (directory < 0) break;
+    if (tasks >= 0) SYS(SYS_lseek, directory, 0, 0 /* SEEK_SET */);
     _Alignas(8) char entries[2048];
     int index = 0;
     if (pass == 1) {
@@ -193,7 +207,7 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
         index++;
       }
     }
-    SYS(SYS_close, directory);
+    if (tasks < 0) SYS(SYS_close, directory);
   }
   w_registers(&w, crashed, context, audit_record.address);
   w_str(&w, "\nBinary Images:\n");
@@ -211,6 +225,19 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
     w_str(&w, "\n");
   }
   w_flush(&w);
+  if (unnamed >= 0) {
+    /* The unnamed file gets its name through /proc (linkat's AT_EMPTY_PATH needs a capability);
+       linkat never replaces a report the helper wrote under the same name. */
+    char self[40] = "/proc/self/fd/";
+    il_helper_number(self + 14, (uint64_t)unnamed, 0);
+    long linked = SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, final, AT_SYMLINK_FOLLOW);
+    if (linked == -EEXIST) {
+      crash_file_path(final, name, "", "-in-process.crash");
+      linked = SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, final, AT_SYMLINK_FOLLOW);
+    }
+    if (linked != 0) crash_say_unwritten(-linked);
+    return;
+  }
   SYS(SYS_close, fd);
   /* link then unlink: never replaces a report the helper wrote under the same name. */
   if (SYS(SYS_linkat, AT_FDCWD, temporary, AT_FDCWD, final, 0) == 0) SYS(SYS_unlinkat, AT_FDCWD, temporary, 0);

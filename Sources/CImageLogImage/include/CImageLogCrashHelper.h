@@ -23,6 +23,9 @@
       ptracer (PR_SET_PTRACER, for Yama's ptrace_scope 1: the helper is a child, not an ancestor), so
       it cannot try to attach before it may; then it unblocks every signal and execs the helper. An exec
       that fails writes its errno to a close-on-exec pipe and exits 127.
+      Every descriptor made here is close-on-exec, and none is waited on for its end of file: a child
+      the program forks while a thread is in here holds copies of the pipes (fork copies descriptors
+      whatever their flags), and may live for ever; the wait below ends in bounded time all the same.
    4. The parent waits, at most `timeout_ns`, until the helper says on the "done" pipe (its --done-fd)
       that its first report is written (every thread read, unwound, written down: the process is of no
       more use to it), or exits (poll on a pidfd, CLONE_PIDFD, Linux 5.2 and later; else waitpid every
@@ -296,6 +299,28 @@ static const char il_helper_swift_backtrace[] = "SWIFT_BACKTRACE=enable=no";
 
 /* ---- the crash ---- */
 
+/* Which thread handles a crash: the first to claim `state`, a word both handlers keep, holding the
+   claimer's PID (high half) and thread ID (low half), 0 before any crash. A word another process
+   wrote is not ours, and is claimed over: a vfork child that crashed before its exec wrote it into
+   memory it shared with its parent, and a child forked while a thread was handling a crash inherits
+   a copy; either would otherwise leave this process waiting for a report nobody writes. */
+enum {
+  IL_CLAIM_TAKEN = 0,        /* the caller handles the crash */
+  IL_CLAIM_OTHER_THREAD = 1, /* another thread of this process does: wait for it */
+  IL_CLAIM_AGAIN = 2,        /* the caller itself already does: the handler crashed */
+};
+
+static inline int il_helper_claim(uint64_t *state, int32_t pid, int32_t tid) {
+  uint64_t mine = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, expected = 0;
+  /* Only this process's threads change the word while we look (and a vfork child's, while its
+     parent thread is suspended): a few rounds settle it. */
+  for (int round = 0; round < 64; round++) {
+    if (__atomic_compare_exchange_n(state, &expected, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return IL_CLAIM_TAKEN;
+    if ((int32_t)(expected >> 32) == pid) return expected == mine ? IL_CLAIM_AGAIN : IL_CLAIM_OTHER_THREAD;
+  }
+  return IL_CLAIM_OTHER_THREAD;
+}
+
 /* What became of the helper. */
 enum {
   IL_HELPER_CAPTURED = 0,     /* it said its report is written, or exited 0 */
@@ -346,6 +371,13 @@ static inline void il_helper_become(il_helper_plan *plan, int go, int status, in
   for (;;) IL_SYS(SYS_exit_group, 127);
 }
 
+#ifdef IL_HELPER_TEST_HOOKS
+/* Tests only (CrashHandlerTests builds crash-program.c and the handler with IL_HELPER_TEST_HOOKS):
+   called in the crashed process right after the helper is cloned, every pipe still open, so that a
+   test can fork there without looping on a race. */
+void il_helper_test_after_clone(long child);
+#endif
+
 /* Starts the helper for the crash `record` describes (filled already) and waits for it, at most the
    plan's timeout. Async-signal-safe; called on the crashed thread, in its handler. */
 static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result) {
@@ -360,7 +392,9 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
   int go[2], status[2], done[2];
   long failed = IL_SYS(SYS_pipe2, go, O_CLOEXEC);
   if (failed < 0) { result->detail = (int)-failed; return; }
-  failed = IL_SYS(SYS_pipe2, status, O_CLOEXEC);
+  /* Non-blocking: the exec error is written before the child exits, and a child the program forks
+     while we wait holds a copy of the writing end, which must not keep us reading. */
+  failed = IL_SYS(SYS_pipe2, status, O_CLOEXEC | O_NONBLOCK);
   if (failed == 0) {
     failed = IL_SYS(SYS_pipe2, done, O_CLOEXEC);
     if (failed < 0) {
@@ -390,6 +424,9 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
     IL_SYS(SYS_close, done[0]);
     il_helper_become(plan, go[0], status[1], done[1]);
   }
+#ifdef IL_HELPER_TEST_HOOKS
+  il_helper_test_after_clone(child);
+#endif
   IL_SYS(SYS_close, go[0]);
   IL_SYS(SYS_close, status[1]);
   IL_SYS(SYS_close, done[1]);
