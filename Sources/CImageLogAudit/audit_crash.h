@@ -34,47 +34,9 @@ static uint64_t audit_reporting;    /* who handles a crash: il_helper_claim's wo
 static int audit_handled_pid;       /* the process whose handling thread has put the previous actions back */
 static char audit_alternate_stack[AUDIT_ALTERNATE_STACK] __attribute__((aligned(16)));
 
-/* What the in-process report needs, opened at install: at the crash the program may have no
-   descriptor left to give (RLIMIT_NOFILE lowered, every number taken), and the report must still be
-   written. The report's file, unnamed in the crash directory (O_TMPFILE) until the crash links it
-   under its name, and /proc/self/task. Both close-on-exec (a program executed gets its own), at a high
-   number the program will not get from open(2) by accident, checked at the crash to be what was
-   opened (a program may have put another file on the number), and used only by the process that
-   opened them: a forked child shares their open files, so it opens its own. */
-typedef struct {
-  int fd;
-  uint64_t device, inode;
-} audit_kept_file;
-static audit_kept_file audit_kept_report = {-1, 0, 0}, audit_kept_tasks = {-1, 0, 0};
-static int32_t audit_install_pid;
-
-/* `fd` moved to a high number (below 1024, as imagelog run places its own), close-on-exec. */
-static void audit_keep(audit_kept_file *kept, long fd) {
-  kept->fd = -1;
-  if (fd < 0) return;
-  struct { uint64_t current, maximum; } limit = {256, 256};
-  SYS(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, NULL, &limit);
-  long ceiling = limit.current < 1024 ? (long)limit.current : 1024, floors[3] = {ceiling - 1, ceiling / 2, 10};
-  long copy = -1;
-  for (int i = 0; i < 3 && copy < 0; i++)
-    if (floors[i] > 2) copy = SYS(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
-  struct stat info;
-  if (copy >= 0 && SYS(SYS_fstat, copy, &info) == 0) {
-    kept->fd = (int)copy;
-    kept->device = (uint64_t)info.st_dev;
-    kept->inode = (uint64_t)info.st_ino;
-  } else if (copy >= 0) {
-    SYS(SYS_close, copy);
-  }
-  SYS(SYS_close, fd);
-}
-
-/* The kept descriptor, or -1 when this is not the process that kept it or the number holds another file. */
-static int audit_kept(const audit_kept_file *kept) {
-  struct stat info;
-  if (kept->fd < 0 || (int32_t)SYS(SYS_getpid, 0) != audit_install_pid || SYS(SYS_fstat, kept->fd, &info) != 0) return -1;
-  return (uint64_t)info.st_dev == kept->device && (uint64_t)info.st_ino == kept->inode ? kept->fd : -1;
-}
+/* What the in-process report needs, opened at install (il_helper_keep): the report's file, unnamed in
+   the crash directory until the crash links it under its name, and /proc/self/task. */
+static il_kept_file audit_kept_report = {-1, 0, 0, 0}, audit_kept_tasks = {-1, 0, 0, 0};
 
 static void audit_write_crash_report(int signal, siginfo_t *info, void *context);
 
@@ -141,9 +103,8 @@ static void audit_install_crash_handler(void) {
   char *const *extra = variable("IMAGELOG_AUDIT_CRASH_WAIT") != NULL ? wait_arguments : NULL;
   if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, extra))
     return;
-  audit_install_pid = (int32_t)SYS(SYS_getpid, 0);
-  audit_keep(&audit_kept_report, SYS(SYS_openat, AT_FDCWD, audit_plan.directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0640));
-  audit_keep(&audit_kept_tasks, SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  il_helper_keep(&audit_kept_report, il_helper_open_unnamed(audit_plan.directory));
+  il_helper_keep(&audit_kept_tasks, SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   stack_t stack = {.ss_sp = audit_alternate_stack, .ss_flags = 0, .ss_size = sizeof audit_alternate_stack};
   uintptr_t minimum = auxiliary_value(AT_MINSIGSTKSZ);
   if (minimum == 0 || minimum <= sizeof audit_alternate_stack) SYS(SYS_sigaltstack, &stack, NULL);

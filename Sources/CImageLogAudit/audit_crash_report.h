@@ -124,7 +124,7 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   const char *name = il_image_name(path, strlen(path));
   crash_file_path(temporary, name, ".", ".crash.partial");
   crash_file_path(final, name, "", ".crash");
-  int unnamed = audit_kept(&audit_kept_report), tasks = audit_kept(&audit_kept_tasks);
+  int unnamed = il_helper_kept(&audit_kept_report), tasks = il_helper_kept(&audit_kept_tasks);
   long fd = unnamed >= 0 ? unnamed : SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
   if (fd < 0) {
     crash_say_unwritten(-fd);
@@ -226,14 +226,11 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   }
   w_flush(&w);
   if (unnamed >= 0) {
-    /* The unnamed file gets its name through /proc (linkat's AT_EMPTY_PATH needs a capability);
-       linkat never replaces a report the helper wrote under the same name. */
-    char self[40] = "/proc/self/fd/";
-    il_helper_number(self + 14, (uint64_t)unnamed, 0);
-    long linked = SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, final, AT_SYMLINK_FOLLOW);
+    /* Never in place of a report the helper wrote under the same name. */
+    long linked = il_helper_link_unnamed(unnamed, final);
     if (linked == -EEXIST) {
       crash_file_path(final, name, "", "-in-process.crash");
-      linked = SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, final, AT_SYMLINK_FOLLOW);
+      linked = il_helper_link_unnamed(unnamed, final);
     }
     if (linked != 0) crash_say_unwritten(-linked);
     return;

@@ -118,6 +118,28 @@ import Testing
     #expect(reports.count == 1 && reports.first?.hasPrefix("crash-program.\(result.pid).") == true, "\(reports)")
   }
 
+  /// A program with no descriptor left at its crash (RLIMIT_NOFILE 3): the helper cannot be started, and
+  /// the in-process report goes into the file kept from il_crash_set_helper (issue 35, item 8: no report,
+  /// and nothing said why).
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func reportWithNoDescriptorLeft() throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let helper = directory + "/helper"
+    try writeFile(helper, "#!/bin/sh\nexit 1\n")
+    chmod(helper, 0o755)
+    let result = try CrashTestSupport.run(program, ["nofile", "-", "\(directory)/maps"],
+                                          environment: ["CRASH_HELPER": helper, "CRASH_DIR": directory], timeoutSeconds: 60)
+    #expect(!result.timedOut, "the crash handler hung")
+    #expect(result.terminationSignal == SIGSEGV)
+    #expect(result.stderr.contains("could not be started (errno 24); writing the report in process\n"), "\(result.stderr)")
+    let reports = directoryEntries(directory).filter { $0.hasSuffix(".crash") }
+    #expect(reports.count == 1 && reports.first?.hasPrefix("crash-program.\(result.pid).") == true, "\(reports)")
+    let report = try ParsedCrashReport(readFile("\(directory)/\(reports.first ?? "")") ?? "")
+    #expect(report.header["Process"] == "crash-program [\(result.pid)]")
+    #expect(report.threads.first { $0.crashed }?.tid == result.pid)
+  }
+
   @Test(.enabled(if: compiler != nil, "needs cc or clang"), arguments: cases)
   func crashLeavesCompleteReport(_ testCase: Case) throws {
     let program = try Self.program.get()

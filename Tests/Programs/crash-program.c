@@ -13,7 +13,8 @@
    handler starts that helper first (CRASH_HELPER_TIMEOUT_MS, default 30000); REPORT "-" sends the
    in-process report into CRASH_DIR too. CRASH_SIGCHLD=ignore or handle sets SIGCHLD to SIG_IGN, or
    to a handler that reaps every child it can (waitpid(-1)), before the crash.
-   vfork: a vfork child crashes before it executes anything, then the parent. forkhang (built with
+   vfork: a vfork child crashes before it executes anything, then the parent. nofile: RLIMIT_NOFILE 3
+   (no descriptor left to open), then null. forkhang (built with
    -DIL_HELPER_TEST_HOOKS, with a helper): a child forked while the handler's pipes are open lives on. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
@@ -33,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -616,6 +618,11 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "forkhang") == 0) {
     atomic_store(&fork_asked, 1);
     pthread_create(&thread, NULL, forking_thread, NULL);
+    crash_null_dereference();
+  }
+  if (strcmp(mode, "nofile") == 0) {  /* no descriptor left to open at the crash */
+    struct rlimit limit = {3, 3};
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 1;
     crash_null_dereference();
   }
   if (strcmp(mode, "vfork") == 0) {  /* a vfork child crashes before it executes anything, then the parent */

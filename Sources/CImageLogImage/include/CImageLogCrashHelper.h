@@ -371,6 +371,75 @@ static inline void il_helper_become(il_helper_plan *plan, int go, int status, in
   for (;;) IL_SYS(SYS_exit_group, 127);
 }
 
+/* ---- what the in-process report needs, kept from install ---- */
+
+/* A descriptor opened at install for the crash's in-process report: at the crash the program may have
+   no descriptor left to give (RLIMIT_NOFILE lowered, every number taken), and the report must still be
+   written. Kept close-on-exec (a program executed installs its own), at a high number the program will
+   not get from open(2) by accident, checked at the crash to be the file that was opened (a program may
+   have put another on the number), and used only by the process that opened it: a forked child shares
+   its open file, so it opens its own. */
+typedef struct {
+  int fd;
+  int32_t pid;
+  uint64_t device, inode;
+} il_kept_file;
+
+/* The kernel's struct stat's device and inode, the first two words on x86_64 and aarch64 alike. */
+static inline int il_helper_identity(int fd, uint64_t identity[2]) {
+  uint64_t info[32];  /* struct stat: 144 bytes on x86_64, 128 on aarch64 */
+  if (IL_SYS(SYS_fstat, fd, info) != 0) return 0;
+  identity[0] = info[0];
+  identity[1] = info[1];
+  return 1;
+}
+
+/* Keeps `fd` (closed here, -errno or -1 for none) as `kept`: moved to a high number (below 1024 where
+   the limit allows, as imagelog run places its own), close-on-exec. Not async-signal-safe only in that
+   it is meant for install. */
+static inline void il_helper_keep(il_kept_file *kept, long fd) {
+  if (kept->fd >= 0) IL_SYS(SYS_close, kept->fd);
+  kept->fd = -1;
+  if (fd < 0) return;
+  struct { uint64_t current, maximum; } limit = {256, 256};
+  IL_SYS(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, &limit);
+  long ceiling = limit.current < 1024 ? (long)limit.current : 1024, floors[3] = {ceiling - 1, ceiling / 2, 10};
+  long copy = -1;
+  for (int i = 0; i < 3 && copy < 0; i++)
+    if (floors[i] > 2) copy = IL_SYS(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
+  uint64_t identity[2];
+  if (copy >= 0 && il_helper_identity((int)copy, identity)) {
+    kept->fd = (int)copy;
+    kept->pid = (int32_t)IL_SYS(SYS_getpid, 0);
+    kept->device = identity[0];
+    kept->inode = identity[1];
+  } else if (copy >= 0) {
+    IL_SYS(SYS_close, copy);
+  }
+  IL_SYS(SYS_close, fd);
+}
+
+/* The kept descriptor, or -1 when this is not the process that kept it or the number holds another
+   file. Async-signal-safe. */
+static inline int il_helper_kept(const il_kept_file *kept) {
+  uint64_t identity[2];
+  if (kept->fd < 0 || (int32_t)IL_SYS(SYS_getpid, 0) != kept->pid || !il_helper_identity(kept->fd, identity)) return -1;
+  return identity[0] == kept->device && identity[1] == kept->inode ? kept->fd : -1;
+}
+
+/* A new file in `directory` with no name yet (O_TMPFILE, mode 0640): a descriptor, or -errno. */
+static inline long il_helper_open_unnamed(const char *directory) {
+  return IL_SYS(SYS_openat, AT_FDCWD, directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0640);
+}
+
+/* Gives the unnamed file `fd` the name `path` (never in place of an existing one): 0 or -errno.
+   Through /proc, as linkat's AT_EMPTY_PATH needs a capability. Async-signal-safe. */
+static inline long il_helper_link_unnamed(int fd, const char *path) {
+  char self[40] = "/proc/self/fd/";
+  il_helper_number(self + 14, (uint64_t)fd, 0);
+  return IL_SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+}
+
 #ifdef IL_HELPER_TEST_HOOKS
 /* Tests only (CrashHandlerTests builds crash-program.c and the handler with IL_HELPER_TEST_HOOKS):
    called in the crashed process right after the helper is cloned, every pipe still open, so that a
