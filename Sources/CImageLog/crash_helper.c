@@ -104,14 +104,6 @@ static void crash_file_path(char *path, const char *prefix, const char *suffix) 
   memcpy(path + used, suffix, length + 1);
 }
 
-/* "imagelog: cannot write the report in DIRECTORY (errno N)" on standard error. */
-static void say_unwritten(long error) {
-  char number[24];
-  il_helper_number(number, (uint64_t)(error < 0 ? 0 : error), 0);
-  const char *parts[5] = {"imagelog: cannot write the report in ", plan.directory, " (errno ", number, ")\n"};
-  for (int i = 0; i < 5; i++) IL_SYS(SYS_write, 2, parts[i], strlen(parts[i]));
-}
-
 int il_crash_helper_open_fallback(void) {
   if (!plan.ready) return -1;
   crash_file_path(fallback_temporary, ".", ".crash.partial");
@@ -120,7 +112,7 @@ int il_crash_helper_open_fallback(void) {
   fallback_unnamed = unnamed >= 0;
   if (fallback_unnamed) return unnamed;
   long fd = IL_SYS(SYS_openat, AT_FDCWD, fallback_temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-  if (fd < 0) say_unwritten(-fd);
+  if (fd < 0) il_helper_say_unwritten(plan.directory, -fd);
   return fd < 0 ? -1 : (int)fd;
 }
 
@@ -132,7 +124,7 @@ void il_crash_helper_close_fallback(int fd) {
       crash_file_path(fallback_final, "", "-in-process.crash");
       linked = il_helper_link_unnamed(fd, fallback_final);
     }
-    if (linked != 0) say_unwritten(-linked);
+    if (linked != 0) il_helper_say_unwritten(plan.directory, -linked);
     return;
   }
   IL_SYS(SYS_close, fd);

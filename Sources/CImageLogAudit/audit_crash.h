@@ -3,8 +3,9 @@
 /* `imagelog run --crash-dir`: the crash handler the audit module gives the program, as glibc's
    catchsegv did with its preloaded library. Included by audit.c only.
 
-   imagelog passes IMAGELOG_AUDIT_CRASH_DIR (absolute), IMAGELOG_AUDIT_CRASH_HELPER (itself, absolute) and
-   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS, and IMAGELOG_AUDIT_CRASH_WAIT (--crash-wait) when set. In la_version, before any of the program's code runs, the module
+   imagelog passes IMAGELOG_AUDIT_CRASH_DIR (absolute), IMAGELOG_AUDIT_CRASH_HELPER (itself, absolute),
+   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS, and IMAGELOG_AUDIT_CRASH_WAIT (--crash-wait: the helper then says it
+   is done only once the report is final). In la_version, before any of the program's code runs, the module
    lays out the helper's command line (CImageLogCrashHelper.h, the code the library's handler uses),
    gives the main thread an alternate signal stack (so that a stack overflow on it is caught), and
    installs its handler for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP with rt_sigaction
@@ -16,7 +17,8 @@
    a vfork child in shared memory or the parent a child was forked from, is not ours) records the
    crash, starts the helper (imagelog capture-crash) and waits for it; when the helper writes no
    report, it says why on standard error and writes a short report itself (audit_crash_report.h), into
-   a file opened at install, so that a program with no descriptor left still gets it. Then it puts back the actions it found and re-raises,
+   a file opened at install, so that a program with no descriptor left still gets it. Then it puts back
+   the actions it found and re-raises,
    so the program dies of its own signal (exit status and core dumps as without imagelog). Threads
    created by the program have no alternate stack of ours (the module cannot see pthread_create
    without auditing every symbol binding): a stack overflow on one of them kills the program as it

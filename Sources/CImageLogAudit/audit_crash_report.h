@@ -108,15 +108,6 @@ static void crash_field(il_writer *w, const char *label, const char *value) {
   if (value != NULL) w_str(w, value);
 }
 
-/* "imagelog: cannot write the report in DIRECTORY (errno N)" on standard error. */
-static void crash_say_unwritten(long error) {
-  static const char *const pieces[] = {"imagelog: cannot write the report in ", " (errno ", ")\n"};
-  char number[24];
-  il_helper_number(number, (uint64_t)(error < 0 ? 0 : error), 0);
-  const char *parts[5] = {pieces[0], audit_plan.directory, pieces[1], number, pieces[2]};
-  for (int i = 0; i < 5; i++) SYS(SYS_write, 2, parts[i], strlen(parts[i]));
-}
-
 static void audit_write_crash_report(int signal, siginfo_t *info, void *context) {
   static char path[4096], temporary[IL_HELPER_PATH_MAX + 160], final[IL_HELPER_PATH_MAX + 160];
   long length = SYS(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", path, sizeof path - 1);
@@ -127,7 +118,7 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   int unnamed = il_helper_kept(&audit_kept_report), tasks = il_helper_kept(&audit_kept_tasks);
   long fd = unnamed >= 0 ? unnamed : SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
   if (fd < 0) {
-    crash_say_unwritten(-fd);
+    il_helper_say_unwritten(audit_plan.directory, -fd);
     return;
   }
   il_writer w = {.fd = (int)fd};
@@ -232,7 +223,7 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
       crash_file_path(final, name, "", "-in-process.crash");
       linked = il_helper_link_unnamed(unnamed, final);
     }
-    if (linked != 0) crash_say_unwritten(-linked);
+    if (linked != 0) il_helper_say_unwritten(audit_plan.directory, -linked);
     return;
   }
   SYS(SYS_close, fd);

@@ -102,20 +102,27 @@ import Testing
   /// pipe to its end, which the child's copy kept away, for as long as the child lived).
   @Test(.enabled(if: compiler != nil, "needs cc or clang"))
   func childForkedDuringTheCrashHoldsNothingUp() throws {
+    let (result, reports) = try Self.crashWithFailingHelper("forkhang")
+    #expect(!result.timedOut, "the crashed program hung while its child lived")
+    #expect(result.terminationSignal == SIGSEGV)
+    #expect(result.stderr.contains("failed (exit status 1); writing the report in process"), "\(result.stderr)")
+    #expect(reports.count == 1, "\(reports)")
+  }
+
+  /// crash-program MODE with a helper that fails at once (a script exiting 1) and the in-process report
+  /// into the crash directory: the result and the text of each report there whose name has the PID.
+  static func crashWithFailingHelper(_ mode: String) throws -> (result: CrashTestSupport.ProcessResult, reports: [String]) {
     let program = try Self.program.get()
     let directory = CrashTestSupport.makeTemporaryDirectory()
     let helper = directory + "/helper"
     try writeFile(helper, "#!/bin/sh\nexit 1\n")
     chmod(helper, 0o755)
-    let result = try CrashTestSupport.run(program, ["forkhang", "-", "\(directory)/maps"],
+    let result = try CrashTestSupport.run(program, [mode, "-", "\(directory)/maps"],
                                           environment: ["CRASH_HELPER": helper, "CRASH_DIR": directory,
                                                         "CRASH_HELPER_TIMEOUT_MS": "60000"],
                                           timeoutSeconds: 30)
-    #expect(!result.timedOut, "the crashed program hung while its child lived")
-    #expect(result.terminationSignal == SIGSEGV)
-    #expect(result.stderr.contains("failed (exit status 1); writing the report in process"), "\(result.stderr)")
-    let reports = directoryEntries(directory).filter { $0.hasSuffix(".crash") }
-    #expect(reports.count == 1 && reports.first?.hasPrefix("crash-program.\(result.pid).") == true, "\(reports)")
+    let names = directoryEntries(directory).filter { $0.hasSuffix(".crash") && $0.hasPrefix("crash-program.\(result.pid).") }
+    return (result, names.map { readFile("\(directory)/\($0)") ?? "" })
   }
 
   /// A program with no descriptor left at its crash (RLIMIT_NOFILE 3): the helper cannot be started, and
@@ -123,19 +130,12 @@ import Testing
   /// and nothing said why).
   @Test(.enabled(if: compiler != nil, "needs cc or clang"))
   func reportWithNoDescriptorLeft() throws {
-    let program = try Self.program.get()
-    let directory = CrashTestSupport.makeTemporaryDirectory()
-    let helper = directory + "/helper"
-    try writeFile(helper, "#!/bin/sh\nexit 1\n")
-    chmod(helper, 0o755)
-    let result = try CrashTestSupport.run(program, ["nofile", "-", "\(directory)/maps"],
-                                          environment: ["CRASH_HELPER": helper, "CRASH_DIR": directory], timeoutSeconds: 60)
+    let (result, reports) = try Self.crashWithFailingHelper("nofile")
     #expect(!result.timedOut, "the crash handler hung")
     #expect(result.terminationSignal == SIGSEGV)
     #expect(result.stderr.contains("could not be started (errno 24); writing the report in process\n"), "\(result.stderr)")
-    let reports = directoryEntries(directory).filter { $0.hasSuffix(".crash") }
-    #expect(reports.count == 1 && reports.first?.hasPrefix("crash-program.\(result.pid).") == true, "\(reports)")
-    let report = try ParsedCrashReport(readFile("\(directory)/\(reports.first ?? "")") ?? "")
+    #expect(reports.count == 1, "\(reports)")
+    let report = try ParsedCrashReport(reports.first ?? "")
     #expect(report.header["Process"] == "crash-program [\(result.pid)]")
     #expect(report.threads.first { $0.crashed }?.tid == result.pid)
   }

@@ -440,6 +440,15 @@ static inline long il_helper_link_unnamed(int fd, const char *path) {
   return IL_SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
 }
 
+/* "imagelog: cannot write the report in DIRECTORY (errno N)" on standard error: the in-process
+   report's file could not be made or named. Async-signal-safe. */
+static inline void il_helper_say_unwritten(const char *directory, long error) {
+  char number[24];
+  il_helper_number(number, (uint64_t)(error < 0 ? 0 : error), 0);
+  const char *parts[5] = {"imagelog: cannot write the report in ", directory, " (errno ", number, ")\n"};
+  for (int i = 0; i < 5; i++) IL_SYS(SYS_write, 2, parts[i], il_helper_length(parts[i]));
+}
+
 #ifdef IL_HELPER_TEST_HOOKS
 /* Tests only (CrashHandlerTests builds crash-program.c and the handler with IL_HELPER_TEST_HOOKS):
    called in the crashed process right after the helper is cloned, every pipe still open, so that a
