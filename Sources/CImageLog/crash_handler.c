@@ -23,7 +23,8 @@ const int il_crash_signals[IL_CRASH_SIGNAL_COUNT] = {SIGSEGV, SIGBUS, SIGILL, SI
 static struct sigaction previous_actions[IL_CRASH_SIGNAL_COUNT];
 static _Atomic int installed;
 static _Atomic int report_fd = -1;
-static _Atomic pid_t reporting_thread;     /* the tid writing a report, or 0 */
+static uint64_t reporting;                 /* who writes a report: il_helper_claim's word (atomic builtins) */
+static int handled_pid;                    /* the process whose reporting thread has restored the handlers */
 static pthread_mutex_t install_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- the handler ---- */
@@ -71,18 +72,20 @@ static void report_crash(int signal, siginfo_t *info, void *context) {
 
 static void crash_handler(int signal, siginfo_t *info, void *context) {
   int saved_errno = errno;
-  pid_t self = (pid_t)syscall(SYS_gettid), expected = 0;
-  if (atomic_compare_exchange_strong(&reporting_thread, &expected, self)) {
+  pid_t pid = (pid_t)syscall(SYS_getpid), self = (pid_t)syscall(SYS_gettid);
+  int claim = il_helper_claim(&reporting, pid, self);
+  if (claim == IL_CLAIM_TAKEN) {
     report_crash(signal, info, context);
     restore_previous_actions();
     atomic_store(&installed, 0);
-  } else if (expected != self) {
+    __atomic_store_n(&handled_pid, pid, __ATOMIC_SEQ_CST);
+  } else if (claim == IL_CLAIM_OTHER_THREAD) {
     /* Another thread is writing its report: let it finish (bounded: 1000 brief pauses, or as long as
        its helper may take and 2 s more), then fall through to the previous handler, which it has
        restored. */
     uint64_t pauses = 1000, helper_pauses = il_crash_helper_timeout_ms() / 10 + 200;
     if (il_crash_helper_ready() && helper_pauses > pauses) pauses = helper_pauses;
-    for (uint64_t i = 0; i < pauses && atomic_load(&reporting_thread) != 0 && atomic_load(&installed); i++)
+    for (uint64_t i = 0; i < pauses && __atomic_load_n(&handled_pid, __ATOMIC_SEQ_CST) != pid; i++)
       pause_briefly();
     restore_previous_actions();
   } else {
@@ -191,7 +194,8 @@ int il_crash_install(int fd) {
   sigemptyset(&action.sa_mask);
   for (int i = 0; i < IL_CRASH_SIGNAL_COUNT; i++) sigaddset(&action.sa_mask, il_crash_signals[i]);
   sigaddset(&action.sa_mask, SIGPIPE);
-  atomic_store(&reporting_thread, 0);
+  __atomic_store_n(&reporting, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&handled_pid, 0, __ATOMIC_SEQ_CST);
   for (int i = 0; i < IL_CRASH_SIGNAL_COUNT; i++) {
     if (sigaction(il_crash_signals[i], &action, &previous_actions[i]) != 0) {
       error = errno;

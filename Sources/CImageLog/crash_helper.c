@@ -3,8 +3,10 @@
    --crash-dir`), laid out at install; at the crash the handler asks il_crash_helper_capture first, and
    writes the in-process report only when the helper did not write one (missing, refused, crashed,
    killed at the timeout). Without a report descriptor of its own, that report goes into the crash
-   directory under the name the helper would have used, written to a hidden temporary name and
-   renamed when complete, so a reader never sees half of it. */
+   directory under the name the helper would have used, written to a file with no name yet (O_TMPFILE,
+   opened by il_crash_set_helper, so that a program with no descriptor left at its crash still gets its
+   report; a hidden temporary name where that cannot be) and linked when complete, so a reader never
+   sees half of it. */
 #define _GNU_SOURCE
 #include "crash_internal.h"
 #include "CImageLogCrashHelper.h"
@@ -21,6 +23,10 @@ static il_helper_record record;
 static il_helper_plan plan;
 static char **helper_environment;      /* a copy of the environment at install: strings and array */
 static char fallback_temporary[IL_HELPER_PATH_MAX + 160], fallback_final[IL_HELPER_PATH_MAX + 160];
+/* The in-process report's file, unnamed in the crash directory from install (il_helper_keep), and
+   whether the report being written is in it. */
+static il_kept_file kept_report = {-1, 0, 0, 0};
+static int fallback_unnamed;
 
 /* The environment as it is now, copied into one allocation: the program may setenv and unsetenv
    later, and the crash must not read an array being rebuilt. Less what il_helper_passes_variable
@@ -63,6 +69,7 @@ int il_crash_set_helper(const char *helper, const char *directory, uint64_t time
   }
   helper_environment = environment;
   free(previous);  /* a crash reads the plan's array only while the handler runs, never during install */
+  il_helper_keep(&kept_report, il_helper_open_unnamed(plan.directory));
   return 0;
 }
 
@@ -101,11 +108,25 @@ int il_crash_helper_open_fallback(void) {
   if (!plan.ready) return -1;
   crash_file_path(fallback_temporary, ".", ".crash.partial");
   crash_file_path(fallback_final, "", ".crash");
+  int unnamed = il_helper_kept(&kept_report);
+  fallback_unnamed = unnamed >= 0;
+  if (fallback_unnamed) return unnamed;
   long fd = IL_SYS(SYS_openat, AT_FDCWD, fallback_temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd < 0) il_helper_say_unwritten(plan.directory, -fd);
   return fd < 0 ? -1 : (int)fd;
 }
 
 void il_crash_helper_close_fallback(int fd) {
+  if (fallback_unnamed) {
+    /* Never in place of a report the helper wrote under the same name. */
+    long linked = il_helper_link_unnamed(fd, fallback_final);
+    if (linked == -EEXIST) {
+      crash_file_path(fallback_final, "", "-in-process.crash");
+      linked = il_helper_link_unnamed(fd, fallback_final);
+    }
+    if (linked != 0) il_helper_say_unwritten(plan.directory, -linked);
+    return;
+  }
   IL_SYS(SYS_close, fd);
   /* link then unlink: the report never replaces one the helper wrote under the same name. */
   if (IL_SYS(SYS_linkat, AT_FDCWD, fallback_temporary, AT_FDCWD, fallback_final, 0) != 0) {

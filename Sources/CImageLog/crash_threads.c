@@ -54,6 +54,7 @@ pid_t il_crash_overflow_tids[IL_OVERFLOW_TIDS];
 int il_crash_capture_signal;                          /* chosen at install */
 static struct sigaction capture_previous;
 static _Atomic int capturing;                  /* a report is asking the other threads */
+static il_kept_file kept_tasks = {-1, 0, 0, 0}; /* /proc/self/task from install (il_helper_keep) */
 static _Atomic uint32_t capture_generation;    /* which report a capture signal belongs to */
 static _Atomic uint32_t answered;              /* futex word: answers so far */
 static _Atomic uint32_t released_generation;   /* futex word: the last report that let its threads go */
@@ -199,8 +200,12 @@ void il_crash_begin_capture(il_capture *capture, il_thread_slot *single, il_read
   int expected = 0;
   int fd = -1;
   if (thread_slots != NULL && il_crash_capture_signal > 0 && atomic_compare_exchange_strong(&capturing, &expected, 1)) {
-    do fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
+    fd = il_helper_kept(&kept_tasks);
+    if (fd >= 0) syscall(SYS_lseek, fd, 0, SEEK_SET);
+    else {
+      do fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      while (fd < 0 && errno == EINTR);
+    }
     if (fd < 0) atomic_store(&capturing, 0);
   }
   if (fd < 0) {
@@ -270,7 +275,7 @@ void il_crash_begin_capture(il_capture *capture, il_thread_slot *single, il_read
       capture->count++;
     }
   }
-  close(fd);
+  if (fd != kept_tasks.fd) close(fd);
   il_thread_slot *own = NULL;
   if (capture->slots[capture->crashed].tid == self) {
     own = &capture->slots[capture->crashed];
@@ -376,5 +381,7 @@ int il_crash_prepare_capture(void) {
      real-time signals from SIGRTMIN up: SIGRTMAX - 2 collides with none of them, and it is ours only
      while a report is asking. */
   il_crash_capture_signal = SIGRTMAX - 2;
+  if (kept_tasks.fd < 0)
+    il_helper_keep(&kept_tasks, IL_SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   return 0;
 }

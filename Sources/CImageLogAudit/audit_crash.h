@@ -3,8 +3,9 @@
 /* `imagelog run --crash-dir`: the crash handler the audit module gives the program, as glibc's
    catchsegv did with its preloaded library. Included by audit.c only.
 
-   imagelog passes IMAGELOG_AUDIT_CRASH_DIR (absolute), IMAGELOG_AUDIT_CRASH_HELPER (itself, absolute) and
-   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS. In la_version, before any of the program's code runs, the module
+   imagelog passes IMAGELOG_AUDIT_CRASH_DIR (absolute), IMAGELOG_AUDIT_CRASH_HELPER (itself, absolute),
+   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS, and IMAGELOG_AUDIT_CRASH_WAIT (--crash-wait: the helper then says it
+   is done only once the report is final). In la_version, before any of the program's code runs, the module
    lays out the helper's command line (CImageLogCrashHelper.h, the code the library's handler uses),
    gives the main thread an alternate signal stack (so that a stack overflow on it is caught), and
    installs its handler for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP with rt_sigaction
@@ -12,9 +13,12 @@
    x86_64; aarch64's kernel returns through the vDSO's). A program that installs its own handler later
    replaces ours, as it would replace any: it keeps its own behaviour.
 
-   At a crash the first crashing thread records the crash, starts the helper (imagelog capture-crash)
-   and waits for it; when the helper writes no report, it says why on standard error and writes a
-   short report itself (audit_crash_report.h). Then it puts back the actions it found and re-raises,
+   At a crash the first crashing thread of the process (il_helper_claim: a claim another process made,
+   a vfork child in shared memory or the parent a child was forked from, is not ours) records the
+   crash, starts the helper (imagelog capture-crash) and waits for it; when the helper writes no
+   report, it says why on standard error and writes a short report itself (audit_crash_report.h), into
+   a file opened at install, so that a program with no descriptor left still gets it. Then it puts back
+   the actions it found and re-raises,
    so the program dies of its own signal (exit status and core dumps as without imagelog). Threads
    created by the program have no alternate stack of ours (the module cannot see pthread_create
    without auditing every symbol binding): a stack overflow on one of them kills the program as it
@@ -28,9 +32,13 @@ static il_kernel_sigaction audit_previous[AUDIT_CRASH_SIGNALS];
 static il_helper_plan audit_plan;
 static il_helper_record audit_record;
 static char *audit_helper_environment[AUDIT_HELPER_ENVIRONMENT];
-static int audit_reporting_tid;     /* the thread handling a crash, 0 when none (atomic builtins) */
-static int audit_crash_handled;     /* 1 once that thread has put the previous actions back */
+static uint64_t audit_reporting;    /* who handles a crash: il_helper_claim's word (atomic builtins) */
+static int audit_handled_pid;       /* the process whose handling thread has put the previous actions back */
 static char audit_alternate_stack[AUDIT_ALTERNATE_STACK] __attribute__((aligned(16)));
+
+/* What the in-process report needs, opened at install (il_helper_keep): the report's file, unnamed in
+   the crash directory until the crash links it under its name, and /proc/self/task. */
+static il_kept_file audit_kept_report = {-1, 0, 0, 0}, audit_kept_tasks = {-1, 0, 0, 0};
 
 static void audit_write_crash_report(int signal, siginfo_t *info, void *context);
 
@@ -46,9 +54,10 @@ static void audit_restore_actions(void) {
 }
 
 static void audit_crash_handler(int signal, siginfo_t *info, void *context) {
-  int self = (int)SYS(SYS_gettid, 0), expected = 0;
-  if (__atomic_compare_exchange_n(&audit_reporting_tid, &expected, self, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-    il_helper_fill_record(&audit_record, (int32_t)SYS(SYS_getpid, 0), self, signal, info, context);
+  int pid = (int)SYS(SYS_getpid, 0), self = (int)SYS(SYS_gettid, 0);
+  int claim = il_helper_claim(&audit_reporting, pid, self);
+  if (claim == IL_CLAIM_TAKEN) {
+    il_helper_fill_record(&audit_record, pid, self, signal, info, context);
     il_helper_result result;
     il_helper_run(&audit_plan, &result);
     if (result.outcome != IL_HELPER_CAPTURED) {
@@ -58,12 +67,12 @@ static void audit_crash_handler(int signal, siginfo_t *info, void *context) {
       audit_write_crash_report(signal, info, context);
     }
     audit_restore_actions();
-    __atomic_store_n(&audit_crash_handled, 1, __ATOMIC_SEQ_CST);
-  } else if (expected != self) {
+    __atomic_store_n(&audit_handled_pid, pid, __ATOMIC_SEQ_CST);
+  } else if (claim == IL_CLAIM_OTHER_THREAD) {
     /* Another thread handles its crash: wait for it (as long as its helper may take, and 2 s more),
        then take the actions it put back. */
     uint64_t deadline = il_helper_now_ns() + audit_plan.timeout_ns + 2000000000u;
-    while (!__atomic_load_n(&audit_crash_handled, __ATOMIC_SEQ_CST) && il_helper_now_ns() < deadline)
+    while (__atomic_load_n(&audit_handled_pid, __ATOMIC_SEQ_CST) != pid && il_helper_now_ns() < deadline)
       il_helper_pause_ns(10000000u);
     audit_restore_actions();
   } else {
@@ -90,8 +99,14 @@ static void audit_install_crash_handler(void) {
     if (il_helper_passes_variable(*entry)) audit_helper_environment[used++] = *entry;
   audit_helper_environment[used++] = (char *)il_helper_swift_backtrace;
   audit_helper_environment[used] = NULL;
-  if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, NULL))
+  /* imagelog run --crash-wait: the helper says it is done once the report is final. */
+  static char final_option[] = "--done-when-final";
+  static char *wait_arguments[] = {final_option, NULL};
+  char *const *extra = variable("IMAGELOG_AUDIT_CRASH_WAIT") != NULL ? wait_arguments : NULL;
+  if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, extra))
     return;
+  il_helper_keep(&audit_kept_report, il_helper_open_unnamed(audit_plan.directory));
+  il_helper_keep(&audit_kept_tasks, SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   stack_t stack = {.ss_sp = audit_alternate_stack, .ss_flags = 0, .ss_size = sizeof audit_alternate_stack};
   uintptr_t minimum = auxiliary_value(AT_MINSIGSTKSZ);
   if (minimum == 0 || minimum <= sizeof audit_alternate_stack) SYS(SYS_sigaltstack, &stack, NULL);

@@ -115,8 +115,12 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   const char *name = il_image_name(path, strlen(path));
   crash_file_path(temporary, name, ".", ".crash.partial");
   crash_file_path(final, name, "", ".crash");
-  long fd = SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-  if (fd < 0) return;
+  int unnamed = il_helper_kept(&audit_kept_report), tasks = il_helper_kept(&audit_kept_tasks);
+  long fd = unnamed >= 0 ? unnamed : SYS(SYS_openat, AT_FDCWD, temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+  if (fd < 0) {
+    il_helper_say_unwritten(audit_plan.directory, -fd);
+    return;
+  }
   il_writer w = {.fd = (int)fd};
   int code = info != NULL ? info->si_code : 0;
   crash_field(&w, "Process:", name);
@@ -153,8 +157,9 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
   /* The threads, in /proc/self/task order: read twice (count, then write), without allocating. */
   int crashed = 0, total = 0;
   for (int pass = 0; pass < 2; pass++) {
-    long directory = SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    long directory = tasks >= 0 ? tasks : SYS(SYS_openat, AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (directory < 0) break;
+    if (tasks >= 0) SYS(SYS_lseek, directory, 0, 0 /* SEEK_SET */);
     _Alignas(8) char entries[2048];
     int index = 0;
     if (pass == 1) {
@@ -193,7 +198,7 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
         index++;
       }
     }
-    SYS(SYS_close, directory);
+    if (tasks < 0) SYS(SYS_close, directory);
   }
   w_registers(&w, crashed, context, audit_record.address);
   w_str(&w, "\nBinary Images:\n");
@@ -211,6 +216,16 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
     w_str(&w, "\n");
   }
   w_flush(&w);
+  if (unnamed >= 0) {
+    /* Never in place of a report the helper wrote under the same name. */
+    long linked = il_helper_link_unnamed(unnamed, final);
+    if (linked == -EEXIST) {
+      crash_file_path(final, name, "", "-in-process.crash");
+      linked = il_helper_link_unnamed(unnamed, final);
+    }
+    if (linked != 0) il_helper_say_unwritten(audit_plan.directory, -linked);
+    return;
+  }
   SYS(SYS_close, fd);
   /* link then unlink: never replaces a report the helper wrote under the same name. */
   if (SYS(SYS_linkat, AT_FDCWD, temporary, AT_FDCWD, final, 0) == 0) SYS(SYS_unlinkat, AT_FDCWD, temporary, 0);

@@ -23,8 +23,12 @@ __attribute__((constructor(101))) static void il_capture_argv(int argc, char **a
   saved_argc = argc;
   saved_argv = argv;
   // `imagelog run` becomes the command it runs: done here, before the runtime's initializers and
-  // main, whose work the command could not use (run.c). Help is left to the Swift side.
-  if (argc > 1 && strcmp(argv[1], "run") == 0 && !il_run_wants_help(argc, argv)) _exit(il_run(argc, argv, envp));
+  // main, whose work the command could not use (run.c). Help is left to the Swift side, and so is
+  // making a missing crash directory (RunCommand, with core-handler's CrashFolder).
+  if (argc > 1 && strcmp(argv[1], "run") == 0 && !il_run_wants_help(argc, argv)) {
+    int status = il_run(argc, argv, envp);
+    if (status != IL_RUN_MAKE_CRASH_DIRECTORY) _exit(status);
+  }
 }
 
 // Swift calling convention, as the runtime declares them (SWIFT_CC(swift)).

@@ -26,7 +26,12 @@
 
 const char *const il_run_usage =
   "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--no-follow] "
-  "[--crash-dir <directory>] [--crash-timeout <seconds>] -- <command> [<argument> ...]";
+  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] -- <command> [<argument> ...]";
+
+/* The crash directory il_run found missing, for the Swift side to make (il_run_crash_directory_to_make). */
+static char *missing_crash_directory;
+
+const char *il_run_crash_directory_to_make(void) { return missing_crash_directory; }
 
 /* The module's file name, as SwiftPM builds the `ImageLogAudit` product and `make install` copies it. */
 static const char module_file_name[] = "libImageLogAudit.so";
@@ -283,6 +288,7 @@ int il_run(int argc, char **argv, char **envp) {
   if (status != 0) return status;
   status = take_option(&options, "--crash-timeout", NULL, &crash_timeout);
   if (status != 0) return status;
+  int crash_wait = take_flag(&options, "--crash-wait");
   uint64_t timeout_ms = IL_HELPER_DEFAULT_TIMEOUT_MS;
   if (crash_timeout != NULL) {
     char *end = NULL;
@@ -336,12 +342,18 @@ int il_run(int argc, char **argv, char **envp) {
       return IL_EXIT_FAILURE;
     }
   }
-  /* --crash-dir: an existing folder we may write in, made absolute now (the program may change
-     directory), and imagelog itself as the helper the module starts at a crash. */
+  /* --crash-dir: a folder we may write in, made absolute now (the program may change directory), and
+     imagelog itself as the helper the module starts at a crash. A missing folder is made as
+     core-handler makes its own, by the Swift side (CrashFolder): the caller makes it and calls again. */
   char *crash_path = NULL, *helper_path = NULL;
   if (crash_directory != NULL) {
     struct stat folder;
     crash_path = realpath(crash_directory, NULL);
+    if (crash_path == NULL && errno == ENOENT && missing_crash_directory == NULL) {
+      if (opened != 2) close(opened);
+      missing_crash_directory = crash_directory;
+      return IL_RUN_MAKE_CRASH_DIRECTORY;
+    }
     if (crash_path == NULL || stat(crash_path, &folder) != 0 || !S_ISDIR(folder.st_mode) || access(crash_path, W_OK | X_OK) != 0) {
       int code = crash_path == NULL ? errno : (stat(crash_path, &folder) == 0 && !S_ISDIR(folder.st_mode) ? ENOTDIR : errno);
       PRINT_ERROR("imagelog: ", crash_directory, ": cannot write crash reports there: ", strerror(code));
@@ -390,6 +402,7 @@ int il_run(int argc, char **argv, char **envp) {
     made += asprintf(&added[7], "IMAGELOG_AUDIT_CRASH_DIR=%s", crash_path) >= 0;
     made += asprintf(&added[8], "IMAGELOG_AUDIT_CRASH_HELPER=%s", helper_path) >= 0;
     made += asprintf(&added[9], "IMAGELOG_AUDIT_CRASH_TIMEOUT_MS=%llu", (unsigned long long)timeout_ms) >= 0;
+    if (crash_wait) environment[used++] = "IMAGELOG_AUDIT_CRASH_WAIT=1";
   }
   if (made != (crash_path != NULL ? 10 : 7)) return IL_EXIT_FAILURE;
   for (int index = 0; index < made; index++) environment[used++] = added[index];

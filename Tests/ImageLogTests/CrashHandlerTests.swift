@@ -17,7 +17,7 @@ import Testing
   static func programArguments(output: String) -> [String] {
     let root = packageRoot
     let handler = ["table", "memory", "threads", "report", "handler", "helper"].map { "\(root)/Sources/CImageLog/crash_\($0).c" }
-    return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread",
+    return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread", "-DIL_HELPER_TEST_HOOKS",
             "-I", "\(root)/Sources/CImageLog/include", "-I", "\(root)/Sources/CImageLogImage/include",
             "-I", "\(root)/Sources/CImageLogUnwind/include"] + handler
       + ["cfi", "cfi_expression", "unwind"].map { "\(root)/Sources/CImageLogUnwind/\($0).c" }
@@ -80,6 +80,65 @@ import Testing
          frame0Function: nil, callerFunction: "crash_corrupt_heap",
          environment: ["MALLOC_ARENA_MAX": "1", "GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"]),
   ]
+
+  /// A vfork child that crashes before it executes anything, then its parent: both are reported (issue 35,
+  /// item 5: the child's claim, made in the memory it shared, kept the parent from its report).
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func vforkChildThenParent() throws {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(program, ["vfork", reportPath, "\(directory)/maps"], timeoutSeconds: 60)
+    #expect(!result.timedOut, "the crash handler hung")
+    #expect(result.terminationSignal == SIGSEGV)
+    let processes = (readFile(reportPath) ?? "").split(separator: "\n").filter { $0.hasPrefix("Process:") }
+    #expect(processes.count == 2, "\(processes)")
+    #expect(processes.last?.hasSuffix("crash-program [\(result.pid)]") == true, "\(processes)")
+  }
+
+  /// A child forked right after the crashed thread started its helper (held there by the test hook,
+  /// IL_HELPER_TEST_HOOKS), living until its parent dies, holds copies of every pipe the handler made:
+  /// the crash still ends at once, with its report (issue 35, item 7: the handler read the exec-error
+  /// pipe to its end, which the child's copy kept away, for as long as the child lived).
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func childForkedDuringTheCrashHoldsNothingUp() throws {
+    let (result, reports) = try Self.crashWithFailingHelper("forkhang")
+    #expect(!result.timedOut, "the crashed program hung while its child lived")
+    #expect(result.terminationSignal == SIGSEGV)
+    #expect(result.stderr.contains("failed (exit status 1); writing the report in process"), "\(result.stderr)")
+    #expect(reports.count == 1, "\(reports)")
+  }
+
+  /// crash-program MODE with a helper that fails at once (a script exiting 1) and the in-process report
+  /// into the crash directory: the result and the text of each report there whose name has the PID.
+  static func crashWithFailingHelper(_ mode: String) throws -> (result: CrashTestSupport.ProcessResult, reports: [String]) {
+    let program = try Self.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let helper = directory + "/helper"
+    try writeFile(helper, "#!/bin/sh\nexit 1\n")
+    chmod(helper, 0o755)
+    let result = try CrashTestSupport.run(program, [mode, "-", "\(directory)/maps"],
+                                          environment: ["CRASH_HELPER": helper, "CRASH_DIR": directory,
+                                                        "CRASH_HELPER_TIMEOUT_MS": "60000"],
+                                          timeoutSeconds: 30)
+    let names = directoryEntries(directory).filter { $0.hasSuffix(".crash") && $0.hasPrefix("crash-program.\(result.pid).") }
+    return (result, names.map { readFile("\(directory)/\($0)") ?? "" })
+  }
+
+  /// A program with no descriptor left at its crash (RLIMIT_NOFILE 3): the helper cannot be started, and
+  /// the in-process report goes into the file kept from il_crash_set_helper (issue 35, item 8: no report,
+  /// and nothing said why).
+  @Test(.enabled(if: compiler != nil, "needs cc or clang"))
+  func reportWithNoDescriptorLeft() throws {
+    let (result, reports) = try Self.crashWithFailingHelper("nofile")
+    #expect(!result.timedOut, "the crash handler hung")
+    #expect(result.terminationSignal == SIGSEGV)
+    #expect(result.stderr.contains("could not be started (errno 24); writing the report in process\n"), "\(result.stderr)")
+    #expect(reports.count == 1, "\(reports)")
+    let report = try ParsedCrashReport(reports.first ?? "")
+    #expect(report.header["Process"] == "crash-program [\(result.pid)]")
+    #expect(report.threads.first { $0.crashed }?.tid == result.pid)
+  }
 
   @Test(.enabled(if: compiler != nil, "needs cc or clang"), arguments: cases)
   func crashLeavesCompleteReport(_ testCase: Case) throws {

@@ -12,7 +12,10 @@
    Out-of-process capture (crash_helper.c): with CRASH_HELPER (an absolute path) and CRASH_DIR set the
    handler starts that helper first (CRASH_HELPER_TIMEOUT_MS, default 30000); REPORT "-" sends the
    in-process report into CRASH_DIR too. CRASH_SIGCHLD=ignore or handle sets SIGCHLD to SIG_IGN, or
-   to a handler that reaps every child it can (waitpid(-1)), before the crash. */
+   to a handler that reaps every child it can (waitpid(-1)), before the crash.
+   vfork: a vfork child crashes before it executes anything, then the parent. nofile: RLIMIT_NOFILE 3
+   (no descriptor left to open), then null. forkhang (built with
+   -DIL_HELPER_TEST_HOOKS, with a helper): a child forked while the handler's pipes are open lives on. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
 #include "test-threads.h"
@@ -30,6 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -523,6 +529,35 @@ static void copy_maps(const char *to) {
   close(out);
 }
 
+/* forkhang: the crashed thread, right after it cloned the helper (il_helper_test_after_clone), has a
+   second thread fork a child that lives until its parent dies (PR_SET_PDEATHSIG) and so holds copies
+   of every pipe the handler made; the crash must end all the same. */
+static _Atomic int fork_asked, fork_done;
+
+void il_helper_test_after_clone(long child) {
+  (void)child;
+  if (!atomic_load(&fork_asked)) return;
+  atomic_store(&fork_asked, 2);
+  struct timespec delay = {0, 1000000};
+  while (!atomic_load(&fork_done)) syscall(SYS_nanosleep, &delay, NULL);
+}
+
+static void *forking_thread(void *unused) {
+  (void)unused;
+  struct timespec delay = {0, 1000000};
+  while (atomic_load(&fork_asked) != 2) nanosleep(&delay, NULL);
+  pid_t parent = getpid();
+  pid_t child = fork();
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    for (;;) pause();
+  }
+  atomic_store(&fork_done, 1);
+  for (;;) nanosleep(&delay, NULL);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc != 4 && argc != 5) {
     fprintf(stderr, "usage: %s MODE REPORT MAPS [THREADS]\n", argv[0]);
@@ -580,6 +615,22 @@ int main(int argc, char **argv) {
     while (atomic_load(&malloc_threads_running) < 3) sched_yield();
   }
   copy_maps(argv[3]);
+  if (strcmp(mode, "forkhang") == 0) {
+    atomic_store(&fork_asked, 1);
+    pthread_create(&thread, NULL, forking_thread, NULL);
+    crash_null_dereference();
+  }
+  if (strcmp(mode, "nofile") == 0) {  /* no descriptor left to open at the crash */
+    struct rlimit limit = {3, 3};
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return 1;
+    crash_null_dereference();
+  }
+  if (strcmp(mode, "vfork") == 0) {  /* a vfork child crashes before it executes anything, then the parent */
+    pid_t child = vfork();
+    if (child == 0) crash_null_dereference();
+    waitpid(child, NULL, 0);
+    crash_null_dereference();
+  }
   if (strcmp(mode, "null") == 0 || strcmp(mode, "chained") == 0 || strcmp(mode, "uninstalled") == 0 ||
       strcmp(mode, "brokenpipe") == 0)
     crash_null_dereference();

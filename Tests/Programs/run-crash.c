@@ -13,7 +13,13 @@
               program installs replaces imagelog's.
    seccomp    forbids ptrace(2) to itself and its children with a seccomp filter, then crashes: the
               helper cannot stop the threads, and the module writes its own report.
-   ignorechld, handlechld  SIGCHLD ignored, or handled by a reaper (waitpid(-1)), then null. */
+   ignorechld, handlechld  SIGCHLD ignored, or handled by a reaper (waitpid(-1)), then null.
+   vfork      a vfork child crashes before it executes anything; then the parent crashes.
+   nofile     lowers RLIMIT_NOFILE to 3 (no descriptor left to open), then null.
+   forkcrash  the main thread crashes while a second thread waits until the crash helper (a stand-in
+              the test names, which holds the handler until told) has started, forks a child that
+              crashes at once, reaps it, writes "PID STATUS" of it to $HELD_DIR/child and tells the
+              stand-in ($HELD_DIR/release) to end. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -30,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -123,6 +131,34 @@ static void forbid_ptrace(void) {
   }
 }
 
+static void held_path(char *path, size_t size, const char *name) {
+  const char *directory = getenv("HELD_DIR");
+  snprintf(path, size, "%s/%s", directory != NULL ? directory : ".", name);
+}
+
+static void *forker(void *unused) {
+  (void)unused;
+  char started_path[4096], child_path[4096], release_path[4096];
+  held_path(started_path, sizeof started_path, "started");
+  held_path(child_path, sizeof child_path, "child");
+  held_path(release_path, sizeof release_path, "release");
+  struct stat info;
+  while (stat(started_path, &info) != 0) {
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+  }
+  pid_t child = fork();
+  if (child == 0) crash_null();
+  int status = 0;
+  waitpid(child, &status, 0);
+  FILE *file = fopen(child_path, "w");
+  fprintf(file, "%d %d\n", (int)child, status);
+  fclose(file);
+  fclose(fopen(release_path, "w"));
+  for (;;) pause();
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: %s MODE THREADS-FILE\n", argv[0]);
@@ -147,6 +183,22 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(mode, "stack") == 0) return recurse(0);
+  if (strcmp(mode, "vfork") == 0) {
+    pid_t child = vfork();
+    if (child == 0) crash_null();
+    waitpid(child, NULL, 0);
+  }
+  if (strcmp(mode, "nofile") == 0) {
+    struct rlimit limit = {3, 3};
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      perror("run-crash: setrlimit");
+      return 1;
+    }
+  }
+  if (strcmp(mode, "forkcrash") == 0) {
+    pthread_t thread;
+    pthread_create(&thread, NULL, forker, NULL);
+  }
   if (strcmp(mode, "handler") == 0) signal(SIGSEGV, own_handler);
   if (strcmp(mode, "seccomp") == 0) forbid_ptrace();
   if (strcmp(mode, "ignorechld") == 0) signal(SIGCHLD, SIG_IGN);

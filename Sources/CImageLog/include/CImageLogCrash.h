@@ -50,7 +50,8 @@ int il_crash_install(int fd);
    writes its symbolicated report into `directory` (absolute). When it writes none (missing, refused,
    failed, crashed, killed at the timeout) the handler writes its own report: to the descriptor given
    to il_crash_install, or, when that is -1, into `directory` under the name the helper would have
-   used. NULL `helper` turns capture off. Call before il_crash_install (or again after it to change
+   used (into a file opened now, unnamed until the crash, close-on-exec at a high number: a program
+   with no descriptor left at its crash still gets its report). NULL `helper` turns capture off. Call before il_crash_install (or again after it to change
    the helper). Returns 0, or EINVAL (a relative or too long path), ENOMEM. Not async-signal-safe. */
 int il_crash_set_helper(const char *helper, const char *directory, uint64_t timeout_ms);
 

@@ -23,6 +23,9 @@
       ptracer (PR_SET_PTRACER, for Yama's ptrace_scope 1: the helper is a child, not an ancestor), so
       it cannot try to attach before it may; then it unblocks every signal and execs the helper. An exec
       that fails writes its errno to a close-on-exec pipe and exits 127.
+      Every descriptor made here is close-on-exec, and none is waited on for its end of file: a child
+      the program forks while a thread is in here holds copies of the pipes (fork copies descriptors
+      whatever their flags), and may live for ever; the wait below ends in bounded time all the same.
    4. The parent waits, at most `timeout_ns`, until the helper says on the "done" pipe (its --done-fd)
       that its first report is written (every thread read, unwound, written down: the process is of no
       more use to it), or exits (poll on a pidfd, CLONE_PIDFD, Linux 5.2 and later; else waitpid every
@@ -296,6 +299,28 @@ static const char il_helper_swift_backtrace[] = "SWIFT_BACKTRACE=enable=no";
 
 /* ---- the crash ---- */
 
+/* Which thread handles a crash: the first to claim `state`, a word both handlers keep, holding the
+   claimer's PID (high half) and thread ID (low half), 0 before any crash. A word another process
+   wrote is not ours, and is claimed over: a vfork child that crashed before its exec wrote it into
+   memory it shared with its parent, and a child forked while a thread was handling a crash inherits
+   a copy; either would otherwise leave this process waiting for a report nobody writes. */
+enum {
+  IL_CLAIM_TAKEN = 0,        /* the caller handles the crash */
+  IL_CLAIM_OTHER_THREAD = 1, /* another thread of this process does: wait for it */
+  IL_CLAIM_AGAIN = 2,        /* the caller itself already does: the handler crashed */
+};
+
+static inline int il_helper_claim(uint64_t *state, int32_t pid, int32_t tid) {
+  uint64_t mine = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, expected = 0;
+  /* Only this process's threads change the word while we look (and a vfork child's, while its
+     parent thread is suspended): a few rounds settle it. */
+  for (int round = 0; round < 64; round++) {
+    if (__atomic_compare_exchange_n(state, &expected, mine, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) return IL_CLAIM_TAKEN;
+    if ((int32_t)(expected >> 32) == pid) return expected == mine ? IL_CLAIM_AGAIN : IL_CLAIM_OTHER_THREAD;
+  }
+  return IL_CLAIM_OTHER_THREAD;
+}
+
 /* What became of the helper. */
 enum {
   IL_HELPER_CAPTURED = 0,     /* it said its report is written, or exited 0 */
@@ -346,6 +371,91 @@ static inline void il_helper_become(il_helper_plan *plan, int go, int status, in
   for (;;) IL_SYS(SYS_exit_group, 127);
 }
 
+/* ---- what the in-process report needs, kept from install ---- */
+
+/* A descriptor opened at install for the crash's in-process report: at the crash the program may have
+   no descriptor left to give (RLIMIT_NOFILE lowered, every number taken), and the report must still be
+   written. Kept close-on-exec (a program executed installs its own), at a high number the program will
+   not get from open(2) by accident, checked at the crash to be the file that was opened (a program may
+   have put another on the number), and used only by the process that opened it: a forked child shares
+   its open file, so it opens its own. */
+typedef struct {
+  int fd;
+  int32_t pid;
+  uint64_t device, inode;
+} il_kept_file;
+
+/* The kernel's struct stat's device and inode, the first two words on x86_64 and aarch64 alike. */
+static inline int il_helper_identity(int fd, uint64_t identity[2]) {
+  uint64_t info[32];  /* struct stat: 144 bytes on x86_64, 128 on aarch64 */
+  if (IL_SYS(SYS_fstat, fd, info) != 0) return 0;
+  identity[0] = info[0];
+  identity[1] = info[1];
+  return 1;
+}
+
+/* Keeps `fd` (closed here, -errno or -1 for none) as `kept`: moved to a high number (below 1024 where
+   the limit allows, as imagelog run places its own), close-on-exec. Not async-signal-safe only in that
+   it is meant for install. */
+static inline void il_helper_keep(il_kept_file *kept, long fd) {
+  if (kept->fd >= 0) IL_SYS(SYS_close, kept->fd);
+  kept->fd = -1;
+  if (fd < 0) return;
+  struct { uint64_t current, maximum; } limit = {256, 256};
+  IL_SYS(SYS_prlimit64, 0, 7 /* RLIMIT_NOFILE */, 0, &limit);
+  long ceiling = limit.current < 1024 ? (long)limit.current : 1024, floors[3] = {ceiling - 1, ceiling / 2, 10};
+  long copy = -1;
+  for (int i = 0; i < 3 && copy < 0; i++)
+    if (floors[i] > 2) copy = IL_SYS(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
+  uint64_t identity[2];
+  if (copy >= 0 && il_helper_identity((int)copy, identity)) {
+    kept->fd = (int)copy;
+    kept->pid = (int32_t)IL_SYS(SYS_getpid, 0);
+    kept->device = identity[0];
+    kept->inode = identity[1];
+  } else if (copy >= 0) {
+    IL_SYS(SYS_close, copy);
+  }
+  IL_SYS(SYS_close, fd);
+}
+
+/* The kept descriptor, or -1 when this is not the process that kept it or the number holds another
+   file. Async-signal-safe. */
+static inline int il_helper_kept(const il_kept_file *kept) {
+  uint64_t identity[2];
+  if (kept->fd < 0 || (int32_t)IL_SYS(SYS_getpid, 0) != kept->pid || !il_helper_identity(kept->fd, identity)) return -1;
+  return identity[0] == kept->device && identity[1] == kept->inode ? kept->fd : -1;
+}
+
+/* A new file in `directory` with no name yet (O_TMPFILE, mode 0640): a descriptor, or -errno. */
+static inline long il_helper_open_unnamed(const char *directory) {
+  return IL_SYS(SYS_openat, AT_FDCWD, directory, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0640);
+}
+
+/* Gives the unnamed file `fd` the name `path` (never in place of an existing one): 0 or -errno.
+   Through /proc, as linkat's AT_EMPTY_PATH needs a capability. Async-signal-safe. */
+static inline long il_helper_link_unnamed(int fd, const char *path) {
+  char self[40] = "/proc/self/fd/";
+  il_helper_number(self + 14, (uint64_t)fd, 0);
+  return IL_SYS(SYS_linkat, AT_FDCWD, self, AT_FDCWD, path, AT_SYMLINK_FOLLOW);
+}
+
+/* "imagelog: cannot write the report in DIRECTORY (errno N)" on standard error: the in-process
+   report's file could not be made or named. Async-signal-safe. */
+static inline void il_helper_say_unwritten(const char *directory, long error) {
+  char number[24];
+  il_helper_number(number, (uint64_t)(error < 0 ? 0 : error), 0);
+  const char *parts[5] = {"imagelog: cannot write the report in ", directory, " (errno ", number, ")\n"};
+  for (int i = 0; i < 5; i++) IL_SYS(SYS_write, 2, parts[i], il_helper_length(parts[i]));
+}
+
+#ifdef IL_HELPER_TEST_HOOKS
+/* Tests only (CrashHandlerTests builds crash-program.c and the handler with IL_HELPER_TEST_HOOKS):
+   called in the crashed process right after the helper is cloned, every pipe still open, so that a
+   test can fork there without looping on a race. */
+void il_helper_test_after_clone(long child);
+#endif
+
 /* Starts the helper for the crash `record` describes (filled already) and waits for it, at most the
    plan's timeout. Async-signal-safe; called on the crashed thread, in its handler. */
 static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result) {
@@ -360,7 +470,9 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
   int go[2], status[2], done[2];
   long failed = IL_SYS(SYS_pipe2, go, O_CLOEXEC);
   if (failed < 0) { result->detail = (int)-failed; return; }
-  failed = IL_SYS(SYS_pipe2, status, O_CLOEXEC);
+  /* Non-blocking: the exec error is written before the child exits, and a child the program forks
+     while we wait holds a copy of the writing end, which must not keep us reading. */
+  failed = IL_SYS(SYS_pipe2, status, O_CLOEXEC | O_NONBLOCK);
   if (failed == 0) {
     failed = IL_SYS(SYS_pipe2, done, O_CLOEXEC);
     if (failed < 0) {
@@ -390,6 +502,9 @@ static inline void il_helper_run(il_helper_plan *plan, il_helper_result *result)
     IL_SYS(SYS_close, done[0]);
     il_helper_become(plan, go[0], status[1], done[1]);
   }
+#ifdef IL_HELPER_TEST_HOOKS
+  il_helper_test_after_clone(child);
+#endif
   IL_SYS(SYS_close, go[0]);
   IL_SYS(SYS_close, status[1]);
   IL_SYS(SYS_close, done[1]);

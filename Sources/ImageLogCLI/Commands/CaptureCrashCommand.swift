@@ -21,7 +21,7 @@ struct CaptureCrashCommand: Command {
   static let isInternal = true
   static let abstract = "Internal: capture a crashed process for the crash handler that started it (see run --crash-dir)."
   static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> [--done-fd <fd>] "
-    + "[--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
+    + "[--done-when-final] [--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
   static let helpSections = """
     OPTIONS:
       --pid <pid>             The crashed process (the helper's parent).
@@ -30,7 +30,11 @@ struct CaptureCrashCommand: Command {
                               and .dmp, each written unnamed and then given its name.
       --done-fd <fd>          Write one byte to <fd> once the report is written unsymbolicated (every
                               thread read and unwound): the waiting handler lets the program die, and
-                              the report is then replaced by its symbolicated version.
+                              the report is then replaced by its symbolicated version, and
+                              ends with "-- provisional: being symbolicated, to be replaced" until then.
+      --done-when-final       Write to --done-fd only once the symbolicated report and the
+                              minidump are written (imagelog run --crash-wait): the program dies
+                              with its files final.
       --search <path>         A folder or file holding binaries and debug files. Repeatable.
       --no-lines              Symbol tables only, no file:line from DWARF.
       --no-system-debug       Do not look in /usr/lib/debug, debuginfod caches or servers.
@@ -51,7 +55,11 @@ struct CaptureCrashCommand: Command {
   var record: UInt64
   var directory: String
   var doneDescriptor: Int32?
+  var doneWhenFinal: Bool
   var options: SymbolicationOptions
+
+  /// The last line of a report written before its symbolicated version replaces it.
+  static let provisionalMarker = "\n-- provisional: being symbolicated, to be replaced\n"
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let pidText = try scanner.option("--pid") else { throw scanner.usageError("Missing '--pid <pid>'") }
@@ -71,6 +79,7 @@ struct CaptureCrashCommand: Command {
       guard let descriptor = Int32(done), descriptor > 2 else { throw scanner.usageError("'\(done)' is not a descriptor above 2") }
       doneDescriptor = descriptor
     }
+    doneWhenFinal = scanner.flag("--done-when-final")
     options = try parseSymbolicationOptions(&scanner)
     let rest = try scanner.positionals()
     if let first = rest.first { throw scanner.usageError("Unexpected argument '\(first)'") }
@@ -96,25 +105,19 @@ struct CaptureCrashCommand: Command {
     var options = options
     options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
     let path: String
+    // With a handler waiting (and not for the final report): the report as read, at once, so the
+    // program can die while DWARF is read.
+    let early = doneDescriptor != nil && !doneWhenFinal
     do {
-      // With a handler waiting: the report as read, at once, so the program can die while DWARF is read.
-      let text = doneDescriptor == nil ? symbolicatedReportText(capture.snapshot, options: options)
-                                       : capture.snapshot.imagelogReportText()
+      let text = early ? capture.snapshot.imagelogReportText() + Self.provisionalMarker
+                       : symbolicatedReportText(capture.snapshot, options: options)
       path = try folder.write(text, as: stem + ".crash", access: CrashFolder.Access(), time: crash.date).path
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
     }
     printError("imagelog: \(program) [\(pid)] crashed (signal \(crash.signal)): report written to \(path)")
-    if let doneDescriptor {
-      _ = writeAll(to: doneDescriptor, "w")
-      close(doneDescriptor)
-      // The program is gone or going: nothing here may keep its standard streams open (a pipeline reading
-      // them would wait for the symbolication to end). A failure from now on leaves the report as it is.
-      let null = open("/dev/null", O_RDWR)
-      for stream: Int32 in [0, 1, 2] where null >= 0 { dup2(null, stream) }
-      if null > 2 { close(null) }
-    }
+    if early { letTheProgramGo() }
     var status = ExitStatus.success
     do {
       // Every thread's registers and stack as copied at the stop (the crashed one's from the handler's
@@ -122,10 +125,12 @@ struct CaptureCrashCommand: Command {
       _ = try folder.write(try capture.snapshot.minidumpBytes(), as: stem + ".dmp", access: CrashFolder.Access(),
                            time: crash.date)
     } catch {
-      if doneDescriptor == nil { printError("imagelog: capture-crash: \(stem).dmp: \(error)") }
+      if !early { printError("imagelog: capture-crash: \(stem).dmp: \(error)") }
       status = .failure
     }
-    if doneDescriptor != nil {
+    if !early {
+      if doneDescriptor != nil { letTheProgramGo() }
+    } else {
       do {
         _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: stem + ".crash",
                              access: CrashFolder.Access(), time: crash.date, replacing: true)
@@ -134,6 +139,18 @@ struct CaptureCrashCommand: Command {
       }
     }
     return status
+  }
+
+  /// Tells the waiting handler (--done-fd) that the report is written. The program is gone or going:
+  /// nothing here may keep its standard streams open (a pipeline reading them would wait for the
+  /// symbolication to end). A failure from then on leaves the report as it is.
+  func letTheProgramGo() {
+    guard let doneDescriptor else { return }
+    _ = writeAll(to: doneDescriptor, "w")
+    close(doneDescriptor)
+    let null = open("/dev/null", O_RDWR)
+    for stream: Int32 in [0, 1, 2] where null >= 0 { dup2(null, stream) }
+    if null > 2 { close(null) }
   }
 
   /// The snapshot symbolicated and written in imagelog's report layout, its summary of images found

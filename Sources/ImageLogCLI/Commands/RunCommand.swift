@@ -2,6 +2,7 @@
 internal import Glibc
 #endif
 internal import CImageLogMain
+import ImageLog
 
 /// `imagelog run -- COMMAND`: every image COMMAND's dynamic loader adds and removes.
 ///
@@ -35,10 +36,15 @@ struct RunCommand: Command {
                               shell's commands).
       --crash-dir <directory> Catch the program's crashes (see CRASHES): each one leaves a
                               symbolicated report and a minidump in <directory>,
-                              PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp.
+                              PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp. The directory is made
+                              (mode 0755, and its parents) when missing.
       --crash-timeout <seconds>
                               How long a crashing program waits for imagelog to capture it before
-                              it writes a shorter report itself (default: 30).
+                              it writes a shorter report itself (default: 30; with --crash-wait,
+                              symbolication included).
+      --crash-wait            Keep a crashing program until its report is final (symbolicated)
+                              and its minidump written, so that when it has exited the files in
+                              <directory> are the last ones (see CRASHES).
       -h, --help              Show help information.
 
     NOTES:
@@ -71,7 +77,11 @@ struct RunCommand: Command {
       registers the handler recorded) and writes the report, under a temporary name first so no
       reader sees half of it. Then the program dies of its own signal (exit status and core dumps as
       without imagelog) while imagelog writes the minidump and puts the symbolicated report (file:line,
-      inlined functions) in place of the first, atomically. When imagelog cannot
+      inlined functions) in place of the first, atomically. That first report ends with the line
+      "-- provisional: being symbolicated, to be replaced"; the one that replaces it, with
+      "-- symbolicated by imagelog: ...". With --crash-wait the program dies only once the
+      symbolicated report and the minidump are in place: when it has exited, the report is final (a
+      script that runs it needs no waiting of its own). When imagelog cannot
       capture it (ptrace refused by a seccomp filter, a timeout), the module says why on standard
       error and writes a shorter report itself: every thread listed, the crashed one unwound in
       process, its registers, Binary Images. A handler the program installs itself replaces
@@ -80,10 +90,26 @@ struct RunCommand: Command {
       of them ends the program with no report. Images are still logged (--output /dev/null to not).
     """
 
-  /// The constructor ran `run` before main (argv.c), so this is reached only if it did not: the same C then.
+  /// The constructor ran `run` before main (argv.c), so this is reached only if it did not (or found the
+  /// crash directory missing): the same C then.
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {}
 
   func run() throws -> ExitStatus {
-    il_run(CommandLine.argc, CommandLine.unsafeArgv, environ) == ExitStatus.usage.code ? .usage : .failure
+    // The crash directory il_run found missing (in the constructor, or here): made as core-handler makes
+    // its --output-dir (mode 0755, and its parents), then il_run again.
+    var status = Int32(IL_RUN_MAKE_CRASH_DIRECTORY)
+    for _ in 0..<2 where status == Int32(IL_RUN_MAKE_CRASH_DIRECTORY) {
+      if let missing = il_run_crash_directory_to_make() {
+        let path = String(cString: missing)
+        do {
+          _ = try CrashFolder(path: path)
+        } catch {
+          printError("imagelog: \(path): cannot write crash reports there: \(error.reason)")
+          return .failure
+        }
+      }
+      status = il_run(CommandLine.argc, CommandLine.unsafeArgv, environ)
+    }
+    return status == ExitStatus.usage.code ? .usage : .failure
   }
 }
