@@ -156,5 +156,29 @@ import Symbolication
     let frames = try #require(json["frames"]?.array)
     Self.expect(frames, 3, status: "not-looked-up", Self.reported("main", offset: 9))
   }
-}
 
+  /// The text layouts keep the report's names of frames whose module is missing: a text report's lines
+  /// as written (its own layout and `--format crash`), an `.ips`' and the backtracer JSON's frames as
+  /// their documents name them (their own layout, and Apple's translation).
+  @Test func textLayoutsKeepTheNames() throws {
+    var options = SymbolicationOptions()
+    options.systemDirectories = false
+    options.lineInfo = false
+    let asan = "==7==ERROR: AddressSanitizer: SEGV on unknown address 0x000000000000\n"
+      + "    #1 0x4010a4 in _start (/nonexistent/imagelog-test/a.out+0x4010a4)\n"
+    let linux = Symbolicator.symbolicated(try ReportParser.parse(asan), options: options)
+    for style in [ReportStyle.report, .crash] {
+      #expect(linux.formatted(style).hasPrefix(asan), "\(style)")
+    }
+    let ips = Symbolicator.symbolicated(try ReportParser.parse(try #require(readFile(Self.apple + "focustogether-abort.ips"))),
+                                        options: options)
+    #expect(ips.formatted(.report).contains(#""symbol" : "__pthread_kill""#))
+    #expect(ips.formatted(.crash).contains("__pthread_kill + 8"))
+    var text = try #require(readFile(Self.linux + "swift-backtrace-crasher.json"))
+    text = text.replacing(#"{ "kind": "returnAddress", "address": "0x00005555555552fd" }"#,
+                          with: #"{ "kind": "returnAddress", "address": "0x00005555555552fd", "symbol": "$s7crasher7CrasherV3runyySiF", "offset": 332, "description": "Crasher.run(_:) + 332" }"#)
+    let swift = Symbolicator.symbolicated(try ReportParser.parse(text), options: options)
+    #expect(swift.formatted(.report).contains(#""description":"Crasher.run(_:) + 332""#))
+    #expect(swift.formatted(.crash).contains("Crasher.run(_:) + 332"))
+  }
+}
