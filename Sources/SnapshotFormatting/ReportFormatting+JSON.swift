@@ -137,6 +137,17 @@ extension ProcessSnapshot {
       let inlined = result.functions.dropLast()
       if !inlined.isEmpty { members.append(("inlined", .array(inlined.map { .object(functionMembers($0)) }))) }
     }
+    // The report's own name for the frame, whatever became of it here (found, not found, not looked up):
+    // kept apart from imagelog's answer, so a reader can tell which names no file confirmed.
+    if let reported = reportedFunction(of: frame) {
+      var own: [(String, JSONValue)] = []
+      if let name = reported.name { own.append(("symbol", .string(name))) }
+      if let offset = reported.offset { own.append(("symbolOffset", .number(String(offset)))) }
+      if let file = reported.file { own.append(("file", .string(file))) }
+      if let line = reported.line { own.append(("line", .number(String(line)))) }
+      if let column = reported.column { own.append(("column", .number(String(column)))) }
+      members.append(("reported", .object(own)))
+    }
     return .object(members)
   }
 

@@ -151,7 +151,7 @@ public enum Symbolicator {
       guard let imageIndex = frame.imageIndex, snapshot.images.indices.contains(imageIndex) else {
         if frame.namesNoModule {
           result.status = .noModule
-          if let reported = reportedFunction(frame) { result.setFunction(reported) }
+          if let reported = reportedFunction(frame, in: snapshot) { result.setFunction(reported) }
         }
         continue
       }
@@ -267,9 +267,9 @@ public enum Symbolicator {
   }
 
   /// The function and location a source's frame line gives itself, when it names one.
-  static func reportedFunction(_ frame: ProcessSnapshot.Frame) -> FrameSymbols.Function? {
-    guard let reported = frame.reportedFunction else { return nil }
-    return FrameSymbols.Function(name: reported.name, rawName: nil, offset: nil, file: reported.file,
+  static func reportedFunction(_ frame: ProcessSnapshot.Frame, in snapshot: ProcessSnapshot) -> FrameSymbols.Function? {
+    guard let reported = snapshot.reportedFunction(of: frame) else { return nil }
+    return FrameSymbols.Function(name: reported.name, rawName: nil, offset: reported.offset, file: reported.file,
                                  line: reported.line, column: reported.column, isInlined: false)
   }
 
@@ -290,7 +290,7 @@ public enum Symbolicator {
           if !below { result.imageOffset = offset }
         } else if frame.namesNoModule {
           result.status = .noModule
-          if let reported = reportedFunction(frame) { result.setFunction(reported) }
+          if let reported = reportedFunction(frame, in: snapshot) { result.setFunction(reported) }
         }
         snapshot.threads[threadIndex].frames[frameIndex].symbols = result
       }
