@@ -58,6 +58,13 @@ extension ProcessSnapshot {
       thread.kernelRegisters = context.flatMap(Self.kernelRegisters)
       if requesting, let context { thread.registers = Self.registerState(context, faultAddress: crashAddress) }
       if context == nil { thread.problem = "the dump holds no registers for this thread" }
+      if let context, thread.kernelRegisters == nil {
+        // Registers the unwinder does not walk from (32-bit ARM): the thread has its frame 0, the pc
+        // (the registers are the thread's, crashed or not).
+        thread.frames = [Frame(number: 0, address: context.pc, isReturnAddress: false, trust: .context)]
+        thread.registers = thread.registers ?? Self.registerState(context, faultAddress: crashAddress)
+        thread.problem = "not unwound past frame 0: the unwinder does not walk \(context.architectureName) stacks"
+      }
       if let (address, bytes) = try? file.withRanges({ ranges throws(FormatError) in
         try dump.stack(of: entry, in: ranges).map { ($0.address, $0.bytes.withUnsafeBytes { Array($0) }) }
       }) ?? nil {
@@ -84,6 +91,7 @@ extension ProcessSnapshot {
     }
     var snapshot = ProcessSnapshot(format: .minidump, process: process, exception: exception, threads: threads,
                                    images: images, problems: dump.problems.map(\.description))
+    snapshot.placeFrames()
     if let exception = dump.exception, !threads.contains(where: { $0.crashed || $0.requestedDump }) {
       snapshot.problems.append("the exception names thread \(exception.tid), which the thread list does not hold")
     }
@@ -135,7 +143,14 @@ extension ProcessSnapshot {
         default: context[name] ?? 0
         }
       }
-    case .arm: return nil
+    case .arm:
+      return RegisterState.arm { name in
+        switch name {
+        case "r11": context["fp"] ?? 0
+        case "ip": context["r12"] ?? 0
+        default: context[name] ?? 0
+        }
+      }
     }
   }
 }
