@@ -1,0 +1,75 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ImageLogTestSupport
+import ImageReaders
+import Testing
+
+/// `imagelog symbolicate` and `imagelog file` on a Windows dump Breakpad's client wrote (Breakpad's
+/// `minidump2.dmp`, in Tests/ImageReadersTests/Fixtures/minidump-field with its store), held to
+/// `minidump-stackwalk --json --symbols-path STORE`: the platform and the crash as Windows means them,
+/// the module named after its backslash, and its `.sym` found in the store by the debug file name and
+/// debug id the dump's CodeView record gives (`test_app.pdb/5A9832E5…1/test_app.sym`). Before, the dump
+/// read as `Linux 5.1.2600`, `signal -1073741819` at the faulting instruction, and the store was never
+/// consulted (no identity).
+@Suite struct MinidumpFieldCLITests {
+  static let folder = packageRoot + "/Tests/ImageReadersTests/Fixtures/minidump-field/breakpad"
+  static let dump = folder + "/minidump2.dmp"
+  static let store = folder + "/symbols"
+  static let canRun = MinidumpCLI.stackwalk != nil
+
+  static func theirs() throws -> JSONValue {
+    let run = try runChild([try #require(MinidumpCLI.stackwalk), "--json", "--symbols-path", store, dump])
+    try #require(run.exitCode == 0, "minidump-stackwalk: \(run.error)")
+    return try JSONValue.parse(run.output[...])
+  }
+
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func windowsDumpWithAStore() throws {
+    let theirs = try Self.theirs()
+    let run = try runChild([MinidumpCLI.imagelog, "symbolicate", "--format", "json", "--symbols", Self.store, Self.dump])
+    try #require(run.exitCode == 0, "imagelog: \(run.error)")
+    let ours = try JSONValue.parse(run.output[...])
+    let system = theirs["system_info"]
+    #expect(ours["os"]?.string == "\(system?["os"]?.string ?? "?") \(system?["os_ver"]?.string ?? "?")")
+    #expect(ours["exception"]?["reason"]?.string == theirs["crash_info"]?["type"]?.string)
+    #expect(MinidumpCLI.hex(ours["exception"]?["address"]) == MinidumpCLI.hex(theirs["crash_info"]?["address"]))
+    // Frame 0 of the crashed thread, named from the store's .sym as minidump-stackwalk names it.
+    let crashed = try #require(theirs["crash_info"]?["crashing_thread"]?.integer)
+    let theirThreads = theirs["threads"]?.array ?? []
+    try #require(crashed < theirThreads.count)
+    let theirFrame = try #require(theirThreads[crashed]["frames"]?.array?.first)
+    let ourFrame = try #require(ours["frames"]?.array?.first { $0["thread"]?.integer == crashed && $0["frame"]?.integer == 0 })
+    #expect(ourFrame["image"]?.string == theirFrame["module"]?.string)
+    #expect(ourFrame["status"]?.string == "symbolicated")
+    #expect(ourFrame["symbol"]?.string == theirFrame["function"]?.string)
+    // The module as the store knows it.
+    let module = try #require(theirs["modules"]?.array?.first { $0["filename"]?.string == "test_app.exe" })
+    let image = try #require(ours["images"]?.array?.first { $0["name"]?.string == "test_app.exe" })
+    #expect(image["debugFile"]?.string == module["debug_file"]?.string)
+    #expect(image["debugID"]?.string == module["debug_id"]?.string)
+    #expect(image["codeID"]?.string == module["code_id"]?.string)
+    #expect(image["status"]?.string == "found")
+  }
+
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func fileDescribesTheWindowsDump() throws {
+    let theirs = try Self.theirs()
+    let run = try runChild([MinidumpCLI.imagelog, "file", "--format", "detailed", Self.dump])
+    try #require(run.exitCode == 0, "imagelog: \(run.error)")
+    let system = theirs["system_info"]
+    #expect(run.output.contains("  os:            \(system?["os"]?.string ?? "?") \(system?["os_ver"]?.string ?? "?")\n"),
+            "\(run.output)")
+    let address = try #require(MinidumpCLI.hex(theirs["crash_info"]?["address"]))
+    #expect(run.output.contains("  exception:     \(theirs["crash_info"]?["type"]?.string ?? "?"), address 0x\(hexDigits(address, width: 16))\n"),
+            "\(run.output)")
+    for module in theirs["modules"]?.array ?? [] {
+      let name = module["filename"]?.string ?? "?"
+      // Each module's line names it after its last backslash; its identity follows on the next line.
+      #expect(run.output.contains(" \(name) i386  ") || run.output.contains("+\(name) i386  "), "\(name)")  // + marks the executable
+      guard let id = module["debug_id"]?.string, id != String(repeating: "0", count: 33) else { continue }
+      #expect(run.output.contains("      debug file \(module["debug_file"]?.string ?? "?"), debug id \(id), code id \(module["code_id"]?.string ?? "?")\n"),
+              "\(name)")
+    }
+  }
+}
