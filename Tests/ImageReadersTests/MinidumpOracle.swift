@@ -161,7 +161,7 @@ enum MinidumpOracleChecks {
     }
     // System and misc info.
     if let ours = dump.systemInfo {
-      same(ours.osName, oracle.json["system_info"]?["os"]?.string, "JSON os")
+      same(ours.platformName, oracle.json["system_info"]?["os"]?.string, "JSON os")
       same(ours.osVersionText, oracle.json["system_info"]?["os_ver"]?.string, "JSON os_ver")
       same(ours.cpuName, oracle.json["system_info"]?["cpu_arch"]?.string, "JSON cpu_arch")
     }

@@ -5,23 +5,6 @@
 // theirs line by line.
 
 extension MinidumpFile.SystemInfo {
-  /// `PlatformId`'s operating system, as minidump-stackwalk names it (`Windows NT`, `Mac OS X`, `iOS`,
-  /// `Linux`, `Android`, `Solaris`, `PS3`, `NaCl`, `Fuchsia`), or `0x…` for another value.
-  package var osName: String {
-    switch platformID {
-    case 1, 2: "Windows NT"  // VER_PLATFORM_WIN32_WINDOWS, VER_PLATFORM_WIN32_NT
-    case 0x8101: "Mac OS X"
-    case 0x8102: "iOS"
-    case 0x8201: "Linux"
-    case 0x8202: "Solaris"
-    case 0x8203: "Android"
-    case 0x8204: "PS3"
-    case 0x8205: "NaCl"
-    case 0x8206: "Fuchsia"
-    default: "0x" + hexDigits(UInt64(platformID), width: 8)
-    }
-  }
-
   /// The platform family whose exception codes the dump's exception stream carries.
   package enum Family: Sendable, Equatable {
     case windows, apple, linux, other

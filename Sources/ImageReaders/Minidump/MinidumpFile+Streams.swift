@@ -182,7 +182,7 @@ extension MinidumpFile {
     /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`, ...).
     package var architectureName: String { MinidumpFile.architectureName(processorArchitecture) }
 
-    /// The platform's name (`Linux`, `Android`, `Mac OS X`, `Windows NT`, ...), or its number in hex.
+    /// The operating system as minidump-stackwalk names it (`Linux`, `Android`, `Mac OS X`, `Windows NT`, ...), or `0x…`.
     package var platformName: String { MinidumpFile.platformName(platformID) }
 
     /// `x86_cpu_info.vendor_id` as text (`GenuineIntel`, `AuthenticAMD`) on x86, `nil` elsewhere or when
