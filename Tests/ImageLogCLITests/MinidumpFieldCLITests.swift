@@ -52,6 +52,36 @@ import Testing
     #expect(image["status"]?.string == "found")
   }
 
+  /// A macOS dump (Breakpad's writer: Mach-O UUIDs in PDB 7.0 records) with a store: the module's
+  /// `.sym` is found by its debug file name and debug id, and frame 0 is named as minidump-stackwalk
+  /// names it; the crash is `EXC_BAD_ACCESS / KERN_INVALID_ADDRESS`. Before, the UUIDs were dropped and
+  /// the store never consulted.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func macOSDumpWithAStore() throws {
+    let folder = packageRoot + "/Tests/ImageReadersTests/Fixtures/minidump-field/rust-minidump"
+    let dump = folder + "/pipeline-inlines-macos-segv.dmp"
+    let stackwalk = try runChild([try #require(MinidumpCLI.stackwalk), "--json", "--symbols-path", folder + "/symbols", dump])
+    try #require(stackwalk.exitCode == 0, "minidump-stackwalk: \(stackwalk.error)")
+    let theirs = try JSONValue.parse(stackwalk.output[...])
+    let run = try runChild([MinidumpCLI.imagelog, "symbolicate", "--format", "json", "--symbols", folder + "/symbols", dump])
+    try #require(run.exitCode == 0, "imagelog: \(run.error)")
+    let ours = try JSONValue.parse(run.output[...])
+    #expect(ours["exception"]?["reason"]?.string == theirs["crash_info"]?["type"]?.string)
+    #expect(ours["os"]?.string == "Mac OS X \(theirs["system_info"]?["os_ver"]?.string ?? "?")")
+    let crashed = try #require(theirs["crash_info"]?["crashing_thread"]?.integer)
+    let theirThreads = theirs["threads"]?.array ?? []
+    try #require(crashed < theirThreads.count)
+    let theirFrame = try #require(theirThreads[crashed]["frames"]?.array?.first)
+    let ourFrame = try #require(ours["frames"]?.array?.first { $0["thread"]?.integer == crashed && $0["frame"]?.integer == 0 })
+    #expect(ourFrame["image"]?.string == theirFrame["module"]?.string)
+    #expect(ourFrame["symbol"]?.string == theirFrame["function"]?.string)
+    let image = try #require(ours["images"]?.array?.first { $0["name"]?.string == "crash-client" })
+    #expect(image["status"]?.string == "found")
+    let module = try #require(theirs["modules"]?.array?.first { $0["filename"]?.string == "crash-client" })
+    #expect(image["debugID"]?.string == module["debug_id"]?.string)
+    #expect(image["codeID"]?.string == module["code_id"]?.string)
+  }
+
   @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
   func fileDescribesTheWindowsDump() throws {
     let theirs = try Self.theirs()
