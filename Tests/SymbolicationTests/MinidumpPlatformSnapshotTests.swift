@@ -99,5 +99,10 @@ import Testing
     let text = ours.imagelogReportText()
     #expect(text.contains("Dump Requested:  by thread 1  tid 101 (nothing crashed)"), "\(text)")
     #expect(!text.contains("Crashed"), "\(text)")
+    // Written again as a minidump, it is still a requested dump, asked for by the same thread.
+    try writeFile(directory + "/again.dmp", bytes: try ours.minidumpBytes())
+    let again = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/again.dmp")).snapshot
+    #expect(again.exception?.isDumpRequested == true)
+    #expect(again.threads.firstIndex(where: \.requestedDump) == 1)
   }
 }
