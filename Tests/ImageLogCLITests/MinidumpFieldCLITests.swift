@@ -82,6 +82,53 @@ import Testing
     #expect(image["codeID"]?.string == module["code_id"]?.string)
   }
 
+  static let fieldFolder = packageRoot + "/Tests/ImageReadersTests/Fixtures/minidump-field"
+  static let fieldDumps = ["breakpad", "rust-minidump"].flatMap { sub in
+    directoryNames(fieldFolder + "/" + sub).filter { $0.hasSuffix(".dmp") }.sorted().map { sub + "/" + $0 }
+  }
+
+  /// Every field dump through `imagelog symbolicate --format json` with both stores: the OS line, the
+  /// crash (named, or a signal by number), its address, the crashing or requesting thread, the threads'
+  /// ids, and frame 0 of that thread: its module, and its name wherever minidump-stackwalk names it.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"), arguments: fieldDumps)
+  func fieldDumpAsMinidumpStackwalkSeesIt(_ name: String) throws {
+    let stores = ["breakpad", "rust-minidump"].map { Self.fieldFolder + "/" + $0 + "/symbols" }
+    let dump = Self.fieldFolder + "/" + name
+    let stackwalk = try runChild([try #require(MinidumpCLI.stackwalk), "--json"] + stores.flatMap { ["--symbols-path", $0] } + [dump])
+    try #require(stackwalk.exitCode == 0, "minidump-stackwalk: \(stackwalk.error)")
+    let theirs = try JSONValue.parse(stackwalk.output[...])
+    let run = try runChild([MinidumpCLI.imagelog, "symbolicate", "--format", "json"] + stores.flatMap { ["--symbols", $0] } + [dump])
+    try #require(run.exitCode == 0, "imagelog: \(run.error)")
+    let ours = try JSONValue.parse(run.output[...])
+    let os = theirs["system_info"]?["os"]?.string ?? "?"
+    if os == "Linux" {
+      #expect(ours["os"]?.string?.hasPrefix("Linux ") == true)
+    } else {
+      #expect(ours["os"]?.string == "\(os) \(theirs["system_info"]?["os_ver"]?.string ?? "?")")
+    }
+    let crash = theirs["crash_info"]
+    if let type = crash?["type"]?.string {
+      if let reason = ours["exception"]?["reason"]?.string {
+        #expect(reason == type)
+      } else {
+        let signal = ours["exception"]?["signal"]?.integer
+        #expect(signal.map { MinidumpCLI.signalNumbers[String(type.split(separator: " ").first ?? "")] == $0 } == true, "\(type)")
+      }
+      #expect(MinidumpCLI.hex(ours["exception"]?["address"]) == MinidumpCLI.hex(crash?["address"]))
+    } else {
+      #expect(ours["exception"] == nil)
+    }
+    let ourThreads = ours["threads"]?.array ?? []
+    let theirThreads = theirs["threads"]?.array ?? []
+    #expect(ourThreads.map { $0["tid"]?.unsigned } == theirThreads.map { $0["thread_id"]?.unsigned })
+    let index = ourThreads.firstIndex { $0["crashed"] == .bool(true) || $0["requestedDump"] == .bool(true) }
+    #expect(index == crash?["crashing_thread"]?.integer)
+    guard let index, index < theirThreads.count, let theirFrame = theirThreads[index]["frames"]?.array?.first else { return }
+    let ourFrame = try #require(ours["frames"]?.array?.first { $0["thread"]?.integer == index && $0["frame"]?.integer == 0 })
+    #expect(ourFrame["image"]?.string == theirFrame["module"]?.string)
+    if let function = theirFrame["function"]?.string { #expect(ourFrame["symbol"]?.string == function) }
+  }
+
   @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
   func fileDescribesTheWindowsDump() throws {
     let theirs = try Self.theirs()
