@@ -102,8 +102,9 @@ extension ProcessSnapshot {
   /// 6.1.0-18-amd64 #1 SMP ... x86_64`); Crashpad's is what follows the version numbers in the release
   /// (`-18-amd64 #1 SMP ... x86_64`).
   static func osVersion(_ system: MinidumpFile.SystemInfo) -> String? {
-    // Other systems as minidump-stackwalk names them: `Windows NT 10.0.19042`, `Mac OS X 11.6.7 20G630`.
-    guard system.family == .linux else { return system.platformName + " " + system.osVersionText }
+    // Other systems (Android too) as minidump-stackwalk names them: `Windows NT 10.0.19042`,
+    // `Mac OS X 11.6.7 20G630`.
+    guard system.platformID == 0x8201 else { return system.platformName + " " + system.osVersionText }
     let numbers = "\(system.majorVersion).\(system.minorVersion).\(system.buildNumber)"
     guard let csd = system.csdVersion, !csd.isEmpty else { return system.majorVersion == 0 ? nil : "Linux \(numbers)" }
     return csd.hasPrefix("Linux") ? csd : "Linux \(numbers)\(csd.hasPrefix(" ") || csd.hasPrefix("-") ? "" : " ")\(csd)"

@@ -15,4 +15,5 @@ func fuzzMinidump(_ reader: ByteReader) {
   for range in dump.memoryRanges { _ = dump.fileRange(ofMemory: range.address, length: Int(min(range.size, 64))) }
   _ = (dump.linux.arguments, dump.linux.environmentEntries, dump.linux.procStatusValue("Pid"))
   _ = (dump.crashpadInfo?.reportIDString, dump.systemInfo?.x86VendorID, dump.systemInfo?.armCPUID, dump.exception?.context?.sp)
+  _ = (dump.exception?.reason(dump.systemInfo), dump.exception?.crashAddress(dump.systemInfo), dump.systemInfo?.osVersionText)
 }

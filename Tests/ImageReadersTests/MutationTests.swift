@@ -199,6 +199,7 @@ extension MutationTests {
       _ = (dump.linux.arguments, dump.linux.environmentEntries, dump.linux.procStatusValue("Pid"))
       _ = (dump.crashpadInfo?.reportIDString, dump.systemInfo?.x86VendorID, dump.systemInfo?.armCPUID)
       _ = dump.exception?.context?.pc
+      _ = (dump.exception?.reason(dump.systemInfo), dump.exception?.crashAddress(dump.systemInfo), dump.systemInfo?.osVersionText)
       return dump.problems.isEmpty ? 2 : 1
     }
   }
