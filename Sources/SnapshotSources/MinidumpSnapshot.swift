@@ -166,16 +166,15 @@ extension ProcessSnapshot.Image {
     let range = module.addressRange
     let name = module.codeFileName
     var identity = module.buildID.map(ImageIdentity.init)
-    var uuid: BuildID?
     if case .pdb70(let guid, _, _) = module.codeView, guid.contains(where: { $0 != 0 }) {
-      // The GUID is stored as little-endian fields: in printed (UUID) order, a Mach-O's LC_UUID.
+      // The GUID is stored as little-endian fields: in printed (UUID) order, a Mach-O's LC_UUID. It is
+      // no ELF build-id: the loaded image (which the unwinder places by its ELF file) keeps none.
       let printed = BuildID(BuildID.swappingGUIDFields(guid))
       identity = ImageIdentity(printed)
       identity?.text = module.debugIdentifier ?? printed.hex
-      if platformID == 0x8101 || platformID == 0x8102 { uuid = printed }
     }
     var loaded = ImageLog.Image(path: module.name, loadAddress: range.lowerBound, loadBias: range.lowerBound,
-                                textRange: range, loadRange: range, buildID: module.buildID ?? uuid,
+                                textRange: range, loadRange: range, buildID: module.buildID,
                                 architecture: architecture, isMainExecutable: isMainExecutable)
     if name != ImageLog.Image.shortName(of: module.name) { loaded.name = name }
     self.init(name: name, path: module.name, loadAddress: range.lowerBound,
