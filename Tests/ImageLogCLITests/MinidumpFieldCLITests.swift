@@ -18,6 +18,21 @@ import Testing
   static let store = folder + "/symbols"
   static let canRun = MinidumpCLI.stackwalk != nil
 
+  /// Frame 0 of the crashed thread: in the same module, and named from the store's `.sym` as
+  /// minidump-stackwalk names it.
+  static func expectFrameZeroNamedAlike(_ ours: JSONValue, _ theirs: JSONValue,
+                                        sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let crashed = try #require(theirs["crash_info"]?["crashing_thread"]?.integer, sourceLocation: sourceLocation)
+    let theirThreads = theirs["threads"]?.array ?? []
+    try #require(crashed < theirThreads.count, sourceLocation: sourceLocation)
+    let theirFrame = try #require(theirThreads[crashed]["frames"]?.array?.first, sourceLocation: sourceLocation)
+    let ourFrame = try #require(ours["frames"]?.array?.first { $0["thread"]?.integer == crashed && $0["frame"]?.integer == 0 },
+                                sourceLocation: sourceLocation)
+    #expect(ourFrame["image"]?.string == theirFrame["module"]?.string, sourceLocation: sourceLocation)
+    #expect(ourFrame["status"]?.string == "symbolicated", sourceLocation: sourceLocation)
+    #expect(ourFrame["symbol"]?.string == theirFrame["function"]?.string, sourceLocation: sourceLocation)
+  }
+
   static func theirs() throws -> JSONValue {
     let run = try runChild([try #require(MinidumpCLI.stackwalk), "--json", "--symbols-path", store, dump])
     try #require(run.exitCode == 0, "minidump-stackwalk: \(run.error)")
@@ -34,15 +49,7 @@ import Testing
     #expect(ours["os"]?.string == "\(system?["os"]?.string ?? "?") \(system?["os_ver"]?.string ?? "?")")
     #expect(ours["exception"]?["reason"]?.string == theirs["crash_info"]?["type"]?.string)
     #expect(MinidumpCLI.hex(ours["exception"]?["address"]) == MinidumpCLI.hex(theirs["crash_info"]?["address"]))
-    // Frame 0 of the crashed thread, named from the store's .sym as minidump-stackwalk names it.
-    let crashed = try #require(theirs["crash_info"]?["crashing_thread"]?.integer)
-    let theirThreads = theirs["threads"]?.array ?? []
-    try #require(crashed < theirThreads.count)
-    let theirFrame = try #require(theirThreads[crashed]["frames"]?.array?.first)
-    let ourFrame = try #require(ours["frames"]?.array?.first { $0["thread"]?.integer == crashed && $0["frame"]?.integer == 0 })
-    #expect(ourFrame["image"]?.string == theirFrame["module"]?.string)
-    #expect(ourFrame["status"]?.string == "symbolicated")
-    #expect(ourFrame["symbol"]?.string == theirFrame["function"]?.string)
+    try Self.expectFrameZeroNamedAlike(ours, theirs)
     // The module as the store knows it.
     let module = try #require(theirs["modules"]?.array?.first { $0["filename"]?.string == "test_app.exe" })
     let image = try #require(ours["images"]?.array?.first { $0["name"]?.string == "test_app.exe" })
@@ -68,13 +75,7 @@ import Testing
     let ours = try JSONValue.parse(run.output[...])
     #expect(ours["exception"]?["reason"]?.string == theirs["crash_info"]?["type"]?.string)
     #expect(ours["os"]?.string == "Mac OS X \(theirs["system_info"]?["os_ver"]?.string ?? "?")")
-    let crashed = try #require(theirs["crash_info"]?["crashing_thread"]?.integer)
-    let theirThreads = theirs["threads"]?.array ?? []
-    try #require(crashed < theirThreads.count)
-    let theirFrame = try #require(theirThreads[crashed]["frames"]?.array?.first)
-    let ourFrame = try #require(ours["frames"]?.array?.first { $0["thread"]?.integer == crashed && $0["frame"]?.integer == 0 })
-    #expect(ourFrame["image"]?.string == theirFrame["module"]?.string)
-    #expect(ourFrame["symbol"]?.string == theirFrame["function"]?.string)
+    try Self.expectFrameZeroNamedAlike(ours, theirs)
     let image = try #require(ours["images"]?.array?.first { $0["name"]?.string == "crash-client" })
     #expect(image["status"]?.string == "found")
     let module = try #require(theirs["modules"]?.array?.first { $0["filename"]?.string == "crash-client" })
