@@ -11,8 +11,9 @@ func fuzzMinidump(_ reader: ByteReader) {
       _ = dump.availableBytes(from: value)
     }
   }
-  for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier, module.debugFileName, module.addressRange) }
+  for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier(platformID: dump.systemInfo?.platformID), module.debugFileName, module.addressRange) }
   for range in dump.memoryRanges { _ = dump.fileRange(ofMemory: range.address, length: Int(min(range.size, 64))) }
   _ = (dump.linux.arguments, dump.linux.environmentEntries, dump.linux.procStatusValue("Pid"))
   _ = (dump.crashpadInfo?.reportIDString, dump.systemInfo?.x86VendorID, dump.systemInfo?.armCPUID, dump.exception?.context?.sp)
+  _ = (dump.exception?.reason(dump.systemInfo), dump.exception?.crashAddress(dump.systemInfo), dump.systemInfo?.osVersionText)
 }

@@ -195,10 +195,11 @@ extension MutationTests {
           _ = dump.availableBytes(from: value)
         }
       }
-      for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier, module.debugFileName, module.addressRange) }
+      for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier(platformID: dump.systemInfo?.platformID), module.debugFileName, module.addressRange) }
       _ = (dump.linux.arguments, dump.linux.environmentEntries, dump.linux.procStatusValue("Pid"))
       _ = (dump.crashpadInfo?.reportIDString, dump.systemInfo?.x86VendorID, dump.systemInfo?.armCPUID)
       _ = dump.exception?.context?.pc
+      _ = (dump.exception?.reason(dump.systemInfo), dump.exception?.crashAddress(dump.systemInfo), dump.systemInfo?.osVersionText)
       return dump.problems.isEmpty ? 2 : 1
     }
   }
