@@ -21,7 +21,7 @@ import ImageReaders
 /// effective user) and carries the marker with its own name is ever removed (`removeOldest`): a file
 /// another user made is never the writer's, and of the writer's own files only those it made as
 /// crash files (a `user.` attribute can be set only by a file's owner or a privileged process, and is
-/// kept by rename, not by a copy). An attribute rather than a mode pattern (which any other file may
+/// kept by rename, not by a plain copy). An attribute rather than a mode pattern (which any other file may
 /// happen to have) or an index file (shared state to lock, which another user could plant or remove
 /// in a world-writable folder); on a file system without `user.` attributes the files stay unmarked
 /// and are never removed, and the writer says so.
@@ -193,12 +193,15 @@ package struct CrashFolder: Sendable {
       guard fsync(descriptor) == 0 else { throw .current("cannot write \(name) to disk") }
       let target = "\(folder.path)/\(name)"
       if replacing {
-        // An unnamed file cannot be renamed: it is linked under a hidden name first.
-        let hidden = temporaryName.map { "\(folder.path)/\($0)" } ?? "\(folder.path)/.\(name).replacing-\(getpid())"
-        if temporaryName == nil {
-          guard PathBytes.withCString(hidden, { linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
-            throw .current("cannot name \(hidden)")
-          }
+        // An unnamed file cannot be renamed: it is linked under a hidden name first, one no entry has
+        // (a name planted there is passed over, as a crash's own name is).
+        var hidden = temporaryName.map { "\(folder.path)/\($0)" } ?? ""
+        var attempt = 0
+        while temporaryName == nil {
+          hidden = "\(folder.path)/.\(name).replacing-\(getpid())-\(attempt)"
+          if PathBytes.withCString(hidden, { linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 { break }
+          guard errno == EEXIST, attempt < 64 else { throw .current("cannot name \(hidden)") }
+          attempt += 1
         }
         guard PathBytes.withCString(hidden, { from in PathBytes.withCString(target) { rename(from, $0) } }) == 0 else {
           _ = PathBytes.withCString(hidden, unlink)

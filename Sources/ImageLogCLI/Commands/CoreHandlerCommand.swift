@@ -34,7 +34,9 @@ struct CoreHandlerCommand: Command {
       --output-dir <dir>      Where the files go (made, mode 0755, when missing). Per crash:
                               PROGRAM.PID.TIME.crash, the symbolicated report (imagelog's layout), and
                               PROGRAM.PID.TIME.core.zst with --keep-core; TIME is UTC, YYYYMMDDTHHMMSSZ.
-                              Each file appears whole or not at all (written unnamed, then linked).
+                              Each file appears whole or not at all (written unnamed, then linked);
+                              a name any entry has (a link, even dangling) moves the crash to the
+                              next free name (PROGRAM_2...).
       --pid <pid>             The process, as the kernel numbers it for the handler (%P).
       --signal <n>            The signal (%s): checked against the core's; a difference is noted.
       --time <seconds>        When it crashed, seconds since the epoch (%t); default: now.
@@ -45,8 +47,10 @@ struct CoreHandlerCommand: Command {
                               systemd-coredump's ExternalSizeMax); a longer one is cut and the report
                               says so. Sizes take K, M or G (powers of 1024).
       --max-crashes <n>       Keep the files of at most this many crashes in the folder, removing the
-                              oldest (by the time in their names) after writing (default: 50). Files
-                              with other names are never touched.
+                              oldest (by the files' modification times) after writing, never the
+                              crash just written (default: 50). Only the handler's own files go:
+                              owned by its user and marked with the user.imagelog.crash attribute
+                              when written; no other file is touched, whatever its name.
       --max-memory <size>     The most of the core held in memory at once (default: 128M): header,
                               program headers, notes, the stacks (1M each at most), ELF header pages and
                               the vDSO. The rest of the handler's memory does not grow with the core.
@@ -55,12 +59,12 @@ struct CoreHandlerCommand: Command {
       -h, --help              Show help information.
 
     FILES:
-      Owned by the user the handler runs as (root, when the kernel starts it), mode 0640, and, as
+      Owned by the user the handler runs as (root, when the kernel starts it), mode 0600, and, as
       systemd-coredump does, readable by the crashed process's user through a POSIX ACL entry when
       that user is not a system user (uid 1000 and above, not nobody), the process was dumpable (1)
       and not set-user-ID or set-group-ID (AT_SECURE 0, real and effective ids equal). The ACL is
-      written as the kernel's system.posix_acl_access attribute; a file system without ACLs leaves
-      mode 0640, and the report says so.
+      written as the kernel's system.posix_acl_access attribute (its mask shows as mode 0640; the
+      group gets nothing); a file system without ACLs leaves mode 0600, and the report says so.
 
     EXIT STATUS:
       0 when the report was written (what was missing is said in it); 1 when no report could be made

@@ -62,7 +62,8 @@ struct SymbolicateCommand: Command {
       --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
       --no-cache              Neither read nor write the symbol cache (see LINES).
       --output-dir <dir>      Symbolicate each <report> given (any number) and write it to <dir>/<its file
-                              name> (the folder is made if missing), printing one summary line per
+                              name> (the folder is made if missing; each file written beside its name
+                              and renamed over it, mode 0600), printing one summary line per
                               report. One process reads, loads and indexes each binary and debug file
                               once for all the reports. A report that cannot be read or written is
                               named on standard error and the others still go; the status is then 1.
