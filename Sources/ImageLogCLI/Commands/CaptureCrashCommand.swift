@@ -91,8 +91,7 @@ struct CaptureCrashCommand: Command {
     }
     let program = capture.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
       ?? capture.snapshot.process.name ?? "unknown"
-    // A name taken by any entry (a planted dangling link too) is skipped, not failed on.
-    var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: crash.date, extensions: ["crash", "dmp"])
+    let stem = CrashFolder.stem(program: program, pid: pid, time: crash.date)
     // The vDSO is in no file: its symbols are copied from the process while it still waits.
     var options = options
     options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
@@ -101,7 +100,7 @@ struct CaptureCrashCommand: Command {
       // With a handler waiting: the report as read, at once, so the program can die while DWARF is read.
       let text = doneDescriptor == nil ? symbolicatedReportText(capture.snapshot, options: options)
                                        : capture.snapshot.imagelogReportText()
-      path = try folder.write(Array(text.utf8), as: &names, extension: "crash", access: CrashFolder.Access()).path
+      path = try folder.write(text, as: stem + ".crash", access: CrashFolder.Access(), time: crash.date).path
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
@@ -120,14 +119,15 @@ struct CaptureCrashCommand: Command {
     do {
       // Every thread's registers and stack as copied at the stop (the crashed one's from the handler's
       // record), the images, the exception, the /proc files: the minidump beside the report.
-      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: &names, extension: "dmp", access: CrashFolder.Access())
+      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: stem + ".dmp", access: CrashFolder.Access(),
+                           time: crash.date)
     } catch {
-      if doneDescriptor == nil { printError("imagelog: capture-crash: \(names.stem).dmp: \(error)") }
+      if doneDescriptor == nil { printError("imagelog: capture-crash: \(stem).dmp: \(error)") }
       status = .failure
     }
     if doneDescriptor != nil {
       do {
-        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: names.stem + ".crash",
+        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: stem + ".crash",
                              access: CrashFolder.Access(), time: crash.date, replacing: true)
       } catch {
         return .failure  // the report written above stays, unsymbolicated
