@@ -41,6 +41,9 @@ extension ProcessSnapshot {
     let images = dump.modules.enumerated().map { index, module in
       Image(module, architecture: architecture ?? "???", isMainExecutable: index == mainIndex)
     }
+    // Threads naming the same stack bytes share one copy of them (a hostile dump names one range from
+    // thousands of threads); the copies together are capped at the file's size.
+    let (stacks, stackProblem) = file.withRanges { ranges in dump.stackCopies(in: ranges) }
     var threads: [Thread] = []
     for (number, entry) in dump.threads.enumerated() {
       let crashed = dump.exception?.tid == entry.tid
@@ -50,11 +53,7 @@ extension ProcessSnapshot {
       thread.kernelRegisters = context.flatMap(Self.kernelRegisters)
       if crashed, let context { thread.registers = Self.registerState(context, faultAddress: dump.exception?.address ?? 0) }
       if context == nil { thread.problem = "the dump holds no registers for this thread" }
-      if let (address, bytes) = try? file.withRanges({ ranges throws(FormatError) in
-        try dump.stack(of: entry, in: ranges).map { ($0.address, $0.bytes.withUnsafeBytes { Array($0) }) }
-      }) ?? nil {
-        thread.stack = BufferMemory(bytes, at: address)
-      }
+      thread.stack = stacks[number].map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(thread)
     }
     let main = mainIndex.map { images[$0] }
@@ -70,7 +69,7 @@ extension ProcessSnapshot {
       exception = Exception(signal: Int32(bitPattern: signal.code), code: Int32(bitPattern: signal.flags), address: signal.address)
     }
     var snapshot = ProcessSnapshot(format: .minidump, process: process, exception: exception, threads: threads,
-                                   images: images, problems: dump.problems.map(\.description))
+                                   images: images, problems: (dump.problems + [stackProblem].compactMap { $0 }).map(\.description))
     if let exception = dump.exception, !threads.contains(where: \.crashed) {
       snapshot.problems.append("the exception names thread \(exception.tid), which the thread list does not hold")
     }
