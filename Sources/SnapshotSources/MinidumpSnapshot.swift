@@ -32,6 +32,10 @@ extension ProcessSnapshot {
   /// the modules' files (`Symbolicator.walkStacks`). The dump's problems (a stream that could not be
   /// read) are in `problems`.
   public static func minidump(_ file: FileBytes) throws(FormatError) -> (snapshot: ProcessSnapshot, memory: MinidumpMemory) {
+    // The whole dump fetched first, as one mapping (or one read, for a small one): every later range is
+    // found in it. Fetched piece by piece, a dump of thousands of threads made thousands of fetches, and
+    // FileBytes looks through its fetches one by one for each range.
+    _ = try? file.withRanges { ranges throws(FormatError) in try ranges.slice(at: 0, length: ranges.count) }
     let dump = try file.withRanges { ranges throws(FormatError) in try MinidumpFile(source: ranges) }
     let architecture = dump.systemInfo.map { Architecture(commandLine: $0.architectureName).name }
     // The main executable: the module that holds the program headers the auxiliary vector points at.

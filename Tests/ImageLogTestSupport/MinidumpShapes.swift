@@ -14,10 +14,13 @@ public enum MinidumpShapes {
   /// further into the appended bytes (overlapping ranges of the file, each a different one), which are
   /// made long enough for the last. With `stackAddressStep`, thread k's stack starts `k * stackAddressStep`
   /// above the first's (ranges of the process that do not overlap, over the same or overlapping bytes of
-  /// the file); else all start at the same address. `nil` when `base` has no ThreadList or ModuleList with an entry, or
+  /// the file); else all start at the same address. With `ownContexts`, each thread gets its own copy of
+  /// the first's context, one after another (as a writer lays out the contexts of a real process's
+  /// threads); else all name the first's. `nil` when `base` has no ThreadList or ModuleList with an entry, or
   /// the result would not fit the format's 32-bit offsets.
   public static func replicating(_ base: [UInt8], threads: Int, modules: Int, moduleStride: UInt64 = 0x10000,
-                                 stackSize: Int? = nil, stackShift: Int = 0, stackAddressStep: UInt64 = 0) -> [UInt8]? {
+                                 stackSize: Int? = nil, stackShift: Int = 0, stackAddressStep: UInt64 = 0,
+                                 ownContexts: Bool = false) -> [UInt8]? {
     var bytes = base
     guard threads >= 1, modules >= 1, threads <= 1 << 24, modules <= 1 << 24, stackShift >= 0, stackShift <= 1 << 20,
           let threadList = stream(bytes, type: 3), let moduleList = stream(bytes, type: 4),
@@ -36,7 +39,16 @@ public enum MinidumpShapes {
       write(&thread, 32, 4, UInt64(stackSize))
       write(&thread, 36, 4, UInt64(start))
     }
-    guard let tid = read(thread, 0, 4), let stackRVA = read(thread, 36, 4), let stackAddress = read(thread, 24, 8) else { return nil }
+    guard let tid = read(thread, 0, 4), let stackRVA = read(thread, 36, 4), let stackAddress = read(thread, 24, 8),
+          let contextSize = int(thread, 40, 4), let contextRVA = int(thread, 44, 4) else { return nil }
+    var contextsAt = contextRVA
+    if ownContexts {
+      guard contextRVA <= bytes.count, contextSize <= bytes.count - contextRVA, contextSize <= 1 << 16 else { return nil }
+      let context = Array(bytes[contextRVA..<contextRVA + contextSize])
+      align(&bytes)
+      contextsAt = bytes.count
+      for _ in 0..<threads { bytes += context }
+    }
     align(&bytes)
     let threadsAt = bytes.count
     bytes += [UInt8](repeating: 0, count: 8)
@@ -45,6 +57,7 @@ public enum MinidumpShapes {
       write(&thread, 0, 4, UInt64(tid) &+ UInt64(index))
       write(&thread, 36, 4, stackRVA &+ UInt64(index * stackShift))  // index * stackShift <= 2^30 (checked)
       write(&thread, 24, 8, stackAddress &+ UInt64(index) &* stackAddressStep)
+      if ownContexts { write(&thread, 44, 4, UInt64(contextsAt + index * contextSize)) }  // within 2^24 * 2^16
       bytes += thread
     }
     var module = Array(bytes[firstModule..<firstModule + 108])
