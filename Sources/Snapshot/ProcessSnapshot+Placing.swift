@@ -1,4 +1,5 @@
 public import ImageLog
+import ImageReaders
 
 extension ProcessSnapshot {
   /// Puts each frame without an image in the image whose address range holds it: the narrowest, when
@@ -35,69 +36,24 @@ extension ProcessSnapshot {
 /// first of equals in the images' order), else the nearest image of unknown size at or below it. Built
 /// once in O(n log n); each question is a binary search.
 struct FramePlaces {
-  /// Where the address space changes owner: `owners[k]` holds `starts[k] ... starts[k + 1] - 1` (the
-  /// last through 2^64 - 1), `nil` where no ranged image does.
-  private var starts: [UInt64] = []
-  private var owners: [Int?] = []
+  /// The ranged images, the narrowest claiming first.
+  private let ranged: RangeOwners
   /// The images of unknown size, by load address (then by index).
   private var unsized: [(address: UInt64, index: Int)] = []
 
   init(_ images: [ProcessSnapshot.Image]) {
-    // (first, last address, index) of each ranged image that holds any address.
-    var ranged: [(first: UInt64, last: UInt64, index: Int)] = []
-    for (index, image) in images.enumerated() {
-      if let end = image.endAddress {
-        if image.isRanged, image.loadAddress <= end { ranged.append((image.loadAddress, end, index)) }
-      } else {
-        unsized.append((image.loadAddress, index))
-      }
+    // Images that are not ranged hold nothing (last < first).
+    let ranges = images.map { image in
+      image.isRanged ? (first: image.loadAddress, last: image.endAddress ?? 0) : (first: UInt64.max, last: 0)
     }
+    let narrowestFirst = ranges.indices.sorted { (ranges[$0].last &- ranges[$0].first, $0) < (ranges[$1].last &- ranges[$1].first, $1) }
+    ranged = RangeOwners(ranges, claimOrder: narrowestFirst)
+    for (index, image) in images.enumerated() where image.endAddress == nil { unsized.append((image.loadAddress, index)) }
     unsized.sort { ($0.address, $0.index) < ($1.address, $1.index) }
-    var points = Set<UInt64>()
-    for image in ranged {
-      points.insert(image.first)
-      if image.last < UInt64.max { points.insert(image.last + 1) }
-    }
-    starts = points.sorted()
-    owners = [Int?](repeating: nil, count: starts.count)
-    // The narrowest first: each image takes the pieces of its range no narrower one took. `next[k]` leads
-    // to the first piece at or after k not taken yet (path halving), so each piece is taken once.
-    var next = Array(0...starts.count)
-    func free(_ piece: Int) -> Int {
-      var piece = piece
-      while next[piece] != piece {
-        next[piece] = next[next[piece]]
-        piece = next[piece]
-      }
-      return piece
-    }
-    ranged.sort { ($0.last - $0.first, $0.index) < ($1.last - $1.first, $1.index) }
-    for image in ranged {
-      let upper = Self.pieces(startingAtOrBelow: image.last, in: starts)
-      var piece = free(Self.pieces(startingAtOrBelow: image.first, in: starts) - 1)  // starts holds image.first
-      while piece < upper {
-        owners[piece] = image.index
-        next[piece] = piece + 1
-        piece = free(piece + 1)
-      }
-    }
-  }
-
-  /// How many of the sorted `values` are at most `address`.
-  private static func pieces(startingAtOrBelow address: UInt64, in values: [UInt64]) -> Int {
-    var low = 0, high = values.count
-    while low < high {
-      let middle = low + (high - low) / 2
-      if values[middle] <= address { low = middle + 1 } else { high = middle }
-    }
-    return low
   }
 
   /// The narrowest ranged image holding `address` (the first of equals), or `nil`.
-  func narrowestImage(containing address: UInt64) -> Int? {
-    let count = Self.pieces(startingAtOrBelow: address, in: starts)
-    return count > 0 ? owners[count - 1] : nil
-  }
+  func narrowestImage(containing address: UInt64) -> Int? { ranged.owner(of: address) }
 
   /// The image of unknown size with the highest load address at or below `address` (the first of equals).
   func nearestUnsizedImage(below address: UInt64) -> Int? {
