@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ImageLogTestSupport
+import ImageReaders
 import Testing
 
 /// Small hostile minidumps that cost far more than their size (issue 35), made at test time from the
@@ -125,5 +126,48 @@ import Testing
       !($0.frames.count == 1 && $0.frames[0].contains(" fixture ") && $0.frames[0].hasSuffix(" 0x555555550000 + 16640"))
     }
     #expect(misplaced == nil, "\(misplaced.map { "\($0.heading): \($0.frames)" } ?? "")")
+  }
+}
+
+extension MinidumpShapesCLITests {
+  static let libc = "/lib/x86_64-linux-gnu/libc.so.6"
+
+  /// Issue 35, the walk's files: 500 modules all naming this system's libc with its build-id (a dump's
+  /// module list is 108 bytes a module), read with 64 descriptors allowed. Each module opened the file
+  /// again and kept it open: past the descriptor limit the rest were never placed, and 20,000 such
+  /// modules held 149 MB. The file is opened once: every module is placed by its program headers, each
+  /// line of Binary Images ending where libc's mapping ends (readelf's build-id; `prlimit --nofile`).
+  @Test(.enabled(if: access(libc, R_OK) == 0 && haveTool("prlimit") && haveTool("readelf"), "needs libc.so.6, prlimit, readelf"))
+  func modulesNamingOneFileOpenItOnce() throws {
+    let folder = try makeTemporaryDirectory("imagelog-minidump-shapes")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let notes = try runChild(["readelf", "-n", Self.libc]).output
+    let hex = try #require(notes.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last)
+    let buildID = stride(from: 0, to: hex.count - 1, by: 2).compactMap { offset -> UInt8? in
+      let start = hex.index(hex.startIndex, offsetBy: offset)
+      return UInt8(hex[start..<hex.index(start, offsetBy: 2)], radix: 16)
+    }
+    try #require(buildID.count >= 16, "\(hex)")
+    let base: UInt64 = 0x7f00_0000_0000
+    let context = MinidumpContext(layout: .amd64, registers: ["rip": base + 0x1000, "rsp": 0x7000_0100])
+    let contents = MinidumpWriter.Contents(
+      timeDateStamp: 1, systemInfo: MinidumpWriter.SystemInfo(processorArchitecture: 9),
+      threads: [MinidumpWriter.Thread(tid: 7, context: .registers(context), stackAddress: 0x7000_0000,
+                                      stack: [UInt8](repeating: 0, count: 512))],
+      modules: (0..<500).map { index in
+        MinidumpWriter.Module(baseAddress: base + UInt64(index) << 24, size: 0x20_0000, path: Self.libc, buildID: buildID)
+      },
+      memory: [])
+    let path = folder + "/libc-500.dmp"
+    try writeFile(path, bytes: try MinidumpWriter.write(contents))
+    let run = try runChild(["prlimit", "--nofile=64", MinidumpCLI.imagelog, "symbolicate", "--no-symbolicate", path])
+    #expect(run.exitCode == 0, "\(run.error)")
+    let images = run.output.split(separator: "\n").filter { $0.hasPrefix("0x") && $0.hasSuffix(" " + Self.libc) }
+    #expect(images.count == 500)
+    // Placed: the range runs to the end of libc's mapping (as the first one's), not the module's 2 MiB.
+    let ends = Set(images.compactMap { line in
+      line.split(separator: " ").dropFirst(2).first.flatMap { UInt64($0.dropFirst(2), radix: 16) }.map { $0 & 0xFF_FFFF }
+    })
+    #expect(ends.count == 1 && !ends.contains(0x1F_FFFF), "\(ends)")
   }
 }
