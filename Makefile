@@ -42,7 +42,7 @@ fixtures:
 	Scripts/make-linux-report-fixtures
 
 # libFuzzer over BinaryFile.parse, the core reader and the minidump reader: Tests/Fuzz/*.swift compiled with
-# Sources/ImageReaders into one module (no package target), seeded with every committed fixture (minidumps
+# Sources/ImageReaders (and the hostile minidump shapes' builder) into one module (no package target), seeded with every committed fixture (minidumps
 # included); then the unwinder's C engine (Tests/Fuzz/FuzzUnwind.c
 # with Sources/CImageLogUnwind, clang -fsanitize=fuzzer,address,undefined) over the same seeds, each read as a
 # process's memory. FUZZ_SECONDS=600 make fuzz for a longer run (each target gets FUZZ_SECONDS).
@@ -52,7 +52,8 @@ CLANG ?= clang
 fuzz:
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus-unwind $(FUZZ_DIR)/artifacts
 	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz -package-name imagelog \
-	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
+	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift Tests/ImageLogTestSupport/MinidumpShapes.swift \
+	  -o $(FUZZ_DIR)/fuzz-binary-file
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -I Sources/CImageLogUnwind/include Sources/CImageLogUnwind/*.c Tests/Fuzz/FuzzUnwind.c \
 	  -o $(FUZZ_DIR)/fuzz-unwind

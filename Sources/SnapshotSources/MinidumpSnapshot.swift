@@ -32,6 +32,10 @@ extension ProcessSnapshot {
   /// the modules' files (`Symbolicator.walkStacks`). The dump's problems (a stream that could not be
   /// read) are in `problems`.
   public static func minidump(_ file: FileBytes) throws(FormatError) -> (snapshot: ProcessSnapshot, memory: MinidumpMemory) {
+    // The whole dump fetched first, as one mapping (or one read, for a small one): every later range is
+    // found in it. Fetched piece by piece, a dump of thousands of threads made thousands of fetches, and
+    // FileBytes looks through its fetches one by one for each range.
+    _ = try? file.withRanges { ranges throws(FormatError) in try ranges.slice(at: 0, length: ranges.count) }
     let dump = try file.withRanges { ranges throws(FormatError) in try MinidumpFile(source: ranges) }
     let architecture = dump.systemInfo.map { Architecture(commandLine: $0.architectureName).name }
     // The main executable: the module that holds the program headers the auxiliary vector points at.
@@ -47,6 +51,9 @@ extension ProcessSnapshot {
     let dumpRequested = dump.exception.map { $0.isDumpRequested(system) } ?? false
     let requestingTID = dump.exception?.tid ?? dump.breakpadInfo?.requestingThreadID
     let crashAddress = dump.exception?.crashAddress(system) ?? 0
+    // Threads naming the same stack bytes share one copy of them (a hostile dump names one range from
+    // thousands of threads); the copies together are capped at the file's size.
+    let (stacks, stackProblem) = file.withRanges { ranges in dump.stackCopies(in: ranges) }
     var threads: [Thread] = []
     for (number, entry) in dump.threads.enumerated() {
       let requesting = requestingTID == entry.tid
@@ -65,11 +72,7 @@ extension ProcessSnapshot {
         thread.registers = thread.registers ?? Self.registerState(context, faultAddress: crashAddress)
         thread.problem = "not unwound past frame 0: the unwinder does not walk \(context.architectureName) stacks"
       }
-      if let (address, bytes) = try? file.withRanges({ ranges throws(FormatError) in
-        try dump.stack(of: entry, in: ranges).map { ($0.address, $0.bytes.withUnsafeBytes { Array($0) }) }
-      }) ?? nil {
-        thread.stack = BufferMemory(bytes, at: address)
-      }
+      thread.stack = stacks[number].map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(thread)
     }
     let main = mainIndex.map { images[$0] }
@@ -90,7 +93,7 @@ extension ProcessSnapshot {
       exception = made
     }
     var snapshot = ProcessSnapshot(format: .minidump, process: process, exception: exception, threads: threads,
-                                   images: images, problems: dump.problems.map(\.description))
+                                   images: images, problems: (dump.problems + [stackProblem].compactMap { $0 }).map(\.description))
     snapshot.placeFrames()
     if let exception = dump.exception, !threads.contains(where: { $0.crashed || $0.requestedDump }) {
       snapshot.problems.append("the exception names thread \(exception.tid), which the thread list does not hold")

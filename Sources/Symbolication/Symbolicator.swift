@@ -143,6 +143,15 @@ public enum Symbolicator {
         if !overflow { mappedEnds[imageIndex] = end }
       }
     }
+    // A frame of an image found in another build says so: by image index, not a scan of the images per frame.
+    var mismatches = [FrameSymbols.Status?](repeating: nil, count: snapshot.images.count)
+    for (imageIndex, status) in resolutions.reversed() {  // the first resolution of an image wins
+      mismatches[imageIndex] = if case .mismatch(let reportID, let fileID, let path) = status {
+        .mismatch(reportID: reportID, fileID: fileID, path: path)
+      } else {
+        nil
+      }
+    }
     for (position, ref) in refs.enumerated() {
       var result = FrameSymbols()
       defer { snapshot[ref].symbols = result }
@@ -164,11 +173,7 @@ public enum Symbolicator {
           if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler, lineInfo: options.lineInfo) }
           continue
         }
-        if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
-          result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
-        } else {
-          result.status = .missingImage
-        }
+        result.status = mismatches[imageIndex] ?? .missingImage
         continue
       }
       result.status = .noSymbol
