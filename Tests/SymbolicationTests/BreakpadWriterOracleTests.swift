@@ -6,7 +6,7 @@ import Testing
 /// Programs built here (gcc, g++), whose `imagelog symbols` records and `imagelog symbolicate` answers
 /// are held to llvm-symbolizer's for the same addresses: C++ user-defined literals in INLINE_ORIGIN
 /// names, functions whose first addresses (or all of them) are covered by a line-table row that
-/// starts before them.
+/// starts before them, a function two compilation units claim.
 @Suite(.enabled(if: DWARFOracle.haveTools && haveTool("gcc") && haveTool("g++"), "needs gcc, g++, llvm-symbolizer, llvm-objdump-14"))
 struct BreakpadWriterOracleTests {
   /// One frame as the three sides give it, innermost first.
@@ -118,6 +118,77 @@ struct BreakpadWriterOracleTests {
       #expect(symbolicated[index].first == expected,
               "0x\(String(address, radix: 16)): symbolicate \(symbolicated[index]), llvm-symbolizer \(expected)")
     }
+  }
+
+  /// A function two units claim, the lower one (first in `.debug_info`) without a DIE for it, as
+  /// ceph-osd's GCC thunks are (an assembler thunk without a DIE in one unit, a thunk with a DIE and
+  /// inlined calls in another, the linker keeping the first copy and pointing the other unit's DWARF
+  /// at it): a comdat function assembled from g++'s assembly (`gcc -g` on a `.s` file: a unit with the
+  /// `.s` lines and `.debug_aranges`; gas's subprogram DIE made a label), linked before a unit that
+  /// has the same function with its DIE. The `.sym`'s lines are those of the unit llvm-symbolizer and
+  /// `symbolicate` pick (the lower, as LLVM's `DWARFDebugAranges` does); the writer once took them from
+  /// the unit with the DIE, whose copy of the code was discarded.
+  @Test func functionClaimedByTwoUnits() throws {
+    let folder = try makeTemporaryDirectory("sym-claimed")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    try writeFile(folder + "/shared.h", "__attribute__((noinline)) inline int shared(int n) { return n * 7 + 3; }\n")
+    try writeFile(folder + "/a.cpp", """
+      #include "shared.h"
+      int useA(int n) { return shared(n) - 1; }
+      int useB(int n);
+      int main(int argc, char **) { return useA(argc) + useB(argc); }
+
+      """)
+    try writeFile(folder + "/b.cpp", "#include \"shared.h\"\nint useB(int n) { return shared(n) + 1; }\n")
+    try Self.compile(["g++", "-O2", "-S", folder + "/a.cpp", "-o", folder + "/a.s"])
+    try Self.compile(["gcc", "-g", "-c", folder + "/a.s", "-o", folder + "/a.o"])
+    try Self.compile(["objcopy", "--dump-section", ".debug_abbrev=" + folder + "/abbrev", folder + "/a.o"])
+    var abbreviations = try #require(readFileBytes(folder + "/abbrev"))
+    try Self.retag(&abbreviations, from: 0x2e, to: 0x0a)  // DW_TAG_subprogram -> DW_TAG_label
+    try writeFile(folder + "/abbrev", bytes: abbreviations)
+    try Self.compile(["objcopy", "--update-section", ".debug_abbrev=" + folder + "/abbrev", folder + "/a.o",
+                      folder + "/a-without-function.o"])
+    try Self.compile(["g++", "-g", "-O2", "-c", folder + "/b.cpp", "-o", folder + "/b.o"])
+    let program = folder + "/claimed"
+    try Self.compile(["g++", folder + "/a-without-function.o", folder + "/b.o", "-o", program])
+
+    let text = try BreakpadOracle.ours(program, inlines: true).text
+    let file = try ByteReader.reading(Array(text.utf8)) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
+    let shared = try #require(file.functions.first { $0.name == "shared(int)" }, "no FUNC for shared(int)")
+    let addresses = try DWARFOracle.instructionAddresses(program).filter { shared.contains($0) }
+    try #require(addresses.count >= 2, "instructions of shared(int): \(addresses)")
+    let oracle = try Self.symbolize(program, addresses)
+    let symbolicated = try Self.symbolicate(program, addresses)
+    // The oracle answers from the assembled unit: the case the test is about.
+    #expect(oracle.first?.first?.file.hasSuffix("/a.s") == true, "llvm-symbolizer at shared(int): \(oracle.first ?? [])")
+    for (index, address) in addresses.enumerated() {
+      let expected = try #require(oracle[index].first, "llvm-symbolizer has no frame at 0x\(String(address, radix: 16))")
+      let ours = file.frames(at: address).map { Frame(function: $0.function, file: $0.file ?? "", line: Int($0.line ?? 0)) }
+      #expect(ours == [expected], "0x\(String(address, radix: 16)): .sym \(ours), llvm-symbolizer \(oracle[index])")
+      #expect(symbolicated[index] == [expected],
+              "0x\(String(address, radix: 16)): symbolicate \(symbolicated[index]), llvm-symbolizer \(oracle[index])")
+    }
+  }
+
+  /// Gives every abbreviation with tag `from` in a `.debug_abbrev` section the tag `to`. For gas's small
+  /// tables only: every code, tag, attribute and form one byte long, no implicit constants.
+  static func retag(_ bytes: inout [UInt8], from: UInt8, to: UInt8) throws {
+    var index = 0, changed = 0
+    while index < bytes.count, bytes[index] != 0 {
+      guard index + 2 < bytes.count, bytes[index] < 0x80, bytes[index + 1] < 0x80 else {
+        throw TestSupportError("abbreviation at \(index): not a one-byte code and tag")
+      }
+      if bytes[index + 1] == from { bytes[index + 1] = to; changed += 1 }
+      index += 3
+      while index + 1 < bytes.count, bytes[index] != 0 || bytes[index + 1] != 0 {
+        guard bytes[index] < 0x80, bytes[index + 1] < 0x80, bytes[index + 1] != 0x21 else {
+          throw TestSupportError("abbreviation attribute at \(index): not one byte each")
+        }
+        index += 2
+      }
+      index += 2
+    }
+    guard changed > 0 else { throw TestSupportError("no abbreviation with tag 0x\(String(from, radix: 16))") }
   }
 
   // MARK: The two other sides
