@@ -134,9 +134,14 @@ final class BreakpadUnitPreparer {
       // A range another unit claims (a comdat copy or thunk several units describe, the linker keeping
       // one): its code is that unit's copy, so its lines are that unit's rows and this unit's inlined
       // calls (of its own, discarded copy) are left out, as symbolicate and llvm-symbolizer answer.
-      let owners: [Int?] = function.ranges.map { range in
-        guard let claimant = claims?.unit(at: range.lowerBound), claimant != index else { return nil }
-        return claimant
+      // Empty (no allocation) unless a range is another unit's, which is rare.
+      var owners: [Int?] = []
+      if let claims {
+        for (position, range) in function.ranges.enumerated() {
+          guard let claimant = claims.unit(at: range.lowerBound), claimant != index else { continue }
+          if owners.isEmpty { owners = [Int?](repeating: nil, count: function.ranges.count) }
+          owners[position] = claimant
+        }
       }
       var sequence = 0
       for call in function.inlinedCalls {
@@ -146,7 +151,7 @@ final class BreakpadUnitPreparer {
         for range in call.ranges {
           let start = range.lowerBound &- offset
           guard let owner = ranges.firstIndex(where: { start >= $0.address && start - $0.address < $0.size }),
-                owners[owner] == nil else { continue }
+                owners.isEmpty || owners[owner] == nil else { continue }
           builders[owner].addCall(.init(depth: call.depth, address: start, size: range.upperBound - range.lowerBound,
                                         name: Int(origin), callFile: Int(callFile), callLine: callLine,
                                         sequence: sequence))
@@ -165,7 +170,7 @@ final class BreakpadUnitPreparer {
         }
       }
       if let rows {
-        for (position, range) in function.ranges.enumerated() where owners[position] == nil {
+        for (position, range) in function.ranges.enumerated() where owners.isEmpty || owners[position] == nil {
           let covering = rows.rows(covering: range)
           builders[position].reserveLines(covering.count)
           for row in covering {
