@@ -163,6 +163,9 @@ import ImageReaders
     try #require(ours & (ptrace | netAdmin) == ptrace | netAdmin, "this test drops CAP_SYS_PTRACE and CAP_NET_ADMIN, which it needs to hold")
     let target = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     try target.wait(for: "ready")
+    // "ready" comes before the exec: until sleep runs, the process has no images to refuse (on a busy
+    // machine imagelog read it mid-exec and said so).
+    try waitUntil("pid \(target.pid) runs sleep") { executablePath(of: target.pid)?.hasSuffix("/sleep") == true }
     let held = try #require(capabilities((readFile("/proc/\(target.pid)/status") ?? ""), "CapPrm:"))
     #expect(held & (ptrace | netAdmin) == ptrace | netAdmin)
     let result = try runProcessTest(["setpriv", "--bounding-set=-sys_ptrace,-net_admin", processTestImagelog, "pid",
