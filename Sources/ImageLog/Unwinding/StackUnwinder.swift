@@ -49,6 +49,10 @@ public struct UnwindImage: Sendable {
   /// The size of the image's pointers in its call frame information: 8, or 4 for a 32-bit (ELFCLASS32)
   /// image. A walk from i386 registers reads 4-byte pointers whatever this says.
   package var addressSize: Int
+  /// For a module whose symbols are known but whose code cannot be read: true when a symbol names the
+  /// run-time address. A scanned word whose code cannot be read is a return address only when it says
+  /// so (`StackUnwinder`'s `withoutCode`). `nil`: any address in the text range.
+  package var namesAddress: (@Sendable (UInt64) -> Bool)?
 
   /// An image as given.
   package init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
@@ -111,13 +115,19 @@ public struct StackUnwinder {
   let memory: any MemoryReading
   let images: [UnwindImage]
   let scanBytes: Int
+  let withoutCode: Bool
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
-  /// above the stack pointer scanning looks (0: never scan).
-  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192) {
+  /// above the stack pointer scanning looks (0: never scan). `withoutCode`: where the code before a
+  /// return address cannot be read (a minidump without the module's file), walk as minidump-stackwalk
+  /// does (a frame record checked against the stack; a scanned word inside a module, within Breakpad's
+  /// window of 40 words, 160 from frame 0 or a CFI frame); without it such a word is never a return
+  /// address. Code that can be read is held to the call check either way.
+  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false) {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
+    self.withoutCode = withoutCode
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
@@ -131,6 +141,8 @@ public struct StackUnwinder {
         unwinder.find_image = imageCallback
         unwinder.find_context = Unmanaged.passUnretained(lookup).toOpaque()
         unwinder.scan_bytes = UInt64(scanBytes)
+        unwinder.without_code = withoutCode ? 1 : 0
+        unwinder.names_address = namesCallback
         var start = registers.cValue
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
@@ -186,6 +198,17 @@ final class ImageLookup {
     return true
   }
 
+  /// False when `address` is in an image whose symbols name no function there (`UnwindImage.namesAddress`).
+  func names(_ address: UInt64) -> Bool {
+    var low = 0, high = images.count
+    while low < high {
+      let middle = (low + high) / 2
+      if images[middle].textRange.lowerBound <= address { low = middle + 1 } else { high = middle }
+    }
+    guard low > 0, images[low - 1].textRange.contains(address), let names = images[low - 1].namesAddress else { return true }
+    return names(address)
+  }
+
   /// The C description of image `index`.
   func fill(_ index: Int, _ out: UnsafeMutablePointer<il_unwind_image>) {
     let image = images[index]
@@ -206,6 +229,11 @@ final class ImageLookup {
       out.pointee.debug_frame_size = UInt64(bytes.count)
     }
   }
+}
+
+let namesCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64) -> Int32 = { context, address in
+  guard let context else { return 1 }
+  return Unmanaged<ImageLookup>.fromOpaque(context).takeUnretainedValue().names(address) ? 1 : 0
 }
 
 let imageCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<il_unwind_image>?) -> Int32 = {
