@@ -22,24 +22,25 @@ extension Symbolicator {
     var order = Array(snapshot.images.indices)
     if let main = order.firstIndex(where: { snapshot.images[$0].loaded?.isMainExecutable == true }) { order.swapAt(0, main) }
     var folders: [String] = []
-    var storedFrames = [BreakpadCallFrameSection?](repeating: nil, count: snapshot.images.count)
+    var storedFrames = [BreakpadCallFrames?](repeating: nil, count: snapshot.images.count)
     var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
       if path == nil {
         stored[index] = storedSymbols(snapshot.images[index], locator: locator)
-        storedFrames[index] = stored[index].flatMap { BreakpadCallFrameSection($0) }
+        storedFrames[index] = stored[index].flatMap { BreakpadCallFrames($0) }
       }
     }
     let readable = LayeredMemory(memory, files)
     let unwindImages = snapshot.images.indices.compactMap { index -> UnwindImage? in
       guard let loaded = snapshot.images[index].loaded else { return nil }
       var image: UnwindImage
-      if let section = storedFrames[index] {
-        // The symbol file's addresses are offsets from the module's base.
-        image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, debugFrame: section.bytes,
-                            addressSize: section.addressSize)
+      if let frames = storedFrames[index] {
+        // The symbol file's addresses are offsets from the module's base; only the entries the walk
+        // reaches are said in DWARF.
+        image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: frames.addressSize)
+        image.callFrames = frames
       } else {
         image = UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
       }

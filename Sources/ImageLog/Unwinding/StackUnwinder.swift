@@ -33,6 +33,14 @@ public struct UnwoundFrame: Sendable, Equatable {
   }
 }
 
+/// Call frame information made one entry at a time (a symbol file's `STACK CFI` records): the walk asks
+/// for the entry covering each pc it unwinds, instead of reading a whole section first.
+package protocol CallFrameSource: Sendable {
+  /// A `.debug_frame` section holding the entry that covers `address` (link-time: the image's run-time
+  /// address less its load bias) and its CIE, with the range the entry covers; `nil` when none does.
+  func section(covering address: UInt64) -> (range: Range<UInt64>, bytes: [UInt8])?
+}
+
 /// One mapped image's call frame information, at run-time addresses.
 public struct UnwindImage: Sendable {
   /// The image's executable range: a pc (or return address) inside it belongs to this image.
@@ -53,6 +61,8 @@ public struct UnwindImage: Sendable {
   /// run-time address. A scanned word whose code cannot be read is a return address only when it says
   /// so (`StackUnwinder`'s `withoutCode`). `nil`: any address in the text range.
   package var namesAddress: (@Sendable (UInt64) -> Bool)?
+  /// `.debug_frame` entries made on demand, in place of `debugFrame`.
+  package var callFrames: (any CallFrameSource)?
 
   /// An image as given.
   package init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
@@ -168,12 +178,29 @@ public struct StackUnwinder {
 final class ImageLookup {
   let images: [UnwindImage]
   let debugFrames: [MemoryBox?]
+  /// For an image with `callFrames`: the entry last made (its range and bytes), read by its MemoryBox.
+  let madeFrames: [MadeFrames?]
   /// One il_memory per image (stable addresses the C side keeps during the walk).
   let debugFrameMemories: UnsafeMutablePointer<il_memory>
 
+  /// The one entry of an image's `callFrames` in use: the C side reads it right after `find` lends it
+  /// (before any other lookup can replace it).
+  final class MadeFrames: MemoryReading {
+    var range: Range<UInt64> = 0..<0
+    var bytes: [UInt8] = []
+    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+      BufferMemory(bytes).read(address, into: buffer)
+    }
+  }
+
   init(_ images: [UnwindImage]) {
     self.images = images
-    debugFrames = images.map { image in image.debugFrame.map { MemoryBox(BufferMemory($0)) } }
+    let made = images.map { $0.callFrames == nil ? nil : MadeFrames() }
+    madeFrames = made
+    debugFrames = images.indices.map { index in
+      if let frames = made[index] { return MemoryBox(frames) }
+      return images[index].debugFrame.map { MemoryBox(BufferMemory($0)) }
+    }
     debugFrameMemories = .allocate(capacity: max(images.count, 1))
     for (index, box) in debugFrames.enumerated() {
       (debugFrameMemories + index).initialize(to: il_memory(read: memoryCallback,
@@ -195,6 +222,17 @@ final class ImageLookup {
     }
     guard low > 0, images[low - 1].textRange.contains(pc) else { return false }
     fill(low - 1, out)
+    if let source = images[low - 1].callFrames, let made = madeFrames[low - 1] {
+      let link = pc &- images[low - 1].loadBias
+      if !made.range.contains(link) {
+        guard let (range, bytes) = source.section(covering: link) else { return true }
+        made.range = range
+        made.bytes = bytes
+      }
+      out.pointee.debug_frame_memory = UnsafePointer(debugFrameMemories + (low - 1))
+      out.pointee.debug_frame = 0
+      out.pointee.debug_frame_size = UInt64(made.bytes.count)
+    }
     return true
   }
 

@@ -78,14 +78,16 @@ package struct BreakpadSymbolFile: Sendable {
   package struct FrameEntry: Sendable, Equatable {
     package var address: UInt64
     package var size: UInt64
-    package var rules: String
+    /// Its rules' text in `ruleBytes` (`ruleText(_:)`): kept as bytes, as most are never read.
+    package var rules: Range<Int>
     package var deltas: Range<Int>
   }
 
   /// `STACK CFI address rules`.
   package struct FrameDelta: Sendable, Equatable {
     package var address: UInt64
-    package var rules: String
+    /// Its rules' text in `ruleBytes`.
+    package var rules: Range<Int>
   }
 
   /// One source frame of an address: a function, or an inlined call, and where in the source.
@@ -119,6 +121,8 @@ package struct BreakpadSymbolFile: Sendable {
   /// `STACK CFI INIT` records, sorted by address.
   package private(set) var frameEntries: [FrameEntry] = []
   package private(set) var frameDeltas: [FrameDelta] = []
+  /// The text of every `STACK CFI` record's rules, one after another.
+  package private(set) var ruleBytes: [UInt8] = []
   /// The `STACK WIN` records skipped.
   package private(set) var skippedWindowsFrames = 0
   /// What was left out and why, one line each naming the line; at most `noteLimit`, then one more
@@ -142,6 +146,7 @@ package struct BreakpadSymbolFile: Sendable {
     inlines = parser.inlines
     inlineRanges = parser.inlineRanges
     frameDeltas = parser.frameDeltas
+    ruleBytes = parser.ruleBytes
     skippedWindowsFrames = parser.skippedWindowsFrames
     var notes = parser.notes
     var noteCount = parser.noteCount
@@ -257,16 +262,27 @@ package struct BreakpadSymbolFile: Sendable {
     return address - record.address < record.size ? record : nil
   }
 
+  /// The text of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
+  package func ruleText(_ range: Range<Int>) -> String {
+    ruleBytes.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+  }
+
+  /// The index in `frameEntries` of the `STACK CFI INIT` record whose range holds `address`, `nil` when none does.
+  package func frameEntryIndex(containing address: UInt64) -> Int? {
+    guard let index = Self.lastIndex(frameEntries, atOrBelow: address, \.address),
+          address - frameEntries[index].address < frameEntries[index].size else { return nil }
+    return index
+  }
+
   /// The CFI rules in force at `address`: the `STACK CFI INIT` record's whose range holds it, then each
   /// `STACK CFI` row at or below it overriding what it names, as `(register, expression)` pairs in the
   /// order they were first given (`.cfa` usually first). `nil` when no entry holds the address.
   package func frameRules(at address: UInt64) -> [(register: String, expression: String)]? {
-    guard let index = Self.lastIndex(frameEntries, atOrBelow: address, \.address) else { return nil }
+    guard let index = frameEntryIndex(containing: address) else { return nil }
     let entry = frameEntries[index]
-    guard address - entry.address < entry.size else { return nil }
-    var rules = Self.rules(entry.rules)
+    var rules = Self.rules(ruleText(entry.rules))
     for delta in frameDeltas[entry.deltas] where delta.address <= address {
-      for (register, expression) in Self.rules(delta.rules) {
+      for (register, expression) in Self.rules(ruleText(delta.rules)) {
         if let existing = rules.firstIndex(where: { $0.register == register }) {
           rules[existing].expression = expression
         } else {
