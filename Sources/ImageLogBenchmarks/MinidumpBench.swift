@@ -92,13 +92,21 @@ private func crashpadDump(_ tools: MinidumpBenchTools, _ program: String, mode: 
   return String(dump)
 }
 
-private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String) throws -> BenchmarkTable {
+/// Tests/Programs/minidump-crashpad.c and its library (gcc -O2 -fomit-frame-pointer) built in `folder`,
+/// the program finding the library (and any other it needs) there first. Returns the program.
+private func buildCrashProgram(in folder: String) throws -> String {
   let source = "Tests/Programs/"
   try build(["gcc", "-O2", "-fomit-frame-pointer", "-g", "-shared", "-fPIC", "-Wl,--build-id",
-             source + "minidump-crashpad-lib.c", "-o", directory + "/libminidump-crashpad.so"])
-  let program = directory + "/minidump-crashpad"
-  try build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", source + "minidump-crashpad.c", "-L" + directory,
-             "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + directory, "-o", program])
+             source + "minidump-crashpad-lib.c", "-o", folder + "/libminidump-crashpad.so"])
+  let program = folder + "/minidump-crashpad"
+  try build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", source + "minidump-crashpad.c", "-L" + folder,
+             "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + folder, "-o", program])
+  return program
+}
+
+private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String) throws -> BenchmarkTable {
+  let source = "Tests/Programs/"
+  let program = try buildCrashProgram(in: directory)
   var cases: [(label: String, dump: String, files: [String], gone: String?)] = []
   let system = ["/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"]
   cases.append(("C program, crash in a -O2 -fomit-frame-pointer library through qsort",
@@ -183,12 +191,7 @@ private func goneFilesCase(_ tools: MinidumpBenchTools, in directory: String)
   }
   let changed = String(bytes[at] ^ 0xFF, radix: 8)
   try build(["sh", "-c", "printf '\\\(changed)' | dd of=\(gone)/libc.so.6 bs=1 seek=\(at) conv=notrunc status=none"])
-  let source = "Tests/Programs/"
-  try build(["gcc", "-O2", "-fomit-frame-pointer", "-g", "-shared", "-fPIC", "-Wl,--build-id",
-             source + "minidump-crashpad-lib.c", "-o", gone + "/libminidump-crashpad.so"])
-  let program = gone + "/minidump-crashpad"
-  try build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", source + "minidump-crashpad.c", "-L" + gone,
-             "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + gone, "-o", program])
+  let program = try buildCrashProgram(in: gone)
   let dump = try crashpadDump(tools, program, mode: "library", database: directory + "/database-gone")
   let files = [program, gone + "/libminidump-crashpad.so", gone + "/libc.so.6", "/lib64/ld-linux-x86-64.so.2"]
   let store = try symbolStore(tools, files, in: directory + "/store-gone")

@@ -213,23 +213,27 @@ final class ImageLookup {
     debugFrameMemories.deallocate()
   }
 
-  func find(_ pc: UInt64, _ out: UnsafeMutablePointer<il_unwind_image>) -> Bool {
-    // The last image starting at or below pc.
+  /// The image whose text holds `address`: the last one starting at or below it.
+  func index(containing address: UInt64) -> Int? {
     var low = 0, high = images.count
     while low < high {
       let middle = (low + high) / 2
-      if images[middle].textRange.lowerBound <= pc { low = middle + 1 } else { high = middle }
+      if images[middle].textRange.lowerBound <= address { low = middle + 1 } else { high = middle }
     }
-    guard low > 0, images[low - 1].textRange.contains(pc) else { return false }
-    fill(low - 1, out)
-    if let source = images[low - 1].callFrames, let made = madeFrames[low - 1] {
-      let link = pc &- images[low - 1].loadBias
+    return low > 0 && images[low - 1].textRange.contains(address) ? low - 1 : nil
+  }
+
+  func find(_ pc: UInt64, _ out: UnsafeMutablePointer<il_unwind_image>) -> Bool {
+    guard let index = index(containing: pc) else { return false }
+    fill(index, out)
+    if let source = images[index].callFrames, let made = madeFrames[index] {
+      let link = pc &- images[index].loadBias
       if !made.range.contains(link) {
         guard let (range, bytes) = source.section(covering: link) else { return true }
         made.range = range
         made.bytes = bytes
       }
-      out.pointee.debug_frame_memory = UnsafePointer(debugFrameMemories + (low - 1))
+      out.pointee.debug_frame_memory = UnsafePointer(debugFrameMemories + index)
       out.pointee.debug_frame = 0
       out.pointee.debug_frame_size = UInt64(made.bytes.count)
     }
@@ -238,12 +242,7 @@ final class ImageLookup {
 
   /// False when `address` is in an image whose symbols name no function there (`UnwindImage.namesAddress`).
   func names(_ address: UInt64) -> Bool {
-    var low = 0, high = images.count
-    while low < high {
-      let middle = (low + high) / 2
-      if images[middle].textRange.lowerBound <= address { low = middle + 1 } else { high = middle }
-    }
-    guard low > 0, images[low - 1].textRange.contains(address), let names = images[low - 1].namesAddress else { return true }
+    guard let index = index(containing: address), let names = images[index].namesAddress else { return true }
     return names(address)
   }
 

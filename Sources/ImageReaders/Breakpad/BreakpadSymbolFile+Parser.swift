@@ -12,10 +12,19 @@ extension BreakpadSymbolFile {
     var publics: [Public] = []
     var frameEntries: [FrameEntry] = []
     var frameDeltas: [FrameDelta] = []
+    /// The file's bytes, copied whole at the first `STACK CFI` record: rules are ranges in it.
     var ruleBytes: [UInt8] = []
+    /// The `frameEntries` whose rows are not in address order.
+    var unsortedDeltas: [Int] = []
+    /// Whether functions, publics and CFI entries came in address order (checked as they are read).
+    var functionsSorted = true, publicsSorted = true, entriesSorted = true
+    /// `module != nil`, without copying the module's strings for each line.
+    var hasModule = false
     var skippedWindowsFrames = 0
     var notes: [String] = []
     var noteCount = 0
+    /// The bytes being parsed (valid during `parse`).
+    var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
 
     mutating func note(_ line: Int, _ text: String) {
       noteCount += 1
@@ -26,6 +35,7 @@ extension BreakpadSymbolFile {
       var position = 0
       var number = 0
       // Each round consumes a line (at least its `\n`, or the rest of the bytes): bounded by the size.
+      self.bytes = bytes
       while position < bytes.count {
         var end = position
         while end < bytes.count, bytes[end] != 0x0A { end += 1 }
@@ -52,17 +62,18 @@ extension BreakpadSymbolFile {
         kind = candidate.kind
         break
       }
-      if module == nil && kind != .module {
+      if !hasModule && kind != .module {
         throw .breakpad(line: line, "the first record is \(Self.quoted(fields.text(kindRange))), not MODULE: not a Breakpad symbol file")
       }
       switch kind {
       case .module:
-        guard module == nil else { return note(line, "a second MODULE record is ignored") }
+        guard !hasModule else { return note(line, "a second MODULE record is ignored") }
         guard let system = fields.next(), let architecture = fields.next(), let id = fields.next() else {
           throw .breakpad(line: line, "MODULE needs an operating system, an architecture, an id and a name")
         }
         module = Module(operatingSystem: fields.text(system), architecture: fields.text(architecture), id: fields.text(id),
                         name: fields.rest())
+        hasModule = true
       case .info:
         guard let key = fields.next(), fields.text(key) == "CODE_ID" else { return }
         guard let value = fields.next() else { throw .breakpad(line: line, "INFO CODE_ID without a value") }
@@ -80,6 +91,7 @@ extension BreakpadSymbolFile {
         let address = try fields.hex(line, "FUNC", "address")
         let size = try fields.hex(line, "FUNC", "size")
         let parameterSize = try fields.hex(line, "FUNC", "parameter size")
+        if let last = functions.last, last.address > address { functionsSorted = false }
         functions.append(Function(address: address, size: size, parameterSize: parameterSize, name: fields.rest(),
                                   isMultiple: multiple, lines: lines.count..<lines.count,
                                   inlines: inlines.count..<inlines.count))
@@ -87,6 +99,7 @@ extension BreakpadSymbolFile {
         let multiple = fields.skip("m")
         let address = try fields.hex(line, "PUBLIC", "address")
         let parameterSize = try fields.hex(line, "PUBLIC", "parameter size")
+        if let last = publics.last, last.address > address { publicsSorted = false }
         publics.append(Public(address: address, parameterSize: parameterSize, name: fields.rest(), isMultiple: multiple))
       case .inline:
         let depth = try fields.decimal(line, "INLINE", "nest level")
@@ -142,6 +155,7 @@ extension BreakpadSymbolFile {
       if fields.skip("INIT") {
         let address = try fields.hex(line, "STACK CFI INIT", "address")
         let size = try fields.hex(line, "STACK CFI INIT", "size")
+        if let last = frameEntries.last, last.address > address { entriesSorted = false }
         frameEntries.append(FrameEntry(address: address, size: size, rules: keepRules(&fields),
                                        deltas: frameDeltas.count..<frameDeltas.count))
         return
@@ -154,16 +168,19 @@ extension BreakpadSymbolFile {
       guard entry.deltas.upperBound == frameDeltas.count else {
         return note(line, "STACK CFI at \(hexDigits(address)) does not follow its INIT record: ignored")
       }
+      if entry.deltas.count > 0, frameDeltas[frameDeltas.count - 1].address > address,
+         unsortedDeltas.last != frameEntries.count - 1 {
+        unsortedDeltas.append(frameEntries.count - 1)
+      }
       frameDeltas.append(FrameDelta(address: address, rules: keepRules(&fields)))
       frameEntries[frameEntries.count - 1].deltas = entry.deltas.lowerBound..<frameDeltas.count
     }
 
-    /// The rest of the line (as `Fields.rest`) appended to `ruleBytes`: its range there.
+    /// Where the rest of the line (as `Fields.rest`) is in `ruleBytes`, the file's bytes copied whole the
+    /// first time (one copy instead of one per record).
     private mutating func keepRules(_ fields: inout Fields) -> Range<Int> {
-      let text = fields.restRange()
-      let start = ruleBytes.count
-      ruleBytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: fields.bytes[text]))
-      return start..<ruleBytes.count
+      if ruleBytes.isEmpty { ruleBytes = Array(bytes) }
+      return fields.restRange()
     }
 
     static func quoted(_ word: String) -> String {

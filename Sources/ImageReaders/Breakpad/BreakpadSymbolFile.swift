@@ -156,11 +156,11 @@ package struct BreakpadSymbolFile: Sendable {
     }
     // Lines within a function in address order; functions, publics and CFI entries too.
     var functions = parser.functions
-    for function in functions where !Self.isSorted(lines[function.lines], by: \.address) {
+    for function in functions where !Self.linesSorted(lines, function.lines) {
       let sorted = lines[function.lines].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
       lines.replaceSubrange(function.lines, with: sorted.map(\.element))
     }
-    if !Self.isSorted(functions[...], by: \.address) {
+    if !parser.functionsSorted {
       functions = functions.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     var overlaps = 0
@@ -173,17 +173,18 @@ package struct BreakpadSymbolFile: Sendable {
     if overlaps > 0 { note("\(overlaps) FUNC records overlap the one before them (an address gets the nearest start)") }
     self.functions = functions
     var publics = parser.publics
-    if !Self.isSorted(publics[...], by: \.address) {
+    if !parser.publicsSorted {
       publics = publics.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     self.publics = publics
     var entries = parser.frameEntries
-    for (index, entry) in entries.enumerated() where !Self.isSorted(frameDeltas[entry.deltas], by: \.address) {
+    for index in parser.unsortedDeltas {
+      let entry = entries[index]
       note("the STACK CFI rows after the INIT record at \(hexDigits(entry.address)) are out of order: sorted")
       let sorted = frameDeltas[entry.deltas].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
       frameDeltas.replaceSubrange(entries[index].deltas, with: sorted.map(\.element))
     }
-    if !Self.isSorted(entries[...], by: \.address) {
+    if !parser.entriesSorted {
       entries = entries.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     frameEntries = entries
@@ -191,8 +192,14 @@ package struct BreakpadSymbolFile: Sendable {
     self.notes = notes
   }
 
-  static func isSorted<C: Collection>(_ items: C, by key: KeyPath<C.Element, UInt64>) -> Bool {
-    zip(items, items.dropFirst()).allSatisfy { $0[keyPath: key] <= $1[keyPath: key] }
+  /// True when `lines[range]` is in address order.
+  static func linesSorted(_ lines: [Line], _ range: Range<Int>) -> Bool {
+    var index = range.lowerBound
+    while index + 1 < range.upperBound {
+      if lines[index].address > lines[index + 1].address { return false }
+      index += 1
+    }
+    return true
   }
 
   // MARK: Lookups
