@@ -36,9 +36,10 @@ static int image_for(const il_unwinder *unwinder, uint64_t address, il_unwind_im
   return address >= image->text_start && address < image->text_end;
 }
 
-int il_x86_64_follows_call(const il_memory *memory, uint64_t address) {
+/* il_x86_64_follows_call, telling "no call before it" (0) from "the code cannot be read" (-1). */
+static int follows_call(const il_memory *memory, uint64_t address) {
   uint8_t bytes[8];
-  if (address < 8 || !memory_read(memory, address - 8, bytes, sizeof bytes)) return 0;
+  if (address < 8 || !memory_read(memory, address - 8, bytes, sizeof bytes)) return -1;
   if (bytes[3] == 0xE8) return 1;  /* E8 rel32 */
   for (int length = 2; length <= 7; length++) {
     uint8_t opcode = bytes[8 - length], modrm = bytes[9 - length];
@@ -55,13 +56,30 @@ int il_x86_64_follows_call(const il_memory *memory, uint64_t address) {
   return 0;
 }
 
-/* A plausible return address: in some image's text and, on x86, just after a call. */
+int il_x86_64_follows_call(const il_memory *memory, uint64_t address) { return follows_call(memory, address) == 1; }
+
+/* What plausible_return found. */
+enum { RETURN_NO = 0, RETURN_AFTER_CALL = 1, RETURN_WITHOUT_CODE = 2 };
+
+/* A plausible return address: in some image's text and, on x86, just after a call. When the code before
+   it cannot be read (a minidump without the module's file) and the walk follows minidump-stackwalk
+   (unwinder->without_code), being inside a module is all that can be checked: RETURN_WITHOUT_CODE, as
+   Breakpad's processor accepts it. Code that can be read is always held to the call check. */
 static int plausible_return(const il_unwinder *unwinder, il_arch arch, uint64_t address) {
   il_unwind_image image;
-  if (address < 2 || !image_for(unwinder, address - 1, &image)) return 0;
-  if (arch == IL_ARCH_X86_64 || arch == IL_ARCH_I386) return il_x86_64_follows_call(&unwinder->memory, address);
-  if (arch == IL_ARCH_AARCH64) return address % 4 == 0;
-  return 1;
+  if (address < 2 || !image_for(unwinder, address - 1, &image)) return RETURN_NO;
+  if (arch == IL_ARCH_X86_64 || arch == IL_ARCH_I386) {
+    int call = follows_call(&unwinder->memory, address);
+    if (call < 0) return unwinder->without_code ? RETURN_WITHOUT_CODE : RETURN_NO;
+    return call ? RETURN_AFTER_CALL : RETURN_NO;
+  }
+  if (arch == IL_ARCH_AARCH64) return address % 4 == 0 ? RETURN_AFTER_CALL : RETURN_NO;
+  return RETURN_AFTER_CALL;
+}
+
+/* x86_64's canonical addresses (48 bits, bit 47 copied above): nothing else can be a pc. */
+static int canonical(il_arch arch, uint64_t address) {
+  return arch != IL_ARCH_X86_64 || address <= 0x7FFFFFFFFFFFull || address >= 0xFFFF800000000000ull;
 }
 
 /* Applies `row` to `from`: the caller's registers in `to`. 1 when the return address is known. */
@@ -208,6 +226,26 @@ static int signal_trampoline(const il_unwinder *unwinder, const il_register_set 
   return 0;
 }
 
+/* A scanned caller's frame pointer, as minidump-stackwalk's x86 and amd64 scans recover it: the word
+   below the return address when fp points at it (a standard prologue pushed it) and it points above,
+   within 128 KiB and readable; else fp itself when it is at or above the caller's sp (the function kept
+   the caller's); else unknown. */
+static void scanned_frame_pointer(const il_unwinder *unwinder, const il_register_set *from, il_register_set *next,
+                                  uint64_t index, uint64_t at, int size) {
+  int fp = fp_register(from->arch);
+  uint64_t caller_sp = at + (uint64_t)size, saved, probe;
+  next->known &= ~(1ull << fp);
+  if (index == 0 || !known(from, fp)) return;
+  uint64_t last = from->value[fp], slot = at - (uint64_t)size;
+  if (last == slot) {
+    if (read_pointer(&unwinder->memory, slot, size, &saved) && saved > at && saved - slot <= 128 * 1024 &&
+        read_pointer(&unwinder->memory, saved, size, &probe))
+      set_register(next, fp, saved);
+  } else if (last >= caller_sp) {
+    set_register(next, fp, last);
+  }
+}
+
 void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers) {
   memset(cursor, 0, sizeof *cursor);
   cursor->registers = *registers;
@@ -316,13 +354,25 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     }
   }
 
-  /* 5. Frame pointers: [fp] the caller's fp, [fp + word] the return address (i386: ebp, [ebp + 4]). */
+  /* 5. Frame pointers: [fp] the caller's fp, [fp + word] the return address (i386: ebp, [ebp + 4]).
+     A return address whose code cannot be read is held to minidump-stackwalk's checks of the record
+     instead (amd64.rs/x86.rs get_caller_by_frame_pointer): the caller's fp at or above its sp and
+     readable, its sp readable, a canonical pc past the first page. */
   if (known(from, fp)) {
-    uint64_t frame = from->value[fp], record[2];
+    uint64_t frame = from->value[fp], record[2], probe;
+    int found = 0;
     if (frame % (uint64_t)size == 0 && frame >= cursor->floor && frame >= from->value[sp] &&
         read_pointer(&unwinder->memory, frame, size, &record[0]) &&
-        read_pointer(&unwinder->memory, frame + (uint64_t)size, size, &record[1]) &&
-        plausible_return(unwinder, arch, record[1])) {
+        read_pointer(&unwinder->memory, frame + (uint64_t)size, size, &record[1]))
+      found = plausible_return(unwinder, arch, record[1]);
+    if (found == RETURN_WITHOUT_CODE) {
+      uint64_t caller_sp = frame + 2 * (uint64_t)size;
+      if (record[0] < caller_sp || record[1] < 4096 || !canonical(arch, record[1]) ||
+          !read_pointer(&unwinder->memory, record[0], size, &probe) ||
+          !read_pointer(&unwinder->memory, caller_sp, size, &probe))
+        found = RETURN_NO;
+    }
+    if (found != RETURN_NO) {
       next = *from;
       set_register(&next, fp, record[0]);
       set_register(&next, sp, wrap(frame + 2 * (uint64_t)size, size));
@@ -332,19 +382,32 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     }
   }
 
-  /* 6. Stack scanning: the first word above sp that looks like a return address. */
+  /* 6. Stack scanning: the first word above sp that looks like a return address. A word whose code cannot
+     be read counts only inside minidump-stackwalk's window (40 words, 160 from frame 0 or a CFI frame:
+     Breakpad's kRASearchWords, longer where the callee is trusted), and gets its frame pointer as
+     amd64.rs/x86.rs get_caller_by_scan recover it. A copy of this frame's own pc found by scanning from
+     a scanned frame is a stale copy, not a caller: it would repeat the frame. */
   uint64_t words = unwinder->scan_bytes / (uint64_t)size;
+  uint64_t breakpad_words = cursor->trust == IL_FRAME_CONTEXT || cursor->trust == IL_FRAME_CFI ? 160 : 40;
   uint64_t start = from->value[sp];
   if (start % (uint64_t)size != 0) start = (start + (uint64_t)size - 1) & ~((uint64_t)size - 1);
+  if (unwinder->without_code && words < breakpad_words) words = breakpad_words;
   for (uint64_t i = 0; i < words; i++) {
     uint64_t at = start + i * (uint64_t)size, word;
     if (at < start) break;
     if (!read_pointer(&unwinder->memory, at, size, &word)) break;
-    if (!plausible_return(unwinder, arch, word)) continue;
+    int found = plausible_return(unwinder, arch, word);
+    if (found == RETURN_NO) continue;
+    if (found == RETURN_WITHOUT_CODE && (i >= breakpad_words || word < 4096 || !canonical(arch, word) ||
+                                         (unwinder->names_address != NULL &&
+                                          !unwinder->names_address(unwinder->find_context, word - 1))))
+      continue;
+    if (cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
     next = *from;
     set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);
     if (arch == IL_ARCH_AARCH64) next.known &= ~(1ull << IL_AARCH64_LR);
+    if (found == RETURN_WITHOUT_CODE && arch != IL_ARCH_AARCH64) scanned_frame_pointer(unwinder, from, &next, i, at, size);
     if (accept(cursor, &next, IL_FRAME_SCAN, 0, 0, 0)) return 1;
   }
   return 0;

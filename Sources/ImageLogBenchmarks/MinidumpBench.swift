@@ -4,7 +4,8 @@ import ImageReaders
 // Minidumps against their peers, same answers first:
 // - reading and symbolicating a dump Crashpad's handler wrote (`imagelog symbolicate DUMP --no-lines`)
 //   against `minidump-stackwalk --symbols-path STORE DUMP` with dump_syms' .sym files ready: a C program
-//   crashing three calls deep in a -O2 -fomit-frame-pointer library through qsort, and a Swift program
+//   crashing three calls deep in a -O2 -fomit-frame-pointer library through qsort, the same with its
+//   files gone (libc, library and program read from their .sym files by both), and a Swift program
 //   trapping in libswiftCore (16 modules);
 // - writing one of a live 64-thread process (`imagelog minidump PID`) against `eu-stack -p PID`;
 // - the dumps' sizes beside Crashpad's of the same live process.
@@ -91,18 +92,27 @@ private func crashpadDump(_ tools: MinidumpBenchTools, _ program: String, mode: 
   return String(dump)
 }
 
-private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String) throws -> BenchmarkTable {
+/// Tests/Programs/minidump-crashpad.c and its library (gcc -O2 -fomit-frame-pointer) built in `folder`,
+/// the program finding the library (and any other it needs) there first. Returns the program.
+private func buildCrashProgram(in folder: String) throws -> String {
   let source = "Tests/Programs/"
   try build(["gcc", "-O2", "-fomit-frame-pointer", "-g", "-shared", "-fPIC", "-Wl,--build-id",
-             source + "minidump-crashpad-lib.c", "-o", directory + "/libminidump-crashpad.so"])
-  let program = directory + "/minidump-crashpad"
-  try build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", source + "minidump-crashpad.c", "-L" + directory,
-             "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + directory, "-o", program])
-  var cases: [(label: String, dump: String, files: [String])] = []
+             source + "minidump-crashpad-lib.c", "-o", folder + "/libminidump-crashpad.so"])
+  let program = folder + "/minidump-crashpad"
+  try build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", source + "minidump-crashpad.c", "-L" + folder,
+             "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + folder, "-o", program])
+  return program
+}
+
+private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String) throws -> BenchmarkTable {
+  let source = "Tests/Programs/"
+  let program = try buildCrashProgram(in: directory)
+  var cases: [(label: String, dump: String, files: [String], gone: String?)] = []
   let system = ["/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"]
   cases.append(("C program, crash in a -O2 -fomit-frame-pointer library through qsort",
                 try crashpadDump(tools, program, mode: "library", database: directory + "/database-c"),
-                [program, directory + "/libminidump-crashpad.so"] + system))
+                [program, directory + "/libminidump-crashpad.so"] + system, nil))
+  cases.append(try goneFilesCase(tools, in: directory))
   if haveTool("swiftc") {
     try build(["gcc", "-O2", "-g", "-c", "-Dmain=minidump_crashpad_main", source + "minidump-crashpad.c",
                "-o", directory + "/minidump-crashpad.o"])
@@ -114,31 +124,34 @@ private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String)
     cases.append(("Swift program, trap in libswiftCore under sorted(by:)",
                   try crashpadDump(tools, swiftProgram, mode: "return", database: directory + "/database-swift",
                                    environment: ["SWIFT_BACKTRACE=enable=no"]),
-                  [swiftProgram] + libraries + ["/lib64/ld-linux-x86-64.so.2"]))
+                  [swiftProgram] + libraries + ["/lib64/ld-linux-x86-64.so.2"], nil))
   }
   var rows: [[String]] = []
   let iterations = 41
-  for (index, (label, dump, files)) in cases.enumerated() {
-    let store = try symbolStore(tools, files, in: directory + "/store-\(index)")
+  for (index, (label, dump, files, gone)) in cases.enumerated() {
+    let store = try gone ?? symbolStore(tools, files, in: directory + "/store-\(index)")
+    // A case whose files are gone reads the store (imagelog uses a module's own file before its .sym).
+    let storeArguments = gone == nil ? [] : ["--symbols", store]
     let contents = try MinidumpFile(bytes: try benchReadFile(dump))
     // Same answers first: every frame minidump-stackwalk found by context, CFI or frame pointer, in
     // imagelog's report at the same place (module and offset).
     let theirs = try stackwalkFrames(try runProcess([tools.stackwalk, "--json", "--symbols-path", store, dump]).output)
-    let ours = try imagelogFrames(try runProcess([tools.imagelog, "symbolicate", "--format", "json", "--no-lines", dump]).output)
+    let ours = try imagelogFrames(try runProcess([tools.imagelog, "symbolicate", "--format", "json", "--no-lines"]
+                                                 + storeArguments + [dump]).output)
     let frames = theirs.reduce(0) { $0 + $1.frames.count }
     let same = theirs.map(\.tid) == ours.map(\.tid) && zip(theirs, ours).allSatisfy { other, mine in
       mine.frames.starts(with: other.frames) && (other.scanned || mine.frames.count == other.frames.count)
     }
     guard same else { throw BenchError("\(label): imagelog's frames differ from minidump-stackwalk's: \(ours) vs \(theirs)") }
     let runs = try interleavedRuns([
-      { _ = try runProcess([tools.imagelog, "symbolicate", "--no-lines", dump], discardOutput: true) },
+      { _ = try runProcess([tools.imagelog, "symbolicate", "--no-lines"] + storeArguments + [dump], discardOutput: true) },
       { _ = try runProcess([tools.stackwalk, "--symbols-path", store, dump], discardOutput: true) },
     ], iterations: iterations).wall
     // A first run with lines starts the symbol cache's builders; the timed runs answer from what they built.
-    _ = try runProcess([tools.imagelog, "symbolicate", dump], discardOutput: true)
+    _ = try runProcess([tools.imagelog, "symbolicate"] + storeArguments + [dump], discardOutput: true)
     try awaitCacheBuilders()
     let full = try medianSeconds(iterations: 21) {
-      _ = try runProcess([tools.imagelog, "symbolicate", dump], discardOutput: true)
+      _ = try runProcess([tools.imagelog, "symbolicate"] + storeArguments + [dump], discardOutput: true)
     }
     let (ourTime, theirTime) = (median(runs[0]), median(runs[1]))
     let symbols = try runProcess(["du", "-sb", store]).output.split(separator: "\t").first.map(String.init) ?? "?"
@@ -151,13 +164,39 @@ private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String)
       + "minidump-crashpad-lib.c (gcc -O2 -fomit-frame-pointer) through qsort, and of minidump-crashpad-swift.swift trapping in "
       + "the Swift runtime. minidump-stackwalk 0.25.0 with the .sym files dump_syms 2.3.5 made of every module beforehand "
       + "(their size in the table), against imagelog symbolicate --no-lines, which reads the modules' own files and "
-      + "/usr/lib/debug (function names, no file:line: as minidump-stackwalk's text for a library without DWARF). Medians of "
+      + "/usr/lib/debug (function names, no file:line: as minidump-stackwalk's text for a library without DWARF); for the dump "
+      + "whose files are gone (libc a copy with one build-id byte changed, deleted with the program after the crash) both read "
+      + "the same store, imagelog with --symbols, libc's .sym the largest (1.1 MB on Debian 12). Medians of "
       + "\(iterations) interleaved rounds of a whole run of each, output to /dev/null. Beside them, 21 runs of imagelog's "
       + "default (file:line and inlined frames from DWARF, answered from the symbol cache a first run filled). \"Same\": checked first, every frame minidump-stackwalk found by "
       + "its context, CFI or frame pointers is imagelog's frame at that place (module and offset), in every thread.",
     header: ["dump", "imagelog symbolicate --no-lines", "minidump-stackwalk --symbols-path", "speed-up",
              "imagelog symbolicate (lines)", ".sym files", "same"],
     rows: rows)
+}
+
+/// The C program's crash with its libc, its library and itself known only by their .sym files: they
+/// ran from a folder deleted after the crash, libc a copy whose build-id has one byte changed (no file
+/// here has its identity), so both readers walk and name them from the store, libc's .sym (1.1 MB with
+/// Debian 12's libc) the largest. Returns the case with its store.
+private func goneFilesCase(_ tools: MinidumpBenchTools, in directory: String)
+  throws -> (label: String, dump: String, files: [String], gone: String?) {
+  let gone = directory + "/gone"
+  try build(["mkdir", "-p", gone])
+  try build(["cp", "/lib/x86_64-linux-gnu/libc.so.6", gone + "/libc.so.6"])
+  let bytes = try benchReadFile(gone + "/libc.so.6")
+  let buildID = try ByteReader.reading(bytes) { reader throws(FormatError) in try ELFFile(reader).buildID }
+  guard let id = buildID?.bytes, let at = bytes.indices.first(where: { bytes[$0...].starts(with: id) }) else {
+    throw BenchError("no build-id in libc.so.6")
+  }
+  let changed = String(bytes[at] ^ 0xFF, radix: 8)
+  try build(["sh", "-c", "printf '\\\(changed)' | dd of=\(gone)/libc.so.6 bs=1 seek=\(at) conv=notrunc status=none"])
+  let program = try buildCrashProgram(in: gone)
+  let dump = try crashpadDump(tools, program, mode: "library", database: directory + "/database-gone")
+  let files = [program, gone + "/libminidump-crashpad.so", gone + "/libc.so.6", "/lib64/ld-linux-x86-64.so.2"]
+  let store = try symbolStore(tools, files, in: directory + "/store-gone")
+  try build(["rm", "-rf", gone])
+  return ("C program as above, its files gone: libc, library and program from .sym files only", dump, files, store)
 }
 
 /// eu-stack's frame addresses by tid.

@@ -79,7 +79,7 @@ private func compareRecords(_ ours: String, _ theirs: String) throws -> String {
   }
   func frames(_ file: BreakpadSymbolFile) -> [String] {
     file.frameEntries.map { entry in
-      ([entry.rules] + file.frameDeltas[entry.deltas].map(\.rules)).map {
+      ([entry.rules] + file.frameDeltas[entry.deltas].map(\.rules)).map(file.ruleText).map {
         BreakpadSymbolFile.rules($0).map { "\($0.register)=\($0.expression)" }.sorted().joined(separator: " ")
       }.joined(separator: "|") + " \(entry.address) \(entry.size)"
     }

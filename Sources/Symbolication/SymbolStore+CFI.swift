@@ -1,3 +1,4 @@
+import ImageLog
 import ImageReaders
 
 /// A symbol file's `STACK CFI` records as DWARF call frame information: a `.debug_frame` section (one
@@ -32,51 +33,17 @@ struct BreakpadCallFrameSection {
   /// The section for `file`'s `STACK CFI` records; `nil` when it has none or its architecture is not
   /// one the unwinder walks.
   init?(_ file: BreakpadSymbolFile) {
-    guard !file.frameEntries.isEmpty, let layout = Self.layout(file.module.architecture),
-          let names = BreakpadFrameRules.registerNames(file.module.architecture) else { return nil }
-    var numbers: [String: Int] = [".ra": layout.returnAddress]
-    for (number, name) in names.enumerated() where !name.isEmpty && numbers[name] == nil {
-      numbers[name] = number
-      if name.hasPrefix("$") { numbers[String(name.dropFirst())] = number }  // `rsp` as well as `$rsp`
-    }
-    if layout.returnAddress == 30 { numbers["fp"] = 29; numbers["lr"] = 30 }
-    addressSize = layout.addressSize
+    guard let encoder = BreakpadCallFrames(file) else { return nil }
+    addressSize = encoder.addressSize
+    var output = encoder.commonEntry
     var skipped = 0
-    var output: [UInt8] = []
-    // CIE: version 3 (the return-address column as ULEB), no augmentation, both alignment factors 1
-    // (offsets in instructions are bytes, as in the symbol file), no initial rules.
-    var cie: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 3, 0]
-    Self.appendULEB(1, to: &cie)
-    Self.appendSLEB(1, to: &cie)
-    Self.appendULEB(UInt64(layout.returnAddress), to: &cie)
-    Self.appendEntry(cie, to: &output)
-    for entry in file.frameEntries {
-      var body: [UInt8] = [0, 0, 0, 0]  // the CIE at offset 0
-      Self.appendAddress(entry.address, size: addressSize, to: &body)
-      Self.appendAddress(entry.size, size: addressSize, to: &body)
-      var location = entry.address
-      var complete = Self.encode(entry.rules, numbers: numbers, into: &body)
-      for delta in file.frameDeltas[entry.deltas] {
-        // Rows are sorted and inside the entry (the reader saw to it): the advance fits 32 bits
-        // unless the entry is larger, and then the rest is left out.
-        guard delta.address >= location, let advance = UInt32(exactly: delta.address - location) else {
-          complete = false
-          break
-        }
-        body.append(0x04)  // DW_CFA_advance_loc4
-        withUnsafeBytes(of: advance.littleEndian) { body.append(contentsOf: $0) }
-        location = delta.address
-        if !Self.encode(delta.rules, numbers: numbers, into: &body) { complete = false }
-      }
-      if !complete { skipped += 1 }
-      Self.appendEntry(body, to: &output)
-    }
+    for index in file.frameEntries.indices where !encoder.appendEntry(index, to: &output) { skipped += 1 }
     bytes = output
     skippedRules = skipped
   }
 
   /// Appends the DWARF instructions for one record's rules; false when one was left out.
-  private static func encode(_ text: String, numbers: [String: Int], into body: inout [UInt8]) -> Bool {
+  static func encode(_ text: String, numbers: [String: Int], into body: inout [UInt8]) -> Bool {
     var complete = true
     for (register, expression) in BreakpadSymbolFile.rules(text) {
       let tokens = expression.split(separator: " ").map(String.init)
@@ -219,5 +186,75 @@ struct BreakpadCallFrameSection {
       }
       output.append(byte | 0x80)
     }
+  }
+}
+
+/// A symbol file's `STACK CFI` records said in DWARF one entry at a time: the unwinder asks for the
+/// entry that covers a pc (`section(covering:)`), so a walk translates the few entries its frames are
+/// in, not every record of a large `.sym` (`BreakpadCallFrameSection` translates them all).
+struct BreakpadCallFrames: CallFrameSource {
+  let file: BreakpadSymbolFile
+  /// Register names (`$rsp`, `rsp`, `.ra`) by DWARF number.
+  let numbers: [String: Int]
+  let addressSize: Int
+  /// The CIE every entry refers to (at offset 0): version 3, no augmentation, both alignment factors 1
+  /// (offsets in instructions are bytes, as in the symbol file), no initial rules.
+  let commonEntry: [UInt8]
+
+  /// `nil` when `file` has no `STACK CFI` or its architecture is not one the unwinder walks.
+  init?(_ file: BreakpadSymbolFile) {
+    guard !file.frameEntries.isEmpty, let layout = BreakpadCallFrameSection.layout(file.module.architecture),
+          let names = BreakpadFrameRules.registerNames(file.module.architecture) else { return nil }
+    var numbers: [String: Int] = [".ra": layout.returnAddress]
+    for (number, name) in names.enumerated() where !name.isEmpty && numbers[name] == nil {
+      numbers[name] = number
+      if name.hasPrefix("$") { numbers[String(name.dropFirst())] = number }  // `rsp` as well as `$rsp`
+    }
+    if layout.returnAddress == 30 { numbers["fp"] = 29; numbers["lr"] = 30 }
+    self.file = file
+    self.numbers = numbers
+    addressSize = layout.addressSize
+    var cie: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 3, 0]
+    BreakpadCallFrameSection.appendULEB(1, to: &cie)
+    BreakpadCallFrameSection.appendSLEB(1, to: &cie)
+    BreakpadCallFrameSection.appendULEB(UInt64(layout.returnAddress), to: &cie)
+    var output: [UInt8] = []
+    BreakpadCallFrameSection.appendEntry(cie, to: &output)
+    commonEntry = output
+  }
+
+  /// Appends the FDE of `STACK CFI INIT` record `index` (its rows after it); false when a rule was left out.
+  func appendEntry(_ index: Int, to output: inout [UInt8]) -> Bool {
+    let entry = file.frameEntries[index]
+    var body: [UInt8] = [0, 0, 0, 0]  // the CIE at offset 0
+    BreakpadCallFrameSection.appendAddress(entry.address, size: addressSize, to: &body)
+    BreakpadCallFrameSection.appendAddress(entry.size, size: addressSize, to: &body)
+    var location = entry.address
+    var complete = BreakpadCallFrameSection.encode(file.ruleText(entry.rules), numbers: numbers, into: &body)
+    for delta in file.frameDeltas[entry.deltas] {
+      // Rows are sorted and inside the entry (the reader saw to it): the advance fits 32 bits
+      // unless the entry is larger, and then the rest is left out.
+      guard delta.address >= location, let advance = UInt32(exactly: delta.address - location) else {
+        complete = false
+        break
+      }
+      body.append(0x04)  // DW_CFA_advance_loc4
+      withUnsafeBytes(of: advance.littleEndian) { body.append(contentsOf: $0) }
+      location = delta.address
+      if !BreakpadCallFrameSection.encode(file.ruleText(delta.rules), numbers: numbers, into: &body) { complete = false }
+    }
+    BreakpadCallFrameSection.appendEntry(body, to: &output)
+    return complete
+  }
+
+  /// The CIE and the FDE of the `STACK CFI INIT` record covering `address` (an offset from the module's
+  /// base), with the record's range; `nil` when none covers it.
+  func section(covering address: UInt64) -> (range: Range<UInt64>, bytes: [UInt8])? {
+    guard let index = file.frameEntryIndex(containing: address) else { return nil }
+    let entry = file.frameEntries[index]
+    var output = commonEntry
+    _ = appendEntry(index, to: &output)
+    let (end, overflow) = entry.address.addingReportingOverflow(entry.size)
+    return (entry.address..<(overflow ? .max : end), output)
   }
 }

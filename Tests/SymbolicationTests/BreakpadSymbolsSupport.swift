@@ -69,8 +69,8 @@ struct SymRecords {
     }
     self.symbols = symbols.sorted { ($0.address, $0.kind) < ($1.address, $1.kind) }
     frames = file.frameEntries.map { entry in
-      var rows = [FrameRow(address: entry.address, rules: Self.dictionary(entry.rules))]
-      rows += file.frameDeltas[entry.deltas].map { FrameRow(address: $0.address, rules: Self.dictionary($0.rules)) }
+      var rows = [FrameRow(address: entry.address, rules: Self.dictionary(file.ruleText(entry.rules)))]
+      rows += file.frameDeltas[entry.deltas].map { FrameRow(address: $0.address, rules: Self.dictionary(file.ruleText($0.rules))) }
       return FrameEntry(address: entry.address, size: entry.size, rows: rows)
     }
   }

@@ -91,6 +91,34 @@ import Testing
     #expect(try Self.expectSameRules(file) == 5)
   }
 
+  /// The walk's entries made one at a time are the whole section's: for an address in each record,
+  /// the CIE and that record's FDE, byte for byte, with the record's range; none outside every record.
+  @Test func entriesMadeOnDemandAreTheWholeSections() throws {
+    let file = try Self.symbols("""
+      STACK CFI INIT 1000 40 .cfa: $rsp 8 + .ra: .cfa -8 + ^
+      STACK CFI 1001 .cfa: $rsp 16 + $rbp: .cfa -16 + ^
+      STACK CFI 1004 .cfa: $rbp 16 +
+      STACK CFI INIT 2000 10 .cfa: $rsp 16 @ 8 + .ra: .cfa 8 - ^ $rbx: .cfa 4 * ^
+      STACK CFI INIT 3000 8 .cfa: $rsp 8 + .ra: .cfa -8 + ^
+
+      """)
+    let whole = try #require(BreakpadCallFrameSection(file))
+    let frames = try #require(BreakpadCallFrames(file))
+    let table = CallFrameTable(memory: BufferMemory(whole.bytes), address: 0, size: UInt64(whole.bytes.count),
+                               kind: .debugFrame, addressSize: 8)
+    let entries = table.entries().entries
+    try #require(entries.count == 3)
+    let cie = frames.commonEntry
+    #expect(Array(whole.bytes.prefix(cie.count)) == cie)
+    for (index, address) in [UInt64(0x1005), 0x2000, 0x3007].enumerated() {
+      let made = try #require(frames.section(covering: address))
+      let start = Int(entries[index].offset), end = index + 1 < entries.count ? Int(entries[index + 1].offset) : whole.bytes.count
+      #expect(made.bytes == cie + whole.bytes[start..<end], "entry \(index)")
+      #expect(made.range == entries[index].pcRange)
+    }
+    #expect(frames.section(covering: 0x1040) == nil && frames.section(covering: 0xFFF) == nil)
+  }
+
   @Test func expressionsBecomeDWARFExpressions() throws {
     let file = try Self.symbols("""
       STACK CFI INIT 1000 10 .cfa: $rsp 16 @ 8 + .ra: .cfa 8 - ^ $rbx: .cfa 4 * ^ $r12: $r12 2 /

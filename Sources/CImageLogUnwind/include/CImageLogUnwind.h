@@ -66,6 +66,15 @@ typedef struct {
   void *find_context;
   uint64_t scan_bytes;            /* how far above the stack pointer the last resort looks for a return
                                      address; 0: never scan */
+  int without_code;               /* 1: where the code before a return address cannot be read (a minidump
+                                     without the module's file), walk as minidump-stackwalk does: a frame
+                                     record checked against the stack, a scanned word inside a module
+                                     within Breakpad's window. 0: such a word is never a return address.
+                                     Readable code is held to the call check either way. */
+  /* With without_code: 0 when `address` lies in a module whose symbols name no function there (a
+     scanned word there is no return address, as Breakpad's InstructionAddressSeemsValid says); NULL:
+     every address in a module will do. Called with find_context. */
+  int (*names_address)(void *context, uint64_t address);
 } il_unwinder;
 
 /* How a frame was found (Breakpad's "trust"). */

@@ -33,6 +33,14 @@ public struct UnwoundFrame: Sendable, Equatable {
   }
 }
 
+/// Call frame information made one entry at a time (a symbol file's `STACK CFI` records): the walk asks
+/// for the entry covering each pc it unwinds, instead of reading a whole section first.
+package protocol CallFrameSource: Sendable {
+  /// A `.debug_frame` section holding the entry that covers `address` (link-time: the image's run-time
+  /// address less its load bias) and its CIE, with the range the entry covers; `nil` when none does.
+  func section(covering address: UInt64) -> (range: Range<UInt64>, bytes: [UInt8])?
+}
+
 /// One mapped image's call frame information, at run-time addresses.
 public struct UnwindImage: Sendable {
   /// The image's executable range: a pc (or return address) inside it belongs to this image.
@@ -49,6 +57,12 @@ public struct UnwindImage: Sendable {
   /// The size of the image's pointers in its call frame information: 8, or 4 for a 32-bit (ELFCLASS32)
   /// image. A walk from i386 registers reads 4-byte pointers whatever this says.
   package var addressSize: Int
+  /// For a module whose symbols are known but whose code cannot be read: true when a symbol names the
+  /// run-time address. A scanned word whose code cannot be read is a return address only when it says
+  /// so (`StackUnwinder`'s `withoutCode`). `nil`: any address in the text range.
+  package var namesAddress: (@Sendable (UInt64) -> Bool)?
+  /// `.debug_frame` entries made on demand, in place of `debugFrame`.
+  package var callFrames: (any CallFrameSource)?
 
   /// An image as given.
   package init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
@@ -114,14 +128,20 @@ public struct StackUnwinder {
   /// The images as the C side finds them, made once for every walk (a dump of thousands of threads and
   /// thousands of modules must not rebuild it per thread).
   let lookup: ImageLookup
+  let withoutCode: Bool
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
-  /// above the stack pointer scanning looks (0: never scan).
-  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192) {
+  /// above the stack pointer scanning looks (0: never scan). `withoutCode`: where the code before a
+  /// return address cannot be read (a minidump without the module's file), walk as minidump-stackwalk
+  /// does (a frame record checked against the stack; a scanned word inside a module, within Breakpad's
+  /// window of 40 words, 160 from frame 0 or a CFI frame); without it such a word is never a return
+  /// address. Code that can be read is held to the call check either way.
+  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false) {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
     lookup = ImageLookup(self.images)
+    self.withoutCode = withoutCode
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
@@ -134,6 +154,8 @@ public struct StackUnwinder {
         unwinder.find_image = imageCallback
         unwinder.find_context = Unmanaged.passUnretained(lookup).toOpaque()
         unwinder.scan_bytes = UInt64(scanBytes)
+        unwinder.without_code = withoutCode ? 1 : 0
+        unwinder.names_address = namesCallback
         var start = registers.cValue
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
@@ -159,12 +181,29 @@ public struct StackUnwinder {
 final class ImageLookup {
   let images: [UnwindImage]
   let debugFrames: [MemoryBox?]
+  /// For an image with `callFrames`: the entry last made (its range and bytes), read by its MemoryBox.
+  let madeFrames: [MadeFrames?]
   /// One il_memory per image (stable addresses the C side keeps during the walk).
   let debugFrameMemories: UnsafeMutablePointer<il_memory>
 
+  /// The one entry of an image's `callFrames` in use: the C side reads it right after `find` lends it
+  /// (before any other lookup can replace it).
+  final class MadeFrames: MemoryReading {
+    var range: Range<UInt64> = 0..<0
+    var bytes: [UInt8] = []
+    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+      BufferMemory(bytes).read(address, into: buffer)
+    }
+  }
+
   init(_ images: [UnwindImage]) {
     self.images = images
-    debugFrames = images.map { image in image.debugFrame.map { MemoryBox(BufferMemory($0)) } }
+    let made = images.map { $0.callFrames == nil ? nil : MadeFrames() }
+    madeFrames = made
+    debugFrames = images.indices.map { index in
+      if let frames = made[index] { return MemoryBox(frames) }
+      return images[index].debugFrame.map { MemoryBox(BufferMemory($0)) }
+    }
     debugFrameMemories = .allocate(capacity: max(images.count, 1))
     for (index, box) in debugFrames.enumerated() {
       (debugFrameMemories + index).initialize(to: il_memory(read: memoryCallback,
@@ -177,16 +216,37 @@ final class ImageLookup {
     debugFrameMemories.deallocate()
   }
 
-  func find(_ pc: UInt64, _ out: UnsafeMutablePointer<il_unwind_image>) -> Bool {
-    // The last image starting at or below pc.
+  /// The image whose text holds `address`: the last one starting at or below it.
+  func index(containing address: UInt64) -> Int? {
     var low = 0, high = images.count
     while low < high {
       let middle = (low + high) / 2
-      if images[middle].textRange.lowerBound <= pc { low = middle + 1 } else { high = middle }
+      if images[middle].textRange.lowerBound <= address { low = middle + 1 } else { high = middle }
     }
-    guard low > 0, images[low - 1].textRange.contains(pc) else { return false }
-    fill(low - 1, out)
+    return low > 0 && images[low - 1].textRange.contains(address) ? low - 1 : nil
+  }
+
+  func find(_ pc: UInt64, _ out: UnsafeMutablePointer<il_unwind_image>) -> Bool {
+    guard let index = index(containing: pc) else { return false }
+    fill(index, out)
+    if let source = images[index].callFrames, let made = madeFrames[index] {
+      let link = pc &- images[index].loadBias
+      if !made.range.contains(link) {
+        guard let (range, bytes) = source.section(covering: link) else { return true }
+        made.range = range
+        made.bytes = bytes
+      }
+      out.pointee.debug_frame_memory = UnsafePointer(debugFrameMemories + index)
+      out.pointee.debug_frame = 0
+      out.pointee.debug_frame_size = UInt64(made.bytes.count)
+    }
     return true
+  }
+
+  /// False when `address` is in an image whose symbols name no function there (`UnwindImage.namesAddress`).
+  func names(_ address: UInt64) -> Bool {
+    guard let index = index(containing: address), let names = images[index].namesAddress else { return true }
+    return names(address)
   }
 
   /// The C description of image `index`.
@@ -209,6 +269,11 @@ final class ImageLookup {
       out.pointee.debug_frame_size = UInt64(bytes.count)
     }
   }
+}
+
+let namesCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64) -> Int32 = { context, address in
+  guard let context else { return 1 }
+  return Unmanaged<ImageLookup>.fromOpaque(context).takeUnretainedValue().names(address) ? 1 : 0
 }
 
 let imageCallback: @convention(c) (UnsafeMutableRawPointer?, UInt64, UnsafeMutablePointer<il_unwind_image>?) -> Int32 = {

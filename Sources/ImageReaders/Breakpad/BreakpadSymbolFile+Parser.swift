@@ -12,9 +12,19 @@ extension BreakpadSymbolFile {
     var publics: [Public] = []
     var frameEntries: [FrameEntry] = []
     var frameDeltas: [FrameDelta] = []
+    /// The file's bytes, copied whole at the first `STACK CFI` record: rules are ranges in it.
+    var ruleBytes: [UInt8] = []
+    /// The `frameEntries` whose rows are not in address order.
+    var unsortedDeltas: [Int] = []
+    /// Whether functions, publics and CFI entries came in address order (checked as they are read).
+    var functionsSorted = true, publicsSorted = true, entriesSorted = true
+    /// `module != nil`, without copying the module's strings for each line.
+    var hasModule = false
     var skippedWindowsFrames = 0
     var notes: [String] = []
     var noteCount = 0
+    /// The bytes being parsed (valid during `parse`).
+    var bytes = UnsafeRawBufferPointer(start: nil, count: 0)
 
     mutating func note(_ line: Int, _ text: String) {
       noteCount += 1
@@ -25,6 +35,7 @@ extension BreakpadSymbolFile {
       var position = 0
       var number = 0
       // Each round consumes a line (at least its `\n`, or the rest of the bytes): bounded by the size.
+      self.bytes = bytes
       while position < bytes.count {
         var end = position
         while end < bytes.count, bytes[end] != 0x0A { end += 1 }
@@ -38,45 +49,59 @@ extension BreakpadSymbolFile {
       }
     }
 
-    private mutating func record(_ kind: Range<Int>, _ fields: inout Fields, line: Int) throws(FormatError) {
-      let word = fields.text(kind)
-      if module == nil && word != "MODULE" {
-        throw .breakpad(line: line, "the first record is \(Self.quoted(word)), not MODULE: not a Breakpad symbol file")
+    /// The record kinds, told apart by their bytes (a String per line costs more than the line's reading).
+    static let kinds: [(word: StaticString, kind: Kind)] = [
+      ("STACK", .stack), ("FUNC", .function), ("PUBLIC", .public), ("FILE", .file), ("INLINE", .inline),
+      ("INLINE_ORIGIN", .inlineOrigin), ("INFO", .info), ("MODULE", .module),
+    ]
+    enum Kind { case module, info, file, inlineOrigin, function, `public`, inline, stack, other }
+
+    private mutating func record(_ kindRange: Range<Int>, _ fields: inout Fields, line: Int) throws(FormatError) {
+      var kind = Kind.other
+      for candidate in Self.kinds where fields.equals(kindRange, candidate.word) {
+        kind = candidate.kind
+        break
       }
-      switch word {
-      case "MODULE":
-        guard module == nil else { return note(line, "a second MODULE record is ignored") }
+      if !hasModule && kind != .module {
+        throw .breakpad(line: line, "the first record is \(Self.quoted(fields.text(kindRange))), not MODULE: not a Breakpad symbol file")
+      }
+      switch kind {
+      case .module:
+        guard !hasModule else { return note(line, "a second MODULE record is ignored") }
         guard let system = fields.next(), let architecture = fields.next(), let id = fields.next() else {
           throw .breakpad(line: line, "MODULE needs an operating system, an architecture, an id and a name")
         }
         module = Module(operatingSystem: fields.text(system), architecture: fields.text(architecture), id: fields.text(id),
                         name: fields.rest())
-      case "INFO":
+        hasModule = true
+      case .info:
         guard let key = fields.next(), fields.text(key) == "CODE_ID" else { return }
         guard let value = fields.next() else { throw .breakpad(line: line, "INFO CODE_ID without a value") }
         codeID = fields.text(value)
-      case "FILE":
+      case .file:
         let number = try fields.decimal(line, "FILE", "number")
         if files[number] != nil { note(line, "FILE \(number) again: the later name is kept") }
         files[number] = fields.rest()
-      case "INLINE_ORIGIN":
+      case .inlineOrigin:
         let number = try fields.decimal(line, "INLINE_ORIGIN", "number")
         if origins[number] != nil { note(line, "INLINE_ORIGIN \(number) again: the later name is kept") }
         origins[number] = fields.rest()
-      case "FUNC":
+      case .function:
         let multiple = fields.skip("m")
         let address = try fields.hex(line, "FUNC", "address")
         let size = try fields.hex(line, "FUNC", "size")
         let parameterSize = try fields.hex(line, "FUNC", "parameter size")
+        if let last = functions.last, last.address > address { functionsSorted = false }
         functions.append(Function(address: address, size: size, parameterSize: parameterSize, name: fields.rest(),
                                   isMultiple: multiple, lines: lines.count..<lines.count,
                                   inlines: inlines.count..<inlines.count))
-      case "PUBLIC":
+      case .public:
         let multiple = fields.skip("m")
         let address = try fields.hex(line, "PUBLIC", "address")
         let parameterSize = try fields.hex(line, "PUBLIC", "parameter size")
+        if let last = publics.last, last.address > address { publicsSorted = false }
         publics.append(Public(address: address, parameterSize: parameterSize, name: fields.rest(), isMultiple: multiple))
-      case "INLINE":
+      case .inline:
         let depth = try fields.decimal(line, "INLINE", "nest level")
         let callLine = try fields.decimal(line, "INLINE", "call line")
         let callFile = try fields.decimal(line, "INLINE", "call file number")
@@ -100,19 +125,21 @@ extension BreakpadSymbolFile {
         inlines.append(Inline(depth: depth, callLine: callLine, callFile: callFile, origin: origin,
                               ranges: first..<inlineRanges.count))
         functions[functions.count - 1].inlines = functions[functions.count - 1].inlines.lowerBound..<inlines.count
-      case "STACK":
-        guard let kind = fields.next() else { throw .breakpad(line: line, "STACK without CFI or WIN") }
-        switch fields.text(kind) {
-        case "WIN": skippedWindowsFrames += 1
-        case "CFI": try frameRecord(&fields, line: line)
-        default: note(line, "STACK \(Self.quoted(fields.text(kind))) is not a record kind this reader knows: ignored")
+      case .stack:
+        guard let stackKind = fields.next() else { throw .breakpad(line: line, "STACK without CFI or WIN") }
+        if fields.equals(stackKind, "CFI") {
+          try frameRecord(&fields, line: line)
+        } else if fields.equals(stackKind, "WIN") {
+          skippedWindowsFrames += 1
+        } else {
+          note(line, "STACK \(Self.quoted(fields.text(stackKind))) is not a record kind this reader knows: ignored")
         }
-      default:
-        guard word.utf8.allSatisfy({ Fields.hexValue($0) != nil }) else {
-          return note(line, "\(Self.quoted(word)) is not a record kind this reader knows: ignored")
+      case .other:
+        guard kindRange.allSatisfy({ Fields.hexValue(fields.bytes[$0]) != nil }) else {
+          return note(line, "\(Self.quoted(fields.text(kindRange))) is not a record kind this reader knows: ignored")
         }
         // A line record: `address size line filenum`.
-        var record = Fields(bytes: fields.bytes, position: kind.lowerBound, end: fields.end)
+        var record = Fields(bytes: fields.bytes, position: kindRange.lowerBound, end: fields.end)
         let address = try record.hex(line, "line record", "address")
         let size = try record.hex(line, "line record", "size")
         let number = try record.decimal(line, "line record", "line")
@@ -128,7 +155,8 @@ extension BreakpadSymbolFile {
       if fields.skip("INIT") {
         let address = try fields.hex(line, "STACK CFI INIT", "address")
         let size = try fields.hex(line, "STACK CFI INIT", "size")
-        frameEntries.append(FrameEntry(address: address, size: size, rules: fields.rest(),
+        if let last = frameEntries.last, last.address > address { entriesSorted = false }
+        frameEntries.append(FrameEntry(address: address, size: size, rules: keepRules(&fields),
                                        deltas: frameDeltas.count..<frameDeltas.count))
         return
       }
@@ -140,8 +168,19 @@ extension BreakpadSymbolFile {
       guard entry.deltas.upperBound == frameDeltas.count else {
         return note(line, "STACK CFI at \(hexDigits(address)) does not follow its INIT record: ignored")
       }
-      frameDeltas.append(FrameDelta(address: address, rules: fields.rest()))
+      if entry.deltas.count > 0, frameDeltas[frameDeltas.count - 1].address > address,
+         unsortedDeltas.last != frameEntries.count - 1 {
+        unsortedDeltas.append(frameEntries.count - 1)
+      }
+      frameDeltas.append(FrameDelta(address: address, rules: keepRules(&fields)))
       frameEntries[frameEntries.count - 1].deltas = entry.deltas.lowerBound..<frameDeltas.count
+    }
+
+    /// Where the rest of the line (as `Fields.rest`) is in `ruleBytes`, the file's bytes copied whole the
+    /// first time (one copy instead of one per record).
+    private mutating func keepRules(_ fields: inout Fields) -> Range<Int> {
+      if ruleBytes.isEmpty { ruleBytes = Array(bytes) }
+      return fields.restRange()
     }
 
     static func quoted(_ word: String) -> String {
@@ -170,6 +209,19 @@ extension BreakpadSymbolFile {
       return probe < end
     }
 
+    /// True when the field at `range` is `word`.
+    func equals(_ range: Range<Int>, _ word: StaticString) -> Bool {
+      guard range.count == word.utf8CodeUnitCount else { return false }
+      return word.withUTF8Buffer { expected in
+        var index = range.lowerBound
+        for byte in expected {
+          guard bytes[index] == byte else { return false }
+          index += 1
+        }
+        return true
+      }
+    }
+
     /// Consumes the next field when it is `word`.
     mutating func skip(_ word: StaticString) -> Bool {
       var probe = self
@@ -186,10 +238,13 @@ extension BreakpadSymbolFile {
     }
 
     /// The rest of the line after the separating space (a name: it may hold spaces, or be empty).
-    mutating func rest() -> String {
+    mutating func rest() -> String { text(restRange()) }
+
+    /// Where `rest()` is, consumed.
+    mutating func restRange() -> Range<Int> {
       if position < end, bytes[position] == 0x20 { position += 1 }
       defer { position = end }
-      return text(position..<end)
+      return position..<end
     }
 
     static func hexValue(_ byte: UInt8) -> UInt64? {

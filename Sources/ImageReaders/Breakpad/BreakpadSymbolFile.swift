@@ -78,14 +78,16 @@ package struct BreakpadSymbolFile: Sendable {
   package struct FrameEntry: Sendable, Equatable {
     package var address: UInt64
     package var size: UInt64
-    package var rules: String
+    /// Its rules' text in `ruleBytes` (`ruleText(_:)`): kept as bytes, as most are never read.
+    package var rules: Range<Int>
     package var deltas: Range<Int>
   }
 
   /// `STACK CFI address rules`.
   package struct FrameDelta: Sendable, Equatable {
     package var address: UInt64
-    package var rules: String
+    /// Its rules' text in `ruleBytes`.
+    package var rules: Range<Int>
   }
 
   /// One source frame of an address: a function, or an inlined call, and where in the source.
@@ -119,6 +121,8 @@ package struct BreakpadSymbolFile: Sendable {
   /// `STACK CFI INIT` records, sorted by address.
   package private(set) var frameEntries: [FrameEntry] = []
   package private(set) var frameDeltas: [FrameDelta] = []
+  /// The text of every `STACK CFI` record's rules, one after another.
+  package private(set) var ruleBytes: [UInt8] = []
   /// The `STACK WIN` records skipped.
   package private(set) var skippedWindowsFrames = 0
   /// What was left out and why, one line each naming the line; at most `noteLimit`, then one more
@@ -142,6 +146,7 @@ package struct BreakpadSymbolFile: Sendable {
     inlines = parser.inlines
     inlineRanges = parser.inlineRanges
     frameDeltas = parser.frameDeltas
+    ruleBytes = parser.ruleBytes
     skippedWindowsFrames = parser.skippedWindowsFrames
     var notes = parser.notes
     var noteCount = parser.noteCount
@@ -151,11 +156,11 @@ package struct BreakpadSymbolFile: Sendable {
     }
     // Lines within a function in address order; functions, publics and CFI entries too.
     var functions = parser.functions
-    for function in functions where !Self.isSorted(lines[function.lines], by: \.address) {
+    for function in functions where !Self.linesSorted(lines, function.lines) {
       let sorted = lines[function.lines].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
       lines.replaceSubrange(function.lines, with: sorted.map(\.element))
     }
-    if !Self.isSorted(functions[...], by: \.address) {
+    if !parser.functionsSorted {
       functions = functions.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     var overlaps = 0
@@ -168,17 +173,18 @@ package struct BreakpadSymbolFile: Sendable {
     if overlaps > 0 { note("\(overlaps) FUNC records overlap the one before them (an address gets the nearest start)") }
     self.functions = functions
     var publics = parser.publics
-    if !Self.isSorted(publics[...], by: \.address) {
+    if !parser.publicsSorted {
       publics = publics.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     self.publics = publics
     var entries = parser.frameEntries
-    for (index, entry) in entries.enumerated() where !Self.isSorted(frameDeltas[entry.deltas], by: \.address) {
+    for index in parser.unsortedDeltas {
+      let entry = entries[index]
       note("the STACK CFI rows after the INIT record at \(hexDigits(entry.address)) are out of order: sorted")
       let sorted = frameDeltas[entry.deltas].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
       frameDeltas.replaceSubrange(entries[index].deltas, with: sorted.map(\.element))
     }
-    if !Self.isSorted(entries[...], by: \.address) {
+    if !parser.entriesSorted {
       entries = entries.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
     }
     frameEntries = entries
@@ -186,8 +192,14 @@ package struct BreakpadSymbolFile: Sendable {
     self.notes = notes
   }
 
-  static func isSorted<C: Collection>(_ items: C, by key: KeyPath<C.Element, UInt64>) -> Bool {
-    zip(items, items.dropFirst()).allSatisfy { $0[keyPath: key] <= $1[keyPath: key] }
+  /// True when `lines[range]` is in address order.
+  static func linesSorted(_ lines: [Line], _ range: Range<Int>) -> Bool {
+    var index = range.lowerBound
+    while index + 1 < range.upperBound {
+      if lines[index].address > lines[index + 1].address { return false }
+      index += 1
+    }
+    return true
   }
 
   // MARK: Lookups
@@ -257,16 +269,27 @@ package struct BreakpadSymbolFile: Sendable {
     return address - record.address < record.size ? record : nil
   }
 
+  /// The text of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
+  package func ruleText(_ range: Range<Int>) -> String {
+    ruleBytes.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+  }
+
+  /// The index in `frameEntries` of the `STACK CFI INIT` record whose range holds `address`, `nil` when none does.
+  package func frameEntryIndex(containing address: UInt64) -> Int? {
+    guard let index = Self.lastIndex(frameEntries, atOrBelow: address, \.address),
+          address - frameEntries[index].address < frameEntries[index].size else { return nil }
+    return index
+  }
+
   /// The CFI rules in force at `address`: the `STACK CFI INIT` record's whose range holds it, then each
   /// `STACK CFI` row at or below it overriding what it names, as `(register, expression)` pairs in the
   /// order they were first given (`.cfa` usually first). `nil` when no entry holds the address.
   package func frameRules(at address: UInt64) -> [(register: String, expression: String)]? {
-    guard let index = Self.lastIndex(frameEntries, atOrBelow: address, \.address) else { return nil }
+    guard let index = frameEntryIndex(containing: address) else { return nil }
     let entry = frameEntries[index]
-    guard address - entry.address < entry.size else { return nil }
-    var rules = Self.rules(entry.rules)
+    var rules = Self.rules(ruleText(entry.rules))
     for delta in frameDeltas[entry.deltas] where delta.address <= address {
-      for (register, expression) in Self.rules(delta.rules) {
+      for (register, expression) in Self.rules(ruleText(delta.rules)) {
         if let existing = rules.firstIndex(where: { $0.register == register }) {
           rules[existing].expression = expression
         } else {
