@@ -10,13 +10,15 @@ import Testing
   static let program = SymbolCacheCLITests.program
   static let base = SymbolCacheCLITests.base
 
-  /// The `.ilsc` files a run of `arguments` opened (`strace -f -z`: only opens that succeeded), and
-  /// the run's result.
+  /// The `.ilsc` files a run of `arguments` opened (`strace -f -z`: only opens that succeeded; `-y`:
+  /// the path of the descriptor returned, as an entry is opened in its folder's descriptor), and the
+  /// run's result.
   static func entriesOpened(_ arguments: [String], cache: String, log: String) throws -> (ChildResult, [String]) {
-    let run = try runChild(["strace", "-f", "-qq", "-z", "-e", "trace=openat", "-o", log] + arguments,
+    let run = try runChild(["strace", "-f", "-qq", "-z", "-y", "-e", "trace=openat", "-o", log] + arguments,
                            environment: ["XDG_CACHE_HOME": cache])
     let opened = (readFile(log) ?? "").split(separator: "\n").compactMap { line -> String? in
-      guard let open = line.firstIndex(of: "\""), let close = line[line.index(after: open)...].firstIndex(of: "\"") else { return nil }
+      guard let result = line.range(of: ") = ", options: .backwards), let open = line[result.upperBound...].firstIndex(of: "<"),
+            let close = line.lastIndex(of: ">"), open < close else { return nil }
       let path = String(line[line.index(after: open)..<close])
       return path.hasSuffix(".ilsc") ? path : nil
     }

@@ -309,15 +309,10 @@ struct SymbolicateCommand: Command {
       }
       guard !lines.isEmpty else { continue }
       written[name] = reportPath
-      let descriptor = PathBytes.withCString(outputPath) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
-      guard descriptor >= 0 else {
-        printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
-        status = .failure
-        continue
-      }
-      let complete = output.withUnsafeBytes { writeAll(to: descriptor, $0) }
-      if close(descriptor) != 0 || !complete {
-        printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
+      // The one file writer: a new file renamed into place (never through a link planted at the name),
+      // mode 0600: a report holds registers and what was read from a process's memory.
+      do { try writeFileAtomically(outputPath, output, permissions: 0o600) } catch {
+        printError("imagelog: \(outputPath): \(error)")
         status = .failure
         continue
       }
