@@ -190,7 +190,7 @@ package struct CrashDatabase: Sendable {
   /// The state file of `stem`, read and parsed.
   package func readRecord(_ stem: String) -> Result<Record, StateFileError> {
     let path = "\(folder.path)/\(stem).\(Self.stateExtension)"
-    guard let text = readSmallFile(path) else { return .failure(StateFileError(message: "\(path): cannot be read")) }
+    guard let text = Self.readSmallFile(path) else { return .failure(StateFileError(message: "\(path): cannot be read")) }
     do { return .success(try Record(parsing: text)) } catch { return .failure(StateFileError(message: "\(path): \(error)")) }
   }
 
@@ -255,13 +255,16 @@ package struct CrashDatabase: Sendable {
   /// `client-id` (written by the one file writer; the first writer's id wins a race).
   package func clientID() throws(SystemError) -> String {
     let path = "\(folder.path)/client-id"
-    if let text = readSmallFile(path), text.count >= 32 { return String(text.prefix(32)) }
+    if let text = Self.readSmallFile(path), text.count >= 32 { return String(text.prefix(32)) }
     let id = Self.newReportID()
     do {
       _ = try folder.write(id + "\n", as: "client-id", access: CrashFolder.Access(), time: Int64(time(nil)))
     } catch where error.errno == EEXIST {}
-    return readSmallFile(path).map { String($0.prefix(32)) } ?? id
+    return Self.readSmallFile(path).map { String($0.prefix(32)) } ?? id
   }
+
+  /// `YYYYMMDDTHHMMSSZ` for `time` (seconds since the epoch) in UTC, as crash names write it.
+  package static func timeText(_ time: Int64) -> String { CrashFolder.timeText(time) }
 
   /// A new report id: 32 random hex digits.
   package static func newReportID() -> String {
@@ -269,9 +272,9 @@ package struct CrashDatabase: Sendable {
     return hexDigits(generator.next(), width: 16) + hexDigits(generator.next(), width: 16)
   }
 
-  /// The text of a small file (at most 64 KiB), or nil.
-  func readSmallFile(_ path: String) -> String? {
-    guard let file = try? MappedFile(path: path), file.count <= 1 << 16 else { return nil }
+  /// The text of a small file (at most `limit` bytes), or nil.
+  package static func readSmallFile(_ path: String, limit: Int = 1 << 16) -> String? {
+    guard let file = try? MappedFile(path: path), file.count <= limit else { return nil }
     return file.withReader { reader in (try? reader.bytes(at: 0, length: reader.count)).map { String(decoding: $0, as: UTF8.self) } }
   }
 }
