@@ -251,16 +251,18 @@ package struct CrashDatabase: Sendable {
     return Lock(descriptor: descriptor)
   }
 
-  /// This folder's client id (Crashpad's `guid`): 32 hex digits made once and kept in the folder as
-  /// `client-id` (written by the one file writer; the first writer's id wins a race).
+  /// This folder's client id (Crashpad's `guid`), a random UUID as Crashpad writes it
+  /// (`8-4-4-4-12` hex digits), made once and kept in the folder as `client-id` (written by the one
+  /// file writer; the first writer's id wins a race).
   package func clientID() throws(SystemError) -> String {
     let path = "\(folder.path)/client-id"
-    if let text = Self.readSmallFile(path), text.count >= 32 { return String(text.prefix(32)) }
-    let id = Self.newReportID()
+    if let text = Self.readSmallFile(path), text.count >= 36 { return String(text.prefix(36)) }
+    let hex = Array(Self.newReportID())
+    let id = [0..<8, 8..<12, 12..<16, 16..<20, 20..<32].map { String(hex[$0]) }.joined(separator: "-")
     do {
       _ = try folder.write(id + "\n", as: "client-id", access: CrashFolder.Access(), time: Int64(time(nil)))
     } catch where error.errno == EEXIST {}
-    return Self.readSmallFile(path).map { String($0.prefix(32)) } ?? id
+    return Self.readSmallFile(path).map { String($0.prefix(36)) } ?? id
   }
 
   /// `YYYYMMDDTHHMMSSZ` for `time` (seconds since the epoch) in UTC, as crash names write it.

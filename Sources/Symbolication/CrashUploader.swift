@@ -122,7 +122,8 @@ package struct CrashUploader {
     var sent = request
     sent.fields.append((name: "imagelog_report_id", value: record.reportID ?? ""))
     if let id = record.reportID { sent = finish(sent, reportID: id) }
-    let answer = HTTPClient.post(url: options.url, headers: sent.headers, body: sent.body, userAgent: options.userAgent,
+    let answer = HTTPClient.post(url: Self.url(options.url, clientID: request.fields.first { $0.name == "guid" }?.value),
+                                 headers: sent.headers, body: sent.body, userAgent: options.userAgent,
                                  timeoutSeconds: options.timeoutSeconds)
     stop("after-answer")
     let end = now()
@@ -159,7 +160,7 @@ package struct CrashUploader {
       defer { close(descriptor) }
       do {
         // The client id is made by the first real upload: a dry run writes nothing.
-        let clientID = CrashDatabase.readSmallFile("\(database.folder.path)/client-id").map { String($0.prefix(32)) }
+        let clientID = CrashDatabase.readSmallFile("\(database.folder.path)/client-id").map { String($0.prefix(36)) }
         var request = try makeRequest(report.stem, minidump: descriptor, clientID: clientID ?? "(made at the first upload)")
         let id = report.record?.reportID ?? "(made at the first attempt)"
         request.fields.append((name: "imagelog_report_id", value: id))
@@ -270,6 +271,15 @@ package struct CrashUploader {
     }
     request.body = body
     return request
+  }
+
+  /// `url` with `guid=CLIENT-ID` added to its query, as Crashpad's handler identifies its client
+  /// (unless the URL has a `guid` already).
+  static func url(_ url: String, clientID: String?) -> String {
+    guard let clientID, !url.contains("?guid=") && !url.contains("&guid=") else { return url }
+    let fragment = url.firstIndex(of: "#") ?? url.endIndex
+    let base = url[..<fragment]
+    return base + (base.contains("?") ? "&" : "?") + "guid=" + clientID + url[fragment...]
   }
 
   /// A form field's name or file name in its quoted string, as browsers and Crashpad send them: `"`,

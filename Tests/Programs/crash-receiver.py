@@ -5,7 +5,8 @@ answers each as the next mode of --modes says (the last mode repeats).
 
 Each request N (from 1) is recorded as N.json, written whole then renamed: method, path, headers,
 content type and encoding, the body's size as sent, the multipart fields (name -> value) and files
-(name -> filename, content type, size), and each file's bytes as N.FIELD.bin. A request whose
+(name -> filename, content type, size), each part's header lines, the status and answer given,
+and each file's bytes as N.FIELD.bin. Both a Content-Length body and a chunked one (Crashpad's) are read. A request whose
 body did not arrive whole is recorded as N.partial.json (with what arrived).
 
 Modes:
@@ -84,13 +85,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             while not os.path.exists(os.path.join(record_dir, "release")):
                 time.sleep(0.01)
         if mode == "reset":
-            self.rfile.read(length // 2)
+            self.rfile.read(max(length // 2, 1))
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
             self.close_connection = True
             return
         body = b""
-        while len(body) < length:
+        chunked = self.headers.get("Transfer-Encoding", "").lower() == "chunked"
+        if chunked:  # Crashpad's handler streams its body in chunks
+            complete = False
+            while True:
+                size_line = self.rfile.readline()
+                if not size_line:
+                    break
+                size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    complete = True
+                    break
+                body += self.rfile.read(size)
+                self.rfile.readline()
+            length = len(body) if complete else len(body) + 1
+        while len(body) < length and not chunked:
             piece = self.rfile.read(length - len(body))
             if not piece:
                 break
@@ -104,15 +120,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         decoded = gzip.decompress(body) if entry["content_encoding"] == "gzip" else body
         fields, files, order, boundary = parse_multipart(entry["content_type"], decoded)
+        # Each part's own header lines, as sent.
+        entry["part_headers"] = [part.split(b"\r\n\r\n", 1)[0].decode("utf-8", "replace").strip()
+                                 for part in decoded.split(b"--" + (boundary or "").encode())[1:-1]]
         entry["fields"] = fields
         entry["part_order"] = order
         entry["boundary"] = boundary
         entry["files"] = {k: {x: y for x, y in v.items() if x != "bytes"} for k, v in files.items()}
-        for name, info in files.items():
-            write_whole(os.path.join(record_dir, "%d.%s.bin" % (number, name)), info["bytes"])
-        write_whole(os.path.join(record_dir, "%d.json" % number), json.dumps(entry).encode())
-        if mode.startswith("slow:"):
-            time.sleep(float(mode.split(":")[1]))
         status, headers, answer = 200, {}, ("bp-ok-%d" % number).encode()
         if mode == "socorro":
             answer = ("CrashID=bp-%s\n" % uuid.uuid4()).encode()
@@ -126,6 +140,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             headers["Retry-After"] = mode.split(":")[1]
         elif mode == "413":
             status, answer = 413, b"payload too large"
+        entry["status"] = status
+        entry["answer"] = answer.decode()
+        for name, info in files.items():
+            write_whole(os.path.join(record_dir, "%d.%s.bin" % (number, name)), info["bytes"])
+        write_whole(os.path.join(record_dir, "%d.json" % number), json.dumps(entry).encode())
+        if mode.startswith("slow:"):
+            time.sleep(float(mode.split(":")[1]))
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -144,6 +165,7 @@ def main():
         modes = arguments[arguments.index("--modes") + 1].split(",")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
+    server.handle_error = lambda request, address: None  # a reset or killed client is part of the test
     print("listening %d" % server.server_address[1], flush=True)
     server.serve_forever()
 
