@@ -122,7 +122,7 @@ package struct CrashUploader {
     var sent = request
     sent.fields.append((name: "imagelog_report_id", value: record.reportID ?? ""))
     if let id = record.reportID { sent = finish(sent, reportID: id) }
-    let answer = HTTPClient.post(url: Self.url(options.url, clientID: request.fields.first { $0.name == "guid" }?.value),
+    let answer = HTTPClient.post(url: Self.url(options.url, fields: request.fields),
                                  headers: sent.headers, body: sent.body, userAgent: options.userAgent,
                                  timeoutSeconds: options.timeoutSeconds)
     stop("after-answer")
@@ -273,13 +273,27 @@ package struct CrashUploader {
     return request
   }
 
-  /// `url` with `guid=CLIENT-ID` added to its query, as Crashpad's handler identifies its client
-  /// (unless the URL has a `guid` already).
-  static func url(_ url: String, clientID: String?) -> String {
-    guard let clientID, !url.contains("?guid=") && !url.contains("&guid=") else { return url }
+  /// `url` with the client identified in its query as Crashpad's handler does it:
+  /// `product=PROD&version=VER&guid=GUID`, from those fields when present (percent-encoded).
+  static func url(_ url: String, fields: [(name: String, value: String)]) -> String {
+    let query = [("product", "prod"), ("version", "ver"), ("guid", "guid")].compactMap { parameter, field in
+      fields.last { $0.name == field }.map { "\(parameter)=\(percentEncoded($0.value))" }
+    }
+    guard !query.isEmpty else { return url }
     let fragment = url.firstIndex(of: "#") ?? url.endIndex
     let base = url[..<fragment]
-    return base + (base.contains("?") ? "&" : "?") + "guid=" + clientID + url[fragment...]
+    return base + (base.contains("?") ? "&" : "?") + query.joined(separator: "&") + url[fragment...]
+  }
+
+  /// `text` with every byte but RFC 3986's unreserved ones percent-encoded.
+  static func percentEncoded(_ text: String) -> String {
+    var out = ""
+    for byte in text.utf8 {
+      let unreserved = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+        || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x7E
+      out += unreserved ? String(UnicodeScalar(byte)) : "%" + hexDigits(UInt64(byte), width: 2).uppercased()
+    }
+    return out
   }
 
   /// A form field's name or file name in its quoted string, as browsers and Crashpad send them: `"`,

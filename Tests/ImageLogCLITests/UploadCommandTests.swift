@@ -106,7 +106,7 @@ import Testing
     #expect(request["fields"]?["ver"]?.string == "1.2.3")
     let guid = try #require(request["fields"]?["guid"]?.string)
     #expect(guid.count == 36 && guid.split(separator: "-").map(\.count) == [8, 4, 4, 4, 12])
-    #expect(request["path"]?.string == "/submit?guid=\(guid)")
+    #expect(request["path"]?.string == "/submit?product=dash&version=1.2.3&guid=\(guid)")
     #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string == stem + ".dmp")
     #expect(request["files"]?["imagelog_report"]?["filename"]?.string == stem + ".crash")
     // The report attached is the one in the folder, byte for byte.
@@ -245,4 +245,76 @@ import Testing
     #expect(accepted.count == stems.count, "each report accepted once")
     #expect(Set(accepted) == Set(stems))
   }
+}
+
+/// Crashpad's own handler (`crashpad_handler --url`, uploads enabled in its database's settings.dat)
+/// and `imagelog upload` send requests the same receiver reads the same way.
+@Suite struct UploadCrashpadComparisonTests {
+  static let handler = pipelineTool("crashpad_handler")
+  static let stackwalk = pipelineTool("minidump-stackwalk")
+  static let canRun = UploadCommandTests.canRun && handler != nil && stackwalk != nil && haveTool("gcc")
+
+  /// Crashpad's `Settings::Data` (client/settings.cc): magic 'CPds', version 1, options (bit 0:
+  /// uploads enabled), padding, the last upload attempt time (int64), the client UUID; little-endian.
+  static func settings(uploadsEnabled: Bool) -> [UInt8] {
+    var bytes: [UInt8] = []
+    for value: UInt32 in [0x4350_6473, 1, uploadsEnabled ? 1 : 0, 0] { withUnsafeBytes(of: value.littleEndian) { bytes += $0 } }
+    bytes += [UInt8](repeating: 0, count: 8)
+    bytes += (0..<16).map { _ in UInt8.random(in: 0...255) }
+    return bytes
+  }
+
+  @Test(.enabled(if: canRun, "needs crashpad_handler and minidump-stackwalk (Scripts/install-test-tools), gcc, python3, libcurl"))
+  func crashpadAndImagelogSendTheSameRequest() throws {
+    let directory = try makeTemporaryDirectory()
+    let program = directory + "/minidump-crashpad"
+    let build = try runChild(["gcc", "-O2", "-g", "-pthread", packageRoot + "/Tests/Programs/minidump-crashpad.c", "-o", program])
+    try #require(build.exitCode == 0, "\(build.error)")
+    let database = directory + "/database"
+    try #require(mkdir(database, 0o700) == 0)
+    try writeFile(database + "/settings.dat", bytes: Self.settings(uploadsEnabled: true))
+    let receiver = try UploadCommandTests.Receiver(in: directory)
+    let crash = try runChild([program, try #require(Self.handler), database, "segv", "--url=\(receiver.url)", "--no-rate-limit",
+                              "--annotation=prod=comparison", "--annotation=ver=4.5.6"], timeoutSeconds: 120)
+    try #require(crash.signal == SIGSEGV, "\(crash.status) \(crash.error)")
+    try waitUntil("Crashpad's handler uploaded its report") { try receiver.requests().count == 1 }
+    let (folder, stem) = try UploadCommandTests.crashFolder(in: directory)
+    let run = try UploadCommandTests.upload(["--url", receiver.url, "--annotation", "prod=comparison",
+                                             "--annotation", "ver=4.5.6", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let requests = try receiver.requests()
+    try #require(requests.count == 2)
+    let (theirs, ours) = (requests[0], requests[1])
+    for request in [theirs, ours] {
+      #expect(request["method"]?.string == "POST")
+      #expect(request["content_type"]?.string?.hasPrefix("multipart/form-data; boundary=") == true)
+      #expect(request["content_encoding"]?.string == "gzip")
+      #expect(request["fields"]?["prod"]?.string == "comparison" && request["fields"]?["ver"]?.string == "4.5.6")
+      let guid = try #require(request["fields"]?["guid"]?.string)
+      #expect(request["path"]?.string == "/submit?product=comparison&version=4.5.6&guid=\(guid)", "the client named in the URL too")
+      #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string?.hasSuffix(".dmp") == true)
+      // The form fields come before the minidump.
+      #expect(request["part_order"]?.array?.compactMap(\.string).firstIndex(of: "upload_file_minidump")
+              ?? 0 >= (request["fields"]?.objectKeys.count ?? 0))
+    }
+    // Every field Crashpad sends, imagelog sends, with the same meaning checked above.
+    let theirNames = Set(theirs["fields"]?.objectKeys ?? []), ourNames = Set(ours["fields"]?.objectKeys ?? [])
+    #expect(theirNames.isSubset(of: ourNames), "Crashpad sends \(theirNames), imagelog \(ourNames)")
+    // Each minidump as received is read by minidump-stackwalk: the crash and its threads.
+    let stackwalk = try #require(Self.stackwalk)
+    for (number, label) in [(1, "Crashpad's"), (2, "imagelog's")] {
+      let view = try runChild([stackwalk, receiver.file(number, "upload_file_minidump")])
+      #expect(view.exitCode == 0 && view.output.contains("Crash reason:  SIGSEGV"), "\(label): \(view.error)")
+      #expect(view.output.contains("(crashed)"), "\(label) dump names its crashed thread")
+    }
+    let completed = directoryNames(database + "/completed").filter { $0.hasSuffix(".dmp") }
+    try #require(completed.count == 1, "Crashpad marks its report completed: \(completed)")
+    #expect(readFileBytes(receiver.file(1, "upload_file_minidump")) == readFileBytes(database + "/completed/" + completed[0]))
+    #expect(try UploadCommandTests.states(folder)[stem]?["state"]?.string == "sent")
+  }
+}
+
+private extension JSONValue {
+  /// The member names of an object.
+  var objectKeys: [String] { if case .object(let members) = self { members.map(\.0) } else { [] } }
 }
