@@ -318,3 +318,31 @@ private extension JSONValue {
   /// The member names of an object.
   var objectKeys: [String] { if case .object(let members) = self { members.map(\.0) } else { [] } }
 }
+
+/// A crash folder written by `core-handler`: its crashes wait to be sent, and `--max-crashes` removes
+/// a crash's upload state with its files.
+@Suite struct UploadCoreHandlerFolderTests {
+  @Test(.enabled(if: UploadCommandTests.canRun && (CoreHandlerTests.kernelCores || CoreHandlerTests.haveOracles),
+                 "needs python3, libcurl and a core (see CoreFileTests)"))
+  func aSentCrashLeavesWithItsState() throws {
+    let directory = try makeTemporaryDirectory()
+    let (core, live) = try CoreHandlerTests.smallCore(in: directory)
+    defer { live?.stop() }
+    let pid = try CoreHandlerTests.corePID(core)
+    let reports = directory + "/reports"
+    let first = try CoreHandlerTests.handle(core, pid: pid, into: reports, ["--time", "1000", "--max-crashes", "1"])
+    try #require(first.exitCode == 0, "\(first.error)")
+    let states = try UploadCommandTests.states(reports)
+    try #require(states.count == 1)
+    let stem = try #require(states.keys.first)
+    #expect(states[stem]?["state"]?.string == "waiting" && states[stem]?["files"]?.array?.count == 2)
+    let receiver = try UploadCommandTests.Receiver(in: directory)
+    let sent = try UploadCommandTests.upload(["--url", receiver.url, reports])
+    #expect(sent.exitCode == 0, "\(sent.output)\(sent.error)")
+    #expect(directoryNames(reports).contains("\(stem).upload"))
+    let second = try CoreHandlerTests.handle(core, pid: pid, into: reports, ["--time", "2000", "--max-crashes", "1"])
+    try #require(second.exitCode == 0, "\(second.error)")
+    #expect(!directoryNames(reports).contains { $0.hasPrefix(stem) }, "\(directoryNames(reports))")
+    #expect(try UploadCommandTests.states(reports).values.map { $0["state"]?.string } == ["waiting"])
+  }
+}

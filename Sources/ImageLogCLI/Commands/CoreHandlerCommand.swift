@@ -68,7 +68,8 @@ struct CoreHandlerCommand: Command {
       on standard error (the kernel log, /dev/kmsg, when the kernel started the handler without one).
     """
 
-  static let extensions = ["crash", "dmp", "core.zst"]
+  // "upload": a crash's upload state (CrashDatabase) goes with its files, and a new crash never takes its name.
+  static let extensions = ["crash", "dmp", "core.zst", "upload"]
 
   var outputDirectory: String
   var pid: Int32
