@@ -314,6 +314,30 @@ import Testing
   }
 }
 
+extension UploadCoreHandlerFolderTests {
+  /// `core-handler --upload-url`: the handler exits while the server still holds the upload it started.
+  @Test(.enabled(if: UploadCommandTests.canRun && (CoreHandlerTests.kernelCores || CoreHandlerTests.haveOracles),
+                 "needs python3, libcurl and a core (see CoreFileTests)"))
+  func coreHandlerSendsFromAProcessOfItsOwn() throws {
+    let directory = try makeTemporaryDirectory()
+    let (core, live) = try CoreHandlerTests.smallCore(in: directory)
+    defer { live?.stop() }
+    let pid = try CoreHandlerTests.corePID(core)
+    let reports = directory + "/reports"
+    let receiver = try UploadCommandTests.Receiver(in: directory, modes: ["hold", "ok"])
+    let handled = try CoreHandlerTests.handle(core, pid: pid, into: reports, ["--time", "1000", "--upload-url", receiver.url])
+    try #require(handled.exitCode == 0, "\(handled.error)")
+    // The handler has exited; its upload reaches the server and is held there.
+    try waitUntil("the upload reached the server") { access(receiver.folder + "/1.holding", F_OK) == 0 }
+    let stem = try #require(try UploadCommandTests.states(reports).keys.first)
+    #expect(try UploadCommandTests.states(reports)[stem]?["state"]?.string == "uploading")
+    try writeFile(receiver.folder + "/release", "")
+    try waitUntil("the report is sent") { try UploadCommandTests.states(reports)[stem]?["state"]?.string == "sent" }
+    let request = try #require(try receiver.requests().first)
+    #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string == stem + ".dmp")
+  }
+}
+
 private extension JSONValue {
   /// The member names of an object.
   var objectKeys: [String] { if case .object(let members) = self { members.map(\.0) } else { [] } }
