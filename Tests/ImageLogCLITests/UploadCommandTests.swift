@@ -338,6 +338,43 @@ extension UploadCoreHandlerFolderTests {
   }
 }
 
+/// `imagelog run --crash-dir DIR --upload-url URL`: the crash reaches the server from a process of
+/// its own, and the program's exit does not wait for it.
+@Suite struct UploadRunTests {
+  @Test(.enabled(if: UploadCommandTests.canRun, UploadCommandTests.reason))
+  func aCrashUnderRunIsSentWithoutHoldingTheExit() throws {
+    let directory = try makeTemporaryDirectory()
+    let folder = directory + "/crashes"
+    let receiver = try UploadCommandTests.Receiver(in: directory, modes: ["hold"])
+    let run = try runChild([UploadCommandTests.imagelog, "run", "--crash-dir", folder, "--upload-url", receiver.url,
+                            "--", "sh", "-c", "kill -SEGV $$"], timeoutSeconds: 120)
+    #expect(run.signal == SIGSEGV, "the program's own end: \(run.status) \(run.error)")
+    // The server holds the upload until released: the run above ended without waiting for it.
+    try waitUntil("the upload reached the server") { access(receiver.folder + "/1.holding", F_OK) == 0 }
+    try writeFile(receiver.folder + "/release", "")
+    var stem = ""
+    try waitUntil("the crash is sent") {
+      let states = try UploadCommandTests.states(folder)
+      stem = states.keys.first ?? ""
+      return states.count == 1 && states[stem]?["state"]?.string == "sent"
+    }
+    let request = try #require(try receiver.requests().first)
+    #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string == stem + ".dmp")
+    // The report sent is the final one (the upload starts once the symbolicated report replaced the first).
+    #expect(readFileBytes(receiver.file(1, "imagelog_report")) == readFileBytes("\(folder)/\(stem).crash"))
+    #expect(readFile(receiver.file(1, "imagelog_report"))?.contains("-- provisional") == false)
+    if let stackwalk = pipelineTool("minidump-stackwalk") {
+      let view = try runChild([stackwalk, receiver.file(1, "upload_file_minidump")])
+      #expect(view.exitCode == 0 && view.output.contains("Crash reason:  SIGSEGV") && view.output.contains("(crashed)"))
+    }
+  }
+
+  @Test func uploadURLNeedsACrashFolder() throws {
+    let run = try runChild([UploadCommandTests.imagelog, "run", "--upload-url", "http://127.0.0.1:9/", "--", "true"])
+    #expect(run.exitCode == 64 && run.error.contains("--upload-url needs --crash-dir"), "\(run.status) \(run.error)")
+  }
+}
+
 private extension JSONValue {
   /// The member names of an object.
   var objectKeys: [String] { if case .object(let members) = self { members.map(\.0) } else { [] } }
