@@ -46,6 +46,12 @@ package struct CrashDatabase: Sendable {
   /// The database in `folder`.
   package init(folder: CrashFolder) { self.folder = folder }
 
+  /// The database in the folder at `path`, which must exist (a command reading it makes nothing).
+  package init(existing path: String) throws(SystemError) {
+    guard FileSystem.kind(path) == .directory else { throw SystemError("\(path) is not a folder", errno: ENOTDIR) }
+    folder = try CrashFolder(path: path)
+  }
+
   /// Where a report is.
   package enum State: String, Sendable {
     case incomplete, waiting, uploading, sent, rejected

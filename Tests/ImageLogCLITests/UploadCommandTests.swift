@@ -225,6 +225,22 @@ import Testing
     #expect(Set(requests.compactMap { $0["fields"]?["imagelog_report_id"]?.string }) == [state["report_id"]?.string ?? "?"])
   }
 
+  @Test(.enabled(if: canRun, reason)) func aBrokenStateFileLosesNothingAndTheListingSaysWhy() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    try writeFile("\(folder)/\(stem).upload", "{\"state\": \"lost\"")
+    let text = try runChild([Self.imagelog, "crashes", folder])
+    #expect(text.exitCode == 0)
+    #expect(text.output.hasPrefix("waiting     \(stem)  crash,dmp  \(folder)/\(stem).upload: "), "\(text.output)")
+    #expect(try Self.states(folder)[stem]?["problem"]?.string?.contains("invalid JSON") == true)
+    let receiver = try Receiver(in: directory)
+    let run = try Self.upload(["--url", receiver.url, folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    #expect(try Self.states(folder)[stem]?["state"]?.string == "sent")
+    let missing = try runChild([Self.imagelog, "crashes", directory + "/missing"])
+    #expect(missing.exitCode == 1 && missing.error == "imagelog: \(directory)/missing is not a folder: Not a directory\n")
+  }
+
   @Test(.enabled(if: canRun, reason)) func racingUploadersSendEveryReportExactlyOnce() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)

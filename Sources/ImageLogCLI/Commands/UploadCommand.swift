@@ -99,13 +99,9 @@ struct UploadCommand: Command {
   }
 
   func run() throws -> ExitStatus {
-    guard FileSystem.kind(folder) == .directory else {
-      printError("imagelog: \(folder): not a folder")
-      return .failure
-    }
     let database: CrashDatabase
-    do { database = CrashDatabase(folder: try CrashFolder(path: folder)) } catch {
-      printError("imagelog: \(folder): \(error)")
+    do { database = try CrashDatabase(existing: folder) } catch {
+      printError("imagelog: \(error)")
       return .failure
     }
     let uploader = CrashUploader(database: database, options: options)
