@@ -195,6 +195,35 @@ import Testing
     #expect(readFileBytes(receiver.file(2, "upload_file_minidump")) == readFileBytes("\(folder)/\(stem).dmp"))
   }
 
+  /// Each thread's stack bytes (MINIDUMP_THREAD.Stack) in a minidump.
+  static func threadStacks(_ path: String) throws -> [[UInt8]] {
+    let bytes = try #require(readFileBytes(path))
+    func u32(_ at: Int) -> Int { Int(bytes[at..<at + 4].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }) }
+    let (count, directory) = (u32(8), u32(12))
+    let list = try #require((0..<count).map { directory + $0 * 12 }.first { u32($0) == 3 })
+    let rva = u32(list + 8)
+    return (0..<u32(rva)).map { thread in
+      let stack = rva + 4 + thread * 48 + 24
+      return Array(bytes[u32(stack + 12)..<u32(stack + 12) + u32(stack + 8)])
+    }
+  }
+
+  @Test(.enabled(if: canRun, reason)) func stripStacksSendsNoStackMemory() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let local = try Self.threadStacks("\(folder)/\(stem).dmp")
+    try #require(!local.isEmpty && local.allSatisfy { stack in stack.contains { $0 != 0 } })
+    let receiver = try Receiver(in: directory)
+    let run = try Self.upload(["--url", receiver.url, "--strip-stacks", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let sent = try Self.threadStacks(receiver.file(1, "upload_file_minidump"))
+    #expect(sent.map(\.count) == local.map(\.count) && sent.allSatisfy { stack in stack.allSatisfy { $0 == 0 } })
+    if let stackwalk = pipelineTool("minidump-stackwalk") {
+      let view = try runChild([stackwalk, receiver.file(1, "upload_file_minidump")])
+      #expect(view.exitCode == 0 && view.output.contains("Crash reason:  SIGSEGV"), "registers and the crash stay")
+    }
+  }
+
   @Test(.enabled(if: canRun, reason)) func killedUploadsAreNeitherLostNorStuck() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)
