@@ -286,3 +286,35 @@ package struct CrashDatabase: Sendable {
     return file.withReader { reader in (try? reader.bytes(at: 0, length: reader.count)).map { String(decoding: $0, as: UTF8.self) } }
   }
 }
+
+extension CrashDatabase {
+  /// Removes the files of sent reports beyond the newest `count` sent ones (by the time they were
+  /// sent, then by name) and of those sent more than `maximumAge` seconds before `now`; reports in
+  /// any other state are never touched. Only files that are the writer's own are removed (as
+  /// `CrashFolder.removeOldest` decides: regular, owned by the effective user, marked with their own
+  /// name), the state file last, so a report whose crash files stay keeps its state. Returns the
+  /// paths removed.
+  @discardableResult
+  package func pruneSent(keeping count: Int?, maximumAge: Int64?, now: Int64) -> [String] {
+    let sent = reports(now: now).filter { $0.state == .sent }
+      .sorted { ($0.record?.sentTime ?? 0, $0.stem) > ($1.record?.sentTime ?? 0, $1.stem) }
+    var removed: [String] = []
+    for (index, report) in sent.enumerated() {
+      let tooMany = count.map { index >= $0 } ?? false
+      let tooOld = maximumAge.map { now - (report.record?.sentTime ?? now) > $0 } ?? false
+      guard tooMany || tooOld else { continue }
+      var kept = false
+      for ext in report.files + [Self.stateExtension] {
+        let name = "\(report.stem).\(ext)"
+        let path = "\(folder.path)/\(name)"
+        var info = stat()
+        guard ext != Self.stateExtension || !kept else { continue }
+        guard PathBytes.withCString(path, { lstat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG,
+              info.st_uid == geteuid(), CrashFolder.isMarked(path, as: name),
+              PathBytes.withCString(path, unlink) == 0 else { kept = true; continue }
+        removed.append(path)
+      }
+    }
+    return removed
+  }
+}

@@ -224,6 +224,27 @@ import Testing
     }
   }
 
+  @Test(.enabled(if: canRun, reason)) func sentCrashesArePrunedOnlyWhenTheyAreOurs() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, first) = try Self.crashFolder(in: directory)
+    let again = try runChild([Self.imagelog, "run", "--crash-dir", folder, "--crash-wait", "--", "sh", "-c", "kill -SEGV $$"])
+    try #require(again.signal == SIGSEGV)
+    let second = try #require(directoryNames(folder).first { $0.hasSuffix(".dmp") && !$0.hasPrefix(first) }).dropLast(4)
+    let copy = try #require(try Self.copies(of: first, in: folder, count: 1).first)  // written by the test: not ours
+    let receiver = try Receiver(in: directory)
+    let run = try Self.upload(["--url", receiver.url, "--max-sent", "1", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let names = directoryNames(folder)
+    let left = [first, String(second)].filter { stem in names.contains("\(stem).dmp") }
+    #expect(left.count == 1, "the newest sent crash of ours stays: \(names.sorted())")
+    for stem in [first, String(second)] where !left.contains(stem) {
+      #expect(!names.contains { $0.hasPrefix(stem + ".") }, "\(stem)'s files and state go together")
+    }
+    #expect(names.contains("\(copy).dmp") && names.contains("\(copy).crash") && names.contains("\(copy).upload"),
+            "files the writer did not make are never removed")
+    #expect(try Self.states(folder)[copy]?["state"]?.string == "sent")
+  }
+
   @Test(.enabled(if: canRun, reason)) func killedUploadsAreNeitherLostNorStuck() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)

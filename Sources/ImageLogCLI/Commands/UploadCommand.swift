@@ -12,7 +12,7 @@ struct UploadCommand: Command {
   static let abstract = "Send the crashes waiting in a crash folder to a crash server (Socorro, Sentry, BugSplat...)."
   static let usage = "imagelog upload --url <url> [--annotation <key>=<value> ...] [--annotations-file <file>] "
     + "[--no-gzip] [--rate-limit <seconds>] [--now] [--timeout <seconds>] [--include-environment] "
-    + "[--include-command-line] [--strip-stacks] [--dry-run] <dir>"
+    + "[--include-command-line] [--strip-stacks] [--max-sent <n>] [--max-sent-days <days>] [--dry-run] <dir>"
   static let helpSections = """
     ARGUMENTS:
       <dir>                   A crash folder (run --crash-dir, core-handler --output-dir).
@@ -37,6 +37,10 @@ struct UploadCommand: Command {
       --include-environment   Send the minidump's environment stream (left out by default).
       --include-command-line  Send the minidump's command line stream (left out by default).
       --strip-stacks          Send the threads' registers but not their stack memory.
+      --max-sent <n>          Then keep the files of at most this many sent crashes, removing those
+                              sent longest ago (waiting and refused crashes are never removed).
+      --max-sent-days <days>  Then remove the files of crashes sent more than this many days ago.
+                              Only the writer's own crash files are removed (see core-handler).
       --dry-run               Show what would be sent, change nothing.
       -h, --help              Show help information.
 
@@ -63,6 +67,8 @@ struct UploadCommand: Command {
   var folder: String
   var options: CrashUploader.Options
   var dryRun: Bool
+  var maxSent: Int?
+  var maxSentAge: Int64?
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let url = try scanner.option("--url") else { throw scanner.usageError("Missing '--url <url>'") }
@@ -80,13 +86,16 @@ struct UploadCommand: Command {
       }
       options.annotations.append((key: String(annotation[..<equals]), value: String(annotation[annotation.index(after: equals)...])))
     }
-    func seconds(_ name: String) throws(UsageError) -> Int? {
+    func seconds(_ name: String, _ unit: String = "seconds") throws(UsageError) -> Int? {
       guard let text = try scanner.option(name) else { return nil }
-      guard let value = Int(text), value >= 0 else { throw scanner.usageError("The value '\(text)' is invalid for '\(name) <seconds>'") }
+      guard let value = Int(text), value >= 0 else { throw scanner.usageError("The value '\(text)' is invalid for '\(name) <\(unit)>'") }
       return value
     }
     if let value = try seconds("--rate-limit") { options.rateLimitSeconds = Int64(value) }
     if let value = try seconds("--timeout") { options.timeoutSeconds = max(value, 1) }
+    maxSent = try seconds("--max-sent", "n")
+    maxSentAge = try seconds("--max-sent-days", "days").flatMap { Int64(exactly: $0)?.multipliedReportingOverflow(by: 86_400) }
+      .map { $0.overflow ? Int64.max : $0.partialValue }
     options.gzip = !scanner.flag("--no-gzip")
     options.ignoreSchedule = scanner.flag("--now")
     options.includeEnvironment = scanner.flag("--include-environment")
@@ -116,6 +125,9 @@ struct UploadCommand: Command {
     for outcome in uploader.uploadAll(stop: { stage in if stage == killAt { raise(SIGKILL) } }) {
       printOutput("\(outcome.stem): \(outcome.state.rawValue)\(outcome.detail.isEmpty ? "" : ": " + outcome.detail)")
       if outcome.attempted && outcome.state != .sent { status = .failure }
+    }
+    if maxSent != nil || maxSentAge != nil {
+      for path in database.pruneSent(keeping: maxSent, maximumAge: maxSentAge, now: Int64(time(nil))) { printOutput("removed \(path)") }
     }
     return status
   }
