@@ -229,7 +229,9 @@ package struct CrashDatabase: Sendable {
     return Int64(info.st_ctim.tv_sec)
   }
 
-  /// True when another process holds the lock of `stem` (its minidump's `flock`).
+  /// True when another process holds the lock of `stem` (its minidump's `flock`). flock(2) has no
+  /// query: the lock is taken and dropped at once, so an upload starting in that instant skips the
+  /// report for its run (it stays waiting, for the next).
   func isLocked(_ stem: String) -> Bool {
     do { return try lock(stem) == nil } catch { return false }
   }
