@@ -62,7 +62,7 @@ struct CaptureCrashCommand: Command {
   var options: SymbolicationOptions
 
   /// The last line of a report written before its symbolicated version replaces it.
-  static let provisionalMarker = "\n-- provisional: being symbolicated, to be replaced\n"
+  static let provisionalMarker = CrashDatabase.provisionalMarker
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let pidText = try scanner.option("--pid") else { throw scanner.usageError("Missing '--pid <pid>'") }
