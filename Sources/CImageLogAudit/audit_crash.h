@@ -99,10 +99,15 @@ static void audit_install_crash_handler(void) {
     if (il_helper_passes_variable(*entry)) audit_helper_environment[used++] = *entry;
   audit_helper_environment[used++] = (char *)il_helper_swift_backtrace;
   audit_helper_environment[used] = NULL;
-  /* imagelog run --crash-wait: the helper says it is done once the report is final. */
-  static char final_option[] = "--done-when-final";
-  static char *wait_arguments[] = {final_option, NULL};
-  char *const *extra = variable("IMAGELOG_AUDIT_CRASH_WAIT") != NULL ? wait_arguments : NULL;
+  /* imagelog run --crash-wait: the helper says it is done once the report is final; --upload-url: it
+     starts the upload once the files are written. */
+  static char final_option[] = "--done-when-final", upload_option[] = "--upload-url";
+  static char *extra[4];
+  int extras = 0;
+  if (variable("IMAGELOG_AUDIT_CRASH_WAIT") != NULL) extra[extras++] = final_option;
+  const char *upload_url = variable("IMAGELOG_AUDIT_CRASH_UPLOAD_URL");
+  if (upload_url != NULL) { extra[extras++] = upload_option; extra[extras++] = (char *)upload_url; }
+  extra[extras] = NULL;
   if (!il_helper_prepare(&audit_plan, helper, directory, &audit_record, timeout_ms, audit_helper_environment, extra))
     return;
   il_helper_keep(&audit_kept_report, il_helper_open_unnamed(audit_plan.directory));

@@ -26,7 +26,7 @@
 
 const char *const il_run_usage =
   "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--no-follow] "
-  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] -- <command> [<argument> ...]";
+  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] [--upload-url <url>] -- <command> [<argument> ...]";
 
 /* The crash directory il_run found missing, for the Swift side to make (il_run_crash_directory_to_make). */
 static char *missing_crash_directory;
@@ -289,6 +289,10 @@ int il_run(int argc, char **argv, char **envp) {
   status = take_option(&options, "--crash-timeout", NULL, &crash_timeout);
   if (status != 0) return status;
   int crash_wait = take_flag(&options, "--crash-wait");
+  char *upload_url = NULL;
+  status = take_option(&options, "--upload-url", NULL, &upload_url);
+  if (status != 0) return status;
+  if (upload_url != NULL && crash_directory == NULL) return usage_error("--upload-url needs --crash-dir", NULL);
   uint64_t timeout_ms = IL_HELPER_DEFAULT_TIMEOUT_MS;
   if (crash_timeout != NULL) {
     char *end = NULL;
@@ -403,8 +407,10 @@ int il_run(int argc, char **argv, char **envp) {
     made += asprintf(&added[8], "IMAGELOG_AUDIT_CRASH_HELPER=%s", helper_path) >= 0;
     made += asprintf(&added[9], "IMAGELOG_AUDIT_CRASH_TIMEOUT_MS=%llu", (unsigned long long)timeout_ms) >= 0;
     if (crash_wait) environment[used++] = "IMAGELOG_AUDIT_CRASH_WAIT=1";
+    /* --upload-url: the helper sends the crash once written (imagelog upload, in a process of its own). */
+    if (upload_url != NULL) made += asprintf(&added[10], "IMAGELOG_AUDIT_CRASH_UPLOAD_URL=%s", upload_url) >= 0;
   }
-  if (made != (crash_path != NULL ? 10 : 7)) return IL_EXIT_FAILURE;
+  if (made != (crash_path != NULL ? 10 + (upload_url != NULL) : 7)) return IL_EXIT_FAILURE;
   for (int index = 0; index < made; index++) environment[used++] = added[index];
   if (timing) environment[used++] = "IMAGELOG_AUDIT_TIMING=1";
   if (full_build_ids) environment[used++] = "IMAGELOG_AUDIT_FULL_BUILD_IDS=1";

@@ -19,6 +19,8 @@ enum ImageLogMain {
     RunCommand.self,
     WatchCommand.self,
     CoreHandlerCommand.self,
+    CrashesCommand.self,
+    UploadCommand.self,
     CaptureCrashCommand.self,
     CacheBuildCommand.self,
   ] }

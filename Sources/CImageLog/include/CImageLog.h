@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include "CImageLogCrash.h" /* crash-time image table and handler (crash_*.c) */
 #include "CImageLogImage.h" /* one image's layout, build-id and line (header-only) */
+#include "CImageLogHTTP.h" /* libcurl's variadic calls for the crash uploader (http.c) */
 
 /* other processes */
 /* Copies up to `length` bytes at `address` in process `pid` into `buffer`; returns the count

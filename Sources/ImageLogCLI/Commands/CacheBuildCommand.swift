@@ -75,11 +75,7 @@ struct CacheBuildCommand: Command {
   /// reading anything. Nothing happens when imagelog's own path cannot be found or the process cannot
   /// be started (the next run asks again).
   static func startInBackground(_ request: SymbolCacheRequest) {
-    var buffer = [CChar](repeating: 0, count: 4096)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    guard count > 0 else { return }
-    let executable = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    var arguments = [executable, name, "--identity", request.identity]
+    var arguments = [name, "--identity", request.identity]
     if let architecture = request.architecture { arguments += ["--arch", architecture] }
     if let supplementary = request.supplementaryPath { arguments += ["--supplementary", supplementary] }
     var ends: [Int32] = [-1, -1]
@@ -87,31 +83,8 @@ struct CacheBuildCommand: Command {
     for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }  // no later child holds the pipe open
     let waitDescriptor: Int32 = 3
     arguments += ["--wait-fd", "\(waitDescriptor)", "--", request.path]
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_adddup2(&actions, ends[0], waitDescriptor)  // the copy is not close-on-exec
-    for descriptor: Int32 in 0...2 {
-      posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
-    }
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    // Its own session: a terminal's ^C for the run that started it does not stop it half-way (it
-    // would leave only a temporary file, removed later).
-    // glibc's POSIX_SPAWN_SETSID (<spawn.h> under _GNU_SOURCE, which Swift's Glibc module does not define).
-    let setSession: Int32 = 0x80
-    posix_spawnattr_setflags(&attributes, Int16(setSession | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var none = sigset_t()
-    sigemptyset(&none)
-    posix_spawnattr_setsigmask(&attributes, &none)
-    var all = sigset_t()
-    sigfillset(&all)
-    posix_spawnattr_setsigdefault(&attributes, &all)
-    let argv = arguments.map { strdup($0) } + [nil]
-    defer { argv.forEach { free($0) } }
-    var pid: pid_t = 0
-    _ = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+    // The copy of ends[0] as descriptor 3 is not close-on-exec.
+    startDetachedImagelog(arguments, passing: (ends[0], as: waitDescriptor))
     close(ends[0])
     // ends[1] stays open until this process exits, on purpose: that is the builder's signal to start.
   }

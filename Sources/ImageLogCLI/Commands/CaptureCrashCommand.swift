@@ -21,7 +21,7 @@ struct CaptureCrashCommand: Command {
   static let isInternal = true
   static let abstract = "Internal: capture a crashed process for the crash handler that started it (see run --crash-dir)."
   static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> [--done-fd <fd>] "
-    + "[--done-when-final] [--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
+    + "[--done-when-final] [--upload-url <url>] [--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
   static let helpSections = """
     OPTIONS:
       --pid <pid>             The crashed process (the helper's parent).
@@ -35,6 +35,8 @@ struct CaptureCrashCommand: Command {
       --done-when-final       Write to --done-fd only once the symbolicated report and the
                               minidump are written (imagelog run --crash-wait): the program dies
                               with its files final.
+      --upload-url <url>      Once the files are written, start 'imagelog upload --url <url>' on the
+                              crash directory in a process of its own (imagelog run --upload-url).
       --search <path>         A folder or file holding binaries and debug files. Repeatable.
       --no-lines              Symbol tables only, no file:line from DWARF.
       --no-system-debug       Do not look in /usr/lib/debug, debuginfod caches or servers.
@@ -56,10 +58,11 @@ struct CaptureCrashCommand: Command {
   var directory: String
   var doneDescriptor: Int32?
   var doneWhenFinal: Bool
+  var uploadURL: String?
   var options: SymbolicationOptions
 
   /// The last line of a report written before its symbolicated version replaces it.
-  static let provisionalMarker = "\n-- provisional: being symbolicated, to be replaced\n"
+  static let provisionalMarker = CrashDatabase.provisionalMarker
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let pidText = try scanner.option("--pid") else { throw scanner.usageError("Missing '--pid <pid>'") }
@@ -80,12 +83,21 @@ struct CaptureCrashCommand: Command {
       doneDescriptor = descriptor
     }
     doneWhenFinal = scanner.flag("--done-when-final")
+    uploadURL = try scanner.option("--upload-url")
     options = try parseSymbolicationOptions(&scanner)
     let rest = try scanner.positionals()
     if let first = rest.first { throw scanner.usageError("Unexpected argument '\(first)'") }
   }
 
   func run() throws -> ExitStatus {
+    let status = capture()
+    // After the program was let go and the files are final: the upload never delays the exit.
+    if let uploadURL { startDetachedImagelog([UploadCommand.name, "--url", uploadURL, directory]) }
+    return status
+  }
+
+  /// Captures the crash and writes its files (`run`'s work before the upload).
+  func capture() -> ExitStatus {
     let crash: CrashRecord
     let capture: ProcessSnapshot.Capture
     let folder: CrashFolder

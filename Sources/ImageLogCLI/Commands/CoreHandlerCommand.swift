@@ -16,7 +16,7 @@ struct CoreHandlerCommand: Command {
   static let abstract = "Turn a core piped from the kernel (core_pattern) into a symbolicated report in a folder."
   static let usage = "imagelog core-handler --output-dir <dir> --pid <pid> [--signal <n>] [--time <seconds>] "
     + "[--uid <uid>] [--dumpable <n>] [--keep-core] [--max-core-size <size>] [--max-crashes <n>] "
-    + "[--max-memory <size>] [symbolication options]"
+    + "[--max-memory <size>] [--upload-url <url>] [symbolication options]"
   static let helpSections = """
     DESCRIPTION:
       Made to be named in /proc/sys/kernel/core_pattern (Scripts/print-core-pattern prints the line
@@ -54,6 +54,9 @@ struct CoreHandlerCommand: Command {
       --max-memory <size>     The most of the core held in memory at once (default: 128M): header,
                               program headers, notes, the stacks (1M each at most), ELF header pages and
                               the vDSO. The rest of the handler's memory does not grow with the core.
+      --upload-url <url>      Once the files are written, start 'imagelog upload --url <url> <dir>' in a
+                              process of its own (a session of its own, not waited for: the kernel and
+                              the crashed program never wait for the network). See 'imagelog help upload'.
       --search <path>, --no-lines, --no-system-debug, --no-cache, --demangle <style>, --no-demangle
                               As for 'imagelog symbolicate'.
       -h, --help              Show help information.
@@ -72,7 +75,8 @@ struct CoreHandlerCommand: Command {
       on standard error (the kernel log, /dev/kmsg, when the kernel started the handler without one).
     """
 
-  static let extensions = ["crash", "dmp", "core.zst"]
+  // "upload": a crash's upload state (CrashDatabase) goes with its files, and a new crash never takes its name.
+  static let extensions = ["crash", "dmp", "core.zst", "upload"]
 
   var outputDirectory: String
   var pid: Int32
@@ -84,6 +88,7 @@ struct CoreHandlerCommand: Command {
   var maxCoreSize = 2 << 30
   var maxCrashes = 50
   var limits = CoreStreamLimits()
+  var uploadURL: String?
   var options: SymbolicationOptions
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
@@ -118,6 +123,7 @@ struct CoreHandlerCommand: Command {
       guard value >= 4 << 10 else { throw scanner.usageError("--max-memory must be at least 4K") }
       limits.memoryBytes = value
     }
+    uploadURL = try scanner.option("--upload-url")
     let rest = try scanner.positionals()
     guard rest.isEmpty else { throw scanner.usageError("Unexpected argument '\(rest[0])'") }
   }
@@ -205,6 +211,7 @@ struct CoreHandlerCommand: Command {
     }
     folder.removeOldest(keeping: maxCrashes, sparing: names.stem, extensions: Self.extensions)
     for path in written { printOutput(path) }
+    if let uploadURL { startDetachedImagelog([UploadCommand.name, "--url", uploadURL, outputDirectory]) }
     return .success
   }
 

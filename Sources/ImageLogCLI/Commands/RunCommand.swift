@@ -45,6 +45,9 @@ struct RunCommand: Command {
       --crash-wait            Keep a crashing program until its report is final (symbolicated)
                               and its minidump written, so that when it has exited the files in
                               <directory> are the last ones (see CRASHES).
+      --upload-url <url>      With --crash-dir: once a crash's files are written, send the crashes
+                              waiting in <directory> to <url> ('imagelog upload', started in a
+                              process of its own: the program's exit never waits for the network).
       -h, --help              Show help information.
 
     NOTES:

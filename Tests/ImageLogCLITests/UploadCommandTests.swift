@@ -1,0 +1,475 @@
+import Glibc
+import ImageLogTestSupport
+import ImageReaders
+import Testing
+
+/// `imagelog upload` and `imagelog crashes` against a crash server the test starts on 127.0.0.1
+/// (Tests/Programs/crash-receiver.py), which records every request and plays the servers' answers
+/// and failures; and against Crashpad's own handler uploading the same kind of crash.
+@Suite struct UploadCommandTests {
+  static let imagelog = builtProduct("imagelog")
+  static let python = which("python3")
+  static let canRun = python != nil && dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL) != nil
+  static let reason: Comment = "needs python3 (the test's server) and libcurl.so.4"
+
+  /// The test's crash server: started on a free port, killed when dropped.
+  final class Receiver {
+    let child: RunningChild
+    let folder: String
+    let url: String
+
+    init(in directory: String, modes: [String] = ["ok"]) throws {
+      folder = directory + "/received-\(UInt64.random(in: 0...UInt64.max))"
+      guard mkdir(folder, 0o700) == 0 else { throw TestSupportError("cannot make \(folder)") }
+      child = try RunningChild([UploadCommandTests.python ?? "python3", packageRoot + "/Tests/Programs/crash-receiver.py", folder,
+                                "--modes", modes.joined(separator: ",")])
+      guard let line = child.readLine(), line.hasPrefix("listening "), let port = Int(line.dropFirst("listening ".count)) else {
+        throw TestSupportError("the receiver did not start")
+      }
+      url = "http://127.0.0.1:\(port)/submit"
+    }
+
+    /// The requests received whole, by number.
+    func requests() throws -> [JSONValue] {
+      let names = directoryNames(folder).filter { $0.hasSuffix(".json") && !$0.contains("partial") }
+      return try names.sorted { (Int($0.split(separator: ".")[0]) ?? 0) < (Int($1.split(separator: ".")[0]) ?? 0) }.map { name in
+        try JSONValue.parse(Substring(readFile(folder + "/" + name) ?? ""))
+      }
+    }
+
+    /// The file part `name` of request `number`, as received.
+    func file(_ number: Int, _ name: String) -> String { "\(folder)/\(number).\(name).bin" }
+  }
+
+  /// A crash folder holding one crash of `sh`, captured by `imagelog run --crash-dir --crash-wait`.
+  static func crashFolder(in directory: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> (folder: String, stem: String) {
+    let folder = directory + "/crashes"
+    let run = try runChild([imagelog, "run", "--crash-dir", folder, "--crash-wait", "--", "sh", "-c", "kill -SEGV $$"],
+                           timeoutSeconds: 120)
+    try #require(run.signal == SIGSEGV, "sh should die of SIGSEGV: \(run.status) \(run.error)", sourceLocation: sourceLocation)
+    let dumps = directoryNames(folder).filter { $0.hasSuffix(".dmp") }
+    try #require(dumps.count == 1, "\(directoryNames(folder))", sourceLocation: sourceLocation)
+    return (folder, String(dumps[0].dropLast(4)))
+  }
+
+  /// `count` more crashes in `folder`, copies of `stem`'s files under names of their own.
+  static func copies(of stem: String, in folder: String, count: Int) throws -> [String] {
+    let dump = try #require(readFileBytes("\(folder)/\(stem).dmp"))
+    let report = try #require(readFileBytes("\(folder)/\(stem).crash"))
+    return try (0..<count).map { index in
+      let copy = "copy\(index).\(1000 + index).20260101T000000Z"
+      try writeFile("\(folder)/\(copy).dmp", bytes: dump)
+      try writeFile("\(folder)/\(copy).crash", bytes: report)
+      return copy
+    }
+  }
+
+  /// `imagelog crashes --format json DIR`, by report name.
+  static func states(_ folder: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> [String: JSONValue] {
+    let run = try runChild([imagelog, "crashes", "--format", "json", folder])
+    try #require(run.exitCode == 0, "\(run.error)", sourceLocation: sourceLocation)
+    let document = try JSONValue.parse(Substring(run.output))
+    #expect(document["schema"]?.string == "imagelog.crashes", sourceLocation: sourceLocation)
+    var states: [String: JSONValue] = [:]
+    for report in document["reports"]?.array ?? [] { if let name = report["name"]?.string { states[name] = report } }
+    return states
+  }
+
+  static func upload(_ arguments: [String], environment: [String: String] = [:]) throws -> ChildResult {
+    try runChild([imagelog, "upload"] + arguments, environment: environment, timeoutSeconds: 120)
+  }
+
+  /// The stream types in a minidump's directory.
+  static func streamTypes(_ path: String) throws -> [UInt32] {
+    let bytes = try #require(readFileBytes(path))
+    func u32(_ at: Int) -> UInt32 { bytes[at..<at + 4].reversed().reduce(0) { $0 << 8 | UInt32($1) } }
+    try #require(bytes.count >= 32 && u32(0) == 0x504D_444D)
+    let (count, directory) = (Int(u32(8)), Int(u32(12)))
+    try #require(directory + count * 12 <= bytes.count)
+    return (0..<count).map { u32(directory + $0 * 12) }
+  }
+
+  @Test(.enabled(if: canRun, reason)) func sendsAWaitingCrashOnceAndKeepsTheAnswer() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    #expect(try Self.states(folder)[stem]?["state"]?.string == "waiting")
+    let receiver = try Receiver(in: directory, modes: ["socorro"])
+    let run = try Self.upload(["--url", receiver.url, "--annotation", "ver=1.2.3", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let requests = try receiver.requests()
+    try #require(requests.count == 1)
+    let request = requests[0]
+    #expect(request["method"]?.string == "POST")
+    #expect(request["content_type"]?.string?.hasPrefix("multipart/form-data; boundary=") == true)
+    #expect(request["content_encoding"]?.string == "gzip")
+    #expect(request["fields"]?["prod"]?.string == "dash")
+    #expect(request["fields"]?["ver"]?.string == "1.2.3")
+    let guid = try #require(request["fields"]?["guid"]?.string)
+    #expect(guid.count == 36 && guid.split(separator: "-").map(\.count) == [8, 4, 4, 4, 12])
+    #expect(request["path"]?.string == "/submit?product=dash&version=1.2.3&guid=\(guid)")
+    #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string == stem + ".dmp")
+    #expect(request["files"]?["imagelog_report"]?["filename"]?.string == stem + ".crash")
+    // The report attached is the one in the folder, byte for byte.
+    #expect(readFileBytes(receiver.file(1, "imagelog_report")) == readFileBytes("\(folder)/\(stem).crash"))
+    // The crash id Socorro answered is kept; a second run sends nothing.
+    let answer = try #require(request["answer"]?.string)
+    let state = try #require(try Self.states(folder)[stem])
+    #expect(state["state"]?.string == "sent")
+    #expect(state["crash_id"]?.string.map { "CrashID=\($0)\n" } == answer)
+    let again = try Self.upload(["--url", receiver.url, "--now", folder])
+    #expect(again.exitCode == 0)
+    #expect(try receiver.requests().count == 1)
+  }
+
+  @Test(.enabled(if: canRun, reason)) func sentryAnswerAndNoGzipAndDryRun() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["sentry"])
+    let dry = try Self.upload(["--url", receiver.url, "--dry-run", folder])
+    #expect(dry.exitCode == 0)
+    #expect(dry.output.contains("\(stem): would POST") && dry.output.contains("file upload_file_minidump: \(stem).dmp"))
+    #expect(try receiver.requests().isEmpty)
+    #expect(!directoryNames(folder).contains { $0.hasSuffix(".upload") || $0 == "client-id" }, "a dry run writes nothing")
+    let run = try Self.upload(["--url", receiver.url, "--no-gzip", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let request = try #require(try receiver.requests().first)
+    #expect(request["content_encoding"]?.string == "")
+    let answer = try JSONValue.parse(Substring(request["answer"]?.string ?? ""))
+    #expect(try Self.states(folder)[stem]?["crash_id"]?.string == answer["id"]?.string)
+  }
+
+  @Test(.enabled(if: canRun, reason)) func failuresWaitWithTheirReasonAndRefusalsAreKept() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    // Request 1: 500; 2: 429 Retry-After 7200; 3: reset mid-body; 4: slow past the timeout; 5: 413.
+    let receiver = try Receiver(in: directory, modes: ["500", "429:7200", "reset", "slow:4", "413", "ok"])
+    func attempt() throws -> JSONValue {
+      let before = Int64(time(nil))
+      let run = try Self.upload(["--url", receiver.url, "--now", "--rate-limit", "60", "--timeout", "2", folder])
+      #expect(run.exitCode == 1, "a failed attempt is a failure: \(run.output)")
+      let state = try #require(try Self.states(folder)[stem])
+      if state["state"]?.string == "waiting" { #expect((state["next_attempt"]?.integer).map(Int64.init) ?? 0 >= before + 60) }
+      return state
+    }
+    var state = try attempt()
+    #expect(state["state"]?.string == "waiting" && state["reason"]?.string == "HTTP 500: internal error")
+    state = try attempt()
+    #expect(state["reason"]?.string?.hasPrefix("HTTP 429") == true)
+    #expect((state["next_attempt"]?.integer).map(Int64.init) ?? 0 >= Int64(time(nil)) + 7100, "Retry-After is honoured")
+    state = try attempt()
+    #expect(state["state"]?.string == "waiting")
+    #expect(state["http_status"] == nil || state["reason"]?.string?.hasPrefix("HTTP") == false, "\(state)")
+    state = try attempt()
+    #expect(state["state"]?.string == "waiting" && state["reason"]?.string?.lowercased().contains("timeout") == true, "\(state)")
+    state = try attempt()
+    #expect(state["state"]?.string == "rejected" && state["reason"]?.string == "HTTP 413: payload too large")
+    #expect(state["attempts"]?.integer == 5)
+    // Refused for good: not sent again, even with --now.
+    let count = try receiver.requests().count
+    _ = try Self.upload(["--url", receiver.url, "--now", folder])
+    #expect(try receiver.requests().count == count)
+  }
+
+  @Test(.enabled(if: canRun, reason)) func theEnvironmentAndCommandLineStayUnlessAskedFor() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let local = try Self.streamTypes("\(folder)/\(stem).dmp")
+    // The capture keeps the command line (LinuxCmdLine) and leaves the environment out already.
+    try #require(local.contains(0x4767_0006), "the captured dump has the command line: \(local)")
+    let receiver = try Receiver(in: directory)
+    _ = try Self.upload(["--url", receiver.url, folder])
+    let sent = try Self.streamTypes(receiver.file(1, "upload_file_minidump"))
+    #expect(!sent.contains(0x4767_0007) && !sent.contains(0x4767_0006))
+    #expect(sent.count == local.count, "the streams are made Unused, the layout kept")
+    // minidump-stackwalk reads what was sent as it reads the dump in the folder.
+    if let stackwalk = pipelineTool("minidump-stackwalk") {
+      let theirs = try runChild([stackwalk, "\(folder)/\(stem).dmp"]), ours = try runChild([stackwalk, receiver.file(1, "upload_file_minidump")])
+      // The one difference: the stream directory's line for the command line.
+      func lines(_ text: String) -> [Substring] { text.split(separator: "\n").filter { !$0.hasPrefix("Stream 0x") } }
+      #expect(ours.exitCode == 0 && lines(ours.output) == lines(theirs.output) && ours.output.contains("Crash reason:  SIGSEGV"))
+      #expect(ours.output.contains("Stream 0x00000000 UnusedStream") && !ours.output.contains("LinuxCmdLine"))
+    }
+    try #require(unlink("\(folder)/\(stem).upload") == 0)
+    _ = try Self.upload(["--url", receiver.url, "--include-environment", "--include-command-line", folder])
+    #expect(try Self.streamTypes(receiver.file(2, "upload_file_minidump")) == local)
+    #expect(readFileBytes(receiver.file(2, "upload_file_minidump")) == readFileBytes("\(folder)/\(stem).dmp"))
+  }
+
+  /// Each thread's stack bytes (MINIDUMP_THREAD.Stack) in a minidump.
+  static func threadStacks(_ path: String) throws -> [[UInt8]] {
+    let bytes = try #require(readFileBytes(path))
+    func u32(_ at: Int) -> Int { Int(bytes[at..<at + 4].reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }) }
+    let (count, directory) = (u32(8), u32(12))
+    let list = try #require((0..<count).map { directory + $0 * 12 }.first { u32($0) == 3 })
+    let rva = u32(list + 8)
+    return (0..<u32(rva)).map { thread in
+      let stack = rva + 4 + thread * 48 + 24
+      return Array(bytes[u32(stack + 12)..<u32(stack + 12) + u32(stack + 8)])
+    }
+  }
+
+  @Test(.enabled(if: canRun, reason)) func stripStacksSendsNoStackMemory() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let local = try Self.threadStacks("\(folder)/\(stem).dmp")
+    try #require(!local.isEmpty && local.allSatisfy { stack in stack.contains { $0 != 0 } })
+    let receiver = try Receiver(in: directory)
+    let run = try Self.upload(["--url", receiver.url, "--strip-stacks", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let sent = try Self.threadStacks(receiver.file(1, "upload_file_minidump"))
+    #expect(sent.map(\.count) == local.map(\.count) && sent.allSatisfy { stack in stack.allSatisfy { $0 == 0 } })
+    if let stackwalk = pipelineTool("minidump-stackwalk") {
+      let view = try runChild([stackwalk, receiver.file(1, "upload_file_minidump")])
+      #expect(view.exitCode == 0 && view.output.contains("Crash reason:  SIGSEGV"), "registers and the crash stay")
+    }
+  }
+
+  @Test(.enabled(if: canRun, reason)) func sentCrashesArePrunedOnlyWhenTheyAreOurs() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, first) = try Self.crashFolder(in: directory)
+    let again = try runChild([Self.imagelog, "run", "--crash-dir", folder, "--crash-wait", "--", "sh", "-c", "kill -SEGV $$"])
+    try #require(again.signal == SIGSEGV)
+    let second = try #require(directoryNames(folder).first { $0.hasSuffix(".dmp") && !$0.hasPrefix(first) }).dropLast(4)
+    let copy = try #require(try Self.copies(of: first, in: folder, count: 1).first)  // written by the test: not ours
+    let receiver = try Receiver(in: directory)
+    let run = try Self.upload(["--url", receiver.url, "--max-sent", "1", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let names = directoryNames(folder)
+    let left = [first, String(second)].filter { stem in names.contains("\(stem).dmp") }
+    #expect(left.count == 1, "the newest sent crash of ours stays: \(names.sorted())")
+    for stem in [first, String(second)] where !left.contains(stem) {
+      #expect(!names.contains { $0.hasPrefix(stem + ".") }, "\(stem)'s files and state go together")
+    }
+    #expect(names.contains("\(copy).dmp") && names.contains("\(copy).crash") && names.contains("\(copy).upload"),
+            "files the writer did not make are never removed")
+    #expect(try Self.states(folder)[copy]?["state"]?.string == "sent")
+  }
+
+  @Test(.enabled(if: canRun, reason)) func killedUploadsAreNeitherLostNorStuck() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["ok", "hold", "ok"])
+    // Killed before the request: nothing reached the server, the report waits with its reason.
+    var run = try Self.upload(["--url", receiver.url, folder], environment: ["IMAGELOG_UPLOAD_TEST_KILL": "before-request"])
+    #expect(run.signal == SIGKILL)
+    #expect(try receiver.requests().isEmpty)
+    var state = try #require(try Self.states(folder)[stem])
+    #expect(state["state"]?.string == "waiting" && state["reason"]?.string?.contains("recorded no answer") == true)
+    // Killed after the server's answer, before the outcome was written: sent again, with the same id.
+    run = try Self.upload(["--url", receiver.url, "--now", folder], environment: ["IMAGELOG_UPLOAD_TEST_KILL": "after-answer"])
+    #expect(run.signal == SIGKILL)
+    #expect(try Self.states(folder)[stem]?["state"]?.string == "waiting")
+    // Killed mid-body (the server holds the request): the lock died with it.
+    let held = try RunningChild([Self.imagelog, "upload", "--url", receiver.url, "--now", folder])
+    try waitUntil("the server holds request 2") { access(receiver.folder + "/2.holding", F_OK) == 0 }
+    #expect(try Self.states(folder)[stem]?["state"]?.string == "uploading")
+    held.stop()
+    try writeFile(receiver.folder + "/release", "")
+    #expect(try Self.states(folder)[stem]?["state"]?.string == "waiting")
+    run = try Self.upload(["--url", receiver.url, "--now", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    state = try #require(try Self.states(folder)[stem])
+    #expect(state["state"]?.string == "sent" && state["attempts"]?.integer == 4)
+    // Every whole request carried the report's one id.
+    let requests = try receiver.requests().filter { $0["status"]?.integer == 200 }
+    #expect(Set(requests.compactMap { $0["fields"]?["imagelog_report_id"]?.string }) == [state["report_id"]?.string ?? "?"])
+  }
+
+  @Test(.enabled(if: canRun, reason)) func aBrokenStateFileLosesNothingAndTheListingSaysWhy() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    try writeFile("\(folder)/\(stem).upload", "{\"state\": \"lost\"")
+    let text = try runChild([Self.imagelog, "crashes", folder])
+    #expect(text.exitCode == 0)
+    #expect(text.output.hasPrefix("waiting     \(stem)  crash,dmp  \(folder)/\(stem).upload: "), "\(text.output)")
+    #expect(try Self.states(folder)[stem]?["problem"]?.string?.contains("invalid JSON") == true)
+    let receiver = try Receiver(in: directory)
+    let run = try Self.upload(["--url", receiver.url, folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    #expect(try Self.states(folder)[stem]?["state"]?.string == "sent")
+    let missing = try runChild([Self.imagelog, "crashes", directory + "/missing"])
+    #expect(missing.exitCode == 1 && missing.error == "imagelog: \(directory)/missing is not a folder: Not a directory\n")
+  }
+
+  @Test(.enabled(if: canRun, reason)) func racingUploadersSendEveryReportExactlyOnce() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let stems = try Self.copies(of: stem, in: folder, count: 59) + [stem]
+    // The server fails every other request: rounds of two racing uploaders until nothing waits.
+    let receiver = try Receiver(in: directory, modes: ["flaky"])
+    for _ in 0..<12 {
+      let first = try RunningChild([Self.imagelog, "upload", "--url", receiver.url, "--now", folder])
+      let second = try RunningChild([Self.imagelog, "upload", "--url", receiver.url, "--now", folder])
+      first.reap()
+      second.reap()
+      if try Self.states(folder).values.allSatisfy({ $0["state"]?.string == "sent" }) { break }
+    }
+    let states = try Self.states(folder)
+    #expect(states.count == stems.count)
+    for name in stems { #expect(states[name]?["state"]?.string == "sent", "\(name): \(String(describing: states[name]))") }
+    let accepted = try receiver.requests().filter { $0["status"]?.integer == 200 }.compactMap { $0["fields"]?["imagelog_report_name"]?.string }
+    #expect(accepted.count == stems.count, "each report accepted once")
+    #expect(Set(accepted) == Set(stems))
+  }
+}
+
+/// Crashpad's own handler (`crashpad_handler --url`, uploads enabled in its database's settings.dat)
+/// and `imagelog upload` send requests the same receiver reads the same way.
+@Suite struct UploadCrashpadComparisonTests {
+  static let handler = pipelineTool("crashpad_handler")
+  static let stackwalk = pipelineTool("minidump-stackwalk")
+  static let canRun = UploadCommandTests.canRun && handler != nil && stackwalk != nil && haveTool("gcc")
+
+  /// Crashpad's `Settings::Data` (client/settings.cc): magic 'CPds', version 1, options (bit 0:
+  /// uploads enabled), padding, the last upload attempt time (int64), the client UUID; little-endian.
+  static func settings(uploadsEnabled: Bool) -> [UInt8] {
+    var bytes: [UInt8] = []
+    for value: UInt32 in [0x4350_6473, 1, uploadsEnabled ? 1 : 0, 0] { withUnsafeBytes(of: value.littleEndian) { bytes += $0 } }
+    bytes += [UInt8](repeating: 0, count: 8)
+    bytes += (0..<16).map { _ in UInt8.random(in: 0...255) }
+    return bytes
+  }
+
+  @Test(.enabled(if: canRun, "needs crashpad_handler and minidump-stackwalk (Scripts/install-test-tools), gcc, python3, libcurl"))
+  func crashpadAndImagelogSendTheSameRequest() throws {
+    let directory = try makeTemporaryDirectory()
+    let program = directory + "/minidump-crashpad"
+    let build = try runChild(["gcc", "-O2", "-g", "-pthread", packageRoot + "/Tests/Programs/minidump-crashpad.c", "-o", program])
+    try #require(build.exitCode == 0, "\(build.error)")
+    let database = directory + "/database"
+    try #require(mkdir(database, 0o700) == 0)
+    try writeFile(database + "/settings.dat", bytes: Self.settings(uploadsEnabled: true))
+    let receiver = try UploadCommandTests.Receiver(in: directory)
+    let crash = try runChild([program, try #require(Self.handler), database, "segv", "--url=\(receiver.url)", "--no-rate-limit",
+                              "--annotation=prod=comparison", "--annotation=ver=4.5.6"], timeoutSeconds: 120)
+    try #require(crash.signal == SIGSEGV, "\(crash.status) \(crash.error)")
+    try waitUntil("Crashpad's handler uploaded its report") { try receiver.requests().count == 1 }
+    let (folder, stem) = try UploadCommandTests.crashFolder(in: directory)
+    let run = try UploadCommandTests.upload(["--url", receiver.url, "--annotation", "prod=comparison",
+                                             "--annotation", "ver=4.5.6", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let requests = try receiver.requests()
+    try #require(requests.count == 2)
+    let (theirs, ours) = (requests[0], requests[1])
+    for request in [theirs, ours] {
+      #expect(request["method"]?.string == "POST")
+      #expect(request["content_type"]?.string?.hasPrefix("multipart/form-data; boundary=") == true)
+      #expect(request["content_encoding"]?.string == "gzip")
+      #expect(request["fields"]?["prod"]?.string == "comparison" && request["fields"]?["ver"]?.string == "4.5.6")
+      let guid = try #require(request["fields"]?["guid"]?.string)
+      #expect(request["path"]?.string == "/submit?product=comparison&version=4.5.6&guid=\(guid)", "the client named in the URL too")
+      #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string?.hasSuffix(".dmp") == true)
+      // The form fields come before the minidump.
+      #expect(request["part_order"]?.array?.compactMap(\.string).firstIndex(of: "upload_file_minidump")
+              ?? 0 >= (request["fields"]?.objectKeys.count ?? 0))
+    }
+    // Every field Crashpad sends, imagelog sends, with the same meaning checked above.
+    let theirNames = Set(theirs["fields"]?.objectKeys ?? []), ourNames = Set(ours["fields"]?.objectKeys ?? [])
+    #expect(theirNames.isSubset(of: ourNames), "Crashpad sends \(theirNames), imagelog \(ourNames)")
+    // Each minidump as received is read by minidump-stackwalk: the crash and its threads.
+    let stackwalk = try #require(Self.stackwalk)
+    for (number, label) in [(1, "Crashpad's"), (2, "imagelog's")] {
+      let view = try runChild([stackwalk, receiver.file(number, "upload_file_minidump")])
+      #expect(view.exitCode == 0 && view.output.contains("Crash reason:  SIGSEGV"), "\(label): \(view.error)")
+      #expect(view.output.contains("(crashed)"), "\(label) dump names its crashed thread")
+    }
+    let completed = directoryNames(database + "/completed").filter { $0.hasSuffix(".dmp") }
+    try #require(completed.count == 1, "Crashpad marks its report completed: \(completed)")
+    #expect(readFileBytes(receiver.file(1, "upload_file_minidump")) == readFileBytes(database + "/completed/" + completed[0]))
+    #expect(try UploadCommandTests.states(folder)[stem]?["state"]?.string == "sent")
+  }
+}
+
+extension UploadCoreHandlerFolderTests {
+  /// `core-handler --upload-url`: the handler exits while the server still holds the upload it started.
+  @Test(.enabled(if: UploadCommandTests.canRun && (CoreHandlerTests.kernelCores || CoreHandlerTests.haveOracles),
+                 "needs python3, libcurl and a core (see CoreFileTests)"))
+  func coreHandlerSendsFromAProcessOfItsOwn() throws {
+    let directory = try makeTemporaryDirectory()
+    let (core, live) = try CoreHandlerTests.smallCore(in: directory)
+    defer { live?.stop() }
+    let pid = try CoreHandlerTests.corePID(core)
+    let reports = directory + "/reports"
+    let receiver = try UploadCommandTests.Receiver(in: directory, modes: ["hold", "ok"])
+    let handled = try CoreHandlerTests.handle(core, pid: pid, into: reports, ["--time", "1000", "--upload-url", receiver.url])
+    try #require(handled.exitCode == 0, "\(handled.error)")
+    // The handler has exited; its upload reaches the server and is held there.
+    try waitUntil("the upload reached the server") { access(receiver.folder + "/1.holding", F_OK) == 0 }
+    let stem = try #require(try UploadCommandTests.states(reports).keys.first)
+    #expect(try UploadCommandTests.states(reports)[stem]?["state"]?.string == "uploading")
+    try writeFile(receiver.folder + "/release", "")
+    try waitUntil("the report is sent") { try UploadCommandTests.states(reports)[stem]?["state"]?.string == "sent" }
+    let request = try #require(try receiver.requests().first)
+    #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string == stem + ".dmp")
+  }
+}
+
+/// `imagelog run --crash-dir DIR --upload-url URL`: the crash reaches the server from a process of
+/// its own, and the program's exit does not wait for it.
+@Suite struct UploadRunTests {
+  @Test(.enabled(if: UploadCommandTests.canRun, UploadCommandTests.reason))
+  func aCrashUnderRunIsSentWithoutHoldingTheExit() throws {
+    let directory = try makeTemporaryDirectory()
+    let folder = directory + "/crashes"
+    let receiver = try UploadCommandTests.Receiver(in: directory, modes: ["hold"])
+    let run = try runChild([UploadCommandTests.imagelog, "run", "--crash-dir", folder, "--upload-url", receiver.url,
+                            "--", "sh", "-c", "kill -SEGV $$"], timeoutSeconds: 120)
+    #expect(run.signal == SIGSEGV, "the program's own end: \(run.status) \(run.error)")
+    // The server holds the upload until released: the run above ended without waiting for it.
+    try waitUntil("the upload reached the server") { access(receiver.folder + "/1.holding", F_OK) == 0 }
+    try writeFile(receiver.folder + "/release", "")
+    var stem = ""
+    try waitUntil("the crash is sent") {
+      let states = try UploadCommandTests.states(folder)
+      stem = states.keys.first ?? ""
+      return states.count == 1 && states[stem]?["state"]?.string == "sent"
+    }
+    let request = try #require(try receiver.requests().first)
+    #expect(request["files"]?["upload_file_minidump"]?["filename"]?.string == stem + ".dmp")
+    // The report sent is the final one (the upload starts once the symbolicated report replaced the first).
+    #expect(readFileBytes(receiver.file(1, "imagelog_report")) == readFileBytes("\(folder)/\(stem).crash"))
+    #expect(readFile(receiver.file(1, "imagelog_report"))?.contains("-- provisional") == false)
+    if let stackwalk = pipelineTool("minidump-stackwalk") {
+      let view = try runChild([stackwalk, receiver.file(1, "upload_file_minidump")])
+      #expect(view.exitCode == 0 && view.output.contains("Crash reason:  SIGSEGV") && view.output.contains("(crashed)"))
+    }
+  }
+
+  @Test func uploadURLNeedsACrashFolder() throws {
+    let run = try runChild([UploadCommandTests.imagelog, "run", "--upload-url", "http://127.0.0.1:9/", "--", "true"])
+    #expect(run.exitCode == 64 && run.error.contains("--upload-url needs --crash-dir"), "\(run.status) \(run.error)")
+  }
+}
+
+private extension JSONValue {
+  /// The member names of an object.
+  var objectKeys: [String] { if case .object(let members) = self { members.map(\.0) } else { [] } }
+}
+
+/// A crash folder written by `core-handler`: its crashes wait to be sent, and `--max-crashes` removes
+/// a crash's upload state with its files.
+@Suite struct UploadCoreHandlerFolderTests {
+  @Test(.enabled(if: UploadCommandTests.canRun && (CoreHandlerTests.kernelCores || CoreHandlerTests.haveOracles),
+                 "needs python3, libcurl and a core (see CoreFileTests)"))
+  func aSentCrashLeavesWithItsState() throws {
+    let directory = try makeTemporaryDirectory()
+    let (core, live) = try CoreHandlerTests.smallCore(in: directory)
+    defer { live?.stop() }
+    let pid = try CoreHandlerTests.corePID(core)
+    let reports = directory + "/reports"
+    let first = try CoreHandlerTests.handle(core, pid: pid, into: reports, ["--time", "1000", "--max-crashes", "1"])
+    try #require(first.exitCode == 0, "\(first.error)")
+    let states = try UploadCommandTests.states(reports)
+    try #require(states.count == 1)
+    let stem = try #require(states.keys.first)
+    #expect(states[stem]?["state"]?.string == "waiting" && states[stem]?["files"]?.array?.count == 2)
+    let receiver = try UploadCommandTests.Receiver(in: directory)
+    let sent = try UploadCommandTests.upload(["--url", receiver.url, reports])
+    #expect(sent.exitCode == 0, "\(sent.output)\(sent.error)")
+    #expect(directoryNames(reports).contains("\(stem).upload"))
+    let second = try CoreHandlerTests.handle(core, pid: pid, into: reports, ["--time", "2000", "--max-crashes", "1"])
+    try #require(second.exitCode == 0, "\(second.error)")
+    #expect(!directoryNames(reports).contains { $0.hasPrefix(stem) }, "\(directoryNames(reports))")
+    #expect(try UploadCommandTests.states(reports).values.map { $0["state"]?.string } == ["waiting"])
+  }
+}
