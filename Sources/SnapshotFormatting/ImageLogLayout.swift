@@ -43,6 +43,13 @@ extension ProcessSnapshot {
       out += "\n"
       for frame in thread.frames {
         let image = frame.imageIndex.flatMap { images.indices.contains($0) ? $0 : nil }
+        // Code no longer mapped, in an image removed before the crash: named, with when it went.
+        if image == nil, frame.symbols.status != .symbolicated, let gone = unloadedImage(holding: frame.address) {
+          let prefix = Self.framePrefix(frame.number, name: TextEscaping.escaped(gone.name), address: frame.address)
+          Self.appendAddressPart(frame.address, base: gone.baseAddress, to: &out, prefix: prefix,
+                                 mark: "  (\(gone.whenText))" + ProcessSnapshot.Frame.trustMark(frame.trust))
+          continue
+        }
         let prefix = Self.framePrefix(frame.number, name: image.map { names[$0] } ?? "???", address: frame.address)
         let mark = ProcessSnapshot.Frame.trustMark(frame.trust)
         switch frame.symbols.status {
@@ -81,7 +88,22 @@ extension ProcessSnapshot {
       }
       out += "\n"
     }
+    if !unloadedImages.isEmpty {
+      out += "\nUnloaded Images:\n"
+      let architecture = images.lazy.compactMap(\.architecture).first ?? "???"
+      for gone in unloadedImages { out += Self.unloadedLine(gone, architecture: architecture) + "\n" }
+    }
     return out
+  }
+
+  /// An Unloaded Images line, the bytes `CImageLogUnloaded.h`'s `il_unloaded_line` writes: the image's
+  /// Binary Images line with its whole build-id, then when it went and how long it had been loaded.
+  static func unloadedLine(_ gone: UnloadedImage, architecture: String) -> String {
+    let last = gone.size == 0 ? gone.baseAddress : gone.baseAddress &+ gone.size &- 1
+    var line = "0x\(hexDigits(gone.baseAddress)) - 0x\(hexDigits(last)) \(TextEscaping.escaped(gone.name)) \(architecture)  "
+    line += "<\(HexText.bytes(gone.buildID))> \(TextEscaping.escaped(gone.path))  \(gone.whenText)"
+    if let loadedFor = gone.loadedForNanoseconds { line += ", loaded for \(ImageFormatter.milliseconds(loadedFor)) ms" }
+    return line
   }
 
   /// `N   name(padded to 30)  0x%016llx ` of a frame line, as the crash handler's `w_frame` writes it: the

@@ -1,0 +1,45 @@
+import Glibc
+import ImageLogTestSupport
+import Testing
+
+/// Issue 39: a call into a plugin after `dlclose`. crash-program.c's "unloaded" mode (the crash handler's
+/// C, its table fed as the Swift observers feed it) opens Tests/Programs/unloaded-plugin.c, closes it and
+/// calls the pointer it kept: the in-process report lists the plugin under Unloaded Images with the
+/// build-id `readelf -n` gives, and names it in the crashing frame, with when and by which thread it
+/// went.
+@Suite struct UnloadedImageTests {
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportNamesTheUnloadedPlugin() throws {
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
+                                          readelf: try #require(CrashHandlerTests.readelf))
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(program, ["unloaded", reportPath, "\(directory)/maps"],
+                                          environment: ["CRASH_PLUGIN": plugin.path], timeoutSeconds: 60)
+    #expect(!result.timedOut, "the crash handler hung")
+    #expect(result.terminationSignal == SIGSEGV, "\(result.stdout)\(result.stderr)")
+    let text = try #require(readFile(reportPath))
+    let report = try ParsedCrashReport(text)
+    // The pointer the program called, as it printed it: frame 0's pc.
+    let called = try #require(result.stdout.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) })
+
+    #expect(report.unloadedImages.count == 1, "\(text)")
+    let line = try #require(report.unloadedImages.first)
+    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
+    #expect(line.contains("> \(plugin.path)  unloaded "), "\(line)")
+    #expect(line.contains(" ms before the crash by thread \(result.pid), loaded for "), "\(line)")
+    let base = try #require(ParsedCrashReport.hex(tokens[0]))
+    let last = try #require(ParsedCrashReport.hex(tokens[2]))
+    #expect(base <= called && called <= last, "the called pc 0x\(String(called, radix: 16)) is in the plugin's range")
+
+    let frame = try #require(report.frames.first)
+    #expect(frame.address == called)
+    #expect(frame.imageName == "libplugin.so" && frame.loadAddress == base, "\(text)")
+    #expect(frame.unloaded?.hasPrefix("unloaded ") == true
+            && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
+    // Nothing of the plugin is mapped any more: it is not among the Binary Images.
+    #expect(!report.images.contains { $0.name == "libplugin.so" })
+  }
+}
