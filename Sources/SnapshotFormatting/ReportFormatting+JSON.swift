@@ -104,7 +104,9 @@ extension ProcessSnapshot {
       }
       out += (index == 0 ? "\n" : ",\n") + JSONValue.object(members).serialized()
     }
-    out += "\n],\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
+    out += "\n]"
+    if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
+    out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
     out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
   }
@@ -117,6 +119,10 @@ extension ProcessSnapshot {
     ]
     if let name = result.imageName { members.append(("image", .string(name))) }
     if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
+    if result.imageName == nil, frame.imageIndex == nil, let gone = unloadedImage(holding: frame.address) {
+      // Code no longer mapped, in an image removed before the crash.
+      members += [("unloadedImage", .string(gone.name)), ("unloadedImageOffset", .number(String(frame.address - gone.baseAddress)))]
+    }
     if let trust = frame.markedTrust { members.append(("trust", .string(trust.rawValue))) }
     let status: String
     switch result.status {
@@ -138,6 +144,23 @@ extension ProcessSnapshot {
       if !inlined.isEmpty { members.append(("inlined", .array(inlined.map { .object(functionMembers($0)) }))) }
     }
     return .object(members)
+  }
+
+  /// `[{"name", "path", "baseAddress", "size", "buildID", "unloadedBeforeCrashNanoseconds",
+  /// "loadedForNanoseconds", "tid"}]`: the images removed before the crash, newest first; keys absent when
+  /// the source does not give them.
+  func unloadedImagesJSON() -> JSONValue {
+    .array(unloadedImages.map { gone in
+      var members: [(String, JSONValue)] = [
+        ("name", .string(gone.name)), ("path", .string(gone.path)), ("baseAddress", .string("0x" + hexDigits(gone.baseAddress))),
+        ("size", .number(String(gone.size))),
+      ]
+      if !gone.buildID.isEmpty { members.append(("buildID", .string(HexText.bytes(gone.buildID)))) }
+      if let before = gone.unloadedBeforeCrashNanoseconds { members.append(("unloadedBeforeCrashNanoseconds", .number(String(before)))) }
+      if let loadedFor = gone.loadedForNanoseconds { members.append(("loadedForNanoseconds", .number(String(loadedFor)))) }
+      if let tid = gone.tid { members.append(("tid", .number(String(tid)))) }
+      return .object(members)
+    })
   }
 
   /// `[{"index", "tid", "name", "crashed", "state", "problem", "registers"}]`: each thread the report lists, keys

@@ -71,6 +71,7 @@ extension ProcessSnapshot {
     }
     var snapshot = ProcessSnapshot(format: .minidump, process: process, exception: exception, threads: threads,
                                    images: images, problems: dump.problems.map(\.description))
+    snapshot.unloadedImages = Self.unloadedImages(dump.unloadedModules)
     if let exception = dump.exception, !threads.contains(where: \.crashed) {
       snapshot.problems.append("the exception names thread \(exception.tid), which the thread list does not hold")
     }

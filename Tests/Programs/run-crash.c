@@ -16,6 +16,8 @@
    ignorechld, handlechld  SIGCHLD ignored, or handled by a reaper (waitpid(-1)), then null.
    vfork      a vfork child crashes before it executes anything; then the parent crashes.
    nofile     lowers RLIMIT_NOFILE to 3 (no descriptor left to open), then null.
+   unloaded   opens the plugin $CRASH_PLUGIN (unloaded-plugin.c), closes it, then calls its plugin_work
+              through the pointer it kept: the pc is in no mapped image. Prints "plugin_work 0x...".
    forkcrash  the main thread crashes while a second thread waits until the crash helper (a stand-in
               the test names, which holds the handler until told) has started, forks a child that
               crashes at once, reaps it, writes "PID STATUS" of it to $HELD_DIR/child and tells the
@@ -181,6 +183,20 @@ int main(int argc, char **argv) {
     pthread_create(&thread, NULL, sorter, NULL);
     pthread_join(thread, NULL);
     return 0;
+  }
+  if (strcmp(mode, "unloaded") == 0) {
+    /* The plugin $CRASH_PLUGIN (unloaded-plugin.c) opened, closed, then called. */
+    const char *path = getenv("CRASH_PLUGIN");
+    void *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+    int (*volatile work)(int) = handle != NULL ? (int (*)(int))dlsym(handle, "plugin_work") : NULL;
+    if (work == NULL) {
+      fprintf(stderr, "run-crash: cannot load CRASH_PLUGIN\n");
+      return 1;
+    }
+    dlclose(handle);
+    printf("plugin_work %p\n", (void *)work);
+    fflush(stdout);
+    return work(1);
   }
   if (strcmp(mode, "stack") == 0) return recurse(0);
   if (strcmp(mode, "vfork") == 0) {
