@@ -216,6 +216,10 @@ static int describe_map(const struct link_map *map, int is_main, il_image *image
   return table != NULL && describe_image(map, is_main, table, count, image);
 }
 
+/* How long the image being removed had been loaded (nanoseconds), UINT64_MAX when unknown: set by
+   la_objclose for the Removed line it writes. */
+static uint64_t closing_loaded_for = UINT64_MAX;
+
 static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
                         uint64_t since_start, uint64_t step) {
   il_image image;
@@ -226,6 +230,8 @@ static void write_event(int removed, const struct link_map *map, int is_main, co
   event.step_ns = step;
   event.pid = current_pid();
   event.labelled = event.pid != first_pid;
+  event.has_loaded_for = removed && closing_loaded_for != UINT64_MAX;
+  event.loaded_for_ns = closing_loaded_for;
   il_line line = { line_text, sizeof line_text - 1, 0, 0 };  /* keeps room for '\n' */
   il_image_line(&line, &image, &event);
   emit(&line);
@@ -283,7 +289,8 @@ static void remember_opened(const struct link_map *map) {
   opened_ns[slot] = il_unloaded_now_ns();
 }
 
-/* Keeps `map`, being closed, among the removed images, with its load time (forgotten here). */
+/* Keeps `map`, being closed, among the removed images, with its load time (forgotten here), and sets
+   closing_loaded_for for its Removed line. */
 static void remember_closed(const struct link_map *map) {
   int64_t loaded = 0;
   for (unsigned i = 0; i < AUDIT_OPENED; i++) {
@@ -292,6 +299,8 @@ static void remember_closed(const struct link_map *map) {
     opened_maps[i] = NULL;
     break;
   }
+  int64_t now = il_unloaded_now_ns();
+  closing_loaded_for = loaded != 0 && now >= loaded ? (uint64_t)(now - loaded) : UINT64_MAX;
   il_image image;
   if (!describe_map(map, 0, &image)) return;
   il_unloaded_record(&audit_unloaded, image.load_address, image.load_end - image.load_address, image.load_bias,
