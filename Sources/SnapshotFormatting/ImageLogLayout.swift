@@ -44,14 +44,11 @@ extension ProcessSnapshot {
       for frame in thread.frames {
         let image = frame.imageIndex.flatMap { images.indices.contains($0) ? $0 : nil }
         // Code no longer mapped, in an image removed before the crash: named, with when it went.
-        if image == nil, frame.symbols.status != .symbolicated, let gone = unloadedImage(holding: frame.address) {
-          let prefix = Self.framePrefix(frame.number, name: TextEscaping.escaped(gone.name), address: frame.address)
-          Self.appendAddressPart(frame.address, base: gone.baseAddress, to: &out, prefix: prefix,
-                                 mark: "  (\(gone.whenText))" + ProcessSnapshot.Frame.trustMark(frame.trust))
-          continue
-        }
-        let prefix = Self.framePrefix(frame.number, name: image.map { names[$0] } ?? "???", address: frame.address)
-        let mark = ProcessSnapshot.Frame.trustMark(frame.trust)
+        let gone = image == nil ? unloadedImage(holding: frame.address) : nil
+        let prefix = Self.framePrefix(frame.number, name: gone.map { TextEscaping.escaped($0.name) } ?? image.map { names[$0] } ?? "???",
+                                      address: frame.address)
+        let mark = (gone.map { "  (\($0.whenText))" } ?? "") + ProcessSnapshot.Frame.trustMark(frame.trust)
+        let base = gone?.baseAddress ?? image.map { images[$0].loadAddress } ?? frame.address
         switch frame.symbols.status {
         case .symbolicated:
           for function in frame.symbols.functions {
@@ -61,13 +58,11 @@ extension ProcessSnapshot {
             out += "\n"
           }
         case let .mismatch(reportID, fileID, path):
-          Self.appendAddressPart(frame.address, base: image.map { images[$0].loadAddress } ?? frame.address, to: &out,
-                                 prefix: prefix, mark: mark)
+          Self.appendAddressPart(frame.address, base: base, to: &out, prefix: prefix, mark: mark)
           out.removeLast()
           out += "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]\n"
         default:
-          Self.appendAddressPart(frame.address, base: image.map { images[$0].loadAddress } ?? frame.address, to: &out,
-                                 prefix: prefix, mark: mark)
+          Self.appendAddressPart(frame.address, base: base, to: &out, prefix: prefix, mark: mark)
         }
       }
       if let problem = thread.problem { out += "(not unwound: \(TextEscaping.escaped(problem)))\n" }

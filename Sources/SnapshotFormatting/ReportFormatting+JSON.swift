@@ -119,7 +119,7 @@ extension ProcessSnapshot {
     ]
     if let name = result.imageName { members.append(("image", .string(name))) }
     if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
-    if result.imageName == nil, frame.imageIndex == nil, let gone = unloadedImage(holding: frame.address) {
+    if frame.imageIndex == nil, let gone = unloadedImage(holding: frame.address) {
       // Code no longer mapped, in an image removed before the crash.
       members += [("unloadedImage", .string(gone.name)), ("unloadedImageOffset", .number(String(frame.address - gone.baseAddress)))]
     }

@@ -6,7 +6,8 @@ import Testing
 /// Issue 39 under `imagelog run --crash-dir`: run-crash.c's "unloaded" mode opens a plugin
 /// (unloaded-plugin.c), closes it and calls the pointer it kept. The audit module keeps the plugin from
 /// `la_objclose`; the helper reads that history through the crash record. The report lists the plugin
-/// under Unloaded Images with the build-id `readelf -n` gives and names it in the crashing frame; the
+/// under Unloaded Images with the build-id `readelf -n` gives and names it in the crashing frame,
+/// symbolicated from the plugin's file (still on disk) as `nm -D` names the called address; the
 /// minidump holds it in its UnloadedModuleList, which minidump-stackwalk (rust-minidump) reads and
 /// attributes frame 0 to, and imagelog's own reader reads back.
 extension RunCrashTests {
@@ -34,8 +35,12 @@ extension RunCrashTests {
     #expect(lines[heading + 2].isEmpty, "one unloaded image: \(run.text)")
     let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread 0 Crashed:") })
     let frame0 = lines[crashed + 1]
-    #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" 0x\(hexDigits(called, width: 16)) 0x\(hexDigits(base)) + \(called - base)  (unloaded ")
+    // Symbolicated from the plugin's file, found by its build-id: plugin_work, at its first byte.
+    #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" 0x\(hexDigits(called, width: 16)) plugin_work + 0  (unloaded ")
             && frame0.hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
+    let nm = try runProcessTest(["nm", "-D", plugin.path]).output
+    let symbol = try #require(nm.split(separator: "\n").first { $0.hasSuffix(" plugin_work") }?.split(separator: " ").first)
+    #expect(UInt64(symbol, radix: 16) == called - base, "nm -D: plugin_work is the called pc's offset in the plugin")
 
     // The minidump, as rust-minidump reads it.
     let dump = run.directory + "/" + (try #require(run.files.first { $0.hasSuffix(".dmp") }, "\(run.files)"))
