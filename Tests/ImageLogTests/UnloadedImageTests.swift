@@ -1,4 +1,5 @@
 import Glibc
+import ImageLog
 import ImageLogTestSupport
 import Testing
 
@@ -41,5 +42,53 @@ import Testing
             && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
     // Nothing of the plugin is mapped any more: it is not among the Binary Images.
     #expect(!report.images.contains { $0.name == "libplugin.so" })
+  }
+}
+
+/// `CrashReporter.install(helper:)` in a Swift program (this test binary, re-run as a child): the table the
+/// library's observers keep records the plugin as it is closed, and the helper reads that history through
+/// the crash record.
+extension UnloadedImageTests {
+  @Test(.enabled(if: access(CrashHelperTests.imagelog, X_OK) == 0 && CrashHandlerTests.compiler != nil
+                   && CrashHandlerTests.readelf != nil, "needs the built imagelog, cc and readelf"))
+  func helperReportOfTheLibraryNamesTheUnloadedPlugin() throws {
+    let executable = try #require(CrashReporterTests.selfExecutable())
+    let directory = CrashTestSupport.makeTemporaryDirectory("imagelog-unloaded-swift")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
+                                          readelf: try #require(CrashHandlerTests.readelf))
+    let crashes = directory + "/crashes"
+    mkdir(crashes, 0o755)
+    let result = try CrashTestSupport.run(executable, ["--testing-library", "swift-testing", "--filter", "unloadedChild"],
+                                          environment: ["IMAGELOG_UNLOADED_CHILD": crashes, "IMAGELOG_UNLOADED_PLUGIN": plugin.path,
+                                                        "DEBUGINFOD_URLS": "", "SWIFT_BACKTRACE": "enable=no"],
+                                          timeoutSeconds: 300)
+    #expect(!result.timedOut)
+    #expect(result.terminationSignal == SIGSEGV, "\(result.stderr.suffix(2000))")
+    let files = try finishedCrashDirectory(crashes, helperWrote: result.stderr.contains("report written to"))
+    let report = try #require(files.first { $0.hasSuffix(".crash") }, "\(files)")
+    let text = try #require(readFile("\(crashes)/\(report)"))
+    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(text)")
+    let line = lines[heading + 1]
+    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
+    #expect(line.contains("> \(plugin.path)  unloaded ") && line.contains(" ms before the crash by thread "), "\(line)")
+    let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:") }, "\(text)")
+    let frame0 = lines[crashed + 1]
+    #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" plugin_work + 0  (unloaded "), "\(text)")
+  }
+}
+
+/// Runs only in the child started by `helperReportOfTheLibraryNamesTheUnloadedPlugin`.
+@Suite struct UnloadedImageChild {
+  @Test(.enabled(if: getenv("IMAGELOG_UNLOADED_CHILD") != nil, "only in a child process"))
+  func unloadedChild() throws {
+    try CrashReporter.install(helper: CrashHelperTests.imagelog,
+                              crashDirectory: String(cString: getenv("IMAGELOG_UNLOADED_CHILD")!))
+    let handle = try #require(dlopen(getenv("IMAGELOG_UNLOADED_PLUGIN"), RTLD_NOW))
+    let symbol = try #require(dlsym(handle, "plugin_work"))
+    let work = unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    dlclose(handle)
+    _ = work(1)
   }
 }
