@@ -14,7 +14,7 @@
 #define _GNU_SOURCE
 #include "crash_internal.h"
 #include "CImageLogImageDescription.h"
-#include "CImageLogUnloaded.h"
+#include "crash_unloaded.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -34,7 +34,7 @@ typedef struct {
   uint8_t build_id[IL_UNLOADED_BUILD_ID];
 } il_master_entry;
 
-/* The images removed from the table, newest last (CImageLogUnloaded.h): written under table_mutex,
+/* The images removed from the table, newest last (crash_unloaded.h): written under table_mutex,
    read at crash time and by the helper. Laid out at the first add (or il_crash_keep_unloaded). */
 static il_unloaded_history unloaded_history;
 static int unloaded_ready;                 /* guarded by table_mutex */

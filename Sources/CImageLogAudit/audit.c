@@ -271,7 +271,7 @@ static void report(int removed, struct link_map *map, uint64_t since_start, uint
 
 #include "audit_crash_report.h"
 
-/* ---- the images the program removed, kept for a crash (CImageLogUnloaded.h) ---- */
+/* ---- the images the program removed, kept for a crash (crash_unloaded.h) ---- */
 
 /* When each open object was added (CLOCK_REALTIME ns), by link map: a fixed table (no allocation),
    oldest entry reused when full; an object not found there has an unknown load time. */

@@ -24,7 +24,7 @@
    without auditing every symbol binding): a stack overflow on one of them kills the program as it
    would without imagelog, with no report. */
 #include "CImageLogCrashHelper.h"
-#include "CImageLogUnloaded.h"
+#include "../CImageLog/crash_unloaded.h"
 
 enum { AUDIT_CRASH_SIGNALS = 6, AUDIT_ALTERNATE_STACK = 256 * 1024, AUDIT_HELPER_ENVIRONMENT = 1024 };
 
@@ -32,7 +32,7 @@ static const int audit_crash_signals[AUDIT_CRASH_SIGNALS] = {SIGSEGV, SIGBUS, SI
 static il_kernel_sigaction audit_previous[AUDIT_CRASH_SIGNALS];
 static il_helper_plan audit_plan;
 static il_helper_record audit_record;
-/* The images the program removed (la_objclose), kept for a crash (CImageLogUnloaded.h): always kept,
+/* The images the program removed (la_objclose), kept for a crash (crash_unloaded.h): always kept,
    --crash-dir or not (the static memory is touched only when an image goes). */
 static il_unloaded_history audit_unloaded;
 static char *audit_helper_environment[AUDIT_HELPER_ENVIRONMENT];

@@ -2,7 +2,7 @@ public import ImageLog
 
 extension ProcessSnapshot {
   /// An image the process removed (`dlclose`) before the snapshot, as the history imagelog keeps for a
-  /// crash holds it (`CImageLogUnloaded.h`: the library's crash table, `imagelog run`'s audit module), or
+  /// crash holds it (`Sources/CImageLog/crash_unloaded.h`: the library's crash table, `imagelog run`'s audit module), or
   /// a minidump's unloaded-module stream (`MINIDUMP_UNLOADED_MODULE`) gives it.
   public struct UnloadedImage: Sendable, Equatable {
     /// Where the image was mapped: its lowest address.
@@ -39,7 +39,7 @@ extension ProcessSnapshot {
     public func contains(_ address: Address) -> Bool { address >= baseAddress && address - baseAddress < size }
 
     /// "unloaded 3.200 ms before the crash by thread 4" (the parts known), as a frame in the image and
-    /// its Unloaded Images line say it (`CImageLogUnloaded.h`'s `il_unloaded_when`).
+    /// its Unloaded Images line say it (`crash_unloaded.h`'s `il_unloaded_when`).
     public var whenText: String {
       var text = "unloaded"
       if let before = unloadedBeforeCrashNanoseconds { text += " " + ImageFormatter.milliseconds(before) + " ms before the crash" }

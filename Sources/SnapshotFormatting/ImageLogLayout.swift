@@ -91,7 +91,7 @@ extension ProcessSnapshot {
     return out
   }
 
-  /// An Unloaded Images line, the bytes `CImageLogUnloaded.h`'s `il_unloaded_line` writes: the image's
+  /// An Unloaded Images line, the bytes `crash_unloaded.h`'s `il_unloaded_line` writes: the image's
   /// Binary Images line with its whole build-id, then when it went and how long it had been loaded.
   static func unloadedLine(_ gone: UnloadedImage, architecture: String) -> String {
     let last = gone.size == 0 ? gone.baseAddress : gone.baseAddress &+ gone.size &- 1

@@ -3,7 +3,7 @@ import ImageReaders
 import Snapshot
 
 extension CrashRecord {
-  /// The history's layout (`CImageLogUnloaded.h`): a 64-byte header, then 512-byte entries.
+  /// The history's layout (`Sources/CImageLog/crash_unloaded.h`): a 64-byte header, then 512-byte entries.
   static let historyMagic: [UInt8] = Array("ILUNLOAD".utf8)
   static let historyHeaderSize = 64, historyEntrySize = 512, historyMaximum = 64
 

@@ -28,7 +28,7 @@ public struct CrashRecord: Sendable, Equatable {
   package var flags: UInt64
   /// Where the handler's `siginfo_t` and `ucontext_t` are in the crashed process (its signal frame).
   package var siginfoAddress: Address, contextAddress: Address
-  /// Where the process keeps the images it removed (`CImageLogUnloaded.h`), 0 without one (version 1).
+  /// Where the process keeps the images it removed (`crash_unloaded.h`), 0 without one (version 1).
   package var historyAddress: Address = 0
   /// When the handler ran, nanoseconds since the epoch (the history's clock); nil in version 1.
   package var dateNanoseconds: Int64?

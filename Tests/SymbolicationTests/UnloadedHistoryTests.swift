@@ -3,7 +3,7 @@ import Snapshot
 @testable import SnapshotSources
 import Testing
 
-/// The unloaded-image history (`CImageLogUnloaded.h`) as the capture helper decodes it from a crashed
+/// The unloaded-image history (`crash_unloaded.h`) as the capture helper decodes it from a crashed
 /// process: hand-made headers and entries, complete, torn (being written at the crash), empty and
 /// malformed, with the exact errors; hostile times never trap.
 @Suite struct UnloadedHistoryTests {

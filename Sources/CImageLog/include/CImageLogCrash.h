@@ -28,7 +28,7 @@ int il_crash_table_add_image(uint64_t load_address, uint64_t load_end, uint64_t 
    table, else 0. */
 int il_crash_table_remove(uint64_t load_address);
 
-/* How many removed images the table keeps for a crash report, at most 64 (CImageLogUnloaded.h's
+/* How many removed images the table keeps for a crash report, at most 64 (crash_unloaded.h's
    IL_UNLOADED_MAX; 16 unless set; 0 keeps none): the memory is static (512 bytes an image), nothing is
    allocated. Forgets those kept so far. Returns 0, or EINVAL above the maximum. */
 int il_crash_keep_unloaded(uint32_t count);

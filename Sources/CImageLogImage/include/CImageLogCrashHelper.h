@@ -47,7 +47,7 @@
      32  u64 fault address (si_addr, 0 for a signal without one)
      40  i64 time of the crash, seconds since the epoch (UTC)
     then, from version 2 (size 368):
-    352  u64 address of the unloaded-image history in the crashed process (CImageLogUnloaded.h), 0 if none
+    352  u64 address of the unloaded-image history in the crashed process (crash_unloaded.h), 0 if none
     360  i64 time of the crash, nanoseconds since the epoch (the history's clock) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
