@@ -67,4 +67,26 @@ extension RunCrashTests {
     let first = document["frames"]?.array?.first
     #expect(first?["unloadedImage"]?.string == "libplugin.so" && first?["unloadedImageOffset"]?.unsigned == called - base)
   }
+
+  /// When the helper cannot capture (ptrace refused), the audit module's own report lists the plugin and
+  /// names the crashing frame after it, from the history it kept in `la_objclose`.
+  @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil, "needs cc, gcc and readelf"))
+  func moduleReportNamesTheUnloadedPlugin() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-unloaded")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
+    let run = try Self.crash("unloaded", environment: ["CRASH_PLUGIN": plugin.path, "CRASH_FORBID_PTRACE": "1"])
+    #expect(run.result.signal == SIGSEGV)
+    #expect(run.result.error.contains("writing the report in process"), "\(run.result.error)")
+    let called = try #require(run.result.output.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) },
+                              "\(run.result.output)")
+    let lines = run.text.split(separator: "\n", omittingEmptySubsequences: false)
+    let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(run.text)")
+    let tokens = lines[heading + 1].split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(run.text)")
+    let base = try #require(tokens.first.flatMap { UInt64($0.dropFirst(2), radix: 16) })
+    let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread 0 Crashed:") }, "\(run.text)")
+    #expect(lines[crashed + 1].hasPrefix("0   libplugin.so ")
+            && lines[crashed + 1].contains(" 0x\(hexDigits(called, width: 16)) 0x\(hexDigits(base)) + \(called - base)  (unloaded ")
+            && lines[crashed + 1].hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
+  }
 }

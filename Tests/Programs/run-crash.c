@@ -18,6 +18,7 @@
    nofile     lowers RLIMIT_NOFILE to 3 (no descriptor left to open), then null.
    unloaded   opens the plugin $CRASH_PLUGIN (unloaded-plugin.c), closes it, then calls its plugin_work
               through the pointer it kept: the pc is in no mapped image. Prints "plugin_work 0x...".
+              With $CRASH_FORBID_PTRACE, first as seccomp does: the module writes the report.
    forkcrash  the main thread crashes while a second thread waits until the crash helper (a stand-in
               the test names, which holds the handler until told) has started, forks a child that
               crashes at once, reaps it, writes "PID STATUS" of it to $HELD_DIR/child and tells the
@@ -194,6 +195,7 @@ int main(int argc, char **argv) {
       return 1;
     }
     dlclose(handle);
+    if (getenv("CRASH_FORBID_PTRACE") != NULL) forbid_ptrace();  /* the module then writes the report */
     printf("plugin_work %p\n", (void *)work);
     fflush(stdout);
     return work(1);
