@@ -89,4 +89,18 @@ extension RunCrashTests {
             && lines[crashed + 1].contains(" 0x\(hexDigits(called, width: 16)) 0x\(hexDigits(base)) + \(called - base)  (unloaded ")
             && lines[crashed + 1].hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
   }
+
+  /// `--unloaded-history 0` keeps none: the frame is in no image the report knows of. A count above 64
+  /// is a usage error.
+  @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil, "needs cc, gcc and readelf"))
+  func unloadedHistoryCountIsTheUsers() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-unloaded")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
+    let run = try Self.crash("unloaded", extra: ["--unloaded-history", "0", "--crash-wait"], environment: ["CRASH_PLUGIN": plugin.path])
+    #expect(run.result.signal == SIGSEGV)
+    #expect(!run.text.isEmpty && !run.text.contains("Unloaded Images:") && !run.text.contains("libplugin.so"), "\(run.text)")
+    let usage = try runProcessTest([processTestImagelog, "run", "--unloaded-history", "65", "--", "true"])
+    #expect(usage.exitStatus == 64)
+    #expect(usage.error.hasPrefix("Error: '65' is not a count of images (0 to 64) for --unloaded-history\n"), "\(usage.error)")
+  }
 }

@@ -45,6 +45,9 @@ struct RunCommand: Command {
       --crash-wait            Keep a crashing program until its report is final (symbolicated)
                               and its minidump written, so that when it has exited the files in
                               <directory> are the last ones (see CRASHES).
+      --unloaded-history <count>
+                              How many images the program removed (dlclose) a crash report lists
+                              under Unloaded Images (0 to 64; default: 16).
       -h, --help              Show help information.
 
     NOTES:
@@ -87,7 +90,7 @@ struct RunCommand: Command {
       capture it (ptrace refused by a seccomp filter, a timeout), the module says why on standard
       error and writes a shorter report itself: every thread listed, the crashed one unwound in
       process, its registers, Binary Images. Both reports, and the minidump (UnloadedModuleList),
-      list the last 16 images the program removed (dlclose) under Unloaded Images, with their
+      list the last images the program removed (dlclose; --unloaded-history) under Unloaded Images, with their
       build-ids, when they went and by which thread; a frame whose code is no longer mapped is named
       after the image it was in ("(unloaded 3.200 ms before the crash by thread 4)").
       A handler the program installs itself replaces
