@@ -49,7 +49,14 @@ static void w_frame(il_writer *w, int index, uint64_t address, int trust, const 
   il_unloaded_entry gone;
   const il_unloaded_history *history = il_crash_unloaded_history();
   if (entry != NULL) {
-    w_frame_line(w, index, address, slot->text + entry->name_offset, entry->name_length, entry->load_address, trust);
+    /* Where an image removed before the crash had been: both said. */
+    const char *name = slot->text + entry->name_offset;
+    char note[IL_UNLOADED_PATH * 4 + 128];
+    il_line line = {note, sizeof note, 0, 0};
+    int was_here = history != NULL && il_unloaded_lookup(history, address, &gone) &&
+                   il_unloaded_was_here(&line, &gone, name, entry->name_length, entry->load_address, crash_ns);
+    w_frame_line_noted(w, index, address, name, entry->name_length, entry->load_address, trust,
+                       was_here ? note : NULL, line.used);
   } else if (history != NULL && il_unloaded_lookup(history, address, &gone)) {
     /* In no mapped image but in one removed before the crash: named, with when it went. */
     char note[128];

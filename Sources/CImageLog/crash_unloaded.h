@@ -144,6 +144,22 @@ static inline void il_unloaded_when(il_line *line, const il_unloaded_entry *entr
   il_line_decimal(line, (uint64_t)(uint32_t)entry->tid);
 }
 
+/* The note of a frame in a mapped image (`name`, loaded at `base`) where the removed image `entry` had
+   been: "libplugin.so was here, unloaded 3.200 ms before the crash by thread 4". 0 (nothing written)
+   when `entry` is that image itself loaded again: the same name at the same address. */
+static inline int il_unloaded_was_here(il_line *line, const il_unloaded_entry *entry, const char *name,
+                                       size_t name_length, uint64_t base, int64_t crash_ns) {
+  const char *gone = il_image_name(entry->path, entry->path_length);
+  size_t gone_length = entry->path_length - (size_t)(gone - entry->path);
+  int same = entry->base == base && gone_length == name_length;
+  for (size_t i = 0; same && i < name_length; i++) same = gone[i] == name[i];
+  if (same) return 0;
+  il_line_escaped(line, gone, gone_length);
+  il_line_text(line, " was here, ");
+  il_unloaded_when(line, entry, crash_ns);
+  return 1;
+}
+
 /* The entry's Unloaded Images line (no newline), the Binary Images `crash` line of the image with its
    whole build-id, then when it went and how long it had been loaded:
    "0xBASE - 0xLAST NAME ARCH  <BUILDID> PATH  unloaded 3.200 ms before the crash by thread 4, loaded

@@ -98,8 +98,17 @@ static void crash_write_frames(il_writer *w, const void *context) {
     uint64_t address = cursor.registers.value[pc], base = address;
     size_t name_length = 0;
     const char *name = crash_frame_image(address, &base, &name_length);
-    if (name != NULL || !crash_write_unloaded_frame(w, index, address, (int)cursor.trust))
-      w_frame_line(w, index, address, name, name_length, name != NULL ? base : address, (int)cursor.trust);
+    if (name != NULL) {
+      /* Where an image removed before the crash had been: both said. */
+      static il_unloaded_entry gone;
+      static char note[IL_UNLOADED_PATH * 4 + 128];
+      il_line line = {note, sizeof note, 0, 0};
+      int was_here = il_unloaded_lookup(&audit_unloaded, address, &gone) &&
+                     il_unloaded_was_here(&line, &gone, name, name_length, base, audit_record.time_ns);
+      w_frame_line_noted(w, index, address, name, name_length, base, (int)cursor.trust, was_here ? note : NULL, line.used);
+    } else if (!crash_write_unloaded_frame(w, index, address, (int)cursor.trust)) {
+      w_frame_line(w, index, address, NULL, 0, address, (int)cursor.trust);
+    }
     if (!il_unwind_step(&unwinder, &cursor)) break;
   }
 }

@@ -53,4 +53,11 @@ extension ProcessSnapshot {
   public func unloadedImage(holding address: Address) -> UnloadedImage? {
     unloadedImages.first { $0.contains(address) }
   }
+
+  /// The newest unloaded image whose mapping held `address`, now in `image` (mapped there after it):
+  /// `nil` when none did, or when it was `image` itself loaded again (the same path at the same address).
+  public func previousImage(at address: Address, in image: Image) -> UnloadedImage? {
+    guard let gone = unloadedImage(holding: address) else { return nil }
+    return gone.path == image.path && gone.baseAddress == image.loadAddress ? nil : gone
+  }
 }

@@ -47,7 +47,10 @@ extension ProcessSnapshot {
         let gone = image == nil ? unloadedImage(holding: frame.address) : nil
         let prefix = Self.framePrefix(frame.number, name: gone.map { TextEscaping.escaped($0.name) } ?? image.map { names[$0] } ?? "???",
                                       address: frame.address)
-        let mark = (gone.map { "  (\($0.whenText))" } ?? "") + ProcessSnapshot.Frame.trustMark(frame.trust)
+        // In a mapped image where another, removed before the crash, had been: both said.
+        let before = image.flatMap { previousImage(at: frame.address, in: images[$0]) }
+        let note = gone.map { "  (\($0.whenText))" } ?? before.map { "  (\(TextEscaping.escaped($0.name)) was here, \($0.whenText))" }
+        let mark = (note ?? "") + ProcessSnapshot.Frame.trustMark(frame.trust)
         let base = gone?.baseAddress ?? image.map { images[$0].loadAddress } ?? frame.address
         switch frame.symbols.status {
         case .symbolicated:

@@ -119,8 +119,9 @@ extension ProcessSnapshot {
     ]
     if let name = result.imageName { members.append(("image", .string(name))) }
     if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
-    if frame.imageIndex == nil, let gone = unloadedImage(holding: frame.address) {
-      // Code no longer mapped, in an image removed before the crash.
+    let mapped = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
+    if let gone = mapped.map({ previousImage(at: frame.address, in: $0) }) ?? unloadedImage(holding: frame.address) {
+      // Code no longer mapped, in an image removed before the crash (or mapped over since).
       members += [("unloadedImage", .string(gone.name)), ("unloadedImageOffset", .number(String(frame.address - gone.baseAddress)))]
     }
     if let trust = frame.markedTrust { members.append(("trust", .string(trust.rawValue))) }

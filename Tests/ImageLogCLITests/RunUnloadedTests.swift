@@ -103,4 +103,21 @@ extension RunCrashTests {
     #expect(usage.exitStatus == 64)
     #expect(usage.error.hasPrefix("Error: '65' is not a count of images (0 to 64) for --unloaded-history\n"), "\(usage.error)")
   }
+
+  /// Another library opened after the plugin was closed, mapped where it was (unloaded-other.c, int3
+  /// where plugin_work was): frame 0 is named in that library, and the report says the plugin was there.
+  @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil, "needs cc, gcc and readelf"))
+  func libraryMappedWhereThePluginWasIsSaidBeside() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-unloaded")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
+    let run = try Self.crash("unloaded", extra: ["--crash-wait"], environment: ["CRASH_PLUGIN": plugin.path, "CRASH_OTHER": plugin.other])
+    #expect(run.result.signal == SIGTRAP, "\(run.result.error)")
+    let lines = run.text.split(separator: "\n", omittingEmptySubsequences: false)
+    let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread 0 Crashed:") }, "\(run.text)")
+    let frame0 = lines[crashed + 1]
+    #expect(frame0.hasPrefix("0   libother.so ") && frame0.contains(" other_traps + ")
+            && frame0.contains("  (libplugin.so was here, unloaded ")
+            && frame0.hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
+    #expect(run.text.contains("\nUnloaded Images:\n") && run.text.contains("<\(plugin.buildID)> \(plugin.path)  unloaded "), "\(run.text)")
+  }
 }

@@ -46,7 +46,8 @@ struct ParsedCrashReport {
     var offset: UInt64
     /// nil (call frame information or the context), "frame pointer" or "stack scan".
     var trust: String? = nil
-    /// For a frame in an image removed before the crash: "unloaded 3.200 ms before the crash by thread 4".
+    /// For a frame in an image removed before the crash: "unloaded 3.200 ms before the crash by thread 4";
+    /// in one mapped where a removed one had been: "libplugin.so was here, unloaded ...".
     var unloaded: String? = nil
   }
 
@@ -200,10 +201,12 @@ struct ParsedCrashReport {
       trust = mark
       line = String(line.dropLast(mark.count + 4))
     }
-    // A frame in an image removed before the crash: "  (unloaded 3.200 ms before the crash by thread 4)".
+    // A frame in an image removed before the crash: "  (unloaded 3.200 ms before the crash by thread 4)",
+    // or in one mapped where it had been: "  (libplugin.so was here, unloaded ...)".
     var unloaded: String?
-    if line.hasSuffix(")"), let open = line.ranges(of: "  (unloaded ").last {
-      unloaded = "unloaded " + String(line[open.upperBound...].dropLast())
+    if line.hasSuffix(")"), let open = line.ranges(of: "  (").last,
+       line[open.upperBound...].hasPrefix("unloaded ") || line[open.upperBound...].contains(" was here, unloaded ") {
+      unloaded = String(line[open.upperBound...].dropLast())
       line = String(line[..<open.lowerBound])
     }
     let tokens = line.split(separator: " ")

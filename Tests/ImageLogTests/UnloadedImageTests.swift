@@ -43,6 +43,28 @@ import Testing
     // Nothing of the plugin is mapped any more: it is not among the Binary Images.
     #expect(!report.images.contains { $0.name == "libplugin.so" })
   }
+
+  /// Another library opened after the plugin was closed, mapped where it was (unloaded-other.c, int3
+  /// where plugin_work was): the frame is in the mapped library, and the report says the plugin was there.
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportSaysWhatWasThereBefore() throws {
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
+                                          readelf: try #require(CrashHandlerTests.readelf))
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(program, ["unloaded", reportPath, "\(directory)/maps"],
+                                          environment: ["CRASH_PLUGIN": plugin.path, "CRASH_OTHER": plugin.other], timeoutSeconds: 60)
+    #expect(result.terminationSignal == SIGTRAP, "\(result.stdout)\(result.stderr)")
+    let text = try #require(readFile(reportPath))
+    let report = try ParsedCrashReport(text)
+    let frame = try #require(report.frames.first)
+    let other = try #require(report.images.first { $0.name == "libother.so" }, "\(text)")
+    #expect(frame.imageName == "libother.so" && frame.loadAddress == other.start, "\(text)")
+    #expect(frame.unloaded?.hasPrefix("libplugin.so was here, unloaded ") == true
+            && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
+    #expect(report.unloadedImages.count == 1 && report.unloadedImages.first?.contains("<\(plugin.buildID)>") == true, "\(text)")
+  }
 }
 
 /// `CrashReporter.install(helper:)` in a Swift program (this test binary, re-run as a child): the table the

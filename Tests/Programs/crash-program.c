@@ -16,7 +16,8 @@
    vfork: a vfork child crashes before it executes anything, then the parent. nofile: RLIMIT_NOFILE 3
    (no descriptor left to open), then null. forkhang (built with
    -DIL_HELPER_TEST_HOOKS, with a helper): a child forked while the handler's pipes are open lives on.
-   unloaded: calls into the plugin CRASH_PLUGIN (unloaded-plugin.c) after closing it. */
+   unloaded: calls into the plugin CRASH_PLUGIN (unloaded-plugin.c) after closing it; with CRASH_OTHER
+   (unloaded-other.c) loaded where the plugin was first, the call traps in that library. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
 #include "test-threads.h"
@@ -127,6 +128,18 @@ __attribute__((noinline)) void crash_call_unloaded(void) {
   dl_iterate_phdr(add_image, &index);
   dlclose(handle);
   il_crash_table_remove((uint64_t)(uintptr_t)where.dli_fbase);
+  const char *other = getenv("CRASH_OTHER");
+  if (other != NULL) {
+    /* Another library mapped where the plugin was (and put in the table): the call traps in it. */
+    Dl_info now;
+    if (dlopen(other, RTLD_NOW) == NULL || dladdr((void *)work, &now) == 0 || now.dli_fname == NULL ||
+        strcmp(now.dli_fname, other) != 0) {
+      fprintf(stderr, "CRASH_OTHER was not mapped where the plugin was\n");
+      exit(4);
+    }
+    add_only = (uint64_t)(uintptr_t)now.dli_fbase;
+    dl_iterate_phdr(add_image, &index);
+  }
   printf("plugin_work %p\n", (void *)work);
   fflush(stdout);
   work(1);
