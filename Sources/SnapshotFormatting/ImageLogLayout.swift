@@ -47,10 +47,7 @@ extension ProcessSnapshot {
         let gone = image == nil ? unloadedImage(holding: frame.address) : nil
         let prefix = Self.framePrefix(frame.number, name: gone.map { TextEscaping.escaped($0.name) } ?? image.map { names[$0] } ?? "???",
                                       address: frame.address)
-        // In a mapped image where another, removed before the crash, had been: both said.
-        let before = image.flatMap { previousImage(at: frame.address, in: images[$0]) }
-        let note = gone.map { "  (\($0.whenText))" } ?? before.map { "  (\(TextEscaping.escaped($0.name)) was here, \($0.whenText))" }
-        let mark = (note ?? "") + ProcessSnapshot.Frame.trustMark(frame.trust)
+        let mark = (unloadedNote(frame) ?? "") + ProcessSnapshot.Frame.trustMark(frame.trust)
         let base = gone?.baseAddress ?? image.map { images[$0].loadAddress } ?? frame.address
         switch frame.symbols.status {
         case .symbolicated:
@@ -92,6 +89,16 @@ extension ProcessSnapshot {
       for gone in unloadedImages { out += Self.unloadedLine(gone, architecture: architecture) + "\n" }
     }
     return out
+  }
+
+  /// The note imagelog's layout writes on a frame in an image removed before the crash,
+  /// `  (unloaded 3.200 ms before the crash by thread 4)`, or in a mapped image where such an image had
+  /// been, `  (libplugin.so was here, unloaded ...)`; `nil` for the others.
+  func unloadedNote(_ frame: Frame) -> String? {
+    if let index = frame.imageIndex, images.indices.contains(index) {
+      return previousImage(at: frame.address, in: images[index]).map { "  (\(TextEscaping.escaped($0.name)) was here, \($0.whenText))" }
+    }
+    return unloadedImage(holding: frame.address).map { "  (\($0.whenText))" }
   }
 
   /// An Unloaded Images line, the bytes `crash_unloaded.h`'s `il_unloaded_line` writes: the image's

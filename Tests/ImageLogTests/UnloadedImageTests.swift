@@ -42,6 +42,16 @@ import Testing
             && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
     // Nothing of the plugin is mapped any more: it is not among the Binary Images.
     #expect(!report.images.contains { $0.name == "libplugin.so" })
+    // imagelog symbolicate reads the section back and names the frame from the plugin's file.
+    if let imagelog = CrashHandlerTests.imagelogWithSymbolicate {
+      let symbolicated = try CrashTestSupport.run(imagelog, ["symbolicate", reportPath], environment: ["DEBUGINFOD_URLS": ""])
+      #expect(symbolicated.exitCode == 0, "\(symbolicated.stderr)")
+      #expect(symbolicated.stdout.contains("0x\(String(called, radix: 16).leftPadded(16)) plugin_work + 0  (unloaded "),
+              "\(symbolicated.stdout)")
+      #expect(symbolicated.stdout.contains("\nUnloaded Images:\n\(line)\n"), "\(symbolicated.stdout)")
+    } else {
+      Issue.record("imagelog symbolicate is not built beside the tests")
+    }
   }
 
   /// Another library opened after the plugin was closed, mapped where it was (unloaded-other.c, int3
@@ -113,4 +123,9 @@ extension UnloadedImageTests {
     dlclose(handle)
     _ = work(1)
   }
+}
+
+extension String {
+  /// The string with leading zeros up to `width` characters.
+  fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

@@ -1,5 +1,6 @@
 import ImageReaders
 import Snapshot
+@testable import SnapshotFormatting
 @testable import SnapshotSources
 import Testing
 
@@ -74,5 +75,23 @@ import Testing
     let extreme = Self.entry(sequence: 2, loaded: .max, unloaded: .min)
     let images = try CrashRecord.decodeHistoryEntries(extreme, capacity: 1, written: .max, crashNanoseconds: .max)
     #expect(images.count == 1 && images[0].unloadedBeforeCrashNanoseconds == nil && images[0].loadedForNanoseconds == nil)
+  }
+
+  /// An Unloaded Images line of imagelog's report read back (`imagelog symbolicate` of an in-process
+  /// report) and written again: the same bytes; lines that are not one are refused.
+  @Test(arguments: [
+    "0x7f4bc74b4000 - 0x7f4bc74b800f libplugin.so x86_64  <788bc8dfa9c58ec90d336ae1cb40bcb2864d9201> /tmp/a b/libplugin.so  unloaded 0.144 ms before the crash by thread 10802, loaded for 0.014 ms",
+    "0x1000 - 0x1fff libx.so x86_64  <> /p/libx.so  unloaded 12.000 ms before the crash by thread 4",
+  ])
+  func reportLineRoundTrips(line: String) throws {
+    let gone = try #require(AppleCrashParser.unloadedImage(line))
+    #expect(ProcessSnapshot.unloadedLine(gone, architecture: "x86_64") == line)
+  }
+
+  @Test func notAnUnloadedLine() {
+    #expect(AppleCrashParser.unloadedImage("0x1000 - 0x1fff lib.so x86_64  <ab> /p/lib.so") == nil)
+    #expect(AppleCrashParser.unloadedImage("unloaded 1.000 ms before the crash") == nil)
+    #expect(AppleCrashParser.unloadedImage("0x2000 - 0x1fff lib.so x86_64  <ab> /p/lib.so  unloaded 1.000 ms") == nil)
+    #expect(AppleCrashParser.nanoseconds("99999999999999.000") == nil && AppleCrashParser.nanoseconds("1.5") == nil)
   }
 }
