@@ -62,9 +62,9 @@ static void w_frame(il_writer *w, int index, uint64_t address, int trust, const 
     char note[128];
     il_line line = {note, sizeof note, 0, 0};
     il_unloaded_when(&line, &gone, crash_ns);
-    const char *name = il_image_name(gone.path, gone.path_length);
-    w_frame_line_noted(w, index, address, name, gone.path_length - (size_t)(name - gone.path), gone.base, trust,
-                       note, line.used);
+    char name[IL_UNLOADED_PATH * 4];
+    il_line named = {name, sizeof name, 0, 0};
+    w_frame_line_noted(w, index, address, name, il_unloaded_name(&named, &gone), gone.base, trust, note, line.used);
   } else {
     w_frame_line(w, index, address, NULL, 0, address, trust);
   }

@@ -144,6 +144,14 @@ static inline void il_unloaded_when(il_line *line, const il_unloaded_entry *entr
   il_line_decimal(line, (uint64_t)(uint32_t)entry->tid);
 }
 
+/* The entry's name (its path's last part), escaped as the Binary Images lines escape names: the name
+   column of a frame in the image. */
+static inline size_t il_unloaded_name(il_line *line, const il_unloaded_entry *entry) {
+  const char *name = il_image_name(entry->path, entry->path_length);
+  il_line_escaped(line, name, entry->path_length - (size_t)(name - entry->path));
+  return line->used;
+}
+
 /* The note of a frame in a mapped image (`name`, loaded at `base`) where the removed image `entry` had
    been: "libplugin.so was here, unloaded 3.200 ms before the crash by thread 4". 0 (nothing written)
    when `entry` is that image itself loaded again: the same name at the same address. */

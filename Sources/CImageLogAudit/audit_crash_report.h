@@ -77,9 +77,9 @@ static int crash_write_unloaded_frame(il_writer *w, int index, uint64_t address,
   char note[128];
   il_line line = {note, sizeof note, 0, 0};
   il_unloaded_when(&line, &gone, audit_record.time_ns);
-  const char *name = il_image_name(gone.path, gone.path_length);
-  w_frame_line_noted(w, index, address, name, gone.path_length - (size_t)(name - gone.path), gone.base, trust, note,
-                     line.used);
+  char name[IL_UNLOADED_PATH * 4];
+  il_line named = {name, sizeof name, 0, 0};
+  w_frame_line_noted(w, index, address, name, il_unloaded_name(&named, &gone), gone.base, trust, note, line.used);
   return 1;
 }
 

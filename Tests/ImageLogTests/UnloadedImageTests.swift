@@ -81,24 +81,39 @@ import Testing
 /// library's observers keep records the plugin as it is closed, and the helper reads that history through
 /// the crash record.
 extension UnloadedImageTests {
-  @Test(.enabled(if: access(CrashHelperTests.imagelog, X_OK) == 0 && CrashHandlerTests.compiler != nil
-                   && CrashHandlerTests.readelf != nil, "needs the built imagelog, cc and readelf"))
-  func helperReportOfTheLibraryNamesTheUnloadedPlugin() throws {
+  /// The child's helper report: the test binary re-run as `unloadedChild`, keeping `keep` removed images
+  /// when given (`CrashReporter.keepUnloadedImages`).
+  static func childReport(keep: Int? = nil) throws -> (text: String, plugin: UnloadedPlugin) {
     let executable = try #require(CrashReporterTests.selfExecutable())
     let directory = CrashTestSupport.makeTemporaryDirectory("imagelog-unloaded-swift")
     let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
                                           readelf: try #require(CrashHandlerTests.readelf))
     let crashes = directory + "/crashes"
     mkdir(crashes, 0o755)
+    var environment = ["IMAGELOG_UNLOADED_CHILD": crashes, "IMAGELOG_UNLOADED_PLUGIN": plugin.path, "DEBUGINFOD_URLS": "",
+                       "SWIFT_BACKTRACE": "enable=no"]
+    if let keep { environment["IMAGELOG_UNLOADED_KEEP"] = String(keep) }
     let result = try CrashTestSupport.run(executable, ["--testing-library", "swift-testing", "--filter", "unloadedChild"],
-                                          environment: ["IMAGELOG_UNLOADED_CHILD": crashes, "IMAGELOG_UNLOADED_PLUGIN": plugin.path,
-                                                        "DEBUGINFOD_URLS": "", "SWIFT_BACKTRACE": "enable=no"],
-                                          timeoutSeconds: 300)
+                                          environment: environment, timeoutSeconds: 300)
     #expect(!result.timedOut)
     #expect(result.terminationSignal == SIGSEGV, "\(result.stderr.suffix(2000))")
     let files = try finishedCrashDirectory(crashes, helperWrote: result.stderr.contains("report written to"))
     let report = try #require(files.first { $0.hasSuffix(".crash") }, "\(files)")
-    let text = try #require(readFile("\(crashes)/\(report)"))
+    return (try #require(readFile("\(crashes)/\(report)")), plugin)
+  }
+
+  @Test(.enabled(if: access(CrashHelperTests.imagelog, X_OK) == 0 && CrashHandlerTests.compiler != nil
+                   && CrashHandlerTests.readelf != nil, "needs the built imagelog, cc and readelf"))
+  func keepingNoUnloadedImagesListsNone() throws {
+    let (text, _) = try Self.childReport(keep: 0)
+    #expect(!text.contains("Unloaded Images:") && !text.contains("libplugin.so"), "\(text)")
+    #expect(CrashReporter.keepUnloadedImages(65) == false && CrashReporter.keepUnloadedImages(-1) == false)
+  }
+
+  @Test(.enabled(if: access(CrashHelperTests.imagelog, X_OK) == 0 && CrashHandlerTests.compiler != nil
+                   && CrashHandlerTests.readelf != nil, "needs the built imagelog, cc and readelf"))
+  func helperReportOfTheLibraryNamesTheUnloadedPlugin() throws {
+    let (text, plugin) = try Self.childReport()
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
     let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(text)")
     let line = lines[heading + 1]
@@ -117,6 +132,9 @@ extension UnloadedImageTests {
   func unloadedChild() throws {
     try CrashReporter.install(helper: CrashHelperTests.imagelog,
                               crashDirectory: String(cString: getenv("IMAGELOG_UNLOADED_CHILD")!))
+    if let keep = getenv("IMAGELOG_UNLOADED_KEEP").flatMap({ Int(String(cString: $0)) }) {
+      #expect(CrashReporter.keepUnloadedImages(keep))
+    }
     let handle = try #require(dlopen(getenv("IMAGELOG_UNLOADED_PLUGIN"), RTLD_NOW))
     let symbol = try #require(dlsym(handle, "plugin_work"))
     let work = unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
