@@ -9,19 +9,27 @@ import Testing
 /// build-id `readelf -n` gives, and names it in the crashing frame, with when and by which thread it
 /// went.
 @Suite struct UnloadedImageTests {
-  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
-  func inProcessReportNamesTheUnloadedPlugin() throws {
+  /// crash-program.c's "unloaded" mode (with `other`: CRASH_OTHER too), dead of `signal`: its result,
+  /// report (path, text, parsed) and plugin.
+  static func inProcessCrash(other: Bool = false, signal: Int32 = SIGSEGV) throws
+    -> (result: CrashTestSupport.ProcessResult, reportPath: String, text: String, report: ParsedCrashReport, plugin: UnloadedPlugin) {
     let program = try CrashHandlerTests.program.get()
     let directory = CrashTestSupport.makeTemporaryDirectory()
     let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
                                           readelf: try #require(CrashHandlerTests.readelf))
     let reportPath = "\(directory)/report.crash"
     let result = try CrashTestSupport.run(program, ["unloaded", reportPath, "\(directory)/maps"],
-                                          environment: ["CRASH_PLUGIN": plugin.path], timeoutSeconds: 60)
+                                          environment: ["CRASH_PLUGIN": plugin.path].merging(other ? ["CRASH_OTHER": plugin.other] : [:]) { $1 },
+                                          timeoutSeconds: 60)
     #expect(!result.timedOut, "the crash handler hung")
-    #expect(result.terminationSignal == SIGSEGV, "\(result.stdout)\(result.stderr)")
+    #expect(result.terminationSignal == signal, "\(result.stdout)\(result.stderr)")
     let text = try #require(readFile(reportPath))
-    let report = try ParsedCrashReport(text)
+    return (result, reportPath, text, try ParsedCrashReport(text), plugin)
+  }
+
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportNamesTheUnloadedPlugin() throws {
+    let (result, reportPath, text, report, plugin) = try Self.inProcessCrash()
     // The pointer the program called, as it printed it: frame 0's pc.
     let called = try #require(result.stdout.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) })
 
@@ -58,16 +66,7 @@ import Testing
   /// where plugin_work was): the frame is in the mapped library, and the report says the plugin was there.
   @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
   func inProcessReportSaysWhatWasThereBefore() throws {
-    let program = try CrashHandlerTests.program.get()
-    let directory = CrashTestSupport.makeTemporaryDirectory()
-    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
-                                          readelf: try #require(CrashHandlerTests.readelf))
-    let reportPath = "\(directory)/report.crash"
-    let result = try CrashTestSupport.run(program, ["unloaded", reportPath, "\(directory)/maps"],
-                                          environment: ["CRASH_PLUGIN": plugin.path, "CRASH_OTHER": plugin.other], timeoutSeconds: 60)
-    #expect(result.terminationSignal == SIGTRAP, "\(result.stdout)\(result.stderr)")
-    let text = try #require(readFile(reportPath))
-    let report = try ParsedCrashReport(text)
+    let (result, _, text, report, plugin) = try Self.inProcessCrash(other: true, signal: SIGTRAP)
     let frame = try #require(report.frames.first)
     let other = try #require(report.images.first { $0.name == "libother.so" }, "\(text)")
     #expect(frame.imageName == "libother.so" && frame.loadAddress == other.start, "\(text)")
