@@ -17,9 +17,15 @@ tools:
 
 # DEBUGINFOD_URLS is emptied: symbolication tests must not ask servers on the network (the debuginfod
 # test starts its own on 127.0.0.1 and names it itself).
+# A warning fails the build step (the compilers' warnings do not stop a build): every source and test
+# target is compiled before the tests run, and the log is searched. On a fresh checkout (CI) that is
+# every file; an incremental build shows only what it recompiles.
 test: tools
-	$(SWIFT) build
-	DEBUGINFOD_URLS= $(SWIFT) test
+	@log=$$(mktemp) && trap 'rm -f "$$log" "$$log.status"' EXIT && \
+	  { $(SWIFT) build --build-tests 2>&1; echo $$? > "$$log.status"; } | tee "$$log" && \
+	  status=$$(cat "$$log.status") && if [ "$$status" != 0 ]; then exit "$$status"; fi && \
+	  if grep -q 'warning:' "$$log"; then echo 'make test: the build printed warnings (above)' >&2; exit 1; fi
+	DEBUGINFOD_URLS= $(SWIFT) test --skip-build
 
 # --disable-local-rpath: the executables need no $ORIGIN search path (imagelog links the Swift runtime in),
 # and without one the loader does not probe a dozen missing folders under it at every start.
@@ -42,7 +48,7 @@ fixtures:
 	Scripts/make-linux-report-fixtures
 
 # libFuzzer over BinaryFile.parse, the core reader and the minidump reader: Tests/Fuzz/*.swift compiled with
-# Sources/ImageReaders into one module (no package target), seeded with every committed fixture (minidumps
+# Sources/ImageReaders (and the hostile minidump shapes' builder) into one module (no package target), seeded with every committed fixture (minidumps
 # included); then the unwinder's C engine (Tests/Fuzz/FuzzUnwind.c
 # with Sources/CImageLogUnwind, clang -fsanitize=fuzzer,address,undefined) over the same seeds, each read as a
 # process's memory. FUZZ_SECONDS=600 make fuzz for a longer run (each target gets FUZZ_SECONDS).
@@ -52,7 +58,8 @@ CLANG ?= clang
 fuzz:
 	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/corpus-unwind $(FUZZ_DIR)/artifacts
 	swiftc -O -sanitize=fuzzer,address -parse-as-library -module-name ImageReadersFuzz -package-name imagelog \
-	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift -o $(FUZZ_DIR)/fuzz-binary-file
+	  $$(find Sources/ImageReaders -name '*.swift' | sort) Tests/Fuzz/*.swift Tests/ImageLogTestSupport/MinidumpShapes.swift \
+	  -o $(FUZZ_DIR)/fuzz-binary-file
 	$(CLANG) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -I Sources/CImageLogUnwind/include Sources/CImageLogUnwind/*.c Tests/Fuzz/FuzzUnwind.c \
 	  -o $(FUZZ_DIR)/fuzz-unwind

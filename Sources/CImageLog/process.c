@@ -60,3 +60,7 @@ int il_was_interrupted(void) { return interrupted != 0; }
 int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size) {
   return fsetxattr(descriptor, name, value, size, 0);
 }
+
+long il_get_file_attribute(const char *path, const char *name, void *value, size_t size) {
+  return lgetxattr(path, name, value, size);
+}

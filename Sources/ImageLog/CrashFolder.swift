@@ -9,10 +9,22 @@ import ImageReaders
 ///
 /// A file is written unnamed (`O_TMPFILE`) and linked under its name once complete, so a reader of
 /// the folder never sees half a file (on a file system without `O_TMPFILE`: a hidden `.NAME.tmp-*`
-/// renamed). Files are made as systemd-coredump makes its cores: owned by the writer (root, for a
-/// handler the kernel starts), mode 0640, and readable by the crashed process's user through a POSIX
-/// ACL entry when one is asked for (`Access.readableBy`), written as the kernel's
+/// renamed). A name already taken by any entry (a file, a folder, a FIFO, a symbolic link even when
+/// dangling) is never written over or through: the crash takes the next free name (`freeStem`).
+/// Files are owned by the writer (root, for a handler the kernel starts), mode 0600 (they hold a
+/// process's memory), and readable by the crashed process's user through a POSIX ACL entry when one
+/// is asked for (`Access.readableBy`), as systemd-coredump grants it, written as the kernel's
 /// `system.posix_acl_access` attribute (no ACL library needed).
+///
+/// Each file carries the attribute `user.imagelog.crash` (`marker`), whose value is the name it was
+/// written under, set on the unnamed file before it is linked. Only a file that is ours (owned by the
+/// effective user) and carries the marker with its own name is ever removed (`removeOldest`): a file
+/// another user made is never the writer's, and of the writer's own files only those it made as
+/// crash files (a `user.` attribute can be set only by a file's owner or a privileged process, and is
+/// kept by rename, not by a plain copy). An attribute rather than a mode pattern (which any other file may
+/// happen to have) or an index file (shared state to lock, which another user could plant or remove
+/// in a world-writable folder); on a file system without `user.` attributes the files stay unmarked
+/// and are never removed, and the writer says so.
 package struct CrashFolder: Sendable {
   /// The folder.
   package let path: String
@@ -62,10 +74,76 @@ package struct CrashFolder: Sendable {
       + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
   }
 
-  /// True when no file of the crash `stem` is in the folder.
+  /// True when no entry of the crash `stem` is in the folder: no file, folder, FIFO or symbolic link
+  /// (dangling or not) has the name of one of its files (lstat(2): a link is not followed).
   package func isFree(_ stem: String, extensions: [String]) -> Bool {
-    extensions.allSatisfy { PathBytes.withCString("\(path)/\(stem).\($0)") { access($0, F_OK) } != 0 }
+    extensions.allSatisfy { ext in
+      var info = stat()
+      return PathBytes.withCString("\(path)/\(stem).\(ext)") { lstat($0, &info) } != 0 && errno == ENOENT
+    }
   }
+
+  /// `PROGRAM.PID.TIME` when free (`isFree`) for every one of `extensions`, or with `_2`, `_3`...
+  /// after the program when a crash of that name is there (the last tried when 1000 are taken: its
+  /// files then fail to be named, and the writer says so).
+  package func freeStem(program: String, pid: Int32, time: Int64, extensions: [String]) -> String {
+    var stem = Self.stem(program: program, pid: pid, time: time)
+    var attempt = 2
+    while !isFree(stem, extensions: extensions), attempt < 1000 {
+      stem = Self.stem(program: "\(program)_\(attempt)", pid: pid, time: time)
+      attempt += 1
+    }
+    return stem
+  }
+
+  /// One crash's file names: `PROGRAM.PID.TIME` (`stem`), the first free one (`freeStem`), moved on
+  /// to the next free one when a name is taken before a file is linked under it.
+  package struct CrashNames: Sendable {
+    package let program: String
+    package let pid: Int32
+    /// Seconds since the epoch, in UTC.
+    package let time: Int64
+    package let extensions: [String]
+    /// The crash's `PROGRAM.PID.TIME` now.
+    package fileprivate(set) var stem: String
+
+    /// The first free names in `folder` for a crash of `program`, `pid` at `time`, with files of `extensions`.
+    package init(in folder: CrashFolder, program: String, pid: Int32, time: Int64, extensions: [String]) {
+      self.program = program
+      self.pid = pid
+      self.time = time
+      self.extensions = extensions
+      stem = folder.freeStem(program: program, pid: pid, time: time, extensions: extensions)
+    }
+  }
+
+  /// Commits `file` as `STEM.ext` of `names`: when another entry took that name since it was found
+  /// free (`EEXIST`), the crash moves on to the next free stem (the files committed after it too)
+  /// and the file is committed under it; at most 8 times.
+  package func commit(_ file: PendingFile, as names: inout CrashNames, extension ext: String,
+                      access: Access) throws(SystemError) -> (path: String, problem: String?) {
+    var tries = 0
+    while true {
+      do {
+        return try file.commit(as: "\(names.stem).\(ext)", access: access, time: names.time)
+      } catch where error.errno == EEXIST && tries < 8 {
+        tries += 1
+        names.stem = freeStem(program: names.program, pid: names.pid, time: names.time, extensions: names.extensions)
+      }
+    }
+  }
+
+  /// Writes `bytes` as the crash file `STEM.ext` of `names` (`create`, then `commit(_:as:extension:access:)`).
+  package func write(_ bytes: [UInt8], as names: inout CrashNames, extension ext: String,
+                     access: Access) throws(SystemError) -> (path: String, problem: String?) {
+    let file = try create()
+    guard bytes.withUnsafeBytes({ writeAll(to: file.descriptor, $0) }) else { throw .current("cannot write \(names.stem).\(ext)") }
+    return try commit(file, as: &names, extension: ext, access: access)
+  }
+
+  /// The extended attribute that marks a file this writer made as a crash file; its value is the
+  /// name the file was written under.
+  static let marker = "user.imagelog.crash"
 
   /// A file being written in the folder, not yet visible under any name.
   package final class PendingFile {
@@ -87,10 +165,11 @@ package struct CrashFolder: Sendable {
       close(descriptor)
     }
 
-    /// Gives the file `access`, its modification time `time`, writes it to disk and links it as `name`
-    /// in the folder; returns the path. Fails when `name` exists. An ACL the file system refuses
-    /// leaves the file at mode 0640 and is said in `aclProblem`.
-    package func commit(as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, aclProblem: String?) {
+    /// Gives the file `access`, its modification time `time` and the folder's `marker`, writes it to
+    /// disk and links it as `name` in the folder; returns the path. Fails with `EEXIST` when any entry
+    /// has that name (then the file can be committed again under another). An ACL or a marker the file
+    /// system refuses leaves the file at mode 0600, or unmarked, and is said in `problem`.
+    package func commit(as name: String, access: Access, time: Int64) throws(SystemError) -> (path: String, problem: String?) {
       try commit(as: name, access: access, time: time, replacing: false)
     }
 
@@ -98,11 +177,15 @@ package struct CrashFolder: Sendable {
     /// (rename(2)): a reader sees the old file or the new one, whole (the capture helper's symbolicated
     /// report over its first one).
     package func commit(as name: String, access: Access, time: Int64,
-                       replacing: Bool) throws(SystemError) -> (path: String, aclProblem: String?) {
-      var aclProblem: String?
-      guard fchmod(descriptor, 0o640) == 0 else { throw .current("cannot set the mode of \(name)") }
+                       replacing: Bool) throws(SystemError) -> (path: String, problem: String?) {
+      var problems: [String] = []
+      guard fchmod(descriptor, 0o600) == 0 else { throw .current("cannot set the mode of \(name)") }
       if let user = access.readableBy, !CrashFolder.grantRead(descriptor, to: user) {
-        aclProblem = "\(name): no ACL for uid \(user) (\(SystemError.current("fsetxattr system.posix_acl_access").reason)): mode 0640 only"
+        problems.append("\(name): no ACL for uid \(user) (\(SystemError.current("fsetxattr system.posix_acl_access").reason)): mode 0600 only")
+      }
+      if Array(name.utf8).withUnsafeBytes({ il_set_file_attribute(descriptor, CrashFolder.marker, $0.baseAddress, $0.count) }) != 0 {
+        problems.append("\(name): not marked as written here (\(SystemError.current("fsetxattr \(CrashFolder.marker)").reason)): "
+                        + "never removed by --max-crashes")
       }
       let omit = (1 << 30) - 2  // UTIME_OMIT: the access time stays
       var times = [timespec(tv_sec: 0, tv_nsec: omit), timespec(tv_sec: time_t(time), tv_nsec: 0)]
@@ -110,12 +193,15 @@ package struct CrashFolder: Sendable {
       guard fsync(descriptor) == 0 else { throw .current("cannot write \(name) to disk") }
       let target = "\(folder.path)/\(name)"
       if replacing {
-        // An unnamed file cannot be renamed: it is linked under a hidden name first.
-        let hidden = temporaryName.map { "\(folder.path)/\($0)" } ?? "\(folder.path)/.\(name).replacing-\(getpid())"
-        if temporaryName == nil {
-          guard PathBytes.withCString(hidden, { linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 else {
-            throw .current("cannot name \(hidden)")
-          }
+        // An unnamed file cannot be renamed: it is linked under a hidden name first, one no entry has
+        // (a name planted there is passed over, as a crash's own name is).
+        var hidden = temporaryName.map { "\(folder.path)/\($0)" } ?? ""
+        var attempt = 0
+        while temporaryName == nil {
+          hidden = "\(folder.path)/.\(name).replacing-\(getpid())-\(attempt)"
+          if PathBytes.withCString(hidden, { linkat(AT_FDCWD, "/proc/self/fd/\(descriptor)", AT_FDCWD, $0, AT_SYMLINK_FOLLOW) }) == 0 { break }
+          guard errno == EEXIST, attempt < 64 else { throw .current("cannot name \(hidden)") }
+          attempt += 1
         }
         guard PathBytes.withCString(hidden, { from in PathBytes.withCString(target) { rename(from, $0) } }) == 0 else {
           _ = PathBytes.withCString(hidden, unlink)
@@ -134,7 +220,7 @@ package struct CrashFolder: Sendable {
         }
       }
       finished = true
-      return (target, aclProblem)
+      return (target, problems.isEmpty ? nil : problems.joined(separator: "; "))
     }
   }
 
@@ -158,20 +244,20 @@ package struct CrashFolder: Sendable {
   /// Writes `text` as the file `name` (`create`, then `commit`); with `replacing`, in place of the file
   /// of that name.
   package func write(_ text: String, as name: String, access: Access, time: Int64,
-                    replacing: Bool = false) throws(SystemError) -> (path: String, aclProblem: String?) {
+                    replacing: Bool = false) throws(SystemError) -> (path: String, problem: String?) {
     try write(Array(text.utf8), as: name, access: access, time: time, replacing: replacing)
   }
 
   /// Writes `bytes` as the file `name` (`create`, then `commit`); with `replacing`, in place of the file
   /// of that name.
   package func write(_ bytes: [UInt8], as name: String, access: Access, time: Int64,
-                    replacing: Bool = false) throws(SystemError) -> (path: String, aclProblem: String?) {
+                    replacing: Bool = false) throws(SystemError) -> (path: String, problem: String?) {
     let file = try create()
     guard bytes.withUnsafeBytes({ writeAll(to: file.descriptor, $0) }) else { throw .current("cannot write \(name)") }
     return try file.commit(as: name, access: access, time: time, replacing: replacing)
   }
 
-  /// The POSIX ACL `user::rw-, user:UID:r--, group::r--, mask::r--, other::---` set on `descriptor`
+  /// The POSIX ACL `user::rw-, user:UID:r--, group::---, mask::r--, other::---` set on `descriptor`
   /// in the kernel's `system.posix_acl_access` form (version 2, then tag, permissions and id per
   /// entry, little-endian, in tag order). False when the file system refuses it.
   static func grantRead(_ descriptor: Int32, to user: UInt32) -> Bool {
@@ -186,35 +272,63 @@ package struct CrashFolder: Sendable {
     append32(2)  // POSIX_ACL_XATTR_VERSION
     entry(tag: 0x01, permissions: 6, id: undefined)  // ACL_USER_OBJ rw-
     entry(tag: 0x02, permissions: 4, id: user)       // ACL_USER r--
-    entry(tag: 0x04, permissions: 4, id: undefined)  // ACL_GROUP_OBJ r--
+    entry(tag: 0x04, permissions: 0, id: undefined)  // ACL_GROUP_OBJ ---
     entry(tag: 0x10, permissions: 4, id: undefined)  // ACL_MASK r--
     entry(tag: 0x20, permissions: 0, id: undefined)  // ACL_OTHER ---
     return bytes.withUnsafeBytes { il_set_file_attribute(descriptor, "system.posix_acl_access", $0.baseAddress, $0.count) } == 0
   }
 
-  /// Removes the files of the oldest crashes (by the time in their names, then their names) so that
-  /// at most `count` crashes remain; files of other names are not touched. Returns the paths removed.
+  /// Removes the files of the oldest crashes so that at most `count` crashes remain, never those of
+  /// `spared` (the crash just written). Only the writer's own crash files count: regular files named
+  /// `PROGRAM.PID.TIME.EXTENSION` with one of `extensions`, owned by the effective user and carrying
+  /// `marker` with their own name; nothing else is touched, whatever its name says. Crashes are
+  /// ordered by their files' modification times (the crash's time, set when written; only the owner
+  /// can change it), then by name, never by the time in a name. Returns the paths removed.
   @discardableResult
-  package func removeOldest(keeping count: Int, extensions: [String]) -> [String] {
+  package func removeOldest(keeping count: Int, sparing spared: String, extensions: [String]) -> [String] {
     guard let directory = PathBytes.withCString(path, opendir) else { return [] }
-    var files: [(stem: String, name: String)] = []
+    var names: [String] = []
     while let entry = readdir(directory) {
-      let name = withUnsafeBytes(of: entry.pointee.d_name) { PathBytes.string($0.prefix { $0 != 0 }) }
-      guard !name.hasPrefix("."), let stem = Self.crashStem(name, extensions: extensions) else { continue }
-      files.append((stem, name))
+      names.append(withUnsafeBytes(of: entry.pointee.d_name) { PathBytes.string($0.prefix { $0 != 0 }) })
     }
     closedir(directory)
-    // PROGRAM.PID.TIME: ordered by TIME (which sorts as text), then by the whole stem.
-    func key(_ stem: String) -> (String, String) { (String(stem.split(separator: ".").last ?? ""), stem) }
-    let stems = Set(files.map(\.stem)).sorted { key($0) < key($1) }
-    guard stems.count > count else { return [] }
-    let removed = Set(stems.prefix(stems.count - max(count, 0)))
+    let owner = geteuid()
+    var files: [(stem: String, name: String)] = []
+    var times: [String: (Int, Int)] = [:]  // stem -> its oldest file's modification time
+    for name in names where !name.hasPrefix(".") {
+      guard let stem = Self.crashStem(name, extensions: extensions) else { continue }
+      let target = "\(path)/\(name)"
+      var info = stat()
+      guard PathBytes.withCString(target, { lstat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG,
+            info.st_uid == owner, Self.isMarked(target, as: name) else { continue }
+      files.append((stem, name))
+      let time = (info.st_mtim.tv_sec, info.st_mtim.tv_nsec)
+      if let earlier = times[stem], earlier <= time { continue }
+      times[stem] = time
+    }
+    let others = times.keys.filter { $0 != spared }.sorted { first, second in
+      let (a, b) = (times[first] ?? (0, 0), times[second] ?? (0, 0))
+      return (a.0, a.1, first) < (b.0, b.1, second)
+    }
+    let room = max(count, 0) - (times[spared] == nil ? 0 : 1)
+    guard others.count > max(room, 0) else { return [] }
+    let removed = Set(others.prefix(others.count - max(room, 0)))
     var paths: [String] = []
     for file in files where removed.contains(file.stem) {
       let target = "\(path)/\(file.name)"
       if PathBytes.withCString(target, unlink) == 0 { paths.append(target) }
     }
     return paths.sorted()
+  }
+
+  /// True when `path` itself (not what a link names) carries `marker` with the value `name`.
+  static func isMarked(_ path: String, as name: String) -> Bool {
+    let expected = Array(name.utf8)
+    var value = [UInt8](repeating: 0, count: expected.count + 1)
+    let length = value.withUnsafeMutableBytes { buffer in
+      PathBytes.withCString(path) { il_get_file_attribute($0, marker, buffer.baseAddress, buffer.count) }
+    }
+    return length == expected.count && value.prefix(expected.count).elementsEqual(expected)
   }
 
   /// The `PROGRAM.PID.TIME` of a file named `PROGRAM.PID.TIME.EXTENSION` with one of `extensions`.

@@ -32,14 +32,21 @@ public final class MappedFile: @unchecked Sendable {
 
   /// Opens and maps `path`. Directories, FIFOs, devices and sockets are refused before any read,
   /// so a FIFO cannot block the caller.
-  package init(path: String) throws(OpenError) {
-    self.path = path
+  package convenience init(path: String) throws(OpenError) {
     var info = stat()
     guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { throw .system(.current("cannot open")) }
     if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
     let descriptor = PathBytes.withCString(path) { open($0, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
     guard descriptor >= 0 else { throw .system(.current("cannot open")) }
     defer { close(descriptor) }
+    try self.init(descriptor: descriptor, path: path)
+  }
+
+  /// Maps the file open as `descriptor` (read; the caller keeps and closes it), opened as `path`.
+  /// Anything but a regular file is refused.
+  package init(descriptor: Int32, path: String) throws(OpenError) {
+    self.path = path
+    var info = stat()
     guard fstat(descriptor, &info) == 0 else { throw .system(.current("cannot stat")) }
     if let kind = Self.kindName(info.st_mode) { throw .notRegularFile(kind: kind) }
     guard info.st_size > 0 else { throw .empty }

@@ -37,7 +37,7 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
     var text = ""
     text.reserveCapacity(41)
     for character in debugID where character != "-" { text.append(character) }
-    return text + hexDigits(UInt64(age)).uppercased()
+    return text + hexDigits(UInt64(age))  // the age in lowercase, as Breakpad's processor prints it (%x)
   }
 
   /// `bytes` (16 of them, zero-padded) with the first three GUID fields reversed: a GUID stored as

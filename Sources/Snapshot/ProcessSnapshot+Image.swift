@@ -30,6 +30,16 @@ extension ProcessSnapshot {
     public var resolution: Resolution?
     /// The file DWARF came from, when it is another file than the one the symbols came from.
     public var debugFile: String?
+    /// The debug file's name as the source records it (a minidump's CodeView record: `test_app.pdb`,
+    /// `libc.so.6`): the folder a Breakpad symbol store files the image's symbols under. `nil` when the
+    /// source does not say.
+    public var debugFileName: String?
+    /// Breakpad's debug identifier as the source records it (`5A9832E5287241C1838ED98914E9B7FF1`: a
+    /// GUID or UUID and an age), when it does: with `debugFileName`, where a store holds the symbols.
+    public var debugID: String?
+    /// The code identifier as minidump-stackwalk prints it (a whole build-id, a Mach-O UUID, a PE time
+    /// stamp and size), when the source has one.
+    public var codeID: String?
 
     /// An image as a report gives it.
     public init(name: String, path: String?, loadAddress: Address, endAddress: Address?, identity: ImageIdentity?,

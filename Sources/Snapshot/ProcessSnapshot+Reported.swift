@@ -2,10 +2,14 @@ import ImageReaders
 
 extension ProcessSnapshot {
   /// The function and source location a frame line gives itself (a sanitizer's `in main /src/a.c:12:3`,
-  /// TSan's `<null> <null>`): what a frame the source already symbolized keeps.
+  /// TSan's `<null> <null>`, glibc's `main+0x1d`, Apple's `main + 12 (main.c:3)`): what a frame the source
+  /// already symbolized keeps, and what every output writes as the report's own word.
   public struct ReportedFunction: Sendable, Equatable {
-    /// The function as written (`main`, `operator new(unsigned long)`, `abort+164`); `nil` for `<null>`.
+    /// The function as written (`main`, `operator new(unsigned long)`, `abort`); `nil` for `<null>`.
     public var name: String?
+    /// Bytes from the function's start to the frame, when the source writes it apart from the name
+    /// (glibc's `+0x1d`, Android's `+160`, Apple's `+ 12`, `.ips`' `symbolLocation`).
+    public var offset: UInt64?
     /// The source file as written (`/src/a.c`, `../sysdeps/nptl/libc_start_call_main.h`).
     public var file: String?
     /// The line, when given.
@@ -14,8 +18,9 @@ extension ProcessSnapshot {
     public var column: Int?
 
     /// A function as a frame line gives it.
-    public init(name: String?, file: String? = nil, line: Int? = nil, column: Int? = nil) {
+    public init(name: String?, offset: UInt64? = nil, file: String? = nil, line: Int? = nil, column: Int? = nil) {
       self.name = name
+      self.offset = offset
       self.file = file
       self.line = line
       self.column = column
@@ -81,5 +86,99 @@ extension ProcessSnapshot.Frame {
     guard let reportedSymbol else { return nil }
     let (name, file, line, column) = ProcessSnapshot.ReportedFunction.functionAndLocation(reportedSymbol)
     return name == nil && file == nil ? nil : ProcessSnapshot.ReportedFunction(name: name, file: file, line: line, column: column)
+  }
+}
+
+extension ProcessSnapshot {
+  /// What the source says `frame` is, read the way this kind of report writes it: a sanitizer's or
+  /// systemd-coredump's `NAME LOCATION` (`reportedFunction`), glibc's `NAME+0xOFF`, Android's `NAME+OFF`,
+  /// Apple's `NAME + OFF (FILE:LINE)`, the Swift backtracer's `NAME + OFF in IMAGE at FILE:LINE:COLUMN`,
+  /// and the `symbol`, `symbolLocation`/`offset` and source members of an `.ips` or backtracer JSON frame.
+  /// `nil` when the source names nothing. This is the report's word, not checked against any file.
+  public func reportedFunction(of frame: Frame) -> ReportedFunction? {
+    switch format {
+    case .sanitizer, .coredump:
+      return frame.reportedFunction
+    case .glibcBacktrace:
+      return frame.symbolOffset.map { ReportedFunction(name: $0.name, offset: $0.offset) }
+    case .androidTombstone:
+      guard let written = frame.reportedSymbol, !written.isEmpty else { return nil }
+      let (name, offset) = Self.nameAndOffset(Substring(written), separator: "+")
+      return ReportedFunction(name: name, offset: offset)
+    case .appleCrash:
+      return frame.reportedSymbol.flatMap(Self.appleFunction)
+    case .swiftBacktrace:
+      return frame.reportedSymbol.flatMap(Self.backtracerFunction)
+    case .appleIPS, .swiftBacktraceJSON:
+      return documentFunction(of: frame)
+    case .imagelog, .addresses, .minidump:
+      return nil
+    }
+  }
+
+  /// `NAME<separator>DIGITS` split at the last separator when DIGITS are decimal; else the whole name.
+  static func nameAndOffset(_ text: Substring, separator: String) -> (String, UInt64?) {
+    if let range = text.ranges(of: separator).last, range.lowerBound > text.startIndex,
+       let offset = UInt64(text[range.upperBound...]) {
+      return (String(text[..<range.lowerBound]), offset)
+    }
+    return (String(text), nil)
+  }
+
+  /// Apple's `NAME + OFF (FILE:LINE)`, `NAME + OFF`, `NAME (in IMAGE) + OFF`, with ` [inlined]` after.
+  static func appleFunction(_ written: String) -> ReportedFunction? {
+    var rest = Substring(written).trimmingSpaces[...]
+    if rest.hasSuffix(" [inlined]") { rest = rest.dropLast(" [inlined]".count) }
+    var file: String?, line: Int?, column: Int?
+    if rest.hasSuffix(")"), let open = rest.lastIndex(of: "("), open > rest.startIndex,
+       let (name, number, columnNumber) = ReportedFunction.location(String(rest[rest.index(after: open)..<rest.index(before: rest.endIndex)])) {
+      (file, line, column) = (name, number, columnNumber)
+      rest = rest[..<open].trimmingSpaces[...]
+    }
+    var (name, offset) = nameAndOffset(rest, separator: " + ")
+    if let range = name.ranges(of: " (in ").last, name.hasSuffix(")") { name = String(name[..<range.lowerBound]) }
+    guard !name.isEmpty, name != "???" else { return nil }
+    return ReportedFunction(name: name, offset: offset, file: file, line: line, column: column)
+  }
+
+  /// The backtracer's `NAME + OFF in IMAGE at FILE:LINE:COLUMN` (each part after the name optional).
+  static func backtracerFunction(_ written: String) -> ReportedFunction? {
+    var rest = Substring(written).trimmingSpaces[...]
+    var file: String?, line: Int?, column: Int?
+    if let at = rest.ranges(of: " at ").last,
+       let (name, number, columnNumber) = ReportedFunction.location(String(rest[at.upperBound...])) {
+      (file, line, column) = (name, number, columnNumber)
+      rest = rest[..<at.lowerBound]
+    }
+    // ` in IMAGE`: an image's name has no blank or parenthesis (`closure #1 in main()` is a name).
+    if let range = rest.ranges(of: " in ").last,
+       !rest[range.upperBound...].contains(where: { $0 == " " || $0 == "(" || $0 == ")" }) {
+      rest = rest[..<range.lowerBound]
+    }
+    let (name, offset) = nameAndOffset(rest, separator: " + ")
+    guard !name.isEmpty, name != "???" else { return nil }
+    return ReportedFunction(name: name, offset: offset, file: file, line: line, column: column)
+  }
+
+  /// The `.ips` or backtracer JSON frame `frame` was read from, and what it names.
+  private func documentFunction(of frame: Frame) -> ReportedFunction? {
+    guard let place = frame.position?.documentThread else { return nil }
+    let entry: JSONValue?
+    if format == .appleIPS {
+      let frames = place == -1 ? document?.ipsBody?["lastExceptionBacktrace"]?.array
+        : document?.ipsBody?["threads"]?.array.flatMap { $0.indices.contains(place) ? $0[place]["frames"]?.array : nil }
+      entry = frames.flatMap { $0.indices.contains(frame.number) ? $0[frame.number] : nil }
+    } else {
+      let frames = document?.swiftDocument?["threads"]?.array.flatMap { $0.indices.contains(place) ? $0[place]["frames"]?.array : nil }
+      entry = frames.flatMap { $0.indices.contains(frame.number) ? $0[frame.number] : nil }
+    }
+    guard let entry, let name = entry["symbol"]?.string, !name.isEmpty else { return nil }
+    if format == .appleIPS {
+      return ReportedFunction(name: name, offset: entry["symbolLocation"]?.unsigned, file: entry["sourceFile"]?.string,
+                              line: entry["sourceLine"]?.integer)
+    }
+    let location = entry["sourceLocation"]
+    return ReportedFunction(name: name, offset: entry["offset"]?.unsigned, file: location?["file"]?.string,
+                            line: location?["line"]?.integer, column: location?["column"]?.integer)
   }
 }

@@ -15,6 +15,9 @@ extension ProcessSnapshot {
     public var state: String?
     /// True for the thread that crashed.
     public var crashed: Bool
+    /// True for the thread that asked for a dump when nothing crashed (`Exception.isDumpRequested`, or
+    /// Breakpad's requesting thread in a dump without an exception).
+    public var requestedDump = false
     /// Why the thread has no backtrace, when it has none for a reason the source gives.
     public var problem: String?
     /// The thread's registers, when the source gives them (the crashed thread's, in reports).

@@ -86,8 +86,17 @@ public struct ProcessSnapshot: Sendable {
     public var signal: Int32
     /// `si_code`.
     public var code: Int32
-    /// The fault address (`si_addr`), 0 when the signal has none.
+    /// The fault address (`si_addr`), 0 when the signal has none; for a minidump, the address the crash
+    /// is about as its platform gives it (a Windows access violation's: the address accessed).
     public var address: Address
+    /// The exception as its platform names it when it is not a POSIX signal, as minidump-stackwalk
+    /// prints it (`EXCEPTION_ACCESS_VIOLATION_READ`, `EXC_BAD_ACCESS / KERN_INVALID_ADDRESS`,
+    /// `DUMP_REQUESTED`); `nil` for a signal, which `signal` and `code` say. `signal` and `code` then
+    /// hold the platform's raw code and flags.
+    public var reason: String?
+    /// True when nothing crashed: the writer was asked for a dump (Breakpad's and Crashpad's dump
+    /// requests). No thread is marked crashed; the one that asked has `requestedDump`.
+    public var isDumpRequested = false
 
     /// A signal with its `si_code` and fault address.
     public init(signal: Int32, code: Int32, address: Address) {

@@ -67,6 +67,18 @@ public struct RegisterState: Sendable, Equatable {
     return RegisterState(title: "ARM Thread State (64-bit)", rows: rows)
   }
 
+  /// 32-bit ARM's registers in Apple's rows (`r0`…`r11` four a row, `ip sp lr pc`, `cpsr`), 8 digits
+  /// each, as Apple's 32-bit ARM reports have them; `value` gives each by that name (`r11` is the frame
+  /// pointer, `ip` is r12).
+  package static func arm(_ value: (String) -> UInt64) -> RegisterState {
+    var rows = stride(from: 0, to: 12, by: 4).map { first in
+      (first..<first + 4).map { Register(name: "r\($0)", value: value("r\($0)") & 0xFFFF_FFFF, digits: 8) }
+    }
+    rows.append(["ip", "sp", "lr", "pc"].map { Register(name: $0, value: value($0) & 0xFFFF_FFFF, digits: 8) })
+    rows.append([Register(name: "cpsr", value: value("cpsr") & 0xFFFF_FFFF, digits: 8)])
+    return RegisterState(title: "ARM Thread State (32-bit)", rows: rows)
+  }
+
   /// The section's lines after its heading, each ending in a newline: two spaces, then each cell as its
   /// name right-aligned (in 3 columns for x86, 4 for ARM), `: 0x` and the digits; cells joined by two
   /// spaces (x86) or one (ARM), as Apple's reports have them.

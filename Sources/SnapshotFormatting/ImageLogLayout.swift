@@ -23,13 +23,21 @@ extension ProcessSnapshot {
     field("Date/Time:", Self.dateText(process.date ?? 0))
     field("OS Version:", TextEscaping.escaped(process.osVersion ?? "???"))
     let crashedIndex = crashedThreadIndex
-    if let exception {
+    if let exception, let reason = exception.reason {
+      // Not a signal: the platform's own name, its raw code and flags.
+      field("Exception Type:", TextEscaping.escaped(reason))
+      field("Exception Codes:", "code 0x\(hexDigits(UInt64(UInt32(bitPattern: exception.signal)), width: 8)), flags "
+              + "0x\(hexDigits(UInt64(UInt32(bitPattern: exception.code)), width: 8)), address 0x\(hexDigits(exception.address, width: 16))")
+    } else if let exception {
       let name = Self.signalName(exception.signal) ?? "signal \(exception.signal)"
       let code = Self.codeName(signal: exception.signal, code: exception.code) ?? String(exception.code)
       field("Exception Type:", "\(name) (\(code))")
       field("Exception Codes:", "signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
     }
     if let crashedIndex { field("Crashed Thread:", "\(crashedIndex)  tid \(threads[crashedIndex].tid ?? 0)") }
+    if let requesting = threads.firstIndex(where: \.requestedDump) {
+      field("Dump Requested:", "by thread \(requesting)  tid \(threads[requesting].tid ?? 0) (nothing crashed)")
+    }
     field("Threads:", String(process.threadCount ?? threads.count))
     if let stopped = process.stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stopped) + " ms") }
 
@@ -38,7 +46,7 @@ extension ProcessSnapshot {
     for (index, thread) in threads.enumerated() {
       out += "\n"
       if let name = thread.name { out += "Thread \(index) name:  \(TextEscaping.escaped(name))\n" }
-      out += "Thread \(index)\(thread.crashed ? " Crashed" : ""):  tid \(thread.tid ?? 0)"
+      out += "Thread \(index)\(thread.crashed ? " Crashed" : thread.requestedDump ? " Requested Dump" : ""):  tid \(thread.tid ?? 0)"
       if let state = thread.state { out += "  state \(TextEscaping.escaped(state))" }
       out += "\n"
       for frame in thread.frames {
@@ -70,11 +78,14 @@ extension ProcessSnapshot {
     if let crashedIndex, let registers = threads[crashedIndex].registers {
       out += "\nThread \(crashedIndex) crashed with \(registers.title):\n"
       out += registers.text()
+    } else if let requesting = threads.firstIndex(where: \.requestedDump), let registers = threads[requesting].registers {
+      out += "\nThread \(requesting) requested the dump with \(registers.title):\n"
+      out += registers.text()
     }
     out += "\nBinary Images:\n"
     let formatter = ImageFormatter(style: .crash)
     for image in images {
-      if let loaded = image.loaded {
+      if let loaded = image.loaded, loaded.buildID != nil || image.identity == nil {
         out += formatter.format(loaded)
       } else {
         out += "0x\(hexDigits(image.loadAddress)) - 0x\(hexDigits(image.endAddress ?? image.loadAddress)) "

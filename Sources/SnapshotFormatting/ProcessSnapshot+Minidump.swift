@@ -43,7 +43,7 @@ extension ProcessSnapshot {
                             isMainExecutable: image.loaded?.isMainExecutable ?? false)
     }
     var exception: MinidumpWriter.Exception?
-    if let signal = self.exception, let crashed = crashedThreadIndex,
+    if let signal = self.exception, let crashed = crashedThreadIndex ?? threads.firstIndex(where: \.requestedDump),
        let tid = threads[crashed].tid.flatMap({ UInt32(exactly: $0) }) {
       exception = MinidumpWriter.Exception(tid: tid, signal: UInt32(bitPattern: signal.signal),
                                            code: UInt32(bitPattern: signal.code), address: signal.address)

@@ -92,6 +92,9 @@ extension ProcessSnapshot {
       let image = images[resolution.imageIndex]
       var members: [(String, JSONValue)] = [("name", .string(image.name)), ("loadAddress", .string("0x" + hexDigits(image.loadAddress)))]
       if let identity = image.identity { members.append(("reportID", .string(identity.text))) }
+      if let name = image.debugFileName { members.append(("debugFile", .string(name))) }
+      if let id = image.debugID { members.append(("debugID", .string(id))) }
+      if let id = image.codeID { members.append(("codeID", .string(id))) }
       switch resolution.status {
       case let .found(path, how): members += [("status", .string("found")), ("file", .string(path)), ("via", .string(how))]
       case .unverified(let path): members += [("status", .string("unverified")), ("file", .string(path))]
@@ -105,10 +108,26 @@ extension ProcessSnapshot {
       out += (index == 0 ? "\n" : ",\n") + JSONValue.object(members).serialized()
     }
     out += "\n]"
+    if let exception { out += ",\"exception\":" + exceptionJSON(exception).serialized() }
+    if let os = process.osVersion { out += ",\"os\":" + JSONValue.string(os).serialized() }
     if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
     out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
     out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
+  }
+
+  /// `{"reason"|"signal","code", "address", "dumpRequested"}`: the exception as its platform names it
+  /// (a signal by number and `si_code`), and the address it is about.
+  func exceptionJSON(_ exception: Exception) -> JSONValue {
+    var members: [(String, JSONValue)] = []
+    if let reason = exception.reason {
+      members.append(("reason", .string(reason)))
+    } else {
+      members += [("signal", .number(String(exception.signal))), ("code", .number(String(exception.code)))]
+    }
+    members.append(("address", .string("0x" + hexDigits(exception.address, width: 16))))
+    if exception.isDumpRequested { members.append(("dumpRequested", .bool(true))) }
+    return .object(members)
   }
 
   func frameJSON(_ frame: Frame, thread: Int) -> JSONValue {
@@ -144,6 +163,17 @@ extension ProcessSnapshot {
       let inlined = result.functions.dropLast()
       if !inlined.isEmpty { members.append(("inlined", .array(inlined.map { .object(functionMembers($0)) }))) }
     }
+    // The report's own name for the frame, whatever became of it here (found, not found, not looked up):
+    // kept apart from imagelog's answer, so a reader can tell which names no file confirmed.
+    if let reported = reportedFunction(of: frame) {
+      var own: [(String, JSONValue)] = []
+      if let name = reported.name { own.append(("symbol", .string(name))) }
+      if let offset = reported.offset { own.append(("symbolOffset", .number(String(offset)))) }
+      if let file = reported.file { own.append(("file", .string(file))) }
+      if let line = reported.line { own.append(("line", .number(String(line)))) }
+      if let column = reported.column { own.append(("column", .number(String(column)))) }
+      members.append(("reported", .object(own)))
+    }
     return .object(members)
   }
 
@@ -174,6 +204,7 @@ extension ProcessSnapshot {
       if let tid = thread.tid { members.append(("tid", .number(String(tid)))) }
       if let name = thread.name { members.append(("name", .string(name))) }
       if marksCrash { members.append(("crashed", .bool(thread.crashed))) }
+      if thread.requestedDump { members.append(("requestedDump", .bool(true))) }
       if let state = thread.state { members.append(("state", .string(state))) }
       if let problem = thread.problem { members.append(("problem", .string(problem))) }
       if let registers = thread.registers {

@@ -82,22 +82,36 @@ enum LinuxLogParser {
     var kind: Kind?
   }
 
-  /// A report of the frames in `lines`, or `nil` when no line is a frame of these formats.
-  static func parse(_ lines: [String]) -> ProcessSnapshot? {
+  /// `Module … with build-id …` (or a `COREDUMP_PACKAGE_JSON` entry, which does not replace a Module line's).
+  private struct ModuleLine {
+    var line: Int
+    var name: String
+    var identity: ImageIdentity
+    var fromPackage: Bool
+  }
+
+  /// The reports in `lines`, in order; none when no line is a frame of these formats. Without
+  /// `splittingKinds` the whole log is one report, whatever kinds its stacks are; with it, a log holding reports of different kinds one after another (V8's `==== C stack
+  /// trace` in glibc's form, then the AddressSanitizer trap it ends in) is one report per run of stacks
+  /// of one kind, each with its own lines: a run starts on the line after the previous run's last frame,
+  /// so the text between (`==ERROR: AddressSanitizer: …`) belongs to the report it introduces.
+  static func parseReports(_ lines: [String], splittingKinds: Bool = true) -> [ProcessSnapshot] {
     var results: [LineResult] = []
     results.reserveCapacity(lines.count)
-    var moduleIdentities: [String: ImageIdentity] = [:]
+    var moduleLines: [ModuleLine] = []
     var sanitizerMarked = false, coredumpMarked = false
-    for line in lines {
+    for (lineIndex, line) in lines.enumerated() {
       let bytes = Array(line.utf8)
       let result = frameLine(bytes)
       if case .other = result {
         // Most lines of a log are neither: a byte search first, the string searches only on a hit.
         if contains(bytes, "build-id"), let (name, identity) = moduleLine(line) {
-          moduleIdentities[name] = identity
+          moduleLines.append(ModuleLine(line: lineIndex, name: name, identity: identity, fromPackage: false))
           coredumpMarked = true
         } else if contains(bytes, "COREDUMP_PACKAGE_JSON="), let ids = packageJSON(line) {
-          for (name, identity) in ids where moduleIdentities[name] == nil { moduleIdentities[name] = identity }
+          for (name, identity) in ids {
+            moduleLines.append(ModuleLine(line: lineIndex, name: name, identity: identity, fromPackage: true))
+          }
           coredumpMarked = true
         }
         if contains(bytes, "Sanitizer") || contains(bytes, "runtime error:") || contains(bytes, "==ERROR:") {
@@ -115,19 +129,45 @@ enum LinuxLogParser {
     for (index, stack) in stacks.enumerated() where stack.kind != nil {
       for line in stack.lines { stackOfLine[line] = index }
     }
+    var starts = [0]
+    if splittingKinds {
+      var previous: (kind: Kind, lastLine: Int)?
+      for stack in stacks {
+        guard let kind = stack.kind, let first = stack.lines.first, let last = stack.lines.last else { continue }
+        // Stacks interleaved with another (logcat's tags) are not told apart by line: they stay one report.
+        if let previous, previous.kind != kind, previous.lastLine < first { starts.append(previous.lastLine + 1) }
+        previous = (kind, max(last, previous?.lastLine ?? last))
+      }
+    }
+    var reports: [ProcessSnapshot] = []
+    for (index, start) in starts.enumerated() {
+      let range = start..<(index + 1 < starts.count ? starts[index + 1] : lines.count)
+      if let report = report(lines, range, results: results, stacks: stacks, stackOfLine: stackOfLine,
+                             moduleLines: moduleLines) {
+        reports.append(report)
+      }
+    }
+    return reports
+  }
 
-    var report = ProcessSnapshot(format: .sanitizer, document: ReportDocument(lines: lines))
+  /// The report of the frames in `lines[range]`, positions counted from the range's first line.
+  private static func report(_ lines: [String], _ range: Range<Int>, results: [LineResult], stacks: [Stack],
+                             stackOfLine: [Int], moduleLines: [ModuleLine]) -> ProcessSnapshot? {
+    // The whole log (the usual case) shares its lines' array: a long log's lines are not held twice.
+    let own = range == lines.indices ? lines : Array(lines[range])
+    var report = ProcessSnapshot(format: .sanitizer, document: ReportDocument(lines: own))
     var firstKind: Kind?
     var imageKeys: [String: Int] = [:]
     var heading: String?  // the last non-blank line that is no frame, trimmed when a stack starts
     var threadOfStack = [Int](repeating: -1, count: stacks.count)
     var previousIndex: Int?
     var unreadable: [String] = []
-    for (lineIndex, line) in lines.enumerated() {
+    for lineIndex in range {
+      let line = lines[lineIndex]
       let stackIndex = stackOfLine[lineIndex]
       guard stackIndex >= 0, let kind = stacks[stackIndex].kind else {
         if case .unreadable(let why) = results[lineIndex] {
-          unreadable.append("line \(lineIndex + 1): \(why) '\(line.prefix(80))'")
+          unreadable.append("line \(lineIndex - range.lowerBound + 1): \(why) '\(line.prefix(80))'")
         } else if line.utf8.contains(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }) {
           heading = line
         }
@@ -137,7 +177,7 @@ enum LinuxLogParser {
       switch reading(results[lineIndex], as: kind) {
       case .frame(let frame): parsed = frame
       case .unreadable(let why):
-        unreadable.append("line \(lineIndex + 1): \(why) '\(line.prefix(80))'")
+        unreadable.append("line \(lineIndex - range.lowerBound + 1): \(why) '\(line.prefix(80))'")
         continue
       case .none:
         continue
@@ -160,7 +200,8 @@ enum LinuxLogParser {
         isReturnAddress: kind == .glibc || (kind == .coredump && index > 0),
         reportedSymbol: parsed.reportedSymbol, symbolOffset: parsed.symbol,
         position: ProcessSnapshot.Position(
-          line: lineIndex, column: String(decoding: bytes[..<min(parsed.insertByte, bytes.count)], as: UTF8.self).count))
+          line: lineIndex - range.lowerBound,
+          column: String(decoding: bytes[..<min(parsed.insertByte, bytes.count)], as: UTF8.self).count))
       if let module = parsed.module {
         frame.imageIndex = image(for: parsed, module: module, stack: thread, in: &report, keys: &imageKeys)
       } else if kind != .android {
@@ -176,7 +217,11 @@ enum LinuxLogParser {
     case .android: .androidTombstone
     case .glibc: .glibcBacktrace
     }
-    // coredump's build-ids come from its Module lines, which may follow the stacks.
+    // coredump's build-ids come from its Module lines, which may follow the stacks (in the same report).
+    var moduleIdentities: [String: ImageIdentity] = [:]
+    for module in moduleLines where range.contains(module.line) {
+      if !module.fromPackage || moduleIdentities[module.name] == nil { moduleIdentities[module.name] = module.identity }
+    }
     for index in report.images.indices where report.images[index].identity == nil {
       let name = report.images[index].path ?? report.images[index].name
       report.images[index].identity = moduleIdentities[name] ?? moduleIdentities[report.images[index].name]

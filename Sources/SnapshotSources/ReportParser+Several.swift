@@ -1,15 +1,26 @@
 public import Snapshot
 /// Files that hold several reports one after another (a collector's dump, a CI log with two
-/// crashes): Apple's `.crash` text, `.ips` reports and the Swift backtracer's, each read on its own, in order.
+/// crashes): Apple's `.crash` text, `.ips` reports and the Swift backtracer's, each read on its own, in order;
+/// and a Linux log holding reports of different kinds (V8's glibc-style stack, then the AddressSanitizer
+/// trap it ends in), each read as its own kind.
 extension ReportParser {
   /// Each report in `text`, in order: one result per report, an error for a part that is no report.
-  /// Text with one report (or of another kind: Linux logs, addresses) gives one result, as
-  /// `parse(_:images:)` does; its failure is the one error.
+  /// Text with one report (or of another kind: addresses) gives one result, as `parse(_:images:)`
+  /// does; its failure is the one error.
   public static func parseAll(_ text: String, images: [ProcessSnapshot.Image] = []) -> [Result<ProcessSnapshot, ReportError>] {
     var starts = reportStarts(text)
     if starts.count <= 1 { starts = ipsStarts(text) }
     guard starts.count > 1 else {
-      do { return [.success(try parse(text, images: images))] } catch { return [.failure(error)] }
+      do {
+        let reports = try parseAnyKind(text, images: images, splittingLinuxKinds: true)
+        guard reports.count > 1 else { return [.success(try checked(reports[0]))] }
+        return reports.enumerated().map { index, report in
+          Result { () throws(ReportError) in try checked(report) }
+            .mapError { ReportError("report \(index + 1) of \(reports.count): \($0.description)") }
+        }
+      } catch {
+        return [.failure(error)]
+      }
     }
     let lines = ReportText.splitLines(text)
     var results: [Result<ProcessSnapshot, ReportError>] = []

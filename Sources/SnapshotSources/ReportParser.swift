@@ -18,7 +18,11 @@ public enum ReportParser {
   /// A report of any kind in which nothing was found to symbolicate (no frame and no image: an `.ips`
   /// whose body is `{}` or `[]`, a `.crash` with only headers) throws as text without frames does.
   public static func parse(_ text: String, images: [ProcessSnapshot.Image] = []) throws(ReportError) -> ProcessSnapshot {
-    let report = try parseAnyKind(text, images: images)
+    try checked(try parseAnyKind(text, images: images, splittingLinuxKinds: false)[0])
+  }
+
+  /// `report`, or the error `parse` throws for a report in which nothing was found to symbolicate.
+  static func checked(_ report: ProcessSnapshot) throws(ReportError) -> ProcessSnapshot {
     guard report.frameCount > 0 || !report.images.isEmpty else {
       let header = report.document?.ipsHeader
       let kind = report.format == .appleIPS ? ".ips body (bug_type \(header?["bug_type"]?.string ?? "?"))"
@@ -28,7 +32,9 @@ public enum ReportParser {
     return report
   }
 
-  private static func parseAnyKind(_ text: String, images: [ReportImage]) throws(ReportError) -> ProcessSnapshot {
+  /// The report `text` is (one), or with `splittingLinuxKinds` the reports of different kinds a Linux
+  /// log holds one after another (`LinuxLogParser.parseReports`); never empty.
+  static func parseAnyKind(_ text: String, images: [ReportImage], splittingLinuxKinds: Bool) throws(ReportError) -> [ProcessSnapshot] {
     guard text.utf8.count <= maximumSize else {
       throw ReportError("too large for a crash report (\(text.utf8.count) bytes, limit \(maximumSize))")
     }
@@ -36,23 +42,24 @@ public enum ReportParser {
     // --image no other kind of report is made of them alone (nor needs to look at each line).
     if AddressListParser.onlyAddresses(text) {
       if images.isEmpty { throw addressesWithoutImages }
-      if let report = try AddressListParser.parse(ReportText.splitLines(text), images: images) { return report }
+      if let report = try AddressListParser.parse(ReportText.splitLines(text), images: images) { return [report] }
     }
     let hasBrace = text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) }
       ?? text.utf8.contains(UInt8(ascii: "{"))
     if hasBrace, SwiftBacktraceJSONParser.detect(text) {
-      return try SwiftBacktraceJSONParser.parse(text)
+      return [try SwiftBacktraceJSONParser.parse(text)]
     }
     let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
     if trimmed.first == "{" {
-      if let report = try parseJSONReport(trimmed) { return report }
+      if let report = try parseJSONReport(trimmed) { return [report] }
     }
     let lines = ReportText.splitLines(text)
-    if isSwiftBacktrace(lines) { return SwiftBacktraceParser.parse(lines) }
+    if isSwiftBacktrace(lines) { return [SwiftBacktraceParser.parse(lines)] }
     // Before Apple's: a TSan `Thread T1 (tid=…) created by main thread at:` heading looks like a thread.
-    if let report = LinuxLogParser.parse(lines) { return report }
-    if isAppleStyle(lines) { return AppleCrashParser.parse(lines) }
-    if let report = try AddressListParser.parse(lines, images: images) { return report }
+    let linux = LinuxLogParser.parseReports(lines, splittingKinds: splittingLinuxKinds)
+    if !linux.isEmpty { return linux }
+    if isAppleStyle(lines) { return [AppleCrashParser.parse(lines)] }
+    if let report = try AddressListParser.parse(lines, images: images) { return [report] }
     throw ReportError("not a crash report: no threads, frames or binary images found "
                       + "(expected imagelog, Apple .crash or .ips, Swift backtracer output, a sanitizer report, "
                       + "systemd-coredump, an Android tombstone or glibc backtrace_symbols lines)")

@@ -164,10 +164,23 @@ struct BreakpadFunctionBuilder {
     lines.reserveCapacity(lines.count + count)
   }
 
-  /// `add_leaf_line`: a row starting before the function is dropped.
+  /// `add_leaf_line`, except for a row that starts before the function and runs into it: symbolic
+  /// (and so `dump_syms`) drops it, leaving the function's first addresses, or a whole short function,
+  /// without a line; here its part inside the function is kept, which is the line llvm-symbolizer
+  /// gives those addresses (the row covers them). A row that ends at or before the start is dropped.
   mutating func addLine(_ line: Line) {
-    guard line.address >= address else { return }
-    lines.append(line)
+    guard line.address < address else {
+      lines.append(line)
+      return
+    }
+    // A row without a size is a sequence's last: it covers its own address only, which is below ours.
+    guard let size = line.size else { return }
+    let (end, overflow) = line.address.addingReportingOverflow(size)
+    guard overflow || end > address else { return }
+    var clipped = line
+    clipped.address = address
+    clipped.size = overflow ? UInt64.max - address : end - address
+    lines.append(clipped)
   }
 
   /// `FunctionBuilder::finish`: the tree of this function and its inlined calls, each with its lines.

@@ -281,7 +281,10 @@ final class BreakpadNames {
           while after < open, bytes[after] != UInt8(ascii: "[") && bytes[after] != UInt8(ascii: "<") { after += 1 }
           if after + 1 < open, bytes[after] == UInt8(ascii: "["), bytes[after + 1] == UInt8(ascii: "]") { after += 2 }
         } else if after + 1 < open, bytes[after] == UInt8(ascii: "\""), bytes[after + 1] == UInt8(ascii: "\"") {
-          after += 2  // a literal operator: `operator"" _km`
+          // A literal operator: `operator"" _km`, `operator"" s[abi:cxx11]` (__cxa_demangle writes a space
+          // before the suffix, which is the name's, not the return type's end).
+          after += 2
+          if after < open, bytes[after] == UInt8(ascii: " ") { after += 1 }
         } else if let token = operatorTokens.first(where: { after + $0.count <= open && bytes[after..<after + $0.count].elementsEqual($0) }) {
           after += token.count
           // `operator<` with template arguments is written `operator< <int>`: that space is the name's.

@@ -45,6 +45,8 @@ struct BreakpadPreparedUnit: Sendable {
 /// then `collect_function_with_inlines_recursive`), with chunk-local file and origin numbers.
 final class BreakpadUnitPreparer {
   let dwarf: DWARFReader
+  /// Which unit each address belongs to, as symbolicate's DWARF reader and llvm-symbolizer decide it.
+  let claims: DWARFUnitClaims?
   let names = BreakpadNames()
   let source: BreakpadObjectSource
   let inlines: Bool
@@ -59,8 +61,10 @@ final class BreakpadUnitPreparer {
   private var originNumbers: [BreakpadOriginTable.Key: Int32] = [:]
   private var originKeys: [DWARFNameSource: Int32] = [:]
 
-  init(dwarf: DWARFReader, source: BreakpadObjectSource, inlines: Bool, isMachO: Bool, path: String) {
+  init(dwarf: DWARFReader, claims: DWARFUnitClaims?, source: BreakpadObjectSource, inlines: Bool, isMachO: Bool,
+       path: String) {
     self.dwarf = dwarf
+    self.claims = claims
     self.source = source
     self.inlines = inlines
     self.isMachO = isMachO
@@ -113,6 +117,8 @@ final class BreakpadUnitPreparer {
       otherFiles[key] = number
       return number
     }
+    // Other units' line rows, for ranges they claim (rare: read when first needed).
+    var foreignRows: [Int: (rows: DWARFLineRows?, directory: String?)] = [:]
     for function in found.functions {
       let ranges = function.ranges.map { (address: $0.lowerBound &- offset, size: $0.upperBound - $0.lowerBound) }
       guard let lowest = ranges.map(\.address).min() else { continue }
@@ -125,6 +131,18 @@ final class BreakpadUnitPreparer {
         name = declaredName
       }
       var builders = ranges.map { BreakpadFunctionBuilder(address: $0.address, size: $0.size) }
+      // A range another unit claims (a comdat copy or thunk several units describe, the linker keeping
+      // one): its code is that unit's copy, so its lines are that unit's rows and this unit's inlined
+      // calls (of its own, discarded copy) are left out, as symbolicate and llvm-symbolizer answer.
+      // Empty (no allocation) unless a range is another unit's, which is rare.
+      var owners: [Int?] = []
+      if let claims {
+        for (position, range) in function.ranges.enumerated() {
+          guard let claimant = claims.unit(at: range.lowerBound), claimant != index else { continue }
+          if owners.isEmpty { owners = [Int?](repeating: nil, count: function.ranges.count) }
+          owners[position] = claimant
+        }
+      }
       var sequence = 0
       for call in function.inlinedCalls {
         let origin = originNumber(call.nameSource, language: language)
@@ -132,15 +150,27 @@ final class BreakpadUnitPreparer {
         let callLine = UInt32(truncatingIfNeeded: call.callLine)
         for range in call.ranges {
           let start = range.lowerBound &- offset
-          guard let owner = ranges.firstIndex(where: { start >= $0.address && start - $0.address < $0.size }) else { continue }
+          guard let owner = ranges.firstIndex(where: { start >= $0.address && start - $0.address < $0.size }),
+                owners.isEmpty || owners[owner] == nil else { continue }
           builders[owner].addCall(.init(depth: call.depth, address: start, size: range.upperBound - range.lowerBound,
                                         name: Int(origin), callFile: Int(callFile), callLine: callLine,
                                         sequence: sequence))
           sequence += 1
         }
       }
+      for (position, owner) in owners.enumerated() {
+        guard let owner else { continue }
+        let other = foreignRows[owner] ?? ((try? dwarf.lineRows(inUnit: owner)) ?? nil,
+                                           dwarf.compilationDirectory(inUnit: owner))
+        foreignRows[owner] = other
+        for row in other.rows?.rows(covering: function.ranges[position]) ?? [] {
+          builders[position].addLine(.init(address: row.address &- offset, size: row.size,
+                                           file: Int(chunkFileNumber(row.file, unit: owner, compilationDirectory: other.directory)),
+                                           line: UInt32(truncatingIfNeeded: row.line)))
+        }
+      }
       if let rows {
-        for (position, range) in function.ranges.enumerated() {
+        for (position, range) in function.ranges.enumerated() where owners.isEmpty || owners[position] == nil {
           let covering = rows.rows(covering: range)
           builders[position].reserveLines(covering.count)
           for row in covering {

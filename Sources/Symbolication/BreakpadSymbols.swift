@@ -19,7 +19,10 @@ import ImageReaders
 /// - names in a dwz supplementary file are read (`dump_syms` cannot follow `DW_FORM_GNU_ref_alt`);
 /// - the made-up `<.text ELF section in NAME>` publics name the binary, not its debug file;
 /// - a Mach-O module's system is `mac`, as the format says (`dump_syms` writes `Mac`), and its name is
-///   the binary's, not the dSYM bundle's.
+///   the binary's, not the dSYM bundle's;
+/// - a line-table row that starts before a function and runs into it gives the function its first
+///   line (`BreakpadFunctionBuilder.addLine`), and a function range another unit claims has that
+///   unit's lines (`BreakpadUnitPreparer`), as `symbolicate` and llvm-symbolizer answer.
 package final class BreakpadSymbols {
   /// What to write.
   package struct Options: Sendable {
@@ -30,7 +33,9 @@ package final class BreakpadSymbols {
     package var architecture: String?
     /// The `INFO GENERATOR` value; none when `nil`.
     package var generator: String?
-    /// Only every `unitStride`-th DWARF unit is read (tests of the largest files compare a sample).
+    /// Only every `unitStride`-th DWARF unit is read (tests of the largest files compare a sample). A
+    /// sample does not ask which unit claims an address (`DWARFUnitClaims`): the claiming unit is
+    /// mostly one left out, whose own FUNC would have come first in a whole run.
     package var unitStride = 1
 
     /// Options with these values.
@@ -153,6 +158,8 @@ package final class BreakpadSymbols {
       }
     }
     let shared = BreakpadShared(files)
+    // Read here, on this thread, from the file's own reader (the workers' readers are their own).
+    let claims = files.map { options.unitStride > 1 ? nil : $0.dwarf?.unitClaims() }
     let allJobs = jobs
     let work = BreakpadJobs<(file: Int, unit: BreakpadPreparedUnit)>(count: jobs.count) { state, index in
       let files = shared.value
@@ -162,8 +169,9 @@ package final class BreakpadSymbols {
       if preparers[fileIndex] == nil, let sections = files[fileIndex].dwarf?.sections,
          let reader = try? DWARFReader(sections, indexed: false) {
         let file = files[fileIndex]
-        preparers[fileIndex] = BreakpadUnitPreparer(dwarf: reader, source: file.source, inlines: options.inlines,
-                                                    isMachO: file.object.isMachO, path: file.object.path)
+        preparers[fileIndex] = BreakpadUnitPreparer(dwarf: reader, claims: claims[fileIndex], source: file.source,
+                                                    inlines: options.inlines, isMachO: file.object.isMachO,
+                                                    path: file.object.path)
       }
       guard let preparer = preparers[fileIndex] else {
         return (fileIndex, BreakpadPreparedUnit(notes: ["\(files[fileIndex].object.path): DWARF could not be read"]))

@@ -72,6 +72,12 @@ package struct SymbolCacheSettings: Sendable {
 /// and renamed into place, so a reader never sees half of one and two processes writing the same entry
 /// leave one whole file. Nothing here fails a symbolication: a folder that cannot be made or written
 /// costs only the time to read the DWARF again next run.
+///
+/// Only a folder and entries no other user controls are used: owned by the effective user (or by
+/// root: a cache an administrator prepared, read-only for the others) and writable by no group and
+/// no other user (a shared or pre-made `XDG_CACHE_HOME/imagelog`, or an entry another user put there,
+/// would let that user choose the answers). Another folder is neither read nor written, another entry
+/// not read; the run answers from the DWARF, as with `--no-cache`.
 package enum SymbolCacheStore {
   static let suffix = ".ilsc"
   /// Temporary files older than this are a crashed writer's and are removed while evicting.
@@ -109,14 +115,41 @@ package enum SymbolCacheStore {
     return "\(info.st_dev) \(info.st_ino) \(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec)"
   }
 
-  /// The entry `name` when it exists and checks as the cache of that identity and fingerprint; its
-  /// time of use set to now. `nil` otherwise (the caller rebuilds it).
+  /// True when `info` is of a file or folder owned by the effective user or root that neither its
+  /// group nor other users may write.
+  static func isPrivate(_ info: stat) -> Bool {
+    (info.st_uid == geteuid() || info.st_uid == 0) && info.st_mode & 0o022 == 0
+  }
+
+  /// The cache folder opened (close-on-exec) when it is private (`isPrivate`); `nil` otherwise. What
+  /// is read is then looked up from this descriptor, so the folder checked is the folder read.
+  static func openFolder(_ directory: String) -> Int32? {
+    let descriptor = PathBytes.withCString(directory) { Glibc.open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+    guard descriptor >= 0 else { return nil }
+    var info = stat()
+    guard fstat(descriptor, &info) == 0, isPrivate(info) else {
+      close(descriptor)
+      return nil
+    }
+    return descriptor
+  }
+
+  /// The entry `name` when it exists, is private (`isPrivate`) in a private folder, and checks as the
+  /// cache of that identity and fingerprint; its time of use set to now. `nil` otherwise (the caller
+  /// rebuilds it).
   package static func open(_ settings: SymbolCacheSettings, name: String, identity: String,
                            fingerprint: UInt64) -> SymbolCacheFile? {
-    let path = settings.directory + "/" + name
-    guard let mapped = try? MappedFile(path: path),
+    guard let folder = openFolder(settings.directory) else { return nil }
+    defer { close(folder) }
+    // Not through a link: the entry itself is checked.
+    let descriptor = PathBytes.withCString(name) { openat(folder, $0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }
+    guard descriptor >= 0 else { return nil }
+    defer { close(descriptor) }
+    var info = stat()
+    guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, isPrivate(info),
+          let mapped = try? MappedFile(descriptor: descriptor, path: settings.directory + "/" + name),
           let file = try? SymbolCacheFile(mapped: mapped, identity: identity, fingerprint: fingerprint) else { return nil }
-    _ = PathBytes.withCString(path) { utimensat(AT_FDCWD, $0, nil, 0) }  // a read-only folder keeps the old time: no harm
+    _ = futimens(descriptor, nil)  // a read-only file system keeps the old time: no harm
     return file
   }
 
@@ -124,11 +157,13 @@ package enum SymbolCacheStore {
   /// the folder is within the limit. False when it could not be written.
   @discardableResult
   package static func save(_ bytes: [UInt8], _ settings: SymbolCacheSettings, name: String) -> Bool {
-    // Folders only the user can read: what was symbolicated is private.
-    guard FileSystem.makeFolders(settings.directory, mode: 0o700) else { return false }
+    // Folders only the user can read: what was symbolicated is private. One made by someone else, or
+    // that others may write, is not written to (nor read from).
+    guard FileSystem.makeFolders(settings.directory, mode: 0o700), let folder = openFolder(settings.directory) else { return false }
+    close(folder)
     let path = settings.directory + "/" + name
     // Each writer its own temporary file (mkstemp), renamed over the entry: two writers never share one.
-    do { try writeFileAtomically(path, bytes) } catch { return false }
+    do { try writeFileAtomically(path, bytes, permissions: 0o600) } catch { return false }
     evict(settings, keeping: name)
     return true
   }

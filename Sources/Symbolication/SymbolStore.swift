@@ -42,10 +42,13 @@ package final class SymbolStore {
 
   /// The symbol file for `image`: `NAME/DEBUGID/NAME.sym` in the first store that has one whose
   /// `MODULE` debug id is the image's identity (in any form: a build-id, a UUID, a debug id).
+  /// `NAME` is the debug file's name where the source records one (a minidump's `test_app.pdb`), else
+  /// the image's file name; where the source records Breakpad's debug id (GUID and age), the folder
+  /// must be that id, as minidump-stackwalk looks it up (a PDB's age tells its builds apart).
   /// `notes` name the files refused on the way: unreadable, malformed, or with another `MODULE`.
   package func symbols(for image: ProcessSnapshot.Image) -> (outcome: Outcome, notes: [String]) {
     guard let identity = image.identity, !directories.isEmpty else { return (.missing, []) }
-    let (folder, fileName) = Self.names(of: image.path ?? image.name)
+    let (folder, fileName) = Self.names(of: image.debugFileName ?? image.path ?? image.name)
     guard !folder.isEmpty, folder != "." && folder != ".." else { return (.missing, []) }
     let key = identity.text + "\u{0}" + folder
     if let known = lookups[key] { return known }
@@ -56,7 +59,8 @@ package final class SymbolStore {
       for id in FileSystem.contents(directory + "/" + folder).sorted() {
         let path = directory + "/" + folder + "/" + id + "/" + fileName
         // Other builds' folders are only named, and only the first is looked at: a store keeps many.
-        guard let folderUUID = Self.uuid(ofDebugID: id), identity.match(BuildID(folderUUID)) != .different else {
+        guard let folderUUID = Self.uuid(ofDebugID: id), identity.match(BuildID(folderUUID)) != .different,
+              image.debugID.map({ $0.uppercased() == id.uppercased() }) ?? true else {
           if mismatch == nil, FileSystem.kind(path) == .file { mismatch = (id, path) }
           continue
         }

@@ -22,8 +22,9 @@ extension Symbolicator {
     if let main = order.firstIndex(where: { snapshot.images[$0].loaded?.isMainExecutable == true }) { order.swapAt(0, main) }
     var folders: [String] = []
     var storedFrames = [BreakpadCallFrameSection?](repeating: nil, count: snapshot.images.count)
+    let opened = OpenedFiles()
     for index in order {
-      let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders)
+      let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders, opened: opened)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
       if path == nil { storedFrames[index] = storedCallFrames(snapshot.images[index], locator: locator) }
     }
@@ -55,7 +56,7 @@ extension Symbolicator {
   /// Returns the file's path, or nil when none was found.
   @discardableResult
   static func place(_ image: inout ProcessSnapshot.Image, files: MappedFileMemory, locator: DebugFileLocator,
-                    loaderFolders: [String] = []) -> String? {
+                    loaderFolders: [String] = [], opened: OpenedFiles = OpenedFiles()) -> String? {
     guard var loaded = image.loaded, let buildID = loaded.buildID else { return nil }
     var candidates: [String] = []
     if case .found(let file, _) = locator.locate(image, architecture: image.architecture) {
@@ -70,9 +71,7 @@ extension Symbolicator {
       candidates += byName ? (loaderFolders + libraryDirectories(loaded.architecture)).map { $0 + "/" + path } : [path]
     }
     for (index, path) in candidates.enumerated() {
-      guard let opened = try? FileBytes(path: path),
-            let headers = try? opened.withRanges({ ranges throws(FormatError) in try ELFImageHeaders(file: ranges) }),
-            headers.buildID == buildID, holdsCode(opened, headers) else { continue }
+      guard let (opened, headers) = opened.open(path), headers.buildID == buildID, holdsCode(opened, headers) else { continue }
       let bias = loaded.loadAddress &- headers.layout.firstVMAddress
       let loadEnd = max(bias &+ headers.layout.loadEndVMAddress, loaded.loadAddress)
       loaded.loadBias = bias
@@ -85,6 +84,24 @@ extension Symbolicator {
       return path
     }
     return nil
+  }
+
+  /// The files a walk opened to place images, by path, each opened and its headers read once: a dump
+  /// whose thousands of modules name one file (or one missing file) costs one open, not one per module.
+  final class OpenedFiles {
+    private var byPath: [String: (file: FileBytes, headers: ELFImageHeaders)?] = [:]
+
+    /// The file at `path` and its headers; `nil` when it cannot be opened or is not an ELF file.
+    func open(_ path: String) -> (file: FileBytes, headers: ELFImageHeaders)? {
+      if let known = byPath[path] { return known }
+      var result: (file: FileBytes, headers: ELFImageHeaders)?
+      if let file = try? FileBytes(path: path),
+         let headers = try? file.withRanges({ ranges throws(FormatError) in try ELFImageHeaders(file: ranges) }) {
+        result = (file, headers)
+      }
+      byPath[path] = result
+      return result
+    }
   }
 
   /// The folders the loader searched for `executable`'s libraries before the system's: its `DT_RPATH`

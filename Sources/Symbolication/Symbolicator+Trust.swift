@@ -31,7 +31,7 @@ extension Symbolicator {
       let placedByFile = unplaced.indices.contains(imageIndex) && unplaced[imageIndex].loadAddressFromSymbols
       if placedByFile { report.images[imageIndex] = unplaced[imageIndex] }
       for ref in refs where report[ref].imageIndex == imageIndex {
-        let reported = reportedFunction(report[ref]).map { [$0] } ?? []
+        let reported = reportedFunction(report[ref], in: report).map { [$0] } ?? []
         report[ref].symbols.status = .otherBuild
         report[ref].symbols.lookupAddress = nil
         if placedByFile { report[ref].symbols.imageOffset = nil }

@@ -143,6 +143,15 @@ public enum Symbolicator {
         if !overflow { mappedEnds[imageIndex] = end }
       }
     }
+    // A frame of an image found in another build says so: by image index, not a scan of the images per frame.
+    var mismatches = [FrameSymbols.Status?](repeating: nil, count: snapshot.images.count)
+    for (imageIndex, status) in resolutions.reversed() {  // the first resolution of an image wins
+      mismatches[imageIndex] = if case .mismatch(let reportID, let fileID, let path) = status {
+        .mismatch(reportID: reportID, fileID: fileID, path: path)
+      } else {
+        nil
+      }
+    }
     for (position, ref) in refs.enumerated() {
       var result = FrameSymbols()
       defer { snapshot[ref].symbols = result }
@@ -151,7 +160,7 @@ public enum Symbolicator {
       guard let imageIndex = frame.imageIndex, snapshot.images.indices.contains(imageIndex) else {
         if frame.namesNoModule {
           result.status = .noModule
-          if let reported = reportedFunction(frame) { result.setFunction(reported) }
+          if let reported = reportedFunction(frame, in: snapshot) { result.setFunction(reported) }
         }
         continue
       }
@@ -164,11 +173,7 @@ public enum Symbolicator {
           if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler, lineInfo: options.lineInfo) }
           continue
         }
-        if case .mismatch(let reportID, let fileID, let path)? = resolutions.first(where: { $0.imageIndex == imageIndex })?.status {
-          result.status = .mismatch(reportID: reportID, fileID: fileID, path: path)
-        } else {
-          result.status = .missingImage
-        }
+        result.status = mismatches[imageIndex] ?? .missingImage
         continue
       }
       result.status = .noSymbol
@@ -268,9 +273,9 @@ public enum Symbolicator {
   }
 
   /// The function and location a source's frame line gives itself, when it names one.
-  static func reportedFunction(_ frame: ProcessSnapshot.Frame) -> FrameSymbols.Function? {
-    guard let reported = frame.reportedFunction else { return nil }
-    return FrameSymbols.Function(name: reported.name, rawName: nil, offset: nil, file: reported.file,
+  static func reportedFunction(_ frame: ProcessSnapshot.Frame, in snapshot: ProcessSnapshot) -> FrameSymbols.Function? {
+    guard let reported = snapshot.reportedFunction(of: frame) else { return nil }
+    return FrameSymbols.Function(name: reported.name, rawName: nil, offset: reported.offset, file: reported.file,
                                  line: reported.line, column: reported.column, isInlined: false)
   }
 
@@ -291,7 +296,7 @@ public enum Symbolicator {
           if !below { result.imageOffset = offset }
         } else if frame.namesNoModule {
           result.status = .noModule
-          if let reported = reportedFunction(frame) { result.setFunction(reported) }
+          if let reported = reportedFunction(frame, in: snapshot) { result.setFunction(reported) }
         }
         snapshot.threads[threadIndex].frames[frameIndex].symbols = result
       }

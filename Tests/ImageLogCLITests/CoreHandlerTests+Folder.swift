@@ -5,6 +5,14 @@ import ImageLogTestSupport
 import ImageReaders
 import Testing
 
+enum FileSystemProbe {
+  /// True when `path` is a symbolic link whose target does not exist.
+  static func isDanglingLink(_ path: String) -> Bool {
+    var info = stat()
+    return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK && stat(path, &info) != 0
+  }
+}
+
 extension CoreHandlerTests {
   // MARK: The folder
 
@@ -84,9 +92,62 @@ extension CoreHandlerTests {
     }
   }
 
-  /// As systemd-coredump makes its cores: owned by root, mode 0640, readable by the crashed user
-  /// through an ACL entry (getfacl, from Debian's acl package, is the oracle), and not when the
-  /// process was not dumpable.
+  /// A folder others can write (/var/crash often is): a name taken by any entry, a dangling link
+  /// too, is skipped, not failed on; the files are the writer's alone (mode 0600); crashes named
+  /// with times in the future never push out the crash just written; and only the handler's own files
+  /// are ever removed (a file of that name pattern another user owns, or one of root's the handler
+  /// did not write, stays).
+  @Test(.enabled(if: kernelCores || haveOracles, "no kernel core or gcore (see CoreFileTests)"))
+  func othersFilesAndNamesInTheFolder() throws {
+    let directory = try makeTemporaryDirectory("imagelog-core-handler-others")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    let (core, live) = try Self.smallCore(in: directory)
+    defer { live?.stop() }
+    let pid = Self.unusedPID()
+    let name = try Self.processInfo(core, "fname")
+    let reports = "\(directory)/reports"
+    #expect(mkdir(reports, 0o755) == 0)
+    func exists(_ path: String) -> Bool { var info = stat(); return lstat(path, &info) == 0 }
+
+    // A dangling link at the very name the crash would get: the next name is taken, the link stays.
+    let predicted = "\(reports)/\(name).\(pid).19700101T001640Z.crash"
+    #expect(symlink("\(directory)/nowhere", predicted) == 0)
+    let linked = try Self.handle(core, pid: pid, into: reports, ["--time", "1000"])
+    #expect(linked.exitCode == 0, "\(linked.error)")
+    let second = "\(reports)/\(name)_2.\(pid).19700101T001640Z"
+    #expect(linked.output == "\(second).dmp\n\(second).crash\n", "\(linked.output)")
+    #expect(FileSystemProbe.isDanglingLink(predicted) && !exists("\(directory)/nowhere"))
+    for file in ["\(second).dmp", "\(second).crash"] {
+      var info = stat()
+      #expect(lstat(file, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && info.st_mode & 0o777 == 0o600,
+              "\(file): mode \(String(info.st_mode & 0o777, radix: 8))")
+    }
+
+    // Files of the same pattern the handler did not write: older than every crash, yet never removed.
+    let strangers = ["notes.1.19690101T000000Z.crash", "notes.1.19690101T000000Z.dmp", "mine.2.19690102T000000Z.crash",
+                     "later.3.21000101T000000Z.crash"]
+    for stranger in strangers { try writeFile("\(reports)/\(stranger)", "not the handler's\n") }
+    if Self.isRoot { #expect(chown("\(reports)/notes.1.19690101T000000Z.crash", 65534, 65534) == 0) }
+    // Two crashes recorded with a clock far ahead (2100), then one now-ish (2033) with room for two.
+    for _ in 0..<2 {
+      let future = try Self.handle(core, pid: pid, into: reports, ["--time", "4102444800"])
+      #expect(future.exitCode == 0, "\(future.error)")
+    }
+    let now = try Self.handle(core, pid: pid, into: reports, ["--time", "2000000000", "--max-crashes", "2"])
+    #expect(now.exitCode == 0, "\(now.error)")
+    let current = "\(name).\(pid).20330518T033320Z"
+    let futureStems = ["\(name).\(pid).21000101T000000Z", "\(name)_2.\(pid).21000101T000000Z"]
+    #expect(now.output == "\(reports)/\(current).dmp\n\(reports)/\(current).crash\n", "\(now.output)")
+    // Kept: the crash just written and the later-written of the two future ones (same time: by name,
+    // the first goes); the 1970 crash goes; every stranger and the planted link stay.
+    let expected = (["\(current).crash", "\(current).dmp", "\(futureStems[1]).crash", "\(futureStems[1]).dmp",
+                     "\(name).\(pid).19700101T001640Z.crash"] + strangers).sorted()
+    #expect(Self.files(in: reports) == expected, "\(Self.files(in: reports))")
+  }
+
+  /// As systemd-coredump grants access: owned by root, readable by the crashed user through an ACL
+  /// entry (its mask shows as the group's bits, 0640; the group itself gets nothing), checked with
+  /// getfacl (Debian's acl package), and not when the process was not dumpable (then mode 0600).
   @Test(.enabled(if: isRoot && haveTool("getfacl") && haveTool("setpriv") && haveOracles,
                  "needs root (to run a program as another user), getfacl (acl), setpriv, gcore, eu-stack and cc"))
   func filesAreReadableByTheCrashedUserAsSystemdMakesThem() throws {
@@ -107,7 +168,7 @@ extension CoreHandlerTests {
       #expect(stat(path, &info) == 0)
       #expect(info.st_uid == 0 && info.st_mode & 0o777 == 0o640, "\(name): uid \(info.st_uid), mode \(String(info.st_mode & 0o777, radix: 8))")
       let acl = try runTool(["getfacl", "-n", "-p", path]).output
-      #expect(acl.contains("\nuser::rw-\nuser:4242:r--\ngroup::r--\nmask::r--\nother::---\n"), "\(name):\n\(acl)")
+      #expect(acl.contains("\nuser::rw-\nuser:4242:r--\ngroup::---\nmask::r--\nother::---\n"), "\(name):\n\(acl)")
     }
     #expect(Self.files(in: reports).count == 3)
     // Not dumpable (set-user-ID, prctl): root's alone.
@@ -116,7 +177,7 @@ extension CoreHandlerTests {
     #expect(secret.exitCode == 0)
     for name in Self.files(in: closed) {
       let acl = try runTool(["getfacl", "-n", "-p", "\(closed)/\(name)"]).output
-      #expect(!acl.contains("user:4242"), "\(acl)")
+      #expect(!acl.contains("user:4242") && acl.contains("\nuser::rw-\ngroup::---\nother::---\n"), "\(acl)")
     }
   }
 

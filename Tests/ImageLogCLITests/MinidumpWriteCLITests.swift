@@ -92,6 +92,23 @@ import Testing
     #expect(noThreadStopped(child.pid))
   }
 
+  /// A dump holds the threads' stacks (with --environ, the environment the help calls secret): mode
+  /// 0600 under umask 022, as the kernel's cores and Crashpad's and Breakpad's dumps are.
+  @Test func dumpIsReadableByItsOwnerOnly() throws {
+    let directory = try makeTemporaryDirectory("imagelog-minidump-mode")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
+    defer { child.stop() }
+    try child.wait(for: "ready")
+    for (index, extra) in [[], ["--environ"]].enumerated() {
+      let dump = "\(directory)/dump-\(index).dmp"
+      let run = try runChild(["sh", "-c", "umask 022; exec \"$@\"", "sh", MinidumpCLI.imagelog, "minidump", String(child.pid), "-o", dump] + extra)
+      #expect(run.exitCode == 0, "\(run.error)")
+      var info = stat()
+      #expect(stat(dump, &info) == 0 && info.st_mode & 0o777 == 0o600, "\(extra): mode \(String(info.st_mode & 0o777, radix: 8))")
+    }
+  }
+
   @Test(.enabled(if: canRun && CoreFileTests.haveGcore, "needs gcore (gdb); \(reason)"))
   func gcoreOfALiveProcess() throws {
     let directory = try makeTemporaryDirectory("imagelog-minidump-gcore")

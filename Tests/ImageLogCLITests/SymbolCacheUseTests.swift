@@ -10,13 +10,15 @@ import Testing
   static let program = SymbolCacheCLITests.program
   static let base = SymbolCacheCLITests.base
 
-  /// The `.ilsc` files a run of `arguments` opened (`strace -f -z`: only opens that succeeded), and
-  /// the run's result.
+  /// The `.ilsc` files a run of `arguments` opened (`strace -f -z`: only opens that succeeded; `-y`:
+  /// the path of the descriptor returned, as an entry is opened in its folder's descriptor), and the
+  /// run's result.
   static func entriesOpened(_ arguments: [String], cache: String, log: String) throws -> (ChildResult, [String]) {
-    let run = try runChild(["strace", "-f", "-qq", "-z", "-e", "trace=openat", "-o", log] + arguments,
+    let run = try runChild(["strace", "-f", "-qq", "-z", "-y", "-e", "trace=openat", "-o", log] + arguments,
                            environment: ["XDG_CACHE_HOME": cache])
     let opened = (readFile(log) ?? "").split(separator: "\n").compactMap { line -> String? in
-      guard let open = line.firstIndex(of: "\""), let close = line[line.index(after: open)...].firstIndex(of: "\"") else { return nil }
+      guard let result = line.range(of: ") = ", options: .backwards), let open = line[result.upperBound...].firstIndex(of: "<"),
+            let close = line.lastIndex(of: ">"), open < close else { return nil }
       let path = String(line[line.index(after: open)..<close])
       return path.hasSuffix(".ilsc") ? path : nil
     }
@@ -144,5 +146,41 @@ import Testing
     #expect(warm.exitCode == 0 && warm.error.isEmpty, "\(warm.error)")
     #expect(warm.output == expected)
     #expect(opened == [entry], "opened \(opened)")
+  }
+}
+
+extension SymbolCacheUseTests {
+  /// A cache folder others may write (a shared or pre-made XDG_CACHE_HOME), or, as root, one another
+  /// user owns: the entry in it, though it checks, is never opened, nothing is written there, and the
+  /// answers are `--no-cache`'s.
+  @Test(.enabled(if: haveTool("nm") && haveTool("strace"), "needs nm (binutils) and strace"))
+  func folderOthersControlIsNotUsed() throws {
+    let folder = try makeTemporaryDirectory("symbol-cache-others")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let arguments = try SymbolCacheCLITests.arguments()
+    let expected = try SymbolCacheCLITests.expected(arguments, cache: folder + "/unused")
+    // A good entry, built in a cache of the user's own, to be planted.
+    let own = folder + "/own"
+    _ = try SymbolCacheCLITests.imagelog(arguments, cache: own)
+    try SymbolCacheCLITests.waitForOneEntry(own)
+    let name = try #require(directoryNames(own + "/imagelog").first)
+    let bytes = try #require(readFileBytes(own + "/imagelog/" + name))
+    var cases: [(label: String, mode: mode_t, owner: uid_t?)] = [("others may write", 0o777, nil), ("its group may write", 0o770, nil),
+                                                                 ("sticky, others may write", 0o1777, nil)]
+    if geteuid() == 0 { cases.append(("user 65534's", 0o700, 65534)) }
+    for (index, planted) in cases.enumerated() {
+      let cache = folder + "/cache-\(index)"
+      #expect(mkdir(cache, 0o755) == 0 && mkdir(cache + "/imagelog", 0o700) == 0)
+      try writeFile(cache + "/imagelog/" + name, bytes: bytes)
+      #expect(chmod(cache + "/imagelog", planted.mode) == 0)
+      if let owner = planted.owner {
+        #expect(chown(cache + "/imagelog", owner, owner) == 0 && chown(cache + "/imagelog/" + name, owner, owner) == 0)
+      }
+      let (run, opened) = try Self.entriesOpened([builtProduct("imagelog")] + arguments, cache: cache, log: folder + "/\(index).strace")
+      #expect(run.exitCode == 0 && run.error.isEmpty, "\(planted.label): \(run.error)")
+      #expect(run.output == expected, "\(planted.label)")
+      #expect(opened.isEmpty, "\(planted.label): opened \(opened)")
+      #expect(directoryNames(cache + "/imagelog") == [name], "\(planted.label): \(directoryNames(cache + "/imagelog"))")
+    }
   }
 }

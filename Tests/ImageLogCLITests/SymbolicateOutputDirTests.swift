@@ -82,6 +82,32 @@ import Testing
     #expect(readFile(output + "/crash-0.crash")?.hasPrefix("{") == true)
   }
 
+  /// A link planted in the folder under a report's name (pointing at a file another would lose) is
+  /// replaced by the report, never written through: the file it names is unchanged, and the report
+  /// is a file of its own, mode 0600 under umask 022 (it holds registers and memory's values).
+  @Test func aPlantedLinkIsNotFollowed() throws {
+    let library = try Self.library()
+    let directory = try makeTemporaryDirectory("imagelog-output-dir-link")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let report = directory + "/crash.crash"
+    try writeFile(report, Self.report(library, first: 3, count: 4))
+    let victim = directory + "/victim"
+    try writeFile(victim, "precious\n")
+    let output = directory + "/out"
+    #expect(mkdir(output, 0o755) == 0)
+    #expect(symlink(victim, output + "/crash.crash") == 0)
+    let result = try runChild(["sh", "-c", "umask 022; exec \"$@\"", "sh", SymbolicateCLI.executable, "symbolicate",
+                               "--no-system-debug", "--output-dir", output, report])
+    #expect(result.status == 0, "\(result.error)")
+    #expect(readFile(victim) == "precious\n")
+    var info = stat()
+    #expect(lstat(output + "/crash.crash", &info) == 0 && info.st_mode & S_IFMT == S_IFREG, "not a regular file")
+    #expect(info.st_mode & 0o777 == 0o600, "mode \(String(info.st_mode & 0o777, radix: 8))")
+    let alone = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", report])
+    #expect(readFile(output + "/crash.crash") == alone.output)
+    #expect(directoryNames(output) == ["crash.crash"], "\(directoryNames(output))")
+  }
+
   /// One process finds and reads each file once, however many reports name it: the library is opened
   /// as often for three reports as for one (`strace -e trace=openat`).
   @Test(.enabled(if: haveTool("strace"), "needs strace (Scripts/install-test-tools installs it)"))

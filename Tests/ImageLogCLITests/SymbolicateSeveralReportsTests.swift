@@ -71,4 +71,33 @@ import Testing
     #expect(json.output.components(separatedBy: #""procName" : "FocusTogether""#).count == 2)
     #expect(json.output.contains(#""procName" : "Small""#))
   }
+
+  /// V8's `d8` log: its `==== C stack trace` (11 lines in glibc's form), then the AddressSanitizer trap it
+  /// ends in (21 `#N` lines; counted in the fixture, README.md): two reports, each with its summary, the
+  /// text kept line for line; in JSON two documents, one per kind.
+  @Test func v8StackThenSanitizerTrapAreTwoReports() throws {
+    let path = packageRoot + "/Tests/SymbolicationTests/Fixtures/linux-reports/v8-d8-dcheck-asan-374627491.txt"
+    let text = try #require(readFile(path))
+    let result = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", path])
+    #expect(result.status == 0, "\(result.error)")
+    let summaries = result.output.split(separator: "\n").filter { $0.hasPrefix("-- symbolicated by imagelog:") }
+    #expect(summaries.map { $0.prefix { $0 != ";" } } == ["-- symbolicated by imagelog: 0 of 11 frames",
+                                                          "-- symbolicated by imagelog: 0 of 21 frames"], "\(result.output)")
+    // The glibc stack's report ends at its last frame line; the sanitizer's starts with its own heading.
+    let firstSummary = try #require(result.output.firstRange(of: "[0x7fc63523cafd]\n\n-- symbolicated by imagelog: 0 of 11 frames"))
+    let heading = try #require(result.output.firstRange(of: "\nAddressSanitizer:DEADLYSIGNAL\n"))
+    #expect(firstSummary.upperBound < heading.lowerBound)
+    // Every line of the log is written, in order (the summaries between).
+    var rest = result.output[...]
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+      guard let found = rest.firstRange(of: line + "\n") else {
+        Issue.record("line not written in order: \(line)")
+        break
+      }
+      rest = rest[found.upperBound...]
+    }
+    let json = try runChild([SymbolicateCLI.executable, "symbolicate", "--no-system-debug", "--format", "json", path])
+    #expect(json.output.components(separatedBy: #"{"format":"glibc-backtrace","frames":["#).count == 2, "\(json.output)")
+    #expect(json.output.components(separatedBy: #"{"format":"sanitizer","frames":["#).count == 2)
+  }
 }

@@ -7,8 +7,9 @@ import Testing
 /// read by our reader and by `minidump-stackwalk --dump`, which prints every annotation.
 @Suite struct MinidumpCrashpadInfoTests {
   /// The bytes of a CrashpadInfo stream that will start at file offset `base`: process annotations
-  /// and one module's annotations of every kind.
-  static func stream(base: Int) -> [UInt8] {
+  /// and one module's annotations of every kind; with `oldModuleRecord`, the module's record as
+  /// Crashpad wrote it before 2017 (20 bytes: no annotation objects).
+  static func stream(base: Int, oldModuleRecord: Bool = false) -> [UInt8] {
     var blob = [UInt8](repeating: 0, count: 64)  // MinidumpCrashpadInfo, filled in below
     func align() { while blob.count % 4 != 0 { blob.append(0) } }
     func place(_ bytes: [UInt8]) -> UInt32 {
@@ -45,7 +46,8 @@ import Testing
     let objectsLocation = MinidumpFile.Location(dataSize: UInt32(objects.count), rva: place(objects))
     var module = [UInt8]()
     module.append32(1)
-    module.appendLocation(listLocation); module.appendLocation(simple); module.appendLocation(objectsLocation)
+    module.appendLocation(listLocation); module.appendLocation(simple)
+    if !oldModuleRecord { module.appendLocation(objectsLocation) }
     let moduleLocation = MinidumpFile.Location(dataSize: UInt32(module.count), rva: place(module))
     var links = [UInt8]()
     links.append32(1)
@@ -61,17 +63,17 @@ import Testing
 
   /// A dump with one module and the stream above, its offsets right: written once to learn where the
   /// stream lands, then its bytes made for that offset (the same length, so nothing else moves).
-  static func dump() throws -> [UInt8] {
+  static func dump(oldModuleRecord: Bool = false) throws -> [UInt8] {
     func contents(_ stream: [UInt8]) -> MinidumpWriter.Contents {
       MinidumpWriter.Contents(timeDateStamp: 0, systemInfo: MinidumpWriter.SystemInfo(processorArchitecture: 9), threads: [],
                               modules: [MinidumpWriter.Module(baseAddress: 0x1000, size: 0x1000, path: "/lib/libannotated.so",
                                                               buildID: [1, 2, 3, 4])],
                               extraStreams: [(MinidumpFile.crashpadInfoType, stream)])
     }
-    let first = try MinidumpWriter.write(contents(stream(base: 0)))
+    let first = try MinidumpWriter.write(contents(stream(base: 0, oldModuleRecord: oldModuleRecord)))
     let dump = try MinidumpFile(bytes: first)
     let base = try #require(dump.streams.first { $0.type == MinidumpFile.crashpadInfoType }).location.rva
-    return try MinidumpWriter.write(contents(stream(base: Int(base))))
+    return try MinidumpWriter.write(contents(stream(base: Int(base), oldModuleRecord: oldModuleRecord)))
   }
 
   @Test func moduleAnnotationsRead() throws {
@@ -88,6 +90,18 @@ import Testing
     #expect(module.annotationObjects.map(\.name) == ["crash-reason", "blob", "nothing"])
     #expect(module.annotationObjects.map(\.stringValue) == ["out of cheese", nil, nil])
     #expect(module.annotationObjects[1].value == [1, 2, 3] && module.annotationObjects[1].type == 0x8001)
+  }
+
+  /// Crashpad's header allows the 20-byte record of before 2017 (no annotation objects): it is read,
+  /// not called unreadable (it was: "MinidumpModuleCrashpadInfo needs 28"). minidump-stackwalk 0.25
+  /// drops the whole CrashpadInfo stream of such a dump, so no oracle here: the values are the stream's.
+  @Test func oldModuleRecordRead() throws {
+    let dump = try MinidumpFile(bytes: try Self.dump(oldModuleRecord: true))
+    #expect(dump.problems.isEmpty, "\(dump.problems)")
+    let module = try #require(dump.crashpadInfo?.moduleInfos.first)
+    #expect(module.listAnnotations == ["first annotation", "second"])
+    #expect(module.simpleAnnotations.map { "\($0.key)=\($0.value)" } == ["module-key=module value"])
+    #expect(module.annotationObjects.isEmpty)
   }
 
   @Test(.enabled(if: pipelineTool("minidump-stackwalk") != nil, "minidump-stackwalk (Scripts/install-test-tools) missing"))

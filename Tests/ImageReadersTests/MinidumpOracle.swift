@@ -119,12 +119,13 @@ enum MinidumpOracleChecks {
       same(ours.baseAddress, StackwalkOracle.number(theirs["base_of_image"]), "module \(index) base")
       same(UInt64(ours.size), StackwalkOracle.number(theirs["size_of_image"]), "module \(index) size")
       same(ours.name, StackwalkOracle.unquoted(theirs["(code_file)"]), "module \(index) path")
-      same(ours.codeIdentifier, StackwalkOracle.unquoted(theirs["(code_identifier)"]).flatMap { $0 == "id" ? nil : $0 },
+      same(ours.codeFileName, json["filename"]?.string, "JSON module \(index) file name")
+      same(ours.codeIdentifier(platformID: dump.systemInfo?.platformID), StackwalkOracle.unquoted(theirs["(code_identifier)"]).flatMap { $0 == "id" ? nil : $0 },
            "module \(index) code id")
       same(ours.baseAddress, json["base_addr"]?.hexValue, "JSON module \(index) base")
       same(ours.addressRange.upperBound, json["end_addr"]?.hexValue, "JSON module \(index) end")
-      same(ours.debugIdentifier, json["debug_id"]?.string, "module \(index) debug id")
-      same(ours.codeIdentifier, json["code_id"]?.string, "JSON module \(index) code id")
+      same(ours.debugIdentifier ?? String(repeating: "0", count: 33), json["debug_id"]?.string, "module \(index) debug id")
+      same(ours.codeIdentifier(platformID: dump.systemInfo?.platformID), json["code_id"]?.string, "JSON module \(index) code id")
       same(ours.debugFileName, json["debug_file"]?.string, "module \(index) debug file")
       same(UInt64(ours.versionInfo.fileType), StackwalkOracle.number(theirs["version_info.file_type"]), "module \(index) file type")
     }
@@ -146,7 +147,8 @@ enum MinidumpOracleChecks {
       if let context = oracle.contexts(after: "MINIDUMP_EXCEPTION").first {
         compareContext(dump.exception?.context, context, "exception", same)
       }
-      same(dump.exception?.address, oracle.json["crash_info"]?["address"]?.hexValue, "JSON crash address")
+      same(dump.exception?.crashAddress(dump.systemInfo), oracle.json["crash_info"]?["address"]?.hexValue, "JSON crash address")
+      same(dump.exception?.reason(dump.systemInfo), oracle.json["crash_info"]?["type"]?.string, "JSON crash reason")
       let crashed = oracle.json["crash_info"]?["crashing_thread"]?.unsigned
       same(dump.threads.firstIndex { $0.tid == dump.exception?.tid }.map(UInt64.init), crashed, "crashing thread")
       // The crashed thread's frame 0 registers in the JSON are the exception context's.
@@ -158,6 +160,11 @@ enum MinidumpOracleChecks {
       same(dump.exception == nil, true, "no exception")
     }
     // System and misc info.
+    if let ours = dump.systemInfo {
+      same(ours.platformName, oracle.json["system_info"]?["os"]?.string, "JSON os")
+      same(ours.osVersionText, oracle.json["system_info"]?["os_ver"]?.string, "JSON os_ver")
+      same(ours.cpuName, oracle.json["system_info"]?["cpu_arch"]?.string, "JSON cpu_arch")
+    }
     if let system = oracle.blocks("MINIDUMP_SYSTEM_INFO").first, let ours = dump.systemInfo {
       same(UInt64(ours.processorArchitecture), StackwalkOracle.number(system["processor_architecture"]), "architecture")
       same(UInt64(ours.processorLevel), StackwalkOracle.number(system["processor_level"]), "processor level")
@@ -167,7 +174,7 @@ enum MinidumpOracleChecks {
       same(UInt64(ours.minorVersion), StackwalkOracle.number(system["minor_version"]), "minor version")
       same(UInt64(ours.buildNumber), StackwalkOracle.number(system["build_number"]), "build number")
       same(UInt64(ours.platformID), StackwalkOracle.number(system["platform_id"]), "platform")
-      same("\(ours.majorVersion).\(ours.minorVersion).\(ours.buildNumber) \(ours.csdVersion ?? "")",
+      same("\(ours.majorVersion).\(ours.minorVersion).\(ours.buildNumber) \(ours.csdVersion ?? "")".trimmingSpaces,
            system["(version)"], "OS version and CSD string")
     }
     if let misc = oracle.blocks("MINIDUMP_MISC_INFO").first, let ours = dump.miscInfo {

@@ -195,33 +195,58 @@ extension MutationTests {
           _ = dump.availableBytes(from: value)
         }
       }
-      for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier, module.debugFileName, module.addressRange) }
+      // The stacks as a snapshot holds them: each range of the file once, no more than the file in all.
+      let held = MinidumpShapes.heldBytes(dump.stackCopies(in: source).stacks.map { $0?.bytes })
+      #expect(held.distinct <= bytes.count, "stack copies hold \(held.distinct) bytes of a \(bytes.count)-byte dump")
+      for module in dump.modules { _ = (module.debugIdentifier, module.codeIdentifier(platformID: dump.systemInfo?.platformID), module.debugFileName, module.addressRange) }
       _ = (dump.linux.arguments, dump.linux.environmentEntries, dump.linux.procStatusValue("Pid"))
       _ = (dump.crashpadInfo?.reportIDString, dump.systemInfo?.x86VendorID, dump.systemInfo?.armCPUID)
       _ = dump.exception?.context?.pc
+      _ = (dump.exception?.reason(dump.systemInfo), dump.exception?.crashAddress(dump.systemInfo), dump.systemInfo?.osVersionText)
       return dump.problems.isEmpty ? 2 : 1
     }
   }
 
-  /// Seeded mutations of the committed minidumps (from `MinidumpWriter`) and, when Crashpad's handler
-  /// is installed, of a real Crashpad dump made at test time: the reader returns or throws, never traps
-  /// or hangs; mutations must make it throw, make it name problems, and spare it.
+  /// Seeded mutations of the committed minidumps (from `MinidumpWriter`), of the hostile shapes of issue
+  /// 35 made from one of them (`MinidumpShapes`: many threads over one stack at one address, at many
+  /// addresses, over overlapping ranges of the file; many modules) and, when Crashpad's handler is
+  /// installed, of a real Crashpad dump made at test time: the reader returns or throws, never traps or
+  /// hangs, and the stacks it copies hold no more than the file; mutations must make it throw, make it
+  /// name problems, and spare it.
   @Test func minidumpsSurviveMutations() throws {
     var originals = try Fixtures.all(in: "minidump").map { (name: $0, bytes: try Fixtures.bytes($0)) }
     try #require(originals.count >= 4, "no minidump fixtures under \(Fixtures.directory)/minidump")
+    let shapes = try Self.hostileMinidumpShapes()
+    originals += shapes
     if MinidumpCrashpadTests.canRun, case .success(let crash) = MinidumpCrashpadTests.segv {
       originals.append(("Crashpad's dump", crash.bytes))
     }
     var rng = SeededGenerator(seed: 0x3D3D_2027)
     var outcomes = [0, 0, 0]
     for (name, original) in originals {
-      #expect(Self.exerciseMinidump(original) == 2, "\(name): the unmutated dump does not read cleanly")
+      // The shapes' MemoryList names the first stack's first bytes at another offset of the file: a problem.
+      let clean = shapes.contains { $0.name == name } ? 1 : 2
+      #expect(Self.exerciseMinidump(original) == clean, "\(name): the unmutated dump does not read as it should")
       for round in 0..<Self.perFixture {
         outcomes[Self.exerciseMinidump(Self.mutate(original, Mutation.allCases[round % Mutation.allCases.count], &rng))] += 1
       }
     }
     #expect(outcomes.reduce(0, +) == originals.count * Self.perFixture)
     #expect(outcomes.allSatisfy { $0 > 0 }, "threw, named problems, read cleanly: \(outcomes)")
+  }
+
+  /// The shapes of issue 35, from the committed x86_64 writer dump, small enough for hundreds of mutations.
+  static func hostileMinidumpShapes() throws -> [(name: String, bytes: [UInt8])] {
+    let base = try Fixtures.bytes("minidump/writer-x86_64.dmp")
+    let shapes: [(String, [UInt8]?)] = [
+      ("300 threads over one stack", MinidumpShapes.replicating(base, threads: 300, modules: 2, stackSize: 16 << 10)),
+      ("300 stacks over one range of the file", MinidumpShapes.replicating(base, threads: 300, modules: 2, stackSize: 16 << 10,
+                                                                           stackAddressStep: 16 << 10)),
+      ("300 stacks over overlapping ranges", MinidumpShapes.replicating(base, threads: 300, modules: 2, stackSize: 16 << 10,
+                                                                        stackShift: 8, stackAddressStep: 16 << 10)),
+      ("500 threads and 500 modules", MinidumpShapes.replicating(base, threads: 500, modules: 500, stackSize: 4096)),
+    ]
+    return try shapes.map { name, bytes in (name, try #require(bytes, "\(name): the writer fixture has no thread or module")) }
   }
 
   /// Every prefix of one minidump: each structure cut at every byte.

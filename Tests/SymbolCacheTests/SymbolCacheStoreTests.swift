@@ -130,6 +130,75 @@ import Testing
     #expect(try Self.differences(file, fixture).isEmpty)
   }
 
+  /// An entry that checks (identity, fingerprint and checksum all right) but answers as another
+  /// program does: what another user who could write the folder or the entry would plant.
+  static func forgedEntry(_ fixture: CacheFixture) throws -> [UInt8] {
+    let other = try CacheFixtures.dwarf(try Self.fixture("gcc-cxx-O2-dwarf4")).answerTable()
+    return try #require(SymbolCacheFormat.bytes(of: other, identity: fixture.identity, fingerprint: try CacheFixtures.fingerprint(fixture)))
+  }
+
+  /// Plants the forged entry of `fixture` in `settings`' folder, made (mode 0700) when missing, and
+  /// shows that, in a private folder, it would be used and answer wrong.
+  static func plantForged(_ fixture: CacheFixture, _ settings: SymbolCacheSettings) throws -> (path: String, bytes: [UInt8]) {
+    let forged = try forgedEntry(fixture)
+    let path = try entryPath(fixture, settings)
+    if access(settings.directory, F_OK) != 0 { #expect(mkdir(settings.directory, 0o700) == 0) }
+    try writeFile(path, bytes: forged)
+    #expect(chmod(path, 0o644) == 0)
+    let believed = try open(fixture, settings)
+    let wrong = try differences(believed, fixture)
+    #expect(fromCache(believed) && !wrong.isEmpty, "the forged entry answers as its fixture")
+    return (path, forged)
+  }
+
+  /// An entry in a folder others may write (a shared or pre-made XDG_CACHE_HOME), or an entry others
+  /// may write: not used (the answers are the DWARF's, as with --no-cache), and nothing is written
+  /// into such a folder.
+  @Test func entriesOthersMayWriteAreNotUsed() throws {
+    let folder = try makeTemporaryDirectory("symbol-cache")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let fixture = try Self.fixture("gcc-c-O2-dwarf5")
+    for (index, mode) in [0o777, 0o775, 0o1777].enumerated() {
+      let settings = SymbolCacheSettings(directory: folder + "/shared-\(index)")
+      let (path, forged) = try Self.plantForged(fixture, settings)
+      #expect(chmod(settings.directory, mode_t(mode)) == 0)
+      let file = try Self.open(fixture, settings)
+      #expect(try Self.differences(file, fixture).isEmpty, "folder mode \(String(mode, radix: 8))")
+      #expect(readFileBytes(path) == forged, "written into a folder of mode \(String(mode, radix: 8))")
+    }
+    for mode in [0o666, 0o646, 0o664] {
+      let settings = SymbolCacheSettings(directory: folder + "/entry-\(String(mode, radix: 8))")
+      let (path, _) = try Self.plantForged(fixture, settings)
+      #expect(chmod(path, mode_t(mode)) == 0)
+      let file = try Self.open(fixture, settings)
+      #expect(try Self.differences(file, fixture).isEmpty, "entry mode \(String(mode, radix: 8))")
+      // The folder is the user's: the right entry replaces the planted one, mode 0600.
+      #expect(readFileBytes(path) == (try CacheFixtures.cacheBytes(fixture)))
+      var info = stat()
+      #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o600, "mode \(String(info.st_mode & 0o777, radix: 8))")
+    }
+  }
+
+  /// As root, a folder or an entry of another user (65534), private to that user: not used either.
+  @Test(.enabled(if: geteuid() == 0, "only root can give a file to another user"))
+  func entriesOfAnotherUserAreNotUsed() throws {
+    let folder = try makeTemporaryDirectory("symbol-cache")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let fixture = try Self.fixture("gcc-c-O2-dwarf5")
+    let theirs = SymbolCacheSettings(directory: folder + "/theirs")
+    let (path, forged) = try Self.plantForged(fixture, theirs)
+    #expect(chown(path, 65534, 65534) == 0 && chown(theirs.directory, 65534, 65534) == 0)
+    #expect(try Self.differences(try Self.open(fixture, theirs), fixture).isEmpty)
+    #expect(readFileBytes(path) == forged, "written into another user's folder")
+
+    let ours = SymbolCacheSettings(directory: folder + "/ours")
+    let (entry, _) = try Self.plantForged(fixture, ours)
+    #expect(chown(entry, 65534, 65534) == 0)
+    #expect(try Self.differences(try Self.open(fixture, ours), fixture).isEmpty)
+    var info = stat()
+    #expect(stat(entry, &info) == 0 && info.st_uid == 0, "the planted entry is not replaced by root's")
+  }
+
   /// Over the bound, the least recently used entries go: A and B written, A used again, C written with
   /// room for two: B goes.
   @Test func boundEvictsTheLeastRecentlyUsed() throws {

@@ -99,10 +99,13 @@ struct BreakpadSymbolsLibraryTests {
     #expect(doubled > 100 && ours.symbols.count > 3000 && ours.frames.count > 3000)
   }
 
-  /// python3.11 (a position-dependent executable at 0x400000) with its python3.11-dbg debug file. One
-  /// more rule: dump_syms writes the made-up section publics at their link-time addresses
+  /// python3.11 (a position-dependent executable at 0x400000) with its python3.11-dbg debug file. Two
+  /// more rules: dump_syms writes the made-up section publics at their link-time addresses
   /// (`<.init ELF section>` at 41f000) while every other record is relative to the load address
-  /// (readelf's first PT_LOAD): imagelog writes them relative too, where no other record is.
+  /// (readelf's first PT_LOAD): imagelog writes them relative too, where no other record is. And
+  /// where a line-table row starts before a function (its `.cold` part, mostly) and runs into it,
+  /// dump_syms drops the row and imagelog keeps its part inside: each address where the two files'
+  /// line records then answer differently gets imagelog's line from llvm-symbolizer (`coveredStarts`).
   @Test(.enabled(if: debugFile(python) != nil, "needs python3.11-dbg (Scripts/install-test-tools)"))
   func python311WithDebugFile() throws {
     var (debug, theirs, ours, rules) = try Self.withDebugFile(Self.python)
@@ -112,6 +115,7 @@ struct BreakpadSymbolsLibraryTests {
     #expect(loadAddress == 0x400000)
     rules.loadAddress = loadAddress
     var moved = 0
+    var covered: [(what: String, theirs: SymRecords.Function, ours: SymRecords.Function)] = []
     let sectionStarts = try Self.executableSectionStarts(Self.python)
     let differences = compareSymbols(theirs, ours, sampled: true, names: { rules.name($0, $1) },
                                      multiple: { rules.multiple($0, $1, merged: true) }, symbol: { a, b in
@@ -120,9 +124,47 @@ struct BreakpadSymbolsLibraryTests {
       if let b, b.name.hasPrefix("<"), b.name.hasSuffix(" ELF section in python3.11>"),
          sectionStarts.contains(b.address + loadAddress) { return true }
       return false
+    }, lines: { what, a, b in
+      covered.append((what, a, b))
+      return true
     })
     #expect(differences.isEmpty, "\(differences.count) differences:\n\(differences.prefix(10).map(\.description).joined(separator: "\n"))")
     #expect(moved > 0 && ours.symbols.count > 5000)
+    let unexplained = try Self.coveredStarts(covered, debug: debug, loadAddress: loadAddress)
+    let listed = unexplained.prefix(10).joined(separator: "\n")
+    #expect(unexplained.isEmpty, "\(unexplained.count) line differences llvm-symbolizer does not side with imagelog on:\n\(listed)")
+  }
+
+  /// The FUNCs whose line (or INLINE) records differ from dump_syms': at every address where the two
+  /// sets of line records answer differently, llvm-symbolizer's innermost line must be imagelog's, and
+  /// the function's start must be one of them (the row covering the start is what dump_syms drops).
+  /// INLINE records may differ only in a function whose line records differ so. Returns what is not so.
+  static func coveredStarts(_ covered: [(what: String, theirs: SymRecords.Function, ours: SymRecords.Function)],
+                            debug: String, loadAddress: UInt64) throws -> [String] {
+    func answer(_ records: [SymRecords.Line], _ address: UInt64) -> UInt32? {
+      records.last { $0.address <= address && address - $0.address < $0.size }?.line
+    }
+    var problems: [String] = []
+    var questions: [(function: UInt64, address: UInt64, ours: UInt32?)] = []
+    var startsDiffer = Set<UInt64>()
+    for (what, theirs, ours) in covered where what == "line records" {
+      let starts = Set(theirs.lines.map(\.address) + ours.lines.map(\.address) + [ours.address]).sorted()
+      let differing = starts.filter { answer(theirs.lines, $0) != answer(ours.lines, $0) }
+      if differing.first == ours.address { startsDiffer.insert(ours.address) } else {
+        problems.append("FUNC \(String(ours.address, radix: 16)) \(ours.name): the records agree at its start")
+      }
+      questions += differing.map { (ours.address, $0, answer(ours.lines, $0)) }
+    }
+    for (what, _, ours) in covered where what == "INLINE records" && !startsDiffer.contains(ours.address) {
+      problems.append("FUNC \(String(ours.address, radix: 16)) \(ours.name): INLINE records differ, line records at its start do not")
+    }
+    #expect(questions.count > 10 && questions.count < 20_000, "\(questions.count) addresses to ask")
+    let oracle = try DWARFOracle.symbolize(debug, questions.map { $0.address + loadAddress })
+    for (question, frames) in zip(questions, oracle) where frames.first.map({ UInt32($0.line) }) != question.ours {
+      problems.append("\(String(question.address, radix: 16)) in FUNC \(String(question.function, radix: 16)): imagelog "
+                      + "\(question.ours.map(String.init) ?? "none"), llvm-symbolizer \(frames.first.map { "\($0)" } ?? "none")")
+    }
+    return problems
   }
 
   /// `program` and its debug file: the debug file's path, dump_syms' records given both, imagelog's

@@ -24,6 +24,9 @@ int il_was_interrupted(void);
 /* Sets the extended attribute `name` of the open file `descriptor` (a crash file's
    system.posix_acl_access); 0, or -1 with errno. Mirrors fsetxattr(2) with flags 0. */
 int il_set_file_attribute(int descriptor, const char *name, const void *value, size_t size);
+/* Reads the extended attribute `name` of `path` itself, not following a symbolic link (a crash file's
+   user.imagelog.crash marker) into `value`; its length, or -1 with errno. Mirrors lgetxattr(2). */
+long il_get_file_attribute(const char *path, const char *name, void *value, size_t size);
 /* end of other processes */
 
 /* Worker threads (threads.c): pthread_create(3) with `body(context)`, but the thread starts on a

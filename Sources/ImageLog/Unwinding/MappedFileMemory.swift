@@ -7,32 +7,40 @@ import ImageReaders
 ///
 /// Not for concurrent use (as `FileBytes`).
 package final class MappedFileMemory: MemoryReading {
-  private var files: [(mappings: [ELFCore.MappedFiles.Mapping], file: FileBytes)] = []
+  /// Every file's mappings, in the order added (the first added that holds an address is read).
+  private var mappings: [(mapping: ELFCore.MappedFiles.Mapping, file: FileBytes)] = []
+  /// Which mapping holds an address; made at the first read after an `add` (a dump's thousands of
+  /// modules are not scanned per read).
+  private var owners: RangeOwners?
 
   /// No file yet.
   package init() {}
 
   /// Reads `mappings`' addresses from `file` (each mapping's `fileOffset` into it).
   package func add(_ file: FileBytes, mappings: [ELFCore.MappedFiles.Mapping]) {
-    files.append((mappings, file))
+    self.mappings += mappings.map { ($0, file) }
+    owners = nil
   }
 
   package func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard buffer.count > 0 else { return true }
-    for (mappings, file) in files {
-      for mapping in mappings where mapping.vmRange.contains(address) {
-        let delta = address - mapping.vmRange.lowerBound  // the mapping holds the address
-        let (offset, overflow) = mapping.fileOffset.addingReportingOverflow(delta)
-        guard !overflow, UInt64(buffer.count) <= mapping.vmRange.upperBound - address,
-              let start = Int(exactly: offset) else { return false }
-        return file.withRanges { ranges in
-          guard let reader = try? ranges.slice(at: start, length: buffer.count) else { return false }
-          reader.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<buffer.count])) }
-          return true
-        }
+    if owners == nil {
+      let ranges = mappings.map { entry in
+        entry.mapping.vmRange.isEmpty ? (first: UInt64.max, last: 0) : (entry.mapping.vmRange.lowerBound, entry.mapping.vmRange.upperBound - 1)
       }
+      owners = RangeOwners(ranges, claimOrder: Array(ranges.indices))
     }
-    return false
+    guard let index = owners?.owner(of: address) else { return false }
+    let (mapping, file) = mappings[index]
+    let delta = address - mapping.vmRange.lowerBound  // the mapping holds the address
+    let (offset, overflow) = mapping.fileOffset.addingReportingOverflow(delta)
+    guard !overflow, UInt64(buffer.count) <= mapping.vmRange.upperBound - address,
+          let start = Int(exactly: offset) else { return false }
+    return file.withRanges { ranges in
+      guard let reader = try? ranges.slice(at: start, length: buffer.count) else { return false }
+      reader.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<buffer.count])) }
+      return true
+    }
   }
 }
 

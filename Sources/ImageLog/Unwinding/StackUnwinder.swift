@@ -111,6 +111,9 @@ public struct StackUnwinder {
   let memory: any MemoryReading
   let images: [UnwindImage]
   let scanBytes: Int
+  /// The images as the C side finds them, made once for every walk (a dump of thousands of threads and
+  /// thousands of modules must not rebuild it per thread).
+  let lookup: ImageLookup
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
   /// above the stack pointer scanning looks (0: never scan).
@@ -118,12 +121,12 @@ public struct StackUnwinder {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
+    lookup = ImageLookup(self.images)
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
   public func unwind(from registers: RegisterSet, maxFrames: Int = 256) -> [UnwoundFrame] {
     guard maxFrames > 0, registers.pc != nil, registers.sp != nil else { return [] }
-    let lookup = ImageLookup(images)
     return withCMemory(memory) { cMemory in
       withExtendedLifetime(lookup) {
         var unwinder = il_unwinder()

@@ -100,7 +100,8 @@ struct CaptureCrashCommand: Command {
     }
     let program = capture.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
       ?? capture.snapshot.process.name ?? "unknown"
-    let stem = CrashFolder.stem(program: program, pid: pid, time: crash.date)
+    // A name taken by any entry (a planted dangling link too) is skipped, not failed on.
+    var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: crash.date, extensions: ["crash", "dmp"])
     // The vDSO is in no file: its symbols are copied from the process while it still waits.
     var options = options
     options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
@@ -111,7 +112,7 @@ struct CaptureCrashCommand: Command {
     do {
       let text = early ? capture.snapshot.imagelogReportText() + Self.provisionalMarker
                        : symbolicatedReportText(capture.snapshot, options: options)
-      path = try folder.write(text, as: stem + ".crash", access: CrashFolder.Access(), time: crash.date).path
+      path = try folder.write(Array(text.utf8), as: &names, extension: "crash", access: CrashFolder.Access()).path
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
@@ -122,17 +123,16 @@ struct CaptureCrashCommand: Command {
     do {
       // Every thread's registers and stack as copied at the stop (the crashed one's from the handler's
       // record), the images, the exception, the /proc files: the minidump beside the report.
-      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: stem + ".dmp", access: CrashFolder.Access(),
-                           time: crash.date)
+      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: &names, extension: "dmp", access: CrashFolder.Access())
     } catch {
-      if !early { printError("imagelog: capture-crash: \(stem).dmp: \(error)") }
+      if !early { printError("imagelog: capture-crash: \(names.stem).dmp: \(error)") }
       status = .failure
     }
     if !early {
       if doneDescriptor != nil { letTheProgramGo() }
     } else {
       do {
-        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: stem + ".crash",
+        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: names.stem + ".crash",
                              access: CrashFolder.Access(), time: crash.date, replacing: true)
       } catch {
         return .failure  // the report written above stays, unsymbolicated

@@ -34,7 +34,9 @@ struct CoreHandlerCommand: Command {
       --output-dir <dir>      Where the files go (made, mode 0755, when missing). Per crash:
                               PROGRAM.PID.TIME.crash, the symbolicated report (imagelog's layout), and
                               PROGRAM.PID.TIME.core.zst with --keep-core; TIME is UTC, YYYYMMDDTHHMMSSZ.
-                              Each file appears whole or not at all (written unnamed, then linked).
+                              Each file appears whole or not at all (written unnamed, then linked);
+                              a name any entry has (a link, even dangling) moves the crash to the
+                              next free name (PROGRAM_2...).
       --pid <pid>             The process, as the kernel numbers it for the handler (%P).
       --signal <n>            The signal (%s): checked against the core's; a difference is noted.
       --time <seconds>        When it crashed, seconds since the epoch (%t); default: now.
@@ -45,8 +47,10 @@ struct CoreHandlerCommand: Command {
                               systemd-coredump's ExternalSizeMax); a longer one is cut and the report
                               says so. Sizes take K, M or G (powers of 1024).
       --max-crashes <n>       Keep the files of at most this many crashes in the folder, removing the
-                              oldest (by the time in their names) after writing (default: 50). Files
-                              with other names are never touched.
+                              oldest (by the files' modification times) after writing, never the
+                              crash just written (default: 50). Only the handler's own files go:
+                              owned by its user and marked with the user.imagelog.crash attribute
+                              when written; no other file is touched, whatever its name.
       --max-memory <size>     The most of the core held in memory at once (default: 128M): header,
                               program headers, notes, the stacks (1M each at most), ELF header pages and
                               the vDSO. The rest of the handler's memory does not grow with the core.
@@ -55,12 +59,12 @@ struct CoreHandlerCommand: Command {
       -h, --help              Show help information.
 
     FILES:
-      Owned by the user the handler runs as (root, when the kernel starts it), mode 0640, and, as
+      Owned by the user the handler runs as (root, when the kernel starts it), mode 0600, and, as
       systemd-coredump does, readable by the crashed process's user through a POSIX ACL entry when
       that user is not a system user (uid 1000 and above, not nobody), the process was dumpable (1)
       and not set-user-ID or set-group-ID (AT_SECURE 0, real and effective ids equal). The ACL is
-      written as the kernel's system.posix_acl_access attribute; a file system without ACLs leaves
-      mode 0640, and the report says so.
+      written as the kernel's system.posix_acl_access attribute (its mask shows as mode 0640; the
+      group gets nothing); a file system without ACLs leaves mode 0600, and the report says so.
 
     EXIT STATUS:
       0 when the report was written (what was missing is said in it); 1 when no report could be made
@@ -167,14 +171,15 @@ struct CoreHandlerCommand: Command {
       notes.append("the kernel gave signal \(signal); the core's notes say \(capture.snapshot.exception.map { String($0.signal) } ?? "none")")
     }
     let access = CrashFolder.Access(readableBy: Self.readableUser(capture.core, uid: uid, dumpable: dumpable))
-    let stem = Self.freeStem(in: folder, program: capture.snapshot.process.name ?? "unknown", pid: pid, time: crashTime)
+    var names = CrashFolder.CrashNames(in: folder, program: capture.snapshot.process.name ?? "unknown", pid: pid,
+                                       time: crashTime, extensions: Self.extensions)
     var written: [String] = []
     if let copy {
-      switch copy.finish(as: stem + ".core.zst", access: access, time: crashTime) {
-      case .success(let (path, aclProblem)):
+      switch copy.finish({ file throws(SystemError) in try folder.commit(file, as: &names, extension: "core.zst", access: access) }) {
+      case .success(let (path, problem)):
         written.append(path)
-        if let aclProblem { notes.append(aclProblem) }
-        notes.append("the core, \(stream.bytesRead) bytes\(copy.cut ? " (cut at --max-core-size \(maxCoreSize))" : ""): \(stem).core.zst")
+        if let problem { notes.append(problem) }
+        notes.append("the core, \(stream.bytesRead) bytes\(copy.cut ? " (cut at --max-core-size \(maxCoreSize))" : ""): \(names.stem).core.zst")
       case .failure(let error):
         notes.append("the core is not kept: \(error)")
       }
@@ -182,23 +187,23 @@ struct CoreHandlerCommand: Command {
     var dump = kept.dump
     dump.process.date = crashTime
     do {
-      let (path, aclProblem) = try folder.write(try dump.minidumpBytes(), as: stem + ".dmp", access: access, time: crashTime)
+      let (path, problem) = try folder.write(try dump.minidumpBytes(), as: &names, extension: "dmp", access: access)
       written.append(path)
-      if let aclProblem { notes.append(aclProblem) }
+      if let problem { notes.append(problem) }
     } catch {
       notes.append("no minidump: \(error)")
     }
     var text = Self.symbolicatedReport(capture.snapshot, inMemoryImages: kept.inMemoryImages, options: options)
     text += handlerSection(capture, notes: notes)
     do {
-      let (path, aclProblem) = try folder.write(text, as: stem + ".crash", access: access, time: crashTime)
+      let (path, problem) = try folder.write(Array(text.utf8), as: &names, extension: "crash", access: access)
       written.append(path)
-      if let aclProblem { printError("\(label): \(aclProblem)") }
+      if let problem { printError("\(label): \(problem)") }
     } catch {
       printError("\(label): \(error)")
       return .failure
     }
-    folder.removeOldest(keeping: maxCrashes, extensions: Self.extensions)
+    folder.removeOldest(keeping: maxCrashes, sparing: names.stem, extensions: Self.extensions)
     for path in written { printOutput(path) }
     return .success
   }
@@ -222,17 +227,6 @@ struct CoreHandlerCommand: Command {
     }
     for line in capture.problems + notes { text += "  note: \(TextEscaping.escaped(line))\n" }
     return text
-  }
-
-  /// `PROGRAM.PID.TIME`, or with `_2`, `_3`... after the program when a crash of that name is there.
-  static func freeStem(in folder: CrashFolder, program: String, pid: Int32, time: Int64) -> String {
-    var stem = CrashFolder.stem(program: program, pid: pid, time: time)
-    var attempt = 2
-    while !folder.isFree(stem, extensions: extensions), attempt < 1000 {
-      stem = CrashFolder.stem(program: "\(program)_\(attempt)", pid: pid, time: time)
-      attempt += 1
-    }
-    return stem
   }
 
   /// The user given read access to the files, as systemd-coredump grants it: a regular user (uid
@@ -288,13 +282,14 @@ final class CoreCopy {
     taken += count
   }
 
-  /// Ends the compressed stream and names the file.
-  func finish(as name: String, access: CrashFolder.Access, time: Int64) -> Result<(String, String?), CoreCopyError> {
+  /// Ends the compressed stream and names the file by `commit` (the path and a problem to note).
+  func finish(_ commit: (CrashFolder.PendingFile) throws(SystemError) -> (path: String, problem: String?))
+    -> Result<(String, String?), CoreCopyError> {
     if let failure { return .failure(CoreCopyError(message: failure)) }
     do { try compressor.finish() } catch { return .failure(CoreCopyError(message: error.description)) }
     do {
-      let (path, aclProblem) = try file.commit(as: name, access: access, time: time)
-      return .success((path, aclProblem))
+      let (path, problem) = try commit(file)
+      return .success((path, problem))
     } catch {
       return .failure(CoreCopyError(message: error.description))
     }

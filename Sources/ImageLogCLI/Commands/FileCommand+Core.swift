@@ -77,7 +77,11 @@ extension FileCommand {
     var lines = ["\(path):", "  file type:     minidump", "  architecture:  \(snapshot.process.architecture ?? "???")"]
     if let name = snapshot.process.name { lines.append("  process:       \(name) [\(snapshot.process.pid.map(String.init) ?? "?")]") }
     if let os = snapshot.process.osVersion { lines.append("  os:            \(os)") }
-    if let exception = snapshot.exception {
+    if let exception = snapshot.exception, exception.isDumpRequested {
+      lines.append("  exception:     none: \(exception.reason ?? "the dump was requested") (a dump requested, nothing crashed)")
+    } else if let exception = snapshot.exception, let reason = exception.reason {
+      lines.append("  exception:     \(reason), address 0x\(hexDigits(exception.address, width: 16))")
+    } else if let exception = snapshot.exception {
       lines.append("  signal:        signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
     } else {
       lines.append("  signal:        none (a dump of a process that did not crash)")
@@ -87,7 +91,17 @@ extension FileCommand {
     lines.append("  images:        \(images.count) (from the ModuleList stream)")
     let escaped = lines.map(TextEscaping.escaped)
     let formatter = ImageFormatter(style: .crash)
-    return (escaped + images.map { "    " + formatter.format($0) }).joined(separator: "\n")
+    var modules: [String] = []
+    for (index, image) in images.enumerated() {
+      modules.append("    " + formatter.format(image))
+      // The identity a symbol store files the module under, as the dump's CodeView record gives it.
+      guard index < snapshot.images.count else { continue }
+      let module = snapshot.images[index]
+      let parts = [module.debugFileName.map { "debug file \($0)" }, module.debugID.map { "debug id \($0)" },
+                   module.codeID.map { "code id \($0)" }].compactMap { $0 }
+      if !parts.isEmpty { modules.append("      " + TextEscaping.escaped(parts.joined(separator: ", "))) }
+    }
+    return (escaped + modules).joined(separator: "\n")
   }
 
   /// The detailed view of a core: what its notes say about the process, then its images.

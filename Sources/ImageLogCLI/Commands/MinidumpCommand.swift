@@ -21,7 +21,8 @@ struct MinidumpCommand: Command {
 
     OPTIONS:
       -o, --output <file>     Where to write the dump (written whole to a temporary file beside it,
-                              then renamed: a reader never sees half a dump).
+                              then renamed: a reader never sees half a dump), mode 0600: it holds
+                              the threads' stacks.
       --environ               Also keep the process's environment (/proc/PID/environ). Left out by
                               default: environments hold secrets (tokens, passwords).
       -h, --help              Show help information.
@@ -78,7 +79,7 @@ struct MinidumpCommand: Command {
     }
     do {
       let bytes = try snapshot.minidumpBytes()
-      try writeFileAtomically(output, bytes)
+      try writeFileAtomically(output, bytes, permissions: 0o600)  // stacks and, with --environ, secrets
       printOutput("\(TextEscaping.escaped(output)): \(snapshot.threads.count) threads, \(snapshot.images.count) modules, "
                   + "\(bytes.count) bytes")
     } catch {

@@ -62,7 +62,8 @@ struct SymbolicateCommand: Command {
       --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
       --no-cache              Neither read nor write the symbol cache (see LINES).
       --output-dir <dir>      Symbolicate each <report> given (any number) and write it to <dir>/<its file
-                              name> (the folder is made if missing), printing one summary line per
+                              name> (the folder is made if missing; each file written beside its name
+                              and renamed over it, mode 0600), printing one summary line per
                               report. One process reads, loads and indexes each binary and debug file
                               once for all the reports. A report that cannot be read or written is
                               named on standard error and the others still go; the status is then 1.
@@ -309,15 +310,10 @@ struct SymbolicateCommand: Command {
       }
       guard !lines.isEmpty else { continue }
       written[name] = reportPath
-      let descriptor = PathBytes.withCString(outputPath) { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o666) }
-      guard descriptor >= 0 else {
-        printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
-        status = .failure
-        continue
-      }
-      let complete = output.withUnsafeBytes { writeAll(to: descriptor, $0) }
-      if close(descriptor) != 0 || !complete {
-        printError("imagelog: \(outputPath): cannot write: \(String(cString: strerror(errno)))")
+      // The one file writer: a new file renamed into place (never through a link planted at the name),
+      // mode 0600: a report holds registers and what was read from a process's memory.
+      do { try writeFileAtomically(outputPath, output, permissions: 0o600) } catch {
+        printError("imagelog: \(outputPath): \(error)")
         status = .failure
         continue
       }

@@ -368,6 +368,14 @@ extension DWARFReader {
 }
 
 extension DWARFReader {
+  /// Unit `index`'s `DW_AT_comp_dir`; `nil` when it has none or its DIE cannot be read.
+  package func compilationDirectory(inUnit index: Int) -> String? {
+    guard index >= 0, index < context.units.count else { return nil }
+    let unit = context.units[index]
+    do { try unit.prepare(context) } catch { return nil }
+    return unit.compilationDirectory
+  }
+
   /// The sections this reader reads (for another reader over them: a reader is for one thread).
   package var sections: DWARFSections { context.sections }
 

@@ -50,6 +50,17 @@ package final class DWARFReader {
       problems = context.unitsProblem.map { [$0] } ?? []
       return
     }
+    var problems: [FormatError] = context.unitsProblem.map { [$0] } ?? []
+    let claims = Self.unitClaims(context, problems: &problems)
+    (unitStarts, unitValues) = (claims.starts, claims.values)
+    self.problems = problems
+  }
+
+  /// The address index of units: `.debug_aranges` where a unit has a set there, else its
+  /// `DW_AT_ranges`/`low_pc`/`high_pc`; where units claim the same address, the lowest unit offset
+  /// wins (LLVM's `DWARFDebugAranges`, which llvm-symbolizer answers from). A unit whose DIE cannot
+  /// be read is left out (its error appended to `problems`); the others still answer.
+  static func unitClaims(_ context: DWARFContext, problems: inout [FormatError]) -> DWARFUnitClaims {
     var ranges: [DWARFRangeMap.Range] = []
     var covered = Set<Int>()
     for (unitOffset, low, high) in context.arangeSets() {
@@ -58,10 +69,7 @@ package final class DWARFReader {
       ranges.append(DWARFRangeMap.Range(low: low, high: high, priority: UInt64.max - UInt64(unitOffset),
                                         value: Int32(truncatingIfNeeded: index)))
     }
-    var problems: [FormatError] = context.unitsProblem.map { [$0] } ?? []
     for (index, unit) in context.units.enumerated() where unit.holdsCode && !covered.contains(index) {
-      // A unit whose DIE cannot be read is left out of the index (and said in `problems`); the others
-      // still answer.
       do {
         try unit.prepare(context)
       } catch {
@@ -73,8 +81,17 @@ package final class DWARFReader {
                                           value: Int32(truncatingIfNeeded: index)))
       }
     }
-    (unitStarts, unitValues) = DWARFRangeMap.segments(&ranges)
-    self.problems = problems
+    let (starts, values) = DWARFRangeMap.segments(&ranges)
+    return DWARFUnitClaims(starts: starts, values: values)
+  }
+
+  /// The unit index `frames(at:)` answers from, for a walk of units (`functions(inUnit:)`) to ask
+  /// which unit an address belongs to: built here for a reader made with `indexed: false` (problems
+  /// with unit DIEs are the walk's to report).
+  package func unitClaims() -> DWARFUnitClaims {
+    if !unitStarts.isEmpty { return DWARFUnitClaims(starts: unitStarts, values: unitValues) }
+    var ignored: [FormatError] = []
+    return Self.unitClaims(context, problems: &ignored)
   }
 
   /// What made the index leave units out: a unit header that ends the walk of `.debug_info`, unit DIEs

@@ -193,6 +193,18 @@ final class DWARFUnit {
 }
 
 /// Address ranges flattened into disjoint segments for binary search.
+/// Which compilation unit an address belongs to, when several claim it (GCC's comdat copies and
+/// thunks: the linker points every unit's ranges at the one copy it kept): `DWARFReader.unitClaims`.
+package struct DWARFUnitClaims: Sendable {
+  let starts: [UInt64]
+  let values: [Int32]
+
+  /// The unit (an index `0..<unitCount`) the address belongs to; `nil` when no unit claims it.
+  package func unit(at address: UInt64) -> Int? {
+    DWARFRangeMap.lookup(address, starts: starts, values: values).map { Int($0) }
+  }
+}
+
 enum DWARFRangeMap {
   struct Range {
     var low: UInt64

@@ -239,7 +239,9 @@ extension MinidumpDecoder {
       let what = "\(label): module_list entry \(index)"
       do throws(FormatError) {
         let body = try d.bytes(MinidumpFile.Location(dataSize: link.field(UInt32.self, at: 4), rva: link.field(UInt32.self, at: 8)), what)
-        guard body.count >= 28 else { throw FormatError.minidump("\(what): \(body.count) bytes, MinidumpModuleCrashpadInfo needs 28") }
+        // Crashpad before 2017 wrote the record without annotation_objects (20 bytes); its header reads
+        // the fields the record's size has room for.
+        guard body.count >= 20 else { throw FormatError.minidump("\(what): \(body.count) bytes, MinidumpModuleCrashpadInfo needs 20") }
         func location(_ at: Int) -> MinidumpFile.Location {
           MinidumpFile.Location(dataSize: body.field(UInt32.self, at: at), rva: body.field(UInt32.self, at: at + 4))
         }
@@ -247,7 +249,7 @@ extension MinidumpDecoder {
           moduleIndex: link.field(UInt32.self, at: 0), version: body.field(UInt32.self, at: 0),
           listAnnotations: try d.stringList(location(4), "\(what) list_annotations"),
           simpleAnnotations: try d.dictionary(location(12), "\(what) simple_annotations"),
-          annotationObjects: try d.annotations(location(20), "\(what) annotation_objects"))
+          annotationObjects: body.count >= 28 ? try d.annotations(location(20), "\(what) annotation_objects") : [])
       } catch {
         d.note(error)
         return nil

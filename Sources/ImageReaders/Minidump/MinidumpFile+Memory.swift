@@ -52,6 +52,45 @@ extension MinidumpFile {
     guard let reader = try memory(at: thread.stack.startAddress, length: size, in: source) else { return nil }
     return (thread.stack.startAddress, reader)
   }
+
+  /// Every thread's stack (`stack(of:in:)`), in `threads`' order, copied out of the dump so that a range
+  /// of the file is held once however many threads name it: threads whose stacks lie at the same bytes
+  /// share one array. The copies together hold at most the file's size (distinct stacks do not overlap
+  /// in a dump any writer makes); a stack past that is `nil`, and one problem says how many were left out.
+  /// `nil` too for a thread whose stack the dump does not hold.
+  package func stackCopies<Source: RandomAccessBytes>(in source: Source)
+    -> (stacks: [(address: UInt64, bytes: [UInt8])?], problem: FormatError?) {
+    var held: [Range<Int>: [UInt8]] = [:]
+    var budget = fileSize
+    var dropped: (count: Int, first: Int) = (0, 0)
+    var stacks: [(address: UInt64, bytes: [UInt8])?] = []
+    stacks.reserveCapacity(threads.count)
+    for (index, thread) in threads.enumerated() {
+      let size = Int(thread.stack.location.dataSize)  // UInt32 -> Int is exact on 64-bit
+      guard let range = fileRange(ofMemory: thread.stack.startAddress, length: size) else {
+        stacks.append(nil)
+        continue
+      }
+      if let bytes = held[range] {
+        stacks.append((thread.stack.startAddress, bytes))
+        continue
+      }
+      guard range.count <= budget,
+            let bytes = try? source.slice(at: range.lowerBound, length: range.count).bytes(at: 0, length: range.count) else {
+        if dropped.count == 0 { dropped.first = index }
+        dropped.count += 1
+        stacks.append(nil)
+        continue
+      }
+      budget -= range.count
+      held[range] = bytes
+      stacks.append((thread.stack.startAddress, bytes))
+    }
+    guard dropped.count > 0 else { return (stacks, nil) }
+    let label = MinidumpDecoder<ByteReader>.label(Self.threadListType, streams.firstIndex { $0.type == Self.threadListType } ?? 0)
+    return (stacks, .minidump("\(label): the stacks of \(dropped.count) threads (the first thread \(dropped.first), tid "
+                              + "\(threads[dropped.first].tid)) left out: the stacks kept already hold as many bytes as the file"))
+  }
 }
 
 extension MinidumpDecoder {

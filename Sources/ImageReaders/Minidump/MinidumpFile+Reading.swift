@@ -168,14 +168,11 @@ extension MinidumpFile {
     }
   }
 
-  /// The name of `PlatformId` value `value`.
+  /// `PlatformId`'s operating system as minidump-stackwalk names it (`Windows NT`, `Mac OS X`, `iOS`,
+  /// `Linux`, `Android`, `Solaris`, `PS3`, `NaCl`, `Fuchsia`), or `0x…` for another value.
   package static func platformName(_ value: UInt32) -> String {
     switch value {
-    case 0: "Windows 3.1"
-    case 1: "Windows 9x"
-    case 2: "Windows NT"
-    case 3: "Windows CE"
-    case 0x8000: "Unix"
+    case 1, 2: "Windows NT"  // VER_PLATFORM_WIN32_WINDOWS, VER_PLATFORM_WIN32_NT
     case 0x8101: "Mac OS X"
     case 0x8102: "iOS"
     case 0x8201: "Linux"
@@ -184,7 +181,7 @@ extension MinidumpFile {
     case 0x8204: "PS3"
     case 0x8205: "NaCl"
     case 0x8206: "Fuchsia"
-    default: "platform 0x" + hexDigits(UInt64(value))
+    default: "0x" + hexDigits(UInt64(value), width: 8)
     }
   }
 }

@@ -78,30 +78,24 @@ extension MinidumpFile {
 
     /// Breakpad's debug identifier, as `dump_syms` and `minidump-stackwalk` print it: from a build-id,
     /// its first 16 bytes as a GUID with the first three fields byte-swapped and age 0 (33 hex digits);
-    /// from a PDB 7.0 record, its GUID and age. `nil` without either (or with a nil GUID).
+    /// from a PDB 7.0 record (Windows, and Mach-O UUIDs on macOS and iOS), its GUID and age; from a PDB
+    /// 2.0 record, its time stamp (8 digits) and age. `nil` without any of these (or with a nil GUID).
     package var debugIdentifier: String? {
       switch codeView {
       case .elf: return buildID?.breakpadDebugID()
       case .pdb70(let guid, let age, _):
         guard guid.contains(where: { $0 != 0 }) else { return nil }
         return BuildID(guid).breakpadDebugID(age: age)
+      case .pdb20(let signature, let age, _):
+        return hexDigits(UInt64(signature), width: 8).uppercased() + hexDigits(UInt64(age))
       default: return nil
       }
     }
 
-    /// The code identifier `minidump-stackwalk` prints as `code_id`: the whole build-id in lowercase hex.
-    package var codeIdentifier: String? { buildID?.hex }
-
-    /// The file name the debug information is looked up by: the PDB name of a PDB record, else the
-    /// last component of `name` (as `dump_syms` names an ELF file's symbols).
-    package var debugFileName: String {
-      switch codeView {
-      case .pdb70(_, _, let fileName) where !fileName.isEmpty, .pdb20(_, _, let fileName) where !fileName.isEmpty:
-        return fileName
-      default:
-        return name.split(separator: "/", omittingEmptySubsequences: false).last.map(String.init) ?? name
-      }
-    }
+    /// The debug file's name as `minidump-stackwalk` prints it (`debug_file`), the folder a Breakpad
+    /// store files the module's symbols under: the last component of `debugFile` (`test_app.pdb`,
+    /// `libc.so.6`), empty when the module has no CodeView record.
+    package var debugFileName: String { debugFile.map(MinidumpFile.baseName) ?? "" }
   }
 
   /// One `MINIDUMP_UNLOADED_MODULE`.
@@ -188,7 +182,7 @@ extension MinidumpFile {
     /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`, ...).
     package var architectureName: String { MinidumpFile.architectureName(processorArchitecture) }
 
-    /// The platform's name (`Linux`, `Android`, `Mac OS X`, `Windows NT`, ...), or its number in hex.
+    /// The operating system as minidump-stackwalk names it (`Linux`, `Android`, `Mac OS X`, `Windows NT`, ...), or `0x…`.
     package var platformName: String { MinidumpFile.platformName(platformID) }
 
     /// `x86_cpu_info.vendor_id` as text (`GenuineIntel`, `AuthenticAMD`) on x86, `nil` elsewhere or when
