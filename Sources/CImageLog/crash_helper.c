@@ -80,7 +80,7 @@ uint64_t il_crash_helper_timeout_ms(void) { return plan.ready ? plan.timeout_ns 
 int il_crash_helper_capture(int signal, const siginfo_t *info, const void *context) {
   if (!plan.ready) return 0;
   il_helper_fill_record(&record, (int32_t)IL_SYS(SYS_getpid, 0), (int32_t)IL_SYS(SYS_gettid, 0), signal, info,
-                        context);
+                        context, il_crash_unloaded_history());
   il_helper_result result;
   il_helper_run(&plan, &result);
   if (result.outcome == IL_HELPER_CAPTURED) return 1;

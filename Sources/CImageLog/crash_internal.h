@@ -20,12 +20,15 @@
                       (CImageLogCrashHelper.h, shared with the audit module), and the in-process
                       report's file in the crash directory when the helper wrote none.
    - crash_writer.h   the report's buffered write(2) output.
+   - crash_unloaded.h the images removed before a crash (a ring in static memory), shared with the
+                      audit module, and their Unloaded Images lines.
    The layout of the report is README.md's "Crash reports"; the Swift writer of the same layout
    (ReportWriter) is held to it by CrashWriterParityTests. */
 #include "CImageLogCrash.h"
 #include "CImageLogUnwind.h"
 #include "crash_writer.h"
 #include "crash_text.h"
+#include "crash_unloaded.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -71,6 +74,11 @@ IL_CRASH_INTERNAL void il_crash_table_release(int held);
 IL_CRASH_INTERNAL const il_table_entry *il_crash_table_lookup(const il_table_slot *slot, uint64_t address);
 /* Each entry's Binary Images line, each ending in "\n". */
 IL_CRASH_INTERNAL void il_crash_write_table(il_writer *w, const il_table_slot *slot);
+/* The images removed from the table, kept for a crash (crash_unloaded.h); NULL when none are kept. */
+IL_CRASH_INTERNAL const il_unloaded_history *il_crash_unloaded_history(void);
+/* "\nUnloaded Images:\n" and each kept removed image's line, newest first, as of `crash_ns`; nothing
+   when none was removed. */
+IL_CRASH_INTERNAL void il_crash_write_unloaded(il_writer *w, int64_t crash_ns);
 
 /* ---- memory and stacks (crash_memory.c) ---- */
 

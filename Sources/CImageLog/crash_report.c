@@ -41,11 +41,33 @@ void il_crash_capture_process_identity(void) {
   }
 }
 
+/* The time of the crash being reported (CLOCK_REALTIME ns), for the unloaded images' ages. */
+static int64_t crash_ns;
+
 static void w_frame(il_writer *w, int index, uint64_t address, int trust, const il_table_slot *slot) {
   const il_table_entry *entry = il_crash_table_lookup(slot, address);
-  if (entry != NULL) w_frame_line(w, index, address, slot->text + entry->name_offset, entry->name_length,
-                                  entry->load_address, trust);
-  else w_frame_line(w, index, address, NULL, 0, address, trust);
+  il_unloaded_entry gone;
+  const il_unloaded_history *history = il_crash_unloaded_history();
+  if (entry != NULL) {
+    /* Where an image removed before the crash had been: both said. */
+    const char *name = slot->text + entry->name_offset;
+    char note[IL_UNLOADED_PATH * 4 + 128];
+    il_line line = {note, sizeof note, 0, 0};
+    int was_here = history != NULL && il_unloaded_lookup(history, address, &gone) &&
+                   il_unloaded_was_here(&line, &gone, name, entry->name_length, entry->load_address, crash_ns);
+    w_frame_line_noted(w, index, address, name, entry->name_length, entry->load_address, trust,
+                       was_here ? note : NULL, line.used);
+  } else if (history != NULL && il_unloaded_lookup(history, address, &gone)) {
+    /* In no mapped image but in one removed before the crash: named, with when it went. */
+    char note[128];
+    il_line line = {note, sizeof note, 0, 0};
+    il_unloaded_when(&line, &gone, crash_ns);
+    char name[IL_UNLOADED_PATH * 4];
+    il_line named = {name, sizeof name, 0, 0};
+    w_frame_line_noted(w, index, address, name, il_unloaded_name(&named, &gone), gone.base, trust, note, line.used);
+  } else {
+    w_frame_line(w, index, address, NULL, 0, address, trust);
+  }
 }
 
 static void w_thread(il_writer *w, int index, const il_thread_slot *thread, int crashed, uint64_t waited_ms,
@@ -93,6 +115,7 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   /* si_addr is meaningful only for faults the kernel raised (si_code > 0). */
   uint64_t address = info != NULL && code > 0 && code != 0x80 ? (uint64_t)(uintptr_t)info->si_addr : 0;
 
+  crash_ns = il_unloaded_now_ns();
   w_str(&w, "Process:         ");
   w_str(&w, process_name);
   w_str(&w, " [");
@@ -154,6 +177,7 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   w_registers(&w, crashed_index, context, address);
   w_str(&w, "\nBinary Images:\n");
   il_crash_write_table(&w, slot);
+  il_crash_write_unloaded(&w, crash_ns);
   w_flush(&w);
   il_crash_end_capture(&capture);
   il_crash_table_release(held);

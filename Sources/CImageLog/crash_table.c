@@ -13,6 +13,8 @@
    signal context; capacity is not fixed. */
 #define _GNU_SOURCE
 #include "crash_internal.h"
+#include "CImageLogImageDescription.h"
+#include "crash_unloaded.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -24,10 +26,18 @@
 #include <string.h>
 
 typedef struct {
-  uint64_t load_address, text_start, text_end;
-  char *name, *line;
+  uint64_t load_address, text_start, text_end, load_end;
+  char *name, *line, *path;
   il_table_layout layout;
+  int64_t loaded_ns;
+  uint32_t build_id_size;
+  uint8_t build_id[IL_UNLOADED_BUILD_ID];
 } il_master_entry;
+
+/* The images removed from the table, newest last (crash_unloaded.h): written under table_mutex,
+   read at crash time and by the helper. Laid out at the first add (or il_crash_keep_unloaded). */
+static il_unloaded_history unloaded_history;
+static int unloaded_ready;                 /* guarded by table_mutex */
 
 static pthread_mutex_t table_mutex = PTHREAD_MUTEX_INITIALIZER;
 static il_master_entry *master;            /* guarded by table_mutex */
@@ -146,20 +156,49 @@ static il_table_layout image_layout(uint64_t load_address) {
 
 int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text_end,
                        const char *name, const char *line) {
-  if (name == NULL || line == NULL || text_end < text_start ||
-      strlen(name) > 4096 || strlen(line) > 8192 || strchr(line, '\n') != NULL) {
+  return il_crash_table_add_image(load_address, text_end, text_start, text_end, name, line, name, NULL, 0);
+}
+
+int il_crash_keep_unloaded(uint32_t count) {
+  if (count > IL_UNLOADED_MAX) return EINVAL;
+  pthread_mutex_lock(&table_mutex);
+  il_unloaded_init(&unloaded_history, count);
+  unloaded_ready = 1;
+  pthread_mutex_unlock(&table_mutex);
+  return 0;
+}
+
+const il_unloaded_history *il_crash_unloaded_history(void) {
+  return __atomic_load_n(&unloaded_history.capacity, __ATOMIC_SEQ_CST) != 0 ? &unloaded_history : NULL;
+}
+
+int il_crash_table_add_image(uint64_t load_address, uint64_t load_end, uint64_t text_start, uint64_t text_end,
+                             const char *name, const char *line, const char *path, const uint8_t *build_id,
+                             size_t build_id_size) {
+  if (name == NULL || line == NULL || path == NULL || text_end < text_start || load_end < load_address ||
+      strlen(name) > 4096 || strlen(line) > 8192 || strlen(path) > 4096 || strchr(line, '\n') != NULL ||
+      (build_id == NULL && build_id_size != 0)) {
     errno = EINVAL;
     return -1;
   }
-  char *name_copy = strdup(name), *line_copy = strdup(line);
-  if (name_copy == NULL || line_copy == NULL) {
+  char *name_copy = strdup(name), *line_copy = strdup(line), *path_copy = strdup(path);
+  if (name_copy == NULL || line_copy == NULL || path_copy == NULL) {
     free(name_copy);
     free(line_copy);
+    free(path_copy);
     errno = ENOMEM;
     return -1;
   }
-  il_table_layout layout = image_layout(load_address);  /* before the lock: dl_iterate_phdr takes the loader's */
+  il_master_entry added = {load_address, text_start, text_end, load_end, name_copy, line_copy, path_copy,
+                           {0}, il_unloaded_now_ns(), 0, {0}};
+  added.build_id_size = (uint32_t)(build_id_size < IL_UNLOADED_BUILD_ID ? build_id_size : IL_UNLOADED_BUILD_ID);
+  if (added.build_id_size != 0) memcpy(added.build_id, build_id, added.build_id_size);
+  added.layout = image_layout(load_address);  /* before the lock: dl_iterate_phdr takes the loader's */
   pthread_mutex_lock(&table_mutex);
+  if (!unloaded_ready) {
+    il_unloaded_init(&unloaded_history, IL_UNLOADED_DEFAULT);
+    unloaded_ready = 1;
+  }
   size_t index = master_count;
   for (size_t i = 0; i < master_count; i++)
     if (master[i].load_address == load_address) index = i;
@@ -171,6 +210,7 @@ int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text
         pthread_mutex_unlock(&table_mutex);
         free(name_copy);
         free(line_copy);
+        free(path_copy);
         errno = ENOMEM;
         return -1;
       }
@@ -181,8 +221,9 @@ int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text
   } else {
     free(master[index].name);
     free(master[index].line);
+    free(master[index].path);
   }
-  master[index] = (il_master_entry){load_address, text_start, text_end, name_copy, line_copy, layout};
+  master[index] = added;
   int result = publish_locked();
   pthread_mutex_unlock(&table_mutex);
   if (result != 0) errno = ENOMEM;
@@ -194,8 +235,13 @@ int il_crash_table_remove(uint64_t load_address) {
   pthread_mutex_lock(&table_mutex);
   for (size_t i = 0; i < master_count; i++) {
     if (master[i].load_address != load_address) continue;
+    /* Kept before the table forgets it: a crash in its code after this finds it there. */
+    il_unloaded_record(&unloaded_history, master[i].load_address, master[i].load_end - master[i].load_address,
+                       master[i].layout.load_bias, master[i].loaded_ns, master[i].build_id, master[i].build_id_size,
+                       master[i].path);
     free(master[i].name);
     free(master[i].line);
+    free(master[i].path);
     memmove(&master[i], &master[i + 1], (master_count - i - 1) * sizeof *master);
     master_count--;
     removed = 1;
@@ -251,7 +297,23 @@ size_t il_crash_table_count(void) {
   return count;
 }
 
-/* ---- Binary Images ---- */
+/* ---- Binary Images and Unloaded Images ---- */
+
+void il_crash_write_unloaded(il_writer *w, int64_t crash_ns) {
+  const il_unloaded_history *history = il_crash_unloaded_history();
+  if (history == NULL) return;
+  il_unloaded_entry entry;
+  int any = 0;
+  char text[IL_UNLOADED_PATH * 8 + 512];
+  for (uint32_t age = 0; age < IL_UNLOADED_MAX; age++) {
+    if (!il_unloaded_get(history, age, &entry)) continue;
+    if (!any) w_str(w, "\nUnloaded Images:\n");
+    any = 1;
+    il_line line = {text, sizeof text, 0, 0};
+    w_bytes(w, text, il_unloaded_line(&line, &entry, crash_ns, il_native_architecture()));
+    w_bytes(w, "\n", 1);
+  }
+}
 
 void il_crash_write_table(il_writer *w, const il_table_slot *slot) {
   if (slot == NULL) return;

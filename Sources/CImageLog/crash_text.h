@@ -59,9 +59,11 @@ static inline const char *code_name(int signal, int code) {
 
 /* "N   name                          0x%016llx 0xLOAD + OFFSET" (Apple's frame line), then the
    trust mark of a frame found by frame pointer or stack scanning. `name` NULL: "???", and `base` is
-   the address itself. */
-static inline void w_frame_line(il_writer *w, int index, uint64_t address, const char *name, size_t name_length,
-                                uint64_t base, int trust) {
+   the address itself. A `note` (a frame in an unloaded image: "unloaded 3.200 ms before the crash by
+   thread 4") is written in parentheses before the trust mark. */
+static inline void w_frame_line_noted(il_writer *w, int index, uint64_t address, const char *name,
+                                      size_t name_length, uint64_t base, int trust, const char *note,
+                                      size_t note_length) {
   w_udec(w, (uint64_t)index, 0);
   w_spaces(w, index < 10 ? 3 : index < 100 ? 2 : 1);
   if (name == NULL) {
@@ -75,9 +77,19 @@ static inline void w_frame_line(il_writer *w, int index, uint64_t address, const
   w_hex(w, base, 0);
   w_str(w, " + ");
   w_udec(w, address - base, 0);
+  if (note != NULL) {
+    w_str(w, "  (");
+    w_bytes(w, note, note_length);
+    w_str(w, ")");
+  }
   if (trust == IL_FRAME_FRAME_POINTER) w_str(w, "  (frame pointer)");
   else if (trust == IL_FRAME_SCAN) w_str(w, "  (stack scan)");
   w_bytes(w, "\n", 1);
+}
+
+static inline void w_frame_line(il_writer *w, int index, uint64_t address, const char *name, size_t name_length,
+                                uint64_t base, int trust) {
+  w_frame_line_noted(w, index, address, name, name_length, base, trust, NULL, 0);
 }
 
 /* One register cell: the name right-aligned in `width`, ": ", 0x and `digits` hex digits. */

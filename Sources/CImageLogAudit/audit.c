@@ -216,6 +216,10 @@ static int describe_map(const struct link_map *map, int is_main, il_image *image
   return table != NULL && describe_image(map, is_main, table, count, image);
 }
 
+/* How long the image being removed had been loaded (nanoseconds), UINT64_MAX when unknown: set by
+   la_objclose for the Removed line it writes. */
+static uint64_t closing_loaded_for = UINT64_MAX;
+
 static void write_event(int removed, const struct link_map *map, int is_main, const ElfW(Phdr) *table, size_t count,
                         uint64_t since_start, uint64_t step) {
   il_image image;
@@ -226,6 +230,8 @@ static void write_event(int removed, const struct link_map *map, int is_main, co
   event.step_ns = step;
   event.pid = current_pid();
   event.labelled = event.pid != first_pid;
+  event.has_loaded_for = removed && closing_loaded_for != UINT64_MAX;
+  event.loaded_for_ns = closing_loaded_for;
   il_line line = { line_text, sizeof line_text - 1, 0, 0 };  /* keeps room for '\n' */
   il_image_line(&line, &image, &event);
   emit(&line);
@@ -264,6 +270,42 @@ static void report(int removed, struct link_map *map, uint64_t since_start, uint
 }
 
 #include "audit_crash_report.h"
+
+/* ---- the images the program removed, kept for a crash (crash_unloaded.h) ---- */
+
+/* When each open object was added (CLOCK_REALTIME ns), by link map: a fixed table (no allocation),
+   oldest entry reused when full; an object not found there has an unknown load time. */
+enum { AUDIT_OPENED = 1024 };
+static const struct link_map *opened_maps[AUDIT_OPENED];
+static int64_t opened_ns[AUDIT_OPENED];
+static unsigned opened_next;
+
+static void remember_opened(const struct link_map *map) {
+  unsigned slot = opened_next;
+  for (unsigned i = 0; i < AUDIT_OPENED; i++)
+    if (opened_maps[i] == NULL || opened_maps[i] == map) { slot = i; break; }
+  if (slot == opened_next) opened_next = (opened_next + 1) % AUDIT_OPENED;
+  opened_maps[slot] = map;
+  opened_ns[slot] = il_unloaded_now_ns();
+}
+
+/* Keeps `map`, being closed, among the removed images, with its load time (forgotten here), and sets
+   closing_loaded_for for its Removed line. */
+static void remember_closed(const struct link_map *map) {
+  int64_t loaded = 0;
+  for (unsigned i = 0; i < AUDIT_OPENED; i++) {
+    if (opened_maps[i] != map) continue;
+    loaded = opened_ns[i];
+    opened_maps[i] = NULL;
+    break;
+  }
+  int64_t now = il_unloaded_now_ns();
+  closing_loaded_for = loaded != 0 && now >= loaded ? (uint64_t)(now - loaded) : UINT64_MAX;
+  il_image image;
+  if (!describe_map(map, 0, &image)) return;
+  il_unloaded_record(&audit_unloaded, image.load_address, image.load_end - image.load_address, image.load_bias,
+                     loaded, image.build_id, image.build_id_size, image.path);
+}
 
 /* ---- the environment: what imagelog passed, and what the program's children must not inherit ---- */
 
@@ -343,6 +385,10 @@ unsigned int la_version(unsigned int version) {
     vdso_bias = vdso_header - (uintptr_t)vdso_layout.first_vaddr;
   mark_ns = now_ns();
   if (start_ns == 0 || start_ns > mark_ns) start_ns = mark_ns;
+  uint64_t kept = IL_UNLOADED_DEFAULT;
+  if (!parse_number(variable("IMAGELOG_AUDIT_UNLOADED_HISTORY"), &kept) || kept > IL_UNLOADED_MAX)
+    kept = IL_UNLOADED_DEFAULT;
+  il_unloaded_init(&audit_unloaded, (uint32_t)kept);
   audit_install_crash_handler();
   if (!follow) {
     /* The command's own process only: its children run plain, and exec closes the descriptor. Last,
@@ -371,6 +417,7 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
   /* Only the program's namespaces: LM_ID_BASE, and dlmopen's; never the audit namespace (the loader
      does not report it to us anyway). */
   if (crash_first_map == NULL && lmid == LM_ID_BASE) crash_first_map = map;
+  remember_opened(map);
   if (output_fd < 0) return 0;
   if (options.timing) {
     uint64_t time = now_ns();
@@ -385,11 +432,13 @@ unsigned int la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cookie) {
 /* The loader starts each cookie as the object's link map (and we never change it). The object is
    still mapped here, so the line carries the same fields as its add. */
 unsigned int la_objclose(uintptr_t *cookie) {
-  if (output_fd < 0 || cookie == NULL || exiting) return 0;
+  if (cookie == NULL || exiting) return 0;
   struct link_map *map = (struct link_map *)*cookie;
   /* _dl_fini closes the main executable first: from then on the process is exiting, and the images
      are not being unloaded in any sense a reader of the log cares about. */
   if (map == main_map) { exiting = 1; return 0; }
+  remember_closed(map);
+  if (output_fd < 0) return 0;
   report(1, map, 0, 0);
   return 0;
 }

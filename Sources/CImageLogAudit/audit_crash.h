@@ -24,6 +24,7 @@
    without auditing every symbol binding): a stack overflow on one of them kills the program as it
    would without imagelog, with no report. */
 #include "CImageLogCrashHelper.h"
+#include "../CImageLog/crash_unloaded.h"
 
 enum { AUDIT_CRASH_SIGNALS = 6, AUDIT_ALTERNATE_STACK = 256 * 1024, AUDIT_HELPER_ENVIRONMENT = 1024 };
 
@@ -31,6 +32,9 @@ static const int audit_crash_signals[AUDIT_CRASH_SIGNALS] = {SIGSEGV, SIGBUS, SI
 static il_kernel_sigaction audit_previous[AUDIT_CRASH_SIGNALS];
 static il_helper_plan audit_plan;
 static il_helper_record audit_record;
+/* The images the program removed (la_objclose), kept for a crash (crash_unloaded.h): always kept,
+   --crash-dir or not (the static memory is touched only when an image goes). */
+static il_unloaded_history audit_unloaded;
 static char *audit_helper_environment[AUDIT_HELPER_ENVIRONMENT];
 static uint64_t audit_reporting;    /* who handles a crash: il_helper_claim's word (atomic builtins) */
 static int audit_handled_pid;       /* the process whose handling thread has put the previous actions back */
@@ -57,7 +61,7 @@ static void audit_crash_handler(int signal, siginfo_t *info, void *context) {
   int pid = (int)SYS(SYS_getpid, 0), self = (int)SYS(SYS_gettid, 0);
   int claim = il_helper_claim(&audit_reporting, pid, self);
   if (claim == IL_CLAIM_TAKEN) {
-    il_helper_fill_record(&audit_record, pid, self, signal, info, context);
+    il_helper_fill_record(&audit_record, pid, self, signal, info, context, &audit_unloaded);
     il_helper_result result;
     il_helper_run(&audit_plan, &result);
     if (result.outcome != IL_HELPER_CAPTURED) {

@@ -69,6 +69,20 @@ static const char *crash_frame_image(uint64_t address, uint64_t *load_address, s
   return NULL;
 }
 
+/* A frame in no mapped image but in one removed before the crash: named, with when it went. 1 when it
+   was written so. */
+static int crash_write_unloaded_frame(il_writer *w, int index, uint64_t address, int trust) {
+  static il_unloaded_entry gone;
+  if (!il_unloaded_lookup(&audit_unloaded, address, &gone)) return 0;
+  char note[128];
+  il_line line = {note, sizeof note, 0, 0};
+  il_unloaded_when(&line, &gone, audit_record.time_ns);
+  char name[IL_UNLOADED_PATH * 4];
+  il_line named = {name, sizeof name, 0, 0};
+  w_frame_line_noted(w, index, address, name, il_unloaded_name(&named, &gone), gone.base, trust, note, line.used);
+  return 1;
+}
+
 static void crash_write_frames(il_writer *w, const void *context) {
   il_register_set registers;
   memset(&registers, 0, sizeof registers);
@@ -84,7 +98,17 @@ static void crash_write_frames(il_writer *w, const void *context) {
     uint64_t address = cursor.registers.value[pc], base = address;
     size_t name_length = 0;
     const char *name = crash_frame_image(address, &base, &name_length);
-    w_frame_line(w, index, address, name, name_length, name != NULL ? base : address, (int)cursor.trust);
+    if (name != NULL) {
+      /* Where an image removed before the crash had been: both said. */
+      static il_unloaded_entry gone;
+      static char note[IL_UNLOADED_PATH * 4 + 128];
+      il_line line = {note, sizeof note, 0, 0};
+      int was_here = il_unloaded_lookup(&audit_unloaded, address, &gone) &&
+                     il_unloaded_was_here(&line, &gone, name, name_length, base, audit_record.time_ns);
+      w_frame_line_noted(w, index, address, name, name_length, base, (int)cursor.trust, was_here ? note : NULL, line.used);
+    } else if (!crash_write_unloaded_frame(w, index, address, (int)cursor.trust)) {
+      w_frame_line(w, index, address, NULL, 0, address, (int)cursor.trust);
+    }
     if (!il_unwind_step(&unwinder, &cursor)) break;
   }
 }
@@ -211,6 +235,17 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
     crash_style.without_event = 1;
     il_line line = {line_text, sizeof line_text - 1, 0, 0};
     il_image_line(&line, &image, &crash_style);
+    if (line.truncated) line.used = line.capacity - 1;
+    w_bytes(&w, line.text, line.used);
+    w_str(&w, "\n");
+  }
+  static il_unloaded_entry gone;
+  for (uint32_t age = 0, any = 0; age < IL_UNLOADED_MAX; age++) {
+    if (!il_unloaded_get(&audit_unloaded, age, &gone)) continue;
+    if (!any) w_str(&w, "\nUnloaded Images:\n");
+    any = 1;
+    il_line line = {line_text, sizeof line_text - 1, 0, 0};
+    il_unloaded_line(&line, &gone, audit_record.time_ns, il_native_architecture());
     if (line.truncated) line.used = line.capacity - 1;
     w_bytes(&w, line.text, line.used);
     w_str(&w, "\n");

@@ -26,7 +26,8 @@
 
 const char *const il_run_usage =
   "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--no-follow] "
-  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] [--upload-url <url>] -- <command> [<argument> ...]";
+  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] [--upload-url <url>] "
+  "[--unloaded-history <count>] -- <command> [<argument> ...]";
 
 /* The crash directory il_run found missing, for the Swift side to make (il_run_crash_directory_to_make). */
 static char *missing_crash_directory;
@@ -293,6 +294,20 @@ int il_run(int argc, char **argv, char **envp) {
   status = take_option(&options, "--upload-url", NULL, &upload_url);
   if (status != 0) return status;
   if (upload_url != NULL && crash_directory == NULL) return usage_error("--upload-url needs --crash-dir", NULL);
+  char *unloaded_history = NULL;
+  status = take_option(&options, "--unloaded-history", NULL, &unloaded_history);
+  if (status != 0) return status;
+  if (unloaded_history != NULL) {
+    char *end = NULL;
+    errno = 0;
+    long count = strtol(unloaded_history, &end, 10);
+    if (end == unloaded_history || *end != '\0' || errno != 0 || count < 0 || count > 64) {
+      char *message = NULL;
+      if (asprintf(&message, "'%s' is not a count of images (0 to 64) for --unloaded-history", unloaded_history) < 0)
+        message = "Bad --unloaded-history";
+      return usage_error(message, NULL);
+    }
+  }
   uint64_t timeout_ms = IL_HELPER_DEFAULT_TIMEOUT_MS;
   if (crash_timeout != NULL) {
     char *end = NULL;
@@ -415,6 +430,11 @@ int il_run(int argc, char **argv, char **envp) {
   if (timing) environment[used++] = "IMAGELOG_AUDIT_TIMING=1";
   if (full_build_ids) environment[used++] = "IMAGELOG_AUDIT_FULL_BUILD_IDS=1";
   if (!follow) environment[used++] = "IMAGELOG_AUDIT_NO_FOLLOW=1";
+  char *history_variable = NULL;
+  if (unloaded_history != NULL) {
+    if (asprintf(&history_variable, "IMAGELOG_AUDIT_UNLOADED_HISTORY=%s", unloaded_history) < 0) return IL_EXIT_FAILURE;
+    environment[used++] = history_variable;
+  }
   environment[used] = NULL;
 
   execve(executable, arguments, environment);

@@ -69,8 +69,13 @@ public enum CrashReporter {
       guard tokens == nil else { return }
       let added = LoadedImages.onAdd { image in
         crashLine(image) { line in
-          _ = il_crash_table_add(image.loadAddress, image.textRange.lowerBound, image.textRange.upperBound,
-                                 image.name, line)
+          let buildID = image.buildID?.bytes ?? []
+          _ = PathBytes.withCString(image.path) { path in
+            buildID.withUnsafeBufferPointer { id in
+              il_crash_table_add_image(image.loadAddress, image.loadRange.upperBound, image.textRange.lowerBound,
+                                       image.textRange.upperBound, image.name, line, path, id.baseAddress, id.count)
+            }
+          }
         }
       }
       let removed = LoadedImages.onRemove { image in
@@ -108,6 +113,16 @@ public enum CrashReporter {
         }
       }
     }
+  }
+
+  /// How many images removed (`dlclose`) before a crash its report lists under `Unloaded Images` (and
+  /// names in a frame whose code is no longer mapped): at most 64, 16 unless set, 0 for none. The
+  /// history is static memory (512 bytes an image): nothing is allocated when an image goes or at the
+  /// crash. Setting it forgets the images kept so far. Returns false above 64.
+  @discardableResult
+  public static func keepUnloadedImages(_ count: Int) -> Bool {
+    guard let count = UInt32(exactly: count) else { return false }
+    return il_crash_keep_unloaded(count) == 0
   }
 
   /// The number of images in the crash-time table (0 before `startImageTable`).

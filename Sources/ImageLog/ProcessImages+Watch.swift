@@ -29,13 +29,14 @@ extension ProcessImages {
   }
 
   /// Polls process `pid` every `interval` and calls `onChange` for each image that came or went,
-  /// starting with an `.added` for every image already loaded. Returns when the process exits or
-  /// on SIGINT/SIGTERM (which it catches for the duration).
+  /// starting with an `.added` for every image already loaded, and `afterPoll` once each poll's changes
+  /// are delivered. Returns when the process exits or on SIGINT/SIGTERM (which it catches for the
+  /// duration).
   ///
   /// Polling cannot see an image loaded and unloaded within one interval; one that stays for
   /// longer is always reported.
   public static func watch(pid: Int32, interval: Duration,
-                           onChange: (Change) -> Void) throws(ProcessError) -> WatchEnd {
+                           onChange: (Change) -> Void, afterPoll: () -> Void = {}) throws(ProcessError) -> WatchEnd {
     il_catch_interrupts()
     var previous: [Image] = []
     var first = true
@@ -53,6 +54,7 @@ extension ProcessImages {
         }
       }
       for change in changes(from: previous, to: current) { onChange(change) }
+      afterPoll()
       previous = current
       first = false
       var remaining = timespec(tv_sec: Int(interval.components.seconds),

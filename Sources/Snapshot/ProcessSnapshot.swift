@@ -116,6 +116,9 @@ public struct ProcessSnapshot: Sendable {
   public var threads: [Thread]
   /// The images the source lists, in its order; frames refer to them by index.
   public var images: [Image]
+  /// The images the process removed before the snapshot, newest first, when the source kept them
+  /// (`UnloadedImage`).
+  public var unloadedImages: [UnloadedImage] = []
   /// Parts of the source that could not be read, each a short phrase naming the line or field.
   public var problems: [String]
   /// What symbolication could not do (unreadable debug files or search paths, files refused).

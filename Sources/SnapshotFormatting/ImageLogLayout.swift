@@ -51,8 +51,12 @@ extension ProcessSnapshot {
       out += "\n"
       for frame in thread.frames {
         let image = frame.imageIndex.flatMap { images.indices.contains($0) ? $0 : nil }
-        let prefix = Self.framePrefix(frame.number, name: image.map { names[$0] } ?? "???", address: frame.address)
-        let mark = ProcessSnapshot.Frame.trustMark(frame.trust)
+        // Code no longer mapped, in an image removed before the crash: named, with when it went.
+        let gone = image == nil ? unloadedImage(holding: frame.address) : nil
+        let prefix = Self.framePrefix(frame.number, name: gone.map { TextEscaping.escaped($0.name) } ?? image.map { names[$0] } ?? "???",
+                                      address: frame.address)
+        let mark = (unloadedNote(frame) ?? "") + ProcessSnapshot.Frame.trustMark(frame.trust)
+        let base = gone?.baseAddress ?? image.map { images[$0].loadAddress } ?? frame.address
         switch frame.symbols.status {
         case .symbolicated:
           for function in frame.symbols.functions {
@@ -62,13 +66,11 @@ extension ProcessSnapshot {
             out += "\n"
           }
         case let .mismatch(reportID, fileID, path):
-          Self.appendAddressPart(frame.address, base: image.map { images[$0].loadAddress } ?? frame.address, to: &out,
-                                 prefix: prefix, mark: mark)
+          Self.appendAddressPart(frame.address, base: base, to: &out, prefix: prefix, mark: mark)
           out.removeLast()
           out += "  [UUID mismatch: report \(reportID), file \(fileID) \(TextEscaping.escaped(path))]\n"
         default:
-          Self.appendAddressPart(frame.address, base: image.map { images[$0].loadAddress } ?? frame.address, to: &out,
-                                 prefix: prefix, mark: mark)
+          Self.appendAddressPart(frame.address, base: base, to: &out, prefix: prefix, mark: mark)
         }
       }
       if let problem = thread.problem { out += "(not unwound: \(TextEscaping.escaped(problem)))\n" }
@@ -92,7 +94,32 @@ extension ProcessSnapshot {
       }
       out += "\n"
     }
+    if !unloadedImages.isEmpty {
+      out += "\nUnloaded Images:\n"
+      let architecture = images.lazy.compactMap(\.architecture).first ?? "???"
+      for gone in unloadedImages { out += Self.unloadedLine(gone, architecture: architecture) + "\n" }
+    }
     return out
+  }
+
+  /// The note imagelog's layout writes on a frame in an image removed before the crash,
+  /// `  (unloaded 3.200 ms before the crash by thread 4)`, or in a mapped image where such an image had
+  /// been, `  (libplugin.so was here, unloaded ...)`; `nil` for the others.
+  func unloadedNote(_ frame: Frame) -> String? {
+    if let index = frame.imageIndex, images.indices.contains(index) {
+      return previousImage(at: frame.address, in: images[index]).map { "  (\(TextEscaping.escaped($0.name)) was here, \($0.whenText))" }
+    }
+    return unloadedImage(holding: frame.address).map { "  (\($0.whenText))" }
+  }
+
+  /// An Unloaded Images line, the bytes `crash_unloaded.h`'s `il_unloaded_line` writes: the image's
+  /// Binary Images line with its whole build-id, then when it went and how long it had been loaded.
+  static func unloadedLine(_ gone: UnloadedImage, architecture: String) -> String {
+    let last = gone.size == 0 ? gone.baseAddress : gone.baseAddress &+ gone.size &- 1
+    var line = "0x\(hexDigits(gone.baseAddress)) - 0x\(hexDigits(last)) \(TextEscaping.escaped(gone.name)) \(architecture)  "
+    line += "<\(HexText.bytes(gone.buildID))> \(TextEscaping.escaped(gone.path))  \(gone.whenText)"
+    if let loadedFor = gone.loadedForNanoseconds { line += ", loaded for \(ImageFormatter.milliseconds(loadedFor)) ms" }
+    return line
   }
 
   /// `N   name(padded to 30)  0x%016llx ` of a frame line, as the crash handler's `w_frame` writes it: the

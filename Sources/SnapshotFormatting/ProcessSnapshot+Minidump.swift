@@ -4,8 +4,9 @@ public import Snapshot
 extension ProcessSnapshot {
   /// The snapshot as a minidump, through the one `MinidumpWriter`: what Breakpad's Linux writer writes
   /// (every thread with its registers and the stack copied when the snapshot was taken, the modules with
-  /// their build-ids, SystemInfo, MiscInfo, the Linux files the snapshot holds) plus ThreadNames, and an
-  /// Exception stream for a crash. A thread whose registers were not read is listed with an empty
+  /// their build-ids, SystemInfo, MiscInfo, the Linux files the snapshot holds) plus ThreadNames, an
+  /// Exception stream for a crash, and the images removed before it (UnloadedModuleList: base, size and
+  /// path; the stream has no place for a build-id). A thread whose registers were not read is listed with an empty
   /// context, so the dump names every thread the process had.
   ///
   /// Throws when the snapshot's architecture has no minidump layout here, or the dump would not fit the
@@ -47,10 +48,13 @@ extension ProcessSnapshot {
       exception = MinidumpWriter.Exception(tid: tid, signal: UInt32(bitPattern: signal.signal),
                                            code: UInt32(bitPattern: signal.code), address: signal.address)
     }
-    let contents = MinidumpWriter.Contents(
+    var contents = MinidumpWriter.Contents(
       timeDateStamp: UInt32(clamping: process.date ?? 0), systemInfo: system,
       processID: process.pid.flatMap { UInt32(exactly: $0) }, threads: dumpThreads, modules: modules,
       extraStreams: Self.linuxStreams(process.linuxFiles), exception: exception)
+    contents.unloadedModules = unloadedImages.map {
+      MinidumpWriter.UnloadedModule(baseAddress: $0.baseAddress, size: $0.size, path: $0.path)
+    }
     return try MinidumpWriter.write(contents)
   }
 

@@ -110,6 +110,7 @@ extension ProcessSnapshot {
     out += "\n]"
     if let exception { out += ",\"exception\":" + exceptionJSON(exception).serialized() }
     if let os = process.osVersion { out += ",\"os\":" + JSONValue.string(os).serialized() }
+    if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
     out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
     out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
@@ -137,6 +138,11 @@ extension ProcessSnapshot {
     ]
     if let name = result.imageName { members.append(("image", .string(name))) }
     if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
+    let mapped = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
+    if let gone = mapped.map({ previousImage(at: frame.address, in: $0) }) ?? unloadedImage(holding: frame.address) {
+      // Code no longer mapped, in an image removed before the crash (or mapped over since).
+      members += [("unloadedImage", .string(gone.name)), ("unloadedImageOffset", .number(String(frame.address - gone.baseAddress)))]
+    }
     if let trust = frame.markedTrust { members.append(("trust", .string(trust.rawValue))) }
     let status: String
     switch result.status {
@@ -169,6 +175,23 @@ extension ProcessSnapshot {
       members.append(("reported", .object(own)))
     }
     return .object(members)
+  }
+
+  /// `[{"name", "path", "baseAddress", "size", "buildID", "unloadedBeforeCrashNanoseconds",
+  /// "loadedForNanoseconds", "tid"}]`: the images removed before the crash, newest first; keys absent when
+  /// the source does not give them.
+  func unloadedImagesJSON() -> JSONValue {
+    .array(unloadedImages.map { gone in
+      var members: [(String, JSONValue)] = [
+        ("name", .string(gone.name)), ("path", .string(gone.path)), ("baseAddress", .string("0x" + hexDigits(gone.baseAddress))),
+        ("size", .number(String(gone.size))),
+      ]
+      if !gone.buildID.isEmpty { members.append(("buildID", .string(HexText.bytes(gone.buildID)))) }
+      if let before = gone.unloadedBeforeCrashNanoseconds { members.append(("unloadedBeforeCrashNanoseconds", .number(String(before)))) }
+      if let loadedFor = gone.loadedForNanoseconds { members.append(("loadedForNanoseconds", .number(String(loadedFor)))) }
+      if let tid = gone.tid { members.append(("tid", .number(String(tid)))) }
+      return .object(members)
+    })
   }
 
   /// `[{"index", "tid", "name", "crashed", "state", "problem", "registers"}]`: each thread the report lists, keys

@@ -100,7 +100,8 @@ extension ProcessSnapshot {
       let prefix = Self.paddedPrefix(line, column)
       switch result.status {
       case .symbolicated:
-        let mark = ProcessSnapshot.Frame.trustMark(frame.trust)  // imagelog's trust stays on the line
+        // imagelog's trust, and its note on a frame in an unloaded image, stay on the line.
+        let mark = (format == .imagelog ? unloadedNote(frame) ?? "" : "") + ProcessSnapshot.Frame.trustMark(frame.trust)
         for function in result.functions {
           if function.isInlined, format == .swiftBacktrace {
             out += inlinedSwiftPrefix(prefix) + describe(function, image: result.imageName) + "\n"

@@ -21,12 +21,13 @@ enum AppleCrashParser {
       let trimmed = line.drop { $0 == " " || $0 == "\t" }
       if lineIndex == 0, line.hasPrefix("{") { continue }  // the JSON header line
       if trimmed.isEmpty {
-        if section == .images && !report.images.isEmpty { section = .header }
+        if (section == .images && !report.images.isEmpty) || section == .unloaded { section = .header }
         if case .thread = section { section = .header }
         if section == .registers { section = .header }
         continue
       }
       if line.hasPrefix("Binary Images:") { section = .images; continue }
+      if line.hasPrefix("Unloaded Images:") { section = .unloaded; continue }
       if line.hasPrefix("Last Exception Backtrace:") {
         section = .thread(-1)
         currentThread = -1
@@ -128,6 +129,12 @@ enum AppleCrashParser {
           continue
         }
         report.images.append(image)
+      case .unloaded:
+        guard let image = unloadedImage(line) else {
+          report.problems.append("line \(lineIndex + 1): unreadable unloaded image '\(line.prefix(80))'")
+          continue
+        }
+        report.unloadedImages.append(image)
       }
     }
     if let crashedFromHeader, let index = threadIndex[crashedFromHeader] {
@@ -165,13 +172,14 @@ enum AppleCrashParser {
         if let path = report.images[index].path { report.images[index].path = original(path) }
       }
       for (frame, name) in frameImageNames { frameImageNames[frame] = original(name) }
+      for index in report.unloadedImages.indices { report.unloadedImages[index].path = original(report.unloadedImages[index].path) }
     }
     report.placeFrames { thread, frame in frameImageNames[ProcessSnapshot.FrameRef(thread: thread, frame: frame)] }
     if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }
     return report
   }
 
-  enum Section: Equatable { case header, thread(Int), registers, images }
+  enum Section: Equatable { case header, thread(Int), registers, images, unloaded }
 
   /// The trust imagelog's report layout marks at a frame line's end (`  (frame pointer)`,
   /// `  (stack scan)`), with the mark's length.

@@ -28,9 +28,14 @@ public struct CrashRecord: Sendable, Equatable {
   package var flags: UInt64
   /// Where the handler's `siginfo_t` and `ucontext_t` are in the crashed process (its signal frame).
   package var siginfoAddress: Address, contextAddress: Address
+  /// Where the process keeps the images it removed (`crash_unloaded.h`), 0 without one (version 1).
+  package var historyAddress: Address = 0
+  /// When the handler ran, nanoseconds since the epoch (the history's clock); nil in version 1.
+  package var dateNanoseconds: Int64?
 
-  /// The record's size in bytes, version 1.
-  static let size = 352
+  /// The record's size in bytes: version 1, and version 2 (with the history's address and the time in
+  /// nanoseconds).
+  static let size = 352, sizeVersion2 = 368
   static let magic: [UInt8] = Array("ILCRASH".utf8) + [0]
 
   /// Why a record could not be had.
@@ -52,8 +57,13 @@ public struct CrashRecord: Sendable, Equatable {
 
   /// Reads the record at `address` in process `pid` and checks it is that process's.
   package static func read(pid: Int32, at address: Address) throws(ReadError) -> CrashRecord {
-    var bytes = [UInt8](repeating: 0, count: size)
-    let read = bytes.withUnsafeMutableBytes { ProcessMemory(pid: pid).read(address, into: $0) }
+    // Version 2's size first; a version 1 record may end its mapping 16 bytes sooner.
+    var bytes = [UInt8](repeating: 0, count: sizeVersion2)
+    var read = bytes.withUnsafeMutableBytes { ProcessMemory(pid: pid).read(address, into: $0) }
+    if !read {
+      bytes = [UInt8](repeating: 0, count: size)
+      read = bytes.withUnsafeMutableBytes { ProcessMemory(pid: pid).read(address, into: $0) }
+    }
     guard read else { throw .unreadable(pid: pid, address: address) }
     let record: CrashRecord
     do {
@@ -71,7 +81,9 @@ public struct CrashRecord: Sendable, Equatable {
       var reader = start
       guard try reader.readBytes(8) == magic else { throw .elf("no ILCRASH magic") }
       let version = try reader.read(UInt32.self), size = try reader.read(UInt32.self)
-      guard version == 1, size == UInt32(Self.size) else { throw .elf("version \(version), size \(size): not version 1") }
+      guard (version == 1 && size == UInt32(Self.size)) || (version == 2 && size == UInt32(Self.sizeVersion2)) else {
+        throw .elf("version \(version), size \(size): not version 1 or 2")
+      }
       let pid = try reader.read(Int32.self), tid = try reader.read(Int32.self)
       let signal = try reader.read(Int32.self), code = try reader.read(Int32.self)
       let faultAddress = try reader.read(UInt64.self)
@@ -93,9 +105,14 @@ public struct CrashRecord: Sendable, Equatable {
         let value = try reader.read(UInt64.self)
         registers.append(known & (1 << UInt64(number)) != 0 ? value : nil)
       }
-      return CrashRecord(pid: pid, tid: tid, signal: signal, code: code, faultAddress: faultAddress, date: date,
-                         architecture: architecture, registers: registers, flags: flags,
-                         siginfoAddress: siginfoAddress, contextAddress: contextAddress)
+      var record = CrashRecord(pid: pid, tid: tid, signal: signal, code: code, faultAddress: faultAddress, date: date,
+                               architecture: architecture, registers: registers, flags: flags,
+                               siginfoAddress: siginfoAddress, contextAddress: contextAddress)
+      if version == 2 {
+        record.historyAddress = try reader.read(UInt64.self)
+        record.dateNanoseconds = try reader.read(Int64.self)
+      }
+      return record
     }
   }
 

@@ -94,6 +94,7 @@ extension ProcessSnapshot {
     }
     var snapshot = ProcessSnapshot(format: .minidump, process: process, exception: exception, threads: threads,
                                    images: images, problems: (dump.problems + [stackProblem].compactMap { $0 }).map(\.description))
+    snapshot.unloadedImages = Self.unloadedImages(dump.unloadedModules)
     snapshot.placeFrames()
     if let exception = dump.exception, !threads.contains(where: { $0.crashed || $0.requestedDump }) {
       snapshot.problems.append("the exception names thread \(exception.tid), which the thread list does not hold")

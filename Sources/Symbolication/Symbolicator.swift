@@ -275,6 +275,7 @@ public enum Symbolicator {
     }
     for (imageIndex, status) in resolutions { snapshot.images[imageIndex].resolution = status }
     snapshot.notes = notes
+    symbolicateUnloaded(&snapshot, options: options, cache: cache, locator: given)
   }
 
   /// The function and location a source's frame line gives itself, when it names one.

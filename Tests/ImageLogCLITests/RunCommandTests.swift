@@ -137,6 +137,13 @@ import Testing
     let events = (readFile(programs.directory + "/events") ?? "").split(separator: "\n")
     #expect(events.filter { $0.hasPrefix("Added: ") && $0.contains("liba.so") }.count == 50)
     #expect(events.filter { $0.hasPrefix("Removed: ") && $0.contains("liba.so") }.count == 50)
+    // Each removal says how long the image was loaded (issue 39): "  (loaded for 0.123 ms)".
+    let removals = events.filter { $0.hasPrefix("Removed: ") && $0.contains("liba.so") }
+    #expect(removals.allSatisfy { line in
+      guard let open = line.ranges(of: "  (loaded for ").last, line.hasSuffix(" ms)") else { return false }
+      let number = line[open.upperBound...].dropLast(4).split(separator: ".")
+      return number.count == 2 && UInt64(number[0]) != nil && number[1].count == 3 && UInt64(number[1]) != nil
+    }, "\(removals.prefix(3))")
   }
 
   @Test func exitStatusAndSignalsPassThrough() throws {

@@ -47,6 +47,11 @@ import Testing
         return verb + " " + (line.contains("liba.so") ? "a" : "b")
       }
     #expect(events == ["Added a", "Removed a", "Added b", "Removed b"])
+    // A removal of an image added during the watch says how long it was loaded (issue 39); the initial
+    // images were not timed.
+    let removals = lines.filter { $0.hasPrefix("Removed: ") && ($0.contains(programs.libraryA) || $0.contains(programs.libraryB)) }
+    #expect(removals.count == 2 && removals.allSatisfy { $0.contains(" ms)") && $0.ranges(of: "  (loaded for ").count == 1 },
+            "\(removals)")
     // Each event line is the unstrip line of that image: the build-id readelf reports.
     let readelf = try runProcessTest(["readelf", "-n", programs.libraryA]).output
     let buildID = readelf.split(separator: "\n").first { $0.contains("Build ID:") }?.split(separator: " ").last

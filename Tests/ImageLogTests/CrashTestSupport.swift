@@ -46,6 +46,9 @@ struct ParsedCrashReport {
     var offset: UInt64
     /// nil (call frame information or the context), "frame pointer" or "stack scan".
     var trust: String? = nil
+    /// For a frame in an image removed before the crash: "unloaded 3.200 ms before the crash by thread 4";
+    /// in one mapped where a removed one had been: "libplugin.so was here, unloaded ...".
+    var unloaded: String? = nil
   }
 
   struct Thread: Equatable {
@@ -74,6 +77,8 @@ struct ParsedCrashReport {
 
   var header: [String: String] = [:]
   var threads: [Thread] = []
+  /// The `Unloaded Images:` lines, when the report has the section.
+  var unloadedImages: [String] = []
   /// The crashed thread's frames.
   var frames: [Frame] = []
   /// The crashed thread's registers, by name.
@@ -172,6 +177,14 @@ struct ParsedCrashReport {
       images.append(try Self.image(lines[number]))
       number += 1
     }
+    // The images removed before the crash, when any was.
+    if number + 1 < lines.count, lines[number].isEmpty, lines[number + 1] == "Unloaded Images:" {
+      number += 2
+      while number < lines.count, !lines[number].isEmpty {
+        unloadedImages.append(lines[number])
+        number += 1
+      }
+    }
     guard number == lines.count - 1 else { throw FormatProblem(description: "text after the Binary Images") }
   }
 
@@ -188,6 +201,14 @@ struct ParsedCrashReport {
       trust = mark
       line = String(line.dropLast(mark.count + 4))
     }
+    // A frame in an image removed before the crash: "  (unloaded 3.200 ms before the crash by thread 4)",
+    // or in one mapped where it had been: "  (libplugin.so was here, unloaded ...)".
+    var unloaded: String?
+    if line.hasSuffix(")"), let open = line.ranges(of: "  (").last,
+       line[open.upperBound...].hasPrefix("unloaded ") || line[open.upperBound...].contains(" was here, unloaded ") {
+      unloaded = String(line[open.upperBound...].dropLast())
+      line = String(line[..<open.lowerBound])
+    }
     let tokens = line.split(separator: " ")
     guard tokens.count >= 6, let index = Int(tokens[0]), tokens[tokens.count - 2] == "+",
           let offset = UInt64(tokens[tokens.count - 1]),
@@ -201,7 +222,8 @@ struct ParsedCrashReport {
         + name + String(repeating: " ", count: 30 - name.count) + "0x"
       guard line.hasPrefix(expectedPrefix) else { throw FormatProblem(description: "frame columns: \(line)") }
     }
-    return Frame(index: index, imageName: name, address: address, loadAddress: load, offset: offset, trust: trust)
+    return Frame(index: index, imageName: name, address: address, loadAddress: load, offset: offset, trust: trust,
+                 unloaded: unloaded)
   }
 
   /// `0xSTART - 0xEND +name arch  <32 hex> /path`

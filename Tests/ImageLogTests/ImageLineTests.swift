@@ -36,8 +36,11 @@ import Testing
         for removed in [false, true] {
           for timing in [nil, (UInt64(1_234_567_890), UInt64(42_000))] as [(UInt64, UInt64)?] {
             for pid in [nil, Int32(4321)] as [Int32?] {
-              for withoutEvent in [false, true] {
+              for (withoutEvent, loadedFor) in [(false, nil), (true, nil), (false, UInt64(3_210_987))] as [(Bool, UInt64?)] {
                 var options = il_line_options()
+                // How long a removed image was loaded: `run` and `watch` event lines only.
+                options.has_loaded_for = loadedFor == nil ? 0 : 1
+                options.loaded_for_ns = loadedFor ?? 0
                 options.style = cStyle
                 options.full_build_ids = fullBuildIDs ? 1 : 0
                 options.removed = removed ? 1 : 0
@@ -54,7 +57,7 @@ import Testing
                 let imageTiming = removed ? nil : timing.map { ImageTiming(sinceStart: $0.0, loadDuration: $0.1) }
                 let expected = withoutEvent
                   ? formatter.format(swiftImage, event: event, pid: pid, timing: imageTiming)
-                  : formatter.eventLine(swiftImage, event: event, pid: pid, timing: imageTiming)
+                  : formatter.eventLine(swiftImage, event: event, pid: pid, timing: imageTiming, loadedFor: loadedFor)
                 let got = cLine(cImage, options)
                 if got != Array(expected.utf8) {
                   mismatches.append("C:     \(String(decoding: got, as: UTF8.self))\nSwift: \(expected)")

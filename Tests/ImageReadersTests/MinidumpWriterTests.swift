@@ -216,4 +216,22 @@ import Testing
     #expect(dump.linux.maps.map { String(decoding: $0, as: UTF8.self) }?.hasPrefix("55555555000-") == true)
     #expect(dump.memoryRanges.count == 4)
   }
+
+  /// UnloadedModuleList (stream 14), newest first: read back by the reader; a module over 4 GiB is refused.
+  @Test func unloadedModulesReadBack() throws {
+    var contents = Self.contents(.amd64, architecture: 9, modules: [ELFModule(path: "/opt/app/bin/app", buildID: [1, 2])])
+    contents.unloadedModules = [MinidumpWriter.UnloadedModule(baseAddress: 0x7F00_0000_1000, size: 0x4010, path: "/opt/plugins/libnew.so"),
+                                MinidumpWriter.UnloadedModule(baseAddress: 0x7F00_0000_9000, size: 0x2000, path: "/opt/plugins/libold.so")]
+    let dump = try MinidumpFile(bytes: try MinidumpWriter.write(contents))
+    #expect(dump.problems.isEmpty, "\(dump.problems)")
+    #expect(dump.unloadedModules == [
+      MinidumpFile.UnloadedModule(baseAddress: 0x7F00_0000_1000, size: 0x4010, checksum: 0, timeDateStamp: 0, name: "/opt/plugins/libnew.so"),
+      MinidumpFile.UnloadedModule(baseAddress: 0x7F00_0000_9000, size: 0x2000, checksum: 0, timeDateStamp: 0, name: "/opt/plugins/libold.so"),
+    ])
+    #expect(dump.modules.count == 1)
+    contents.unloadedModules = [MinidumpWriter.UnloadedModule(baseAddress: 0, size: 1 << 32, path: "/big.so")]
+    #expect(throws: FormatError.minidump("unloaded module 0 (/big.so): size 0x100000000 does not fit SizeOfImage")) {
+      try MinidumpWriter.write(contents)
+    }
+  }
 }

@@ -15,7 +15,9 @@
    to a handler that reaps every child it can (waitpid(-1)), before the crash.
    vfork: a vfork child crashes before it executes anything, then the parent. nofile: RLIMIT_NOFILE 3
    (no descriptor left to open), then null. forkhang (built with
-   -DIL_HELPER_TEST_HOOKS, with a helper): a child forked while the handler's pipes are open lives on. */
+   -DIL_HELPER_TEST_HOOKS, with a helper): a child forked while the handler's pipes are open lives on.
+   unloaded: calls into the plugin CRASH_PLUGIN (unloaded-plugin.c) after closing it; with CRASH_OTHER
+   (unloaded-other.c) loaded where the plugin was first, the call traps in that library. */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
 #include "test-threads.h"
@@ -41,6 +43,9 @@
 
 /* ---- the table, from dl_iterate_phdr, formatted in the crash style ---- */
 
+/* When set, add_image adds only the image loaded there (the unloaded mode's plugin). */
+static uint64_t add_only;
+
 static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
   (void)size;
   int *index = context;
@@ -56,14 +61,16 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
   }
   const char *slash = strrchr(path, '/');
   const char *name = slash ? slash + 1 : path;
-  uint64_t first = UINT64_MAX, text_end = 0;
-  unsigned char uuid[16] = {0};
+  uint64_t first = UINT64_MAX, text_end = 0, load_end = 0;
+  unsigned char uuid[16] = {0}, build_id[64];
+  size_t build_id_size = 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
     if (ph->p_type == PT_LOAD) {
       uint64_t start = ph->p_vaddr & ~(uint64_t)(ph->p_align > 1 ? ph->p_align - 1 : 0);
       if (start < first) first = start;
       if ((ph->p_flags & PF_X) && ph->p_vaddr + ph->p_memsz > text_end) text_end = ph->p_vaddr + ph->p_memsz;
+      if (ph->p_vaddr + ph->p_memsz > load_end) load_end = ph->p_vaddr + ph->p_memsz;
     } else if (ph->p_type == PT_NOTE) {
       const unsigned char *note = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
       size_t offset = 0;
@@ -73,14 +80,18 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
         memcpy(&descsz, note + offset + 4, 4);
         memcpy(&type, note + offset + 8, 4);
         size_t name_at = offset + 12, desc_at = name_at + ((namesz + 3) & ~3u);
-        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(note + name_at, "GNU", 4) == 0)
+        if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(note + name_at, "GNU", 4) == 0) {
           memcpy(uuid, note + desc_at, descsz < 16 ? descsz : 16);
+          build_id_size = descsz < sizeof build_id ? descsz : sizeof build_id;
+          memcpy(build_id, note + desc_at, build_id_size);
+        }
         offset = desc_at + ((descsz + 3) & ~3u);
       }
     }
   }
   if (first == UINT64_MAX) return 0;
   uint64_t load = info->dlpi_addr + first, end = info->dlpi_addr + text_end;
+  if (add_only != 0 && load != add_only) return 0;
 #if defined(__x86_64__)
   const char *arch = "x86_64";
 #else
@@ -91,11 +102,48 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
                    (unsigned long long)(end - 1), is_main ? "+" : "", name, arch);
   for (int i = 0; i < 16; i++) n += snprintf(line + n, sizeof line - n, "%02x", uuid[i]);
   snprintf(line + n, sizeof line - n, "> %s", path);
-  if (il_crash_table_add(load, load, end, name, line) != 0) perror("il_crash_table_add");
+  if (il_crash_table_add_image(load, info->dlpi_addr + load_end, load, end, name, line, path, build_id,
+                               build_id_size) != 0)
+    perror("il_crash_table_add_image");
   return 0;
 }
 
 /* ---- ways to die ---- */
+
+/* unloaded: opens the plugin CRASH_PLUGIN names, puts it in the table (as the Swift library's observers
+   would), keeps a pointer to its plugin_work, closes it (the table keeps it among the removed images),
+   then calls the pointer: the pc is in memory no longer mapped. */
+__attribute__((noinline)) void crash_call_unloaded(void) {
+  const char *plugin = getenv("CRASH_PLUGIN");
+  void *handle = plugin != NULL ? dlopen(plugin, RTLD_NOW) : NULL;
+  if (handle == NULL) {
+    fprintf(stderr, "cannot open the plugin: %s\n", dlerror());
+    exit(2);
+  }
+  int (*volatile work)(int) = (int (*)(int))dlsym(handle, "plugin_work");
+  Dl_info where;
+  if (work == NULL || dladdr((void *)work, &where) == 0) exit(3);
+  int index = 1;  /* not the main executable */
+  add_only = (uint64_t)(uintptr_t)where.dli_fbase;
+  dl_iterate_phdr(add_image, &index);
+  dlclose(handle);
+  il_crash_table_remove((uint64_t)(uintptr_t)where.dli_fbase);
+  const char *other = getenv("CRASH_OTHER");
+  if (other != NULL) {
+    /* Another library mapped where the plugin was (and put in the table): the call traps in it. */
+    Dl_info now;
+    if (dlopen(other, RTLD_NOW) == NULL || dladdr((void *)work, &now) == 0 || now.dli_fname == NULL ||
+        strcmp(now.dli_fname, other) != 0) {
+      fprintf(stderr, "CRASH_OTHER was not mapped where the plugin was\n");
+      exit(4);
+    }
+    add_only = (uint64_t)(uintptr_t)now.dli_fbase;
+    dl_iterate_phdr(add_image, &index);
+  }
+  printf("plugin_work %p\n", (void *)work);
+  fflush(stdout);
+  work(1);
+}
 
 __attribute__((noinline)) void crash_null_dereference(void) {
   volatile int *volatile pointer = NULL;  /* both volatile: even -O2 stores through it */
@@ -639,6 +687,7 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "divide") == 0) crash_divide();
   else if (strcmp(mode, "breakpoint") == 0) crash_breakpoint();
   else if (strcmp(mode, "callnull") == 0) crash_call_null();
+  else if (strcmp(mode, "unloaded") == 0) crash_call_unloaded();
   else if (strcmp(mode, "malloc") == 0) crash_corrupt_heap();
   else if (strcmp(mode, "newthreadstack") == 0) {  /* no il_crash_prepare_thread: the interposer gives it a stack */
     pthread_create(&thread, NULL, overflowing_thread, NULL);

@@ -16,6 +16,11 @@
    ignorechld, handlechld  SIGCHLD ignored, or handled by a reaper (waitpid(-1)), then null.
    vfork      a vfork child crashes before it executes anything; then the parent crashes.
    nofile     lowers RLIMIT_NOFILE to 3 (no descriptor left to open), then null.
+   unloaded   opens the plugin $CRASH_PLUGIN (unloaded-plugin.c), closes it, then calls its plugin_work
+              through the pointer it kept: the pc is in no mapped image. Prints "plugin_work 0x...".
+              With $CRASH_FORBID_PTRACE, first as seccomp does: the module writes the report. With
+              $CRASH_OTHER (unloaded-other.c), that library is opened first, mapped where the plugin
+              was: the call traps in it.
    forkcrash  the main thread crashes while a second thread waits until the crash helper (a stand-in
               the test names, which holds the handler until told) has started, forks a child that
               crashes at once, reaps it, writes "PID STATUS" of it to $HELD_DIR/child and tells the
@@ -181,6 +186,31 @@ int main(int argc, char **argv) {
     pthread_create(&thread, NULL, sorter, NULL);
     pthread_join(thread, NULL);
     return 0;
+  }
+  if (strcmp(mode, "unloaded") == 0) {
+    /* The plugin $CRASH_PLUGIN (unloaded-plugin.c) opened, closed, then called. */
+    const char *path = getenv("CRASH_PLUGIN");
+    void *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+    int (*volatile work)(int) = handle != NULL ? (int (*)(int))dlsym(handle, "plugin_work") : NULL;
+    if (work == NULL) {
+      fprintf(stderr, "run-crash: cannot load CRASH_PLUGIN\n");
+      return 1;
+    }
+    dlclose(handle);
+    if (getenv("CRASH_FORBID_PTRACE") != NULL) forbid_ptrace();  /* the module then writes the report */
+    const char *other = getenv("CRASH_OTHER");
+    if (other != NULL) {
+      /* Another library mapped where the plugin was: the call traps in it. */
+      Dl_info where;
+      if (dlopen(other, RTLD_NOW) == NULL || dladdr((void *)work, &where) == 0 || where.dli_fname == NULL ||
+          strcmp(where.dli_fname, other) != 0) {
+        fprintf(stderr, "run-crash: CRASH_OTHER was not mapped where the plugin was\n");
+        return 3;
+      }
+    }
+    printf("plugin_work %p\n", (void *)work);
+    fflush(stdout);
+    return work(1);
   }
   if (strcmp(mode, "stack") == 0) return recurse(0);
   if (strcmp(mode, "vfork") == 0) {

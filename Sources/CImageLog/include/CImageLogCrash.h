@@ -16,8 +16,22 @@
 int il_crash_table_add(uint64_t load_address, uint64_t text_start, uint64_t text_end,
                        const char *name, const char *line);
 
-/* Removes the image loaded at `load_address`. Returns 1 if it was in the table, else 0. */
+/* il_crash_table_add with what the table keeps once the image is removed, for a crash after it
+   (Unloaded Images, frames in code no longer mapped): the image's mapped range
+   `load_address..<load_end`, its `path` and its whole build-id (NULL and 0 without one). */
+int il_crash_table_add_image(uint64_t load_address, uint64_t load_end, uint64_t text_start, uint64_t text_end,
+                             const char *name, const char *line, const char *path, const uint8_t *build_id,
+                             size_t build_id_size);
+
+/* Removes the image loaded at `load_address`, keeping it among the last removed images (its range,
+   path, build-id, when it was added and removed, and the calling thread). Returns 1 if it was in the
+   table, else 0. */
 int il_crash_table_remove(uint64_t load_address);
+
+/* How many removed images the table keeps for a crash report, at most 64 (crash_unloaded.h's
+   IL_UNLOADED_MAX; 16 unless set; 0 keeps none): the memory is static (512 bytes an image), nothing is
+   allocated. Forgets those kept so far. Returns 0, or EINVAL above the maximum. */
+int il_crash_keep_unloaded(uint32_t count);
 
 /* The number of images in the published table. */
 size_t il_crash_table_count(void);

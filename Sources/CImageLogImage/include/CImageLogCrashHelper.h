@@ -38,14 +38,17 @@
    The record's layout, read by the helper field by field (CrashRecord.swift), little-endian on both
    architectures:
       0  magic "ILCRASH\0"          48  u32 arch (1 x86_64, 2 aarch64)
-      8  u32 version (1)            52  u32 register count (33)
-     12  u32 size (352)             56  u64 known registers (bit n: DWARF register n)
+      8  u32 version (2)            52  u32 register count (33)
+     12  u32 size (368)             56  u64 known registers (bit n: DWARF register n)
      16  i32 pid                    64  u64 flags (x86_64 rflags, aarch64 pstate)
      20  i32 tid                    72  u64 address of the siginfo in the crashed process
      24  i32 signal                 80  u64 address of the ucontext in the crashed process
      28  i32 si_code                88  u64 registers[33], DWARF numbered (CImageLogUnwind.h)
      32  u64 fault address (si_addr, 0 for a signal without one)
-     40  i64 time of the crash, seconds since the epoch (UTC) */
+     40  i64 time of the crash, seconds since the epoch (UTC)
+    then, from version 2 (size 368):
+    352  u64 address of the unloaded-image history in the crashed process (crash_unloaded.h), 0 if none
+    360  i64 time of the crash, nanoseconds since the epoch (the history's clock) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -133,7 +136,7 @@ static inline il_civil_time il_civil_from_seconds(int64_t seconds) {
 
 /* ---- the record the helper reads ---- */
 
-enum { IL_HELPER_RECORD_VERSION = 1, IL_HELPER_REGISTERS = 33 };
+enum { IL_HELPER_RECORD_VERSION = 2, IL_HELPER_REGISTERS = 33 };
 
 typedef struct {
   char magic[8];
@@ -144,16 +147,20 @@ typedef struct {
   uint32_t arch, register_count;
   uint64_t known, flags, siginfo_address, context_address;
   uint64_t registers[IL_HELPER_REGISTERS];
+  uint64_t history;
+  int64_t time_ns;
 } il_helper_record;
 
 _Static_assert(offsetof(il_helper_record, time) == 40, "the record's layout is the helper's (CrashRecord.swift)");
 _Static_assert(offsetof(il_helper_record, registers) == 88, "the record's layout is the helper's (CrashRecord.swift)");
-_Static_assert(sizeof(il_helper_record) == 352, "the record's layout is the helper's (CrashRecord.swift)");
+_Static_assert(offsetof(il_helper_record, history) == 352, "the record's layout is the helper's (CrashRecord.swift)");
+_Static_assert(sizeof(il_helper_record) == 368, "the record's layout is the helper's (CrashRecord.swift)");
 
 /* Fills `record` for a crash of thread `tid` of `pid` by `signal`, with the handler's siginfo and
-   ucontext (either may be NULL). Async-signal-safe. */
+   ucontext (either may be NULL) and the process's unloaded-image history (NULL without one).
+   Async-signal-safe. */
 static inline void il_helper_fill_record(il_helper_record *record, int32_t pid, int32_t tid, int signal,
-                                         const siginfo_t *info, const void *context) {
+                                         const siginfo_t *info, const void *context, const void *history) {
   static const char magic[8] = {'I', 'L', 'C', 'R', 'A', 'S', 'H', 0};
   for (int i = 0; i < 8; i++) record->magic[i] = magic[i];
   record->version = IL_HELPER_RECORD_VERSION;
@@ -167,6 +174,8 @@ static inline void il_helper_fill_record(il_helper_record *record, int32_t pid, 
   struct timespec now = {0, 0};
   IL_SYS(SYS_clock_gettime, CLOCK_REALTIME, &now);
   record->time = (int64_t)now.tv_sec;
+  record->time_ns = (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+  record->history = (uint64_t)(uintptr_t)history;
   record->siginfo_address = (uint64_t)(uintptr_t)info;
   record->context_address = (uint64_t)(uintptr_t)context;
   record->register_count = IL_HELPER_REGISTERS;

@@ -238,6 +238,8 @@ typedef struct {
   uint64_t since_start_ns, step_ns;
   int labelled;             /* "[pid N] " before the line, or a leading "pid" field in JSON */
   int64_t pid;
+  int has_loaded_for;       /* a Removed event: append how long the image was loaded (loaded_for_ns) */
+  uint64_t loaded_for_ns;
 } il_line_options;
 
 /* The first 16 build-id bytes, zero-padded (BuildID.uuidBytes). */
@@ -374,6 +376,9 @@ static inline size_t il_image_line(il_line *line, const il_image *image, const i
       il_line_text(line, ",\"addedAtNanoseconds\":"); il_line_decimal(line, options->since_start_ns);
       il_line_text(line, ",\"loadNanoseconds\":"); il_line_decimal(line, options->step_ns);
     }
+    if (options->has_loaded_for && options->removed) {
+      il_line_text(line, ",\"loadedForNanoseconds\":"); il_line_decimal(line, options->loaded_for_ns);
+    }
     il_line_char(line, '}');
     return line->used - start;
   }
@@ -383,6 +388,11 @@ static inline size_t il_image_line(il_line *line, const il_image *image, const i
     il_line_milliseconds(line, options->since_start_ns);
     il_line_text(line, " ms (loaded in ");
     il_line_milliseconds(line, options->step_ns);
+    il_line_text(line, " ms)");
+  }
+  if (options->has_loaded_for && options->removed) {
+    il_line_text(line, "  (loaded for ");
+    il_line_milliseconds(line, options->loaded_for_ns);
     il_line_text(line, " ms)");
   }
   return line->used - start;

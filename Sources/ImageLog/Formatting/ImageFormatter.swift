@@ -84,14 +84,27 @@ public struct ImageFormatter: Sendable {
 
   /// One event line (`imagelog watch`, `imagelog run`): the logger and JSON styles name the event
   /// themselves; the crash and unstrip lines get an `Added: ` or `Removed: ` prefix (after `[pid N] `).
-  package func eventLine(_ image: Image, event: ImageEvent, pid: Int32? = nil, timing: ImageTiming? = nil) -> String {
+  /// A removal with `loadedFor` (nanoseconds the image was loaded) ends `  (loaded for D ms)`, or has a
+  /// last `"loadedForNanoseconds"` member in JSON (`CImageLogImageLine.h`'s `loaded_for_ns`).
+  package func eventLine(_ image: Image, event: ImageEvent, pid: Int32? = nil, timing: ImageTiming? = nil,
+                         loadedFor: UInt64? = nil) -> String {
+    let loadedFor = event == .removed ? loadedFor : nil
     switch style {
-    case .logger, .json: return format(image, event: event, pid: pid, timing: timing)
+    case .json:
+      let line = json(image, event: event, pid: pid, timing: timing)
+      guard let loadedFor else { return line }
+      return String(line.dropLast()) + ",\"loadedForNanoseconds\":\(loadedFor)}"
+    case .logger:
+      return format(image, event: event, pid: pid, timing: timing) + (loadedFor.map(Self.loadedForText) ?? "")
     case .crash, .unstrip:
       let verb = event == .added ? "Added: " : "Removed: "
       return textLine(verb + (style == .crash ? crash(image) : unstrip(image)), pid: pid, timing: timing)
+        + (loadedFor.map(Self.loadedForText) ?? "")
     }
   }
+
+  /// `  (loaded for D ms)`: how long a removed image had been loaded, milliseconds with three decimals.
+  package static func loadedForText(_ nanoseconds: UInt64) -> String { "  (loaded for \(milliseconds(nanoseconds)) ms)" }
 
   private func textLine(_ line: String, pid: Int32?, timing: ImageTiming?) -> String {
     var line = line

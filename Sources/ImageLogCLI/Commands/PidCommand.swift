@@ -58,6 +58,10 @@ struct PidCommand: Command {
       holds that imagelog lacks, a process that is not dumpable, or ptrace_scope, and whether
       CAP_SYS_PTRACE would do. When the memory cannot be read, headers come from the files
       (/proc/PID/map_files, /proc/PID/root). Images are listed in address order, as eu-unstrip -n -p.
+      Only images mapped now are listed: the kernel keeps no record of those unloaded before. A process
+      that runs imagelog's crash handler (CrashReporter, run --crash-dir) keeps its last removed images,
+      but only its crash reports list them; 'imagelog watch' and 'imagelog run' print removals as they
+      happen.
     """
 
   var pid: Int32

@@ -48,6 +48,9 @@ struct RunCommand: Command {
       --upload-url <url>      With --crash-dir: once a crash's files are written, send the crashes
                               waiting in <directory> to <url> ('imagelog upload', started in a
                               process of its own: the program's exit never waits for the network).
+      --unloaded-history <count>
+                              How many images the program removed (dlclose) a crash report lists
+                              under Unloaded Images (0 to 64; default: 16).
       -h, --help              Show help information.
 
     NOTES:
@@ -57,8 +60,10 @@ struct RunCommand: Command {
       one write(2) each, to a descriptor imagelog opened (the file, or a copy of standard error at a
       high number, left open across exec); the program's own streams are untouched.
       Events start with the executable, the dynamic loader and the vDSO, before main runs; an image
-      is added when the loader has mapped it (before its constructors) and removed by dlclose.
-      Images still loaded when the program exits are not reported as removed.
+      is added when the loader has mapped it (before its constructors) and removed by dlclose;
+      a Removed line ends with how long the image was loaded, '(loaded for D ms)'
+      ("loadedForNanoseconds" in JSON). Images still loaded when the program exits are not
+      reported as removed.
       Lines from any process other than the command's own start with [pid N] (JSON: a "pid"
       field): forked children, and the programs executed (unless --no-follow). Followed programs
       see LD_AUDIT and IMAGELOG_AUDIT_* in their environment, as they see LD_DEBUG.
@@ -87,7 +92,11 @@ struct RunCommand: Command {
       script that runs it needs no waiting of its own). When imagelog cannot
       capture it (ptrace refused by a seccomp filter, a timeout), the module says why on standard
       error and writes a shorter report itself: every thread listed, the crashed one unwound in
-      process, its registers, Binary Images. A handler the program installs itself replaces
+      process, its registers, Binary Images. Both reports, and the minidump (UnloadedModuleList),
+      list the last images the program removed (dlclose; --unloaded-history) under Unloaded Images, with their
+      build-ids, when they went and by which thread; a frame whose code is no longer mapped is named
+      after the image it was in ("(unloaded 3.200 ms before the crash by thread 4)").
+      A handler the program installs itself replaces
       imagelog's; the Swift runtime leaves imagelog's in place (its backtracer then stays out).
       Threads the program creates have no alternate stack of imagelog's: a stack overflow on one
       of them ends the program with no report. Images are still logged (--output /dev/null to not).

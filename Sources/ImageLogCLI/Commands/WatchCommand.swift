@@ -19,7 +19,8 @@ struct WatchCommand: Command {
 
     NOTES:
       Prints an Added: line for every image loaded at the start, then Added:/Removed: lines as
-      images come and go. Exits 0 when the process exits; stops on Ctrl-C (SIGINT) or SIGTERM.
+      images come and go; a Removed: line of an image added during the watch ends with how long it
+      was loaded, '(loaded for D ms)' (to the interval's precision; "loadedForNanoseconds" in JSON). Exits 0 when the process exits; stops on Ctrl-C (SIGINT) or SIGTERM.
       This polls /proc/PID/maps: an image loaded and unloaded within one interval is missed; one
       that stays loaded for longer than the interval is always reported. For every event, use
       'imagelog run'.
@@ -44,12 +45,22 @@ struct WatchCommand: Command {
   }
 
   func run() throws -> ExitStatus {
+    // When each image was first seen added, by load address: a removal says how long it stayed (to the
+    // poll: the interval is the precision). Images already loaded when the watch began are not timed.
+    var addedAt: [UInt64: Int] = [:]
+    var first = true
     do {
       _ = try ProcessImages.watch(pid: pid, interval: interval) { change in
         switch change {
-        case .added(let image): printOutput(formatter.eventLine(image, event: .added))
-        case .removed(let image): printOutput(formatter.eventLine(image, event: .removed))
+        case .added(let image):
+          if !first { addedAt[image.loadAddress] = monotonicNanoseconds() }
+          printOutput(formatter.eventLine(image, event: .added))
+        case .removed(let image):
+          let loadedFor = addedAt.removeValue(forKey: image.loadAddress).map { UInt64(max(0, monotonicNanoseconds() - $0)) }
+          printOutput(formatter.eventLine(image, event: .removed, loadedFor: loadedFor))
         }
+      } afterPoll: {
+        first = false
       }
     } catch {
       printError("imagelog: \(error)")

@@ -3,7 +3,8 @@
 /// It writes what Breakpad's Linux writer writes — `ThreadList` with each thread's stack memory,
 /// `ModuleList` with `'BpEL'` CodeView build-ids, `MemoryList` (the stacks and any other ranges),
 /// `SystemInfo`, the Linux streams given as bytes — plus `MiscInfo` (the process id and start time),
-/// `ThreadNames`, and an `Exception` stream when there is one. Every structure starts 4-byte aligned,
+/// `ThreadNames`, an `Exception` stream when there is one, and `UnloadedModuleList` when modules were
+/// removed before the dump. Every structure starts 4-byte aligned,
 /// strings are `MINIDUMP_STRING`s (UTF-16LE with a NUL), and the directory lists the streams in that
 /// order. The result is read by `MinidumpFile` and by `minidump-stackwalk` (the tests hold both to it).
 package enum MinidumpWriter {
@@ -28,6 +29,9 @@ package enum MinidumpWriter {
     package var extraStreams: [(type: UInt32, bytes: [UInt8])]
     /// The exception, or `nil` for a dump of a process that did not crash.
     package var exception: Exception?
+    /// The modules the process removed before the dump (`UnloadedModuleList`, written when there is one),
+    /// newest first.
+    package var unloadedModules: [UnloadedModule] = []
 
     package init(timeDateStamp: UInt32, systemInfo: SystemInfo, processID: UInt32? = nil, processCreateTime: UInt32? = nil,
                  threads: [Thread], modules: [Module], memory: [(address: UInt64, bytes: [UInt8])] = [],
@@ -107,6 +111,23 @@ package enum MinidumpWriter {
   }
 
   /// One module.
+  /// One `MINIDUMP_UNLOADED_MODULE`: `CheckSum` and `TimeDateStamp` (the PE header's, on Windows) are 0,
+  /// as Breakpad's Linux writer leaves them in its modules.
+  package struct UnloadedModule: Sendable {
+    /// `BaseOfImage`: where its first mapping started.
+    package var baseAddress: UInt64
+    /// `SizeOfImage`: the bytes from `baseAddress` it spanned.
+    package var size: UInt64
+    /// `ModuleNameRva`: its path.
+    package var path: String
+
+    package init(baseAddress: UInt64, size: UInt64, path: String) {
+      self.baseAddress = baseAddress
+      self.size = size
+      self.path = path
+    }
+  }
+
   package struct Module: Sendable {
     /// Where its first mapping starts.
     package var baseAddress: UInt64
@@ -160,6 +181,7 @@ package enum MinidumpWriter {
   package static func write(_ contents: Contents) throws(FormatError) -> [UInt8] {
     var out = Output()
     let streamCount = 4 + (contents.exception == nil ? 0 : 1) + (hasMiscInfo(contents) ? 1 : 0)
+      + (contents.unloadedModules.isEmpty ? 0 : 1)
       + (contents.threads.contains { $0.name != nil } ? 1 : 0) + contents.extraStreams.count
     out.bytes.reserveCapacity(4096 + contents.threads.reduce(0) { $0 + $1.stack.count + 1300 })
     // Header: the directory follows it at 32.
@@ -216,6 +238,21 @@ package enum MinidumpWriter {
       for _ in 0..<4 { moduleEntries.append32(0) }
     }
     directory.append((MinidumpFile.moduleListType, try out.block(moduleEntries, "ModuleList")))
+
+    // UnloadedModuleList: SizeOfHeader, SizeOfEntry, NumberOfEntries, then the entries.
+    if !contents.unloadedModules.isEmpty {
+      var unloaded = [UInt8]()
+      unloaded.append32(12); unloaded.append32(24); unloaded.append32(UInt32(contents.unloadedModules.count))
+      for (index, module) in contents.unloadedModules.enumerated() {
+        guard let size = UInt32(exactly: module.size) else {
+          throw .minidump("unloaded module \(index) (\(module.path)): size 0x\(hexDigits(module.size)) does not fit SizeOfImage")
+        }
+        let name = try out.string(module.path, "unloaded module \(index) name")
+        unloaded.append64(module.baseAddress); unloaded.append32(size); unloaded.append32(0); unloaded.append32(0)
+        unloaded.append32(name.rva)
+      }
+      directory.append((MinidumpFile.unloadedModuleListType, try out.block(unloaded, "UnloadedModuleList")))
+    }
 
     // MemoryList.
     var memoryList = [UInt8]()

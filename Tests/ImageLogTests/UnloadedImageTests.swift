@@ -1,0 +1,148 @@
+import Glibc
+import ImageLog
+import ImageLogTestSupport
+import Testing
+
+/// Issue 39: a call into a plugin after `dlclose`. crash-program.c's "unloaded" mode (the crash handler's
+/// C, its table fed as the Swift observers feed it) opens Tests/Programs/unloaded-plugin.c, closes it and
+/// calls the pointer it kept: the in-process report lists the plugin under Unloaded Images with the
+/// build-id `readelf -n` gives, and names it in the crashing frame, with when and by which thread it
+/// went.
+@Suite struct UnloadedImageTests {
+  /// crash-program.c's "unloaded" mode (with `other`: CRASH_OTHER too), dead of `signal`: its result,
+  /// report (path, text, parsed) and plugin.
+  static func inProcessCrash(other: Bool = false, signal: Int32 = SIGSEGV) throws
+    -> (result: CrashTestSupport.ProcessResult, reportPath: String, text: String, report: ParsedCrashReport, plugin: UnloadedPlugin) {
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
+                                          readelf: try #require(CrashHandlerTests.readelf))
+    let reportPath = "\(directory)/report.crash"
+    let result = try CrashTestSupport.run(program, ["unloaded", reportPath, "\(directory)/maps"],
+                                          environment: ["CRASH_PLUGIN": plugin.path].merging(other ? ["CRASH_OTHER": plugin.other] : [:]) { $1 },
+                                          timeoutSeconds: 60)
+    #expect(!result.timedOut, "the crash handler hung")
+    #expect(result.terminationSignal == signal, "\(result.stdout)\(result.stderr)")
+    let text = try #require(readFile(reportPath))
+    return (result, reportPath, text, try ParsedCrashReport(text), plugin)
+  }
+
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportNamesTheUnloadedPlugin() throws {
+    let (result, reportPath, text, report, plugin) = try Self.inProcessCrash()
+    // The pointer the program called, as it printed it: frame 0's pc.
+    let called = try #require(result.stdout.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) })
+
+    #expect(report.unloadedImages.count == 1, "\(text)")
+    let line = try #require(report.unloadedImages.first)
+    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
+    #expect(line.contains("> \(plugin.path)  unloaded "), "\(line)")
+    #expect(line.contains(" ms before the crash by thread \(result.pid), loaded for "), "\(line)")
+    let base = try #require(ParsedCrashReport.hex(tokens[0]))
+    let last = try #require(ParsedCrashReport.hex(tokens[2]))
+    #expect(base <= called && called <= last, "the called pc 0x\(String(called, radix: 16)) is in the plugin's range")
+
+    let frame = try #require(report.frames.first)
+    #expect(frame.address == called)
+    #expect(frame.imageName == "libplugin.so" && frame.loadAddress == base, "\(text)")
+    #expect(frame.unloaded?.hasPrefix("unloaded ") == true
+            && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
+    // Nothing of the plugin is mapped any more: it is not among the Binary Images.
+    #expect(!report.images.contains { $0.name == "libplugin.so" })
+    // imagelog symbolicate reads the section back and names the frame from the plugin's file.
+    if let imagelog = CrashHandlerTests.imagelogWithSymbolicate {
+      let symbolicated = try CrashTestSupport.run(imagelog, ["symbolicate", reportPath], environment: ["DEBUGINFOD_URLS": ""])
+      #expect(symbolicated.exitCode == 0, "\(symbolicated.stderr)")
+      #expect(symbolicated.stdout.contains("0x\(String(called, radix: 16).leftPadded(16)) plugin_work + 0  (unloaded "),
+              "\(symbolicated.stdout)")
+      #expect(symbolicated.stdout.contains("\nUnloaded Images:\n\(line)\n"), "\(symbolicated.stdout)")
+    } else {
+      Issue.record("imagelog symbolicate is not built beside the tests")
+    }
+  }
+
+  /// Another library opened after the plugin was closed, mapped where it was (unloaded-other.c, int3
+  /// where plugin_work was): the frame is in the mapped library, and the report says the plugin was there.
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportSaysWhatWasThereBefore() throws {
+    let (result, _, text, report, plugin) = try Self.inProcessCrash(other: true, signal: SIGTRAP)
+    let frame = try #require(report.frames.first)
+    let other = try #require(report.images.first { $0.name == "libother.so" }, "\(text)")
+    #expect(frame.imageName == "libother.so" && frame.loadAddress == other.start, "\(text)")
+    #expect(frame.unloaded?.hasPrefix("libplugin.so was here, unloaded ") == true
+            && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
+    #expect(report.unloadedImages.count == 1 && report.unloadedImages.first?.contains("<\(plugin.buildID)>") == true, "\(text)")
+  }
+}
+
+/// `CrashReporter.install(helper:)` in a Swift program (this test binary, re-run as a child): the table the
+/// library's observers keep records the plugin as it is closed, and the helper reads that history through
+/// the crash record.
+extension UnloadedImageTests {
+  /// The child's helper report: the test binary re-run as `unloadedChild`, keeping `keep` removed images
+  /// when given (`CrashReporter.keepUnloadedImages`).
+  static func childReport(keep: Int? = nil) throws -> (text: String, plugin: UnloadedPlugin) {
+    let executable = try #require(CrashReporterTests.selfExecutable())
+    let directory = CrashTestSupport.makeTemporaryDirectory("imagelog-unloaded-swift")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
+                                          readelf: try #require(CrashHandlerTests.readelf))
+    let crashes = directory + "/crashes"
+    mkdir(crashes, 0o755)
+    var environment = ["IMAGELOG_UNLOADED_CHILD": crashes, "IMAGELOG_UNLOADED_PLUGIN": plugin.path, "DEBUGINFOD_URLS": "",
+                       "SWIFT_BACKTRACE": "enable=no"]
+    if let keep { environment["IMAGELOG_UNLOADED_KEEP"] = String(keep) }
+    let result = try CrashTestSupport.run(executable, ["--testing-library", "swift-testing", "--filter", "unloadedChild"],
+                                          environment: environment, timeoutSeconds: 300)
+    #expect(!result.timedOut)
+    #expect(result.terminationSignal == SIGSEGV, "\(result.stderr.suffix(2000))")
+    let files = try finishedCrashDirectory(crashes, helperWrote: result.stderr.contains("report written to"))
+    let report = try #require(files.first { $0.hasSuffix(".crash") }, "\(files)")
+    return (try #require(readFile("\(crashes)/\(report)")), plugin)
+  }
+
+  @Test(.enabled(if: access(CrashHelperTests.imagelog, X_OK) == 0 && CrashHandlerTests.compiler != nil
+                   && CrashHandlerTests.readelf != nil, "needs the built imagelog, cc and readelf"))
+  func keepingNoUnloadedImagesListsNone() throws {
+    let (text, _) = try Self.childReport(keep: 0)
+    #expect(!text.contains("Unloaded Images:") && !text.contains("libplugin.so"), "\(text)")
+    #expect(CrashReporter.keepUnloadedImages(65) == false && CrashReporter.keepUnloadedImages(-1) == false)
+  }
+
+  @Test(.enabled(if: access(CrashHelperTests.imagelog, X_OK) == 0 && CrashHandlerTests.compiler != nil
+                   && CrashHandlerTests.readelf != nil, "needs the built imagelog, cc and readelf"))
+  func helperReportOfTheLibraryNamesTheUnloadedPlugin() throws {
+    let (text, plugin) = try Self.childReport()
+    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(text)")
+    let line = lines[heading + 1]
+    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
+    #expect(line.contains("> \(plugin.path)  unloaded ") && line.contains(" ms before the crash by thread "), "\(line)")
+    let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:") }, "\(text)")
+    let frame0 = lines[crashed + 1]
+    #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" plugin_work + 0  (unloaded "), "\(text)")
+  }
+}
+
+/// Runs only in the child started by `helperReportOfTheLibraryNamesTheUnloadedPlugin`.
+@Suite struct UnloadedImageChild {
+  @Test(.enabled(if: getenv("IMAGELOG_UNLOADED_CHILD") != nil, "only in a child process"))
+  func unloadedChild() throws {
+    try CrashReporter.install(helper: CrashHelperTests.imagelog,
+                              crashDirectory: String(cString: getenv("IMAGELOG_UNLOADED_CHILD")!))
+    if let keep = getenv("IMAGELOG_UNLOADED_KEEP").flatMap({ Int(String(cString: $0)) }) {
+      #expect(CrashReporter.keepUnloadedImages(keep))
+    }
+    let handle = try #require(dlopen(getenv("IMAGELOG_UNLOADED_PLUGIN"), RTLD_NOW))
+    let symbol = try #require(dlsym(handle, "plugin_work"))
+    let work = unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    dlclose(handle)
+    _ = work(1)
+  }
+}
+
+extension String {
+  /// The string with leading zeros up to `width` characters.
+  fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
