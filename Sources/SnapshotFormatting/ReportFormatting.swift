@@ -12,6 +12,8 @@ public enum ReportStyle: String, Sendable, CaseIterable {
   case json
   /// Apple's classic `.crash` text.
   case crash
+  /// `minidump-stackwalk --json`'s schema (rust-minidump's), for tools built on it (Socorro, siggen).
+  case stackwalkJSON = "stackwalk-json"
 }
 
 extension ProcessSnapshot {
@@ -20,6 +22,7 @@ extension ProcessSnapshot {
   public func formatted(_ style: ReportStyle) -> String {
     switch style {
     case .json: return jsonText()
+    case .stackwalkJSON: return stackwalkJSONText()
     case .crash:
       switch format {
       case .appleIPS: return classicText() + summary()

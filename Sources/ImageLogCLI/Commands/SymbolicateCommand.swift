@@ -52,7 +52,8 @@ struct SymbolicateCommand: Command {
                               for .ips the JSON with symbol/symbolLocation filled in, for the
                               backtracer's JSON its symbolicate=full fields), json (one object per
                               frame, naming its thread; "threads" gives each thread's index, tid,
-                              name, crashed, state where the report has them), or crash (classic
+                              name, crashed, state where the report has them), stackwalk-json
+                              (minidump-stackwalk --json's schema, for any crash), or crash (classic
                               .crash text, for the JSON kinds: .ips and the backtracer's JSON).
       --arch <name>           The architecture that picks universal slices when the report has none.
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
@@ -114,7 +115,7 @@ struct SymbolicateCommand: Command {
     images = try scanner.options("--image")
     if let format = try scanner.option("--format") {
       guard let chosen = ReportStyle(rawValue: format) else {
-        throw scanner.usageError("Unknown format '\(format)' (report, json or crash)")
+        throw scanner.usageError("Unknown format '\(format)' (report, json, stackwalk-json or crash)")
       }
       style = chosen
     }
