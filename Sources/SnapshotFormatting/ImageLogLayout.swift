@@ -39,6 +39,7 @@ extension ProcessSnapshot {
       field("Dump Requested:", "by thread \(requesting)  tid \(threads[requesting].tid ?? 0) (nothing crashed)")
     }
     field("Threads:", String(process.threadCount ?? threads.count))
+    if let signature { field("Signature:", TextEscaping.escaped(signature)) }
     if let stopped = process.stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stopped) + " ms") }
 
     // Each image's name as frame lines write it, made once per image rather than once per frame.

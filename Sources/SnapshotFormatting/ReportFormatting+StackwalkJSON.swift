@@ -54,7 +54,7 @@ extension ProcessSnapshot {
     let requesting = crashedThreadIndex ?? threads.firstIndex(where: \.requestedDump)
     let threadValues = threads.map { stackwalkThread($0, hex: hex) }
     var crash: [(String, JSONValue)] = [
-      ("type", exception.map { .string($0.reason ?? Self.stackwalkReason($0)) } ?? .null),
+      ("type", stackwalkCrashType.map(JSONValue.string) ?? .null),
       ("address", exception.map { hex($0.address) } ?? .null),
       ("adjusted_address", .null), ("instruction", .null), ("memory_accesses", .null),
       ("instruction_pointer_update", .null), ("possible_bit_flips", .null),
@@ -65,7 +65,7 @@ extension ProcessSnapshot {
     let cpuCount = format == .minidump ? nil : process.linuxFiles.cpuInfo.map { info in
       info.split(separator: UInt8(ascii: "\n")).filter { $0.starts(with: Array("processor".utf8)) }.count
     }
-    let (os, osVersion) = Self.stackwalkOS(process.osVersion)
+    let (os, osVersion) = stackwalkOS
     var members: [(String, JSONValue)] = [
       ("status", .string("OK")),
       ("system_info", .object([
@@ -112,18 +112,11 @@ extension ProcessSnapshot {
 
   func stackwalkFrame(_ frame: Frame, index: Int, hex: (UInt64) -> JSONValue) -> JSONValue {
     let symbols = frame.symbols
-    let image = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
-    // imagelog's answer, else the report's own name for the frame (kept, as in imagelog's JSON).
-    let reported = symbols.function == nil ? reportedFunction(of: frame) : nil
-    let function = symbols.function ?? reported.map {
-      FrameSymbols.Function(name: $0.name, rawName: nil, offset: $0.offset, file: $0.file, line: $0.line,
-                            column: $0.column, isInlined: false)
-    }
+    let (module, function, instruction) = stackwalkFrameName(frame)
     let named = function?.name.flatMap { $0.isEmpty ? nil : $0 }
     // A caller's `offset` is its return address less one (inside the call), as minidump-stackwalk
     // writes it; `module_offset` and `function_offset` are measured to it. imagelog's offset is from
     // the return address, except Swift's backtracer's, which is from the call already.
-    let instruction = frame.isReturnAddress && frame.address > 0 ? frame.address - 1 : frame.address
     let fromCall = format == .swiftBacktrace || format == .swiftBacktraceJSON
     let functionOffset = named == nil ? nil : function?.offset.map { offset in
       frame.isReturnAddress && !fromCall && offset > 0 ? offset - 1 : offset
@@ -143,11 +136,12 @@ extension ProcessSnapshot {
     let file: JSONValue = function?.file.map(JSONValue.string) ?? null
     let name: JSONValue = named.map(JSONValue.string) ?? null
     let offset: JSONValue = functionOffset.map(hex) ?? null
-    let module: JSONValue = image.map { .string(Self.stackwalkBaseName($0.name)) } ?? null
+    let image = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
+    let moduleName: JSONValue = module.map(JSONValue.string) ?? null
     let moduleOffset: JSONValue = image.map { hex(instruction &- $0.loadAddress) } ?? null
     let members: [(String, JSONValue)] = [
       ("file", file), ("frame", .number(String(index))), ("function", name), ("function_offset", offset),
-      ("inlines", inlines), ("line", line), ("missing_symbols", .bool(named == nil)), ("module", module),
+      ("inlines", inlines), ("line", line), ("missing_symbols", .bool(named == nil)), ("module", moduleName),
       ("module_offset", moduleOffset), ("offset", hex(instruction)), ("trust", .string(trust)),
       ("unloaded_modules", null),
     ]
@@ -187,31 +181,6 @@ extension ProcessSnapshot {
       ("missing_symbols", .bool(looked && !loaded)),
       ("symbol_url", .null),
     ])
-  }
-
-  /// A signal as minidump-stackwalk names a Linux one (`SIGSEGV / SEGV_MAPERR`), or its number.
-  static func stackwalkReason(_ exception: Exception) -> String {
-    MinidumpFile.Exception.linuxReason(signal: UInt32(bitPattern: exception.signal), code: UInt32(bitPattern: exception.code))
-      ?? "signal \(exception.signal)"
-  }
-
-  /// The last component of a path, either separator (a Windows module's `C:\...\kernel32.dll`).
-  static func stackwalkBaseName(_ path: String) -> String {
-    String(path.split(omittingEmptySubsequences: false) { $0 == "/" || $0 == "\\" }.last ?? Substring(path))
-  }
-
-  /// `os` and `os_ver` as minidump-stackwalk names them (`Linux`, `Windows NT`, `Mac OS X`, `iOS`,
-  /// `Android`) from the snapshot's OS line.
-  static func stackwalkOS(_ line: String?) -> (String?, String?) {
-    guard let line, !line.isEmpty else { return (nil, nil) }
-    let names = [("Mac OS X", "Mac OS X"), ("macOS", "Mac OS X"), ("Windows NT", "Windows NT"), ("iPhone OS", "iOS"),
-                 ("iOS", "iOS"), ("Android", "Android"), ("Linux", "Linux"), ("Solaris", "Solaris"), ("Fuchsia", "Fuchsia")]
-    for (prefix, name) in names where line.hasPrefix(prefix) {
-      let rest = line.dropFirst(prefix.count).drop { $0 == " " }
-      return (name, rest.isEmpty ? nil : String(rest))
-    }
-    let words = line.split(separator: " ", maxSplits: 1)
-    return (String(words[0]), words.count > 1 ? String(words[1]) : nil)
   }
 
   /// `cpu_arch` as minidump-stackwalk names it (`amd64`, `x86`, `arm64`, `arm`).

@@ -25,9 +25,9 @@ extension ProcessSnapshot {
     case .stackwalkJSON: return stackwalkJSONText()
     case .crash:
       switch format {
-      case .appleIPS: return classicText() + summary()
-      case .swiftBacktraceJSON: return swiftJSONClassicText() + summary()
-      default: return reportText() + summary()
+      case .appleIPS: return classicText() + summary() + signatureLine
+      case .swiftBacktraceJSON: return swiftJSONClassicText() + summary() + signatureLine
+      default: return reportText() + summary() + signatureLine
       }
     case .report:
       switch format {
@@ -36,11 +36,18 @@ extension ProcessSnapshot {
       case .addresses:
         var out = UTF8Output(capacity: min(frameCount, 1 << 16) * 160 + 256)  // grows past that
         addressLines(into: &out) { _ in }
-        out.append(summary())
+        out.append(summary() + signatureLine)
         return out.text
-      default: return reportText() + summary()
+      default: return reportText() + summary() + signatureLine
       }
     }
+  }
+
+  /// `Signature: ...` after a report's own text, whose layout has no place for it (imagelog's layout has
+  /// it among its header fields); empty without a signature.
+  var signatureLine: String {
+    guard let signature, document != nil else { return "" }
+    return "Signature: \(TextEscaping.escaped(signature))\n"
   }
 
   /// The report in its own layout, symbolicated: a report read from text, annotated in place; a capture
@@ -71,7 +78,7 @@ extension ProcessSnapshot {
     let limit = max(1, chunkSize)
     var out = UTF8Output(capacity: min(limit, frameCount * 160) + 256)  // untouched capacity costs no page
     addressLines(into: &out) { out in out.drain(over: limit, to: write) }
-    out.append(summary())
+    out.append(summary() + signatureLine)
     out.drain(over: 0, to: write)
   }
 
