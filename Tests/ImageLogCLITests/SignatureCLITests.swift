@@ -67,6 +67,13 @@ import Testing
     #expect(text.output.contains("\nSignature:       library_third\n"), "\(text.output.prefix(600))")
   }
 
+  /// A core: siggen takes its stackwalk-json and gives imagelog's signature.
+  @Test(.enabled(if: Siggen.isInstalled, reason))
+  func coreAsSiggenSignsIt() throws {
+    let pairs = try Self.both([packageRoot + "/Tests/ImageReadersTests/Fixtures/cores/linkmap-x86_64.core"])
+    #expect(pairs.count == 1 && pairs[0].ours == pairs[0].theirs && !pairs[0].theirs.hasPrefix("EMPTY"), "\(pairs)")
+  }
+
   /// A report's own text keeps its layout; the signature follows the summary.
   @Test func reportTextHasTheSignature() throws {
     let report = StackwalkJSONCLITests.reportFolder + "/linux-reports/asan-gcc-symbolized-stacks.txt"

@@ -208,6 +208,32 @@ import Testing
     for document in documents { try Self.expectStackwalkShape(document, name) }
   }
 
+  /// A core (Tests/ImageReadersTests/Fixtures/cores) and a live process (`pid --threads`) in the schema.
+  @Test func coreInTheSchema() throws {
+    let core = packageRoot + "/Tests/ImageReadersTests/Fixtures/cores/linkmap-x86_64.core"
+    let json = try Self.ours([core])
+    try Self.expectStackwalkShape(json, "core")
+    #expect((json["threads"]?.array ?? []).contains { !($0["frames"]?.array ?? []).isEmpty })
+    #expect(json["system_info"]?["cpu_arch"]?.string == "amd64")
+  }
+
+  @Test func liveProcessInTheSchema() throws {
+    let directory = try makeTemporaryDirectory("imagelog-stackwalk-pid")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let child = try MinidumpCLI.startBlockedThreads(in: directory)
+    defer { child.stop() }
+    let run = try runChild([MinidumpCLI.imagelog, "pid", "--threads", "--format", "stackwalk-json", String(child.pid)],
+                           environment: ["DEBUGINFOD_URLS": ""])
+    try #require(run.exitCode == 0, "imagelog: \(run.error)")
+    let json = try JSONValue.parse(run.output[...])
+    try Self.expectStackwalkShape(json, "pid")
+    #expect(json["pid"]?.integer == Int(child.pid))
+    #expect(json["thread_count"]?.integer == 4)
+    #expect(json["crash_info"]?["type"] == .null && json["crashing_thread"] == nil)
+    let names = (json["threads"]?.array ?? []).compactMap { $0["frames"]?.array?.first?["function"]?.string }
+    #expect(names.count == 4, "\(names)")
+  }
+
   static func expectStackwalkShape(_ json: JSONValue, _ label: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
     #expect(json["status"]?.string == "OK", sourceLocation: sourceLocation)
     let crash = try #require(json["crash_info"], sourceLocation: sourceLocation)
