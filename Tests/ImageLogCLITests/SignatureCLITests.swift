@@ -50,14 +50,7 @@ import Testing
   func crashpadDumpAsSiggenSignsIt() throws {
     let directory = try makeTemporaryDirectory("imagelog-signature")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    try MinidumpCrashpadCLITests.build(["gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id",
-                                        packageRoot + "/Tests/Programs/minidump-crashpad-lib.c", "-o", directory + "/libminidump-crashpad.so"])
-    let program = directory + "/minidump-crashpad"
-    try MinidumpCrashpadCLITests.build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", packageRoot + "/Tests/Programs/minidump-crashpad.c",
-                                        "-L" + directory, "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + directory, "-o", program])
-    let handler = try #require(MinidumpCLI.crashpadHandler)
-    let (dump, _) = try MinidumpCLI.crashpadDump([program, handler, directory + "/database", "library"],
-                                                 database: directory + "/database", signal: SIGSEGV)
+    let dump = try StackwalkJSONCLITests.crashpadLibraryDump(in: directory)
     let pairs = try Self.both([dump])
     #expect(pairs.count == 1 && pairs[0].ours == pairs[0].theirs, "\(pairs)")
     #expect(pairs.first?.theirs == "library_third", "\(pairs)")

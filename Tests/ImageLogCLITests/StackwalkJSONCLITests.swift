@@ -150,14 +150,7 @@ import Testing
   func crashpadDumpAsMinidumpStackwalkWritesIt() throws {
     let directory = try makeTemporaryDirectory("imagelog-stackwalk-json")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    try MinidumpCrashpadCLITests.build(["gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id",
-                                        packageRoot + "/Tests/Programs/minidump-crashpad-lib.c", "-o", directory + "/libminidump-crashpad.so"])
-    let program = directory + "/minidump-crashpad"
-    try MinidumpCrashpadCLITests.build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", packageRoot + "/Tests/Programs/minidump-crashpad.c",
-                                        "-L" + directory, "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + directory, "-o", program])
-    let handler = try #require(MinidumpCLI.crashpadHandler)
-    let (dump, _) = try MinidumpCLI.crashpadDump([program, handler, directory + "/database", "library"],
-                                                 database: directory + "/database", signal: SIGSEGV)
+    let dump = try Self.crashpadLibraryDump(in: directory)
     let unsymbolicated = try MinidumpCLI.stackwalkView(dump)
     let (store, _) = try MinidumpCLI.symbolStore(for: unsymbolicated.modules, folders: [directory], in: directory)
     let theirs = try Self.theirs(dump, stores: [store])
@@ -172,6 +165,19 @@ import Testing
     let crashed = try #require(theirs["crashing_thread"]?["frames"]?.array)
     #expect(compared >= crashed.count, "crashpad: \(compared) frames compared; \(partings)")
     #expect(ours["crashing_thread"]?["frames"]?.array?.first?["function"]?.string == "library_third")
+  }
+
+  /// A dump Crashpad's handler writes of minidump-crashpad.c crashing in its library (built in
+  /// `directory` with build-ids and DWARF).
+  static func crashpadLibraryDump(in directory: String) throws -> String {
+    try MinidumpCrashpadCLITests.build(["gcc", "-O2", "-g", "-shared", "-fPIC", "-Wl,--build-id",
+                                        packageRoot + "/Tests/Programs/minidump-crashpad-lib.c", "-o", directory + "/libminidump-crashpad.so"])
+    let program = directory + "/minidump-crashpad"
+    try MinidumpCrashpadCLITests.build(["gcc", "-O2", "-g", "-pthread", "-Wl,--build-id", packageRoot + "/Tests/Programs/minidump-crashpad.c",
+                                        "-L" + directory, "-Wl,--no-as-needed", "-lminidump-crashpad", "-Wl,-rpath," + directory, "-o", program])
+    let handler = try #require(MinidumpCLI.crashpadHandler)
+    return try MinidumpCLI.crashpadDump([program, handler, directory + "/database", "library"],
+                                        database: directory + "/database", signal: SIGSEGV).path
   }
 
   /// Other sources in the same schema: an ASan report and imagelog's own crash report have the
