@@ -44,9 +44,9 @@ extension ProcessSnapshot {
   }
 
   /// `Signature: ...` after a report's own text, whose layout has no place for it (imagelog's layout has
-  /// it among its header fields); empty without a signature.
+  /// it among its header fields); empty without a signature, and for a list of addresses (no crash).
   var signatureLine: String {
-    guard let signature, document != nil else { return "" }
+    guard let signature, document != nil, format != .imagelog, format != .addresses else { return "" }
     return "Signature: \(TextEscaping.escaped(signature))\n"
   }
 
@@ -101,6 +101,14 @@ extension ProcessSnapshot {
     for (lineIndex, line) in lines.enumerated() {
       let frameIndex = frameOfLine[lineIndex]
       guard frameIndex >= 0, let column = self[refs[frameIndex]].position?.column else {
+        // imagelog's own report read back: its signature made again, where imagelog's layout puts it.
+        if let signature, format == .imagelog, frameIndex == -1 {
+          if line.hasPrefix("Signature:") { continue }
+          if line.hasPrefix("Threads:") {
+            out += line + "\n" + Self.headerField("Signature:", TextEscaping.escaped(signature))
+            continue
+          }
+        }
         out += line
         out += "\n"
         continue
