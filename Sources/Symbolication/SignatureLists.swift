@@ -75,30 +75,67 @@ package struct SignatureLists: Sendable {
   }()
 }
 
-/// Expressions joined with `|`, matched at the start of a string as Python's `re.match` does.
+/// Expressions matched at the start of a string as Python's `re.match` matches them joined with `|`:
+/// true when any one matches. An entry that is a literal (escaped punctuation allowed, a final `$`
+/// anchoring it) is compared as text; only the others are compiled (Swift's `Regex` costs milliseconds
+/// to build, and a run of `symbolicate` is mostly start-up).
 struct SignaturePattern: @unchecked Sendable {  // a compiled Regex is immutable; it is not marked Sendable
-  let regex: Regex<AnyRegexOutput>?
+  /// Literal entries: the text, and whether it must be the whole string.
+  let literals: [(text: String, whole: Bool)]
+  let expressions: [Regex<AnyRegexOutput>]
 
-  init(_ expressions: [String], file: String) throws(ReportError) {
-    for (index, expression) in expressions.enumerated() {
-      do { _ = try Regex(expression) } catch {
-        throw ReportError("\(file): entry \(index + 1) is no regular expression: \(expression)")
+  init(_ entries: [String], file: String) throws(ReportError) {
+    var literals: [(String, Bool)] = []
+    var expressions: [Regex<AnyRegexOutput>] = []
+    for (index, entry) in entries.enumerated() {
+      if let literal = Self.literal(entry) {
+        literals.append(literal)
+        continue
       }
-    }
-    if expressions.isEmpty {
-      regex = nil
-    } else {
       do {
-        regex = try Regex(expressions.joined(separator: "|")).matchingSemantics(.unicodeScalar)
+        expressions.append(try Regex(entry).matchingSemantics(.unicodeScalar))
       } catch {
-        throw ReportError("\(file): the entries do not make one regular expression")
+        throw ReportError("\(file): entry \(index + 1) is no regular expression: \(entry)")
       }
     }
+    self.literals = literals
+    self.expressions = expressions
   }
 
-  /// True when an expression matches at the start of `text`.
+  /// `entry` as literal text when it has no operator: `\X` for punctuation X is X, a final `$` means
+  /// the whole string; `nil` for an expression.
+  static func literal(_ entry: String) -> (String, Bool)? {
+    var text = String.UnicodeScalarView()
+    var scalars = entry.unicodeScalars[...]
+    var whole = false
+    if scalars.last == "$", scalars.dropLast().last != "\\" {
+      whole = true
+      scalars = scalars.dropLast()
+    }
+    var escaped = false
+    for scalar in scalars {
+      if escaped {
+        // Only punctuation stands for itself escaped (`\d`, `\w`, `\b` are classes and anchors).
+        guard scalar.isASCII, !scalar.properties.isAlphabetic, !("0"..."9").contains(scalar) else { return nil }
+        text.append(scalar)
+        escaped = false
+      } else if scalar == "\\" {
+        escaped = true
+      } else if ".^$*+?()[]{}|".unicodeScalars.contains(scalar) {
+        return nil
+      } else {
+        text.append(scalar)
+      }
+    }
+    return escaped ? nil : (String(text), whole)
+  }
+
+  /// True when an entry matches at the start of `text`.
   func matches(_ text: String) -> Bool {
-    guard let regex else { return false }
-    return (try? regex.prefixMatch(in: text)) != nil
+    for (literal, whole) in literals
+      where whole ? text.unicodeScalars.elementsEqual(literal.unicodeScalars) : text.unicodeScalars.starts(with: literal.unicodeScalars) {
+      return true
+    }
+    return expressions.contains { (try? $0.prefixMatch(in: text)) != nil }
   }
 }
