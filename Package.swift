@@ -44,7 +44,10 @@ let package = Package(
     .target(name: "SnapshotSources", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
     // Symbolication: each image's file found by identity, a minidump's threads unwound with the files'
     // call frame information, each frame named from symbol tables and DWARF.
-    .target(name: "Symbolication", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
+    // It also makes a crash's signature (Socorro's algorithm) from the symbolicated frames; its default
+    // lists are compiled in (DefaultSignatureLists.swift, made from SignatureLists/*.txt, which are
+    // there to be read and edited, not resources).
+    .target(name: "Symbolication", dependencies: ["Snapshot", "ImageLog", "ImageReaders"], exclude: ["SignatureLists"]),
     // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps.
     .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and

@@ -63,6 +63,13 @@ public struct ImageIdentity: Hashable, Sendable, CustomStringConvertible {
       return .same
     }
     if bytes.count == 16, fileBytes.count >= 16, bytes == Self.swapped(file.uuidBytes) { return .debugID }
+    // A build-id shorter than 16 bytes (lld's 8-byte `--build-id=fast`) is padded with zeros in a
+    // Breakpad debug id (`dump_syms`, a minidump's CodeView record): the same build when the padded
+    // bytes are.
+    if shorter < 16, bytes.count != fileBytes.count, fileBytes.count <= 16, bytes.count <= 16 {
+      func padded(_ value: [UInt8]) -> [UInt8] { value + [UInt8](repeating: 0, count: 16 - value.count) }
+      if padded(bytes) == padded(fileBytes) { return .same }
+    }
     return .different
   }
 

@@ -125,6 +125,9 @@ public struct ProcessSnapshot: Sendable {
   public var notes: [String] = []
   /// A text or JSON report's own document, kept to be annotated in place; `nil` for captures.
   public var document: ReportDocument?
+  /// The crash's signature (Socorro's algorithm, made from the symbolicated crashing thread), once
+  /// made; writers show it (`Signature:`, `"signature"`).
+  package var signature: String?
 
   /// A snapshot of these parts.
   public init(format: Format, process: Process = Process(), exception: Exception? = nil, threads: [Thread] = [],

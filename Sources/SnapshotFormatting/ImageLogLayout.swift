@@ -3,6 +3,11 @@ import ImageReaders
 public import Snapshot
 
 extension ProcessSnapshot {
+  /// A header line of imagelog's layout: the label, padded to 17 columns, and the value.
+  static func headerField(_ label: String, _ value: String) -> String {
+    label + String(repeating: " ", count: max(1, 17 - label.count)) + value + "\n"
+  }
+
   /// The snapshot in imagelog's report layout, the one its crash handler writes: the header (Process,
   /// Path, Date/Time, OS Version, the exception, Crashed Thread, Threads, Stopped), each thread's
   /// headings and frames, the crashed thread's registers, and `Binary Images:`; each line ends with a
@@ -12,12 +17,7 @@ extension ProcessSnapshot {
   public func imagelogReportText() -> String {
     var out = ""
     out.reserveCapacity(256 + 120 * frameCount + 200 * images.count)
-    func field(_ label: String, _ value: String) {
-      out += label
-      out += String(repeating: " ", count: max(1, 17 - label.count))
-      out += value
-      out += "\n"
-    }
+    func field(_ label: String, _ value: String) { out += Self.headerField(label, value) }
     field("Process:", "\(TextEscaping.escaped(process.name ?? "???")) [\(process.pid ?? 0)]")
     field("Path:", TextEscaping.escaped(process.path ?? "???"))
     field("Date/Time:", Self.dateText(process.date ?? 0))
@@ -39,6 +39,7 @@ extension ProcessSnapshot {
       field("Dump Requested:", "by thread \(requesting)  tid \(threads[requesting].tid ?? 0) (nothing crashed)")
     }
     field("Threads:", String(process.threadCount ?? threads.count))
+    if let signature { field("Signature:", TextEscaping.escaped(signature)) }
     if let stopped = process.stoppedNanoseconds { field("Stopped:", ImageFormatter.milliseconds(stopped) + " ms") }
 
     // Each image's name as frame lines write it, made once per image rather than once per frame.

@@ -111,6 +111,7 @@ extension ProcessSnapshot {
     if let exception { out += ",\"exception\":" + exceptionJSON(exception).serialized() }
     if let os = process.osVersion { out += ",\"os\":" + JSONValue.string(os).serialized() }
     if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
+    if let signature { out += ",\"signature\":" + JSONValue.string(signature).serialized() }
     out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
     out.withUTF8 { write(UnsafeRawBufferPointer($0)) }

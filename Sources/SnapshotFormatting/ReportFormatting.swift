@@ -12,6 +12,8 @@ public enum ReportStyle: String, Sendable, CaseIterable {
   case json
   /// Apple's classic `.crash` text.
   case crash
+  /// `minidump-stackwalk --json`'s schema (rust-minidump's), for tools built on it (Socorro, siggen).
+  case stackwalkJSON = "stackwalk-json"
 }
 
 extension ProcessSnapshot {
@@ -20,11 +22,12 @@ extension ProcessSnapshot {
   public func formatted(_ style: ReportStyle) -> String {
     switch style {
     case .json: return jsonText()
+    case .stackwalkJSON: return stackwalkJSONText()
     case .crash:
       switch format {
-      case .appleIPS: return classicText() + summary()
-      case .swiftBacktraceJSON: return swiftJSONClassicText() + summary()
-      default: return reportText() + summary()
+      case .appleIPS: return classicText() + summary() + signatureLine
+      case .swiftBacktraceJSON: return swiftJSONClassicText() + summary() + signatureLine
+      default: return reportText() + summary() + signatureLine
       }
     case .report:
       switch format {
@@ -33,11 +36,18 @@ extension ProcessSnapshot {
       case .addresses:
         var out = UTF8Output(capacity: min(frameCount, 1 << 16) * 160 + 256)  // grows past that
         addressLines(into: &out) { _ in }
-        out.append(summary())
+        out.append(summary() + signatureLine)
         return out.text
-      default: return reportText() + summary()
+      default: return reportText() + summary() + signatureLine
       }
     }
+  }
+
+  /// `Signature: ...` after a report's own text, whose layout has no place for it (imagelog's layout has
+  /// it among its header fields); empty without a signature, and for a list of addresses (no crash).
+  var signatureLine: String {
+    guard let signature, document != nil, format != .imagelog, format != .addresses else { return "" }
+    return "Signature: \(TextEscaping.escaped(signature))\n"
   }
 
   /// The report in its own layout, symbolicated: a report read from text, annotated in place; a capture
@@ -68,7 +78,7 @@ extension ProcessSnapshot {
     let limit = max(1, chunkSize)
     var out = UTF8Output(capacity: min(limit, frameCount * 160) + 256)  // untouched capacity costs no page
     addressLines(into: &out) { out in out.drain(over: limit, to: write) }
-    out.append(summary())
+    out.append(summary() + signatureLine)
     out.drain(over: 0, to: write)
   }
 
@@ -91,6 +101,14 @@ extension ProcessSnapshot {
     for (lineIndex, line) in lines.enumerated() {
       let frameIndex = frameOfLine[lineIndex]
       guard frameIndex >= 0, let column = self[refs[frameIndex]].position?.column else {
+        // imagelog's own report read back: its signature made again, where imagelog's layout puts it.
+        if let signature, format == .imagelog, frameIndex == -1 {
+          if line.hasPrefix("Signature:") { continue }
+          if line.hasPrefix("Threads:") {
+            out += line + "\n" + Self.headerField("Signature:", TextEscaping.escaped(signature))
+            continue
+          }
+        }
         out += line
         out += "\n"
         continue

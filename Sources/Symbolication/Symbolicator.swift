@@ -4,6 +4,8 @@ public import Snapshot
 
 /// What symbolication does beyond the report itself.
 public struct SymbolicationOptions: Sendable {
+  /// The lists a crash's signature is made with (`--signature-lists`); `nil`: imagelog's own.
+  package var signatureLists: SignatureLists?
   /// Folders (and files) to search for binaries and debug files.
   public var searchPaths: [String] = []
   /// Also look in `/usr/lib/debug/.build-id` and the debuginfod client cache.

@@ -27,6 +27,18 @@ import ImageReaders
     for form in [uuid.uuid, uuid.compactUUID, uuid.hex] { #expect(ImageIdentity(form)?.match(uuid) == .same) }
   }
 
+  /// An 8-byte build-id (lld's `--build-id=fast`, Breakpad's linux_inline.dmp) and the 16 bytes a
+  /// Breakpad debug id pads it to (`dump_syms`: `BBA6FA10B8AAB33D0000…0`) are one build; another
+  /// short build-id, or padding that is not zeros, is not.
+  @Test func shortBuildIDMatchesItsPaddedForm() throws {
+    let short = try #require(ImageIdentity("10faa6bbaab83db3"))
+    let padded = BuildID(short.bytes + [UInt8](repeating: 0, count: 8))
+    #expect(short.match(padded) == .same)
+    #expect(try #require(ImageIdentity(padded.hex)).match(BuildID(short.bytes)) == .same)
+    #expect(short.match(BuildID(short.bytes.dropLast() + [0] + [UInt8](repeating: 0, count: 8))) == .different)
+    #expect(short.match(BuildID(short.bytes + [UInt8](repeating: 0, count: 7) + [1])) == .different)
+  }
+
   @Test func otherIDsDoNotMatch() throws {
     let id = Self.buildID
     var other = id.bytes

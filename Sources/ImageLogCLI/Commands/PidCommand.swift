@@ -20,8 +20,8 @@ struct PidCommand: Command {
 
     OPTIONS:
       --format <style>        logger, crash, unstrip or json (default: crash). With --threads: report
-                              (default: imagelog's crash-report layout) or json (the shape of
-                              imagelog symbolicate --format json, with "threads").
+                              (default: imagelog's crash-report layout), json (the shape of
+                              imagelog symbolicate --format json, with "threads") or stackwalk-json.
       --full-build-ids        In the crash style, print whole build-ids instead of their first 16 bytes.
       --threads               Stop the process for an instant, read every thread's registers and stack,
                               let it go, and print each thread's backtrace (see THREADS).
@@ -77,7 +77,7 @@ struct PidCommand: Command {
     if threads {
       if let format = try scanner.option("--format") {
         guard let chosen = ReportStyle(rawValue: format), chosen != .crash else {
-          throw scanner.usageError("Unknown format '\(format)' for --threads (report or json)")
+          throw scanner.usageError("Unknown format '\(format)' for --threads (report, json or stackwalk-json)")
         }
         style = chosen
       }

@@ -62,7 +62,7 @@ extension SymbolicateCommand {
   }
 
   /// Symbolicates a snapshot (unless `--no-symbolicate`) and writes it in the chosen style: imagelog's
-  /// layout (the crash style of its own layout is that layout) or JSON.
+  /// layout (the crash style of its own layout is that layout), JSON or minidump-stackwalk's JSON.
   func writeSymbolicated(_ snapshot: inout ProcessSnapshot, options: SymbolicationOptions,
                          locator: DebugFileLocator) -> ExitStatus {
     var status = ExitStatus.success
@@ -72,7 +72,7 @@ extension SymbolicateCommand {
         status = .failure
       }
     }
-    writeSnapshot(&snapshot, style: style == .json ? .json : .report, symbolicate: !noSymbolicate, options: options,
+    writeSnapshot(&snapshot, style: style == .crash ? .report : style, symbolicate: !noSymbolicate, options: options,
                   locator: locator)
     return status
   }

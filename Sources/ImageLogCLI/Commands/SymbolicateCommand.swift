@@ -13,7 +13,7 @@ struct SymbolicateCommand: Command {
   static let name = "symbolicate"
   static let abstract = "Symbolicate a crash report (imagelog, Apple .crash/.ips, Swift backtrace, sanitizer, coredump, tombstone, glibc) or bare addresses."
   static let usage = "imagelog symbolicate [--search <path> ...] [--symbols <dir> ...] [--image <path>@<load-address> ...] [--format <style>] "
-    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache] [--no-symbolicate] <report> | <address> ...\n"
+    + "[--arch <name>] [--demangle <style>] [--no-demangle] [--no-lines] [--no-system-debug] [--no-cache] [--no-symbolicate] [--signature-lists <dir>] <report> | <address> ...\n"
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
@@ -52,8 +52,14 @@ struct SymbolicateCommand: Command {
                               for .ips the JSON with symbol/symbolLocation filled in, for the
                               backtracer's JSON its symbolicate=full fields), json (one object per
                               frame, naming its thread; "threads" gives each thread's index, tid,
-                              name, crashed, state where the report has them), or crash (classic
+                              name, crashed, state where the report has them), stackwalk-json
+                              (minidump-stackwalk --json's schema, for any crash), or crash (classic
                               .crash text, for the JSON kinds: .ips and the backtracer's JSON).
+      --signature-lists <dir> The lists the crash's signature (Socorro's algorithm: "Signature:" in
+                              the text, "signature" in JSON) is made with, in Mozilla siggen's files
+                              and format (irrelevant_signature_re.txt, prefix_signature_re.txt,
+                              signatures_with_line_numbers_re.txt, signature_sentinels.txt); without
+                              it, imagelog's own lists for Linux, Swift and Apple code.
       --arch <name>           The architecture that picks universal slices when the report has none.
       --demangle <style>      simplified (default; as Swift's backtracer and Apple reports write names),
                               full (swift demangle style), or none.
@@ -115,7 +121,7 @@ struct SymbolicateCommand: Command {
     images = try scanner.options("--image")
     if let format = try scanner.option("--format") {
       guard let chosen = ReportStyle(rawValue: format) else {
-        throw scanner.usageError("Unknown format '\(format)' (report, json or crash)")
+        throw scanner.usageError("Unknown format '\(format)' (report, json, stackwalk-json or crash)")
       }
       style = chosen
     }
@@ -302,6 +308,7 @@ struct SymbolicateCommand: Command {
           continue
         }
         Symbolicator.symbolicate(&report, options: options, cache: cache)
+        if style != .stackwalkJSON, report.format != .addresses { report.signature = report.signature(lists: options.signatureLists ?? .imagelogDefaults) }
         report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
@@ -343,6 +350,13 @@ func parseSymbolicationOptions(_ scanner: inout ArgumentScanner) throws(UsageErr
   if scanner.flag("--no-demangle") { options.demangle = .none }
   if scanner.flag("--no-lines") { options.lineInfo = false }
   if scanner.flag("--no-system-debug") { options.systemDirectories = false }
+  if let directory = try scanner.option("--signature-lists") {
+    do {
+      options.signatureLists = try SignatureLists(directory: directory)
+    } catch {
+      throw scanner.usageError("--signature-lists: \(error)")
+    }
+  }
   if !scanner.flag("--no-cache") {
     do {
       options.symbolCache = try SymbolCacheSettings.fromEnvironment()

@@ -269,7 +269,11 @@ extension MinidumpFile.Exception {
 
   /// A Linux signal with its `si_code`, as minidump-stackwalk writes it (`SIGSEGV / SEGV_MAPERR`,
   /// `SIGABRT` for `SI_USER`); `nil` for a number that is no signal.
-  var linuxReason: String? {
+  var linuxReason: String? { Self.linuxReason(signal: code, code: flags) }
+
+  /// `linuxReason` of a signal number and `si_code` from any source (a core, a report), as
+  /// minidump-stackwalk names them.
+  package static func linuxReason(signal code: UInt32, code flags: UInt32) -> String? {
     if code == 0xFFFF_FFFF { return "DUMP_REQUESTED" }
     let signals = ["SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE", "SIGKILL",
                    "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT",
