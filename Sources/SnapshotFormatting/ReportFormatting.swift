@@ -20,6 +20,8 @@ extension ProcessSnapshot {
   public func formatted(_ style: ReportStyle) -> String {
     switch style {
     case .json: return jsonText()
+    case _ where document == nil && (format == .appleIPS || format == .swiftBacktraceJSON):
+      return reportText() + summary()  // read from a crash document: no JSON of the report's own to annotate
     case .crash:
       switch format {
       case .appleIPS: return classicText() + summary()
