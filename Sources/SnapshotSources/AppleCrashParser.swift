@@ -131,9 +131,9 @@ enum AppleCrashParser {
         } else if let value = field(line, "OS Version:"), value.hasPrefix("Linux") {
           report.process.osVersion = value.trimmingSpaces
           sawLinux = true
+          report.process.architecture = report.process.architecture ?? value.split(separator: " ").last.map(String.init)
         } else if let value = field(line, "OS Version:"), report.process.osVersion == nil {
           report.process.osVersion = value.trimmingSpaces
-          report.process.architecture = report.process.architecture ?? value.split(separator: " ").last.map(String.init)
         } else if let value = field(line, "Exception Codes:"), value.hasPrefix("signal") {
           sawLinux = true
         }
