@@ -75,9 +75,6 @@ extension ProcessSnapshot {
     public var position: Position?
     /// What symbolication found (`.notLookedUp` until it runs).
     public var symbols: FrameSymbols
-    /// The report's own name for the frame as a crash document recorded it (`reported`), when the
-    /// snapshot was read from one: the report it came from is not there to read it from again.
-    package var documentReported: ReportedFunction?
 
     /// A frame at `address`; `isReturnAddress` for every frame but the PC (and signal-interrupted ones).
     public init(number: Int, address: Address, isReturnAddress: Bool, trust: FrameTrust? = nil, imageIndex: Int? = nil,

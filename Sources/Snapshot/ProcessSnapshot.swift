@@ -122,6 +122,11 @@ public struct ProcessSnapshot: Sendable {
   public var notes: [String] = []
   /// A text or JSON report's own document, kept to be annotated in place; `nil` for captures.
   public var document: ReportDocument?
+  /// For a snapshot read from imagelog's crash document: the report's own name for each frame as the
+  /// document recorded it (`reported`), by the frame's place in the document (its `position`'s
+  /// `documentThread`, and `line` for its index there): the report it came from is not there to read
+  /// it from again. Held here, not in each frame, so a frame costs no more.
+  package var documentReported: [FrameRef: ReportedFunction] = [:]
 
   /// A snapshot of these parts.
   public init(format: Format, process: Process = Process(), exception: Exception? = nil, threads: [Thread] = [],

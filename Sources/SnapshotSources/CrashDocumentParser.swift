@@ -58,8 +58,9 @@ enum CrashDocumentParser {
     snapshot.process.architecture = try system.optional("cpu")?.string()
     if let exception = try root.optional("exception") { snapshot.exception = try parseException(exception) }
     for image in try root.required("binaryImages").elements() { snapshot.images.append(try parseImage(image)) }
-    for thread in try root.required("threads").elements() {
-      snapshot.threads.append(try parseThread(thread, imageCount: snapshot.images.count))
+    for (index, thread) in try root.required("threads").elements().enumerated() {
+      snapshot.threads.append(try parseThread(thread, at: index, imageCount: snapshot.images.count,
+                                              reported: &snapshot.documentReported))
     }
     snapshot.problems = try root.required("problems").elements().map { element throws(ReportError) in try element.string() }
     snapshot.notes = try root.required("notes").elements().map { element throws(ReportError) in try element.string() }
@@ -118,7 +119,9 @@ enum CrashDocumentParser {
     }
   }
 
-  static func parseThread(_ member: Member, imageCount: Int) throws(ReportError) -> ProcessSnapshot.Thread {
+  static func parseThread(_ member: Member, at threadIndex: Int, imageCount: Int,
+                          reported: inout [ProcessSnapshot.FrameRef: ProcessSnapshot.ReportedFunction])
+    throws(ReportError) -> ProcessSnapshot.Thread {
     var thread = ProcessSnapshot.Thread(number: try member.required("index").int(), tid: try member.optional("tid")?.unsigned(),
                                         name: try member.optional("name")?.string(), state: try member.optional("state")?.string(),
                                         crashed: try member.optional("crashed")?.bool() ?? false,
@@ -137,11 +140,20 @@ enum CrashDocumentParser {
       }
       thread.registers = RegisterState(title: try layout.required("title").string(), rows: rows)
     }
-    for frame in try member.required("frames").elements() { thread.frames.append(try parseFrame(frame, imageCount: imageCount)) }
+    for (index, element) in try member.required("frames").elements().enumerated() {
+      var (frame, function) = try parseFrame(element, imageCount: imageCount)
+      if let function {
+        frame.position = ProcessSnapshot.Position(line: index, documentThread: threadIndex)
+        reported[ProcessSnapshot.FrameRef(thread: threadIndex, frame: index)] = function
+      }
+      thread.frames.append(frame)
+    }
     return thread
   }
 
-  static func parseFrame(_ member: Member, imageCount: Int) throws(ReportError) -> ProcessSnapshot.Frame {
+  /// The frame, and the report's own name for it (`reported`).
+  static func parseFrame(_ member: Member, imageCount: Int)
+    throws(ReportError) -> (ProcessSnapshot.Frame, ProcessSnapshot.ReportedFunction?) {
     var trust: FrameTrust?
     if let word = try member.optional("trust") {
       guard let value = FrameTrust(rawValue: try word.string()) else { throw word.error("unknown trust") }
@@ -190,13 +202,13 @@ enum CrashDocumentParser {
         name: try reported.optional("symbol")?.string(), offset: try reported.optional("symbolOffset")?.unsigned(),
         file: try reported.optional("file")?.string(), line: try reported.optional("line")?.int(),
         column: try reported.optional("column")?.int())
-      frame.documentReported = function
       // glibc's `NAME+0xOFF` places an image whose load address the report does not give.
       if let name = function.name, let offset = function.offset {
         frame.symbolOffset = ProcessSnapshot.SymbolOffset(name: name, offset: offset)
       }
+      return (frame, function)
     }
-    return frame
+    return (frame, nil)
   }
 
   /// A value in the document and where it is (`threads[2].frames[0].address`), for errors that say where.

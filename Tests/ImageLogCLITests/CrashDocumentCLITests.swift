@@ -201,6 +201,43 @@ struct CrashDocumentCLITests {
     }
   }
 
+  /// A document read back is symbolicated again: its image's file gone from the recorded path, the frame is
+  /// missing; given a folder holding the file (`--search`, another machine's copy), found by its build-id.
+  @Test(.enabled(if: haveTool("cc") && haveTool("nm"), "needs cc and nm"))
+  func documentIsSymbolicatedAgain() throws {
+    let folder = try makeTemporaryDirectory("imagelog-document")
+    defer { _ = try? runTool(["rm", "-rf", folder]) }
+    try writeFile(folder + "/p.c", "#include <stdlib.h>\n__attribute__((noinline)) void crash_here(void) { abort(); }\n"
+                    + "int main(void) { crash_here(); return 0; }\n")
+    _ = try runTool(["mkdir", folder + "/here", folder + "/elsewhere"])
+    let built = try runTool(["cc", "-g", "-O0", "-o", folder + "/here/prog", folder + "/p.c"])
+    try #require(built.status == 0, "\(built.error)")
+    let symbols = try runTool(["nm", folder + "/here/prog"]).output.split(separator: "\n")
+    let line = try #require(symbols.first { $0.hasSuffix(" T crash_here") })
+    let start = try #require(UInt64(line.prefix { $0 != " " }, radix: 16))
+    let base: UInt64 = 0x5555_5555_4000
+    try writeFile(folder + "/addresses.txt", "0x" + String(base + start + 4, radix: 16) + "\n")
+    let first = try Self.imagelog(["symbolicate", "--image", folder + "/here/prog@0x" + String(base, radix: 16),
+                                   "--format", "json", folder + "/addresses.txt"])
+    try #require(first.exitCode == 0, "\(first.error)")
+    #expect(try CrashDocumentSchema.problems(first.output) == [])
+    try writeFile(folder + "/document.json", first.output)
+    _ = try runTool(["mv", folder + "/here/prog", folder + "/elsewhere/prog"])
+
+    func frame(_ arguments: [String]) throws -> JSONValue? {
+      let run = try Self.imagelog(["symbolicate"] + arguments + ["--format", "json", folder + "/document.json"])
+      #expect(try CrashDocumentSchema.problems(run.output) == [])
+      return try JSONValue.parse(run.output[...])["threads"]?.array?.first?["frames"]?.array?.first
+    }
+    let gone = try frame([])
+    #expect(gone?["status"] == .string("missing-image") && gone?["functions"] == nil)
+    let found = try frame(["--search", folder + "/elsewhere"])
+    #expect(found?["status"] == .string("symbolicated"))
+    let function = found?["functions"]?.array?.last
+    #expect(function?["symbol"] == .string("crash_here") && function?["symbolOffset"] == .number("4"))
+    #expect(function?["line"] == .number("2"))  // p.c's second line
+  }
+
   /// A document imagelog cannot read says which member, in one line, and fails.
   @Test func unreadableDocumentSaysWhere() throws {
     let folder = try makeTemporaryDirectory("imagelog-document")
