@@ -151,13 +151,14 @@ extension ProcessSnapshot {
     out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
   }
 
-  /// `{"name", "pid", "path", "date", "dateText", "threadCount", "stoppedNanoseconds"}`, each when the
-  /// source gives it: `date` in seconds since the epoch (UTC), `dateText` as the text report writes it.
+  /// `{"name", "pid", "path", "arguments", "date", "dateText", "threadCount", "stoppedNanoseconds"}`, each
+  /// when the source gives it (`arguments`: a minidump's or a capture's `/proc/PID/cmdline`): `date` in seconds since the epoch (UTC), `dateText` as the text report writes it.
   func processJSON() -> JSONValue {
     var members: [(String, JSONValue)] = []
     if let name = process.name { members.append(("name", .string(name))) }
     if let pid = process.pid { members.append(("pid", .number(String(pid)))) }
     if let path = process.path { members.append(("path", .string(path))) }
+    if let arguments = process.linuxFiles.arguments { members.append(("arguments", .array(arguments.map { .string($0) }))) }
     if let date = process.date { members += [("date", .number(String(date))), ("dateText", .string(Self.dateText(date)))] }
     if let count = process.threadCount { members.append(("threadCount", .number(String(count)))) }
     if let stopped = process.stoppedNanoseconds { members.append(("stoppedNanoseconds", .number(String(stopped)))) }

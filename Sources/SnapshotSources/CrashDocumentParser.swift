@@ -50,6 +50,12 @@ enum CrashDocumentParser {
     snapshot.process.name = try process.optional("name")?.string()
     snapshot.process.pid = try process.optional("pid")?.int32()
     snapshot.process.path = try process.optional("path")?.string()
+    if let arguments = try process.optional("arguments") {
+      // `/proc/PID/cmdline`'s form: each argument ends with a NUL.
+      var commandLine: [UInt8] = []
+      for element in try arguments.elements() { commandLine += Array(try element.string().utf8) + [0] }
+      snapshot.process.linuxFiles.commandLine = commandLine
+    }
     snapshot.process.date = try process.optional("date")?.int64()
     snapshot.process.threadCount = try process.optional("threadCount")?.int()
     snapshot.process.stoppedNanoseconds = try process.optional("stoppedNanoseconds")?.unsigned()

@@ -68,6 +68,14 @@ struct CrashDocumentCLITests {
     let document = try Self.document(of: path, in: folder)
     let text = try Self.imagelog(["symbolicate", path]).output
     Self.expectImagelogLayout(text: text, document: document, source: fixture)
+    // The arguments are the dump's MD_LINUX_CMD_LINE bytes: each argument and its NUL, in the file as they are.
+    if let arguments = document["process"]?["arguments"]?.array {
+      let bytes = try #require(readFileBytes(path))
+      var needle: [UInt8] = []
+      for argument in arguments { needle += Array((argument.string ?? "").utf8) + [0] }
+      let found = bytes.indices.contains { bytes[$0...].starts(with: needle) }
+      #expect(!arguments.isEmpty && found, "\(fixture)")
+    }
   }
 
   /// imagelog's own text report (a core's, as `symbolicate CORE` writes it) read as a report.
