@@ -97,22 +97,7 @@ struct CrashDocumentCLITests {
     let folder = try makeTemporaryDirectory("imagelog-document")
     defer { _ = try? runTool(["rm", "-rf", folder]) }
     let path = folder + "/backtrace.txt"
-    try writeFile(path, """
-      *** Program crashed: Bad pointer dereference at 0x0000000000000000 ***
-
-      Thread 0 "crasher" crashed:
-
-      0      0x000055851ccfb91c
-
-      Thread 1 "worker":
-
-      0      0x00007f0000001010
-
-      Images (12 omitted):
-
-      0x000055851ccfa000–0x000055851ccfbd38 167ddc45f2bbbc485434077cf70e879175008f62 crasher      /tmp/crasher
-
-      """)
+    try writeFile(path, SampleReports.swiftBacktrace)
     let document = try Self.document(of: path, in: folder)
     #expect(document["format"] == .string("swift-backtrace"))
     // As the text says: two threads named crasher and worker, the first crashed; one image.
@@ -149,34 +134,13 @@ struct CrashDocumentCLITests {
     Self.expectImagelogLayout(text: text.output, document: document, source: "pid --threads")
   }
 
-  /// An Apple `.crash` (ReportParserTests' sample): the process, the system, each thread's name and
+  /// An Apple `.crash` (SampleReports'): the process, the system, each thread's name and
   /// frames, and each Binary Images row, as the text has them.
   @Test func appleCrashFieldsMatchText() throws {
     let folder = try makeTemporaryDirectory("imagelog-document")
     defer { _ = try? runTool(["rm", "-rf", folder]) }
     let path = folder + "/MyApp.crash"
-    try writeFile(path, """
-      Process:             MyApp [1234]
-      Path:                /private/var/containers/Bundle/Application/ABC/MyApp.app/MyApp
-      Code Type:           ARM-64 (Native)
-      OS Version:          iPhone OS 16.0 (20A362)
-      Exception Type:  EXC_CRASH (SIGABRT)
-      Crashed Thread:  0
-
-      Thread 0 name:  Dispatch queue: com.apple.main-thread
-      Thread 0 Crashed:
-      0   libsystem_kernel.dylib        \t0x00000001a2b3c4d8 __pthread_kill + 8
-      1   MyApp                         \t0x000000010064db08 0x100104000 + 5544712
-
-      Thread 1:
-      0   libsystem_pthread.dylib       \t0x00000001e1c3e0c4 start_wqthread + 0
-
-      Binary Images:
-      0x100104000 - 0x100657fff MyApp arm64  <c299a741488a3656a410a7be59926b13> /private/var/containers/Bundle/Application/ABC/MyApp.app/MyApp
-             0x1a2b10000 -        0x1a2b47fff libsystem_kernel.dylib arm64e  <5e4f7d4a-9b2c-3f1e-8d7a-1b2c3d4e5f60> /usr/lib/system/libsystem_kernel.dylib
-      0x1e1c3d000 - 0x1e1c49fff libsystem_pthread.dylib (*) <AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE> /usr/lib/system/libsystem_pthread.dylib
-
-      """)
+    try writeFile(path, SampleReports.appleCrash)
     let document = try Self.document(of: path, in: folder)
     let process = document["process"], system = document["system"]
     #expect(process?["name"] == .string("MyApp") && process?["pid"] == .number("1234"))
@@ -186,7 +150,7 @@ struct CrashDocumentCLITests {
     #expect(threads.map { $0["name"] } == [.string("Dispatch queue: com.apple.main-thread"), nil])
     #expect(threads.map { $0["crashed"] } == [.bool(true), .bool(false)])
     #expect(threads.map { ($0["frames"]?.array ?? []).compactMap { $0["address"]?.string } }
-              == [["0x00000001a2b3c4d8", "0x000000010064db08"], ["0x00000001e1c3e0c4"]])
+              == [["0x00000001a2b3c4d8", "0x000000010064db08", "0x0000000110002000"], ["0x00000001e1c3e0c4"]])
     #expect(threads.first?["frames"]?.array?.first?["reported"]?["symbol"] == .string("__pthread_kill"))
     #expect(threads.first?["frames"]?.array?.first?["reported"]?["symbolOffset"] == .number("8"))
     let images = document["binaryImages"]?.array ?? []
@@ -195,11 +159,19 @@ struct CrashDocumentCLITests {
        "/private/var/containers/Bundle/Application/ABC/MyApp.app/MyApp"),
       ("0x1a2b10000", "0x1a2b47fff", "libsystem_kernel.dylib", "5e4f7d4a-9b2c-3f1e-8d7a-1b2c3d4e5f60",
        "/usr/lib/system/libsystem_kernel.dylib"),
+      ("0x110000000", "0x110ffffff", "Google Chrome Framework", "0123456789ABCDEF0123456789ABCDEF",
+       "/Applications/Google Chrome.app/Framework"),
       ("0x1e1c3d000", "0x1e1c49fff", "libsystem_pthread.dylib", "AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE",
        "/usr/lib/system/libsystem_pthread.dylib"),
+      ("0x10d5c1000", "0x10d5c4fff", "com.example.app", "C299A741-488A-3656-A410-A7BE59926B13",
+       "/Applications/Example.app/Contents/MacOS/Example"),
     ]
-    #expect(images.count == expected.count)
-    for (image, row) in zip(images, expected) {
+    // Apple's `???` row (all of memory, no identity, no path) is an image with neither.
+    #expect(images.count == expected.count + 1)
+    let unknown = images.first { $0["name"] == .string("???") }
+    #expect(unknown?["base"] == .string("0x0") && unknown?["end"] == .string("0xffffffffffffffff")
+              && unknown?["path"] == nil && unknown?["identity"] == nil)
+    for (image, row) in zip(images.filter { $0["name"] != .string("???") }, expected) {
       #expect(image["base"] == .string(row.base) && image["end"] == .string(row.end), "\(row)")
       #expect(image["name"] == .string(row.name) && image["path"] == .string(row.path), "\(row)")
       #expect(image["identity"]?["text"] == .string(row.identity), "\(row)")

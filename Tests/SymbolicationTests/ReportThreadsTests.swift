@@ -246,22 +246,7 @@ import ImageReaders
       object([("index", .number("1")), ("crashed", .bool(false))]),
     ])
 
-    let (_, swiftTextThreads) = try threads("""
-      *** Program crashed: Bad pointer dereference at 0x0000000000000000 ***
-
-      Thread 0 "crasher" crashed:
-
-      0      0x000055851ccfb91c
-
-      Thread 1 "worker":
-
-      0      0x00007f0000001010
-
-      Images (12 omitted):
-
-      0x000055851ccfa000–0x000055851ccfbd38 167ddc45f2bbbc485434077cf70e879175008f62 crasher      /tmp/crasher
-
-      """)
+    let (_, swiftTextThreads) = try threads(SampleReports.swiftBacktrace)
     #expect(swiftTextThreads == [
       object([("index", .number("0")), ("name", .string("crasher")), ("crashed", .bool(true))]),
       object([("index", .number("1")), ("name", .string("worker")), ("crashed", .bool(false))]),
