@@ -96,6 +96,9 @@ extension ProcessSnapshot {
   /// and the `symbol`, `symbolLocation`/`offset` and source members of an `.ips` or backtracer JSON frame.
   /// `nil` when the source names nothing. This is the report's word, not checked against any file.
   public func reportedFunction(of frame: Frame) -> ReportedFunction? {
+    if !documentReported.isEmpty, let place = frame.position, let thread = place.documentThread, let index = place.line {
+      return documentReported[FrameRef(thread: thread, frame: index)]
+    }
     switch format {
     case .sanitizer, .coredump:
       return frame.reportedFunction

@@ -128,6 +128,11 @@ public struct ProcessSnapshot: Sendable {
   /// The crash's signature (Socorro's algorithm, made from the symbolicated crashing thread), once
   /// made; writers show it (`Signature:`, `"signature"`).
   package var signature: String?
+  /// For a snapshot read from imagelog's crash document: the report's own name for each frame as the
+  /// document recorded it (`reported`), by the frame's place in the document (its `position`'s
+  /// `documentThread`, and `line` for its index there): the report it came from is not there to read
+  /// it from again. Held here, not in each frame, so a frame costs no more.
+  package var documentReported: [FrameRef: ReportedFunction] = [:]
 
   /// A snapshot of these parts.
   public init(format: Format, process: Process = Process(), exception: Exception? = nil, threads: [Thread] = [],

@@ -66,6 +66,13 @@ extension ProcessSnapshot {
 
   // MARK: JSON
 
+  /// The version of the crash document's schema (`Schemas/imagelog-crash.schema.json`), written as
+  /// `schemaVersion`: raised when a member changes meaning or a required one is added.
+  package static let documentSchemaVersion = 1
+
+  /// What a crash document says it is (`document`), so a reader tells it from other JSON reports.
+  package static let documentKind = "imagelog-crash"
+
   func jsonText() -> String {
     var text = ""
     writeJSON(chunkSize: .max) { text += String(decoding: $0, as: UTF8.self) }
@@ -73,21 +80,50 @@ extension ProcessSnapshot {
   }
 
   /// `jsonText()` handed to `write` in pieces of about `chunkSize` bytes, frames formatted as written.
+  ///
+  /// The crash document: first the members written before version 1 (`format`, the per-frame list
+  /// `frames`, `threads`, the frames' `images`, `exception`, `os`, `problems`, `notes`), unchanged but for
+  /// members added to `threads` and `exception`; then `schemaVersion`, `document`, `process`, `system` and
+  /// `binaryImages`, every image. Each thread holds its frames (`threads[].frames`): every fact of the
+  /// snapshot a writer reads is there, so the document read back (`CrashDocumentParser`) writes the
+  /// same bytes.
   func writeJSON(chunkSize: Int, to write: (UnsafeRawBufferPointer) -> Void) {
     let limit = max(1, chunkSize)
     var out = "{\"format\":\"\(format.rawValue)\",\"frames\":["
+    func drain() {
+      if out.utf8.count >= limit {
+        out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
+        out.removeAll(keepingCapacity: true)
+      }
+    }
     var index = 0
     for thread in threads {
       for frame in thread.frames {
         out += (index == 0 ? "\n" : ",\n") + frameJSON(frame, thread: thread.number).serialized()
         index += 1
-        if out.utf8.count >= limit {
-          out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
-          out.removeAll(keepingCapacity: true)
-        }
+        drain()
       }
     }
-    out += "\n],\"threads\":" + threadsJSON().serialized() + ",\"images\":["
+    out += "\n],\"threads\":["
+    let marksCrash = threads.contains { $0.crashed }
+    for (index, thread) in threads.enumerated() {
+      guard case .object(var members) = threadJSON(thread, marksCrash: marksCrash) else { continue }
+      if let layout = thread.registers {
+        members.append(("registerLayout", .object([
+          ("title", .string(layout.title)),
+          ("rows", .array(layout.rows.map { row in .array(row.map { .string($0.name) }) })),
+        ])))
+      }
+      out += (index == 0 ? "\n" : ",\n")
+      out += JSONValue.object(members).serialized().dropLast()  // the closing brace, after the frames
+      out += ",\"frames\":["
+      for (number, frame) in thread.frames.enumerated() {
+        out += (number == 0 ? "\n" : ",\n") + documentFrameJSON(frame).serialized()
+        drain()
+      }
+      out += "]}"
+    }
+    out += "\n],\"images\":["
     for (index, resolution) in resolutions.enumerated() {
       let image = images[resolution.imageIndex]
       var members: [(String, JSONValue)] = [("name", .string(image.name)), ("loadAddress", .string("0x" + hexDigits(image.loadAddress)))]
@@ -95,16 +131,7 @@ extension ProcessSnapshot {
       if let name = image.debugFileName { members.append(("debugFile", .string(name))) }
       if let id = image.debugID { members.append(("debugID", .string(id))) }
       if let id = image.codeID { members.append(("codeID", .string(id))) }
-      switch resolution.status {
-      case let .found(path, how): members += [("status", .string("found")), ("file", .string(path)), ("via", .string(how))]
-      case .unverified(let path): members += [("status", .string("unverified")), ("file", .string(path))]
-      case .missing: members.append(("status", .string("missing")))
-      case .notSearched: members.append(("status", .string("not-searched")))
-      case let .mismatch(_, fileID, path):
-        members += [("status", .string("uuid-mismatch")), ("fileID", .string(fileID)), ("file", .string(path))]
-      case let .otherBuild(path, reason):
-        members += [("status", .string("other-build")), ("file", .string(path)), ("reason", .string(reason))]
-      }
+      members += Self.resolutionMembers(resolution.status)
       out += (index == 0 ? "\n" : ",\n") + JSONValue.object(members).serialized()
     }
     out += "\n]"
@@ -113,12 +140,159 @@ extension ProcessSnapshot {
     if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
     if let signature { out += ",\"signature\":" + JSONValue.string(signature).serialized() }
     out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
-    out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized() + "}\n"
+    out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized()
+    out += ",\"schemaVersion\":\(Self.documentSchemaVersion),\"document\":\"\(Self.documentKind)\""
+    out += ",\"process\":" + processJSON().serialized()
+    out += ",\"system\":" + systemJSON().serialized()
+    out += ",\"binaryImages\":["
+    for (index, image) in images.enumerated() {
+      out += (index == 0 ? "\n" : ",\n") + imageJSON(image).serialized()
+      drain()
+    }
+    out += "\n]}\n"
     out.withUTF8 { write(UnsafeRawBufferPointer($0)) }
   }
 
+  /// `{"name", "pid", "path", "arguments", "date", "dateText", "threadCount", "stoppedNanoseconds"}`, each
+  /// when the source gives it (`arguments`: a minidump's or a capture's `/proc/PID/cmdline`): `date` in seconds since the epoch (UTC), `dateText` as the text report writes it.
+  func processJSON() -> JSONValue {
+    var members: [(String, JSONValue)] = []
+    if let name = process.name { members.append(("name", .string(name))) }
+    if let pid = process.pid { members.append(("pid", .number(String(pid)))) }
+    if let path = process.path { members.append(("path", .string(path))) }
+    if let arguments = process.linuxFiles.arguments { members.append(("arguments", .array(arguments.map { .string($0) }))) }
+    if let date = process.date { members += [("date", .number(String(date))), ("dateText", .string(Self.dateText(date)))] }
+    if let count = process.threadCount { members.append(("threadCount", .number(String(count)))) }
+    if let stopped = process.stoppedNanoseconds { members.append(("stoppedNanoseconds", .number(String(stopped)))) }
+    return .object(members)
+  }
+
+  /// `{"os", "cpu"}`: the report's `OS Version:` (or `uname`'s) and its architecture, when given.
+  func systemJSON() -> JSONValue {
+    var members: [(String, JSONValue)] = []
+    if let os = process.osVersion { members.append(("os", .string(os))) }
+    if let cpu = process.architecture { members.append(("cpu", .string(cpu))) }
+    return .object(members)
+  }
+
+  /// The `status` of an image's resolution and what goes with it (`file`, `via`, `fileID`, `reason`),
+  /// as the frames' `images` have written them since before the document.
+  static func resolutionMembers(_ status: Image.Resolution) -> [(String, JSONValue)] {
+    switch status {
+    case let .found(path, how): [("status", .string("found")), ("file", .string(path)), ("via", .string(how))]
+    case .unverified(let path): [("status", .string("unverified")), ("file", .string(path))]
+    case .missing: [("status", .string("missing"))]
+    case .notSearched: [("status", .string("not-searched"))]
+    case let .mismatch(reportID, fileID, path):
+      [("status", .string("uuid-mismatch")), ("reportID", .string(reportID)), ("fileID", .string(fileID)),
+       ("file", .string(path))]
+    case let .otherBuild(path, reason): [("status", .string("other-build")), ("file", .string(path)), ("reason", .string(reason))]
+    }
+  }
+
+  /// One of `binaryImages`: every fact of the image. `identity` holds the identity as the source wrote
+  /// it (`text`), the whole build-id or UUID (`buildID`: the loaded file's when the source read one)
+  /// and its derived forms (`uuid`, Breakpad's `debugID`); `debugFileName`, `debugID` and `codeID` at
+  /// the image's level are the source's own records (a minidump's CodeView record).
+  func imageJSON(_ image: Image) -> JSONValue {
+    var members: [(String, JSONValue)] = [("name", .string(image.name))]
+    if let path = image.path { members.append(("path", .string(path))) }
+    members.append(("base", .string("0x" + hexDigits(image.loadAddress))))
+    if let end = image.endAddress {
+      members.append(("end", .string("0x" + hexDigits(end))))
+      if end >= image.loadAddress, end - image.loadAddress < .max {
+        members.append(("size", .number(String(end - image.loadAddress + 1))))
+      }
+    }
+    if let architecture = image.architecture { members.append(("architecture", .string(architecture))) }
+    let whole = image.loaded?.buildID?.bytes ?? image.identity?.bytes
+    if let whole, !whole.isEmpty {
+      let id = BuildID(whole)
+      var identity: [(String, JSONValue)] = []
+      if let text = image.identity?.text { identity.append(("text", .string(text))) }
+      identity += [("buildID", .string(id.hex)), ("uuid", .string(id.uuid)), ("debugID", .string(id.breakpadDebugID()))]
+      members.append(("identity", .object(identity)))
+    }
+    if let name = image.debugFileName { members.append(("debugFileName", .string(name))) }
+    if let id = image.debugID { members.append(("debugID", .string(id))) }
+    if let id = image.codeID { members.append(("codeID", .string(id))) }
+    if image.offsetsFromLoadBias { members.append(("offsetsFromLoadBias", .bool(true))) }
+    if image.loadAddressFromSymbols { members.append(("baseFromSymbols", .bool(true))) }
+    if let resolution = image.resolution { members.append(("resolution", .object(Self.resolutionMembers(resolution)))) }
+    if let file = image.debugFile { members.append(("dwarfFile", .string(file))) }
+    return .object(members)
+  }
+
+  /// One of a thread's `frames` in the document: every fact of the frame (the per-frame list's `frameJSON`
+  /// writes a part of them).
+  func documentFrameJSON(_ frame: Frame) -> JSONValue {
+    let result = frame.symbols
+    var members: [(String, JSONValue)] = [
+      ("frame", .number(String(frame.number))), ("address", .string("0x" + hexDigits(frame.address, width: 16))),
+      ("returnAddress", .bool(frame.isReturnAddress)),
+    ]
+    if let trust = frame.trust { members.append(("trust", .string(trust.rawValue))) }
+    if let index = frame.imageIndex { members.append(("imageIndex", .number(String(index)))) }
+    if let name = result.imageName { members.append(("image", .string(name))) }
+    if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
+    if let address = result.lookupAddress { members.append(("lookupAddress", .string("0x" + hexDigits(address)))) }
+    members += unloadedMembers(of: frame)
+    if frame.namesNoModule { members.append(("namesNoModule", .bool(true))) }
+    members.append(("status", .string(Self.statusName(result.status))))
+    if case let .mismatch(reportID, fileID, path) = result.status {
+      members += [("reportID", .string(reportID)), ("fileID", .string(fileID)), ("file", .string(path))]
+    }
+    let functions = result.functions
+    if !functions.isEmpty {
+      members.append(("functions", .array(functions.map { function in
+        var own = functionMembers(function)
+        if function.isInlined { own.append(("inlined", .bool(true))) }
+        return .object(own)
+      })))
+    }
+    if let reported = reportedFunction(of: frame) { members.append(("reported", Self.reportedJSON(reported))) }
+    return .object(members)
+  }
+
+  /// `unloadedImage` and `unloadedImageOffset` when the frame's code is no longer mapped, in an image removed
+  /// before the crash (or mapped over since); none otherwise.
+  func unloadedMembers(of frame: Frame) -> [(String, JSONValue)] {
+    let mapped = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
+    guard let gone = mapped.map({ previousImage(at: frame.address, in: $0) }) ?? unloadedImage(holding: frame.address) else {
+      return []
+    }
+    return [("unloadedImage", .string(gone.name)), ("unloadedImageOffset", .number(String(frame.address - gone.baseAddress)))]
+  }
+
+  /// A frame's `status` word.
+  static func statusName(_ status: FrameSymbols.Status) -> String {
+    switch status {
+    case .symbolicated: "symbolicated"
+    case .noSymbol: "no-symbol"
+    case .noImage: "no-image"
+    case .missingImage: "missing-image"
+    case .notLookedUp: "not-looked-up"
+    case .noModule: "no-module"
+    case .otherBuild: "other-build"  // the image's entry names the file; the names here are the report's
+    case .mismatch: "uuid-mismatch"
+    }
+  }
+
+  /// The report's own name for a frame (`reported`).
+  static func reportedJSON(_ reported: ReportedFunction) -> JSONValue {
+    var own: [(String, JSONValue)] = []
+    if let name = reported.name { own.append(("symbol", .string(name))) }
+    if let offset = reported.offset { own.append(("symbolOffset", .number(String(offset)))) }
+    if let file = reported.file { own.append(("file", .string(file))) }
+    if let line = reported.line { own.append(("line", .number(String(line)))) }
+    if let column = reported.column { own.append(("column", .number(String(column)))) }
+    return .object(own)
+  }
+
   /// `{"reason"|"signal","code", "address", "dumpRequested"}`: the exception as its platform names it
-  /// (a signal by number and `si_code`), and the address it is about.
+  /// (a signal by number and `si_code`), and the address it is about; since the document, also the
+  /// names the text report gives them (`signalName`, `codeName`), a platform exception's raw
+  /// `platformCode` and `platformFlags`, and the crashed thread's index in `threads` (`crashedThread`).
   func exceptionJSON(_ exception: Exception) -> JSONValue {
     var members: [(String, JSONValue)] = []
     if let reason = exception.reason {
@@ -128,6 +302,13 @@ extension ProcessSnapshot {
     }
     members.append(("address", .string("0x" + hexDigits(exception.address, width: 16))))
     if exception.isDumpRequested { members.append(("dumpRequested", .bool(true))) }
+    if exception.reason != nil {
+      members += [("platformCode", .number(String(exception.signal))), ("platformFlags", .number(String(exception.code)))]
+    } else {
+      if let name = Self.signalName(exception.signal) { members.append(("signalName", .string(name))) }
+      if let name = Self.codeName(signal: exception.signal, code: exception.code) { members.append(("codeName", .string(name))) }
+    }
+    if let crashed = crashedThreadIndex { members.append(("crashedThread", .number(String(crashed)))) }
     return .object(members)
   }
 
@@ -139,26 +320,12 @@ extension ProcessSnapshot {
     ]
     if let name = result.imageName { members.append(("image", .string(name))) }
     if let offset = result.imageOffset { members.append(("imageOffset", .number(String(offset)))) }
-    let mapped = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
-    if let gone = mapped.map({ previousImage(at: frame.address, in: $0) }) ?? unloadedImage(holding: frame.address) {
-      // Code no longer mapped, in an image removed before the crash (or mapped over since).
-      members += [("unloadedImage", .string(gone.name)), ("unloadedImageOffset", .number(String(frame.address - gone.baseAddress)))]
-    }
+    members += unloadedMembers(of: frame)
     if let trust = frame.markedTrust { members.append(("trust", .string(trust.rawValue))) }
-    let status: String
-    switch result.status {
-    case .symbolicated: status = "symbolicated"
-    case .noSymbol: status = "no-symbol"
-    case .noImage: status = "no-image"
-    case .missingImage: status = "missing-image"
-    case .notLookedUp: status = "not-looked-up"
-    case .noModule: status = "no-module"
-    case .otherBuild: status = "other-build"  // the image's entry names the file; the names here are the report's
-    case let .mismatch(reportID, fileID, path):
-      status = "uuid-mismatch"
+    if case let .mismatch(reportID, fileID, path) = result.status {
       members += [("reportID", .string(reportID)), ("fileID", .string(fileID)), ("file", .string(path))]
     }
-    members.append(("status", .string(status)))
+    members.append(("status", .string(Self.statusName(result.status))))
     if let real = result.functions.last {
       members += functionMembers(real)
       let inlined = result.functions.dropLast()
@@ -166,15 +333,7 @@ extension ProcessSnapshot {
     }
     // The report's own name for the frame, whatever became of it here (found, not found, not looked up):
     // kept apart from imagelog's answer, so a reader can tell which names no file confirmed.
-    if let reported = reportedFunction(of: frame) {
-      var own: [(String, JSONValue)] = []
-      if let name = reported.name { own.append(("symbol", .string(name))) }
-      if let offset = reported.offset { own.append(("symbolOffset", .number(String(offset)))) }
-      if let file = reported.file { own.append(("file", .string(file))) }
-      if let line = reported.line { own.append(("line", .number(String(line)))) }
-      if let column = reported.column { own.append(("column", .number(String(column)))) }
-      members.append(("reported", .object(own)))
-    }
+    if let reported = reportedFunction(of: frame) { members.append(("reported", Self.reportedJSON(reported))) }
     return .object(members)
   }
 
@@ -195,26 +354,23 @@ extension ProcessSnapshot {
     })
   }
 
-  /// `[{"index", "tid", "name", "crashed", "state", "problem", "registers"}]`: each thread the report lists, keys
-  /// absent when the report does not give them (`crashed` is given when the report marks any thread
-  /// crashed: a live process's threads have none). Frames name their thread by `index`.
-  func threadsJSON() -> JSONValue {
-    let marksCrash = threads.contains { $0.crashed }
-    return .array(threads.map { thread in
-      var members: [(String, JSONValue)] = [("index", .number(String(thread.number)))]
-      if let tid = thread.tid { members.append(("tid", .number(String(tid)))) }
-      if let name = thread.name { members.append(("name", .string(name))) }
-      if marksCrash { members.append(("crashed", .bool(thread.crashed))) }
-      if thread.requestedDump { members.append(("requestedDump", .bool(true))) }
-      if let state = thread.state { members.append(("state", .string(state))) }
-      if let problem = thread.problem { members.append(("problem", .string(problem))) }
-      if let registers = thread.registers {
-        members.append(("registers", .object(registers.rows.joined().map {
-          ($0.name, .string("0x" + hexDigits($0.value, width: $0.digits)))
-        })))
-      }
-      return .object(members)
-    })
+  /// `{"index", "tid", "name", "crashed", "state", "problem", "registers"}`: a thread as the report lists
+  /// it, keys absent when the report does not give them (`crashed` is given when the report marks any
+  /// thread crashed: a live process's threads have none). Frames name their thread by `index`.
+  func threadJSON(_ thread: Thread, marksCrash: Bool) -> JSONValue {
+    var members: [(String, JSONValue)] = [("index", .number(String(thread.number)))]
+    if let tid = thread.tid { members.append(("tid", .number(String(tid)))) }
+    if let name = thread.name { members.append(("name", .string(name))) }
+    if marksCrash { members.append(("crashed", .bool(thread.crashed))) }
+    if thread.requestedDump { members.append(("requestedDump", .bool(true))) }
+    if let state = thread.state { members.append(("state", .string(state))) }
+    if let problem = thread.problem { members.append(("problem", .string(problem))) }
+    if let registers = thread.registers {
+      members.append(("registers", .object(registers.rows.joined().map {
+        ($0.name, .string("0x" + hexDigits($0.value, width: $0.digits)))
+      })))
+    }
+    return .object(members)
   }
 
   func functionMembers(_ function: FrameSymbols.Function) -> [(String, JSONValue)] {

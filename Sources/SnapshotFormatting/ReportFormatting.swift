@@ -8,7 +8,9 @@ public import Snapshot
 public enum ReportStyle: String, Sendable, CaseIterable {
   /// The report's own layout (for `.ips`: the JSON with `symbol`/`symbolLocation` filled in).
   case report
-  /// `{"format":…, "frames":[one object per frame], "images":[…]}`.
+  /// imagelog's crash document (`Schemas/imagelog-crash.schema.json`, `schemaVersion` 1): the process,
+  /// system, exception, every thread with its frames, every image; the per-frame list `frames` and the
+  /// frames' `images` written before the document kept in it.
   case json
   /// Apple's classic `.crash` text.
   case crash
@@ -23,6 +25,8 @@ extension ProcessSnapshot {
     switch style {
     case .json: return jsonText()
     case .stackwalkJSON: return stackwalkJSONText()
+    case _ where document == nil && (format == .appleIPS || format == .swiftBacktraceJSON):
+      return reportText() + summary()  // read from a crash document: no JSON of the report's own to annotate
     case .crash:
       switch format {
       case .appleIPS: return classicText() + summary() + signatureLine

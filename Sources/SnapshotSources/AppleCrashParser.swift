@@ -5,6 +5,25 @@ import Snapshot
 /// Apple's `.crash` text and imagelog's own report, which follows its layout: `Thread N:` headings,
 /// `INDEX  IMAGE  0xADDRESS  REST` frames, and a `Binary Images:` section.
 enum AppleCrashParser {
+  /// Seconds since the epoch of imagelog's `YYYY-MM-DD HH:MM:SS +0000` (UTC only); `nil` for other forms.
+  static func utcSeconds(_ text: String) -> Int64? {
+    let parts = text.split(separator: " ")
+    guard parts.count == 3, parts[2] == "+0000" else { return nil }
+    let day = parts[0].split(separator: "-"), time = parts[1].split(separator: ":")
+    guard day.count == 3, time.count == 3, day[0].count == 4, let year = Int64(day[0]), let month = Int64(day[1]),
+          let date = Int64(day[2]), let hour = Int64(time[0]), let minute = Int64(time[1]), let second = Int64(time[2]),
+          (1...12).contains(month), (1...31).contains(date), (0..<24).contains(hour), (0..<60).contains(minute),
+          (0..<61).contains(second) else { return nil }
+    // Howard Hinnant's days_from_civil, the inverse of the writer's civil_from_days; year has 4 digits: no overflow.
+    let y = month <= 2 ? year - 1 : year
+    let era = (y >= 0 ? y : y - 399) / 400
+    let yearOfEra = y - era * 400
+    let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + date - 1
+    let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+    let days = era * 146097 + dayOfEra - 719468
+    return days * 86400 + hour * 3600 + minute * 60 + second
+  }
+
   static func parse(_ lines: [String]) -> ProcessSnapshot {
     var report = ProcessSnapshot(format: .appleCrash, document: ReportDocument(lines: lines))
     var section: Section = .header
@@ -94,11 +113,28 @@ enum AppleCrashParser {
                   let count = Int(digits) {
           // The crash handler ran out of room for their tids. Below 10^9 each, in at most 64 MiB of lines: no overflow.
           unlisted += count
+        } else if let value = field(line, "Process:"), report.process.name == nil {
+          // `NAME [PID]`, as imagelog's and Apple's reports write it.
+          let text = value.trimmingSpaces
+          if text.hasSuffix("]"), let open = text.lastIndex(of: "["),
+             let pid = Int32(text[text.index(after: open)..<text.index(before: text.endIndex)]) {
+            report.process.name = String(text[..<open]).trimmingSpaces
+            report.process.pid = pid
+          } else {
+            report.process.name = text
+          }
+        } else if let value = field(line, "Path:"), report.process.path == nil {
+          report.process.path = value.trimmingSpaces
+        } else if let value = field(line, "Date/Time:"), report.process.date == nil {
+          report.process.date = utcSeconds(value.trimmingSpaces)
         } else if let value = field(line, "Code Type:") {
           report.process.architecture = Architecture(reportName: value)?.name
         } else if let value = field(line, "OS Version:"), value.hasPrefix("Linux") {
+          report.process.osVersion = value.trimmingSpaces
           sawLinux = true
           report.process.architecture = report.process.architecture ?? value.split(separator: " ").last.map(String.init)
+        } else if let value = field(line, "OS Version:"), report.process.osVersion == nil {
+          report.process.osVersion = value.trimmingSpaces
         } else if let value = field(line, "Exception Codes:"), value.hasPrefix("signal") {
           sawLinux = true
         }
@@ -171,6 +207,9 @@ enum AppleCrashParser {
         report.images[index].name = original(report.images[index].name)
         if let path = report.images[index].path { report.images[index].path = original(path) }
       }
+      report.process.name = report.process.name.map(original)
+      report.process.path = report.process.path.map(original)
+      report.process.osVersion = report.process.osVersion.map(original)
       for (frame, name) in frameImageNames { frameImageNames[frame] = original(name) }
       for index in report.unloadedImages.indices { report.unloadedImages[index].path = original(report.unloadedImages[index].path) }
     }

@@ -46,6 +46,13 @@ public enum ReportParser {
     }
     let hasBrace = text.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "{")) }
       ?? text.utf8.contains(UInt8(ascii: "{"))
+    // imagelog's own crash document, read back (its frames' names may quote any other kind's words).
+    if hasBrace, text.contains("\"imagelog-crash\"") {
+      let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
+      if trimmed.first == "{", let (document, rest) = try? JSONValue.parsePrefix(trimmed), CrashDocumentParser.detect(document) {
+        return try CrashDocumentParser.parseAll(first: document, rest: rest)
+      }
+    }
     if hasBrace, SwiftBacktraceJSONParser.detect(text) {
       return [try SwiftBacktraceJSONParser.parse(text)]
     }

@@ -119,6 +119,7 @@ extension CoreFileTests {
   static func ourStacks(_ core: String) throws -> [Int: [(name: String?, file: String?, inVDSO: Bool)]] {
     let run = try imagelog(["symbolicate", "--format", "json", "--demangle", "none", core])
     try #require(run.exitCode == 0, "symbolicate failed: \(run.error)")
+    if CrashDocumentSchema.unavailableReason == nil { #expect(try CrashDocumentSchema.problems(run.output) == [], "\(core)") }
     let document = try JSONValue.parse(run.output[...])
     var tids: [Int: Int] = [:]
     for thread in document["threads"]?.array ?? [] {

@@ -115,6 +115,9 @@ enum MinidumpCLI {
                            + search.flatMap { ["--search", $0] } + arguments + [dump])
     try #require(run.exitCode == 0, "imagelog symbolicate failed on \(dump): \(run.error)", sourceLocation: sourceLocation)
     #expect(run.error.isEmpty, "imagelog symbolicate said: \(run.error)", sourceLocation: sourceLocation)
+    if CrashDocumentSchema.unavailableReason == nil {
+      #expect(try CrashDocumentSchema.problems(run.output) == [], "\(dump)", sourceLocation: sourceLocation)
+    }
     let json = try JSONValue.parse(run.output[...])
     var view = View()
     var indexes: [Int: Int] = [:]

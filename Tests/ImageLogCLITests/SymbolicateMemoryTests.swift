@@ -89,7 +89,9 @@ import Testing
     let run = try Self.measure(image + ["--format", "json", path], in: folder)
     #expect(small.status == 0 && run.status == 0)
     #expect(run.output.hasPrefix("{\"format\":\"addresses\",\"frames\":[") && run.output.hasSuffix("}\n"))
-    #expect(run.output.split(separator: "\n").count == count + 4)  // the head, a line a frame, "],images", the image, "]...notes"
+    // The head, a line a frame, the thread's head, a line a frame again (the crash document's thread), "],images", the
+    // image, "]...binaryImages", the image, the end.
+    #expect(run.output.split(separator: "\n").count == 2 * count + 8)
     let perFrame = (run.peak - small.peak) / count
     #expect(perFrame < Self.bytesPerFrame, "\(perFrame) bytes a frame: peak \(run.peak / Self.mebibyte) MiB, one address \(small.peak / Self.mebibyte) MiB")
   }

@@ -155,6 +155,7 @@ import Testing
     }
     let result = Symbolicator.symbolicated(try ReportParser.parse(text), options: Self.offline)
     let json = try JSONValue.parse(result.formatted(.json)[...])
+    if CrashDocumentSchema.unavailableReason == nil { #expect(try CrashDocumentSchema.problems(result.formatted(.json)) == []) }
     let frames = try #require(json["frames"]?.array)
     #expect(frames.count == frameLines.count)
     #expect(result.summary().contains(" of \(frameLines.count) frames; "))

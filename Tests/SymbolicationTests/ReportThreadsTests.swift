@@ -4,6 +4,7 @@ import Testing
 @testable import SnapshotSources
 @testable import Symbolication
 import ImageLog
+import ImageLogTestSupport
 import ImageReaders
 
 /// Threads as each kind of report gives them (Apple `.crash` and `.ips`, the Swift backtracer's text
@@ -208,8 +209,20 @@ import ImageReaders
       let json = Symbolicator.symbolicated(try ReportParser.parse(text), options: options).formatted(.json)
       let document = try JSONValue.parse(json[...])
       guard case .object(let members) = document else { throw ReportError("not an object") }
-      #expect(members.map(\.0) == ["format", "frames", "threads", "images", "problems", "notes"])
-      return (document, try #require(document["threads"]?.array))
+      // The members written before the crash document first, as they were; then the document's own.
+      let documentKeys = ["schemaVersion", "document", "process", "system", "binaryImages"]
+      #expect(members.map(\.0).filter { !documentKeys.contains($0) && $0 != "os" }
+                == ["format", "frames", "threads", "images", "problems", "notes"])
+      #expect(Array(members.map(\.0).suffix(documentKeys.count)) == documentKeys)
+      if CrashDocumentSchema.unavailableReason == nil { #expect(try CrashDocumentSchema.problems(json) == []) }
+      // A thread's members before the document: without its frames and register layout, as they were.
+      let threads = try #require(document["threads"]?.array).map { thread -> JSONValue in
+        var thread = thread
+        thread.remove("frames")
+        thread.remove("registerLayout")
+        return thread
+      }
+      return (document, threads)
     }
     func object(_ members: [(String, JSONValue)]) -> JSONValue { .object(members) }
 
@@ -233,22 +246,7 @@ import ImageReaders
       object([("index", .number("1")), ("crashed", .bool(false))]),
     ])
 
-    let (_, swiftTextThreads) = try threads("""
-      *** Program crashed: Bad pointer dereference at 0x0000000000000000 ***
-
-      Thread 0 "crasher" crashed:
-
-      0      0x000055851ccfb91c
-
-      Thread 1 "worker":
-
-      0      0x00007f0000001010
-
-      Images (12 omitted):
-
-      0x000055851ccfa000–0x000055851ccfbd38 167ddc45f2bbbc485434077cf70e879175008f62 crasher      /tmp/crasher
-
-      """)
+    let (_, swiftTextThreads) = try threads(SampleReports.swiftBacktrace)
     #expect(swiftTextThreads == [
       object([("index", .number("0")), ("name", .string("crasher")), ("crashed", .bool(true))]),
       object([("index", .number("1")), ("name", .string("worker")), ("crashed", .bool(false))]),

@@ -20,6 +20,7 @@ import Symbolication
     options.lineInfo = false
     let result = Symbolicator.symbolicated(try ReportParser.parse(text), options: options)
     let json = try JSONValue.parse(result.formatted(.json)[...])
+    if CrashDocumentSchema.unavailableReason == nil { #expect(try CrashDocumentSchema.problems(result.formatted(.json)) == []) }
     return try #require(json["frames"]?.array)
   }
 
