@@ -39,7 +39,8 @@ extension ProcessSnapshot {
   /// - `system_info.os_ver` of a Linux minidump: imagelog keeps the kernel's whole `uname` line, where
   ///   minidump-stackwalk joins SystemInfo's numbers and CSD string (`5.10.28 -1rodete2-amd64 ...`):
   ///   the same words, not always the same spacing.
-  /// - `unloaded_modules`: `[]`: the model keeps no history of unloaded images yet.
+  /// - `unloaded_modules[].code_id`: `null`: the model keeps an unloaded image's path, range and build-id,
+  ///   not the stream's time stamp and size that make a Windows code id.
   /// - Trust: imagelog's `context`, `cfi`, `frame_pointer`, `scan`; `none` for frames a report gave
   ///   (minidump-stackwalk's `prewalked`/`cfi_scan` are never written).
   /// - A signature is no part of this schema: imagelog's own JSON carries it.
@@ -84,7 +85,10 @@ extension ProcessSnapshot {
       ("process_uptime", .null),
       ("thread_count", .number(String(threads.count))),
       ("threads", .array(threadValues)),
-      ("unloaded_modules", .array([])),
+      ("unloaded_modules", .array(unloadedImages.map { gone in
+        .object([("base_addr", hex(gone.baseAddress)), ("cert_subject", .null), ("code_id", .null),
+                 ("end_addr", hex(gone.baseAddress &+ gone.size)), ("filename", .string(gone.name))])
+      })),
       ("handles", .null),
     ]
     // As minidump-stackwalk: the requesting thread again, with its index and frame 0's registers.
@@ -139,11 +143,16 @@ extension ProcessSnapshot {
     let image = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
     let moduleName: JSONValue = module.map(JSONValue.string) ?? null
     let moduleOffset: JSONValue = image.map { hex(instruction &- $0.loadAddress) } ?? null
+    // As minidump-stackwalk: a pc in no module but in one removed before the crash names it, with the offset.
+    let gone = image == nil ? unloadedImage(holding: instruction) : nil
+    let unloaded: JSONValue = gone.map { gone in
+      .array([.object([("module", .string(gone.name)), ("offsets", .array([hex(instruction &- gone.baseAddress)]))])])
+    } ?? null
     let members: [(String, JSONValue)] = [
       ("file", file), ("frame", .number(String(index))), ("function", name), ("function_offset", offset),
       ("inlines", inlines), ("line", line), ("missing_symbols", .bool(named == nil)), ("module", moduleName),
       ("module_offset", moduleOffset), ("offset", hex(instruction)), ("trust", .string(trust)),
-      ("unloaded_modules", null),
+      ("unloaded_modules", unloaded),
     ]
     return .object(members)
   }

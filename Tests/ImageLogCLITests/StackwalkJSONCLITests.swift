@@ -119,6 +119,13 @@ import Testing
     for (index, (a, b)) in zip(ourModules, theirModules).enumerated() where modulesWithFrames.contains(a["filename"]?.string ?? "") {
       for key in ["loaded_symbols", "missing_symbols"] { same("modules[\(index)].\(key)", a[key], b[key]) }
     }
+    // Unloaded modules (a Windows dump's stream): range and name; imagelog keeps no code id for them.
+    let ourUnloaded = ours["unloaded_modules"]?.array ?? [], theirUnloaded = theirs["unloaded_modules"]?.array ?? []
+    #expect(ourUnloaded.count == theirUnloaded.count, "\(label): unloaded_modules", sourceLocation: sourceLocation)
+    for (index, (a, b)) in zip(ourUnloaded, theirUnloaded).enumerated() {
+      same("unloaded_modules[\(index)].filename", a["filename"], b["filename"])
+      for key in ["base_addr", "end_addr"] { same("unloaded_modules[\(index)].\(key)", a[key], b[key], addresses: true) }
+    }
     // The crashing thread again, with its index and frame 0's registers.
     if let thread = ours["crashing_thread"] {
       same("crashing_thread.threads_index", thread["threads_index"], theirs["crashing_thread"]?["threads_index"])

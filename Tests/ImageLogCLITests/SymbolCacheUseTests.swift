@@ -107,7 +107,8 @@ import Testing
     let entry = try #require(directoryNames(cache + "/imagelog").first)
 
     let (warm, opened) = try Self.entriesOpened(command, cache: cache, log: folder + "/warm.strace")
-    #expect(warm.exitCode == 0 && report(warm) == report(without), "\(warm.error)\n\(warm.output)")
+    #expect(warm.exitCode == 0 && report(warm) == report(without),
+            "\(warm.error)\n\(warm.output)\nwithout the cache:\n\(without.output)")
     #expect(opened == [cache + "/imagelog/" + entry], "opened \(opened)")
     #expect(noThreadStopped(child.pid))
   }
