@@ -166,7 +166,9 @@ int il_crash_prepare_new_thread(void) {
 
 int il_crash_open_report(const char *path) {
   int fd;
-  do fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  /* A report holds the process's registers and addresses: its owner's alone (0600). Never through a
+     symbolic link at the path (one planted in a folder others can write would send the reports on). */
+  do fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   while (fd < 0 && errno == EINTR);
   return fd;
 }

@@ -136,8 +136,8 @@ public enum CrashReporter {
     il_crash_write_binary_images(fileDescriptor) >= 0
   }
 
-  /// Installs the crash handler, appending reports to `path` (created with mode 0644 if needed;
-  /// opened now, so a crash needs no `open`). Calling it again switches the report file (the
+  /// Installs the crash handler, appending reports to `path` (created with mode 0600 if needed, never
+  /// opened through a symbolic link; opened now, so a crash needs no `open`). Calling it again switches the report file (the
   /// previous descriptor stays open: a crash on another thread may be writing to it).
   ///
   /// Throws `InstallError` (`PATH: cannot open: REASON`) when the file cannot be opened.

@@ -1,3 +1,4 @@
+import CImageLog
 import Glibc
 import ImageLog
 import ImageLogTestSupport
@@ -79,6 +80,31 @@ import Testing
     }
     let error = CrashReporter.InstallError(path: "/x/report.crash", SystemError("cannot open", errno: ENOENT))
     #expect(error.description == "/x/report.crash: cannot open: No such file or directory")
+  }
+
+  /// The report file is made for its owner alone (it holds registers and addresses) and never opened
+  /// through a symbolic link planted at its path: the file the link names stays as it was.
+  @Test func reportFileIsPrivateAndNeverALink() throws {
+    let folder = try makeTemporaryDirectory("imagelog-report-file")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let victim = folder + "/victim", link = folder + "/report.crash"
+    let original = Array("not a crash report\n".utf8)
+    let victimFD = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+    try #require(victimFD >= 0)
+    _ = original.withUnsafeBytes { write(victimFD, $0.baseAddress, $0.count) }
+    close(victimFD)
+    try #require(symlink(victim, link) == 0)
+    #expect(throws: CrashReporter.InstallError(path: link, SystemError("cannot open", errno: ELOOP))) {
+      try CrashReporter.install(writingTo: link)
+    }
+    #expect(readFileBytes(victim) == original)
+    // A new report file (opened the way install opens it, without installing a handler in this process).
+    let fresh = folder + "/fresh.crash"
+    let fd = il_crash_open_report(fresh)
+    try #require(fd >= 0)
+    close(fd)
+    var info = stat()
+    #expect(stat(fresh, &info) == 0 && info.st_mode & 0o777 == 0o600, "mode \(String(info.st_mode & 0o777, radix: 8))")
   }
 
   // MARK: a real Swift program: this test binary, re-run as a child
