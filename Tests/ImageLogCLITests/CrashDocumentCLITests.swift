@@ -118,6 +118,7 @@ struct CrashDocumentCLITests {
     let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 60"])
     defer { child.stop() }
     try child.wait(for: "ready")
+    try waitUntilSleeping(child.pid, in: "sleep")  // the exec and the loader are done
     // The same capture read twice would differ (stopped time, states): the text is the document's own report.
     let run = try Self.imagelog(["pid", "--threads", "--format", "json", String(child.pid)])
     try #require(run.exitCode == 0, "\(run.error)")

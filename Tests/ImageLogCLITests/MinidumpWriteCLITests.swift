@@ -100,6 +100,7 @@ import Testing
     let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
     defer { child.stop() }
     try child.wait(for: "ready")
+    try waitUntilSleeping(child.pid, in: "sleep")  // the exec and the loader are done
     for (index, extra) in [[], ["--environ"]].enumerated() {
       let dump = "\(directory)/dump-\(index).dmp"
       let run = try runChild(["sh", "-c", "umask 022; exec \"$@\"", "sh", MinidumpCLI.imagelog, "minidump", String(child.pid), "-o", dump] + extra)

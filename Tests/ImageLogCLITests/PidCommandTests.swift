@@ -133,6 +133,7 @@ import ImageReaders
     if getuid() == 0 {
       target = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
       try target?.wait(for: "ready")
+      if let target { try waitUntilSleeping(target.pid, in: "sleep") }  // the exec and the loader are done
       result = try runProcessTest(droppedUserPrefix + [processTestImagelog, "pid", String(target?.pid ?? 1)])
     } else {
       target = nil
@@ -165,7 +166,7 @@ import ImageReaders
     try target.wait(for: "ready")
     // "ready" comes before the exec: until sleep runs, the process has no images to refuse (on a busy
     // machine imagelog read it mid-exec and said so).
-    try waitUntil("pid \(target.pid) runs sleep") { executablePath(of: target.pid)?.hasSuffix("/sleep") == true }
+    try waitUntilSleeping(target.pid, in: "sleep")
     let held = try #require(capabilities((readFile("/proc/\(target.pid)/status") ?? ""), "CapPrm:"))
     #expect(held & (ptrace | netAdmin) == ptrace | netAdmin)
     let result = try runProcessTest(["setpriv", "--bounding-set=-sys_ptrace,-net_admin", processTestImagelog, "pid",

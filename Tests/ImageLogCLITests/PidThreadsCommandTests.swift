@@ -331,6 +331,7 @@ import Testing
     if getuid() == 0 {
       let child = try RunningChild(["sh", "-c", "echo ready; exec sleep 600"])
       try child.wait(for: "ready")
+      try waitUntilSleeping(child.pid, in: "sleep")  // the exec and the loader are done
       target = child
       result = try runProcessTest(droppedUserPrefix + [processTestImagelog, "pid", "--threads", String(child.pid)])
     } else {
