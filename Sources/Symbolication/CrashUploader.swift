@@ -203,15 +203,17 @@ package struct CrashUploader {
     }
   }
 
-  /// The crash id in a server's answer: Socorro's `CrashID=bp-...`, the JSON `id` of Sentry's, or a
-  /// Breakpad server's bare id (one short line).
+  /// The crash id in a server's answer: Socorro's `CrashID=bp-...`, the JSON `id` of Sentry's, the
+  /// JSON `crash_id` (a number) of BugSplat's, or a Breakpad server's bare id (one short line).
   static func crashID(_ body: [UInt8]) -> String? {
     let text = String(decoding: body.prefix(4096), as: UTF8.self).trimmingCharacters()
     if text.hasPrefix("CrashID=") {
       return String(text.dropFirst("CrashID=".count).prefix { !$0.isWhitespace })
     }
-    if text.hasPrefix("{"), let value = try? JSONValue.parse(Substring(text), maximumDepth: 8), let id = value["id"]?.string {
-      return id
+    if text.hasPrefix("{"), let value = try? JSONValue.parse(Substring(text), maximumDepth: 8) {
+      if let id = value["id"]?.string { return id }
+      if let id = value["crash_id"]?.string ?? value["crash_id"]?.integer.map({ String($0) }) { return id }
+      return nil
     }
     guard !text.isEmpty, text.count <= 128, !text.contains("\n"), !text.contains("<") else { return nil }
     return text

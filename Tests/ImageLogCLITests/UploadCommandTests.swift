@@ -138,6 +138,21 @@ import Testing
     #expect(try Self.states(folder)[stem]?["crash_id"]?.string == answer["id"]?.string)
   }
 
+  /// BugSplat's crashpad.php wants `product` and `version` fields (docs.bugsplat.com, Crash Post
+  /// Endpoints) and answers a JSON object whose `crash_id` is a number.
+  @Test(.enabled(if: canRun, reason)) func bugSplatFieldsAndAnswer() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["bugsplat"])
+    let run = try Self.upload(["--url", receiver.url, "--annotation", "product=MyApp", "--annotation", "version=1.2.3", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let request = try #require(try receiver.requests().first)
+    #expect(request["fields"]?["product"]?.string == "MyApp" && request["fields"]?["version"]?.string == "1.2.3", "\(request)")
+    let answer = try JSONValue.parse(Substring(request["answer"]?.string ?? ""))
+    let id = try #require(answer["crash_id"]?.integer)
+    #expect(try Self.states(folder)[stem]?["crash_id"]?.string == String(id))
+  }
+
   @Test(.enabled(if: canRun, reason)) func failuresWaitWithTheirReasonAndRefusalsAreKept() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)
@@ -245,6 +260,51 @@ import Testing
     #expect(try Self.states(folder)[copy]?["state"]?.string == "sent")
   }
 
+  /// The bytes the crash files of `folder` take (every `.crash`, `.dmp`, `.core.zst` and `.upload`).
+  static func crashBytes(_ folder: String) -> Int64 {
+    directoryNames(folder).filter { name in [".crash", ".dmp", ".core.zst", ".upload"].contains { name.hasSuffix($0) } }
+      .reduce(0) { total, name in
+        var info = stat()
+        return total + (lstat("\(folder)/\(name)", &info) == 0 ? Int64(info.st_size) : 0)
+      }
+  }
+
+  @Test(.enabled(if: canRun, reason)) func sentCrashesArePrunedOldestFirstToFitTheMaximumSize() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, first) = try Self.crashFolder(in: directory)
+    let again = try runChild([Self.imagelog, "run", "--crash-dir", folder, "--crash-wait", "--", "sh", "-c", "kill -SEGV $$"])
+    try #require(again.signal == SIGSEGV)
+    let second = String(try #require(directoryNames(folder).first { $0.hasSuffix(".dmp") && !$0.hasPrefix(first) }).dropLast(4))
+    let copy = try #require(try Self.copies(of: first, in: folder, count: 1).first)  // written by the test: not ours
+    let receiver = try Receiver(in: directory)
+    let sent = try Self.upload(["--url", receiver.url, folder])
+    #expect(sent.exitCode == 0, "\(sent.output)\(sent.error)")
+    #expect(try receiver.requests().count == 3)
+    let states = try Self.states(folder)
+    // The one sent longest ago (then the smaller name) goes first.
+    let ours = [first, second].sorted { a, b in
+      ((states[a]?["sent_time"]?.integer ?? 0), a) < ((states[b]?["sent_time"]?.integer ?? 0), b)
+    }
+    #expect(ours.allSatisfy { states[$0]?["state"]?.string == "sent" }, "\(states)")
+    let total = Self.crashBytes(folder)
+    var run = try Self.upload(["--url", receiver.url, "--max-size", String(total - 1), folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    var names = directoryNames(folder)
+    #expect(!names.contains { $0.hasPrefix(ours[0] + ".") }, "the oldest sent crash goes, its state with it: \(names.sorted())")
+    #expect(names.contains("\(ours[1]).dmp") && names.contains("\(ours[1]).crash") && names.contains("\(ours[1]).upload"),
+            "one crash fits: the newer stays: \(names.sorted())")
+    #expect(Self.crashBytes(folder) <= total - 1)
+    run = try Self.upload(["--url", receiver.url, "--max-size", "0", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    names = directoryNames(folder)
+    #expect(!names.contains { $0.hasPrefix(ours[1] + ".") }, "\(names.sorted())")
+    #expect(names.contains("\(copy).dmp") && names.contains("\(copy).crash") && names.contains("\(copy).upload"),
+            "files the writer did not make are never removed, even above the size")
+    #expect(try receiver.requests().count == 3, "pruning sends nothing")
+    let bad = try Self.upload(["--url", receiver.url, "--max-size", "-1", folder])
+    #expect(bad.exitCode != 0 && bad.error.contains("--max-size"), "\(bad.error)")
+  }
+
   @Test(.enabled(if: canRun, reason)) func killedUploadsAreNeitherLostNorStuck() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)
@@ -289,6 +349,57 @@ import Testing
     #expect(try Self.states(folder)[stem]?["state"]?.string == "sent")
     let missing = try runChild([Self.imagelog, "crashes", directory + "/missing"])
     #expect(missing.exitCode == 1 && missing.error == "imagelog: \(directory)/missing is not a folder: Not a directory\n")
+  }
+
+  /// How many reports `aFolderOfManyReportsWithAFlakyServer` makes: 200 by default (seconds in a
+  /// debug build); `IMAGELOG_TEST_MANY_REPORTS=1000` for the figure.
+  static let manyReports = getenv("IMAGELOG_TEST_MANY_REPORTS").flatMap { Int(String(cString: $0)) }.map { max($0, 2) } ?? 200
+
+  /// A folder of many waiting reports (a small minidump, Tests/ImageReadersTests/Fixtures/minidump/
+  /// writer-x86_64.dmp, and a small report, under crash names of their own) and a server failing every
+  /// other request: after each run every report is sent exactly once or still waiting with the
+  /// server's reason; runs until none waits.
+  @Test(.enabled(if: canRun, reason)) func aFolderOfManyReportsWithAFlakyServer() throws {
+    let directory = try makeTemporaryDirectory()
+    let folder = directory + "/crashes"
+    try #require(mkdir(folder, 0o700) == 0)
+    let dump = try #require(readFileBytes(packageRoot + "/Tests/ImageReadersTests/Fixtures/minidump/writer-x86_64.dmp"))
+    let stems = try (0..<Self.manyReports).map { index in
+      let stem = "many.\(10_000 + index).20260101T000000Z"
+      try writeFile("\(folder)/\(stem).dmp", bytes: dump)
+      try writeFile("\(folder)/\(stem).crash", bytes: Array("crash \(index)\n".utf8))
+      return stem
+    }
+    let receiver = try Receiver(in: directory, modes: ["flaky"])
+    let start = ContinuousClock.now
+    var rounds = 0
+    for round in 1...16 {
+      rounds = round
+      let run = try Self.upload(["--url", receiver.url, "--now", folder])
+      let states = try Self.states(folder)
+      #expect(states.count == stems.count, "no report lost")
+      let accepted = try receiver.requests().filter { $0["status"]?.integer == 200 }
+        .compactMap { $0["fields"]?["imagelog_report_name"]?.string }
+      #expect(accepted.count == Set(accepted).count, "round \(round): a report was accepted twice")
+      for stem in stems {
+        let state = states[stem]?["state"]?.string
+        if accepted.contains(stem) {
+          #expect(state == "sent", "\(stem) was accepted: \(String(describing: states[stem]))")
+        } else {
+          #expect(state == "waiting" && (states[stem]?["reason"]?.string ?? "").contains("500"),
+                  "\(stem) not accepted waits with the server's reason: \(String(describing: states[stem]))")
+        }
+      }
+      if accepted.count == stems.count {
+        #expect(run.exitCode == 0 || round == 1, "\(run.error)")
+        break
+      }
+      #expect(run.exitCode == 1, "a failed report fails the run")
+    }
+    let seconds = ContinuousClock.now - start
+    #expect(try Self.states(folder).values.allSatisfy { $0["state"]?.string == "sent" }, "all sent after \(rounds) runs")
+    print("aFolderOfManyReportsWithAFlakyServer: \(stems.count) reports, \(rounds) runs, "
+          + "\(try receiver.requests().count) requests, \(seconds)")
   }
 
   @Test(.enabled(if: canRun, reason)) func racingUploadersSendEveryReportExactlyOnce() throws {
