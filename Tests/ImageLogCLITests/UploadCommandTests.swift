@@ -402,6 +402,69 @@ import Testing
           + "\(try receiver.requests().count) requests, \(seconds)")
   }
 
+  /// True when this test may mount a small tmpfs in a mount namespace of its own (root, unshare).
+  static let canMountTmpfs: Bool = {
+    guard getuid() == 0, haveTool("unshare") else { return false }
+    let probe = try? runChild(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                               "d=$(mktemp -d) && mount -t tmpfs -o size=1M tmpfs $d && umount $d; s=$?; rmdir $d; exit $s"],
+                              timeoutSeconds: 60)
+    return probe?.exitCode == 0
+  }()
+
+  /// A full disk while the state file is written: the crash folder on a 2 MiB tmpfs (in a mount
+  /// namespace of the test's own), a first attempt answered 500, then the file system filled: the next
+  /// attempt cannot record itself, so nothing is sent, the previous state stays byte for byte and the
+  /// run says why (ENOSPC); once there is room again the report is sent, once.
+  @Test(.enabled(if: canRun && canMountTmpfs, "needs python3, libcurl.so.4, root and unshare to mount a tmpfs"))
+  func aFullDiskWhileWritingTheStateLosesNothing() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["500", "ok"])
+    let script = #"""
+      set -u
+      D=$1; IMAGELOG=$2; URL=$3; STEM=$4; FOLDER=$5; RECEIVED=$6
+      mkdir -p "$D/mnt" && mount -t tmpfs -o size=2M,mode=0700 tmpfs "$D/mnt" || exit 2
+      trap 'umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt"' EXIT INT TERM HUP
+      cp -a "$FOLDER" "$D/mnt/crashes" || exit 3
+      C="$D/mnt/crashes"
+      "$IMAGELOG" upload --url "$URL" "$C" > "$D/out1" 2>&1; echo $? > "$D/status1"
+      cp "$C/$STEM.upload" "$D/state1" || exit 4
+      dd if=/dev/zero of="$D/mnt/fill" bs=4096 > /dev/null 2>&1
+      df -k "$D/mnt" > "$D/df"
+      "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out2" 2>&1; echo $? > "$D/status2"
+      cp "$C/$STEM.upload" "$D/state2" 2>/dev/null || cat "$C/$STEM.upload" > "$D/state2"
+      "$IMAGELOG" crashes --format json "$C" > "$D/list2.json" 2>&1
+      ls "$RECEIVED" | grep -c '^[0-9]*\.json$' > "$D/received2"
+      ls -a "$C" > "$D/files2"
+      rm -f "$D/mnt/fill"
+      "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out3" 2>&1; echo $? > "$D/status3"
+      "$IMAGELOG" crashes --format json "$C" > "$D/list3.json" 2>&1
+      """#
+    let run = try runChild(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", directory, Self.imagelog,
+                            receiver.url, stem, folder, receiver.folder], timeoutSeconds: 240)
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    func text(_ name: String) -> String { readFile("\(directory)/\(name)") ?? "(none)" }
+    #expect(text("status1") == "1\n" && text("out1").contains("HTTP 500"), "\(text("out1"))")
+    let state1 = try JSONValue.parse(Substring(text("state1")))
+    #expect(state1["state"]?.string == "waiting" && state1["attempts"]?.integer == 1, "\(text("state1"))")
+    // The full disk: no request, the state as it was, the reason said.
+    #expect(text("status2") == "1\n", "\(text("out2"))")
+    #expect(text("out2").contains("\(stem): waiting: cannot record the attempt") && text("out2").contains("No space left"),
+            "\(text("out2"))\(text("df"))")
+    #expect(text("state2") == text("state1"), "the previous state stays whole")
+    #expect(text("received2") == "1\n", "nothing is sent that cannot be recorded")
+    let listed = try JSONValue.parse(Substring(text("list2.json")))
+    #expect(listed["reports"]?.array?.first?["state"]?.string == "waiting", "\(text("list2.json"))")
+    #expect(!text("files2").split(separator: "\n").contains { $0.hasPrefix(".") && $0 != "." && $0 != ".." },
+            "no half-written file is left: \(text("files2"))")
+    // Room again: sent, once.
+    #expect(text("status3") == "0\n", "\(text("out3"))")
+    let after = try JSONValue.parse(Substring(text("list3.json")))
+    #expect(after["reports"]?.array?.first?["state"]?.string == "sent", "\(text("list3.json"))")
+    let requests = try receiver.requests()
+    #expect(requests.count == 2 && requests.filter { $0["status"]?.integer == 200 }.count == 1)
+  }
+
   @Test(.enabled(if: canRun, reason)) func racingUploadersSendEveryReportExactlyOnce() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)

@@ -128,7 +128,7 @@ struct UploadCommand: Command {
     var status = ExitStatus.success
     for outcome in uploader.uploadAll(stop: { stage in if stage == killAt { raise(SIGKILL) } }) {
       printOutput("\(outcome.stem): \(outcome.state.rawValue)\(outcome.detail.isEmpty ? "" : ": " + outcome.detail)")
-      if outcome.attempted && outcome.state != .sent { status = .failure }
+      if outcome.failed { status = .failure }
     }
     if maxSent != nil || maxSentAge != nil || maxSize != nil {
       for path in database.pruneSent(keeping: maxSent, maximumAge: maxSentAge, maximumBytes: maxSize, now: Int64(time(nil))) { printOutput("removed \(path)") }
