@@ -465,6 +465,53 @@ import Testing
     #expect(requests.count == 2 && requests.filter { $0["status"]?.integer == 200 }.count == 1)
   }
 
+  /// A full disk after the server answered (the window the database documents): the server holds the
+  /// request until the test has filled the file system, so the answer cannot be recorded; the state
+  /// says the attempt began and recorded no answer, the run exits 1 saying so, and with room again
+  /// the report goes once more with the same `imagelog_report_id` and is then `sent`.
+  @Test(.enabled(if: canRun && canMountTmpfs, "needs python3, libcurl.so.4, root and unshare to mount a tmpfs"))
+  func aFullDiskAfterTheAnswerSendsAgainWithTheSameID() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["hold", "ok"])
+    let script = #"""
+      set -u
+      D=$1; IMAGELOG=$2; URL=$3; STEM=$4; FOLDER=$5; RECEIVED=$6
+      mkdir -p "$D/mnt" && mount -t tmpfs -o size=2M,mode=0700 tmpfs "$D/mnt" || exit 2
+      P=
+      cleanup() { touch "$RECEIVED/release"; [ -n "$P" ] && kill -9 "$P" 2>/dev/null; wait; umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt"; }
+      trap cleanup EXIT INT TERM HUP
+      cp -a "$FOLDER" "$D/mnt/crashes" || exit 3
+      C="$D/mnt/crashes"
+      "$IMAGELOG" upload --url "$URL" "$C" > "$D/out1" 2>&1 &
+      P=$!
+      i=0; until [ -e "$RECEIVED/1.holding" ]; do i=$((i + 1)); [ $i -lt 6000 ] || exit 4; sleep 0.01; done
+      dd if=/dev/zero of="$D/mnt/fill" bs=4096 > /dev/null 2>&1
+      touch "$RECEIVED/release"
+      wait "$P"; echo $? > "$D/status1"; P=
+      cat "$C/$STEM.upload" > "$D/state1"
+      rm -f "$D/mnt/fill"
+      "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out2" 2>&1; echo $? > "$D/status2"
+      "$IMAGELOG" crashes --format json "$C" > "$D/list2.json" 2>&1
+      """#
+    let run = try runChild(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", directory, Self.imagelog,
+                            receiver.url, stem, folder, receiver.folder], timeoutSeconds: 240)
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    func text(_ name: String) -> String { readFile("\(directory)/\(name)") ?? "(none)" }
+    #expect(text("status1") == "1\n", "\(text("out1"))")
+    #expect(text("out1").contains("\(stem): waiting: sent, but the state cannot be written") && text("out1").contains("No space left"),
+            "\(text("out1"))")
+    let state1 = try JSONValue.parse(Substring(text("state1")))
+    #expect(state1["state"]?.string == "waiting" && (state1["reason"]?.string ?? "").contains("recorded no answer"), "\(text("state1"))")
+    #expect(text("status2") == "0\n", "\(text("out2"))")
+    let listed = try JSONValue.parse(Substring(text("list2.json")))
+    #expect(listed["reports"]?.array?.first?["state"]?.string == "sent", "\(text("list2.json"))")
+    let requests = try receiver.requests()
+    #expect(requests.count == 2 && requests.allSatisfy { $0["status"]?.integer == 200 }, "\(requests)")
+    let ids = Set(requests.compactMap { $0["fields"]?["imagelog_report_id"]?.string })
+    #expect(ids.count == 1 && ids.first == state1["report_id"]?.string, "both copies carry one report id: \(ids)")
+  }
+
   @Test(.enabled(if: canRun, reason)) func racingUploadersSendEveryReportExactlyOnce() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)
