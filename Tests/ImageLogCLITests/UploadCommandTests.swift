@@ -411,6 +411,30 @@ import Testing
     return probe?.exitCode == 0
   }()
 
+  /// Runs `script` (sh) in a mount namespace of its own with a copy of the crash folder `folder` on
+  /// a 2 MiB tmpfs: the script sees `$D` (`directory`, where it leaves its findings), `$IMAGELOG`,
+  /// `$URL`, `$STEM`, `$RECEIVED` (the receiver's folder), `$C` (the copy) and `$P` (a background
+  /// process it starts, killed on exit; the receiver is released then too). Returns a reader of
+  /// the files the script left in `directory`.
+  static func onSmallTmpfs(_ script: String, directory: String, receiver: Receiver, stem: String, folder: String,
+                           sourceLocation: SourceLocation = #_sourceLocation) throws -> (String) -> String {
+    let prologue = #"""
+      set -u
+      D=$1; IMAGELOG=$2; URL=$3; STEM=$4; FOLDER=$5; RECEIVED=$6
+      mkdir -p "$D/mnt" && mount -t tmpfs -o size=2M,mode=0700 tmpfs "$D/mnt" || exit 2
+      P=
+      cleanup() { touch "$RECEIVED/release"; [ -n "$P" ] && kill -9 "$P" 2>/dev/null; wait; umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt"; }
+      trap cleanup EXIT INT TERM HUP
+      cp -a "$FOLDER" "$D/mnt/crashes" || exit 3
+      C="$D/mnt/crashes"
+
+      """#
+    let run = try runChild(["unshare", "-m", "--propagation", "private", "sh", "-c", prologue + script, "sh", directory, imagelog,
+                            receiver.url, stem, folder, receiver.folder], timeoutSeconds: 240)
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)", sourceLocation: sourceLocation)
+    return { name in readFile("\(directory)/\(name)") ?? "(none)" }
+  }
+
   /// A full disk while the state file is written: the crash folder on a 2 MiB tmpfs (in a mount
   /// namespace of the test's own), a first attempt answered 500, then the file system filled: the next
   /// attempt cannot record itself, so nothing is sent, the previous state stays byte for byte and the
@@ -421,12 +445,6 @@ import Testing
     let (folder, stem) = try Self.crashFolder(in: directory)
     let receiver = try Receiver(in: directory, modes: ["500", "ok"])
     let script = #"""
-      set -u
-      D=$1; IMAGELOG=$2; URL=$3; STEM=$4; FOLDER=$5; RECEIVED=$6
-      mkdir -p "$D/mnt" && mount -t tmpfs -o size=2M,mode=0700 tmpfs "$D/mnt" || exit 2
-      trap 'umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt"' EXIT INT TERM HUP
-      cp -a "$FOLDER" "$D/mnt/crashes" || exit 3
-      C="$D/mnt/crashes"
       "$IMAGELOG" upload --url "$URL" "$C" > "$D/out1" 2>&1; echo $? > "$D/status1"
       cp "$C/$STEM.upload" "$D/state1" || exit 4
       dd if=/dev/zero of="$D/mnt/fill" bs=4096 > /dev/null 2>&1
@@ -440,10 +458,7 @@ import Testing
       "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out3" 2>&1; echo $? > "$D/status3"
       "$IMAGELOG" crashes --format json "$C" > "$D/list3.json" 2>&1
       """#
-    let run = try runChild(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", directory, Self.imagelog,
-                            receiver.url, stem, folder, receiver.folder], timeoutSeconds: 240)
-    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
-    func text(_ name: String) -> String { readFile("\(directory)/\(name)") ?? "(none)" }
+    let text = try Self.onSmallTmpfs(script, directory: directory, receiver: receiver, stem: stem, folder: folder)
     #expect(text("status1") == "1\n" && text("out1").contains("HTTP 500"), "\(text("out1"))")
     let state1 = try JSONValue.parse(Substring(text("state1")))
     #expect(state1["state"]?.string == "waiting" && state1["attempts"]?.integer == 1, "\(text("state1"))")
@@ -475,14 +490,6 @@ import Testing
     let (folder, stem) = try Self.crashFolder(in: directory)
     let receiver = try Receiver(in: directory, modes: ["hold", "ok"])
     let script = #"""
-      set -u
-      D=$1; IMAGELOG=$2; URL=$3; STEM=$4; FOLDER=$5; RECEIVED=$6
-      mkdir -p "$D/mnt" && mount -t tmpfs -o size=2M,mode=0700 tmpfs "$D/mnt" || exit 2
-      P=
-      cleanup() { touch "$RECEIVED/release"; [ -n "$P" ] && kill -9 "$P" 2>/dev/null; wait; umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt"; }
-      trap cleanup EXIT INT TERM HUP
-      cp -a "$FOLDER" "$D/mnt/crashes" || exit 3
-      C="$D/mnt/crashes"
       "$IMAGELOG" upload --url "$URL" "$C" > "$D/out1" 2>&1 &
       P=$!
       i=0; until [ -e "$RECEIVED/1.holding" ]; do i=$((i + 1)); [ $i -lt 6000 ] || exit 4; sleep 0.01; done
@@ -494,10 +501,7 @@ import Testing
       "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out2" 2>&1; echo $? > "$D/status2"
       "$IMAGELOG" crashes --format json "$C" > "$D/list2.json" 2>&1
       """#
-    let run = try runChild(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", directory, Self.imagelog,
-                            receiver.url, stem, folder, receiver.folder], timeoutSeconds: 240)
-    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
-    func text(_ name: String) -> String { readFile("\(directory)/\(name)") ?? "(none)" }
+    let text = try Self.onSmallTmpfs(script, directory: directory, receiver: receiver, stem: stem, folder: folder)
     #expect(text("status1") == "1\n", "\(text("out1"))")
     #expect(text("out1").contains("\(stem): waiting: sent, but the state cannot be written") && text("out1").contains("No space left"),
             "\(text("out1"))")
