@@ -291,20 +291,32 @@ package struct CrashDatabase: Sendable {
 
 extension CrashDatabase {
   /// Removes the files of sent reports beyond the newest `count` sent ones (by the time they were
-  /// sent, then by name) and of those sent more than `maximumAge` seconds before `now`; reports in
-  /// any other state are never touched. Only files that are the writer's own are removed (as
+  /// sent, then by name), of those sent more than `maximumAge` seconds before `now`, and then of the
+  /// oldest sent ones until the crash files of the whole folder (every report's `.crash`, `.dmp`,
+  /// `.core.zst` and state file) take at most `maximumBytes` (as Crashpad's and systemd-coredump's
+  /// size limits); reports in any other state are never touched, so a folder of waiting reports can
+  /// stay above the limit. Only files that are the writer's own are removed (as
   /// `CrashFolder.removeOldest` decides: regular, owned by the effective user, marked with their own
   /// name), the state file last, so a report whose crash files stay keeps its state. Returns the
   /// paths removed.
   @discardableResult
-  package func pruneSent(keeping count: Int?, maximumAge: Int64?, now: Int64) -> [String] {
-    let sent = reports(now: now).filter { $0.state == .sent }
+  package func pruneSent(keeping count: Int?, maximumAge: Int64?, maximumBytes: Int64? = nil, now: Int64) -> [String] {
+    let all = reports(now: now)
+    let sent = all.filter { $0.state == .sent }
       .sorted { ($0.record?.sentTime ?? 0, $0.stem) > ($1.record?.sentTime ?? 0, $1.stem) }
+    var total: Int64 = 0
+    if maximumBytes != nil {
+      for report in all {
+        for ext in report.files + [Self.stateExtension] {
+          let (sum, overflow) = total.addingReportingOverflow(fileSize("\(report.stem).\(ext)"))
+          total = overflow ? .max : sum
+        }
+      }
+    }
     var removed: [String] = []
-    for (index, report) in sent.enumerated() {
-      let tooMany = count.map { index >= $0 } ?? false
-      let tooOld = maximumAge.map { now - (report.record?.sentTime ?? now) > $0 } ?? false
-      guard tooMany || tooOld else { continue }
+    var pruned = Set<String>()
+    func remove(_ report: Report) {
+      pruned.insert(report.stem)
       var kept = false
       for ext in report.files + [Self.stateExtension] {
         let name = "\(report.stem).\(ext)"
@@ -314,9 +326,25 @@ extension CrashDatabase {
         guard PathBytes.withCString(path, { lstat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG,
               info.st_uid == geteuid(), CrashFolder.isMarked(path, as: name),
               PathBytes.withCString(path, unlink) == 0 else { kept = true; continue }
+        total = max(total.subtractingReportingOverflow(Int64(info.st_size)).partialValue, 0)
         removed.append(path)
       }
     }
+    for (index, report) in sent.enumerated() {
+      let tooMany = count.map { index >= $0 } ?? false
+      let tooOld = maximumAge.map { now - (report.record?.sentTime ?? now) > $0 } ?? false
+      if tooMany || tooOld { remove(report) }
+    }
+    if let maximumBytes {
+      for report in sent.reversed() where total > maximumBytes && !pruned.contains(report.stem) { remove(report) }
+    }
     return removed
+  }
+
+  /// The size of `name` in the folder (0 when it is not a regular file there).
+  func fileSize(_ name: String) -> Int64 {
+    var info = stat()
+    guard PathBytes.withCString("\(folder.path)/\(name)", { lstat($0, &info) }) == 0, info.st_mode & S_IFMT == S_IFREG else { return 0 }
+    return Int64(info.st_size)
   }
 }

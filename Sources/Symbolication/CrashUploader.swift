@@ -49,6 +49,9 @@ package struct CrashUploader {
     package var detail: String
     /// True when a request was made.
     package var attempted: Bool
+    /// True when the report was due and is not sent: its request failed or was refused, or could not
+    /// be made or recorded (a full disk, an unreadable minidump).
+    package var failed: Bool
   }
 
   /// One request, as it would go.
@@ -80,15 +83,15 @@ package struct CrashUploader {
 
   /// Sends the report `stem` when it waits and is due (see `CrashDatabase` for the steps).
   package func upload(_ stem: String, now: () -> Int64, stop: (String) -> Void = { _ in }) -> Outcome {
-    func outcome(_ state: CrashDatabase.State, _ detail: String, attempted: Bool = false) -> Outcome {
-      Outcome(stem: stem, state: state, detail: detail, attempted: attempted)
+    func outcome(_ state: CrashDatabase.State, _ detail: String, attempted: Bool = false, failed: Bool? = nil) -> Outcome {
+      Outcome(stem: stem, state: state, detail: detail, attempted: attempted, failed: failed ?? (attempted && state != .sent))
     }
     let lock: CrashDatabase.Lock
     do {
       guard let held = try database.lock(stem) else { return outcome(.uploading, "another upload has it") }
       lock = held
     } catch {
-      return outcome(.waiting, "\(error)")
+      return outcome(.waiting, "\(error)", failed: true)
     }
     // Read again under the lock: another uploader may have sent it since the folder was listed.
     var record = CrashDatabase.Record()
@@ -106,7 +109,7 @@ package struct CrashUploader {
     }
     let request: Request
     do { request = try makeRequest(stem, minidump: lock.descriptor, clientID: try database.clientID()) } catch {
-      return outcome(.waiting, "\(error)")
+      return outcome(.waiting, "\(error)", failed: true)
     }
     // The attempt is counted before the request: a kill from here on is seen by the next run.
     record.attempts += 1
@@ -116,7 +119,7 @@ package struct CrashUploader {
     record.reportID = record.reportID ?? CrashDatabase.newReportID()
     record.url = options.url
     do { try database.write(record, for: stem, now: start) } catch {
-      return outcome(.waiting, "cannot record the attempt: \(error)")
+      return outcome(.waiting, "cannot record the attempt: \(error)", failed: true)
     }
     stop("before-request")
     var sent = request
@@ -203,15 +206,17 @@ package struct CrashUploader {
     }
   }
 
-  /// The crash id in a server's answer: Socorro's `CrashID=bp-...`, the JSON `id` of Sentry's, or a
-  /// Breakpad server's bare id (one short line).
+  /// The crash id in a server's answer: Socorro's `CrashID=bp-...`, the JSON `id` of Sentry's, the
+  /// JSON `crash_id` (a number) of BugSplat's, or a Breakpad server's bare id (one short line).
   static func crashID(_ body: [UInt8]) -> String? {
     let text = String(decoding: body.prefix(4096), as: UTF8.self).trimmingCharacters()
     if text.hasPrefix("CrashID=") {
       return String(text.dropFirst("CrashID=".count).prefix { !$0.isWhitespace })
     }
-    if text.hasPrefix("{"), let value = try? JSONValue.parse(Substring(text), maximumDepth: 8), let id = value["id"]?.string {
-      return id
+    if text.hasPrefix("{"), let value = try? JSONValue.parse(Substring(text), maximumDepth: 8) {
+      if let id = value["id"]?.string { return id }
+      if let id = value["crash_id"]?.string ?? value["crash_id"]?.integer.map({ String($0) }) { return id }
+      return nil
     }
     guard !text.isEmpty, text.count <= 128, !text.contains("\n"), !text.contains("<") else { return nil }
     return text

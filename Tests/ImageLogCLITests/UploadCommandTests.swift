@@ -138,6 +138,21 @@ import Testing
     #expect(try Self.states(folder)[stem]?["crash_id"]?.string == answer["id"]?.string)
   }
 
+  /// BugSplat's crashpad.php wants `product` and `version` fields (docs.bugsplat.com, Crash Post
+  /// Endpoints) and answers a JSON object whose `crash_id` is a number.
+  @Test(.enabled(if: canRun, reason)) func bugSplatFieldsAndAnswer() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["bugsplat"])
+    let run = try Self.upload(["--url", receiver.url, "--annotation", "product=MyApp", "--annotation", "version=1.2.3", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    let request = try #require(try receiver.requests().first)
+    #expect(request["fields"]?["product"]?.string == "MyApp" && request["fields"]?["version"]?.string == "1.2.3", "\(request)")
+    let answer = try JSONValue.parse(Substring(request["answer"]?.string ?? ""))
+    let id = try #require(answer["crash_id"]?.integer)
+    #expect(try Self.states(folder)[stem]?["crash_id"]?.string == String(id))
+  }
+
   @Test(.enabled(if: canRun, reason)) func failuresWaitWithTheirReasonAndRefusalsAreKept() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)
@@ -245,6 +260,51 @@ import Testing
     #expect(try Self.states(folder)[copy]?["state"]?.string == "sent")
   }
 
+  /// The bytes the crash files of `folder` take (every `.crash`, `.dmp`, `.core.zst` and `.upload`).
+  static func crashBytes(_ folder: String) -> Int64 {
+    directoryNames(folder).filter { name in [".crash", ".dmp", ".core.zst", ".upload"].contains { name.hasSuffix($0) } }
+      .reduce(0) { total, name in
+        var info = stat()
+        return total + (lstat("\(folder)/\(name)", &info) == 0 ? Int64(info.st_size) : 0)
+      }
+  }
+
+  @Test(.enabled(if: canRun, reason)) func sentCrashesArePrunedOldestFirstToFitTheMaximumSize() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, first) = try Self.crashFolder(in: directory)
+    let again = try runChild([Self.imagelog, "run", "--crash-dir", folder, "--crash-wait", "--", "sh", "-c", "kill -SEGV $$"])
+    try #require(again.signal == SIGSEGV)
+    let second = String(try #require(directoryNames(folder).first { $0.hasSuffix(".dmp") && !$0.hasPrefix(first) }).dropLast(4))
+    let copy = try #require(try Self.copies(of: first, in: folder, count: 1).first)  // written by the test: not ours
+    let receiver = try Receiver(in: directory)
+    let sent = try Self.upload(["--url", receiver.url, folder])
+    #expect(sent.exitCode == 0, "\(sent.output)\(sent.error)")
+    #expect(try receiver.requests().count == 3)
+    let states = try Self.states(folder)
+    // The one sent longest ago (then the smaller name) goes first.
+    let ours = [first, second].sorted { a, b in
+      ((states[a]?["sent_time"]?.integer ?? 0), a) < ((states[b]?["sent_time"]?.integer ?? 0), b)
+    }
+    #expect(ours.allSatisfy { states[$0]?["state"]?.string == "sent" }, "\(states)")
+    let total = Self.crashBytes(folder)
+    var run = try Self.upload(["--url", receiver.url, "--max-size", String(total - 1), folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    var names = directoryNames(folder)
+    #expect(!names.contains { $0.hasPrefix(ours[0] + ".") }, "the oldest sent crash goes, its state with it: \(names.sorted())")
+    #expect(names.contains("\(ours[1]).dmp") && names.contains("\(ours[1]).crash") && names.contains("\(ours[1]).upload"),
+            "one crash fits: the newer stays: \(names.sorted())")
+    #expect(Self.crashBytes(folder) <= total - 1)
+    run = try Self.upload(["--url", receiver.url, "--max-size", "0", folder])
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)")
+    names = directoryNames(folder)
+    #expect(!names.contains { $0.hasPrefix(ours[1] + ".") }, "\(names.sorted())")
+    #expect(names.contains("\(copy).dmp") && names.contains("\(copy).crash") && names.contains("\(copy).upload"),
+            "files the writer did not make are never removed, even above the size")
+    #expect(try receiver.requests().count == 3, "pruning sends nothing")
+    let bad = try Self.upload(["--url", receiver.url, "--max-size", "-1", folder])
+    #expect(bad.exitCode != 0 && bad.error.contains("--max-size"), "\(bad.error)")
+  }
+
   @Test(.enabled(if: canRun, reason)) func killedUploadsAreNeitherLostNorStuck() throws {
     let directory = try makeTemporaryDirectory()
     let (folder, stem) = try Self.crashFolder(in: directory)
@@ -289,6 +349,171 @@ import Testing
     #expect(try Self.states(folder)[stem]?["state"]?.string == "sent")
     let missing = try runChild([Self.imagelog, "crashes", directory + "/missing"])
     #expect(missing.exitCode == 1 && missing.error == "imagelog: \(directory)/missing is not a folder: Not a directory\n")
+  }
+
+  /// How many reports `aFolderOfManyReportsWithAFlakyServer` makes: 200 by default (seconds in a
+  /// debug build); `IMAGELOG_TEST_MANY_REPORTS=1000` for the issue's figure.
+  static let manyReports = getenv("IMAGELOG_TEST_MANY_REPORTS").flatMap { Int(String(cString: $0)) }.map { max($0, 2) } ?? 200
+
+  /// A folder of many waiting reports (a small minidump, Tests/ImageReadersTests/Fixtures/minidump/
+  /// writer-x86_64.dmp, and a small report, under crash names of their own) and a server failing every
+  /// other request: after each run every report is sent exactly once or still waiting with the
+  /// server's reason; runs until none waits.
+  @Test(.enabled(if: canRun, reason)) func aFolderOfManyReportsWithAFlakyServer() throws {
+    let directory = try makeTemporaryDirectory()
+    let folder = directory + "/crashes"
+    try #require(mkdir(folder, 0o700) == 0)
+    let dump = try #require(readFileBytes(packageRoot + "/Tests/ImageReadersTests/Fixtures/minidump/writer-x86_64.dmp"))
+    let stems = try (0..<Self.manyReports).map { index in
+      let stem = "many.\(10_000 + index).20260101T000000Z"
+      try writeFile("\(folder)/\(stem).dmp", bytes: dump)
+      try writeFile("\(folder)/\(stem).crash", bytes: Array("crash \(index)\n".utf8))
+      return stem
+    }
+    let receiver = try Receiver(in: directory, modes: ["flaky"])
+    let start = ContinuousClock.now
+    var rounds = 0
+    for round in 1...16 {
+      rounds = round
+      let run = try Self.upload(["--url", receiver.url, "--now", folder])
+      let states = try Self.states(folder)
+      #expect(states.count == stems.count, "no report lost")
+      let accepted = try receiver.requests().filter { $0["status"]?.integer == 200 }
+        .compactMap { $0["fields"]?["imagelog_report_name"]?.string }
+      #expect(accepted.count == Set(accepted).count, "round \(round): a report was accepted twice")
+      for stem in stems {
+        let state = states[stem]?["state"]?.string
+        if accepted.contains(stem) {
+          #expect(state == "sent", "\(stem) was accepted: \(String(describing: states[stem]))")
+        } else {
+          #expect(state == "waiting" && (states[stem]?["reason"]?.string ?? "").contains("500"),
+                  "\(stem) not accepted waits with the server's reason: \(String(describing: states[stem]))")
+        }
+      }
+      if accepted.count == stems.count {
+        #expect(run.exitCode == 0 || round == 1, "\(run.error)")
+        break
+      }
+      #expect(run.exitCode == 1, "a failed report fails the run")
+    }
+    let seconds = ContinuousClock.now - start
+    #expect(try Self.states(folder).values.allSatisfy { $0["state"]?.string == "sent" }, "all sent after \(rounds) runs")
+    print("aFolderOfManyReportsWithAFlakyServer: \(stems.count) reports, \(rounds) runs, "
+          + "\(try receiver.requests().count) requests, \(seconds)")
+  }
+
+  /// True when this test may mount a small tmpfs in a mount namespace of its own (root, unshare).
+  static let canMountTmpfs: Bool = {
+    guard getuid() == 0, haveTool("unshare") else { return false }
+    let probe = try? runChild(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                               "d=$(mktemp -d) && mount -t tmpfs -o size=1M tmpfs $d && umount $d; s=$?; rmdir $d; exit $s"],
+                              timeoutSeconds: 60)
+    return probe?.exitCode == 0
+  }()
+
+  /// Runs `script` (sh) in a mount namespace of its own with a copy of the crash folder `folder` on
+  /// a 2 MiB tmpfs: the script sees `$D` (`directory`, where it leaves its findings), `$IMAGELOG`,
+  /// `$URL`, `$STEM`, `$RECEIVED` (the receiver's folder), `$C` (the copy) and `$P` (a background
+  /// process it starts, killed on exit; the receiver is released then too). Returns a reader of
+  /// the files the script left in `directory`.
+  static func onSmallTmpfs(_ script: String, directory: String, receiver: Receiver, stem: String, folder: String,
+                           sourceLocation: SourceLocation = #_sourceLocation) throws -> (String) -> String {
+    let prologue = #"""
+      set -u
+      D=$1; IMAGELOG=$2; URL=$3; STEM=$4; FOLDER=$5; RECEIVED=$6
+      mkdir -p "$D/mnt" && mount -t tmpfs -o size=2M,mode=0700 tmpfs "$D/mnt" || exit 2
+      P=
+      cleanup() { touch "$RECEIVED/release"; [ -n "$P" ] && kill -9 "$P" 2>/dev/null; wait; umount "$D/mnt" 2>/dev/null || umount -l "$D/mnt"; }
+      trap cleanup EXIT INT TERM HUP
+      cp -a "$FOLDER" "$D/mnt/crashes" || exit 3
+      C="$D/mnt/crashes"
+
+      """#
+    let run = try runChild(["unshare", "-m", "--propagation", "private", "sh", "-c", prologue + script, "sh", directory, imagelog,
+                            receiver.url, stem, folder, receiver.folder], timeoutSeconds: 240)
+    #expect(run.exitCode == 0, "\(run.output)\(run.error)", sourceLocation: sourceLocation)
+    return { name in readFile("\(directory)/\(name)") ?? "(none)" }
+  }
+
+  /// A full disk while the state file is written: the crash folder on a 2 MiB tmpfs (in a mount
+  /// namespace of the test's own), a first attempt answered 500, then the file system filled: the next
+  /// attempt cannot record itself, so nothing is sent, the previous state stays byte for byte and the
+  /// run says why (ENOSPC); once there is room again the report is sent, once.
+  @Test(.enabled(if: canRun && canMountTmpfs, "needs python3, libcurl.so.4, root and unshare to mount a tmpfs"))
+  func aFullDiskWhileWritingTheStateLosesNothing() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["500", "ok"])
+    let script = #"""
+      "$IMAGELOG" upload --url "$URL" "$C" > "$D/out1" 2>&1; echo $? > "$D/status1"
+      cp "$C/$STEM.upload" "$D/state1" || exit 4
+      dd if=/dev/zero of="$D/mnt/fill" bs=4096 > /dev/null 2>&1
+      df -k "$D/mnt" > "$D/df"
+      "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out2" 2>&1; echo $? > "$D/status2"
+      cp "$C/$STEM.upload" "$D/state2" 2>/dev/null || cat "$C/$STEM.upload" > "$D/state2"
+      "$IMAGELOG" crashes --format json "$C" > "$D/list2.json" 2>&1
+      ls "$RECEIVED" | grep -c '^[0-9]*\.json$' > "$D/received2"
+      ls -a "$C" > "$D/files2"
+      rm -f "$D/mnt/fill"
+      "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out3" 2>&1; echo $? > "$D/status3"
+      "$IMAGELOG" crashes --format json "$C" > "$D/list3.json" 2>&1
+      """#
+    let text = try Self.onSmallTmpfs(script, directory: directory, receiver: receiver, stem: stem, folder: folder)
+    #expect(text("status1") == "1\n" && text("out1").contains("HTTP 500"), "\(text("out1"))")
+    let state1 = try JSONValue.parse(Substring(text("state1")))
+    #expect(state1["state"]?.string == "waiting" && state1["attempts"]?.integer == 1, "\(text("state1"))")
+    // The full disk: no request, the state as it was, the reason said.
+    #expect(text("status2") == "1\n", "\(text("out2"))")
+    #expect(text("out2").contains("\(stem): waiting: cannot record the attempt") && text("out2").contains("No space left"),
+            "\(text("out2"))\(text("df"))")
+    #expect(text("state2") == text("state1"), "the previous state stays whole")
+    #expect(text("received2") == "1\n", "nothing is sent that cannot be recorded")
+    let listed = try JSONValue.parse(Substring(text("list2.json")))
+    #expect(listed["reports"]?.array?.first?["state"]?.string == "waiting", "\(text("list2.json"))")
+    #expect(!text("files2").split(separator: "\n").contains { $0.hasPrefix(".") && $0 != "." && $0 != ".." },
+            "no half-written file is left: \(text("files2"))")
+    // Room again: sent, once.
+    #expect(text("status3") == "0\n", "\(text("out3"))")
+    let after = try JSONValue.parse(Substring(text("list3.json")))
+    #expect(after["reports"]?.array?.first?["state"]?.string == "sent", "\(text("list3.json"))")
+    let requests = try receiver.requests()
+    #expect(requests.count == 2 && requests.filter { $0["status"]?.integer == 200 }.count == 1)
+  }
+
+  /// A full disk after the server answered (the window the database documents): the server holds the
+  /// request until the test has filled the file system, so the answer cannot be recorded; the state
+  /// says the attempt began and recorded no answer, the run exits 1 saying so, and with room again
+  /// the report goes once more with the same `imagelog_report_id` and is then `sent`.
+  @Test(.enabled(if: canRun && canMountTmpfs, "needs python3, libcurl.so.4, root and unshare to mount a tmpfs"))
+  func aFullDiskAfterTheAnswerSendsAgainWithTheSameID() throws {
+    let directory = try makeTemporaryDirectory()
+    let (folder, stem) = try Self.crashFolder(in: directory)
+    let receiver = try Receiver(in: directory, modes: ["hold", "ok"])
+    let script = #"""
+      "$IMAGELOG" upload --url "$URL" "$C" > "$D/out1" 2>&1 &
+      P=$!
+      i=0; until [ -e "$RECEIVED/1.holding" ]; do i=$((i + 1)); [ $i -lt 6000 ] || exit 4; sleep 0.01; done
+      dd if=/dev/zero of="$D/mnt/fill" bs=4096 > /dev/null 2>&1
+      touch "$RECEIVED/release"
+      wait "$P"; echo $? > "$D/status1"; P=
+      cat "$C/$STEM.upload" > "$D/state1"
+      rm -f "$D/mnt/fill"
+      "$IMAGELOG" upload --url "$URL" --now "$C" > "$D/out2" 2>&1; echo $? > "$D/status2"
+      "$IMAGELOG" crashes --format json "$C" > "$D/list2.json" 2>&1
+      """#
+    let text = try Self.onSmallTmpfs(script, directory: directory, receiver: receiver, stem: stem, folder: folder)
+    #expect(text("status1") == "1\n", "\(text("out1"))")
+    #expect(text("out1").contains("\(stem): waiting: sent, but the state cannot be written") && text("out1").contains("No space left"),
+            "\(text("out1"))")
+    let state1 = try JSONValue.parse(Substring(text("state1")))
+    #expect(state1["state"]?.string == "waiting" && (state1["reason"]?.string ?? "").contains("recorded no answer"), "\(text("state1"))")
+    #expect(text("status2") == "0\n", "\(text("out2"))")
+    let listed = try JSONValue.parse(Substring(text("list2.json")))
+    #expect(listed["reports"]?.array?.first?["state"]?.string == "sent", "\(text("list2.json"))")
+    let requests = try receiver.requests()
+    #expect(requests.count == 2 && requests.allSatisfy { $0["status"]?.integer == 200 }, "\(requests)")
+    let ids = Set(requests.compactMap { $0["fields"]?["imagelog_report_id"]?.string })
+    #expect(ids.count == 1 && ids.first == state1["report_id"]?.string, "both copies carry one report id: \(ids)")
   }
 
   @Test(.enabled(if: canRun, reason)) func racingUploadersSendEveryReportExactlyOnce() throws {

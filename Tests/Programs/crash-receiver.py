@@ -13,6 +13,8 @@ Modes:
   ok        200, "bp-ok-N" (a Breakpad server's bare id)
   socorro   200, "CrashID=bp-UUID" as Socorro's collector answers
   sentry    200, {"id": "HEX"} as Sentry's minidump endpoint answers
+  bugsplat  200, {"status": "success", "crash_id": N, "url": ...} as BugSplat's crashpad.php answers
+            (docs.bugsplat.com, Crash Post Endpoints, "Crashpad")
   500       500, "internal error"
   429:S     429 with Retry-After: S
   413       413, "payload too large"
@@ -132,6 +134,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             answer = ("CrashID=bp-%s\n" % uuid.uuid4()).encode()
         elif mode == "sentry":
             answer = json.dumps({"id": uuid.uuid4().hex}).encode()
+            headers["Content-Type"] = "application/json"
+        elif mode == "bugsplat":
+            answer = json.dumps({"status": "success", "crash_id": 1000 + number,
+                                 "url": "https://app.bugsplat.com/browse/crashInfo.php?id=%d" % (1000 + number)}).encode()
             headers["Content-Type"] = "application/json"
         elif mode == "500" or (mode == "flaky" and number % 2 == 1):
             status, answer = 500, b"internal error"

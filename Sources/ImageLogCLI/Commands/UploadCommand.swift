@@ -12,7 +12,7 @@ struct UploadCommand: Command {
   static let abstract = "Send the crashes waiting in a crash folder to a crash server (Socorro, Sentry, BugSplat...)."
   static let usage = "imagelog upload --url <url> [--annotation <key>=<value> ...] [--annotations-file <file>] "
     + "[--no-gzip] [--rate-limit <seconds>] [--now] [--timeout <seconds>] [--include-environment] "
-    + "[--include-command-line] [--strip-stacks] [--max-sent <n>] [--max-sent-days <days>] [--dry-run] <dir>"
+    + "[--include-command-line] [--strip-stacks] [--max-sent <n>] [--max-sent-days <days>] [--max-size <bytes>] [--dry-run] <dir>"
   static let helpSections = """
     ARGUMENTS:
       <dir>                   A crash folder (run --crash-dir, core-handler --output-dir).
@@ -40,6 +40,8 @@ struct UploadCommand: Command {
       --max-sent <n>          Then keep the files of at most this many sent crashes, removing those
                               sent longest ago (waiting and refused crashes are never removed).
       --max-sent-days <days>  Then remove the files of crashes sent more than this many days ago.
+      --max-size <bytes>      Then remove the files of the crashes sent longest ago until the
+                              folder's crash files take at most this many bytes.
                               Only the writer's own crash files are removed (see core-handler).
       --dry-run               Show what would be sent, change nothing.
       -h, --help              Show help information.
@@ -69,6 +71,7 @@ struct UploadCommand: Command {
   var dryRun: Bool
   var maxSent: Int?
   var maxSentAge: Int64?
+  var maxSize: Int64?
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let url = try scanner.option("--url") else { throw scanner.usageError("Missing '--url <url>'") }
@@ -96,6 +99,7 @@ struct UploadCommand: Command {
     maxSent = try seconds("--max-sent", "n")
     maxSentAge = try seconds("--max-sent-days", "days").flatMap { Int64(exactly: $0)?.multipliedReportingOverflow(by: 86_400) }
       .map { $0.overflow ? Int64.max : $0.partialValue }
+    maxSize = try seconds("--max-size", "bytes").map { Int64($0) }
     options.gzip = !scanner.flag("--no-gzip")
     options.ignoreSchedule = scanner.flag("--now")
     options.includeEnvironment = scanner.flag("--include-environment")
@@ -124,10 +128,10 @@ struct UploadCommand: Command {
     var status = ExitStatus.success
     for outcome in uploader.uploadAll(stop: { stage in if stage == killAt { raise(SIGKILL) } }) {
       printOutput("\(outcome.stem): \(outcome.state.rawValue)\(outcome.detail.isEmpty ? "" : ": " + outcome.detail)")
-      if outcome.attempted && outcome.state != .sent { status = .failure }
+      if outcome.failed { status = .failure }
     }
-    if maxSent != nil || maxSentAge != nil {
-      for path in database.pruneSent(keeping: maxSent, maximumAge: maxSentAge, now: Int64(time(nil))) { printOutput("removed \(path)") }
+    if maxSent != nil || maxSentAge != nil || maxSize != nil {
+      for path in database.pruneSent(keeping: maxSent, maximumAge: maxSentAge, maximumBytes: maxSize, now: Int64(time(nil))) { printOutput("removed \(path)") }
     }
     return status
   }
