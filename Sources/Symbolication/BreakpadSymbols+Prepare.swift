@@ -83,6 +83,8 @@ final class BreakpadUnitPreparer {
   }
 
   private func prepare(unit index: Int) {
+    // Each unit is walked once: its line table's memory goes to the next unit's.
+    defer { dwarf.forgetLineTable(inUnit: index) }
     let found: DWARFUnitFunctions
     do {
       guard let functions = try dwarf.functions(inUnit: index), !functions.functions.isEmpty else { return }
