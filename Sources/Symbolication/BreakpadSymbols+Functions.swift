@@ -127,12 +127,13 @@ struct BreakpadFunctionBuilder {
   }
 
   /// A node of the finished tree: symbolic's `Function`.
-  final class Node {
+  struct Node {
     let address: UInt64
     let size: UInt64
     let name: Int
     var lines: [Line] = []
-    var children: [Node] = []
+    /// Its calls' nodes (indices in the tree's `nodes`).
+    var children: [Int] = []
 
     init(address: UInt64, size: UInt64, name: Int) {
       self.address = address
@@ -141,6 +142,11 @@ struct BreakpadFunctionBuilder {
     }
 
     var end: UInt64 { address.addingReportingOverflow(size).overflow ? .max : address + size }
+  }
+
+  /// The finished tree, its nodes in one array (no object per call): `nodes[0]` is the function.
+  struct Tree {
+    var nodes: [Node]
   }
 
   let address: UInt64
@@ -184,23 +190,24 @@ struct BreakpadFunctionBuilder {
   }
 
   /// `FunctionBuilder::finish`: the tree of this function and its inlined calls, each with its lines.
-  func finish(name: Int) -> Node {
+  func finish(name: Int) -> Tree {
     let nested = calls.isEmpty ? calls : Self.properlyNested(calls)
     // symbolic sorts by address with a stable sort (the rows of one range come sorted).
     let sorted = zip(lines, lines.dropFirst()).allSatisfy({ $0.address <= $1.address }) ? lines
       : lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
-    let outer = Node(address: address, size: size, name: name)
-    let outerEnd = outer.end
-    var stack: [Node] = [outer]
+    var nodes = [Node(address: address, size: size, name: name)]
+    nodes.reserveCapacity(nested.count + 1)
+    let outerEnd = nodes[0].end
+    var stack: [Int] = [0]
     func flush(address: UInt64) {
-      while stack.count > 1, let last = stack.last, last.end <= address { pop() }
+      while stack.count > 1, let last = stack.last, nodes[last].end <= address { pop() }
     }
     func flush(depth: Int) {
       while stack.count > depth + 1 { pop() }
     }
     func pop() {
       let node = stack.removeLast()
-      stack[stack.count - 1].children.append(node)
+      nodes[stack[stack.count - 1]].children.append(node)
     }
     var nextCall = 0, nextLine = 0
     var pending: Line? = sorted.first
@@ -213,8 +220,10 @@ struct BreakpadFunctionBuilder {
         flush(address: call.address)
         flush(depth: call.depth)
         if call.address >= outerEnd { break }
-        stack[stack.count - 1].lines.append(Line(address: call.address, size: call.size, file: call.callFile, line: call.callLine))
-        stack.append(Node(address: call.address, size: call.size, name: call.name))
+        nodes[stack[stack.count - 1]].lines.append(Line(address: call.address, size: call.size, file: call.callFile,
+                                                        line: call.callLine))
+        stack.append(nodes.count)
+        nodes.append(Node(address: call.address, size: call.size, name: call.name))
         nextCall += 1
         continue
       }
@@ -224,24 +233,24 @@ struct BreakpadFunctionBuilder {
       if let size = line.size {
         let (sum, overflow) = line.address.addingReportingOverflow(size)
         let lineEnd = overflow ? UInt64.max : sum
-        let innermostEnd = stack[stack.count - 1].end
+        let innermostEnd = nodes[stack[stack.count - 1]].end
         let split = nextCall < nested.count ? min(nested[nextCall].address, innermostEnd) : innermostEnd
         if split < lineEnd {
           var rest = line
           rest.address = split
           rest.size = lineEnd - split
           line.size = split - line.address
-          stack[stack.count - 1].lines.append(line)
+          nodes[stack[stack.count - 1]].lines.append(line)
           pending = rest
           continue
         }
       }
-      stack[stack.count - 1].lines.append(line)
+      nodes[stack[stack.count - 1]].lines.append(line)
       pending = nextLine < sorted.count ? sorted[nextLine] : nil
       nextLine += 1
     }
     while stack.count > 1 { pop() }
-    return outer
+    return Tree(nodes: nodes)
   }
 
   /// symbolic's `ensure_proper_nesting`: calls in (address, depth) order, a call overlapping its

@@ -83,6 +83,8 @@ final class BreakpadUnitPreparer {
   }
 
   private func prepare(unit index: Int) {
+    // Each unit is walked once: its line table's memory goes to the next unit's.
+    defer { dwarf.forgetLineTable(inUnit: index) }
     let found: DWARFUnitFunctions
     do {
       guard let functions = try dwarf.functions(inUnit: index), !functions.functions.isEmpty else { return }
@@ -186,12 +188,12 @@ final class BreakpadUnitPreparer {
         let tree = builder.finish(name: -1)
         requests.start()
         var lines = BreakpadFunctionLines()
-        lines.lines.reserveCapacity(tree.lines.count)
+        lines.lines.reserveCapacity(tree.nodes[0].lines.count)
         if inlines {
-          collectWithInlines(tree, depth: 0, into: &lines, requests: &requests)
+          collectWithInlines(tree, node: 0, depth: 0, into: &lines, requests: &requests)
         } else {
           var previous: (line: UInt32, file: Int)?
-          for line in tree.lines where line.line != 0 {
+          for line in tree.nodes[0].lines where line.line != 0 {
             if let previous, previous.line == line.line, previous.file == line.file { continue }
             lines.addLine(line.address, line.line, requests.file(line.file))
             previous = (line.line, line.file)
@@ -244,15 +246,17 @@ final class BreakpadUnitPreparer {
 
   /// `collect_function_with_inlines_recursive`: the calls first (depth-first), then the function's own
   /// lines, each either a line of its own where no call covers it or a call site where one does.
-  private func collectWithInlines(_ node: BreakpadFunctionBuilder.Node, depth: UInt32,
+  private func collectWithInlines(_ tree: BreakpadFunctionBuilder.Tree, node index: Int, depth: UInt32,
                                   into lines: inout BreakpadFunctionLines, requests: inout Requests) {
+    let node = tree.nodes[index]
     var callRanges: [(start: UInt64, end: UInt64, origin: UInt32)] = []
-    for child in node.children where !child.lines.isEmpty {
+    for childIndex in node.children where !tree.nodes[childIndex].lines.isEmpty {
+      let child = tree.nodes[childIndex]
       let origin = requests.origin(child.name)
       for line in child.lines {
         callRanges.append((line.address, line.address &+ (line.size ?? 1), origin))
       }
-      collectWithInlines(child, depth: depth + 1, into: &lines, requests: &requests)
+      collectWithInlines(tree, node: childIndex, depth: depth + 1, into: &lines, requests: &requests)
     }
     callRanges.sort { $0.start < $1.start }
     var nextCall = 0

@@ -357,6 +357,14 @@ extension DWARFReader {
     return DWARFLineRows(table)
   }
 
+  /// Drops unit `index`'s parsed line table (parsed again if asked for later): for a walk done with the
+  /// unit, whose next unit's table then reuses the memory instead of touching fresh pages.
+  package func forgetLineTable(inUnit index: Int) {
+    guard index >= 0, index < context.units.count else { return }
+    context.units[index].lineTable = nil
+    context.units[index].lineTableLoaded = false
+  }
+
   /// The path of file `file` of unit `index`'s line table, joined as `DWARFFrame.file` is (see
   /// `DWARFLineTable.path`); `nil` for an index the table does not have.
   package func filePath(inUnit index: Int, file: UInt64) throws(FormatError) -> String? {
