@@ -355,6 +355,8 @@ int il_run(int argc, char **argv, char **envp) {
      will not get from open(2) by accident, and open across exec (only this one). */
   int opened = 2;
   if (output_path != NULL) {
+    /* The user's own chosen file, opened as a shell's `>` opens it (a link followed: `-o /dev/stderr`),
+       and written as the program runs, so not made whole elsewhere first. */
     opened = open(output_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (opened < 0) {
       PRINT_ERROR("imagelog: ", output_path, ": cannot open: ", strerror(errno));

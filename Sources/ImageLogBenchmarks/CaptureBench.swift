@@ -1,4 +1,5 @@
 internal import Glibc
+import ImageLog
 
 /// Out-of-process crash capture: from the fault to the program's exit, `imagelog run --crash-dir` (the audit
 /// module's handler starts `imagelog capture-crash`, which stops every thread, unwinds, symbolicates and
@@ -90,9 +91,7 @@ private func swiftCaptureRow(directory: String, imagelog: String) throws -> Benc
     print(swiftBenchCrash(CommandLine.arguments.count * 8))
 
     """
-  let fd = open(source, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-  _ = text.withCString { write(fd, $0, strlen($0)) }
-  close(fd)
+  try writeFileAtomically(source, Array(text.utf8))
   guard try runProcess(["swiftc", "-O", "-g", source, "-o", program], discardOutput: true).status == 0 else {
     throw BenchError("cannot build the Swift crasher")
   }

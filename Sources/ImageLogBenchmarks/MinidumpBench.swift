@@ -177,8 +177,8 @@ private func readingBenchmark(_ tools: MinidumpBenchTools, in directory: String)
 
 /// The C program's crash with its libc, its library and itself known only by their .sym files: they
 /// ran from a folder deleted after the crash, libc a copy whose build-id has one byte changed (no file
-/// here has its identity), so both readers walk and name them from the store, libc's .sym (1.1 MB with
-/// Debian 12's libc) the largest. Returns the case with its store.
+/// here has its identity), so both readers walk and name them from the store, libc's .sym the
+/// largest. Returns the case with its store.
 private func goneFilesCase(_ tools: MinidumpBenchTools, in directory: String)
   throws -> (label: String, dump: String, files: [String], gone: String?) {
   let gone = directory + "/gone"

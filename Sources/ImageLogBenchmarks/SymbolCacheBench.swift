@@ -208,8 +208,5 @@ private func currentSymbolizer() -> (name: String, path: String)? {
 }
 
 private func writeBytes(_ bytes: [UInt8], to path: String) throws {
-  let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-  guard descriptor >= 0 else { throw BenchError("cannot write \(path)") }
-  defer { close(descriptor) }
-  guard bytes.withUnsafeBytes({ writeAll(to: descriptor, $0) }) else { throw BenchError("cannot write \(path)") }
+  do { try writeFileAtomically(path, bytes) } catch { throw BenchError("cannot write \(path): \(error)") }
 }

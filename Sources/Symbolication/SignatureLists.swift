@@ -77,8 +77,8 @@ package struct SignatureLists: Sendable {
 
 /// Expressions matched at the start of a string as Python's `re.match` matches them joined with `|`:
 /// true when any one matches. An entry that is a literal (escaped punctuation allowed, a final `$`
-/// anchoring it) is compared as text; only the others are compiled (Swift's `Regex` costs milliseconds
-/// to build, and a run of `symbolicate` is mostly start-up).
+/// anchoring it) is compared as text; only the others are compiled (building a Swift `Regex` is slow
+/// beside a run of `symbolicate`, which is mostly start-up).
 struct SignaturePattern: @unchecked Sendable {  // a compiled Regex is immutable; it is not marked Sendable
   /// Literal entries: the text, and whether it must be the whole string.
   let literals: [(text: String, whole: Bool)]
