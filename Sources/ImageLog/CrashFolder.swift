@@ -74,6 +74,25 @@ package struct CrashFolder: Sendable {
       + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
   }
 
+  /// The time (seconds since the epoch) a crash's `PROGRAM.PID.YYYYMMDDTHHMMSSZ` stem was named for: the
+  /// inverse of `stem`'s `timeText`; `nil` when the stem does not end in that form.
+  package static func time(ofStem stem: String) -> Int64? {
+    guard let last = stem.split(separator: ".").last else { return nil }
+    let digits = Array(last.utf8)
+    guard digits.count == 16, digits[8] == UInt8(ascii: "T"), digits[15] == UInt8(ascii: "Z") else { return nil }
+    func number(_ range: Range<Int>) -> Int32? { Int32(String(decoding: digits[range], as: UTF8.self)) }
+    guard let year = number(0..<4), let month = number(4..<6), let day = number(6..<8), let hour = number(9..<11),
+          let minute = number(11..<13), let second = number(13..<15) else { return nil }
+    var parts = tm()
+    parts.tm_year = year - 1900
+    parts.tm_mon = month - 1
+    parts.tm_mday = day
+    parts.tm_hour = hour
+    parts.tm_min = minute
+    parts.tm_sec = second
+    return Int64(timegm(&parts))
+  }
+
   /// True when no entry of the crash `stem` is in the folder: no file, folder, FIFO or symbolic link
   /// (dangling or not) has the name of one of its files (lstat(2): a link is not followed).
   package func isFree(_ stem: String, extensions: [String]) -> Bool {

@@ -233,7 +233,7 @@ package struct CrashUploader {
     let program = String(stem.split(separator: ".").dropLast(2).joined(separator: "."))
     fields.append((name: "prod", value: program))
     fields.append((name: "guid", value: clientID))
-    if let time = stem.split(separator: ".").last, let seconds = Self.crashTime(String(time)) {
+    if let seconds = CrashFolder.time(ofStem: stem) {
       fields.append((name: "crash_time", value: String(seconds)))
     }
     fields.append((name: "imagelog_report_name", value: stem))
@@ -315,23 +315,6 @@ package struct CrashUploader {
       }
     }
     return text
-  }
-
-  /// Seconds since the epoch of a crash name's `YYYYMMDDTHHMMSSZ`.
-  static func crashTime(_ text: String) -> Int64? {
-    let digits = Array(text.utf8)
-    guard digits.count == 16, digits[8] == UInt8(ascii: "T"), digits[15] == UInt8(ascii: "Z") else { return nil }
-    func number(_ range: Range<Int>) -> Int32? { Int32(String(decoding: digits[range], as: UTF8.self)) }
-    guard let year = number(0..<4), let month = number(4..<6), let day = number(6..<8), let hour = number(9..<11),
-          let minute = number(11..<13), let second = number(13..<15) else { return nil }
-    var parts = tm()
-    parts.tm_year = year - 1900
-    parts.tm_mon = month - 1
-    parts.tm_mday = day
-    parts.tm_hour = hour
-    parts.tm_min = minute
-    parts.tm_sec = second
-    return Int64(timegm(&parts))
   }
 }
 

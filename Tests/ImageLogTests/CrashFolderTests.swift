@@ -7,6 +7,16 @@ import Testing
 /// the name was found free (a race the handler cannot close) moves the crash on to the next free name
 /// when its file is linked; nothing is written through the entry.
 @Suite struct CrashFolderTests {
+  /// A stem's time read back is the time it was named for (the uploader's `crash_time` field); a stem
+  /// not ending in `YYYYMMDDTHHMMSSZ` has none. 951782400 is 2000-02-29T00:00:00Z (`date -u -d @951782400`).
+  @Test func stemTimeReadsBack() {
+    for time: Int64 in [0, 951_782_400, 1_765_000_000, 4_102_444_799] {
+      #expect(CrashFolder.time(ofStem: CrashFolder.stem(program: "my.app", pid: 42, time: time)) == time)
+    }
+    #expect(CrashFolder.stem(program: "p", pid: 1, time: 951_782_400) == "p.1.20000229T000000Z")
+    for stem in ["p.1.20000229T000000", "p.1.2000022xT000000Z", "p.1", ""] { #expect(CrashFolder.time(ofStem: stem) == nil) }
+  }
+
   @Test func aNamePlantedAfterItWasFoundFreeIsPassedOver() throws {
     let directory = try makeTemporaryDirectory("imagelog-crash-folder")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
