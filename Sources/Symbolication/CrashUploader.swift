@@ -323,6 +323,10 @@ package enum MinidumpPrivacy {
   /// Makes the environment and command line streams (unless kept) `Unused` with their bytes zeroed,
   /// and with `stripStacks` zeroes each thread's stack memory; the dump's layout is unchanged, so
   /// every reader reads it as before, less what was taken.
+  ///
+  /// It walks the directory and thread lists itself rather than through `MinidumpFile`: it edits bytes
+  /// at their offsets, and it must reach every stream of a type (the reader decodes the first thread
+  /// list and notes a second one unread, which a hostile dump could use to send stacks on).
   package static func clean(_ dump: inout [UInt8], keepEnvironment: Bool, keepCommandLine: Bool,
                             stripStacks: Bool) throws(FormatError) {
     var dropped: Set<UInt32> = []
