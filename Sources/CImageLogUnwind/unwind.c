@@ -237,6 +237,17 @@ static void scanned_frame_pointer(const il_unwinder *unwinder, const il_register
   next->known &= ~(1ull << fp);
   if (index == 0 || !known(from, fp)) return;
   uint64_t last = from->value[fp], slot = at - (uint64_t)size;
+  if (from->arch == IL_ARCH_I386) {
+    /* x86.rs: the word below is the caller's ebp whenever it points above, within 128 KiB and readable
+       (a pushed ebp, wherever the callee's own ebp pointed); else the callee's, when at or above the
+       caller's sp and readable. */
+    if (read_pointer(&unwinder->memory, slot, size, &saved) && saved > at && saved - slot <= 128 * 1024) {
+      if (read_pointer(&unwinder->memory, saved, size, &probe)) set_register(next, fp, saved);
+    } else if (last >= caller_sp && read_pointer(&unwinder->memory, last, size, &probe)) {
+      set_register(next, fp, last);
+    }
+    return;
+  }
   if (last == slot) {
     if (read_pointer(&unwinder->memory, slot, size, &saved) && saved > at && saved - slot <= 128 * 1024 &&
         read_pointer(&unwinder->memory, saved, size, &probe))
@@ -244,6 +255,33 @@ static void scanned_frame_pointer(const il_unwinder *unwinder, const il_register
   } else if (last >= caller_sp) {
     set_register(next, fp, last);
   }
+}
+
+static int accept(il_unwind_cursor *cursor, const il_register_set *next, il_frame_trust trust, int exact,
+                  int crossing_signal, uint64_t cfa);
+
+/* An i386 frame record where the return address's code cannot be read, as minidump-stackwalk's x86.rs
+   reads one: [ebp] and [ebp + 4] readable make the caller's frame, checked against nothing else (a
+   caller outside every module is still a frame; the walk's own checks follow), and a return address in
+   the first page ends the walk there rather than falling back to scanning. 1: moved; 0: the walk ends;
+   -1: not such a record (readable code, or no record): the other methods decide. */
+static int i386_frame_record_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
+  const il_register_set *from = &cursor->registers;
+  uint64_t frame, record[2];
+  il_unwind_image image;
+  if (!known(from, IL_I386_EBP)) return -1;
+  frame = from->value[IL_I386_EBP];
+  if (frame >= 0xFFFFFFFFu - 8 || !read_pointer(&unwinder->memory, frame, 4, &record[0]) ||
+      !read_pointer(&unwinder->memory, frame + 4, 4, &record[1]))
+    return -1;
+  if (record[1] < 4096) return 0;
+  int found = plausible_return(unwinder, IL_ARCH_I386, record[1]);
+  if (found != RETURN_WITHOUT_CODE && image_for(unwinder, record[1] - 1, &image)) return -1;
+  il_register_set next = *from;
+  set_register(&next, IL_I386_EBP, record[0]);
+  set_register(&next, IL_I386_ESP, frame + 8);
+  set_register(&next, IL_I386_EIP, record[1]);
+  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
 }
 
 void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers) {
@@ -354,6 +392,12 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     }
   }
 
+  /* 5a. i386 without the code: minidump-stackwalk's x86.rs takes a readable frame record as it stands. */
+  if (arch == IL_ARCH_I386 && unwinder->without_code) {
+    int taken = i386_frame_record_without_code(unwinder, cursor);
+    if (taken >= 0) return taken;
+  }
+
   /* 5. Frame pointers: [fp] the caller's fp, [fp + word] the return address (i386: ebp, [ebp + 4]).
      A return address whose code cannot be read is held to minidump-stackwalk's checks of the record
      instead (amd64.rs/x86.rs get_caller_by_frame_pointer): the caller's fp at or above its sp and
@@ -385,8 +429,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   /* 6. Stack scanning: the first word above sp that looks like a return address. A word whose code cannot
      be read counts only inside minidump-stackwalk's window (40 words, 160 from frame 0 or a CFI frame:
      Breakpad's kRASearchWords, longer where the callee is trusted), and gets its frame pointer as
-     amd64.rs/x86.rs get_caller_by_scan recover it. A copy of this frame's own pc found by scanning from
-     a scanned frame is a stale copy, not a caller: it would repeat the frame. */
+     amd64.rs/x86.rs get_caller_by_scan recover it. */
   uint64_t words = unwinder->scan_bytes / (uint64_t)size;
   uint64_t breakpad_words = cursor->trust == IL_FRAME_CONTEXT || cursor->trust == IL_FRAME_CFI ? 160 : 40;
   uint64_t start = from->value[sp];
@@ -402,7 +445,10 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
                                          (unwinder->names_address != NULL &&
                                           !unwinder->names_address(unwinder->find_context, word - 1))))
       continue;
-    if (cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
+    /* With the code read, a copy of a scanned frame's own pc is a stale copy (a call check passed twice).
+       Without it minidump-stackwalk takes the word (the same return address saved twice is no rarer
+       than a stale one): so does this walk. */
+    if (found == RETURN_AFTER_CALL && cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
     next = *from;
     set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);

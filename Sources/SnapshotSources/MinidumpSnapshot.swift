@@ -65,6 +65,10 @@ extension ProcessSnapshot {
       thread.kernelRegisters = context.flatMap(Self.kernelRegisters)
       if requesting, let context { thread.registers = Self.registerState(context, faultAddress: crashAddress) }
       if context == nil { thread.problem = "the dump holds no registers for this thread" }
+      if let writer = dump.breakpadInfo?.dumpThreadID, writer == entry.tid {
+        thread.wroteDump = true
+        thread.problem = "the thread that wrote the dump: not walked"
+      }
       if let context, thread.kernelRegisters == nil {
         // Registers the unwinder does not walk from (32-bit ARM): the thread has its frame 0, the pc
         // (the registers are the thread's, crashed or not).

@@ -16,7 +16,7 @@ extension Symbolicator {
   /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
   /// build-id, that file's path becomes the image's, so symbolication reads the same file.
   public static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
-    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil }) else { return }
+    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil && !$0.wroteDump }) else { return }
     let files = MappedFileMemory()
     // The main executable first: its search paths are where the loader found the others.
     var order = Array(snapshot.images.indices)
@@ -57,10 +57,23 @@ extension Symbolicator {
       }
       return image
     }
+    // A thread is walked over its own stack and the modules, as minidump-stackwalk walks it: a word
+    // the dump holds elsewhere (another thread's stack, the heap, the bytes around a crash address) is
+    // no part of the walk, nor is the code a dump keeps around a pc (a module without its file is
+    // walked without code, never half-checked by a few bytes of it). A module the dump holds whole (its
+    // ELF header is there: the vDSO) is read from the dump.
+    let wholeModules = snapshot.images.indices.compactMap { index -> Range<UInt64>? in
+      guard stored[index] == nil, let loaded = snapshot.images[index].loaded, !loaded.loadRange.isEmpty else { return nil }
+      var magic = [UInt8](repeating: 0, count: 4)
+      guard magic.withUnsafeMutableBytes({ memory.read(loaded.loadAddress, into: $0) }), magic == [0x7F, 0x45, 0x4C, 0x46] else { return nil }
+      return loaded.loadRange
+    }
+    let modulesHeld = RangeLimitedMemory(memory: memory, ranges: wholeModules)
     let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true)
-    for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
+    for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty && !snapshot.threads[index].wroteDump {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
-      let frames = unwinder.unwind(from: RegisterSet(registers))
+      let stack = snapshot.threads[index].stack ?? BufferMemory([])
+      let frames = unwinder.unwind(from: RegisterSet(registers), in: LayeredMemory(LayeredMemory(stack, files), modulesHeld))
       snapshot.threads[index].frames = frames.enumerated().map { ProcessSnapshot.Frame(number: $0.offset, $0.element) }
       if frames.isEmpty, snapshot.threads[index].problem == nil {
         snapshot.threads[index].problem = "the registers hold no pc and stack pointer"
@@ -158,5 +171,17 @@ extension Symbolicator {
             (try? reader.read(UInt16.self)) != nil, let table = try? reader.read(UInt8.self) else { return false }
       return table == 0x3B  // DW_EH_PE_datarel | DW_EH_PE_sdata4: the binary-searchable table
     }
+  }
+}
+
+/// `memory` inside `ranges` only (sorted or not: a dump names few whole modules).
+private struct RangeLimitedMemory<Base: MemoryReading>: MemoryReading {
+  let memory: Base
+  let ranges: [Range<UInt64>]
+
+  func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+    let (end, overflow) = address.addingReportingOverflow(UInt64(buffer.count))
+    guard !overflow, ranges.contains(where: { $0.lowerBound <= address && end <= $0.upperBound }) else { return false }
+    return memory.read(address, into: buffer)
   }
 }

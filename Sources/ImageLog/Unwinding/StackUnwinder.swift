@@ -146,6 +146,12 @@ public struct StackUnwinder {
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
   public func unwind(from registers: RegisterSet, maxFrames: Int = 256) -> [UnwoundFrame] {
+    unwind(from: registers, in: memory, maxFrames: maxFrames)
+  }
+
+  /// The frames from `registers`, reading `memory` instead of the unwinder's own (one thread's view
+  /// of a dump: its stack and the modules, as minidump-stackwalk reads a thread), with the same images.
+  package func unwind(from registers: RegisterSet, in memory: any MemoryReading, maxFrames: Int = 256) -> [UnwoundFrame] {
     guard maxFrames > 0, registers.pc != nil, registers.sp != nil else { return [] }
     return withCMemory(memory) { cMemory in
       withExtendedLifetime(lookup) {
