@@ -10,16 +10,16 @@
 /* ------------------------------------------------------------------ one step */
 
 static int sp_register(il_arch arch) {
-  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_SP : arch == IL_ARCH_I386 ? IL_I386_ESP : IL_X86_64_RSP;
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_SP : arch == IL_ARCH_I386 ? IL_I386_ESP : arch == IL_ARCH_ARM ? IL_ARM_SP : IL_X86_64_RSP;
 }
 static int pc_register(il_arch arch) {
-  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : IL_X86_64_RIP;
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : arch == IL_ARCH_ARM ? IL_ARM_PC : IL_X86_64_RIP;
 }
 static int fp_register(il_arch arch) {
-  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_FP : arch == IL_ARCH_I386 ? IL_I386_EBP : IL_X86_64_RBP;
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_FP : arch == IL_ARCH_I386 ? IL_I386_EBP : arch == IL_ARCH_ARM ? IL_ARM_FP : IL_X86_64_RBP;
 }
 /* The size of a pointer (and of a stack word) in the unwound process. */
-static int word_size(il_arch arch) { return arch == IL_ARCH_I386 ? 4 : 8; }
+static int word_size(il_arch arch) { return arch == IL_ARCH_I386 || arch == IL_ARCH_ARM ? 4 : 8; }
 
 static void set_register(il_register_set *registers, int reg, uint64_t value) {
   registers->value[reg] = value;
@@ -74,6 +74,8 @@ static int plausible_return(const il_unwinder *unwinder, il_arch arch, uint64_t 
     return call ? RETURN_AFTER_CALL : RETURN_NO;
   }
   if (arch == IL_ARCH_AARCH64) return address % 4 == 0 ? RETURN_AFTER_CALL : RETURN_NO;
+  /* arm is walked from dumps only, whose code is not read: arm.rs's instruction_seems_valid. */
+  if (arch == IL_ARCH_ARM && unwinder->without_code) return RETURN_WITHOUT_CODE;
   return RETURN_AFTER_CALL;
 }
 
@@ -284,6 +286,40 @@ static int i386_frame_record_without_code(const il_unwinder *unwinder, il_unwind
   return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
 }
 
+/* An arm caller's registers after CFI, as arm.rs's CfiStackWalker leaves them: what a rule gave, the
+   callee-saved r4-r11 forwarded, sp and pc; the scratch registers (r0-r3, r12) and lr without a rule
+   are unknown in the caller (a later rule reading them fails, as it does there). */
+static void arm_caller_registers(const il_cfi_row *row, il_register_set *next) {
+  static const int scratch[] = {0, 1, 2, 3, 12, IL_ARM_LR};
+  for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) {
+    int reg = scratch[i];
+    if (row->rules[reg].kind == IL_RULE_NONE && (uint64_t)reg != row->return_address_register)
+      next->known &= ~(1ull << reg);
+  }
+}
+
+/* An arm frame record, as arm.rs reads one where it trusts them (iOS): [r11] the caller's r11, [r11 + 4]
+   its pc, its sp r11 + 8, checked against nothing but the walk's own rules; r11 0 ends the walk. 1:
+   moved; 0: the walk ends; -1: no record to read (the other methods decide). */
+static int arm_frame_record(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
+  const il_register_set *from = &cursor->registers;
+  uint64_t frame, record[2];
+  if (!known(from, IL_ARM_FP)) return -1;
+  frame = from->value[IL_ARM_FP];
+  if (frame == 0) return 0;
+  if (frame >= 0xFFFFFFFFu - 8 || !read_pointer(&unwinder->memory, frame, 4, &record[0]) ||
+      !read_pointer(&unwinder->memory, frame + 4, 4, &record[1]))
+    return -1;
+  if (record[1] < 4096) return 0;
+  il_register_set next;
+  memset(&next, 0, sizeof next);
+  next.arch = IL_ARCH_ARM;
+  set_register(&next, IL_ARM_FP, record[0]);
+  set_register(&next, IL_ARM_SP, frame + 8);
+  set_register(&next, IL_ARM_PC, record[1]);
+  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+}
+
 void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers) {
   memset(cursor, 0, sizeof *cursor);
   cursor->registers = *registers;
@@ -326,14 +362,14 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   cursor->steps++;
   il_register_set *from = &cursor->registers;
   il_arch arch = from->arch;
-  if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64 && arch != IL_ARCH_I386) return 0;
+  if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64 && arch != IL_ARCH_I386 && arch != IL_ARCH_ARM) return 0;
   int sp = sp_register(arch), pc = pc_register(arch), fp = fp_register(arch), size = word_size(arch);
   if (!known(from, pc) || !known(from, sp)) return 0;
   uint64_t lookup = il_unwind_lookup_pc(cursor);
   il_register_set next;
   il_unwind_image image;
   int in_image = image_for(unwinder, lookup, &image);
-  if (arch == IL_ARCH_I386) image.address_size = 4;  /* an i386 thread runs 32-bit code */
+  if (arch == IL_ARCH_I386 || arch == IL_ARCH_ARM) image.address_size = 4;  /* a 32-bit thread runs 32-bit code */
 
   /* 1. Call frame information. */
   if (in_image) {
@@ -342,6 +378,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     if (il_cfi_find_section_row(&unwinder->memory, &image, lookup, &row, &section)) {
       uint64_t cfa;
       if (apply_row(unwinder, &row, section.memory, from, &next, &cfa)) {
+        if (arch == IL_ARCH_ARM) arm_caller_registers(&row, &next);
         /* A signal frame's caller was interrupted, not calling: its pc is exact. */
         if (accept(cursor, &next, IL_FRAME_CFI, row.signal_frame, row.signal_frame, cfa)) return 1;
       }
@@ -392,6 +429,12 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     }
   }
 
+  /* 5b. arm: frame records only where the caller trusts them (arm.rs: iOS); never the generic ones. */
+  if (arch == IL_ARCH_ARM && unwinder->arm_frame_pointers) {
+    int taken = arm_frame_record(unwinder, cursor);
+    if (taken >= 0) return taken;
+  }
+
   /* 5a. i386 without the code: minidump-stackwalk's x86.rs takes a readable frame record as it stands. */
   if (arch == IL_ARCH_I386 && unwinder->without_code) {
     int taken = i386_frame_record_without_code(unwinder, cursor);
@@ -402,7 +445,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
      A return address whose code cannot be read is held to minidump-stackwalk's checks of the record
      instead (amd64.rs/x86.rs get_caller_by_frame_pointer): the caller's fp at or above its sp and
      readable, its sp readable, a canonical pc past the first page. */
-  if (known(from, fp)) {
+  if (arch != IL_ARCH_ARM && known(from, fp)) {
     uint64_t frame = from->value[fp], record[2], probe;
     int found = 0;
     if (frame % (uint64_t)size == 0 && frame >= cursor->floor && frame >= from->value[sp] &&
@@ -453,7 +496,9 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);
     if (arch == IL_ARCH_AARCH64) next.known &= ~(1ull << IL_AARCH64_LR);
-    if (found == RETURN_WITHOUT_CODE && arch != IL_ARCH_AARCH64) scanned_frame_pointer(unwinder, from, &next, i, at, size);
+    if (arch == IL_ARCH_ARM) next.known = (1ull << IL_ARM_SP) | (1ull << IL_ARM_PC);  /* arm.rs: pc and sp only */
+    if (found == RETURN_WITHOUT_CODE && (arch == IL_ARCH_X86_64 || arch == IL_ARCH_I386))
+      scanned_frame_pointer(unwinder, from, &next, i, at, size);
     if (accept(cursor, &next, IL_FRAME_SCAN, 0, 0, 0)) return 1;
   }
   return 0;

@@ -192,18 +192,6 @@ extension ProcessSnapshot {
     ])
   }
 
-  /// `cpu_arch` as minidump-stackwalk names it (`amd64`, `x86`, `arm64`, `arm`).
-  static func stackwalkCPU(_ architecture: String?) -> String? {
-    guard let architecture else { return nil }
-    switch Architecture(commandLine: architecture).name {
-    case "x86_64", "x86_64h": return "amd64"
-    case "i386": return "x86"
-    case "arm64", "arm64e", "aarch64": return "arm64"
-    case let name where name.hasPrefix("arm"): return "arm"
-    case let name: return name
-    }
-  }
-
   static func isThirtyTwoBit(_ architecture: String?) -> Bool {
     guard let architecture else { return false }
     let name = Architecture(commandLine: architecture).name

@@ -69,7 +69,8 @@ extension Symbolicator {
       return loaded.loadRange
     }
     let modulesHeld = RangeLimitedMemory(memory: memory, ranges: wholeModules)
-    let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true)
+    let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true,
+                                 armFramePointers: snapshot.stackwalkOS.name == "iOS")
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty && !snapshot.threads[index].wroteDump {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let stack = snapshot.threads[index].stack ?? BufferMemory([])

@@ -1,5 +1,5 @@
 import ImageLogTestSupport
-import ImageReaders
+@testable import ImageReaders
 import Testing
 
 /// Every thread's frames of every field dump (Tests/ImageReadersTests/Fixtures/minidump-field: Breakpad's
@@ -106,5 +106,119 @@ import Testing
     let theirsBare = try Self.walk(dump, theirs: true, stores: [])
     let oursBare = try Self.walk(dump, theirs: false, stores: [])
     Self.expectSameFrames(ours: oursBare, theirs: theirsBare, name + " (no stores)")
+  }
+
+  // MARK: 32-bit ARM
+
+  /// Neither Breakpad's nor rust-minidump's test data holds a 32-bit ARM (or arm64) minidump, only
+  /// microdumps (text, which minidump-stackwalk does not read): the ARM dumps are made here, with
+  /// `MinidumpWriter` (Breakpad's `MDRawContextARM`, which Crashpad's `MinidumpContextARM` shares), and a
+  /// store whose `.sym` has `STACK CFI` records as dump_syms writes them for arm.
+  static let app = (base: UInt64(0x10000), buildID: [UInt8](repeating: 0xA1, count: 16))
+  static let library = (base: UInt64(0x40000), buildID: [UInt8](repeating: 0xB2, count: 16))
+  static let bare = (base: UInt64(0x80000), buildID: [UInt8](repeating: 0xC3, count: 16))
+
+  /// A store for the ARM dumps: `app` with three functions, two with CFI (a push of r7 and lr; a push of
+  /// r4-r6 and lr, thumb code), and `libfoo.so` naming one function only (a scanned word elsewhere in it
+  /// is no return address to either tool).
+  static func armStore(in directory: String) throws -> String {
+    let store = directory + "/symbols"
+    let appID = BuildID(app.buildID).breakpadDebugID(), libraryID = BuildID(library.buildID).breakpadDebugID()
+    _ = try runChild(["mkdir", "-p", "\(store)/app/\(appID)", "\(store)/libfoo.so/\(libraryID)"])
+    try writeFile("\(store)/app/\(appID)/app.sym", """
+      MODULE Linux arm \(appID) app
+      FUNC 1000 100 0 inner
+      FUNC 2000 100 0 middle
+      FUNC 3000 100 0 outer
+      STACK CFI INIT 1000 100 .cfa: sp 0 + .ra: lr
+      STACK CFI 1004 .cfa: sp 8 + .ra: .cfa -4 + ^ r7: .cfa -8 + ^
+      STACK CFI INIT 2000 100 .cfa: sp 0 + .ra: lr
+      STACK CFI 2004 .cfa: sp 16 + .ra: .cfa -4 + ^ r4: .cfa -16 + ^ r5: .cfa -12 + ^ r6: .cfa -8 + ^
+
+      """)
+    try writeFile("\(store)/libfoo.so/\(libraryID)/libfoo.so.sym", """
+      MODULE Linux arm \(libraryID) libfoo.so
+      FUNC 1000 200 0 foo_function
+
+      """)
+    return store
+  }
+
+  /// A 32-bit ARM dump (`platformID`: Linux 0x8201, iOS 0x8102) of the threads given as (pc, sp, lr,
+  /// r11, stack words from sp), the first crashed by SIGSEGV.
+  static func armDump(platformID: UInt32, threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])]) throws -> [UInt8] {
+    var system = MinidumpWriter.SystemInfo(processorArchitecture: 5)
+    system.platformID = platformID
+    system.osVersion = platformID == 0x8201 ? (4, 9, 0) : (9, 3, 5)
+    let dumpThreads = threads.enumerated().map { index, thread in
+      var stack = [UInt8](repeating: 0, count: 1024)
+      for (word, value) in thread.words {
+        for byte in 0..<4 { stack[word * 4 + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
+      }
+      let context = MinidumpContext(layout: .arm, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
+                                                                "fp": thread.fp, "r4": 0x444, "r7": 0x777])
+      return MinidumpWriter.Thread(tid: UInt32(100 + index), context: .registers(context), stackAddress: thread.sp, stack: stack)
+    }
+    let modules = [MinidumpWriter.Module(baseAddress: app.base, size: 0x4000, path: "/opt/app/app", buildID: app.buildID,
+                                         isMainExecutable: true),
+                   MinidumpWriter.Module(baseAddress: library.base, size: 0x4000, path: "/opt/app/libfoo.so", buildID: library.buildID),
+                   MinidumpWriter.Module(baseAddress: bare.base, size: 0x4000, path: "/opt/app/libbare.so", buildID: bare.buildID)]
+    return try MinidumpWriter.write(MinidumpWriter.Contents(
+      timeDateStamp: 1_700_000_000, systemInfo: system, threads: dumpThreads, modules: modules,
+      exception: MinidumpWriter.Exception(tid: 100, signal: 11, code: 1, address: 0x10)))
+  }
+
+  /// 32-bit ARM threads walked as minidump-stackwalk walks them: by `STACK CFI` (a function that pushed
+  /// lr; a leaf whose return address is still in lr, its caller at the same sp; thumb return
+  /// addresses), then scanning within Breakpad's window, a word taken only inside a function where the
+  /// module has symbols, any word inside a module without them (module offsets `ip - 2`, as arm.rs gives
+  /// them); r11's frame records are not followed on Linux. Before, an ARM thread had frame 0 only.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func armThreadsWalkAsMinidumpStackwalkWalksThem() throws {
+    let directory = try makeTemporaryDirectory("imagelog-arm-walk")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let store = try Self.armStore(in: directory)
+    let (app, library, bare) = (Self.app.base, Self.library.base, Self.bare.base)
+    let sp: UInt64 = 0x7F00_0000
+    let threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])] = [
+      // inner (after its push) <- middle (thumb) <- outer by CFI; then scanning: libfoo outside its
+      // function, an address in no module, libfoo's function, libbare, and one past the 40-word window.
+      (app + 0x1010, sp, 0x5555, sp + 64,
+       [0: 0x777, 1: app + 0x2011, 5: app + 0x3021, 7: library + 0x1801, 8: 0x30000, 9: library + 0x1101,
+        12: bare + 0x501, 13 + 45: bare + 0x601]),
+      // A leaf at inner's first instruction: its caller is in lr, at the same sp.
+      (app + 0x1000, sp + 0x10000, app + 0x2011, 0, [3: app + 0x3021, 6: bare + 0x201]),
+      // No CFI: scanning from frame 0 over a word app's symbols do not name.
+      (bare + 0x100, sp + 0x20000, 0, sp + 0x20008, [1: app + 0x2345, 2: sp + 0x20020, 3: bare + 0x201]),
+    ]
+    let path = directory + "/arm.dmp"
+    try writeFile(path, bytes: try Self.armDump(platformID: 0x8201, threads: threads))
+    let theirs = try Self.walk(path, theirs: true, stores: [store])
+    let ours = try Self.walk(path, theirs: false, stores: [store])
+    #expect(theirs["system_info"]?["cpu_arch"]?.string == "arm")
+    // The walk is the one meant: CFI twice, then scanning, on the crashed thread.
+    let crashed = try #require(Self.threads(theirs).first)
+    #expect(crashed.map(\.trust) == ["context", "cfi", "cfi", "scan", "scan"], "\(crashed)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "arm")
+  }
+
+  /// On iOS, minidump-stackwalk's arm.rs follows r11's frame records (and nowhere else): so does
+  /// imagelog, up to a record whose r11 is 0.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func armFrameRecordsOnIOS() throws {
+    let directory = try makeTemporaryDirectory("imagelog-arm-walk")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let bare = Self.bare.base
+    let sp: UInt64 = 0x7F00_0000
+    let path = directory + "/arm-ios.dmp"
+    try writeFile(path, bytes: try Self.armDump(platformID: 0x8102, threads: [
+      (bare + 0x100, sp, 0, sp + 8, [2: sp + 24, 3: bare + 0x301, 6: 0, 7: bare + 0x401, 9: bare + 0x501]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [])
+    let ours = try Self.walk(path, theirs: false, stores: [])
+    #expect(theirs["system_info"]?["os"]?.string == "iOS")
+    let frames = try #require(Self.threads(theirs).first)
+    #expect(frames.map(\.trust) == ["context", "frame_pointer", "frame_pointer"], "\(frames)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "arm iOS")
   }
 }

@@ -129,19 +129,25 @@ public struct StackUnwinder {
   /// thousands of modules must not rebuild it per thread).
   let lookup: ImageLookup
   let withoutCode: Bool
+  /// arm: walk r11's frame records (`il_unwinder.arm_frame_pointers`).
+  let armFramePointers: Bool
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
   /// above the stack pointer scanning looks (0: never scan). `withoutCode`: where the code before a
   /// return address cannot be read (a minidump without the module's file), walk as minidump-stackwalk
   /// does (a frame record checked against the stack; a scanned word inside a module, within Breakpad's
   /// window of 40 words, 160 from frame 0 or a CFI frame); without it such a word is never a return
-  /// address. Code that can be read is held to the call check either way.
-  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false) {
+  /// address. Code that can be read is held to the call check either way. `armFramePointers`: a 32-bit
+  /// ARM thread's r11 frame records are walked, as minidump-stackwalk walks them on iOS only (elsewhere
+  /// r11 and lr may hold anything).
+  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false,
+              armFramePointers: Bool = false) {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
     lookup = ImageLookup(self.images)
     self.withoutCode = withoutCode
+    self.armFramePointers = armFramePointers
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
@@ -162,6 +168,7 @@ public struct StackUnwinder {
         unwinder.scan_bytes = UInt64(scanBytes)
         unwinder.without_code = withoutCode ? 1 : 0
         unwinder.names_address = namesCallback
+        unwinder.arm_frame_pointers = armFramePointers ? 1 : 0
         var start = registers.cValue
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
