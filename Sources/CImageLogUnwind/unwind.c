@@ -73,7 +73,13 @@ static int plausible_return(const il_unwinder *unwinder, il_arch arch, uint64_t 
     if (call < 0) return unwinder->without_code ? RETURN_WITHOUT_CODE : RETURN_NO;
     return call ? RETURN_AFTER_CALL : RETURN_NO;
   }
-  if (arch == IL_ARCH_AARCH64) return address % 4 == 0 ? RETURN_AFTER_CALL : RETURN_NO;
+  if (arch == IL_ARCH_AARCH64) {
+    /* Without the code (a dump without the module's file), arm64.rs's instruction_seems_valid: any
+       address in a module, aligned or not. */
+    uint8_t code[4];
+    if (unwinder->without_code && !memory_read(&unwinder->memory, address - 4, code, 4)) return RETURN_WITHOUT_CODE;
+    return address % 4 == 0 ? RETURN_AFTER_CALL : RETURN_NO;
+  }
   /* arm is walked from dumps only, whose code is not read: arm.rs's instruction_seems_valid. */
   if (arch == IL_ARCH_ARM && unwinder->without_code) return RETURN_WITHOUT_CODE;
   return RETURN_AFTER_CALL;
@@ -320,6 +326,32 @@ static int arm_frame_record(const il_unwinder *unwinder, il_unwind_cursor *curso
   return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
 }
 
+/* An aarch64 frame record whose return address's code cannot be read, as arm64.rs reads one: [x29] the
+   caller's x29, [x29 + 8] its pc (which must lie in 0x1000..=0xfffffffffffff), its sp x29 + 16 and its lr
+   the next record's pc; x29 0 ends the walk. Nothing else is checked: a pc outside every module is a
+   frame. 1: moved; 0: the walk ends; -1: no such record (readable code, or none): the other methods. */
+static int aarch64_frame_record_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
+  const il_register_set *from = &cursor->registers;
+  uint64_t frame, record[2], lr;
+  if (!known(from, IL_AARCH64_FP)) return -1;
+  frame = from->value[IL_AARCH64_FP];
+  if (frame == 0) return 0;
+  if (frame >= UINT64_MAX - 16 || !read_pointer(&unwinder->memory, frame, 8, &record[0]) ||
+      !read_pointer(&unwinder->memory, frame + 8, 8, &record[1]))
+    return -1;
+  if (record[1] < 0x1000 || record[1] > 0x000FFFFFFFFFFFFFull) return -1;
+  if (plausible_return(unwinder, IL_ARCH_AARCH64, record[1]) == RETURN_AFTER_CALL) return -1;
+  il_register_set next;
+  memset(&next, 0, sizeof next);
+  next.arch = IL_ARCH_AARCH64;
+  set_register(&next, IL_AARCH64_FP, record[0]);
+  set_register(&next, IL_AARCH64_SP, frame + 16);
+  set_register(&next, IL_AARCH64_PC, record[1]);
+  if (record[0] != 0 && record[0] <= UINT64_MAX - 8 && read_pointer(&unwinder->memory, record[0] + 8, 8, &lr))
+    set_register(&next, IL_AARCH64_LR, lr);
+  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+}
+
 void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers) {
   memset(cursor, 0, sizeof *cursor);
   cursor->registers = *registers;
@@ -404,7 +436,10 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     } else if (known(from, IL_AARCH64_LR)) {
       caller = from->value[IL_AARCH64_LR];
     }
-    if (caller != 0 && plausible_return(unwinder, arch, caller)) {
+    int found = caller != 0 ? plausible_return(unwinder, arch, caller) : RETURN_NO;
+    /* aarch64 without the code: arm64.rs has no such step (lr may be anything); its frame records and
+       scanning decide. */
+    if (found != RETURN_NO && !(arch == IL_ARCH_AARCH64 && found == RETURN_WITHOUT_CODE)) {
       set_register(&next, pc, caller);
       if (accept(cursor, &next, IL_FRAME_CFI, 0, 0, 0)) return 1;
     }
@@ -427,6 +462,12 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
         }
       }
     }
+  }
+
+  /* 5c. aarch64 without the code: arm64.rs's frame records. */
+  if (arch == IL_ARCH_AARCH64 && unwinder->without_code) {
+    int taken = aarch64_frame_record_without_code(unwinder, cursor);
+    if (taken >= 0) return taken;
   }
 
   /* 5b. arm: frame records only where the caller trusts them (arm.rs: iOS); never the generic ones. */
@@ -497,6 +538,8 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     set_register(&next, pc, word);
     if (arch == IL_ARCH_AARCH64) next.known &= ~(1ull << IL_AARCH64_LR);
     if (arch == IL_ARCH_ARM) next.known = (1ull << IL_ARM_SP) | (1ull << IL_ARM_PC);  /* arm.rs: pc and sp only */
+    if (arch == IL_ARCH_AARCH64 && found == RETURN_WITHOUT_CODE)  /* arm64.rs: pc and sp only */
+      next.known = (1ull << IL_AARCH64_SP) | (1ull << IL_AARCH64_PC);
     if (found == RETURN_WITHOUT_CODE && (arch == IL_ARCH_X86_64 || arch == IL_ARCH_I386))
       scanned_frame_pointer(unwinder, from, &next, i, at, size);
     if (accept(cursor, &next, IL_FRAME_SCAN, 0, 0, 0)) return 1;

@@ -221,4 +221,75 @@ import Testing
     #expect(frames.map(\.trust) == ["context", "frame_pointer", "frame_pointer"], "\(frames)")
     Self.expectSameFrames(ours: ours, theirs: theirs, "arm iOS")
   }
+
+  // MARK: arm64 without the code
+
+  /// An arm64 Linux dump (`CONTEXT_ARM64`) of threads given as (pc, sp, lr, x29, stack words from sp),
+  /// with `store`'s `app.sym` for arm64 (a function pushing x29 and x30, a leaf, two without CFI).
+  static func arm64Dump(threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])]) throws -> [UInt8] {
+    var system = MinidumpWriter.SystemInfo(processorArchitecture: 12)
+    system.osVersion = (5, 10, 0)
+    let dumpThreads = threads.enumerated().map { index, thread in
+      var stack = [UInt8](repeating: 0, count: 1024)
+      for (word, value) in thread.words {
+        for byte in 0..<8 { stack[word * 8 + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
+      }
+      let context = MinidumpContext(layout: .arm64, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
+                                                                  "fp": thread.fp, "x19": 0x1919])
+      return MinidumpWriter.Thread(tid: UInt32(200 + index), context: .registers(context), stackAddress: thread.sp, stack: stack)
+    }
+    let modules = [MinidumpWriter.Module(baseAddress: app.base, size: 0x4000, path: "/opt/app/app", buildID: app.buildID,
+                                         isMainExecutable: true),
+                   MinidumpWriter.Module(baseAddress: bare.base, size: 0x4000, path: "/opt/app/libbare.so", buildID: bare.buildID)]
+    return try MinidumpWriter.write(MinidumpWriter.Contents(
+      timeDateStamp: 1_700_000_000, systemInfo: system, threads: dumpThreads, modules: modules,
+      exception: MinidumpWriter.Exception(tid: 200, signal: 11, code: 1, address: 0x10)))
+  }
+
+  /// arm64 threads whose modules' code is not at hand, walked as minidump-stackwalk's arm64.rs walks
+  /// them: `STACK CFI` (a leaf's caller in x30 at the same sp), x29's frame records checked only for a
+  /// pc in 0x1000...0xfffffffffffff (one outside every module is a frame), x29 0 ending the walk, and
+  /// scanning within Breakpad's window for a word in a module (unaligned ones too, inside a function
+  /// where the module has symbols), the scanned caller with pc and sp only (no frame record after it).
+  /// Before, scanning took any aligned word for 1,024 words whatever the symbols said, followed the
+  /// callee's stale x29 after a scan, and a record's pc had to be in a module.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func arm64ThreadsWithoutTheCodeWalkAsMinidumpStackwalkWalksThem() throws {
+    let directory = try makeTemporaryDirectory("imagelog-arm64-walk")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let store = directory + "/symbols"
+    let appID = BuildID(Self.app.buildID).breakpadDebugID()
+    _ = try runChild(["mkdir", "-p", "\(store)/app/\(appID)"])
+    try writeFile("\(store)/app/\(appID)/app.sym", """
+      MODULE Linux arm64 \(appID) app
+      FUNC 1000 100 0 inner
+      FUNC 2000 100 0 middle
+      FUNC 3000 100 0 outer
+      STACK CFI INIT 1000 100 .cfa: sp 0 + .ra: x30
+      STACK CFI 1004 .cfa: sp 16 + .ra: .cfa -8 + ^ x29: .cfa -16 + ^
+
+      """)
+    let (app, bare) = (Self.app.base, Self.bare.base)
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])] = [
+      // inner by CFI <- middle, then two frame records, one returning outside every module, then x29 0.
+      (app + 0x1010, sp, 0x5555, sp + 0x100,
+       [0: sp + 0x40, 1: app + 0x2014, 8: sp + 0x80, 9: 0x30000, 16: 0, 17: bare + 0x404]),
+      // x29 unreadable: scanning past a word app's symbols do not name and one in no module to an
+      // unaligned word in libbare, then (no record to follow) to outer, then nothing within 40 words.
+      (bare + 0x100, sp + 0x10000, 0, 0x1234_0000,
+       [1: app + 0x2345, 2: 0x30000, 3: bare + 0x502, 5: app + 0x3018, 6 + 45: bare + 0x700]),
+      // A leaf at inner's first instruction: its caller in x30 at the same sp, then x29's record.
+      (app + 0x1000, sp + 0x20000, app + 0x2014, sp + 0x20020, [4: 0, 5: bare + 0x604]),
+    ]
+    let path = directory + "/arm64.dmp"
+    try writeFile(path, bytes: try Self.arm64Dump(threads: threads))
+    let theirs = try Self.walk(path, theirs: true, stores: [store])
+    let ours = try Self.walk(path, theirs: false, stores: [store])
+    #expect(theirs["system_info"]?["cpu_arch"]?.string == "arm64")
+    let walked = Self.threads(theirs)
+    #expect(walked.first?.map(\.trust) == ["context", "cfi", "frame_pointer", "frame_pointer"], "\(walked)")
+    #expect(walked.dropFirst().first?.map(\.trust) == ["context", "scan", "scan"], "\(walked)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "arm64")
+  }
 }
