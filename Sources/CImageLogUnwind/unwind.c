@@ -268,28 +268,49 @@ static void scanned_frame_pointer(const il_unwinder *unwinder, const il_register
 static int accept(il_unwind_cursor *cursor, const il_register_set *next, il_frame_trust trust, int exact,
                   int crossing_signal, uint64_t cfa);
 
+/* The frame record at `from`'s frame pointer, as the stackwalkers read one: 1 with its address in
+   *frame, the saved frame pointer in record[0] and the return address in record[1]; 0 when the frame
+   pointer is 0 and `zero_ends` (arm.rs and arm64.rs end the walk there); -1 when it is unknown or the
+   record cannot be read. */
+static int frame_record(const il_unwinder *unwinder, const il_register_set *from, int zero_ends, uint64_t *frame,
+                        uint64_t record[2]) {
+  int fp = fp_register(from->arch), size = word_size(from->arch);
+  uint64_t top = size == 4 ? 0xFFFFFFFFu : UINT64_MAX;
+  if (!known(from, fp)) return -1;
+  *frame = from->value[fp];
+  if (*frame == 0 && zero_ends) return 0;
+  if (*frame >= top - 2 * (uint64_t)size || !read_pointer(&unwinder->memory, *frame, size, &record[0]) ||
+      !read_pointer(&unwinder->memory, *frame + (uint64_t)size, size, &record[1]))
+    return -1;
+  return 1;
+}
+
+/* Moves the cursor to the caller a frame record gives: its frame pointer, pc and sp (past the record),
+   nothing else known, as the stackwalkers' frame-pointer callers. 1: moved; 0: the walk ends there. */
+static int take_frame_record(il_unwind_cursor *cursor, uint64_t frame, const uint64_t record[2]) {
+  il_arch arch = cursor->registers.arch;
+  il_register_set next;
+  memset(&next, 0, sizeof next);
+  next.arch = arch;
+  set_register(&next, fp_register(arch), record[0]);
+  set_register(&next, sp_register(arch), frame + 2 * (uint64_t)word_size(arch));
+  set_register(&next, pc_register(arch), record[1]);
+  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+}
+
 /* An i386 frame record where the return address's code cannot be read, as minidump-stackwalk's x86.rs
    reads one: [ebp] and [ebp + 4] readable make the caller's frame, checked against nothing else (a
    caller outside every module is still a frame; the walk's own checks follow), and a return address in
    the first page ends the walk there rather than falling back to scanning. 1: moved; 0: the walk ends;
    -1: not such a record (readable code, or no record): the other methods decide. */
 static int i386_frame_record_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
-  const il_register_set *from = &cursor->registers;
   uint64_t frame, record[2];
   il_unwind_image image;
-  if (!known(from, IL_I386_EBP)) return -1;
-  frame = from->value[IL_I386_EBP];
-  if (frame >= 0xFFFFFFFFu - 8 || !read_pointer(&unwinder->memory, frame, 4, &record[0]) ||
-      !read_pointer(&unwinder->memory, frame + 4, 4, &record[1]))
-    return -1;
+  if (frame_record(unwinder, &cursor->registers, 0, &frame, record) < 0) return -1;
   if (record[1] < 4096) return 0;
   int found = plausible_return(unwinder, IL_ARCH_I386, record[1]);
   if (found != RETURN_WITHOUT_CODE && image_for(unwinder, record[1] - 1, &image)) return -1;
-  il_register_set next = *from;
-  set_register(&next, IL_I386_EBP, record[0]);
-  set_register(&next, IL_I386_ESP, frame + 8);
-  set_register(&next, IL_I386_EIP, record[1]);
-  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+  return take_frame_record(cursor, frame, record);
 }
 
 /* An arm caller's registers after CFI, as arm.rs's CfiStackWalker leaves them: what a rule gave, the
@@ -308,22 +329,11 @@ static void arm_caller_registers(const il_cfi_row *row, il_register_set *next) {
    its pc, its sp r11 + 8, checked against nothing but the walk's own rules; r11 0 ends the walk. 1:
    moved; 0: the walk ends; -1: no record to read (the other methods decide). */
 static int arm_frame_record(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
-  const il_register_set *from = &cursor->registers;
   uint64_t frame, record[2];
-  if (!known(from, IL_ARM_FP)) return -1;
-  frame = from->value[IL_ARM_FP];
-  if (frame == 0) return 0;
-  if (frame >= 0xFFFFFFFFu - 8 || !read_pointer(&unwinder->memory, frame, 4, &record[0]) ||
-      !read_pointer(&unwinder->memory, frame + 4, 4, &record[1]))
-    return -1;
+  int read = frame_record(unwinder, &cursor->registers, 1, &frame, record);
+  if (read <= 0) return read;
   if (record[1] < 4096) return 0;
-  il_register_set next;
-  memset(&next, 0, sizeof next);
-  next.arch = IL_ARCH_ARM;
-  set_register(&next, IL_ARM_FP, record[0]);
-  set_register(&next, IL_ARM_SP, frame + 8);
-  set_register(&next, IL_ARM_PC, record[1]);
-  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+  return take_frame_record(cursor, frame, record);
 }
 
 /* An aarch64 frame record whose return address's code cannot be read, as arm64.rs reads one: [x29] the
@@ -331,25 +341,16 @@ static int arm_frame_record(const il_unwinder *unwinder, il_unwind_cursor *curso
    the next record's pc; x29 0 ends the walk. Nothing else is checked: a pc outside every module is a
    frame. 1: moved; 0: the walk ends; -1: no such record (readable code, or none): the other methods. */
 static int aarch64_frame_record_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
-  const il_register_set *from = &cursor->registers;
   uint64_t frame, record[2], lr;
-  if (!known(from, IL_AARCH64_FP)) return -1;
-  frame = from->value[IL_AARCH64_FP];
-  if (frame == 0) return 0;
-  if (frame >= UINT64_MAX - 16 || !read_pointer(&unwinder->memory, frame, 8, &record[0]) ||
-      !read_pointer(&unwinder->memory, frame + 8, 8, &record[1]))
-    return -1;
+  int read = frame_record(unwinder, &cursor->registers, 1, &frame, record);
+  if (read <= 0) return read;
   if (record[1] < 0x1000 || record[1] > 0x000FFFFFFFFFFFFFull) return -1;
   if (plausible_return(unwinder, IL_ARCH_AARCH64, record[1]) == RETURN_AFTER_CALL) return -1;
-  il_register_set next;
-  memset(&next, 0, sizeof next);
-  next.arch = IL_ARCH_AARCH64;
-  set_register(&next, IL_AARCH64_FP, record[0]);
-  set_register(&next, IL_AARCH64_SP, frame + 16);
-  set_register(&next, IL_AARCH64_PC, record[1]);
-  if (record[0] != 0 && record[0] <= UINT64_MAX - 8 && read_pointer(&unwinder->memory, record[0] + 8, 8, &lr))
-    set_register(&next, IL_AARCH64_LR, lr);
-  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+  /* The caller's lr: the next record's return address, read before the cursor moves. */
+  int has_lr = record[0] != 0 && record[0] <= UINT64_MAX - 16 && read_pointer(&unwinder->memory, record[0] + 8, 8, &lr);
+  if (!take_frame_record(cursor, frame, record)) return 0;
+  if (has_lr) set_register(&cursor->registers, IL_AARCH64_LR, lr);
+  return 1;
 }
 
 void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers) {

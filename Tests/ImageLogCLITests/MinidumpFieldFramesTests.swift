@@ -118,45 +118,57 @@ import Testing
   static let library = (base: UInt64(0x40000), buildID: [UInt8](repeating: 0xB2, count: 16))
   static let bare = (base: UInt64(0x80000), buildID: [UInt8](repeating: 0xC3, count: 16))
 
+  /// A store in `directory` holding, for each module (name, build-id), a `.sym` of `architecture`
+  /// whose `MODULE` line precedes `records`, where a store keeps it (`NAME/DEBUGID/NAME.sym`).
+  static func madeStore(in directory: String, architecture: String, _ symbols: [(name: String, buildID: [UInt8], records: String)]) throws -> String {
+    let store = directory + "/symbols"
+    for (name, buildID, records) in symbols {
+      let id = BuildID(buildID).breakpadDebugID()
+      _ = try runChild(["mkdir", "-p", "\(store)/\(name)/\(id)"])
+      try writeFile("\(store)/\(name)/\(id)/\(name).sym", "MODULE Linux \(architecture) \(id) \(name)\n\(records)")
+    }
+    return store
+  }
+
   /// A store for the ARM dumps: `app` with three functions, two with CFI (a push of r7 and lr; a push of
   /// r4-r6 and lr, thumb code), and `libfoo.so` naming one function only (a scanned word elsewhere in it
   /// is no return address to either tool).
   static func armStore(in directory: String) throws -> String {
-    let store = directory + "/symbols"
-    let appID = BuildID(app.buildID).breakpadDebugID(), libraryID = BuildID(library.buildID).breakpadDebugID()
-    _ = try runChild(["mkdir", "-p", "\(store)/app/\(appID)", "\(store)/libfoo.so/\(libraryID)"])
-    try writeFile("\(store)/app/\(appID)/app.sym", """
-      MODULE Linux arm \(appID) app
-      FUNC 1000 100 0 inner
-      FUNC 2000 100 0 middle
-      FUNC 3000 100 0 outer
-      STACK CFI INIT 1000 100 .cfa: sp 0 + .ra: lr
-      STACK CFI 1004 .cfa: sp 8 + .ra: .cfa -4 + ^ r7: .cfa -8 + ^
-      STACK CFI INIT 2000 100 .cfa: sp 0 + .ra: lr
-      STACK CFI 2004 .cfa: sp 16 + .ra: .cfa -4 + ^ r4: .cfa -16 + ^ r5: .cfa -12 + ^ r6: .cfa -8 + ^
+    try madeStore(in: directory, architecture: "arm", [
+      ("app", app.buildID, """
+        FUNC 1000 100 0 inner
+        FUNC 2000 100 0 middle
+        FUNC 3000 100 0 outer
+        STACK CFI INIT 1000 100 .cfa: sp 0 + .ra: lr
+        STACK CFI 1004 .cfa: sp 8 + .ra: .cfa -4 + ^ r7: .cfa -8 + ^
+        STACK CFI INIT 2000 100 .cfa: sp 0 + .ra: lr
+        STACK CFI 2004 .cfa: sp 16 + .ra: .cfa -4 + ^ r4: .cfa -16 + ^ r5: .cfa -12 + ^ r6: .cfa -8 + ^
 
-      """)
-    try writeFile("\(store)/libfoo.so/\(libraryID)/libfoo.so.sym", """
-      MODULE Linux arm \(libraryID) libfoo.so
-      FUNC 1000 200 0 foo_function
+        """),
+      ("libfoo.so", library.buildID, """
+        FUNC 1000 200 0 foo_function
 
-      """)
-    return store
+        """),
+    ])
   }
 
-  /// A 32-bit ARM dump (`platformID`: Linux 0x8201, iOS 0x8102) of the threads given as (pc, sp, lr,
-  /// r11, stack words from sp), the first crashed by SIGSEGV.
-  static func armDump(platformID: UInt32, threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])]) throws -> [UInt8] {
-    var system = MinidumpWriter.SystemInfo(processorArchitecture: 5)
+  /// A thread of a made dump: pc, sp, lr, the frame pointer (r11, x29), and stack words from sp.
+  typealias MadeThread = (pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])
+
+  /// A Linux (`platformID` 0x8201) or iOS (0x8102) dump with a context of `layout` (`.arm` or `.arm64`)
+  /// for each of `threads`, the first crashed by SIGSEGV, and the modules app, libfoo.so and libbare.so.
+  static func madeDump(_ layout: MinidumpContext.Layout, platformID: UInt32 = 0x8201, threads: [MadeThread]) throws -> [UInt8] {
+    let word = layout == .arm ? 4 : 8
+    var system = MinidumpWriter.SystemInfo(processorArchitecture: layout == .arm ? 5 : 12)
     system.platformID = platformID
-    system.osVersion = platformID == 0x8201 ? (4, 9, 0) : (9, 3, 5)
+    system.osVersion = platformID == 0x8201 ? (5, 10, 0) : (9, 3, 5)
     let dumpThreads = threads.enumerated().map { index, thread in
-      var stack = [UInt8](repeating: 0, count: 1024)
-      for (word, value) in thread.words {
-        for byte in 0..<4 { stack[word * 4 + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
+      var stack = [UInt8](repeating: 0, count: 128 * word)
+      for (slot, value) in thread.words {
+        for byte in 0..<word { stack[slot * word + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
       }
-      let context = MinidumpContext(layout: .arm, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
-                                                                "fp": thread.fp, "r4": 0x444, "r7": 0x777])
+      let context = MinidumpContext(layout: layout, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
+                                                                  "fp": thread.fp, "r4": 0x444, "x19": 0x1919])
       return MinidumpWriter.Thread(tid: UInt32(100 + index), context: .registers(context), stackAddress: thread.sp, stack: stack)
     }
     let modules = [MinidumpWriter.Module(baseAddress: app.base, size: 0x4000, path: "/opt/app/app", buildID: app.buildID,
@@ -180,7 +192,7 @@ import Testing
     let store = try Self.armStore(in: directory)
     let (app, library, bare) = (Self.app.base, Self.library.base, Self.bare.base)
     let sp: UInt64 = 0x7F00_0000
-    let threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])] = [
+    let threads: [MadeThread] = [
       // inner (after its push) <- middle (thumb) <- outer by CFI; then scanning: libfoo outside its
       // function, an address in no module, libfoo's function, libbare, and one past the 40-word window.
       (app + 0x1010, sp, 0x5555, sp + 64,
@@ -192,7 +204,7 @@ import Testing
       (bare + 0x100, sp + 0x20000, 0, sp + 0x20008, [1: app + 0x2345, 2: sp + 0x20020, 3: bare + 0x201]),
     ]
     let path = directory + "/arm.dmp"
-    try writeFile(path, bytes: try Self.armDump(platformID: 0x8201, threads: threads))
+    try writeFile(path, bytes: try Self.madeDump(.arm, threads: threads))
     let theirs = try Self.walk(path, theirs: true, stores: [store])
     let ours = try Self.walk(path, theirs: false, stores: [store])
     #expect(theirs["system_info"]?["cpu_arch"]?.string == "arm")
@@ -211,7 +223,7 @@ import Testing
     let bare = Self.bare.base
     let sp: UInt64 = 0x7F00_0000
     let path = directory + "/arm-ios.dmp"
-    try writeFile(path, bytes: try Self.armDump(platformID: 0x8102, threads: [
+    try writeFile(path, bytes: try Self.madeDump(.arm, platformID: 0x8102, threads: [
       (bare + 0x100, sp, 0, sp + 8, [2: sp + 24, 3: bare + 0x301, 6: 0, 7: bare + 0x401, 9: bare + 0x501]),
     ]))
     let theirs = try Self.walk(path, theirs: true, stores: [])
@@ -224,28 +236,6 @@ import Testing
 
   // MARK: arm64 without the code
 
-  /// An arm64 Linux dump (`CONTEXT_ARM64`) of threads given as (pc, sp, lr, x29, stack words from sp),
-  /// with `store`'s `app.sym` for arm64 (a function pushing x29 and x30, a leaf, two without CFI).
-  static func arm64Dump(threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])]) throws -> [UInt8] {
-    var system = MinidumpWriter.SystemInfo(processorArchitecture: 12)
-    system.osVersion = (5, 10, 0)
-    let dumpThreads = threads.enumerated().map { index, thread in
-      var stack = [UInt8](repeating: 0, count: 1024)
-      for (word, value) in thread.words {
-        for byte in 0..<8 { stack[word * 8 + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
-      }
-      let context = MinidumpContext(layout: .arm64, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
-                                                                  "fp": thread.fp, "x19": 0x1919])
-      return MinidumpWriter.Thread(tid: UInt32(200 + index), context: .registers(context), stackAddress: thread.sp, stack: stack)
-    }
-    let modules = [MinidumpWriter.Module(baseAddress: app.base, size: 0x4000, path: "/opt/app/app", buildID: app.buildID,
-                                         isMainExecutable: true),
-                   MinidumpWriter.Module(baseAddress: bare.base, size: 0x4000, path: "/opt/app/libbare.so", buildID: bare.buildID)]
-    return try MinidumpWriter.write(MinidumpWriter.Contents(
-      timeDateStamp: 1_700_000_000, systemInfo: system, threads: dumpThreads, modules: modules,
-      exception: MinidumpWriter.Exception(tid: 200, signal: 11, code: 1, address: 0x10)))
-  }
-
   /// arm64 threads whose modules' code is not at hand, walked as minidump-stackwalk's arm64.rs walks
   /// them: `STACK CFI` (a leaf's caller in x30 at the same sp), x29's frame records checked only for a
   /// pc in 0x1000...0xfffffffffffff (one outside every module is a frame), x29 0 ending the walk, and
@@ -257,21 +247,19 @@ import Testing
   func arm64ThreadsWithoutTheCodeWalkAsMinidumpStackwalkWalksThem() throws {
     let directory = try makeTemporaryDirectory("imagelog-arm64-walk")
     defer { _ = try? runChild(["rm", "-rf", directory]) }
-    let store = directory + "/symbols"
-    let appID = BuildID(Self.app.buildID).breakpadDebugID()
-    _ = try runChild(["mkdir", "-p", "\(store)/app/\(appID)"])
-    try writeFile("\(store)/app/\(appID)/app.sym", """
-      MODULE Linux arm64 \(appID) app
-      FUNC 1000 100 0 inner
-      FUNC 2000 100 0 middle
-      FUNC 3000 100 0 outer
-      STACK CFI INIT 1000 100 .cfa: sp 0 + .ra: x30
-      STACK CFI 1004 .cfa: sp 16 + .ra: .cfa -8 + ^ x29: .cfa -16 + ^
+    let store = try Self.madeStore(in: directory, architecture: "arm64", [
+      ("app", Self.app.buildID, """
+        FUNC 1000 100 0 inner
+        FUNC 2000 100 0 middle
+        FUNC 3000 100 0 outer
+        STACK CFI INIT 1000 100 .cfa: sp 0 + .ra: x30
+        STACK CFI 1004 .cfa: sp 16 + .ra: .cfa -8 + ^ x29: .cfa -16 + ^
 
-      """)
+        """),
+    ])
     let (app, bare) = (Self.app.base, Self.bare.base)
     let sp: UInt64 = 0x7FFF_0000_0000
-    let threads: [(pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])] = [
+    let threads: [MadeThread] = [
       // inner by CFI <- middle, then two frame records, one returning outside every module, then x29 0.
       (app + 0x1010, sp, 0x5555, sp + 0x100,
        [0: sp + 0x40, 1: app + 0x2014, 8: sp + 0x80, 9: 0x30000, 16: 0, 17: bare + 0x404]),
@@ -283,7 +271,7 @@ import Testing
       (app + 0x1000, sp + 0x20000, app + 0x2014, sp + 0x20020, [4: 0, 5: bare + 0x604]),
     ]
     let path = directory + "/arm64.dmp"
-    try writeFile(path, bytes: try Self.arm64Dump(threads: threads))
+    try writeFile(path, bytes: try Self.madeDump(.arm64, threads: threads))
     let theirs = try Self.walk(path, theirs: true, stores: [store])
     let ours = try Self.walk(path, theirs: false, stores: [store])
     #expect(theirs["system_info"]?["cpu_arch"]?.string == "arm64")
