@@ -67,7 +67,7 @@ extension ProcessSnapshot {
       if context == nil { thread.problem = "the dump holds no registers for this thread" }
       if let writer = dump.breakpadInfo?.dumpThreadID, writer == entry.tid {
         thread.wroteDump = true
-        thread.problem = "the thread that wrote the dump: not walked"
+        thread.problem = "the thread that wrote the dump"
       }
       if let context, thread.kernelRegisters == nil {
         // Registers the unwinder does not walk from: the thread has its frame 0, the pc (the registers
