@@ -365,7 +365,10 @@ void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers)
 
 uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor) {
   uint64_t pc = cursor->registers.value[pc_register(cursor->registers.arch)];
-  return cursor->pc_is_exact || pc == 0 ? pc : pc - 1;
+  if (cursor->pc_is_exact || pc == 0) return pc;
+  /* arm: a thumb return address is odd (the mode bit), so pc - 1 is the instruction after the call;
+     pc - 2 is inside the call in either mode (arm.rs looks rules up there). */
+  return cursor->registers.arch == IL_ARCH_ARM && pc >= 2 ? pc - 2 : pc - 1;
 }
 
 /* Moves the cursor to `next` when it is progress: a nonzero pc, a stack pointer not below the floor

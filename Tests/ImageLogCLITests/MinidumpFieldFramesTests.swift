@@ -131,7 +131,8 @@ import Testing
   }
 
   /// A store for the ARM dumps: `app` with three functions, two with CFI (a push of r7 and lr; a push of
-  /// r4-r6 and lr, thumb code), and `libfoo.so` naming one function only (a scanned word elsewhere in it
+  /// r4-r6 and lr, thumb code, whose next row starts at the instruction after its call, 0x2010: the rule
+  /// for a return to 0x2011 is the row before, inside the call), and `libfoo.so` naming one function only (a scanned word elsewhere in it
   /// is no return address to either tool).
   static func armStore(in directory: String) throws -> String {
     try madeStore(in: directory, architecture: "arm", [
@@ -143,6 +144,7 @@ import Testing
         STACK CFI 1004 .cfa: sp 8 + .ra: .cfa -4 + ^ r7: .cfa -8 + ^
         STACK CFI INIT 2000 100 .cfa: sp 0 + .ra: lr
         STACK CFI 2004 .cfa: sp 16 + .ra: .cfa -4 + ^ r4: .cfa -16 + ^ r5: .cfa -12 + ^ r6: .cfa -8 + ^
+        STACK CFI 2010 .cfa: sp 48 + .ra: .cfa -4 + ^
 
         """),
       ("libfoo.so", library.buildID, """

@@ -112,7 +112,8 @@ void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers)
    ends. */
 int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor);
 
-/* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address. */
+/* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address (pc - 2 on arm,
+   whose thumb return addresses are odd). */
 uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor);
 
 /* ------------------------------------------------------------------ call frame information, directly
