@@ -122,8 +122,9 @@ extension ProcessSnapshot {
     // writes it; `module_offset` and `function_offset` are measured to it. imagelog's offset is from
     // the return address, except Swift's backtracer's, which is from the call already.
     let fromCall = format == .swiftBacktrace || format == .swiftBacktraceJSON
+    let back = frame.address &- instruction  // what the instruction is short of the return address (1; arm 2, arm64 4)
     let functionOffset = named == nil ? nil : function?.offset.map { offset in
-      frame.isReturnAddress && !fromCall && offset > 0 ? offset - 1 : offset
+      frame.isReturnAddress && !fromCall && offset >= back ? offset - back : offset
     }
     let inlined = symbols.functions.count > 1 ? Array(symbols.functions.dropLast()) : []
     let trust: String

@@ -5,8 +5,9 @@ import Testing
 /// Every thread's frames of every field dump (Tests/ImageReadersTests/Fixtures/minidump-field: Breakpad's
 /// and rust-minidump's test data, written on Windows, Linux, macOS and iOS, read here without one of
 /// their modules' files) as `imagelog symbolicate --format stackwalk-json` gives them, held to
-/// `minidump-stackwalk --json --symbols-path` 0.25 frame by frame: module, module offset and trust, and
-/// the same number of frames. Before this suite 30 of the 50 threads agreed (564 of 673 frames at the
+/// `minidump-stackwalk --json --symbols-path` 0.25 frame by frame: module, module offset and trust, the
+/// function and the offset in it wherever minidump-stackwalk names the frame, and the same number of
+/// frames. Before this suite 30 of the 50 threads agreed (564 of 673 frames at the
 /// same position): scanning read code the dump kept around a pc and words outside the thread's stack,
 /// skipped a repeated word, ran i386 frame records through amd64's checks, walked the thread that wrote
 /// the dump, and placed a return address one past a module's end outside it.
@@ -30,7 +31,10 @@ import Testing
     var module: String?
     var offset: String?
     var trust: String?
-    var description: String { "\(module ?? "-") \(offset ?? "-") \(trust ?? "-")" }
+    /// The function and the offset in it, where the frame is named.
+    var function: String?
+    var functionOffset: String?
+    var description: String { "\(module ?? "-") \(offset ?? "-") \(trust ?? "-")\(function.map { " " + $0 + " + " + (functionOffset ?? "?") } ?? "")" }
   }
 
   /// The stackwalk JSON of `dump`, from minidump-stackwalk (`theirs`) or imagelog.
@@ -47,7 +51,8 @@ import Testing
     (json["threads"]?.array ?? []).map { thread in
       (thread["frames"]?.array ?? []).map { frame in
         Frame(module: frame["module"]?.string, offset: (frame["module_offset"] ?? frame["offset"])?.string,
-              trust: frame["trust"]?.string)
+              trust: frame["trust"]?.string, function: frame["function"]?.string,
+              functionOffset: frame["function_offset"]?.string)
       }
     }
   }
@@ -72,6 +77,11 @@ import Testing
       let text = "\(label) thread \(index)\n ours:   \(mine)\n theirs: \(other)"
       #expect(limit.map { mine.count >= $0 } ?? (mine.count == other.count), "\(text)", sourceLocation: sourceLocation)
       for (number, (a, b)) in zip(mine, other).enumerated().prefix(limit ?? .max) {
+        // Named as minidump-stackwalk names it wherever it names the frame.
+        if b.function != nil {
+          #expect(a.function == b.function && a.functionOffset == b.functionOffset, "frame \(number): \(text)",
+                  sourceLocation: sourceLocation)
+        }
         if a.module == b.module && a.offset == b.offset && a.trust == b.trust { continue }
         if windowsX86 && a.module == b.module && a.offset == b.offset && b.trust == "cfi" && a.trust == "frame_pointer" {
           withKnownIssue("Windows x86 STACK WIN records (trust cfi) are walked by branch stackwin") {
@@ -195,10 +205,11 @@ import Testing
     let (app, library, bare) = (Self.app.base, Self.library.base, Self.bare.base)
     let sp: UInt64 = 0x7F00_0000
     let threads: [MadeThread] = [
-      // inner (after its push) <- middle (thumb) <- outer by CFI; then scanning: libfoo outside its
+      // inner (after its push) <- middle (thumb) <- outer by CFI, its call outer's last instruction (the
+      // return address one past the function: named by the call); then scanning: libfoo outside its
       // function, an address in no module, libfoo's function, libbare, and one past the 40-word window.
       (app + 0x1010, sp, 0x5555, sp + 64,
-       [0: 0x777, 1: app + 0x2011, 5: app + 0x3021, 7: library + 0x1801, 8: 0x30000, 9: library + 0x1101,
+       [0: 0x777, 1: app + 0x2011, 5: app + 0x3101, 7: library + 0x1801, 8: 0x30000, 9: library + 0x1101,
         12: bare + 0x501, 13 + 45: bare + 0x601]),
       // A leaf at inner's first instruction: its caller is in lr, at the same sp.
       (app + 0x1000, sp + 0x10000, app + 0x2011, 0, [3: app + 0x3021, 6: bare + 0x201]),
