@@ -175,14 +175,24 @@ extension Symbolicator {
   }
 }
 
-/// `memory` inside `ranges` only (sorted or not: a dump names few whole modules).
+/// `memory` inside `ranges` only, each read held to one range, found by binary search (a hostile dump
+/// may hold thousands of whole modules).
 private struct RangeLimitedMemory<Base: MemoryReading>: MemoryReading {
   let memory: Base
   let ranges: [Range<UInt64>]
+  let owners: RangeOwners
+
+  init(memory: Base, ranges: [Range<UInt64>]) {
+    self.memory = memory
+    self.ranges = ranges
+    // An empty range holds nothing (last < first).
+    owners = RangeOwners(ranges.map { $0.isEmpty ? (first: UInt64.max, last: 0) : ($0.lowerBound, $0.upperBound - 1) },
+                         claimOrder: Array(ranges.indices))
+  }
 
   func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     let (end, overflow) = address.addingReportingOverflow(UInt64(buffer.count))
-    guard !overflow, ranges.contains(where: { $0.lowerBound <= address && end <= $0.upperBound }) else { return false }
+    guard !overflow, let index = owners.owner(of: address), end <= ranges[index].upperBound else { return false }
     return memory.read(address, into: buffer)
   }
 }
