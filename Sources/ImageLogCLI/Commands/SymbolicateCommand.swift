@@ -308,7 +308,7 @@ struct SymbolicateCommand: Command {
           continue
         }
         Symbolicator.symbolicate(&report, options: options, cache: cache)
-        if style != .stackwalkJSON, report.format != .addresses { report.signature = report.signature(lists: options.signatureLists ?? .imagelogDefaults) }
+        if style != .stackwalkJSON, report.format != .addresses { report.sign(with: options) }
         report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
