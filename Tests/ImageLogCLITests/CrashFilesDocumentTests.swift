@@ -86,6 +86,29 @@ extension RunCrashTests {
     #expect(first?["symbol"]?.string == "crash_null" && first?["file"]?.string?.hasSuffix("run-crash.c") == true, "\(frames.first.map { "\($0)" } ?? "")")
   }
 
+  /// run with every option, in an environment of its own that holds none of the variables it replaces:
+  /// the environment it builds for the program (its own, then LD_AUDIT and the module's 16 variables and
+  /// the end) fits the array it allocates. Under valgrind (which cannot read the debug binary's DWARF 5:
+  /// a stripped copy, the audit module beside it); the array was one entry short before --crash-document
+  /// was added and valgrind said "Invalid write of size 8".
+  @Test(.enabled(if: haveTool("valgrind") && haveTool("strip"), "needs valgrind and strip"))
+  func everyRunOptionFitsTheEnvironment() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-options")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let copy = directory + "/imagelog"
+    let strip = try runChild(["strip", "-o", copy, processTestImagelog])
+    try #require(strip.exitCode == 0, "strip: \(strip.error)")
+    let module = processTestImagelog.split(separator: "/").dropLast().joined(separator: "/")
+    let copied = try runChild(["cp", "/" + module + "/libImageLogAudit.so", directory + "/"])
+    try #require(copied.exitCode == 0, "cp: \(copied.error)")
+    let run = try runChild(["env", "-i", "PATH=/usr/bin:/bin", "valgrind", "-q", copy, "run", "--timing", "--full-build-ids",
+                            "--no-follow", "--output", directory + "/log", "--crash-dir", directory + "/crashes", "--crash-wait",
+                            "--crash-document", "--upload-url", "http://127.0.0.1:9/", "--unloaded-history", "3", "--", "true"],
+                           timeoutSeconds: 300)
+    #expect(run.exitCode == 0 && !run.error.contains("Invalid") && !run.error.contains("unaddressable"), "\(run.error)")
+    #expect(readFile(directory + "/log")?.isEmpty == false, "the program ran audited")
+  }
+
   @Test func crashDocumentNeedsACrashDirectory() throws {
     let run = try runChild([processTestImagelog, "run", "--crash-document", "--", "true"])
     #expect(run.exitCode == 64 && run.error.contains("--crash-document needs --crash-dir"), "\(run.error)")
