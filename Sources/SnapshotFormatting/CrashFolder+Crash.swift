@@ -3,27 +3,6 @@ import ImageReaders
 import Snapshot
 import Symbolication
 
-/// A crash captured from a process, as the crash folder's writer takes it: the snapshot read (threads
-/// unwound, not yet symbolicated), the snapshot its minidump is written from, and the images only the
-/// process's memory held (the vDSO), copied while that memory could still be read.
-package struct CapturedCrash {
-  /// The process at the crash, its frames not yet named.
-  package var snapshot: ProcessSnapshot
-  /// What the minidump holds: `snapshot`, or a copy of it carrying more (core-handler's stacks kept
-  /// from the core as it passed).
-  package var dump: ProcessSnapshot
-  /// Images no file holds, copied from the crashed process's memory (or its core's).
-  package var inMemoryImages: [InMemoryImage]
-
-  /// The crash `snapshot` (and `dump`, when it is another), its in-memory images copied from
-  /// `memory` now: call it while the crashed process (or the core) is still there to read.
-  package init(snapshot: ProcessSnapshot, dump: ProcessSnapshot? = nil, memory: some MemoryReading) {
-    self.snapshot = snapshot
-    self.dump = dump ?? snapshot
-    inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: memory)
-  }
-}
-
 extension CrashFolder {
   /// How a crash's files are written.
   package struct CrashFileSettings {
@@ -60,8 +39,11 @@ extension CrashFolder {
     fileprivate var filesFailed = false
   }
 
-  /// Writes a captured crash as the crash `names` in this folder, every file through the folder's
-  /// one writer (unnamed, then linked; mode 0600; marked): the minidump (`STEM.dmp`), the report
+  /// Writes a captured crash, `snapshot` (threads unwound, frames not yet named; the images only its
+  /// memory held, the vDSO, copied by its source), as the crash `names` in this folder, every file
+  /// through the folder's one writer (unnamed, then linked; mode 0600; marked): the minidump
+  /// (`STEM.dmp`, of `dump` when given: a copy of `snapshot` carrying more, as core-handler's stacks
+  /// kept from the core as it passed), the report
   /// symbolicated with its signature (`STEM.crash`, imagelog's layout, then `section`'s lines, given
   /// the problems of the files written before it), and with `settings.document` the crash document
   /// (`STEM.json`, before the report, so a report that is there and not provisional has its files
@@ -71,13 +53,14 @@ extension CrashFolder {
   /// `CrashDatabase.provisionalMarker`), then `provisional` is called with its path (the crashed
   /// process may go: symbolication reads files, not its memory), and the final report later takes its
   /// place (rename(2)). Without one, nothing appears under the report's name before the final report.
-  package func writeCrash(_ crash: CapturedCrash, as names: inout CrashNames, settings: CrashFileSettings,
+  package func writeCrash(_ snapshot: ProcessSnapshot, dump: ProcessSnapshot? = nil, as names: inout CrashNames,
+                          settings: CrashFileSettings,
                           provisional: ((String) -> Void)? = nil,
                           section: ([String]) -> String = { _ in "" }) -> WrittenCrash {
     var written = WrittenCrash()
     if let provisional {
       do {
-        let (path, problem) = try write(Array((crash.snapshot.imagelogReportText() + CrashDatabase.provisionalMarker).utf8),
+        let (path, problem) = try write(Array((snapshot.imagelogReportText() + CrashDatabase.provisionalMarker).utf8),
                                         as: &names, extension: "crash", access: settings.access)
         written.paths.append(path)
         written.reportPath = path
@@ -91,18 +74,16 @@ extension CrashFolder {
     }
     do {
       // Every thread's registers and stack as copied, the images, the exception, the /proc files.
-      let (path, problem) = try write(try crash.dump.minidumpBytes(), as: &names, extension: "dmp", access: settings.access)
+      let (path, problem) = try write(try (dump ?? snapshot).minidumpBytes(), as: &names, extension: "dmp", access: settings.access)
       written.paths.append(path)
       if let problem { written.problems.append(problem) }
     } catch {
       written.problems.append("no minidump: \(error)")
       written.filesFailed = true
     }
-    var snapshot = crash.snapshot
-    var options = settings.symbolication
-    options.inMemoryImages = crash.inMemoryImages
-    Symbolicator.symbolicate(&snapshot, options: options)
-    snapshot.sign(with: options)
+    var snapshot = snapshot
+    Symbolicator.symbolicate(&snapshot, options: settings.symbolication)
+    snapshot.sign(with: settings.symbolication)
     if settings.document {
       do {
         let (path, problem) = try write(snapshot.formattedUTF8(.json), as: &names, extension: "json", access: settings.access)

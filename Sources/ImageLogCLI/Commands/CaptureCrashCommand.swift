@@ -101,21 +101,20 @@ struct CaptureCrashCommand: Command {
   /// Captures the crash and writes its files (`run`'s work before the upload).
   func capture() -> ExitStatus {
     let record: CrashRecord
-    let crash: CapturedCrash
+    let crash: ProcessSnapshot
     let folder: CrashFolder
     do {
       folder = try CrashFolder(path: directory)
       record = try CrashRecord.read(pid: pid, at: self.record)
-      // The /proc files a minidump carries are read now, and the vDSO copied: the process is gone once
+      // The /proc files a minidump carries are read now (and the vDSO copied): the process is gone once
       // it is let go.
-      let capture = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, crash: record)
-      crash = CapturedCrash(snapshot: capture.snapshot, memory: ProcessMemory(pid: pid))
+      crash = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, crash: record).snapshot
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
     }
-    let program = crash.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
-      ?? crash.snapshot.process.name ?? "unknown"
+    let program = crash.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
+      ?? crash.process.name ?? "unknown"
     // A name taken by any entry (a planted dangling link too) is skipped, not failed on.
     var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: record.date,
                                        extensions: CrashDatabase.crashExtensions + [CrashDatabase.stateExtension])

@@ -163,27 +163,27 @@ struct CoreHandlerCommand: Command {
       }
     }
     let stream = CoreStream(descriptor: 0, pid: pid, limits: limits, copy: copy.map { copy in { copy.take($0) } })
-    var (capture, crash): (DumpCapture, CapturedCrash)
+    var (capture, dump): (DumpCapture, ProcessSnapshot)
     do {
-      // While the dying process can be read: the images only it holds (the vDSO), and the threads'
-      // stacks the minidump keeps.
-      (capture, crash) = try stream.read { capture in
+      // While the dying process can be read: the threads' stacks the minidump keeps (the snapshot holds
+      // the images only it had, the vDSO, already).
+      (capture, dump) = try stream.read { capture in
         var dump = capture.snapshot
         dump.keepStacks(of: capture.core, in: capture.memory)
-        return CapturedCrash(snapshot: capture.snapshot, dump: dump, memory: capture.memory)
+        return dump
       }
     } catch {
       printError("\(label): \(error)")
       return .failure
     }
     let crashTime = time ?? Int64(Glibc.time(nil))
-    crash.snapshot.process.date = crashTime
-    crash.dump.process.date = crashTime
-    if let signal, signal != (crash.snapshot.exception?.signal ?? 0) {
-      notes.append("the kernel gave signal \(signal); the core's notes say \(crash.snapshot.exception.map { String($0.signal) } ?? "none")")
+    capture.snapshot.process.date = crashTime
+    dump.process.date = crashTime
+    if let signal, signal != (capture.snapshot.exception?.signal ?? 0) {
+      notes.append("the kernel gave signal \(signal); the core's notes say \(capture.snapshot.exception.map { String($0.signal) } ?? "none")")
     }
     let access = CrashFolder.Access(readableBy: Self.readableUser(capture.core, uid: uid, dumpable: dumpable))
-    var names = CrashFolder.CrashNames(in: folder, program: crash.snapshot.process.name ?? "unknown", pid: pid,
+    var names = CrashFolder.CrashNames(in: folder, program: capture.snapshot.process.name ?? "unknown", pid: pid,
                                        time: crashTime, extensions: Self.extensions)
     var written: [String] = []
     if let copy {
@@ -198,7 +198,7 @@ struct CoreHandlerCommand: Command {
     }
     // The problems of the files written before the report are in its last lines; the report's own is said here.
     var inReport = 0
-    let files = folder.writeCrash(crash, as: &names, settings: CrashFolder.CrashFileSettings(symbolication: options, access: access, document: document),
+    let files = folder.writeCrash(capture.snapshot, dump: dump, as: &names, settings: CrashFolder.CrashFileSettings(symbolication: options, access: access, document: document),
                                   section: { problems in inReport = problems.count; return handlerSection(capture, notes: notes + problems) })
     for problem in files.problems.dropFirst(inReport) { printError("\(label): \(problem)") }
     if files.reportFailed { return .failure }

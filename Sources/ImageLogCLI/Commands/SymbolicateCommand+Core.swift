@@ -38,8 +38,6 @@ extension SymbolicateCommand {
     }
     var (snapshot, problems) = ProcessSnapshot.core(dump)
     for problem in problems { printError("imagelog: \(path): \(problem)") }
-    var options = options
-    if !noSymbolicate { options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: dump) }
     return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
   }
 
