@@ -58,58 +58,46 @@ extension CrashFolder {
                           provisional: ((String) -> Void)? = nil,
                           section: ([String]) -> String = { _ in "" }) -> WrittenCrash {
     var written = WrittenCrash()
-    if let provisional {
+    // One file of the crash under its next free name: its path, or nil with the reason in `problems`.
+    func file(_ ext: String, failure lead: String = "", _ bytes: () throws -> [UInt8]) -> String? {
       do {
-        let (path, problem) = try write(Array((snapshot.imagelogReportText() + CrashDatabase.provisionalMarker).utf8),
-                                        as: &names, extension: "crash", access: settings.access)
+        let (path, problem) = try write(try bytes(), as: &names, extension: ext, access: settings.access)
         written.paths.append(path)
-        written.reportPath = path
         if let problem { written.problems.append(problem) }
+        return path
       } catch {
-        written.problems.append(error.description)
+        written.problems.append(lead + "\(error)")
+        return nil
+      }
+    }
+    if let provisional {
+      written.reportPath = file("crash") { Array((snapshot.imagelogReportText() + CrashDatabase.provisionalMarker).utf8) }
+      guard let path = written.reportPath else {
         written.reportFailed = true
         return written
       }
-      provisional(written.reportPath ?? "")
+      provisional(path)
     }
-    do {
-      // Every thread's registers and stack as copied, the images, the exception, the /proc files.
-      let (path, problem) = try write(try (dump ?? snapshot).minidumpBytes(), as: &names, extension: "dmp", access: settings.access)
-      written.paths.append(path)
-      if let problem { written.problems.append(problem) }
-    } catch {
-      written.problems.append("no minidump: \(error)")
-      written.filesFailed = true
-    }
+    // Every thread's registers and stack as copied, the images, the exception, the /proc files.
+    if file("dmp", failure: "no minidump: ", { try (dump ?? snapshot).minidumpBytes() }) == nil { written.filesFailed = true }
     var snapshot = snapshot
     Symbolicator.symbolicate(&snapshot, options: settings.symbolication)
     snapshot.sign(with: settings.symbolication)
-    if settings.document {
-      do {
-        let (path, problem) = try write(snapshot.formattedUTF8(.json), as: &names, extension: "json", access: settings.access)
-        written.paths.append(path)
-        if let problem { written.problems.append(problem) }
-      } catch {
-        written.problems.append("no crash document: \(error)")
-        written.filesFailed = true
-      }
+    if settings.document, file("json", failure: "no crash document: ", { snapshot.formattedUTF8(.json) }) == nil {
+      written.filesFailed = true
     }
     var text = snapshot.formatted(.report)
     if !text.hasSuffix("\n") { text += "\n" }
     text += section(written.problems)
-    do {
-      if provisional != nil {
-        // In place of the provisional report, under the name it was given.
-        _ = try write(text, as: names.stem + ".crash", access: settings.access, time: names.time, replacing: true)
-      } else {
-        let (path, problem) = try write(Array(text.utf8), as: &names, extension: "crash", access: settings.access)
-        written.paths.append(path)
-        written.reportPath = path
-        if let problem { written.problems.append(problem) }
+    if provisional == nil {
+      written.reportPath = file("crash") { Array(text.utf8) }
+      written.reportFailed = written.reportPath == nil
+    } else {
+      // In place of the provisional report, under the name it was given.
+      do { _ = try write(text, as: names.stem + ".crash", access: settings.access, time: names.time, replacing: true) } catch {
+        written.problems.append(error.description)
+        written.reportFailed = true
       }
-    } catch {
-      written.problems.append(error.description)
-      written.reportFailed = true
     }
     return written
   }
