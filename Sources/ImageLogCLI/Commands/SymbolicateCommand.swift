@@ -195,9 +195,10 @@ struct SymbolicateCommand: Command {
     }
     var text = ""
     let source = reportPath ?? "<arguments>"
-    if let reportPath, Self.isCoreFile(reportPath) {
+    let kind = reportPath.map(CrashFileKind.init(path:))
+    if let reportPath, kind == .core {
       return runCore(reportPath, options: options)
-    } else if let reportPath, Self.isMinidumpFile(reportPath) {
+    } else if let reportPath, kind == .minidump {
       return runMinidump(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
