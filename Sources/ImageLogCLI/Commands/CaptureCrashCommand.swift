@@ -128,7 +128,8 @@ struct CaptureCrashCommand: Command {
                                     provisional: early ? { path in announce(path); letTheProgramGo() } : nil)
     if !early {
       if let path = written.reportPath { announce(path) }
-      for problem in written.problems { printError("imagelog: capture-crash: \(problem)") }
+      // What failed (an ACL or marker a file system refuses is no failure: the files are there).
+      if !written.isComplete { for problem in written.problems { printError("imagelog: capture-crash: \(problem)") } }
       if doneDescriptor != nil, !written.reportFailed { letTheProgramGo() }
     }
     // A report that could not be written (or replaced: the provisional one stays): the handler, when it
