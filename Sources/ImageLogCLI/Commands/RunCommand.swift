@@ -36,8 +36,8 @@ struct RunCommand: Command {
                               shell's commands).
       --crash-dir <directory> Catch the program's crashes (see CRASHES): each one leaves a
                               symbolicated report (with the crash's signature) and a minidump in
-                              <directory>, PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp. The directory is made
-                              (mode 0755, and its parents) when missing.
+                              <directory>, PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp. The
+                              directory is made (mode 0755, and its parents) when missing.
       --crash-timeout <seconds>
                               How long a crashing program waits for imagelog to capture it before
                               it writes a shorter report itself (default: 30; with --crash-wait,
