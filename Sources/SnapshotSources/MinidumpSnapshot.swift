@@ -22,9 +22,6 @@ public struct MinidumpMemory: MemoryReading, @unchecked Sendable {
 }
 
 extension ProcessSnapshot {
-  /// True when `header` (a file's first bytes) starts a minidump (`MDMP`).
-  package static func isMinidump(_ header: ByteReader) -> Bool { MinidumpFile.isMinidump(header) }
-
   /// The process a minidump holds, from any writer (Crashpad, Breakpad, rust-minidump, imagelog): its
   /// threads with their names and registers (the crashed thread's from the exception, where its signal
   /// arrived), the exception, the modules as images with their build-ids, what the dump says of the

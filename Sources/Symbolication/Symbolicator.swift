@@ -75,6 +75,10 @@ public enum Symbolicator {
   static func symbolicate(_ snapshot: inout ProcessSnapshot, options: SymbolicationOptions, cache: SymbolicationCache?,
                           locator given: DebugFileLocator?) {
     let locator = cache?.locator ?? given ?? Self.locator(forOneReport: options)
+    // The images the snapshot's source copied from memory (the vDSO), beside any the options name.
+    for image in snapshot.inMemoryImages where !locator.inMemoryImages.contains(where: { $0.buildID == image.buildID }) {
+      locator.inMemoryImages.append(image)
+    }
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
     // By image index, not a dictionary: the first `[Int: ...]` of a run costs the runtime a search of

@@ -117,11 +117,7 @@ struct PidCommand: Command {
     var snapshot = capture.snapshot
     for failure in capture.failures { printError("imagelog: \(failure)") }
     let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
-    var options = options
-    if symbolicating {
-      // The vDSO is in no file: its symbols are copied from the process, which may exit any time now.
-      options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
-    }
+    // The vDSO, in no file, is in the snapshot: the capture copied it from the process.
     writeSnapshot(&snapshot, style: style, symbolicate: symbolicating, options: options)
     return status
   }

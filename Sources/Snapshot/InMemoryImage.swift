@@ -2,7 +2,9 @@ public import ImageLog
 public import ImageReaders
 
 /// An image's ELF file copied from memory, for an image no file holds (the vDSO): symbolication reads
-/// its symbols from these bytes when its build-id is the report image's, as eu-stack does.
+/// its symbols from these bytes when its build-id is the report image's, as eu-stack does. A source
+/// that reads a process's memory (a live process, a core) keeps these in its snapshot
+/// (`ProcessSnapshot.inMemoryImages`) while that memory can be read.
 public struct InMemoryImage: Sendable {
   /// The build-id the image had where it was copied from (only an image with it is served).
   public var buildID: BuildID
