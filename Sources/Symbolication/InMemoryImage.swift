@@ -1,15 +1,20 @@
+internal import Glibc
 public import ImageLog
 public import ImageReaders
 
 /// An image's ELF file copied from memory, for an image no file holds (the vDSO): symbolication reads
-/// its symbols from these bytes when its build-id is the report image's, as eu-stack does.
+/// its symbols from these bytes when its build-id is the report image's, as eu-stack does. Or, for an
+/// image whose file was deleted or replaced after it was loaded, the loaded file itself, held open
+/// through the process's mapping of it (`mapping`).
 public struct InMemoryImage: Sendable {
   /// The build-id the image had where it was copied from (only an image with it is served).
   public var buildID: BuildID
   /// The name shown for where the symbols came from (`[vdso]`).
   public var path: String
-  /// The ELF file as mapped, from its header.
+  /// The ELF file as mapped, from its header (empty for a `mapping`).
   public var bytes: [UInt8]
+  /// The file the image was loaded from, when it is no longer at its path: read whole (symbols, DWARF).
+  package var mapping: MappedImageFile?
 
   /// The ELF file `bytes` of the image at `path` with `buildID`.
   public init(buildID: BuildID, path: String, bytes: [UInt8]) {
@@ -26,4 +31,51 @@ public struct InMemoryImage: Sendable {
       return InMemoryImage(buildID: buildID, path: image.path, bytes: bytes)
     }
   }
+
+  /// Of `images` of live process `pid`, the vDSO copied (as `copies`) and, for each image with a
+  /// build-id whose file was deleted or replaced on disk after it was loaded (`Image.deletedMark`), the
+  /// loaded file opened through the process's mapping of its first page (`/proc/PID/map_files/START-END`)
+  /// and held open: its symbols and DWARF are then read from it even after the process is gone (a
+  /// crashed program let go before symbolication). The kernel opens those files only for a reader with
+  /// `CAP_SYS_ADMIN` (`CAP_CHECKPOINT_RESTORE` since Linux 5.9); for others, such images are found by
+  /// their identity elsewhere, or not at all.
+  public static func live(_ images: [Image], pid: Int32) -> [InMemoryImage] {
+    var result = copies(of: images, in: ProcessMemory(pid: pid))
+    let deleted = images.filter { Image.withoutDeletedMark($0.path).deleted && $0.buildID != nil }
+    guard !deleted.isEmpty else { return result }
+    let folder = "/proc/\(pid)/map_files"
+    let names = FileSystem.contents(folder)
+    for image in deleted {
+      guard let buildID = image.buildID else { continue }
+      let start = hexDigits(image.loadAddress) + "-"
+      guard let name = names.first(where: { $0.hasPrefix(start) }),
+            let mapping = MappedImageFile(opening: folder + "/" + name) else { continue }
+      var held = InMemoryImage(buildID: buildID, path: image.path, bytes: [])
+      held.mapping = mapping
+      result.append(held)
+    }
+    return result
+  }
+}
+
+/// A file held open by descriptor, read through `/proc/self/fd/N`: the file a process mapped, opened
+/// through its `/proc/PID/map_files` entry, stays readable after the process exits and whatever now
+/// lies at its path. Closed when the last copy of the `InMemoryImage` holding it goes.
+package final class MappedImageFile: Sendable {
+  /// Where it was opened (`/proc/PID/map_files/START-END`), as reports name it.
+  package let origin: String
+  private let descriptor: Int32
+
+  /// Opens `origin` for reading; `nil` when it cannot be opened.
+  init?(opening origin: String) {
+    let descriptor = PathBytes.withCString(origin) { open($0, O_RDONLY | O_CLOEXEC) }
+    guard descriptor >= 0 else { return nil }
+    self.origin = origin
+    self.descriptor = descriptor
+  }
+
+  /// A path that opens the file held.
+  package var path: String { "/proc/self/fd/\(descriptor)" }
+
+  deinit { close(descriptor) }
 }

@@ -114,9 +114,10 @@ struct CaptureCrashCommand: Command {
       ?? capture.snapshot.process.name ?? "unknown"
     // A name taken by any entry (a planted dangling link too) is skipped, not failed on.
     var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: crash.date, extensions: ["crash", "dmp"])
-    // The vDSO is in no file: its symbols are copied from the process while it still waits.
+    // The vDSO is in no file, a deleted or replaced file no longer at its path: both taken from the process
+    // while it still waits (copied, or held open through its mapping, readable after it is let go).
     var options = options
-    options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
+    options.inMemoryImages = InMemoryImage.live(capture.snapshot.images.compactMap(\.loaded), pid: pid)
     let path: String
     // With a handler waiting (and not for the final report): the report as read, at once, so the
     // program can die while DWARF is read.

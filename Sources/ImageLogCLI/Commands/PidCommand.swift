@@ -119,8 +119,9 @@ struct PidCommand: Command {
     let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
     var options = options
     if symbolicating {
-      // The vDSO is in no file: its symbols are copied from the process, which may exit any time now.
-      options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
+      // The vDSO is in no file, a deleted or replaced file no longer at its path: both are taken from the
+      // process (copied, or held open through its mapping), which may exit any time now.
+      options.inMemoryImages = InMemoryImage.live(snapshot.images.compactMap(\.loaded), pid: pid)
     }
     writeSnapshot(&snapshot, style: style, symbolicate: symbolicating, options: options)
     return status
