@@ -68,6 +68,50 @@ extension RunCrashTests {
     #expect(first?["unloadedImage"]?.string == "libplugin.so" && first?["unloadedImageOffset"]?.unsigned == called - base)
   }
 
+  /// A thread the plugin started and did not stop (run-crash.c's "unloaded-thread"): closed while the
+  /// thread waits in read(2), the plugin's code is gone when the read returns. The crashed thread's
+  /// frame 0 is attributed to the plugin and named from its file (`plugin_thread`, as `nm -D` places
+  /// it); minidump-stackwalk reads the dump with the plugin in its unloaded modules and frame 0 in it.
+  @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil && MinidumpCLI.stackwalk != nil,
+                 "needs cc, gcc, readelf and minidump-stackwalk (Scripts/install-test-tools)"))
+  func threadThePluginLeftRunningIsNamed() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-unloaded")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
+    let run = try Self.crash("unloaded-thread", extra: ["--crash-wait"], environment: ["CRASH_PLUGIN": plugin.path])
+    #expect(run.result.signal == SIGSEGV, "\(run.result.error)")
+    let function = try #require(run.result.output.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) },
+                                "\(run.result.output)")
+    let lines = run.text.split(separator: "\n", omittingEmptySubsequences: false)
+    let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(run.text)")
+    let tokens = lines[heading + 1].split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(run.text)")
+    let base = try #require(tokens.first.flatMap { UInt64($0.dropFirst(2), radix: 16) })
+    let nm = try runProcessTest(["nm", "-D", plugin.path]).output
+    let symbol = try #require(nm.split(separator: "\n").first { $0.hasSuffix(" plugin_thread") }?.split(separator: " ").first)
+    #expect(UInt64(symbol, radix: 16) == function - base, "nm -D: plugin_thread is where the program found it")
+    // Not the main thread: the plugin's own.
+    let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:") }, "\(run.text)")
+    #expect(!lines[crashed].hasPrefix("Thread 0 "), "\(run.text)")
+    let frame0 = lines[crashed + 1].split(separator: " ", omittingEmptySubsequences: true)
+    let pc = try #require(frame0.count > 5 ? UInt64(frame0[2].dropFirst(2), radix: 16) : nil, "\(run.text)")
+    #expect(pc > function && pc - function < 256, "in plugin_thread, past its first byte: \(run.text)")
+    #expect(lines[crashed + 1].hasPrefix("0   libplugin.so ") && lines[crashed + 1].contains(" plugin_thread + \(pc - function)  (unloaded ")
+            && lines[crashed + 1].hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
+
+    let dump = run.directory + "/" + (try #require(run.files.first { $0.hasSuffix(".dmp") }, "\(run.files)"))
+    let walked = try runChild([try #require(MinidumpCLI.stackwalk), "--json", dump])
+    try #require(walked.exitCode == 0, "\(walked.error)")
+    let json = try JSONValue.parse(walked.output[...])
+    let unloaded = json["unloaded_modules"]?.array ?? []
+    #expect(unloaded.count == 1 && unloaded.first?["filename"]?.string == plugin.path
+            && MinidumpCLI.hex(unloaded.first?["base_addr"]) == base, "\(walked.output.prefix(4000))")
+    let frame = json["crashing_thread"]?["frames"]?.array?.first
+    #expect(MinidumpCLI.hex(frame?["offset"]) == pc)
+    let attributed = frame?["unloaded_modules"]?.array?.first
+    #expect(attributed?["module"]?.string == plugin.path && attributed?["offsets"]?.array?.first.flatMap(MinidumpCLI.hex) == pc - base,
+            "\(String(describing: frame))")
+  }
+
   /// When the helper cannot capture (ptrace refused), the audit module's own report lists the plugin and
   /// names the crashing frame after it, from the history it kept in `la_objclose`.
   @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil, "needs cc, gcc and readelf"))
