@@ -32,15 +32,22 @@ public struct InMemoryImage: Sendable {
     }
   }
 
-  /// Of `images` of live process `pid`, the vDSO copied (as `copies`) and, for each image with a
-  /// build-id whose file was deleted or replaced on disk after it was loaded (`Image.deletedMark`), the
-  /// loaded file opened through the process's mapping of its first page (`/proc/PID/map_files/START-END`)
-  /// and held open: its symbols and DWARF are then read from it even after the process is gone (a
-  /// crashed program let go before symbolication). The kernel opens those files only for a reader with
-  /// `CAP_SYS_ADMIN` (`CAP_CHECKPOINT_RESTORE` since Linux 5.9); for others, such images are found by
-  /// their identity elsewhere, or not at all.
+  /// Of `images` of live process `pid`: the vDSO copied from its memory (`copies`) and the images whose
+  /// file is no longer at its path held through their mappings (`heldMappings`).
   public static func live(_ images: [Image], pid: Int32) -> [InMemoryImage] {
-    var result = copies(of: images, in: ProcessMemory(pid: pid))
+    copies(of: images, in: ProcessMemory(pid: pid)) + heldMappings(of: images, pid: pid)
+  }
+
+  /// For each image of `images` with a build-id whose file was deleted or replaced on disk after it was
+  /// loaded (`Image.deletedMark`), the loaded file opened through process `pid`'s mapping of its first
+  /// page (`/proc/PID/map_files/START-END`) and held open: its symbols and DWARF are then read from it
+  /// even after the process is gone (a crashed program let go before symbolication). Only while `pid`
+  /// lives (or the kernel holds it, dumping its core); a file found there is used only when its build-id
+  /// is the image's. The kernel opens those files only for a reader with `CAP_SYS_ADMIN`
+  /// (`CAP_CHECKPOINT_RESTORE` since Linux 5.9); for others, such images are found by their identity
+  /// elsewhere, or not at all.
+  public static func heldMappings(of images: [Image], pid: Int32) -> [InMemoryImage] {
+    var result: [InMemoryImage] = []
     let deleted = images.filter { Image.withoutDeletedMark($0.path).deleted && $0.buildID != nil }
     guard !deleted.isEmpty else { return result }
     let folder = "/proc/\(pid)/map_files"

@@ -107,6 +107,30 @@ import Testing
     #expect(note.contains(": not used: deleted after it was loaded: symbols from the mapping (/proc/\(child.pid)/map_files/"), "\(note)")
   }
 
+  /// `core-handler` while the process it is given lives (as the kernel holds a dumping one; here a gcore
+  /// of the waiting program, as CoreHandlerTests feed it): the frames named from the mapping, the note
+  /// saying the disk holds another build.
+  @Test(.enabled(if: haveTools && canOpenMappings && CoreFileTests.haveGcore, .init(stringLiteral: reason + " and gcore (gdb)")))
+  func coreHandlerNamesFromTheMappingWhileTheProcessLives() throws {
+    let built = try Self.build()
+    defer { _ = try? runChild(["rm", "-rf", built.directory]) }
+    let child = try RunningChild([built.program, built.library, built.newBuild, "wait"])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 1)
+    let core = try CoreFileTests.gcore(child.pid, in: built.directory)
+    let reports = built.directory + "/reports"
+    mkdir(reports, 0o755)
+    let run = try CoreHandlerTests.handle(core, pid: child.pid, into: reports, ["--demangle", "none"])
+    #expect(run.exitCode == 0, "\(run.error)")
+    let report = try CoreHandlerTests.report(in: reports)
+    let lines = report.split(separator: "\n")
+    #expect(lines.contains { $0.hasPrefix("1   libreplaced.so (deleted) ") && $0.contains(" replaced_inner + ") }, "\(report)")
+    #expect(lines.contains { $0.hasPrefix("2   libreplaced.so (deleted) ") && $0.contains(" replaced_outer + ") }, "\(report)")
+    let note = try #require(Self.note(report, built), "\(report)")
+    #expect(note.contains("replaced after it was loaded by another build (build-id \(built.newBuildID)); the loaded one has \(built.buildID): "
+                          + "symbols from the mapping (/proc/\(child.pid)/map_files/"), "\(note)")
+  }
+
   /// The crash under `run --crash-dir` (the program let go before symbolication, as by default: the
   /// mapping is held open by the helper): frames named, the note saying the disk holds another build.
   /// Then the minidump, read after the program is gone: named from the kept copy of the loaded build

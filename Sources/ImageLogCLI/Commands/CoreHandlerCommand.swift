@@ -160,12 +160,13 @@ struct CoreHandlerCommand: Command {
     let stream = CoreStream(descriptor: 0, pid: pid, limits: limits, copy: copy.map { copy in { copy.take($0) } })
     var (capture, kept): (DumpCapture, (inMemoryImages: [InMemoryImage], dump: ProcessSnapshot))
     do {
-      // While the dying process can be read: the images only it holds (the vDSO), and the threads'
-      // stacks the minidump keeps.
+      // While the dying process can be read: the images only it holds (the vDSO, files deleted or
+      // replaced since they were loaded), and the threads' stacks the minidump keeps.
       (capture, kept) = try stream.read { capture in
         var dump = capture.snapshot
         dump.keepStacks(of: capture.core, in: capture.memory)
-        return (InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: capture.memory), dump)
+        let images = capture.snapshot.images.compactMap(\.loaded)
+        return (InMemoryImage.copies(of: images, in: capture.memory) + InMemoryImage.heldMappings(of: images, pid: pid), dump)
       }
     } catch {
       printError("\(label): \(error)")
