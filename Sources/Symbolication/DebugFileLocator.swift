@@ -220,17 +220,23 @@ public final class DebugFileLocator {
   /// loaded, and where its symbols came from instead: the mapping, or a file elsewhere with its identity.
   private func noteGone(_ path: String, identity: ImageIdentity, diskID: (String, String)?,
                         found: (file: SymbolFile, how: String)?) {
-    let what = diskID.map { "replaced after it was loaded by another build (build-id \($0.0)); the loaded one has \(found?.file.buildID?.hex ?? identity.hex)" }
+    var what = diskID.map { "replaced after it was loaded by another build (build-id \($0.0)); the loaded one has \(found?.file.buildID?.hex ?? identity.hex)" }
       ?? "deleted after it was loaded"
+    if found?.how == "recorded path" { what = "replaced after it was loaded by a file of the same build" }
     let source: String
     if let found {
-      let origin = inMemoryImages.lazy.compactMap(\.mapping).first { $0.path == found.file.path }?.origin
-      source = found.how == "the mapping" ? "symbols from the mapping (\(origin ?? found.file.path))"
+      source = found.how == "the mapping" ? "symbols from the mapping (\(shownPath(found.file.path)))"
         : "symbols from \(found.file.path) (\(found.how))"
     } else {
       source = "no file with its identity found"
     }
     refuse(path, what + ": " + source)
+  }
+
+  /// `path` as a report names it: for a file held through a process's mapping (`/proc/self/fd/N`), the
+  /// mapping it was opened through (`/proc/PID/map_files/START-END`).
+  package func shownPath(_ path: String) -> String {
+    inMemoryImages.lazy.compactMap(\.mapping).first { $0.path == path }?.origin ?? path
   }
 
   /// Adds `file` to `matches` when its identity is the image's; a file with another build-id where

@@ -1,5 +1,6 @@
 import Glibc
 import ImageLogTestSupport
+import ImageReaders
 import Testing
 
 /// Issue 39, deleted and replaced files: replaced-library.c opens its library (replaced-lib.c), then
@@ -87,6 +88,31 @@ import Testing
     let note = try #require(Self.note(text.output, built), "\(text.output)")
     #expect(note.contains("replaced after it was loaded by another build (build-id \(built.newBuildID)); the loaded one has \(built.buildID): "
                           + "symbols from the mapping (/proc/\(child.pid)/map_files/"), "\(note)")
+    // JSON: the image found through the mapping, named as the mapping it was opened through.
+    let json = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid), "--format", "json"],
+                                  environment: ImageLogTestSupport.environment(applying: ["DEBUGINFOD_URLS": ""]))
+    let document = try JSONValue.parse(json.output[...])
+    let image = document["images"]?.array?.first { $0["name"]?.string == "libreplaced.so (deleted)" }
+    #expect(image?["status"]?.string == "found" && image?["via"]?.string == "the mapping"
+            && image?["file"]?.string?.hasPrefix("/proc/\(child.pid)/map_files/") == true, "\(json.output.prefix(3000))")
+  }
+
+  /// The library replaced by a copy of the same build: the file at its path is used, and the note says so.
+  @Test(.enabled(if: haveTools && canOpenMappings, .init(stringLiteral: reason)))
+  func replacedBySameBuildIsReadFromItsPath() throws {
+    let built = try Self.build()
+    defer { _ = try? runChild(["rm", "-rf", built.directory]) }
+    let copy = built.directory + "/libreplaced-copy.so"
+    #expect(try runChild(["cp", built.library, copy]).exitCode == 0)
+    let child = try RunningChild([built.program, built.library, copy, "wait"])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 1)
+    let text = try runProcessTest([processTestImagelog, "pid", "--threads", String(child.pid)],
+                                  environment: ImageLogTestSupport.environment(applying: ["DEBUGINFOD_URLS": ""]))
+    #expect(text.output.contains(" replaced_inner + "), "\(text.output)")
+    let note = try #require(Self.note(text.output, built), "\(text.output)")
+    #expect(note.hasSuffix(": not used: replaced after it was loaded by a file of the same build: symbols from \(built.library) (recorded path)"),
+            "\(note)")
   }
 
   @Test(.enabled(if: haveTools && canOpenMappings, .init(stringLiteral: reason)))
