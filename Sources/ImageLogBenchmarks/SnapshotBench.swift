@@ -105,17 +105,9 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
 /// is the median of the paired differences, so the machine's noise (other processes on these cores)
 /// falls on both sides of each pair alike.
 private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: Double, observed: Double, events: Int) {
-  let clock = ContinuousClock()
-  func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-  }
   func swapped(_ first: Double, _ second: Double) -> (Double, Double) { (second, first) }
-  func realCycle() -> Double {
-    seconds(clock.measure { if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = il_real_dlclose(handle) } })
-  }
-  func wrappedCycle() -> Double {
-    seconds(clock.measure { if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) } })
-  }
+  func realCycle() -> Double { timedCycle(path, throughInterposers: false) }
+  func wrappedCycle() -> Double { timedCycle(path, throughInterposers: true) }
   var libcSamples: [Double] = [], bareExtra: [Double] = [], observedExtra: [Double] = []
   _ = realCycle(); _ = wrappedCycle()
   let counter = Counter()
@@ -159,16 +151,8 @@ private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: D
 /// the crash image table started and no unloaded history kept, then with the history (16 images):
 /// blocks of the two alternate, each cycle paired with libc's, as in `measureCycle`.
 private func measureHistory(_ path: String, cycles: Int) -> (libc: Double, without: Double, with: Double) {
-  let clock = ContinuousClock()
-  func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-  }
-  func realCycle() -> Double {
-    seconds(clock.measure { if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = il_real_dlclose(handle) } })
-  }
-  func wrappedCycle() -> Double {
-    seconds(clock.measure { if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) } })
-  }
+  func realCycle() -> Double { timedCycle(path, throughInterposers: false) }
+  func wrappedCycle() -> Double { timedCycle(path, throughInterposers: true) }
   var libcSamples: [Double] = [], withoutExtra: [Double] = [], withExtra: [Double] = []
   _ = realCycle(); _ = wrappedCycle()
   let blocks = 10
@@ -193,6 +177,19 @@ private func measureHistory(_ path: String, cycles: Int) -> (libc: Double, witho
   CrashReporter.keepUnloadedImages(16)
   let libc = median(libcSamples)
   return (libc, libc + median(withoutExtra), libc + median(withExtra))
+}
+
+/// The seconds one `dlopen(RTLD_NOW)` + `dlclose` of `path` takes: libc's own functions
+/// (`il_real_dlopen`), or through imagelog's interposers (and whatever observes them).
+private func timedCycle(_ path: String, throughInterposers: Bool) -> Double {
+  let duration = ContinuousClock().measure {
+    if throughInterposers {
+      if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) }
+    } else if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) {
+      _ = il_real_dlclose(handle)
+    }
+  }
+  return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
 private final class Counter: Sendable {
