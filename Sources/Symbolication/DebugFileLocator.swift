@@ -230,7 +230,10 @@ public final class DebugFileLocator {
     } else {
       source = "no file with its identity found"
     }
-    refuse(path, what + ": " + source)
+    // The mapping that could not be opened, when the file was not read through it.
+    let problem = found?.how == "the mapping" ? nil
+      : inMemoryImages.first { $0.mappingProblem != nil && identity.match($0.buildID) != .different }?.mappingProblem
+    refuse(path, what + ": " + source + (problem.map { "; the mapping: \($0)" } ?? ""))
   }
 
   /// `path` as a report names it: for a file held through a process's mapping (`/proc/self/fd/N`), the
@@ -329,7 +332,7 @@ public final class DebugFileLocator {
   /// there is no file to read it from later); `nil` when none has it. Bytes that do not decode, or
   /// decode to another build-id, are refused.
   private func inMemoryFile(_ identity: ImageIdentity) -> SymbolFile? {
-    for image in inMemoryImages where image.mapping == nil && identity.match(image.buildID) != .different {
+    for image in inMemoryImages where !image.bytes.isEmpty && identity.match(image.buildID) != .different {
       let files: [SymbolFile]
       do {
         files = try ByteReader.reading(image.bytes) { reader throws(FormatError) in

@@ -15,6 +15,9 @@ public struct InMemoryImage: Sendable {
   public var bytes: [UInt8]
   /// The file the image was loaded from, when it is no longer at its path: read whole (symbols, DWARF).
   package var mapping: MappedImageFile?
+  /// Why that file could not be opened through the mapping (`bytes` and `mapping` empty then): said in
+  /// the report beside what symbolication found instead.
+  package var mappingProblem: String?
 
   /// The ELF file `bytes` of the image at `path` with `buildID`.
   public init(buildID: BuildID, path: String, bytes: [UInt8]) {
@@ -55,10 +58,18 @@ public struct InMemoryImage: Sendable {
     for image in deleted {
       guard let buildID = image.buildID else { continue }
       let start = hexDigits(image.loadAddress) + "-"
-      guard let name = names.first(where: { $0.hasPrefix(start) }),
-            let mapping = MappedImageFile(opening: folder + "/" + name) else { continue }
       var held = InMemoryImage(buildID: buildID, path: image.path, bytes: [])
-      held.mapping = mapping
+      guard let name = names.first(where: { $0.hasPrefix(start) }) else {
+        held.mappingProblem = "\(folder): no mapping starts at 0x\(hexDigits(image.loadAddress)) (or it cannot be listed)"
+        result.append(held)
+        continue
+      }
+      switch MappedImageFile.open(folder + "/" + name) {
+      case .success(let mapping): held.mapping = mapping
+      case .failure(let error):
+        held.mappingProblem = "\(folder)/\(name): \(error.description)"
+          + (error.errno == EPERM || error.errno == EACCES ? " (the kernel opens it for CAP_SYS_ADMIN only)" : "")
+      }
       result.append(held)
     }
     return result
@@ -73,12 +84,16 @@ package final class MappedImageFile: Sendable {
   package let origin: String
   private let descriptor: Int32
 
-  /// Opens `origin` for reading; `nil` when it cannot be opened.
-  init?(opening origin: String) {
-    let descriptor = PathBytes.withCString(origin) { open($0, O_RDONLY | O_CLOEXEC) }
-    guard descriptor >= 0 else { return nil }
+  private init(origin: String, descriptor: Int32) {
     self.origin = origin
     self.descriptor = descriptor
+  }
+
+  /// Opens `origin` for reading, or says why it cannot.
+  static func open(_ origin: String) -> Result<MappedImageFile, SystemError> {
+    let descriptor = PathBytes.withCString(origin) { Glibc.open($0, O_RDONLY | O_CLOEXEC) }
+    guard descriptor >= 0 else { return .failure(SystemError.current("cannot open")) }
+    return .success(MappedImageFile(origin: origin, descriptor: descriptor))
   }
 
   /// A path that opens the file held.

@@ -97,6 +97,29 @@ import Testing
             && image?["file"]?.string?.hasPrefix("/proc/\(child.pid)/map_files/") == true, "\(json.output.prefix(3000))")
   }
 
+  /// Without the right to open `/proc/PID/map_files` (as root: the program and imagelog both run as user
+  /// 65534): the frames are not named from the other build on disk, and the note says why the mapping
+  /// was not read.
+  @Test(.droppedUserReaches(running: [processTestImagelog, "--version"]),
+        .enabled(if: haveTools, "needs cc and readelf"))
+  func withoutTheRightToOpenTheMappingTheNoteSaysWhy() throws {
+    let built = try Self.build()
+    defer { _ = try? runChild(["rm", "-rf", built.directory]) }
+    let prefix = getuid() == 0 ? droppedUserPrefix : []
+    chmod(built.directory, 0o777)  // the program, as that user, renames the new build over the library
+    let child = try RunningChild(prefix + [built.program, built.library, built.newBuild, "wait"])
+    try child.wait(for: "ready")
+    try waitUntilThreadsBlocked(child.pid, count: 1)
+    let text = try runProcessTest(prefix + [processTestImagelog, "pid", "--threads", String(child.pid)],
+                                  environment: ImageLogTestSupport.environment(applying: ["DEBUGINFOD_URLS": ""]))
+    #expect(text.exitStatus == 0, "\(text.error)")
+    #expect(!text.output.contains("replaced_inner") && !text.output.contains("replaced_new_feature"), "\(text.output)")
+    let note = try #require(Self.note(text.output, built), "\(text.output)")
+    #expect(note.contains("replaced after it was loaded by another build (build-id \(built.newBuildID)); ")
+            && note.contains(": no file with its identity found; the mapping: /proc/\(child.pid)/map_files/")
+            && note.hasSuffix(": cannot open: Operation not permitted (the kernel opens it for CAP_SYS_ADMIN only)"), "\(note)")
+  }
+
   /// The library replaced by a copy of the same build: the file at its path is used, and the note says so.
   @Test(.enabled(if: haveTools && canOpenMappings, .init(stringLiteral: reason)))
   func replacedBySameBuildIsReadFromItsPath() throws {
