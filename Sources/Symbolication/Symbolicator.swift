@@ -102,7 +102,7 @@ public enum Symbolicator {
       case .found(let file, let how):
         files[imageIndex] = file
         debugFiles[imageIndex] = file.debugInfoPath
-        resolutions.append((imageIndex, .found(path: file.path, how: how)))
+        resolutions.append((imageIndex, .found(path: locator.shownPath(file.path), how: how)))
       case .unverified(let file) where snapshot.format == .minidump:
         // A dump's module comes from another machine: a file found here by its path alone, with no
         // identity to check it against, is as likely another build as the one that ran. It names nothing.
