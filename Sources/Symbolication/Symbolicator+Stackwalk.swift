@@ -24,6 +24,7 @@ extension Symbolicator {
     var folders: [String] = []
     var storedFrames = [BreakpadCallFrames?](repeating: nil, count: snapshot.images.count)
     var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
+    var windowsFrames = [BreakpadWindowsFrameSource?](repeating: nil, count: snapshot.images.count)
     let opened = OpenedFiles()
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders, opened: opened)
@@ -31,6 +32,7 @@ extension Symbolicator {
       if path == nil {
         stored[index] = storedSymbols(snapshot.images[index], locator: locator)
         storedFrames[index] = stored[index].flatMap { BreakpadCallFrames($0) }
+        windowsFrames[index] = stored[index].flatMap { storedWindowsFrames(snapshot.images[index], symbols: $0, locator: locator) }
       }
     }
     let readable = LayeredMemory(memory, files)
@@ -45,6 +47,7 @@ extension Symbolicator {
       } else {
         image = UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
       }
+      image.windowsFrames = windowsFrames[index]
       if let symbols = stored[index] {
         // A module with symbols: a scanned word (whose code cannot be read) must be inside a function the
         // symbols name, as Breakpad's InstructionAddressSeemsValid and rust-minidump's
