@@ -405,7 +405,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
                                          (unwinder->names_address != NULL &&
                                           !unwinder->names_address(unwinder->find_context, word - 1))))
       continue;
-    if (cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
+    if (found != RETURN_WITHOUT_CODE && cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
     next = *from;
     set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);

@@ -26,9 +26,11 @@ extension Symbolicator {
     var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
     var windowsFrames = [BreakpadWindowsFrameSource?](repeating: nil, count: snapshot.images.count)
     let opened = OpenedFiles()
+    var placed = [Bool](repeating: false, count: snapshot.images.count)
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders, opened: opened)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
+      placed[index] = path != nil
       if path == nil {
         stored[index] = storedSymbols(snapshot.images[index], locator: locator)
         storedFrames[index] = stored[index].flatMap { BreakpadCallFrames($0) }
@@ -60,7 +62,11 @@ extension Symbolicator {
       }
       return image
     }
-    let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true)
+    // With no module's file at hand (a Windows or macOS dump, a Linux one from another machine), the
+    // little code a dump holds (a writer saves the bytes around the crash pc) would let a scan run past
+    // minidump-stackwalk's window to a word after a call there; the walk then scans no further than it.
+    let unwinder = StackUnwinder(memory: readable, images: unwindImages, scanBytes: placed.contains(true) ? 8192 : 0,
+                                 withoutCode: true)
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let frames = unwinder.unwind(from: RegisterSet(registers))

@@ -51,10 +51,15 @@ import Testing
     Self.expectEqualFrames(ours, theirs)
   }
 
-  /// The other Windows dumps of the fixtures, x86 and amd64, thread by thread.
+  /// The other Windows dumps of the fixtures, x86 and amd64, thread by thread. amd64 threads are walked
+  /// by frame records and scans alone (no module's `.sym` here): a scanned word equal to the frame's own
+  /// pc is a frame again (write_av_non_canonical.dmp's thread 1, tiny-exe-with-cet-xsave.dmp), and
+  /// with no module's file at hand the code a dump holds around the crash pc does not lengthen a scan
+  /// past minidump-stackwalk's window (invalid-parameter.dmp's thread 0 ends at frame 2).
   @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"),
         arguments: ["breakpad/null_read_av.dmp", "breakpad/stack_exhaustion.dmp", "breakpad/thread_name_list.dmp",
-                    "breakpad/tiny-exe-fastfail.dmp"])
+                    "breakpad/tiny-exe-fastfail.dmp", "breakpad/write_av_non_canonical.dmp", "breakpad/tiny-exe-with-cet-xsave.dmp",
+                    "rust-minidump/invalid-parameter.dmp"])
   func windowsDumpFrameForFrame(_ dump: String) throws {
     let (ours, theirs) = try Self.bothTools(dump)
     Self.expectEqualFrames(ours, theirs)
