@@ -476,7 +476,7 @@ static int step_i386_without_code(const il_unwinder *unwinder, il_unwind_cursor 
       uint64_t at = esp + i * 4, word;
       if (at > 0xFFFFFFFFull || !read_pointer(&unwinder->memory, at, 4, &word)) break;
       int plausible = plausible_return(unwinder, IL_ARCH_I386, word);
-      if (plausible == RETURN_NO || word < 2) continue;
+      if (plausible == RETURN_NO) continue;
       if (plausible == RETURN_WITHOUT_CODE && unwinder->names_address != NULL &&
           !unwinder->names_address(unwinder->find_context, word - 1))
         continue;
@@ -487,8 +487,8 @@ static int step_i386_without_code(const il_unwinder *unwinder, il_unwind_cursor 
       if (i > 0) {
         uint64_t bp;
         if (!read_pointer(&unwinder->memory, at - 4, 4, &bp)) return 0;  /* x86.rs gives up the scan */
-        if (bp > at && bp - (at - 4) <= 128 * 1024 && i386_readable(unwinder, bp)) {
-          set_register(&next, IL_I386_EBP, bp);
+        if (bp > at && bp - (at - 4) <= 128 * 1024) {
+          if (i386_readable(unwinder, bp)) set_register(&next, IL_I386_EBP, bp);
         } else if (known(from, IL_I386_EBP) && from->value[IL_I386_EBP] >= at + 4 &&
                    i386_readable(unwinder, from->value[IL_I386_EBP])) {
           set_register(&next, IL_I386_EBP, from->value[IL_I386_EBP]);
