@@ -145,6 +145,8 @@ public struct StackUnwinder {
   /// thousands of modules must not rebuild it per thread).
   let lookup: ImageLookup
   let withoutCode: Bool
+  /// Some image has `STACK WIN` records (found once: a dump's thousands of threads share the answer).
+  let hasWindowsFrames: Bool
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
   /// above the stack pointer scanning looks (0: never scan). `withoutCode`: where the code before a
@@ -158,6 +160,7 @@ public struct StackUnwinder {
     self.scanBytes = max(0, scanBytes)
     lookup = ImageLookup(self.images)
     self.withoutCode = withoutCode
+    hasWindowsFrames = images.contains { $0.windowsFrames != nil }
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
@@ -176,7 +179,7 @@ public struct StackUnwinder {
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
         var frames: [UnwoundFrame] = []
-        let windows = withoutCode && registers.architecture == .i386 && lookup.images.contains { $0.windowsFrames != nil }
+        let windows = withoutCode && registers.architecture == .i386 && hasWindowsFrames
         var parameterSizes: [UInt32?] = []
         while true {
           let frame = RegisterSet(cursor.registers)
