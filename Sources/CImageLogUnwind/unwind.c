@@ -420,14 +420,15 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
 
    A 32-bit x86 thread of a minidump (without_code) is walked as rust-minidump's x86.rs walks it, which
    Windows x86 dumps need: CFI (a module's STACK CFI; the STACK WIN records come before this step, from
-   the caller of il_unwind_step), else the frame record at ebp taken as it is (no check of the return
-   address: Windows system code without symbols is walked through by its ebp chain), else a scan of 40
-   words (160 from frame 0 or a CFI frame) for a word in a module's text, which a module with symbols
-   must name; the caller's ebp recovered as x86.rs recovers it. Whatever method gives a frame, a pc in the
-   first page or a stack pointer that did not move up ends the walk (no other method is tried). Only the
+   the caller of il_unwind_step), else the frame record at ebp taken as it is (no check that the return
+   address is in a module: Windows system code without symbols is walked through by its ebp chain), else
+   a scan of 40 words (160 from frame 0 or a CFI frame) for a word in a module's text, which a module
+   with symbols must name; the caller's ebp recovered as x86.rs recovers it. Code that can be read (a
+   module's file at hand) still holds a frame record's return address and a scanned word to the call
+   check. Whatever method gives a frame, a pc in the first page or a stack pointer that did not move up
+   ends the walk (no other method is tried). Only the
    registers each method gives are known in the caller: CFI keeps the callee-saved ones (ebx, ebp, esi,
-   edi) where the rules do not say otherwise; a frame record or a scan gives eip, esp and ebp. Code that
-   can be read (a module's file at hand) still holds a scanned word to the call check. */
+   edi) where the rules do not say otherwise; a frame record or a scan gives eip, esp and ebp. */
 
 static int i386_readable(const il_unwinder *unwinder, uint64_t address) {
   uint64_t probe;
@@ -459,8 +460,9 @@ static int step_i386_without_code(const il_unwinder *unwinder, il_unwind_cursor 
   }
   if (!found && known(from, IL_I386_EBP)) {
     uint64_t bp = from->value[IL_I386_EBP], caller_pc, caller_bp;
+    /* Code that can be read still decides: a return address not after a call is no frame record's. */
     if (bp < 0xFFFFFFFFull - 8 && read_pointer(&unwinder->memory, bp + 4, 4, &caller_pc) &&
-        read_pointer(&unwinder->memory, bp, 4, &caller_bp)) {
+        read_pointer(&unwinder->memory, bp, 4, &caller_bp) && follows_call(&unwinder->memory, caller_pc) != 0) {
       memset(&next, 0, sizeof next);
       next.arch = IL_ARCH_I386;
       set_register(&next, IL_I386_EIP, caller_pc);

@@ -9,10 +9,17 @@ import Testing
   /// 4-byte words at addresses; anything else is unreadable (no code anywhere).
   struct WordMemory: MemoryReading {
     var words: [UInt64: UInt32] = [:]
+    var code: [UInt64: UInt8] = [:]
     func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-      guard buffer.count == 4, let word = words[address] else { return false }
-      withUnsafeBytes(of: word.littleEndian) { buffer.copyMemory(from: $0) }
-      return true
+      if buffer.count == 4, let word = words[address] {
+        withUnsafeBytes(of: word.littleEndian) { buffer.copyMemory(from: $0) }
+        return true
+      }
+      for index in 0..<buffer.count {
+        guard let byte = code[address + UInt64(index)] else { return false }
+        buffer[index] = byte
+      }
+      return !buffer.isEmpty
     }
   }
 
@@ -66,6 +73,17 @@ import Testing
     let frames = Self.walk(memory, Self.registers(pc: 0x11000, sp: sp, fp: sp + 16))
     #expect(frames.map(\.0) == [0x11000, 0x30000], "\(frames)")
     #expect(frames.map(\.1) == [.context, .framePointer])
+  }
+
+  /// Where the code before a frame record's return address can be read and is no call, the record is
+  /// not taken (a scan follows), as the unwinder holds readable code everywhere.
+  @Test func readableCodeStillHoldsTheFrameRecord() {
+    let sp = Self.top
+    var memory = Self.stack(sp, count: 64, [4: UInt32(sp) + 64, 5: 0x12000, 8: 0x41000])
+    for offset in 0..<8 { memory.code[0x12000 - 8 + UInt64(offset)] = 0x90 }
+    let frames = Self.walk(memory, Self.registers(pc: 0x11000, sp: sp, fp: sp + 16))
+    #expect(frames.prefix(2).map(\.0) == [0x11000, 0x41000], "\(frames)")
+    #expect(frames.prefix(2).map(\.1) == [.context, .stackScan])
   }
 
   /// A frame record that does not move esp up ends the walk: no scan is tried after it.
