@@ -46,6 +46,9 @@ extension Symbolicator {
         // reaches are said in DWARF.
         image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: frames.addressSize)
         image.callFrames = frames
+      } else if windowsFrames[index] != nil {
+        // STACK WIN records are offsets from the module's base too.
+        image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: 4)
       } else {
         image = UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
       }
