@@ -77,7 +77,7 @@ extension ProcessSnapshot {
         // program's, and minidump-stackwalk does not walk it either.
         thread.kernelRegisters = nil
         thread.frames = []
-        thread.problem = "the thread that wrote the dump (Breakpad's dump thread): not walked"
+        thread.problem = "Breakpad's dump-writing thread, which minidump-stackwalk skips too"
       }
       thread.stack = stacks[number].map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(thread)
