@@ -69,6 +69,13 @@ extension ProcessSnapshot {
         thread.registers = thread.registers ?? Self.registerState(context, faultAddress: crashAddress)
         thread.problem = "not unwound past frame 0: the unwinder does not walk \(context.architectureName) stacks"
       }
+      if let dumpThread = dump.breakpadInfo?.dumpThreadID, entry.tid == dumpThread, !requesting {
+        // Breakpad's own handler thread, caught writing the dump: its stack is the writer's, not the
+        // program's, and minidump-stackwalk does not walk it either.
+        thread.kernelRegisters = nil
+        thread.frames = []
+        thread.problem = "Breakpad's dump-writing thread, which minidump-stackwalk skips too"
+      }
       thread.stack = stacks[number].map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(thread)
     }
