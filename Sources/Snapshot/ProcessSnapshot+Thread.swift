@@ -20,9 +20,6 @@ extension ProcessSnapshot {
     public var requestedDump = false
     /// Why the thread has no backtrace, when it has none for a reason the source gives.
     public var problem: String?
-    /// True for the thread that wrote the dump (Breakpad's `dump_thread_id`: its client's own handler
-    /// thread), which a walk leaves alone as minidump-stackwalk does: its stack is the writer's.
-    package var wroteDump = false
     /// The thread's registers, when the source gives them (the crashed thread's, in reports).
     public var registers: RegisterState?
     /// The backtrace, innermost frame first.

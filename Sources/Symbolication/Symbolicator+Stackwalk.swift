@@ -16,7 +16,7 @@ extension Symbolicator {
   /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
   /// build-id, that file's path becomes the image's, so symbolication reads the same file.
   public static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
-    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil && !$0.wroteDump }) else { return }
+    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil }) else { return }
     let files = MappedFileMemory()
     // The main executable first: its search paths are where the loader found the others.
     var order = Array(snapshot.images.indices)
@@ -24,13 +24,17 @@ extension Symbolicator {
     var folders: [String] = []
     var storedFrames = [BreakpadCallFrames?](repeating: nil, count: snapshot.images.count)
     var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
+    var windowsFrames = [BreakpadWindowsFrameSource?](repeating: nil, count: snapshot.images.count)
     let opened = OpenedFiles()
+    var placed = [Bool](repeating: false, count: snapshot.images.count)
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders, opened: opened)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
+      placed[index] = path != nil
       if path == nil {
         stored[index] = storedSymbols(snapshot.images[index], locator: locator)
         storedFrames[index] = stored[index].flatMap { BreakpadCallFrames($0) }
+        windowsFrames[index] = stored[index].flatMap { storedWindowsFrames(snapshot.images[index], symbols: $0, locator: locator) }
       }
     }
     let readable = LayeredMemory(memory, files)
@@ -42,9 +46,13 @@ extension Symbolicator {
         // reaches are said in DWARF.
         image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: frames.addressSize)
         image.callFrames = frames
+      } else if windowsFrames[index] != nil {
+        // STACK WIN records are offsets from the module's base too.
+        image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: 4)
       } else {
         image = UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
       }
+      image.windowsFrames = windowsFrames[index]
       if let symbols = stored[index] {
         // A module with symbols: a scanned word (whose code cannot be read) must be inside a function the
         // symbols name, as Breakpad's InstructionAddressSeemsValid and rust-minidump's
@@ -57,11 +65,6 @@ extension Symbolicator {
       }
       return image
     }
-    // A thread is walked over its own stack and the modules, as minidump-stackwalk walks it: a word
-    // the dump holds elsewhere (another thread's stack, the heap, the bytes around a crash address) is
-    // no part of the walk, nor is the code a dump keeps around a pc (a module without its file is
-    // walked without code, never half-checked by a few bytes of it). A module the dump holds whole (its
-    // ELF header is there: the vDSO) is read from the dump.
     let wholeModules = snapshot.images.indices.compactMap { index -> Range<UInt64>? in
       guard stored[index] == nil, let loaded = snapshot.images[index].loaded, !loaded.loadRange.isEmpty else { return nil }
       var magic = [UInt8](repeating: 0, count: 4)
@@ -69,9 +72,9 @@ extension Symbolicator {
       return loaded.loadRange
     }
     let modulesHeld = RangeLimitedMemory(memory: memory, ranges: wholeModules)
-    let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true,
-                                 armFramePointers: snapshot.stackwalkOS.name == "iOS")
-    for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty && !snapshot.threads[index].wroteDump {
+    let unwinder = StackUnwinder(memory: readable, images: unwindImages, scanBytes: placed.contains(true) ? 8192 : 0,
+                                 withoutCode: true, armFramePointers: snapshot.stackwalkOS.name == "iOS")
+    for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let stack = snapshot.threads[index].stack ?? BufferMemory([])
       let frames = unwinder.unwind(from: RegisterSet(registers), in: LayeredMemory(LayeredMemory(stack, files), modulesHeld))

@@ -12,16 +12,13 @@ import Testing
 /// skipped a repeated word, ran i386 frame records through amd64's checks, walked the thread that wrote
 /// the dump, and placed a return address one past a module's end outside it.
 ///
-/// The differences allowed, each a rule of how minidump-stackwalk works:
+/// The one difference allowed, a rule of how minidump-stackwalk works:
 /// - A module whose `.sym` minidump-stackwalk cannot parse (its JSON says `corrupt_symbols`; Breakpad's
 ///   `linux_inline` symbols end without a newline, which rust-minidump's parser refuses) is to it a
 ///   module without symbols, so its scan takes words there that no `FUNC` or `PUBLIC` names, where
 ///   imagelog, which reads the file, does not (`instruction_seems_valid_by_symbols`). Such a dump is
 ///   compared with neither tool given the stores, and, with them, up to the first frame scanned in
 ///   that module.
-/// - Windows x86 frames minidump-stackwalk finds through `STACK WIN` records (trust `cfi`) are in the same
-///   module at the same offset here, found by their frame records: `STACK WIN` programs are the
-///   Windows x86 work of another branch, recorded as a known issue until it lands.
 @Suite struct MinidumpFieldFramesTests {
   static let canRun = MinidumpCLI.stackwalk != nil
   static let stores = ["breakpad", "rust-minidump"].map { MinidumpFieldCLITests.fieldFolder + "/" + $0 + "/symbols" }
@@ -71,7 +68,6 @@ import Testing
                                sourceLocation: SourceLocation = #_sourceLocation) {
     let ourThreads = threads(ours), theirThreads = threads(theirs)
     #expect(ourThreads.count == theirThreads.count, "\(label): thread count", sourceLocation: sourceLocation)
-    let windowsX86 = theirs["system_info"]?["os"]?.string == "Windows NT" && theirs["system_info"]?["cpu_arch"]?.string == "x86"
     for (index, (mine, other)) in zip(ourThreads, theirThreads).enumerated() {
       let limit = upTo(other)
       let text = "\(label) thread \(index)\n ours:   \(mine)\n theirs: \(other)"
@@ -83,12 +79,6 @@ import Testing
                   sourceLocation: sourceLocation)
         }
         if a.module == b.module && a.offset == b.offset && a.trust == b.trust { continue }
-        if windowsX86 && a.module == b.module && a.offset == b.offset && b.trust == "cfi" && a.trust == "frame_pointer" {
-          withKnownIssue("Windows x86 STACK WIN records (trust cfi) are walked by branch stackwin") {
-            Issue.record("frame \(number): \(text)")
-          }
-          continue
-        }
         Issue.record("frame \(number): \(a) against \(b)\n\(text)", sourceLocation: sourceLocation)
         break
       }

@@ -109,7 +109,8 @@ import Testing
     let sp = Self.stackTop
     // Words 2 and 5 hold the same address. Without the code, minidump-stackwalk (amd64.rs
     // get_caller_by_scan) takes the first word in the window that lies in a module, the same address
-    // again included (Breakpad's linux_overflow.dmp and linux-mini.dmp repeat a frame so): so does the walk.
+    // again included (Breakpad's linux_overflow.dmp and linux-mini.dmp repeat a frame so, and
+    // write_av_non_canonical.dmp thread 1 frames 25-26): so does the walk.
     var memory = WordMemory(words: Self.stack(sp, count: 64, [2: 0x41000, 5: 0x41000, 9: 0x12000]))
     var frames = Self.walk(memory, Self.registers(pc: 0x11000, sp: sp, fp: nil))
     #expect(frames.map(\.0).prefix(4) == [0x11000, 0x41000, 0x41000, 0x12000], "\(frames)")
