@@ -9,9 +9,9 @@
    pushed first when `push_initial`. The value on top at the end is the result. */
 static int evaluate(const il_memory *code_memory, const il_memory *memory, uint64_t address, uint32_t length,
                     const il_register_set *registers, int push_initial, uint64_t initial, uint64_t *result) {
-  /* The generic type is the address size: 32 bits for i386. Only the top of the stack is ever a new
+  /* The generic type is the address size: 32 bits for i386 and arm. Only the top of the stack is ever a new
      value, so wrapping it after each operation keeps every entry 32-bit. */
-  int size = registers->arch == IL_ARCH_I386 ? 4 : 8;
+  int size = registers->arch == IL_ARCH_I386 || registers->arch == IL_ARCH_ARM ? 4 : 8;
   uint64_t stack[EXPRESSION_STACK];
   int depth = 0;
   if (push_initial) stack[depth++] = wrap(initial, size);

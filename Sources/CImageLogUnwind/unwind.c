@@ -10,16 +10,16 @@
 /* ------------------------------------------------------------------ one step */
 
 static int sp_register(il_arch arch) {
-  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_SP : arch == IL_ARCH_I386 ? IL_I386_ESP : IL_X86_64_RSP;
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_SP : arch == IL_ARCH_I386 ? IL_I386_ESP : arch == IL_ARCH_ARM ? IL_ARM_SP : IL_X86_64_RSP;
 }
 static int pc_register(il_arch arch) {
-  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : IL_X86_64_RIP;
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : arch == IL_ARCH_ARM ? IL_ARM_PC : IL_X86_64_RIP;
 }
 static int fp_register(il_arch arch) {
-  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_FP : arch == IL_ARCH_I386 ? IL_I386_EBP : IL_X86_64_RBP;
+  return arch == IL_ARCH_AARCH64 ? IL_AARCH64_FP : arch == IL_ARCH_I386 ? IL_I386_EBP : arch == IL_ARCH_ARM ? IL_ARM_FP : IL_X86_64_RBP;
 }
 /* The size of a pointer (and of a stack word) in the unwound process. */
-static int word_size(il_arch arch) { return arch == IL_ARCH_I386 ? 4 : 8; }
+static int word_size(il_arch arch) { return arch == IL_ARCH_I386 || arch == IL_ARCH_ARM ? 4 : 8; }
 
 static void set_register(il_register_set *registers, int reg, uint64_t value) {
   registers->value[reg] = value;
@@ -73,7 +73,15 @@ static int plausible_return(const il_unwinder *unwinder, il_arch arch, uint64_t 
     if (call < 0) return unwinder->without_code ? RETURN_WITHOUT_CODE : RETURN_NO;
     return call ? RETURN_AFTER_CALL : RETURN_NO;
   }
-  if (arch == IL_ARCH_AARCH64) return address % 4 == 0 ? RETURN_AFTER_CALL : RETURN_NO;
+  if (arch == IL_ARCH_AARCH64) {
+    /* Without the code (a dump without the module's file), arm64.rs's instruction_seems_valid: any
+       address in a module, aligned or not. */
+    uint8_t code[4];
+    if (unwinder->without_code && !memory_read(&unwinder->memory, address - 4, code, 4)) return RETURN_WITHOUT_CODE;
+    return address % 4 == 0 ? RETURN_AFTER_CALL : RETURN_NO;
+  }
+  /* arm is walked from dumps only, whose code is not read: arm.rs's instruction_seems_valid. */
+  if (arch == IL_ARCH_ARM && unwinder->without_code) return RETURN_WITHOUT_CODE;
   return RETURN_AFTER_CALL;
 }
 
@@ -246,6 +254,79 @@ static void scanned_frame_pointer(const il_unwinder *unwinder, const il_register
   }
 }
 
+static int accept(il_unwind_cursor *cursor, const il_register_set *next, il_frame_trust trust, int exact,
+                  int crossing_signal, uint64_t cfa);
+
+/* The frame record at `from`'s frame pointer, as the stackwalkers read one: 1 with its address in
+   *frame, the saved frame pointer in record[0] and the return address in record[1]; 0 when the frame
+   pointer is 0 and `zero_ends` (arm.rs and arm64.rs end the walk there); -1 when it is unknown or the
+   record cannot be read. */
+static int frame_record(const il_unwinder *unwinder, const il_register_set *from, int zero_ends, uint64_t *frame,
+                        uint64_t record[2]) {
+  int fp = fp_register(from->arch), size = word_size(from->arch);
+  uint64_t top = size == 4 ? 0xFFFFFFFFu : UINT64_MAX;
+  if (!known(from, fp)) return -1;
+  *frame = from->value[fp];
+  if (*frame == 0 && zero_ends) return 0;
+  if (*frame >= top - 2 * (uint64_t)size || !read_pointer(&unwinder->memory, *frame, size, &record[0]) ||
+      !read_pointer(&unwinder->memory, *frame + (uint64_t)size, size, &record[1]))
+    return -1;
+  return 1;
+}
+
+/* Moves the cursor to the caller a frame record gives: its frame pointer, pc and sp (past the record),
+   nothing else known, as the stackwalkers' frame-pointer callers. 1: moved; 0: the walk ends there. */
+static int take_frame_record(il_unwind_cursor *cursor, uint64_t frame, const uint64_t record[2]) {
+  il_arch arch = cursor->registers.arch;
+  il_register_set next;
+  memset(&next, 0, sizeof next);
+  next.arch = arch;
+  set_register(&next, fp_register(arch), record[0]);
+  set_register(&next, sp_register(arch), frame + 2 * (uint64_t)word_size(arch));
+  set_register(&next, pc_register(arch), record[1]);
+  return accept(cursor, &next, IL_FRAME_FRAME_POINTER, 0, 0, 0);
+}
+
+/* An arm caller's registers after CFI, as arm.rs's CfiStackWalker leaves them: what a rule gave, the
+   callee-saved r4-r11 forwarded, sp and pc; the scratch registers (r0-r3, r12) and lr without a rule
+   are unknown in the caller (a later rule reading them fails, as it does there). */
+static void arm_caller_registers(const il_cfi_row *row, il_register_set *next) {
+  static const int scratch[] = {0, 1, 2, 3, 12, IL_ARM_LR};
+  for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) {
+    int reg = scratch[i];
+    if (row->rules[reg].kind == IL_RULE_NONE && (uint64_t)reg != row->return_address_register)
+      next->known &= ~(1ull << reg);
+  }
+}
+
+/* An arm frame record, as arm.rs reads one where it trusts them (iOS): [r11] the caller's r11, [r11 + 4]
+   its pc, its sp r11 + 8, checked against nothing but the walk's own rules; r11 0 ends the walk. 1:
+   moved; 0: the walk ends; -1: no record to read (the other methods decide). */
+static int arm_frame_record(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
+  uint64_t frame, record[2];
+  int read = frame_record(unwinder, &cursor->registers, 1, &frame, record);
+  if (read <= 0) return read;
+  if (record[1] < 4096) return 0;
+  return take_frame_record(cursor, frame, record);
+}
+
+/* An aarch64 frame record whose return address's code cannot be read, as arm64.rs reads one: [x29] the
+   caller's x29, [x29 + 8] its pc (which must lie in 0x1000..=0xfffffffffffff), its sp x29 + 16 and its lr
+   the next record's pc; x29 0 ends the walk. Nothing else is checked: a pc outside every module is a
+   frame. 1: moved; 0: the walk ends; -1: no such record (readable code, or none): the other methods. */
+static int aarch64_frame_record_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
+  uint64_t frame, record[2], lr;
+  int read = frame_record(unwinder, &cursor->registers, 1, &frame, record);
+  if (read <= 0) return read;
+  if (record[1] < 0x1000 || record[1] > 0x000FFFFFFFFFFFFFull) return -1;
+  if (plausible_return(unwinder, IL_ARCH_AARCH64, record[1]) == RETURN_AFTER_CALL) return -1;
+  /* The caller's lr: the next record's return address, read before the cursor moves. */
+  int has_lr = record[0] != 0 && record[0] <= UINT64_MAX - 16 && read_pointer(&unwinder->memory, record[0] + 8, 8, &lr);
+  if (!take_frame_record(cursor, frame, record)) return 0;
+  if (has_lr) set_register(&cursor->registers, IL_AARCH64_LR, lr);
+  return 1;
+}
+
 void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers) {
   memset(cursor, 0, sizeof *cursor);
   cursor->registers = *registers;
@@ -258,7 +339,10 @@ void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers)
 
 uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor) {
   uint64_t pc = cursor->registers.value[pc_register(cursor->registers.arch)];
-  return cursor->pc_is_exact || pc == 0 ? pc : pc - 1;
+  if (cursor->pc_is_exact || pc == 0) return pc;
+  /* arm: a thumb return address is odd (the mode bit), so pc - 1 is the instruction after the call;
+     pc - 2 is inside the call in either mode (arm.rs looks rules up there). */
+  return cursor->registers.arch == IL_ARCH_ARM && pc >= 2 ? pc - 2 : pc - 1;
 }
 
 /* Moves the cursor to `next` when it is progress: a nonzero pc, a stack pointer not below the floor
@@ -290,7 +374,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   cursor->steps++;
   il_register_set *from = &cursor->registers;
   il_arch arch = from->arch;
-  if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64 && arch != IL_ARCH_I386) return 0;
+  if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64 && arch != IL_ARCH_I386 && arch != IL_ARCH_ARM) return 0;
   int sp = sp_register(arch), pc = pc_register(arch), fp = fp_register(arch), size = word_size(arch);
   if (!known(from, pc) || !known(from, sp)) return 0;
   if (arch == IL_ARCH_I386 && unwinder->without_code) return step_i386_without_code(unwinder, cursor);
@@ -298,7 +382,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   il_register_set next;
   il_unwind_image image;
   int in_image = image_for(unwinder, lookup, &image);
-  if (arch == IL_ARCH_I386) image.address_size = 4;  /* an i386 thread runs 32-bit code */
+  if (arch == IL_ARCH_I386 || arch == IL_ARCH_ARM) image.address_size = 4;  /* a 32-bit thread runs 32-bit code */
 
   /* 1. Call frame information. */
   if (in_image) {
@@ -307,6 +391,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     if (il_cfi_find_section_row(&unwinder->memory, &image, lookup, &row, &section)) {
       uint64_t cfa;
       if (apply_row(unwinder, &row, section.memory, from, &next, &cfa)) {
+        if (arch == IL_ARCH_ARM) arm_caller_registers(&row, &next);
         /* A signal frame's caller was interrupted, not calling: its pc is exact. */
         if (accept(cursor, &next, IL_FRAME_CFI, row.signal_frame, row.signal_frame, cfa)) return 1;
       }
@@ -332,7 +417,10 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     } else if (known(from, IL_AARCH64_LR)) {
       caller = from->value[IL_AARCH64_LR];
     }
-    if (caller != 0 && plausible_return(unwinder, arch, caller)) {
+    int found = caller != 0 ? plausible_return(unwinder, arch, caller) : RETURN_NO;
+    /* aarch64 without the code: arm64.rs has no such step (lr may be anything); its frame records and
+       scanning decide. */
+    if (found != RETURN_NO && !(arch == IL_ARCH_AARCH64 && found == RETURN_WITHOUT_CODE)) {
       set_register(&next, pc, caller);
       if (accept(cursor, &next, IL_FRAME_CFI, 0, 0, 0)) return 1;
     }
@@ -357,11 +445,23 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     }
   }
 
+  /* 5c. aarch64 without the code: arm64.rs's frame records. */
+  if (arch == IL_ARCH_AARCH64 && unwinder->without_code) {
+    int taken = aarch64_frame_record_without_code(unwinder, cursor);
+    if (taken >= 0) return taken;
+  }
+
+  /* 5b. arm: frame records only where the caller trusts them (arm.rs: iOS); never the generic ones. */
+  if (arch == IL_ARCH_ARM && unwinder->arm_frame_pointers) {
+    int taken = arm_frame_record(unwinder, cursor);
+    if (taken >= 0) return taken;
+  }
+
   /* 5. Frame pointers: [fp] the caller's fp, [fp + word] the return address (i386: ebp, [ebp + 4]).
      A return address whose code cannot be read is held to minidump-stackwalk's checks of the record
      instead (amd64.rs/x86.rs get_caller_by_frame_pointer): the caller's fp at or above its sp and
      readable, its sp readable, a canonical pc past the first page. */
-  if (known(from, fp)) {
+  if (arch != IL_ARCH_ARM && known(from, fp)) {
     uint64_t frame = from->value[fp], record[2], probe;
     int found = 0;
     if (frame % (uint64_t)size == 0 && frame >= cursor->floor && frame >= from->value[sp] &&
@@ -388,8 +488,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   /* 6. Stack scanning: the first word above sp that looks like a return address. A word whose code cannot
      be read counts only inside minidump-stackwalk's window (40 words, 160 from frame 0 or a CFI frame:
      Breakpad's kRASearchWords, longer where the callee is trusted), and gets its frame pointer as
-     amd64.rs/x86.rs get_caller_by_scan recover it. A copy of this frame's own pc found by scanning from
-     a scanned frame is a stale copy, not a caller: it would repeat the frame. */
+     amd64.rs/x86.rs get_caller_by_scan recover it. */
   uint64_t words = unwinder->scan_bytes / (uint64_t)size;
   uint64_t breakpad_words = cursor->trust == IL_FRAME_CONTEXT || cursor->trust == IL_FRAME_CFI ? 160 : 40;
   uint64_t start = from->value[sp];
@@ -405,12 +504,18 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
                                          (unwinder->names_address != NULL &&
                                           !unwinder->names_address(unwinder->find_context, word - 1))))
       continue;
-    if (found != RETURN_WITHOUT_CODE && cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
+    /* With the code read, a copy of a scanned frame's own pc is a stale copy (a call check passed twice).
+       Without it minidump-stackwalk takes the word (the same return address saved twice is no rarer
+       than a stale one): so does this walk. */
+    if (found == RETURN_AFTER_CALL && cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
     next = *from;
     set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);
     if (arch == IL_ARCH_AARCH64) next.known &= ~(1ull << IL_AARCH64_LR);
-    if (found == RETURN_WITHOUT_CODE && arch != IL_ARCH_AARCH64) scanned_frame_pointer(unwinder, from, &next, i, at, size);
+    if (arch == IL_ARCH_ARM) next.known = (1ull << IL_ARM_SP) | (1ull << IL_ARM_PC);  /* arm.rs: pc and sp only */
+    if (arch == IL_ARCH_AARCH64 && found == RETURN_WITHOUT_CODE)  /* arm64.rs: pc and sp only */
+      next.known = (1ull << IL_AARCH64_SP) | (1ull << IL_AARCH64_PC);
+    if (found == RETURN_WITHOUT_CODE && arch == IL_ARCH_X86_64) scanned_frame_pointer(unwinder, from, &next, i, at, size);
     if (accept(cursor, &next, IL_FRAME_SCAN, 0, 0, 0)) return 1;
   }
   return 0;

@@ -15,7 +15,10 @@ extension ProcessSnapshot {
     var byName: [String: Int]?
     for threadIndex in threads.indices {
       for frameIndex in threads[threadIndex].frames.indices where threads[threadIndex].frames[frameIndex].imageIndex == nil {
-        let address = threads[threadIndex].frames[frameIndex].address
+        // A return address is placed by the call before it, as minidump-stackwalk places a caller: a
+        // call at a module's very end returns to the first byte past it.
+        let frame = threads[threadIndex].frames[frameIndex]
+        let address = frame.isReturnAddress && frame.address > 0 ? frame.address - 1 : frame.address
         var found = places.narrowestImage(containing: address)
         if found == nil, let name = imageName(threadIndex, frameIndex) {
           if byName == nil {

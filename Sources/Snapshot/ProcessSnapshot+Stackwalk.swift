@@ -6,7 +6,7 @@ import ImageReaders
 extension ProcessSnapshot {
   /// A frame as minidump-stackwalk gives it: the module's file name, the function (imagelog's answer,
   /// else the report's own name for the frame), and the instruction: a caller's return address less
-  /// one (inside the call).
+  /// one (inside the call), less 4 on arm64 and 2 on arm (the stackwalkers' `ip - 4` and `ip - 2`).
   package func stackwalkFrameName(_ frame: Frame) -> (module: String?, function: FrameSymbols.Function?, instruction: Address) {
     let image = frame.imageIndex.flatMap { images.indices.contains($0) ? images[$0] : nil }
     let reported = frame.symbols.function == nil ? reportedFunction(of: frame) : nil
@@ -14,8 +14,25 @@ extension ProcessSnapshot {
       FrameSymbols.Function(name: $0.name, rawName: nil, offset: $0.offset, file: $0.file, line: $0.line,
                             column: $0.column, isInlined: false)
     }
-    let instruction = frame.isReturnAddress && frame.address > 0 ? frame.address - 1 : frame.address
+    let back: UInt64 = switch Self.stackwalkCPU(process.architecture ?? image?.architecture) {
+    case "arm64": 4
+    case "arm": 2
+    default: 1
+    }
+    let instruction = frame.isReturnAddress && frame.address >= back ? frame.address - back : frame.address
     return (image.map { Self.stackwalkBaseName($0.name) }, function, instruction)
+  }
+
+  /// `cpu_arch` as minidump-stackwalk names it (`amd64`, `x86`, `arm64`, `arm`).
+  package static func stackwalkCPU(_ architecture: String?) -> String? {
+    guard let architecture else { return nil }
+    switch Architecture(commandLine: architecture).name {
+    case "x86_64", "x86_64h": return "amd64"
+    case "i386": return "x86"
+    case "arm64", "arm64e", "aarch64": return "arm64"
+    case let name where name.hasPrefix("arm"): return "arm"
+    case let name: return name
+    }
   }
 
   /// The last component of a path, either separator (a Windows module's `C:\...\kernel32.dll`).

@@ -28,7 +28,7 @@ extension ProcessSnapshot {
       guard let tid = thread.tid.flatMap({ UInt32(exactly: $0) }) else { continue }
       var values: [String: UInt64] = [:]
       if let registers = thread.kernelRegisters {
-        for (name, value) in zip(registers.names, registers.values) { values[Self.minidumpName(name)] = value }
+        for (name, value) in zip(registers.names, registers.values) { values[MinidumpContext.contextName(kernelName: name)] = value }
       }
       let context = MinidumpContext(layout: layout, registers: values)
       dumpThreads.append(MinidumpWriter.Thread(
@@ -65,6 +65,7 @@ extension ProcessSnapshot {
     case .x86_64?: return (.amd64, 9)
     case .aarch64?: return (.arm64, 12)
     case .i386?: return (.x86, 0)
+    case .arm?: return (.arm, 5)
     case nil:
       switch architecture.map({ Architecture(commandLine: $0).name }) {
       case "x86_64": return (.amd64, 9)
@@ -74,9 +75,6 @@ extension ProcessSnapshot {
       }
     }
   }
-
-  /// A kernel register's name as minidump contexts name it (aarch64's `pstate` is `cpsr` there).
-  static func minidumpName(_ kernelName: String) -> String { kernelName == "pstate" ? "cpsr" : kernelName }
 
   /// `MAJOR.MINOR.PATCH` of `Linux RELEASE MACHINE`, as SystemInfo's version numbers.
   static func kernelVersionNumbers(_ version: String) -> (major: UInt32, minor: UInt32, build: UInt32) {

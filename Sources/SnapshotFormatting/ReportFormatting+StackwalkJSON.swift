@@ -122,8 +122,9 @@ extension ProcessSnapshot {
     // writes it; `module_offset` and `function_offset` are measured to it. imagelog's offset is from
     // the return address, except Swift's backtracer's, which is from the call already.
     let fromCall = format == .swiftBacktrace || format == .swiftBacktraceJSON
+    let back = frame.address &- instruction  // what the instruction is short of the return address (1; arm 2, arm64 4)
     let functionOffset = named == nil ? nil : function?.offset.map { offset in
-      frame.isReturnAddress && !fromCall && offset > 0 ? offset - 1 : offset
+      frame.isReturnAddress && !fromCall && offset >= back ? offset - back : offset
     }
     let inlined = symbols.functions.count > 1 ? Array(symbols.functions.dropLast()) : []
     let trust: String
@@ -190,18 +191,6 @@ extension ProcessSnapshot {
       ("missing_symbols", .bool(looked && !loaded)),
       ("symbol_url", .null),
     ])
-  }
-
-  /// `cpu_arch` as minidump-stackwalk names it (`amd64`, `x86`, `arm64`, `arm`).
-  static func stackwalkCPU(_ architecture: String?) -> String? {
-    guard let architecture else { return nil }
-    switch Architecture(commandLine: architecture).name {
-    case "x86_64", "x86_64h": return "amd64"
-    case "i386": return "x86"
-    case "arm64", "arm64e", "aarch64": return "arm64"
-    case let name where name.hasPrefix("arm"): return "arm"
-    case let name: return name
-    }
   }
 
   static func isThirtyTwoBit(_ architecture: String?) -> Bool {

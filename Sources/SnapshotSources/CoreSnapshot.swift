@@ -136,6 +136,8 @@ extension ProcessSnapshot {
         default: registers[name] ?? 0
         }
       }
+    case .arm:
+      return RegisterState.arm { name in registers[name == "r11" ? "fp" : name] ?? 0 }
     }
   }
 

@@ -63,8 +63,8 @@ extension ProcessSnapshot {
       if requesting, let context { thread.registers = Self.registerState(context, faultAddress: crashAddress) }
       if context == nil { thread.problem = "the dump holds no registers for this thread" }
       if let context, thread.kernelRegisters == nil {
-        // Registers the unwinder does not walk from (32-bit ARM): the thread has its frame 0, the pc
-        // (the registers are the thread's, crashed or not).
+        // Registers the unwinder does not walk from: the thread has its frame 0, the pc (the registers
+        // are the thread's, crashed or not).
         thread.frames = [Frame(number: 0, address: context.pc, isReturnAddress: false, trust: .context)]
         thread.registers = thread.registers ?? Self.registerState(context, faultAddress: crashAddress)
         thread.problem = "not unwound past frame 0: the unwinder does not walk \(context.architectureName) stacks"
@@ -125,10 +125,10 @@ extension ProcessSnapshot {
     case .amd64: layout = .x86_64
     case .arm64, .arm64Old: layout = .aarch64
     case .x86: layout = .i386
-    case .arm: return nil
+    case .arm: layout = .arm
     }
     return KernelRegisters(layout: layout, values: KernelRegisters.names(layout).map { name in
-      context[name == "pstate" ? "cpsr" : name] ?? 0
+      context[MinidumpContext.contextName(kernelName: name)] ?? 0
     })
   }
 

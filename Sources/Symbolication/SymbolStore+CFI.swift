@@ -26,6 +26,7 @@ struct BreakpadCallFrameSection {
     case "x86_64", "x86_64h": (16, 8)
     case "x86": (8, 4)
     case "arm64", "arm64e": (30, 8)
+    case "arm": (14, 4)  // `.ra` is lr's column, as DWARF's CIEs for arm have it
     default: nil
     }
   }

@@ -65,14 +65,19 @@ extension Symbolicator {
       }
       return image
     }
-    // With no module's file at hand (a Windows or macOS dump, a Linux one from another machine), the
-    // little code a dump holds (a writer saves the bytes around the crash pc) would let a scan run past
-    // minidump-stackwalk's window to a word after a call there; the walk then scans no further than it.
+    let wholeModules = snapshot.images.indices.compactMap { index -> Range<UInt64>? in
+      guard stored[index] == nil, let loaded = snapshot.images[index].loaded, !loaded.loadRange.isEmpty else { return nil }
+      var magic = [UInt8](repeating: 0, count: 4)
+      guard magic.withUnsafeMutableBytes({ memory.read(loaded.loadAddress, into: $0) }), magic == [0x7F, 0x45, 0x4C, 0x46] else { return nil }
+      return loaded.loadRange
+    }
+    let modulesHeld = RangeLimitedMemory(memory: memory, ranges: wholeModules)
     let unwinder = StackUnwinder(memory: readable, images: unwindImages, scanBytes: placed.contains(true) ? 8192 : 0,
-                                 withoutCode: true)
+                                 withoutCode: true, armFramePointers: snapshot.stackwalkOS.name == "iOS")
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
-      let frames = unwinder.unwind(from: RegisterSet(registers))
+      let stack = snapshot.threads[index].stack ?? BufferMemory([])
+      let frames = unwinder.unwind(from: RegisterSet(registers), in: LayeredMemory(LayeredMemory(stack, files), modulesHeld))
       snapshot.threads[index].frames = frames.enumerated().map { ProcessSnapshot.Frame(number: $0.offset, $0.element) }
       if frames.isEmpty, snapshot.threads[index].problem == nil {
         snapshot.threads[index].problem = "the registers hold no pc and stack pointer"
@@ -170,5 +175,27 @@ extension Symbolicator {
             (try? reader.read(UInt16.self)) != nil, let table = try? reader.read(UInt8.self) else { return false }
       return table == 0x3B  // DW_EH_PE_datarel | DW_EH_PE_sdata4: the binary-searchable table
     }
+  }
+}
+
+/// `memory` inside `ranges` only, each read held to one range, found by binary search (a hostile dump
+/// may hold thousands of whole modules).
+private struct RangeLimitedMemory<Base: MemoryReading>: MemoryReading {
+  let memory: Base
+  let ranges: [Range<UInt64>]
+  let owners: RangeOwners
+
+  init(memory: Base, ranges: [Range<UInt64>]) {
+    self.memory = memory
+    self.ranges = ranges
+    // An empty range holds nothing (last < first).
+    owners = RangeOwners(ranges.map { $0.isEmpty ? (first: UInt64.max, last: 0) : ($0.lowerBound, $0.upperBound - 1) },
+                         claimOrder: Array(ranges.indices))
+  }
+
+  func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+    let (end, overflow) = address.addingReportingOverflow(UInt64(buffer.count))
+    guard !overflow, let index = owners.owner(of: address), end <= ranges[index].upperBound else { return false }
+    return memory.read(address, into: buffer)
   }
 }

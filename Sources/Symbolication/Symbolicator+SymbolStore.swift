@@ -46,8 +46,10 @@ extension Symbolicator {
   static func lookUp(_ frame: ProcessSnapshot.Frame, offset: UInt64, in symbols: BreakpadSymbolFile,
                      result: inout FrameSymbols, demangler: Demangler, lineInfo: Bool) {
     result.status = .noSymbol
-    // Return addresses point after the call: look up the call itself.
-    let lookup = frame.isReturnAddress && offset > 0 ? offset - 1 : offset
+    // Return addresses point after the call: look up the call itself (on arm 2 back: a thumb return
+    // address is odd, and one back is the instruction after the call).
+    let back: UInt64 = symbols.module.architecture == "arm" ? 2 : 1
+    let lookup = frame.isReturnAddress && offset >= back ? offset - back : offset
     result.lookupAddress = lookup
     var frames = symbols.frames(at: lookup)
     guard let outer = frames.last else { return }

@@ -4,7 +4,8 @@
    committed fixtures; an ELF32 one, i386's, the same with 4-byte pointers); any other input is read as
    an .eh_frame at 0x10000 and, separately, as an .eh_frame_hdr there, with 8-byte and with 4-byte
    pointers. Every entry, rows at each FDE's start, middle and end, lookups through the header, and
-   walks (x86_64, aarch64, i386) over a stack made of the input's own words run; a crash, an
+   walks (x86_64, aarch64, i386; each also as a minidump is walked, without_code, and arm so) over a
+   stack made of the input's own words run; a crash, an
    out-of-bounds access, undefined behaviour or a hang (libFuzzer's -timeout) is a finding. */
 #include <stdint.h>
 #include <string.h>
@@ -63,17 +64,19 @@ static void walk(fuzz_memory *memory, const il_unwind_image *image, il_arch arch
   il_memory reader = {.read = fuzz_read, .context = memory};
   find_context find = {.image = image};
   il_unwinder unwinder = {.memory = reader, .find_image = fuzz_find, .find_context = &find, .scan_bytes = 512,
-                          .without_code = without_code};
+                          .without_code = without_code, .arm_frame_pointers = without_code};
   il_register_set registers;
   memset(&registers, 0, sizeof registers);
   registers.arch = arch;
-  memory->stack_address = arch == IL_ARCH_I386 ? STACK_ADDRESS_32 : STACK_ADDRESS;
+  int narrow = arch == IL_ARCH_I386 || arch == IL_ARCH_ARM;
+  memory->stack_address = narrow ? STACK_ADDRESS_32 : STACK_ADDRESS;
   for (int i = 0; i < IL_REGISTER_COUNT; i++) {
     registers.value[i] = memory->stack_address + (uint64_t)(i * 24 % (STACK_WORDS * 8));
     registers.known |= 1ull << i;
   }
-  int pc_register = arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP : IL_X86_64_RIP;
-  registers.value[pc_register] = arch == IL_ARCH_I386 ? pc & 0xFFFFFFFFu : pc;
+  int pc_register = arch == IL_ARCH_AARCH64 ? IL_AARCH64_PC : arch == IL_ARCH_I386 ? IL_I386_EIP
+                    : arch == IL_ARCH_ARM ? IL_ARM_PC : IL_X86_64_RIP;
+  registers.value[pc_register] = narrow ? pc & 0xFFFFFFFFu : pc;
   il_unwind_cursor cursor;
   il_unwind_start(&cursor, &registers);
   for (int frames = 0; frames < 64 && il_unwind_step(&unwinder, &cursor); frames++) (void)il_unwind_lookup_pc(&cursor);
@@ -87,12 +90,14 @@ static void probe(fuzz_memory *memory, const il_unwind_image *image) {
     uint64_t pc = image->text_start + span / 64 * i;
     (void)il_cfi_find_row(&reader, image, pc, &row);
     if (i % 8 == 0) {
-      if (image->address_size == 4) {
-        walk(memory, image, IL_ARCH_I386, pc, 0);
-        walk(memory, image, IL_ARCH_I386, pc, 1);  /* a Windows x86 minidump's walk (x86.rs's rules) */
-      } else {
-        walk(memory, image, IL_ARCH_X86_64, pc, 0);
-        walk(memory, image, IL_ARCH_AARCH64, pc, 0);
+      for (int without_code = 0; without_code <= 1; without_code++) {
+        if (image->address_size == 4) {
+          walk(memory, image, IL_ARCH_I386, pc, without_code);
+          if (without_code) walk(memory, image, IL_ARCH_ARM, pc, 1);
+        } else {
+          walk(memory, image, IL_ARCH_X86_64, pc, without_code);
+          walk(memory, image, IL_ARCH_AARCH64, pc, without_code);
+        }
       }
     }
   }

@@ -105,14 +105,24 @@ import Testing
     #expect(frames.prefix(4).map(\.1) == [.context, .stackScan, .stackScan, .stackScan], "\(frames)")
   }
 
-  @Test func aStaleCopyOfThePcRepeatsAsMinidumpStackwalkHasIt() {
+  @Test func aRepeatedWordWithoutCodeIsTakenAsMinidumpStackwalkTakesIt() {
     let sp = Self.stackTop
-    // Words 2 and 5 hold the same address whose code cannot be read: the second is a frame again, as
-    // minidump-stackwalk gives it (Breakpad's write_av_non_canonical.dmp, thread 1, frames 25-26;
-    // tiny-exe-with-cet-xsave.dmp, frames 7-8: MinidumpWindowsFramesTests).
-    let memory = WordMemory(words: Self.stack(sp, count: 64, [2: 0x41000, 5: 0x41000, 9: 0x12000]))
-    let frames = Self.walk(memory, Self.registers(pc: 0x11000, sp: sp, fp: nil))
+    // Words 2 and 5 hold the same address. Without the code, minidump-stackwalk (amd64.rs
+    // get_caller_by_scan) takes the first word in the window that lies in a module, the same address
+    // again included (Breakpad's linux_overflow.dmp and linux-mini.dmp repeat a frame so, and
+    // write_av_non_canonical.dmp thread 1 frames 25-26): so does the walk.
+    var memory = WordMemory(words: Self.stack(sp, count: 64, [2: 0x41000, 5: 0x41000, 9: 0x12000]))
+    var frames = Self.walk(memory, Self.registers(pc: 0x11000, sp: sp, fp: nil))
     #expect(frames.map(\.0).prefix(4) == [0x11000, 0x41000, 0x41000, 0x12000], "\(frames)")
+    // With the code read (each word after a call), the second copy of a scanned frame's own pc is a
+    // stale one: skipped.
+    for address: UInt64 in [0x41000, 0x12000] {
+      for (offset, byte) in [UInt8](arrayLiteral: 0x90, 0x90, 0x90, 0xE8, 0, 0, 0, 0).enumerated() {
+        memory.code[address - 8 + UInt64(offset)] = byte
+      }
+    }
+    frames = Self.walk(memory, Self.registers(pc: 0x11000, sp: sp, fp: nil))
+    #expect(frames.map(\.0).prefix(3) == [0x11000, 0x41000, 0x12000], "\(frames)")
   }
 
   @Test func aModuleWithSymbolsNeedsAFunctionThere() {

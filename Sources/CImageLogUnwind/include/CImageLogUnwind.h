@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { IL_ARCH_X86_64 = 1, IL_ARCH_AARCH64 = 2, IL_ARCH_I386 = 3 } il_arch;
+typedef enum { IL_ARCH_X86_64 = 1, IL_ARCH_AARCH64 = 2, IL_ARCH_I386 = 3, IL_ARCH_ARM = 4 } il_arch;
 
 /* DWARF register numbers, as the CFI names them.
    x86_64: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8..15 r8..r15, 16 rip (the
@@ -21,12 +21,15 @@ typedef enum { IL_ARCH_X86_64 = 1, IL_ARCH_AARCH64 = 2, IL_ARCH_I386 = 3 } il_ar
    aarch64: 0..30 x0..x30 (29 is fp, 30 lr: the return-address column), 31 sp, 32 pc.
    i386:   0 eax, 1 ecx, 2 edx, 3 ebx, 4 esp, 5 ebp, 6 esi, 7 edi, 8 eip (the return-address column).
            Values are 32-bit, and every pointer the unwinder reads in the unwound process (saved
-           registers, frame records, stack words, DW_OP_deref) is 4 bytes. */
+           registers, frame records, stack words, DW_OP_deref) is 4 bytes.
+   arm:    0..15 r0..r15 (11 fp, 13 sp, 14 lr: the return-address column, 15 pc); 32-bit as i386. Walked
+           offline only (a minidump): CFI, frame records only where arm_frame_pointers says so, scanning. */
 enum {
   IL_REGISTER_COUNT = 33,
   IL_X86_64_RBP = 6, IL_X86_64_RSP = 7, IL_X86_64_RIP = 16,
   IL_I386_ESP = 4, IL_I386_EBP = 5, IL_I386_EIP = 8,
   IL_AARCH64_FP = 29, IL_AARCH64_LR = 30, IL_AARCH64_SP = 31, IL_AARCH64_PC = 32,
+  IL_ARM_FP = 11, IL_ARM_SP = 13, IL_ARM_LR = 14, IL_ARM_PC = 15,
 };
 
 /* One frame's registers: value[n] is DWARF register n; bit n of `known` says it holds the value. */
@@ -75,6 +78,9 @@ typedef struct {
      scanned word there is no return address, as Breakpad's InstructionAddressSeemsValid says); NULL:
      every address in a module will do. Called with find_context. */
   int (*names_address)(void *context, uint64_t address);
+  /* arm: 1 to take r11's frame records ([r11] the caller's r11, [r11 + 4] its pc), as minidump-stackwalk's
+     arm.rs does on iOS only (elsewhere lr and r11 may be any register); 0: CFI and scanning only. */
+  int arm_frame_pointers;
 } il_unwinder;
 
 /* How a frame was found (Breakpad's "trust"). */
@@ -112,7 +118,8 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor);
    the frame is progress. */
 int il_unwind_move(il_unwind_cursor *cursor, const il_register_set *next, il_frame_trust trust);
 
-/* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address. */
+/* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address (pc - 2 on arm,
+   whose thumb return addresses are odd). */
 uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor);
 
 /* ------------------------------------------------------------------ call frame information, directly

@@ -2,11 +2,11 @@ internal import CImageLogUnwind
 
 /// One frame's registers, numbered as DWARF numbers them (as the C unwinder): x86_64 0 rax, 1 rdx,
 /// 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15, 16 rip; aarch64 0-30 x0-x30 (29 fp, 30 lr),
-/// 31 sp, 32 pc; i386 0 eax, 1 ecx, 2 edx, 3 ebx, 4 esp, 5 ebp, 6 esi, 7 edi, 8 eip (32-bit values).
-/// A register not known is `nil`.
+/// 31 sp, 32 pc; i386 0 eax, 1 ecx, 2 edx, 3 ebx, 4 esp, 5 ebp, 6 esi, 7 edi, 8 eip (32-bit values);
+/// arm 0-15 r0-r15 (11 fp, 13 sp, 14 lr, 15 pc; 32-bit values). A register not known is `nil`.
 public struct RegisterSet: Sendable, Equatable {
   /// The machine whose numbering applies.
-  public enum Architecture: Sendable { case x86_64, aarch64, i386 }
+  public enum Architecture: Sendable { case x86_64, aarch64, i386, arm }
 
   /// The machine whose numbering applies.
   public var architecture: Architecture
@@ -51,6 +51,7 @@ public struct RegisterSet: Sendable, Equatable {
     case .x86_64: (16, 7, 6)
     case .aarch64: (32, 31, 29)
     case .i386: (8, 4, 5)
+    case .arm: (15, 13, 11)
     }
   }
 
@@ -60,6 +61,7 @@ public struct RegisterSet: Sendable, Equatable {
     case .x86_64: IL_ARCH_X86_64
     case .aarch64: IL_ARCH_AARCH64
     case .i386: IL_ARCH_I386
+    case .arm: IL_ARCH_ARM
     }
     withUnsafeMutableBytes(of: &set.value) { raw in
       for (index, value) in values.enumerated() {
@@ -72,7 +74,8 @@ public struct RegisterSet: Sendable, Equatable {
   }
 
   init(_ set: il_register_set) {
-    self.init(architecture: set.arch == IL_ARCH_AARCH64 ? .aarch64 : set.arch == IL_ARCH_I386 ? .i386 : .x86_64)
+    self.init(architecture: set.arch == IL_ARCH_AARCH64 ? .aarch64 : set.arch == IL_ARCH_I386 ? .i386
+                : set.arch == IL_ARCH_ARM ? .arm : .x86_64)
     withUnsafeBytes(of: set.value) { raw in
       for index in 0..<Self.count where set.known & (1 << UInt64(index)) != 0 {
         values[index] = raw.load(fromByteOffset: index * 8, as: UInt64.self)  // a C array of 33 UInt64

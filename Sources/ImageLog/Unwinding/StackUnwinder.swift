@@ -145,6 +145,8 @@ public struct StackUnwinder {
   /// thousands of modules must not rebuild it per thread).
   let lookup: ImageLookup
   let withoutCode: Bool
+  /// arm: walk r11's frame records (`il_unwinder.arm_frame_pointers`).
+  let armFramePointers: Bool
   /// Some image has `STACK WIN` records (found once: a dump's thousands of threads share the answer).
   let hasWindowsFrames: Bool
 
@@ -153,18 +155,28 @@ public struct StackUnwinder {
   /// return address cannot be read (a minidump without the module's file), walk as minidump-stackwalk
   /// does (a frame record checked against the stack; a scanned word inside a module, within Breakpad's
   /// window of 40 words, 160 from frame 0 or a CFI frame); without it such a word is never a return
-  /// address. Code that can be read is held to the call check either way.
-  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false) {
+  /// address. Code that can be read is held to the call check either way. `armFramePointers`: a 32-bit
+  /// ARM thread's r11 frame records are walked, as minidump-stackwalk walks them on iOS only (elsewhere
+  /// r11 and lr may hold anything).
+  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false,
+              armFramePointers: Bool = false) {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
     lookup = ImageLookup(self.images)
     self.withoutCode = withoutCode
+    self.armFramePointers = armFramePointers
     hasWindowsFrames = images.contains { $0.windowsFrames != nil }
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
   public func unwind(from registers: RegisterSet, maxFrames: Int = 256) -> [UnwoundFrame] {
+    unwind(from: registers, in: memory, maxFrames: maxFrames)
+  }
+
+  /// The frames from `registers`, reading `memory` instead of the unwinder's own (one thread's view
+  /// of a dump: its stack and the modules, as minidump-stackwalk reads a thread), with the same images.
+  package func unwind(from registers: RegisterSet, in memory: any MemoryReading, maxFrames: Int = 256) -> [UnwoundFrame] {
     guard maxFrames > 0, registers.pc != nil, registers.sp != nil else { return [] }
     return withCMemory(memory) { cMemory in
       withExtendedLifetime(lookup) {
@@ -175,6 +187,7 @@ public struct StackUnwinder {
         unwinder.scan_bytes = UInt64(scanBytes)
         unwinder.without_code = withoutCode ? 1 : 0
         unwinder.names_address = namesCallback
+        unwinder.arm_frame_pointers = armFramePointers ? 1 : 0
         var start = registers.cValue
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
@@ -195,7 +208,7 @@ public struct StackUnwinder {
             parameterSizes.append(windowsParameterSize(il_unwind_lookup_pc(&cursor)))
             let grandCallee = parameterSizes.count >= 2 ? parameterSizes[parameterSizes.count - 2] : nil
             if let moved = windowsStep(&cursor, frame, grandCalleeParameterSize: grandCallee ?? 0,
-                                       hasGrandCallee: parameterSizes.count >= 2) {
+                                       hasGrandCallee: parameterSizes.count >= 2, in: memory) {
               if moved { continue }
               break
             }
@@ -220,7 +233,7 @@ extension StackUnwinder {
   /// pointer that did not move up: rust-minidump stops there and tries nothing else), `nil` when no
   /// record gives a caller (call frame information, frame pointers and scanning are tried next).
   func windowsStep(_ cursor: inout il_unwind_cursor, _ callee: RegisterSet, grandCalleeParameterSize: UInt32,
-                   hasGrandCallee: Bool) -> Bool? {
+                   hasGrandCallee: Bool, in memory: any MemoryReading) -> Bool? {
     let address = il_unwind_lookup_pc(&cursor)
     guard let index = lookup.index(containing: address), let source = lookup.images[index].windowsFrames,
           var caller = source.caller(of: callee, at: address &- lookup.images[index].loadBias,

@@ -9,6 +9,8 @@ package struct KernelRegisters: Sendable, Equatable {
     case aarch64
     /// i386 `struct user_regs_struct` (17 32-bit registers, `ebx` first).
     case i386
+    /// arm `struct pt_regs` (`uregs[18]`: `r0`..`r10`, `fp`, `ip`, `sp`, `lr`, `pc`, `cpsr`, `ORIG_r0`).
+    case arm
   }
 
   /// The layout of `values`.
@@ -37,6 +39,7 @@ package struct KernelRegisters: Sendable, Equatable {
     case .x86_64: self["rip"]
     case .aarch64: self["pc"]
     case .i386: self["eip"]
+    case .arm: self["pc"]
     }
   }
 
@@ -46,6 +49,7 @@ package struct KernelRegisters: Sendable, Equatable {
     case .x86_64: self["rsp"]
     case .aarch64: self["sp"]
     case .i386: self["esp"]
+    case .arm: self["sp"]
     }
   }
 
@@ -55,6 +59,7 @@ package struct KernelRegisters: Sendable, Equatable {
     case .x86_64: x86_64Names
     case .aarch64: aarch64Names
     case .i386: i386Names
+    case .arm: armNames
     }
   }
 
@@ -62,6 +67,7 @@ package struct KernelRegisters: Sendable, Equatable {
                             "rdx", "rsi", "rdi", "orig_rax", "rip", "cs", "eflags", "rsp", "ss", "fs_base",
                             "gs_base", "ds", "es", "fs", "gs"]
   static let aarch64Names = (0...28).map { "x\($0)" } + ["fp", "lr", "sp", "pc", "pstate"]
+  static let armNames = (0...10).map { "r\($0)" } + ["fp", "ip", "sp", "lr", "pc", "cpsr", "orig_r0"]
   static let i386Names = ["ebx", "ecx", "edx", "esi", "edi", "ebp", "eax", "ds", "es", "fs", "gs", "orig_eax",
                           "eip", "cs", "eflags", "esp", "ss"]
 }

@@ -162,6 +162,16 @@ package struct MinidumpContext: Sendable, Equatable {
 }
 
 extension MinidumpContext {
+  /// A kernel register's name (`KernelRegisters`) as contexts name it: aarch64's `pstate` is `cpsr`,
+  /// arm's `ip` is `r12`; the others are the same.
+  package static func contextName(kernelName: String) -> String {
+    switch kernelName {
+    case "pstate": "cpsr"
+    case "ip": "r12"
+    default: kernelName
+    }
+  }
+
   /// The layout a dump's `PROCESSOR_ARCHITECTURE` value names, `nil` for none this reader decodes.
   static func layout(architecture: UInt16) -> Layout? {
     switch architecture {
