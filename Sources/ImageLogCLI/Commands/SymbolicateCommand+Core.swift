@@ -77,3 +77,36 @@ extension SymbolicateCommand {
     return status
   }
 }
+
+/// The engine of `symbolicate --output-dir` and `triage`: one file of any kind imagelog reads (a core, a
+/// minidump, a report or several in one text, a crash document) into its snapshots, each symbolicated
+/// with `cache` (so each binary and debug file is found, read and indexed once for all the files) and,
+/// given `signatureLists`, signed.
+extension SymbolicateCommand {
+  /// The snapshots in the file at `path`: each a report, or why it could not be read. Throws when the
+  /// file itself cannot be read or is no crash at all.
+  static func symbolicatedReports(_ path: String, options: SymbolicationOptions, cache: SymbolicationCache,
+                                  signatureLists: SignatureLists?) throws -> [Result<ProcessSnapshot, ReportError>] {
+    var reports: [Result<ProcessSnapshot, ReportError>]
+    if isCoreFile(path) {
+      var (snapshot, problems) = ProcessSnapshot.core(try CoreDump(path: path))
+      snapshot.problems += problems.filter { !snapshot.problems.contains($0) }
+      reports = [.success(snapshot)]
+    } else if isMinidumpFile(path) {
+      var (snapshot, memory) = try ProcessSnapshot.minidump(try FileBytes(path: path))
+      Symbolicator.walkStacks(&snapshot, memory: memory, locator: cache.locator)
+      reports = [.success(snapshot)]
+    } else {
+      reports = ReportParser.parseAll(try ReportReading.readText(path))
+      if reports.count == 1, case .failure(let error) = reports[0] { throw error }
+    }
+    for index in reports.indices {
+      guard case .success(var report) = reports[index] else { continue }
+      reports[index] = .failure(ReportError(""))  // the only copy is the one symbolicated
+      Symbolicator.symbolicate(&report, options: options, cache: cache)
+      if let signatureLists, report.format != .addresses { report.signature = report.signature(lists: signatureLists) }
+      reports[index] = .success(report)
+    }
+    return reports
+  }
+}

@@ -288,15 +288,17 @@ struct SymbolicateCommand: Command {
         status = .failure
         continue
       }
-      let text: String
-      do { text = try ReportReading.readText(reportPath) } catch {
+      let reports: [Result<ProcessSnapshot, ReportError>]
+      do {
+        reports = try Self.symbolicatedReports(reportPath, options: options, cache: cache,
+                                               signatureLists: style == .stackwalkJSON ? nil : options.signatureLists ?? .imagelogDefaults)
+      } catch {
         printError("imagelog: \(reportPath): \(error)")
         status = .failure
         continue
       }
       var output: [UInt8] = []
       var lines: [String] = []
-      let reports = ReportParser.parseAll(text)
       for (index, parsed) in reports.enumerated() {
         let label = TextEscaping.escaped(reportPath) + (reports.count > 1 ? " (report \(index + 1) of \(reports.count))" : "")
         var report: ProcessSnapshot
@@ -307,9 +309,8 @@ struct SymbolicateCommand: Command {
           status = .failure
           continue
         }
-        Symbolicator.symbolicate(&report, options: options, cache: cache)
-        if style != .stackwalkJSON, report.format != .addresses { report.signature = report.signature(lists: options.signatureLists ?? .imagelogDefaults) }
-        report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
+        // A capture (core, minidump) has no text of its own: its crash style is imagelog's layout.
+        report.write(style == .crash && report.document == nil ? .report : style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
         let summary = report.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
