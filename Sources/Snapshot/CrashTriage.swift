@@ -1,4 +1,5 @@
 import ImageLog
+import ImageReaders
 
 /// Many crashes grouped by signature (`imagelog triage`): per group its count, first and last crash,
 /// builds, operating systems, crash reasons, the files, crashes per day and one example crash with its
@@ -189,11 +190,35 @@ extension ProcessSnapshot {
   /// `signature` made already; `fileTime` is the time when the report states none.
   package func triageCrash(path: String, size: Int64, modified: Int64, signature: String, fileTime: Int64) -> CrashTriage.Crash {
     let main = mainExecutableIndex.map { images[$0] }
-    let build = main.map { image in image.identity.map { "\(image.name) \($0.hex)" } ?? image.name }
+    // The first 16 bytes of a build-id: what a text report can show of it (Apple's UUID column), so the
+    // same build read from its report and from its minidump is one build.
+    let build = main.map { image in image.identity.map { "\(image.name) \(BuildID(Array($0.bytes.prefix(16))).hex)" } ?? image.name }
     let os = [stackwalkOS.name, stackwalkOS.version].compactMap { $0 }.joined(separator: " ")
     return CrashTriage.Crash(path: path, size: size, modified: modified, signature: signature, time: process.date ?? fileTime,
                              program: process.name ?? main?.name, build: build, os: os.isEmpty ? nil : os,
-                             reason: stackwalkCrashType)
+                             reason: stackwalkCrashType ?? reportedReason)
+  }
+
+  /// The crash as a text report states it when the model has no exception: its `Exception Type:`
+  /// (`SIGSEGV (SEGV_MAPERR)` written as minidump-stackwalk's `SIGSEGV / SEGV_MAPERR`), or a
+  /// sanitizer's `SUMMARY:` kind (`AddressSanitizer: heap-buffer-overflow`).
+  package var reportedReason: String? {
+    for line in document?.lines ?? [] {
+      let text = line.drop { $0 == " " || $0 == "\t" }
+      if text.hasPrefix("Exception Type:") {
+        let value = text.dropFirst("Exception Type:".count).trimmingPrefix(" ")
+        let words = value.split(separator: " ")
+        if words.count == 2, words[1].hasPrefix("("), words[1].hasSuffix(")") {
+          return "\(words[0]) / \(words[1].dropFirst().dropLast())"
+        }
+        return value.isEmpty ? nil : String(value)
+      }
+      if text.hasPrefix("SUMMARY: ") {
+        let words = text.dropFirst("SUMMARY: ".count).split(separator: " ").prefix(2)
+        return words.isEmpty ? nil : words.joined(separator: " ")
+      }
+    }
+    return nil
   }
 
   /// The index of the main executable's image: the one the loader marked, else the one at the
