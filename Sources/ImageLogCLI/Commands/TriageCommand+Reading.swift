@@ -69,6 +69,9 @@ final class TriageReader {
     var added = 0
     for parsed in reports {
       switch parsed {
+      case .success(let snapshot) where snapshot.frameCount == 0:
+        // A damaged minidump or core reads as a snapshot that says what it lacks: no frame, no signature.
+        firstProblem = firstProblem ?? "no frames to make a signature of" + (snapshot.problems.first.map { " (\($0))" } ?? "")
       case .success(let snapshot):
         let crash = snapshot.triageCrash(path: path, size: size, modified: modified, signature: snapshot.signature ?? "",
                                          fileTime: fileTime)
