@@ -31,14 +31,14 @@ extension CrashTriage {
   /// The groups as a table at most `width` columns wide (signatures cut to fit), widest groups first,
   /// then a line of totals and one per unreadable file. Every value from a file is escaped (`TextEscaping`).
   package func table(width: Int = 100) -> String {
-    var text = Self.padded("COUNT", 6, right: true) + "  " + Self.padded("SHARE", 6, right: true) + "  FIRST       LAST        "
-      + "BLDS  " + Self.padded("REASON", 20) + "  SIGNATURE\n"
-    let used = 6 + 2 + 6 + 2 + 10 + 2 + 10 + 2 + 4 + 2 + 20 + 2
+    var text = Self.padded("COUNT", 6, right: true) + "  " + Self.padded("SHARE", 6, right: true) + "  FIRST      LAST        "
+      + "BLDS  " + Self.padded("REASON", 22) + "  SIGNATURE\n"
+    let used = 6 + 2 + 6 + 2 + 10 + 1 + 10 + 2 + 4 + 2 + 22 + 2
     for group in rankedGroups {
       let reason = Group.ranked(group.reasons).first.map { $0.value.isEmpty ? "-" : $0.value } ?? "-"
       text += Self.padded(String(group.count), 6, right: true) + "  " + Self.padded(Self.shareText(group.count, of: crashCount), 6, right: true)
-        + "  " + Self.dayText(group.firstTime) + "  " + Self.dayText(group.lastTime) + "  "
-        + Self.padded(String(group.builds.count), 4, right: true) + "  " + Self.padded(Self.fitted(TextEscaping.escaped(reason), 20), 20)
+        + "  " + Self.dayText(group.firstTime) + " " + Self.dayText(group.lastTime) + "  "
+        + Self.padded(String(group.builds.count), 4, right: true) + "  " + Self.padded(Self.fitted(TextEscaping.escaped(reason), 22), 22)
         + "  " + Self.fitted(TextEscaping.escaped(group.signature), width - used) + "\n"
     }
     text += "\(crashCount) crash\(crashCount == 1 ? "" : "es") in \(groups.count) group\(groups.count == 1 ? "" : "s")"
