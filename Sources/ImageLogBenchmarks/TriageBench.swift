@@ -33,7 +33,9 @@ func triageBenchmark() throws -> [BenchmarkTable] {
   let reports = try names.filter { $0.hasSuffix(".crash") }.map { try readAll(made + "/" + $0) }
   let dumps = try names.filter { $0.hasSuffix(".dmp") }.map { try readAll(made + "/" + $0) }
   let log = try readAll(made + "/gamma.log")
-  guard reports.count == 3, dumps.count == 3, !log.isEmpty else { throw BenchError("the crashes were not all written: \(names)") }
+  guard reports.count == 3, dumps.count == 3, !log.isEmpty else {
+    throw BenchError("the crashes were not all written (\(names); imagelog run --crash-dir needs the audit module built)")
+  }
   let clock = ContinuousClock()
   let start = clock.now
   for index in 0..<count {
@@ -51,7 +53,8 @@ func triageBenchmark() throws -> [BenchmarkTable] {
       try writeFileAtomically("\(crashes)/asan-\(index).log", log)
     }
   }
-  let making = clock.now - start
+  let elapsed = clock.now - start
+  let making = formatDuration(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
   printProgress("bench: \(count) crash files made in \(making)")
 
   let triage = "\(imagelog) triage \(crashes) > \(directory)/triage.txt"

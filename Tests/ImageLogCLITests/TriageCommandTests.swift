@@ -129,7 +129,7 @@ struct TriageCommandTests {
     // New files, and one changed: only these are read again.
     for copy in 0..<3 { _ = try runChild(["cp", corpus.folder + "/sanitizer/gamma-0.log", crashes + "/new-\(copy).log"]) }
     let changed = crashes + "/sanitizer/gamma-1-5.log"
-    try TriageCorpus.setModified(changed, TriageCorpus.epoch("2026-12-01 00:00:00"))
+    try TriageCorpus.setModified(changed, epochSeconds("2026-12-01 00:00:00"))
     let secondRun = try triage(["--format", "json", "--state", state, crashes])
     #expect(secondRun.exitCode == 0, "\(secondRun.error)")
     let second = try json(secondRun.output)

@@ -37,19 +37,6 @@ struct TriageCorpus: Sendable {
 
   static let source = packageRoot + "/Tests/Programs/triage-bugs.c"
 
-  /// `YYYY-MM-DD HH:MM:SS` (UTC) as seconds since the epoch.
-  static func epoch(_ text: String) -> Int64 {
-    let numbers = text.split { $0 == "-" || $0 == " " || $0 == ":" }.prefix(6).compactMap { Int32($0) }
-    var parts = tm()
-    parts.tm_year = numbers[0] - 1900
-    parts.tm_mon = numbers[1] - 1
-    parts.tm_mday = numbers[2]
-    parts.tm_hour = numbers[3]
-    parts.tm_min = numbers[4]
-    parts.tm_sec = numbers[5]
-    return Int64(timegm(&parts))
-  }
-
   static func setModified(_ path: String, _ seconds: Int64) throws {
     var times = [timeval(tv_sec: Int(seconds), tv_usec: 0), timeval(tv_sec: Int(seconds), tv_usec: 0)]
     guard utimes(path, &times) == 0 else { throw TestSupportError("utimes \(path) failed") }
@@ -121,7 +108,7 @@ struct TriageCorpus: Sendable {
             let date = text.split(separator: "\n").first(where: { $0.hasPrefix("Date/Time:") }) else {
         throw TestSupportError("run --crash-dir left \(new.sorted()) for \(program) \(mode)")
       }
-      let time = Self.epoch(String(date.dropFirst("Date/Time:".count).drop { $0 == " " }))
+      let time = epochSeconds(String(date.dropFirst("Date/Time:".count).drop { $0 == " " }))
       realTimes[mode, default: []].append(time)
       // Copies of the report under other crash names and dates (the date the report states is its time).
       for copy in 0..<15 {
@@ -148,9 +135,9 @@ struct TriageCorpus: Sendable {
         unreadable = [folder + "/damaged.dmp", folder + "/notes.txt"]
       }
     }
-    null.firstSeen = Self.epoch("2026-11-01 10:00:00")
+    null.firstSeen = epochSeconds("2026-11-01 10:00:00")
     null.lastSeen = realTimes["null"]?.max()
-    abort.firstSeen = Self.epoch("2026-11-01 10:00:00")
+    abort.firstSeen = epochSeconds("2026-11-01 10:00:00")
     abort.lastSeen = realTimes["abort"]?.max()
 
     // A core written by gdb at the crash, and two copies (a core states no time: its file's is used).
@@ -161,10 +148,10 @@ struct TriageCorpus: Sendable {
       for copy in 0..<3 {
         let path = copy == 0 ? core : folder + "/cores/beta-\(copy).core"
         if copy > 0 { try writeFile(path, bytes: bytes) }
-        try Self.setModified(path, Self.epoch("2026-10-20 12:00:00"))
+        try Self.setModified(path, epochSeconds("2026-10-20 12:00:00"))
         abort.files.insert(path)
       }
-      abort.firstSeen = Self.epoch("2026-10-20 12:00:00")
+      abort.firstSeen = epochSeconds("2026-10-20 12:00:00")
     }
 
     // AddressSanitizer's log (no time in it: the file's modification time), copied with older times.
@@ -178,11 +165,11 @@ struct TriageCorpus: Sendable {
       for copy in 0..<40 {
         let copyPath = folder + "/sanitizer/gamma-\(run)-\(copy).log"
         try writeFile(copyPath, result.error)
-        try Self.setModified(copyPath, Self.epoch("2026-10-01 08:00:00") + Int64(copy) * 86_400)
+        try Self.setModified(copyPath, epochSeconds("2026-10-01 08:00:00") + Int64(copy) * 86_400)
         overflow.files.insert(copyPath)
       }
     }
-    overflow.firstSeen = Self.epoch("2026-10-01 08:00:00")
+    overflow.firstSeen = epochSeconds("2026-10-01 08:00:00")
 
     // Two of the repository's report fixtures, 30 copies each: one group each.
     for fixture in ["tombstone-retroarch-519.txt", "asan-rust-90977.txt"] {

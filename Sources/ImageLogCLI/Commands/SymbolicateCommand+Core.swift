@@ -102,7 +102,8 @@ extension SymbolicateCommand {
     }
     for index in reports.indices {
       guard case .success(var report) = reports[index] else { continue }
-      reports[index] = .failure(ReportError(""))  // the only copy is the one symbolicated
+      // The array's copy let go first, so that symbolication fills in the only copy of the frames, in place.
+      reports[index] = .failure(ReportError(""))
       Symbolicator.symbolicate(&report, options: options, cache: cache)
       if let signatureLists, report.format != .addresses { report.signature = report.signature(lists: signatureLists) }
       reports[index] = .success(report)
