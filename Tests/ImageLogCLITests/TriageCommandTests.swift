@@ -151,6 +151,24 @@ struct TriageCommandTests {
     #expect(lastSeen >= TriageCorpus.modified(crashes + "/new-0.log"))
   }
 
+  /// The engine triage reads with is symbolicate --output-dir's: it now reads cores and minidumps too.
+  @Test func symbolicateOutputDirReadsCoresAndMinidumpsAsTriageDoes() throws {
+    let corpus = try corpus()
+    let folder = try makeTemporaryDirectory("imagelog-triage-outputdir")
+    defer { _ = try? runChild(["rm", "-rf", folder]) }
+    let dump = try #require(directoryNames(corpus.folder + "/dumps").first { $0.hasPrefix("beta-") })
+    var inputs = [corpus.folder + "/dumps/" + dump]
+    if haveTool("gdb") { inputs.append(corpus.folder + "/cores/beta.core") }
+    let result = try runChild([imagelog, "symbolicate", "--output-dir", folder + "/out"] + inputs, environment: ["DEBUGINFOD_URLS": ""])
+    #expect(result.exitCode == 0, "\(result.error)")
+    let line = try TriageCorpus.sourceLine("abort")
+    for input in inputs {
+      let report = readFile(folder + "/out/" + (input.split(separator: "/").last.map(String.init) ?? "")) ?? ""
+      #expect(report.contains("\nSignature:       triage_check_failed\n"), "\(input)")
+      #expect(report.contains("triage_check_failed") && report.contains("triage-bugs.c:\(line)"), "\(input): \(report.prefix(2000))")
+    }
+  }
+
   @Test func badOptionsAndAForeignStateFileAreOneLineErrors() throws {
     let folder = try makeTemporaryDirectory("imagelog-triage-options")
     defer { _ = try? runChild(["rm", "-rf", folder]) }

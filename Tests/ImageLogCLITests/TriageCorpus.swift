@@ -71,6 +71,10 @@ struct TriageCorpus: Sendable {
 
   init() throws {
     root = try makeTemporaryDirectory("imagelog-triage")
+    // Made once for the suite and read by each test: removed when the test process ends.
+    atexit {
+      if case .success(let corpus) = TriageCorpus.shared { _ = try? runChild(["rm", "-rf", corpus.root]) }
+    }
     folder = root + "/folder"
     let programs = root + "/programs"
     let build = """
