@@ -67,7 +67,8 @@ struct SymbolicateCommand: Command {
       --no-lines              Symbol tables only: do not read DWARF for file:line.
       --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
       --no-cache              Neither read nor write the symbol cache (see LINES).
-      --output-dir <dir>      Symbolicate each <report> given (any number) and write it to <dir>/<its file
+      --output-dir <dir>      Symbolicate each <report> given (any number; cores and minidumps too, in
+                              imagelog's layout) and write it to <dir>/<its file
                               name> (the folder is made if missing; each file written beside its name
                               and renamed over it, mode 0600), printing one summary line per
                               report. One process reads, loads and indexes each binary and debug file
