@@ -185,21 +185,7 @@ extension CrashTriage {
   // MARK: HTML
 
   /// `text` for HTML text and attribute values.
-  static func html(_ text: String) -> String {
-    var out = ""
-    out.reserveCapacity(text.utf8.count)
-    for character in text {
-      switch character {
-      case "&": out += "&amp;"
-      case "<": out += "&lt;"
-      case ">": out += "&gt;"
-      case "\"": out += "&quot;"
-      case "'": out += "&#39;"
-      default: out.append(character)
-      }
-    }
-    return out
-  }
+  static func html(_ text: String) -> String { TextEscaping.markup(text, attribute: true) }
 
   /// One self-contained page: the CSS inline, the charts plain SVG, no script and no address to fetch.
   /// Each group is a `<details class="group">` (its `data-signature` and `data-count`) whose summary has
