@@ -21,7 +21,8 @@ struct TriageCommand: Command {
                               under it, recursively (links to folders not followed, names starting
                               with '.' skipped). In a crash folder as run --crash-dir and core-handler
                               fill it, the files of one crash (PROGRAM.PID.TIME.crash, .dmp, .core.zst,
-                              .upload) are one crash: its .crash is read, else its .dmp.
+                              .upload) are one crash: its .crash is read, else its .dmp, else its
+                              .core.zst.
 
     OPTIONS:
       --format <style>        table (default: one line per group, most crashes first, at most 100
