@@ -11,24 +11,6 @@ import SnapshotSources
 /// `imagelog symbolicate CORE`: the dead process's snapshot (its threads unwound in the core's memory),
 /// symbolicated as any report is and written in imagelog's crash-report layout (README.md's "Crash reports").
 extension SymbolicateCommand {
-  /// True when `path` is a readable file whose first bytes are an ELF core's header.
-  static func isCoreFile(_ path: String) -> Bool {
-    guard let file = try? FileBytes(path: path) else { return false }
-    return file.withRanges { ranges in
-      guard let header = try? ranges.slice(at: 0, length: min(ranges.count, 64)) else { return false }
-      return CoreDump.isCore(header)
-    }
-  }
-
-  /// True when `path` is a readable file that starts with a minidump's signature (`MDMP`).
-  static func isMinidumpFile(_ path: String) -> Bool {
-    guard let file = try? FileBytes(path: path) else { return false }
-    return file.withRanges { ranges in
-      guard let header = try? ranges.slice(at: 0, length: min(ranges.count, 32)) else { return false }
-      return ProcessSnapshot.isMinidump(header)
-    }
-  }
-
   /// A core: the dead process's snapshot, symbolicated as any report is, in imagelog's layout.
   func runCore(_ path: String, options: SymbolicationOptions) -> ExitStatus {
     let dump: CoreDump
@@ -38,8 +20,6 @@ extension SymbolicateCommand {
     }
     var (snapshot, problems) = ProcessSnapshot.core(dump)
     for problem in problems { printError("imagelog: \(path): \(problem)") }
-    var options = options
-    if !noSymbolicate { options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: dump) }
     return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
   }
 
@@ -81,18 +61,19 @@ extension SymbolicateCommand {
 /// The engine of `symbolicate --output-dir` and `triage`: one file of any kind imagelog reads (a core, a
 /// minidump, a report or several in one text, a crash document) into its snapshots, each symbolicated
 /// with `cache` (so each binary and debug file is found, read and indexed once for all the files) and,
-/// given `signatureLists`, signed.
+/// when `signing`, signed with the options' lists.
 extension SymbolicateCommand {
   /// The snapshots in the file at `path`: each a report, or why it could not be read. Throws when the
   /// file itself cannot be read or is no crash at all.
   static func symbolicatedReports(_ path: String, options: SymbolicationOptions, cache: SymbolicationCache,
-                                  signatureLists: SignatureLists?) throws -> [Result<ProcessSnapshot, ReportError>] {
+                                  signing: Bool) throws -> [Result<ProcessSnapshot, ReportError>] {
     var reports: [Result<ProcessSnapshot, ReportError>]
-    if isCoreFile(path) {
+    let kind = CrashFileKind(path: path)
+    if kind == .core {
       var (snapshot, problems) = ProcessSnapshot.core(try CoreDump(path: path))
       snapshot.problems += problems.filter { !snapshot.problems.contains($0) }
       reports = [.success(snapshot)]
-    } else if isMinidumpFile(path) {
+    } else if kind == .minidump {
       var (snapshot, memory) = try ProcessSnapshot.minidump(try FileBytes(path: path))
       Symbolicator.walkStacks(&snapshot, memory: memory, locator: cache.locator)
       reports = [.success(snapshot)]
@@ -105,7 +86,7 @@ extension SymbolicateCommand {
       // The array's copy let go first, so that symbolication fills in the only copy of the frames, in place.
       reports[index] = .failure(ReportError(""))
       Symbolicator.symbolicate(&report, options: options, cache: cache)
-      if let signatureLists, report.format != .addresses { report.signature = report.signature(lists: signatureLists) }
+      if signing, report.format != .addresses { report.sign(with: options) }
       reports[index] = .success(report)
     }
     return reports

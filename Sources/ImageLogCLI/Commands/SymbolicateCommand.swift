@@ -196,9 +196,10 @@ struct SymbolicateCommand: Command {
     }
     var text = ""
     let source = reportPath ?? "<arguments>"
-    if let reportPath, Self.isCoreFile(reportPath) {
+    let kind = reportPath.map(CrashFileKind.init(path:))
+    if let reportPath, kind == .core {
       return runCore(reportPath, options: options)
-    } else if let reportPath, Self.isMinidumpFile(reportPath) {
+    } else if let reportPath, kind == .minidump {
       return runMinidump(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
@@ -291,8 +292,7 @@ struct SymbolicateCommand: Command {
       }
       let reports: [Result<ProcessSnapshot, ReportError>]
       do {
-        reports = try Self.symbolicatedReports(reportPath, options: options, cache: cache,
-                                               signatureLists: style == .stackwalkJSON ? nil : options.signatureLists ?? .imagelogDefaults)
+        reports = try Self.symbolicatedReports(reportPath, options: options, cache: cache, signing: style != .stackwalkJSON)
       } catch {
         printError("imagelog: \(reportPath): \(error)")
         status = .failure

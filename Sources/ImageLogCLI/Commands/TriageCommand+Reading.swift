@@ -12,7 +12,6 @@ import Symbolication
 /// earlier run when the file's size and modification time are the same.
 final class TriageReader {
   let options: SymbolicationOptions
-  let lists: SignatureLists
   let cache: SymbolicationCache
   let state: CrashTriageStateParser.State
   let keepsRecords: Bool
@@ -22,7 +21,6 @@ final class TriageReader {
 
   init(options: SymbolicationOptions, state: CrashTriageStateParser.State, keepsRecords: Bool) {
     self.options = options
-    lists = options.signatureLists ?? .imagelogDefaults
     cache = SymbolicationCache(options: options)
     self.state = state
     self.keepsRecords = keepsRecords
@@ -60,7 +58,7 @@ final class TriageReader {
     let fileTime = CrashFolder.time(ofStem: stem) ?? CrashFolder.time(ofStem: name) ?? modified
     let reports: [Result<ProcessSnapshot, ReportError>]
     do {
-      reports = try SymbolicateCommand.symbolicatedReports(path, options: options, cache: cache, signatureLists: lists)
+      reports = try SymbolicateCommand.symbolicatedReports(path, options: options, cache: cache, signing: true)
     } catch {
       triage.addUnreadable(CrashTriage.Unreadable(path: path, size: size, modified: modified, problem: "\(error)"))
       return
