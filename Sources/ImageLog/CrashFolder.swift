@@ -351,7 +351,7 @@ package struct CrashFolder: Sendable {
   }
 
   /// The `PROGRAM.PID.TIME` of a file named `PROGRAM.PID.TIME.EXTENSION` with one of `extensions`.
-  static func crashStem(_ name: String, extensions: [String]) -> String? {
+  package static func crashStem(_ name: String, extensions: [String]) -> String? {
     guard let ext = extensions.first(where: { name.hasSuffix("." + $0) }) else { return nil }
     let stem = String(name.dropLast(ext.count + 1))
     let parts = stem.split(separator: ".", omittingEmptySubsequences: false)

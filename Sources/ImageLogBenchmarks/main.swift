@@ -22,6 +22,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("pid --threads vs eu-stack", threadsBenchmarks),
   ("minidump read vs minidump-stackwalk, written vs eu-stack, sizes vs Crashpad", minidumpBenchmarks),
   ("worker thread start", workerStartBenchmark),
+  ("triage of many crashes", triageBenchmark),
 ]
 
 // The symbol cache of every imagelog the benchmarks start: a fresh folder of this run, not the user's, so

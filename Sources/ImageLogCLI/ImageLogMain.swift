@@ -13,6 +13,7 @@ enum ImageLogMain {
     ListCommand.self,
     FileCommand.self,
     SymbolicateCommand.self,
+    TriageCommand.self,
     SymbolsCommand.self,
     PidCommand.self,
     MinidumpCommand.self,

@@ -14,7 +14,7 @@ import Snapshot
 /// thread.
 public final class SymbolicationCache {
   /// The locator every report's images are searched with (its own caches hold the `--search` index).
-  let locator: DebugFileLocator
+  package let locator: DebugFileLocator
   private var outcomes: [String: (outcome: DebugFileLocator.Outcome, notes: [String])] = [:]
   private var debugInfoFiles: [String: Result<DebugInfoFile, ReportError>] = [:]
   /// The keys of `debugInfoFiles` read with inflated sections, least recently used first.

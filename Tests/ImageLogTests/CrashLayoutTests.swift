@@ -48,7 +48,7 @@ import Testing
                                               address: ParsedCrashReport.hex(codes[5]) ?? 0)
     let path: String = try #require(report.header["Path"])
     let osVersion: String = try #require(report.header["OS Version"])
-    let date = Self.epochSeconds(try #require(report.header["Date/Time"]))
+    let date = epochSeconds(try #require(report.header["Date/Time"]))
     var snapshot = ProcessSnapshot(
       format: .imagelog,
       process: ProcessSnapshot.Process(name: "crash-program", pid: result.pid, path: path, osVersion: osVersion, date: date,
@@ -77,19 +77,5 @@ import Testing
       index = next
     }
     return BuildID(bytes)
-  }
-
-  /// "YYYY-MM-DD HH:MM:SS +0000" as seconds since the epoch (glibc's timegm).
-  static func epochSeconds(_ text: String) -> Int64 {
-    let fields = text.split(whereSeparator: { $0 == "-" || $0 == " " || $0 == ":" }).compactMap { Int32($0) }
-    guard fields.count >= 6 else { return 0 }
-    var parts = tm()
-    parts.tm_year = fields[0] - 1900
-    parts.tm_mon = fields[1] - 1
-    parts.tm_mday = fields[2]
-    parts.tm_hour = fields[3]
-    parts.tm_min = fields[4]
-    parts.tm_sec = fields[5]
-    return Int64(timegm(&parts))
   }
 }

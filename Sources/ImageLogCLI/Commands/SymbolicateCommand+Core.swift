@@ -57,3 +57,38 @@ extension SymbolicateCommand {
     return status
   }
 }
+
+/// The engine of `symbolicate --output-dir` and `triage`: one file of any kind imagelog reads (a core, a
+/// minidump, a report or several in one text, a crash document) into its snapshots, each symbolicated
+/// with `cache` (so each binary and debug file is found, read and indexed once for all the files) and,
+/// when `signing`, signed with the options' lists.
+extension SymbolicateCommand {
+  /// The snapshots in the file at `path`: each a report, or why it could not be read. Throws when the
+  /// file itself cannot be read or is no crash at all.
+  static func symbolicatedReports(_ path: String, options: SymbolicationOptions, cache: SymbolicationCache,
+                                  signing: Bool) throws -> [Result<ProcessSnapshot, ReportError>] {
+    var reports: [Result<ProcessSnapshot, ReportError>]
+    let kind = CrashFileKind(path: path)
+    if kind == .core {
+      var (snapshot, problems) = ProcessSnapshot.core(try CoreDump(path: path))
+      snapshot.problems += problems.filter { !snapshot.problems.contains($0) }
+      reports = [.success(snapshot)]
+    } else if kind == .minidump {
+      var (snapshot, memory) = try ProcessSnapshot.minidump(try FileBytes(path: path))
+      Symbolicator.walkStacks(&snapshot, memory: memory, locator: cache.locator)
+      reports = [.success(snapshot)]
+    } else {
+      reports = ReportParser.parseAll(try ReportReading.readText(path))
+      if reports.count == 1, case .failure(let error) = reports[0] { throw error }
+    }
+    for index in reports.indices {
+      guard case .success(var report) = reports[index] else { continue }
+      // The array's copy let go first, so that symbolication fills in the only copy of the frames, in place.
+      reports[index] = .failure(ReportError(""))
+      Symbolicator.symbolicate(&report, options: options, cache: cache)
+      if signing, report.format != .addresses { report.sign(with: options) }
+      reports[index] = .success(report)
+    }
+    return reports
+  }
+}

@@ -67,7 +67,8 @@ struct SymbolicateCommand: Command {
       --no-lines              Symbol tables only: do not read DWARF for file:line.
       --no-system-debug       Do not look in /usr/lib/debug, the debuginfod cache or debuginfod servers.
       --no-cache              Neither read nor write the symbol cache (see LINES).
-      --output-dir <dir>      Symbolicate each <report> given (any number) and write it to <dir>/<its file
+      --output-dir <dir>      Symbolicate each <report> given (any number; cores and minidumps too, in
+                              imagelog's layout) and write it to <dir>/<its file
                               name> (the folder is made if missing; each file written beside its name
                               and renamed over it, mode 0600), printing one summary line per
                               report. One process reads, loads and indexes each binary and debug file
@@ -289,15 +290,16 @@ struct SymbolicateCommand: Command {
         status = .failure
         continue
       }
-      let text: String
-      do { text = try ReportReading.readText(reportPath) } catch {
+      let reports: [Result<ProcessSnapshot, ReportError>]
+      do {
+        reports = try Self.symbolicatedReports(reportPath, options: options, cache: cache, signing: style != .stackwalkJSON)
+      } catch {
         printError("imagelog: \(reportPath): \(error)")
         status = .failure
         continue
       }
       var output: [UInt8] = []
       var lines: [String] = []
-      let reports = ReportParser.parseAll(text)
       for (index, parsed) in reports.enumerated() {
         let label = TextEscaping.escaped(reportPath) + (reports.count > 1 ? " (report \(index + 1) of \(reports.count))" : "")
         var report: ProcessSnapshot
@@ -308,9 +310,8 @@ struct SymbolicateCommand: Command {
           status = .failure
           continue
         }
-        Symbolicator.symbolicate(&report, options: options, cache: cache)
-        if style != .stackwalkJSON, report.format != .addresses { report.sign(with: options) }
-        report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
+        // A capture (core, minidump) has no text of its own: its crash style is imagelog's layout.
+        report.write(style == .crash && report.document == nil ? .report : style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
         let summary = report.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""

@@ -78,18 +78,7 @@ extension PropertyList {
     }
   }
 
-  static func escaped(_ string: String) -> String {
-    var result = ""
-    for character in string {
-      switch character {
-      case "&": result += "&amp;"
-      case "<": result += "&lt;"
-      case ">": result += "&gt;"
-      default: result.append(character)
-      }
-    }
-    return result
-  }
+  static func escaped(_ string: String) -> String { TextEscaping.markup(string) }
 }
 
 /// A small XML property-list reader: elements, text, the five entities and numeric references;

@@ -179,6 +179,20 @@ public struct JSONWriter: ~Copyable {
     needsComma = true
   }
 
+  /// The fixed-point number `units` / 10^`scale` in decimal (`number(1234, scale: 3)` is `1.234`), with
+  /// no floating point to round: a share or a ratio written exactly. `scale` is at most 19.
+  package mutating func number(_ units: UInt64, scale: Int) {
+    let scale = max(0, min(scale, 19))
+    var divisor: UInt64 = 1
+    for _ in 0..<scale { divisor *= 10 }  // 10^19 < 2^64
+    number(units / divisor)
+    guard scale > 0 else { return }
+    let fraction = String(units % divisor)
+    reserve(scale + 1)
+    store(UInt8(ascii: "."))
+    for byte in (String(repeating: "0", count: scale - fraction.utf8.count) + fraction).utf8 { store(byte) }
+  }
+
   /// `value`'s decimal digits at `base + position`, which has room for 20; returns the position after them.
   @usableFromInline @inline(__always)
   static func writeDecimal(_ value: UInt64, to base: UnsafeMutablePointer<UInt8>, at position: Int) -> Int {

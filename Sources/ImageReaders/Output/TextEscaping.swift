@@ -169,3 +169,23 @@ enum ByteScan {
     hasByte(in: word ^ (ones &* byte), below: 1)
   }
 }
+
+extension TextEscaping {
+  /// `text` for XML or HTML text: `&`, `<` and `>` as entities; with `attribute`, `"` and `'` too (for a
+  /// quoted attribute value). The one markup escaper: property lists and the triage page use it.
+  package static func markup(_ text: String, attribute: Bool = false) -> String {
+    var result = ""
+    result.reserveCapacity(text.utf8.count)
+    for character in text {
+      switch character {
+      case "&": result += "&amp;"
+      case "<": result += "&lt;"
+      case ">": result += "&gt;"
+      case "\"" where attribute: result += "&quot;"
+      case "'" where attribute: result += "&#39;"
+      default: result.append(character)
+      }
+    }
+    return result
+  }
+}
