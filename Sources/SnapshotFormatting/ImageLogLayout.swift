@@ -46,7 +46,7 @@ extension ProcessSnapshot {
     let names = images.map { TextEscaping.escaped($0.name) }
     for (index, thread) in threads.enumerated() {
       out += "\n"
-      if let name = thread.name { out += "Thread \(index) name:  \(TextEscaping.escaped(name))\n" }
+      if let name = thread.name, !name.isEmpty { out += "Thread \(index) name:  \(TextEscaping.escaped(name))\n" }
       out += "Thread \(index)\(thread.crashed ? " Crashed" : thread.requestedDump ? " Requested Dump" : ""):  tid \(thread.tid ?? 0)"
       if let state = thread.state { out += "  state \(TextEscaping.escaped(state))" }
       out += "\n"

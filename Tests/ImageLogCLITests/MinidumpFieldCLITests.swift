@@ -130,6 +130,23 @@ import Testing
     if let function = theirFrame["function"]?.string { #expect(ourFrame["symbol"]?.string == function) }
   }
 
+  /// The macOS dump names its other threads with empty strings (minidump-stackwalk's JSON: `""`, its
+  /// text: nothing between `Thread 1` and the tid): the report gives them no name line, where it printed
+  /// `Thread 1 name:  ` with nothing after it; the named thread keeps its line.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func emptyThreadNamesGiveNoNameLine() throws {
+    let folder = packageRoot + "/Tests/ImageReadersTests/Fixtures/minidump-field/rust-minidump"
+    let dump = folder + "/pipeline-inlines-macos-segv.dmp"
+    let stackwalk = try runChild([try #require(MinidumpCLI.stackwalk), "--json", dump])
+    try #require(stackwalk.exitCode == 0, "minidump-stackwalk: \(stackwalk.error)")
+    let names = try JSONValue.parse(stackwalk.output[...])["threads"]?.array?.map { $0["thread_name"]?.string } ?? []
+    try #require(names.count > 1 && names[0] == "main" && names.dropFirst().allSatisfy { $0 == "" }, "\(names)")
+    let run = try runChild([MinidumpCLI.imagelog, "symbolicate", dump])
+    try #require(run.exitCode == 0, "imagelog: \(run.error)")
+    let nameLines = run.output.split(separator: "\n").filter { $0.hasPrefix("Thread ") && $0.contains(" name:") }
+    #expect(nameLines == ["Thread 0 name:  main"], "\(nameLines)")
+  }
+
   @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
   func fileDescribesTheWindowsDump() throws {
     let theirs = try Self.theirs()
