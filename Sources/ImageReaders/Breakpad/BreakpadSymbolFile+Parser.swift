@@ -177,9 +177,11 @@ extension BreakpadSymbolFile {
         let size = try fields.hex(line, "FUNC", "size")
         let parameterSize = try fields.hex(line, "FUNC", "parameter size")
         if let last = functions.last, last.address > address { functionsSorted = false }
-        functions.append(Function(address: address, size: size, parameterSize: parameterSize, name: fields.rest(),
-                                  isMultiple: multiple, lines: lines.count..<lines.count,
-                                  inlines: inlines.count..<inlines.count, body: fields.end..<fields.end))
+        let name = fields.restRange()
+        functions.append(Function(address: address, size: size, parameterSize: parameterSize,
+                                  name: deferring ? "" : fields.text(name), isMultiple: multiple,
+                                  lines: lines.count..<lines.count, inlines: inlines.count..<inlines.count,
+                                  nameBytes: name, body: fields.end..<fields.end))
       case .public:
         let multiple = fields.skip("m")
         let address = try fields.hex(line, "PUBLIC", "address")

@@ -37,12 +37,15 @@ package struct BreakpadSymbolFile: Sendable {
     package var address: UInt64
     package var size: UInt64
     package var parameterSize: UInt64
+    /// Its name; read on demand, empty in `functions` and given by `function(containing:)`.
     package var name: String
     package var isMultiple: Bool
     /// Its line records in `lines`, sorted by address.
     package var lines: Range<Int>
     /// Its `INLINE` records in `inlines`.
     package var inlines: Range<Int>
+    /// Where its name is in the file's bytes.
+    var nameBytes: Range<Int>
     /// Read on demand: where its line and `INLINE` records are in the file's bytes.
     var body: Range<Int>
 
@@ -253,7 +256,12 @@ package struct BreakpadSymbolFile: Sendable {
     var index = Self.lastIndex(functions, atOrBelow: address, \.address)
     var tries = 0
     while let current = index, tries < 8 {
-      if functions[current].contains(address) { return functions[current] }
+      if functions[current].contains(address) {
+        guard onDemand else { return functions[current] }
+        var function = functions[current]
+        function.name = ruleText(function.nameBytes)
+        return function
+      }
       index = current > 0 ? current - 1 : nil
       tries += 1
     }
@@ -335,7 +343,7 @@ package struct BreakpadSymbolFile: Sendable {
     parser.rereading = .body
     parser.hasModule = true
     parser.functions = [Function(address: function.address, size: function.size, parameterSize: 0, name: "",
-                                 isMultiple: false, lines: 0..<0, inlines: 0..<0, body: function.body)]
+                                 isMultiple: false, lines: 0..<0, inlines: 0..<0, nameBytes: 0..<0, body: function.body)]
     guard Self.reread(ruleBytes, function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
     var lines = parser.lines
     if !Self.linesSorted(lines, lines.indices) {
