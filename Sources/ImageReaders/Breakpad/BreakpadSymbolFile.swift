@@ -129,12 +129,13 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var module: Module
   /// `INFO CODE_ID`'s value, `nil` when the file has none.
   package private(set) var codeID: String?
-  /// `FILE` names by number.
+  /// `FILE` names by number (empty read on demand: `fileName(_:)` answers).
   package private(set) var files: [UInt32: String] = [:]
-  /// `INLINE_ORIGIN` names by number.
+  /// `INLINE_ORIGIN` names by number (empty read on demand: `originName(_:)` answers).
   package private(set) var inlineOrigins: [UInt32: String] = [:]
   /// `FUNC` records, sorted by address (the file's order among equal addresses).
   package private(set) var functions: [Function] = []
+  /// Line, `INLINE` records and their ranges (empty read on demand: `records(of:)` reads a function's).
   package private(set) var lines: [Line] = []
   package private(set) var inlines: [Inline] = []
   package private(set) var inlineRanges: [Range<UInt64>] = []
@@ -142,6 +143,7 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var publics: [Public] = []
   /// `STACK CFI INIT` records, sorted by address.
   package private(set) var frameEntries: [FrameEntry] = []
+  /// `STACK CFI` rows (empty read on demand: `deltas(of:)` reads an entry's).
   package private(set) var frameDeltas: [FrameDelta] = []
   /// The text of every `STACK CFI` record's rules, one after another.
   package private(set) var ruleBytes: [UInt8] = []
