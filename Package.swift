@@ -48,8 +48,10 @@ let package = Package(
     // lists are compiled in (DefaultSignatureLists.swift, made from SignatureLists/*.txt, which are
     // there to be read and edited, not resources).
     .target(name: "Symbolication", dependencies: ["Snapshot", "ImageLog", "ImageReaders"], exclude: ["SignatureLists"]),
-    // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps.
-    .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
+    // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps,
+    // and a captured crash's files in a crash folder (run --crash-dir, core-handler), which it symbolicates
+    // first: writers come after symbolication on the road.
+    .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "Symbolication", "ImageLog", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
     // libm: the Swift runtime, libstdc++ (StaticLink/libstdc++.so is a linker script naming the archive) and
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations

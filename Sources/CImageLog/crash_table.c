@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
   uint64_t load_address, text_start, text_end, load_end;
@@ -46,6 +47,14 @@ static int master_pending;                 /* a change not yet published (a read
 static il_table_slot slots[2];
 static _Atomic int published_slot = -1;    /* -1: nothing published yet */
 static _Atomic int slot_readers[2];
+
+/* Now on CLOCK_REALTIME, il_unloaded_now_ns's clock, through libc's clock_gettime (the vDSO, no
+   system call): the table changes on every dlopen and dlclose, never in a signal handler. */
+static int64_t wall_clock_ns(void) {
+  struct timespec now = {0, 0};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+}
 
 /* Rebuilds the unpublished slot from `master` and publishes it. Called with table_mutex held. */
 static int publish_locked(void) {
@@ -190,7 +199,7 @@ int il_crash_table_add_image(uint64_t load_address, uint64_t load_end, uint64_t 
     return -1;
   }
   il_master_entry added = {load_address, text_start, text_end, load_end, name_copy, line_copy, path_copy,
-                           {0}, il_unloaded_now_ns(), 0, {0}};
+                           {0}, wall_clock_ns(), 0, {0}};
   added.build_id_size = (uint32_t)(build_id_size < IL_UNLOADED_BUILD_ID ? build_id_size : IL_UNLOADED_BUILD_ID);
   if (added.build_id_size != 0) memcpy(added.build_id, build_id, added.build_id_size);
   added.layout = image_layout(load_address);  /* before the lock: dl_iterate_phdr takes the loader's */
@@ -237,7 +246,7 @@ int il_crash_table_remove(uint64_t load_address) {
     if (master[i].load_address != load_address) continue;
     /* Kept before the table forgets it: a crash in its code after this finds it there. */
     il_unloaded_record(&unloaded_history, master[i].load_address, master[i].load_end - master[i].load_address,
-                       master[i].layout.load_bias, master[i].loaded_ns, master[i].build_id, master[i].build_id_size,
+                       master[i].layout.load_bias, master[i].loaded_ns, wall_clock_ns(), master[i].build_id, master[i].build_id_size,
                        master[i].path);
     free(master[i].name);
     free(master[i].line);

@@ -83,10 +83,11 @@ static inline int64_t il_unloaded_now_ns(void) {
 }
 
 /* Records one removed image (its path cut at IL_UNLOADED_PATH bytes, its build-id at
-   IL_UNLOADED_BUILD_ID), unloaded now by the calling thread. One writer at a time. */
+   IL_UNLOADED_BUILD_ID), unloaded at `unloaded_ns` (CLOCK_REALTIME, as il_unloaded_now_ns; the caller
+   reads the clock its own cheapest way) by the calling thread. One writer at a time. */
 static inline void il_unloaded_record(il_unloaded_history *history, uint64_t base, uint64_t size, uint64_t load_bias,
-                                      int64_t loaded_ns, const uint8_t *build_id, size_t build_id_size,
-                                      const char *path) {
+                                      int64_t loaded_ns, int64_t unloaded_ns, const uint8_t *build_id,
+                                      size_t build_id_size, const char *path) {
   uint32_t capacity = __atomic_load_n(&history->capacity, __ATOMIC_SEQ_CST);
   if (capacity == 0) return;
   uint64_t written = __atomic_load_n(&history->written, __ATOMIC_SEQ_CST);
@@ -97,7 +98,7 @@ static inline void il_unloaded_record(il_unloaded_history *history, uint64_t bas
   entry->size = size;
   entry->load_bias = load_bias;
   entry->loaded_ns = loaded_ns;
-  entry->unloaded_ns = il_unloaded_now_ns();
+  entry->unloaded_ns = unloaded_ns;
   entry->tid = (int32_t)IL_SYS(SYS_gettid, 0);
   if (build_id == NULL || build_id_size > IL_UNLOADED_BUILD_ID) build_id_size = build_id == NULL ? 0 : IL_UNLOADED_BUILD_ID;
   for (size_t i = 0; i < build_id_size; i++) entry->build_id[i] = build_id[i];

@@ -304,7 +304,7 @@ static void remember_closed(const struct link_map *map) {
   il_image image;
   if (!describe_map(map, 0, &image)) return;
   il_unloaded_record(&audit_unloaded, image.load_address, image.load_end - image.load_address, image.load_bias,
-                     loaded, image.build_id, image.build_id_size, image.path);
+                     loaded, now, image.build_id, image.build_id_size, image.path);
 }
 
 /* ---- the environment: what imagelog passed, and what the program's children must not inherit ---- */

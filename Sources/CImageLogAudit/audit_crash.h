@@ -4,8 +4,8 @@
    catchsegv did with its preloaded library. Included by audit.c only.
 
    imagelog passes IMAGELOG_AUDIT_CRASH_DIR (absolute), IMAGELOG_AUDIT_CRASH_HELPER (itself, absolute),
-   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS, and IMAGELOG_AUDIT_CRASH_WAIT (--crash-wait: the helper then says it
-   is done only once the report is final). In la_version, before any of the program's code runs, the module
+   IMAGELOG_AUDIT_CRASH_TIMEOUT_MS, IMAGELOG_AUDIT_CRASH_WAIT (--crash-wait: the helper then says it
+   is done only once the report is final) and IMAGELOG_AUDIT_CRASH_DOCUMENT (--crash-document). In la_version, before any of the program's code runs, the module
    lays out the helper's command line (CImageLogCrashHelper.h, the code the library's handler uses),
    gives the main thread an alternate signal stack (so that a stack overflow on it is caught), and
    installs its handler for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT and SIGTRAP with rt_sigaction
@@ -104,11 +104,12 @@ static void audit_install_crash_handler(void) {
   audit_helper_environment[used++] = (char *)il_helper_swift_backtrace;
   audit_helper_environment[used] = NULL;
   /* imagelog run --crash-wait: the helper says it is done once the report is final; --upload-url: it
-     starts the upload once the files are written. */
-  static char final_option[] = "--done-when-final", upload_option[] = "--upload-url";
-  static char *extra[4];
+     starts the upload once the files are written; --crash-document: it writes the JSON document too. */
+  static char final_option[] = "--done-when-final", upload_option[] = "--upload-url", document_option[] = "--document";
+  static char *extra[5];
   int extras = 0;
   if (variable("IMAGELOG_AUDIT_CRASH_WAIT") != NULL) extra[extras++] = final_option;
+  if (variable("IMAGELOG_AUDIT_CRASH_DOCUMENT") != NULL) extra[extras++] = document_option;
   const char *upload_url = variable("IMAGELOG_AUDIT_CRASH_UPLOAD_URL");
   if (upload_url != NULL) { extra[extras++] = upload_option; extra[extras++] = (char *)upload_url; }
   extra[extras] = NULL;

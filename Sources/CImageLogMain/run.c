@@ -26,7 +26,7 @@
 
 const char *const il_run_usage =
   "imagelog run [--timing] [--output <file>] [--format <style>] [--full-build-ids] [--no-follow] "
-  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] [--upload-url <url>] "
+  "[--crash-dir <directory>] [--crash-timeout <seconds>] [--crash-wait] [--crash-document] [--upload-url <url>] "
   "[--unloaded-history <count>] -- <command> [<argument> ...]";
 
 /* The crash directory il_run found missing, for the Swift side to make (il_run_crash_directory_to_make). */
@@ -290,6 +290,8 @@ int il_run(int argc, char **argv, char **envp) {
   status = take_option(&options, "--crash-timeout", NULL, &crash_timeout);
   if (status != 0) return status;
   int crash_wait = take_flag(&options, "--crash-wait");
+  int crash_document = take_flag(&options, "--crash-document");
+  if (crash_document && crash_directory == NULL) return usage_error("--crash-document needs --crash-dir", NULL);
   char *upload_url = NULL;
   status = take_option(&options, "--upload-url", NULL, &upload_url);
   if (status != 0) return status;
@@ -399,7 +401,9 @@ int il_run(int argc, char **argv, char **envp) {
      (before any modules already named), then what the module reads. */
   size_t variables = 0;
   for (char **entry = envp; entry != NULL && *entry != NULL; entry++) variables++;
-  char **environment = malloc(sizeof(char *) * (variables + 16));
+  /* Room for the 11 added here, the 6 flags' variables and the NULL: 18 (16 was short by one with
+     every option given). */
+  char **environment = malloc(sizeof(char *) * (variables + 18));
   if (environment == NULL) return IL_EXIT_FAILURE;
   size_t used = 0;
   const char *existing_audit = "";
@@ -424,6 +428,7 @@ int il_run(int argc, char **argv, char **envp) {
     made += asprintf(&added[8], "IMAGELOG_AUDIT_CRASH_HELPER=%s", helper_path) >= 0;
     made += asprintf(&added[9], "IMAGELOG_AUDIT_CRASH_TIMEOUT_MS=%llu", (unsigned long long)timeout_ms) >= 0;
     if (crash_wait) environment[used++] = "IMAGELOG_AUDIT_CRASH_WAIT=1";
+    if (crash_document) environment[used++] = "IMAGELOG_AUDIT_CRASH_DOCUMENT=1";
     /* --upload-url: the helper sends the crash once written (imagelog upload, in a process of its own). */
     if (upload_url != NULL) made += asprintf(&added[10], "IMAGELOG_AUDIT_CRASH_UPLOAD_URL=%s", upload_url) >= 0;
   }

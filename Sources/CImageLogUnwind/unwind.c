@@ -283,6 +283,8 @@ static int accept(il_unwind_cursor *cursor, const il_register_set *next, il_fram
   return 1;
 }
 
+static int step_i386_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor);
+
 int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   if (cursor->steps >= MAX_STEPS) return 0;
   cursor->steps++;
@@ -291,6 +293,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   if (arch != IL_ARCH_X86_64 && arch != IL_ARCH_AARCH64 && arch != IL_ARCH_I386) return 0;
   int sp = sp_register(arch), pc = pc_register(arch), fp = fp_register(arch), size = word_size(arch);
   if (!known(from, pc) || !known(from, sp)) return 0;
+  if (arch == IL_ARCH_I386 && unwinder->without_code) return step_i386_without_code(unwinder, cursor);
   uint64_t lookup = il_unwind_lookup_pc(cursor);
   il_register_set next;
   il_unwind_image image;
@@ -402,7 +405,7 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
                                          (unwinder->names_address != NULL &&
                                           !unwinder->names_address(unwinder->find_context, word - 1))))
       continue;
-    if (cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
+    if (found != RETURN_WITHOUT_CODE && cursor->trust == IL_FRAME_SCAN && word == from->value[pc]) continue;
     next = *from;
     set_register(&next, sp, wrap(at + (uint64_t)size, size));
     set_register(&next, pc, word);
@@ -411,4 +414,110 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
     if (accept(cursor, &next, IL_FRAME_SCAN, 0, 0, 0)) return 1;
   }
   return 0;
+}
+
+/* ------------------------------------------------------------------ i386 as minidump-stackwalk walks it
+
+   A 32-bit x86 thread of a minidump (without_code) is walked as rust-minidump's x86.rs walks it, which
+   Windows x86 dumps need: CFI (a module's STACK CFI; the STACK WIN records come before this step, from
+   the caller of il_unwind_step), else the frame record at ebp taken as it is (no check that the return
+   address is in a module: Windows system code without symbols is walked through by its ebp chain), else
+   a scan of 40 words (160 from frame 0 or a CFI frame) for a word in a module's text, which a module
+   with symbols must name; the caller's ebp recovered as x86.rs recovers it. Code that can be read (a
+   module's file at hand) still holds a frame record's return address and a scanned word to the call
+   check. Whatever method gives a frame, a pc in the first page or a stack pointer that did not move up
+   ends the walk (no other method is tried). Only the
+   registers each method gives are known in the caller: CFI keeps the callee-saved ones (ebx, ebp, esi,
+   edi) where the rules do not say otherwise; a frame record or a scan gives eip, esp and ebp. */
+
+static int i386_readable(const il_unwinder *unwinder, uint64_t address) {
+  uint64_t probe;
+  return read_pointer(&unwinder->memory, address, 4, &probe);
+}
+
+static int step_i386_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
+  const il_register_set *from = &cursor->registers;
+  const uint64_t esp = from->value[IL_I386_ESP];
+  il_register_set next;
+  il_frame_trust trust = IL_FRAME_CFI;
+  int found = 0;
+  uint64_t lookup = il_unwind_lookup_pc(cursor);
+  il_unwind_image image;
+  if (image_for(unwinder, lookup, &image)) {
+    il_cfi_row row;
+    il_cfi_section section;
+    image.address_size = 4;
+    uint64_t cfa;
+    if (il_cfi_find_section_row(&unwinder->memory, &image, lookup, &row, &section) &&
+        apply_row(unwinder, &row, section.memory, from, &next, &cfa)) {
+      /* x86.rs forwards the callee-saved registers only (and what the rules set). */
+      const uint64_t kept = (1ull << 3) | (1ull << 4) | (1ull << 5) | (1ull << 6) | (1ull << 7) | (1ull << IL_I386_EIP);
+      for (int reg = 0; reg < IL_REGISTER_COUNT; reg++) {
+        if (!((kept >> reg) & 1) && row.rules[reg].kind == IL_RULE_NONE) next.known &= ~(1ull << reg);
+      }
+      found = 1;
+    }
+  }
+  if (!found && known(from, IL_I386_EBP)) {
+    uint64_t bp = from->value[IL_I386_EBP], caller_pc, caller_bp;
+    /* Code that can be read still decides: a return address not after a call is no frame record's. */
+    if (bp < 0xFFFFFFFFull - 8 && read_pointer(&unwinder->memory, bp + 4, 4, &caller_pc) &&
+        read_pointer(&unwinder->memory, bp, 4, &caller_bp) && follows_call(&unwinder->memory, caller_pc) != 0) {
+      memset(&next, 0, sizeof next);
+      next.arch = IL_ARCH_I386;
+      set_register(&next, IL_I386_EIP, caller_pc);
+      set_register(&next, IL_I386_ESP, bp + 8);
+      set_register(&next, IL_I386_EBP, caller_bp);
+      trust = IL_FRAME_FRAME_POINTER;
+      found = 1;
+    }
+  }
+  if (!found) {
+    uint64_t words = cursor->trust == IL_FRAME_CONTEXT || cursor->trust == IL_FRAME_CFI ? 160 : 40;
+    for (uint64_t i = 0; i < words && !found; i++) {
+      uint64_t at = esp + i * 4, word;
+      if (at > 0xFFFFFFFFull || !read_pointer(&unwinder->memory, at, 4, &word)) break;
+      int plausible = plausible_return(unwinder, IL_ARCH_I386, word);
+      if (plausible == RETURN_NO) continue;
+      if (plausible == RETURN_WITHOUT_CODE && unwinder->names_address != NULL &&
+          !unwinder->names_address(unwinder->find_context, word - 1))
+        continue;
+      memset(&next, 0, sizeof next);
+      next.arch = IL_ARCH_I386;
+      set_register(&next, IL_I386_EIP, word);
+      set_register(&next, IL_I386_ESP, at + 4);
+      if (i > 0) {
+        uint64_t bp;
+        if (!read_pointer(&unwinder->memory, at - 4, 4, &bp)) return 0;  /* x86.rs gives up the scan */
+        if (bp > at && bp - (at - 4) <= 128 * 1024) {
+          if (i386_readable(unwinder, bp)) set_register(&next, IL_I386_EBP, bp);
+        } else if (known(from, IL_I386_EBP) && from->value[IL_I386_EBP] >= at + 4 &&
+                   i386_readable(unwinder, from->value[IL_I386_EBP])) {
+          set_register(&next, IL_I386_EBP, from->value[IL_I386_EBP]);
+        }
+      }
+      trust = IL_FRAME_SCAN;
+      found = 1;
+    }
+  }
+  if (!found || !known(&next, IL_I386_EIP) || !known(&next, IL_I386_ESP)) return 0;
+  if (next.value[IL_I386_EIP] < 4096 || next.value[IL_I386_ESP] <= esp) return 0;
+  cursor->registers = next;
+  cursor->trust = trust;
+  cursor->pc_is_exact = 0;
+  cursor->cfa = 0;
+  if (next.value[IL_I386_ESP] > cursor->floor) cursor->floor = next.value[IL_I386_ESP];
+  return 1;
+}
+
+int il_unwind_move(il_unwind_cursor *cursor, const il_register_set *next, il_frame_trust trust) {
+  int sp = sp_register(cursor->registers.arch);
+  if (cursor->steps >= MAX_STEPS || !known(next, sp) || !known(next, pc_register(cursor->registers.arch))) return 0;
+  cursor->steps++;
+  cursor->registers = *next;
+  cursor->trust = trust;
+  cursor->pc_is_exact = 0;
+  cursor->cfa = 0;
+  if (next->value[sp] > cursor->floor) cursor->floor = next->value[sp];
+  return 1;
 }

@@ -146,7 +146,7 @@ public final class CoreDump {
       let phdr = core.auxiliaryValue(ELFCore.auxPHDR)
       for var coreImage in list.images {
         var entry = Entry(image: nil, coreImage: coreImage, verifiedFile: nil)
-        let diskPath = coreImage.path.hasSuffix(" (deleted)") ? String(coreImage.path.dropLast(10)) : coreImage.path
+        let diskPath = Image.withoutDeletedMark(coreImage.path).path
         // NT_FILE's paths are absolute; a path from the process's memory (l_name, AT_EXECFN) may be
         // relative to a working directory that is not ours, and is not opened.
         let openable = list.source == .fileNote || diskPath.hasPrefix("/")

@@ -4,8 +4,8 @@ import ImageReaders
 /// The crash folder (`CrashFolder`) read as a database of reports to send: which crashes are there,
 /// which wait to be sent, which were sent (and what the server called them), which a server refused.
 ///
-/// Layout: a crash is its files `PROGRAM.PID.TIME.crash` (the report), `.dmp` (the minidump) and
-/// `.core.zst`, as the writers leave them; its upload state is one more file beside them,
+/// Layout: a crash is its files `PROGRAM.PID.TIME.crash` (the report), `.dmp` (the minidump),
+/// `.core.zst` and `.json` (the crash document), as the writers leave them; its upload state is one more file beside them,
 /// `PROGRAM.PID.TIME.upload` (a small JSON object), written by `CrashFolder`'s one file writer: whole,
 /// marked, and put in place of the previous state by rename(2). So every change of state is one
 /// atomic step of the file system, and the crash files themselves are never moved or rewritten.
@@ -35,7 +35,7 @@ package struct CrashDatabase: Sendable {
   package let folder: CrashFolder
 
   /// The extensions of a crash's own files.
-  package static let crashExtensions = ["crash", "dmp", "core.zst"]
+  package static let crashExtensions = ["crash", "dmp", "core.zst", "json"]
   /// The extension of a crash's upload state.
   package static let stateExtension = "upload"
   /// How long a provisional report is waited for (its writer may have died: then it is sent as it is).

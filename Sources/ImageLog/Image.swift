@@ -125,6 +125,16 @@ public struct Image: Hashable, Sendable {
     return String(path[path.index(after: slash)...])
   }
 
+  /// What `/proc/PID/maps` (and a core's `NT_FILE`) writes after the path of a mapped file that was
+  /// deleted, or replaced by another file (a package upgrade renames the new file over the old), after
+  /// it was mapped.
+  package static let deletedMark = " (deleted)"
+
+  /// `path` without `deletedMark`, and whether it had it: the path the file was loaded from.
+  package static func withoutDeletedMark(_ path: String) -> (path: String, deleted: Bool) {
+    path.hasSuffix(deletedMark) ? (String(path.dropLast(deletedMark.count)), true) : (path, false)
+  }
+
   /// Whether `name == shortName(of: path)`, compared without making that string.
   static func isShortName(_ name: String, of path: String) -> Bool {
     let start = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex

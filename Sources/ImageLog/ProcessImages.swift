@@ -292,7 +292,7 @@ struct ProcessMemoryReader {
   private func imageFromFile(mapping: ProcessMapping, index: Int, in mappings: [ProcessMapping]) -> Image? {
     guard mapping.isFile else { return nil }
     var candidates = ["/proc/\(pid)/map_files/\(hexDigits(mapping.start))-\(hexDigits(mapping.end))"]
-    let path = mapping.path.hasSuffix(" (deleted)") ? String(mapping.path.dropLast(10)) : mapping.path
+    let path = Image.withoutDeletedMark(mapping.path).path
     candidates.append("/proc/\(pid)/root\(path)")
     // An exited main thread has neither map_files nor a root: a live thread has the root.
     if task != pid { candidates.append("/proc/\(pid)/task/\(task)/root\(path)") }

@@ -62,10 +62,16 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
   let cycles = 4000
   var rows: [[String]] = []
   var worst = 0.0
+  var measured: [(label: String, runs: [(libc: Double, bare: Double, observed: Double, events: Int)])] = []
   for (label, path) in subjects {
     // Five measurements, each row the median of its five: one measurement swings by several percent
     // with what else the machine does.
-    let runs = (0..<5).map { _ in measureCycle(path, cycles: cycles) }
+    measured.append((label, (0..<5).map { _ in measureCycle(path, cycles: cycles) }))
+  }
+  // The crash-time image table, once started, stays for the process: measured after the rows above.
+  CrashReporter.startImageTable()
+  let histories = subjects.map { _, path in (0..<5).map { _ in measureHistory(path, cycles: cycles) } }
+  for ((label, runs), history) in zip(measured, histories) {
     let libc = median(runs.map(\.libc)), bare = median(runs.map(\.bare)), observed = median(runs.map(\.observed))
     let events = runs[0].events
     func overhead(_ value: Double) -> String { "\(rounded((value - libc) / libc * 100))%" }
@@ -73,13 +79,22 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
     rows.append(["\(label): libc dlopen+dlclose", formatDuration(libc), "-"])
     rows.append(["\(label): through the interposers, no observers", formatDuration(bare), overhead(bare)])
     rows.append(["\(label): with onAdd + onRemove observers (\(events) events per cycle)", formatDuration(observed), overhead(observed)])
+    let tableLibc = median(history.map(\.libc))
+    func tableOverhead(_ value: Double) -> String { "\(rounded((value - tableLibc) / tableLibc * 100))%" }
+    let without = median(history.map(\.without)), with = median(history.map(\.with))
+    rows.append(["\(label): with the crash image table, no unloaded history (libc: \(formatDuration(tableLibc)))",
+                 formatDuration(without), tableOverhead(without)])
+    rows.append(["\(label): with the crash image table and its unloaded history (16 kept)", formatDuration(with), tableOverhead(with)])
   }
   _ = unlink(library); _ = unlink(source); _ = rmdir(directory)
   let cycleTable = BenchmarkTable(
     title: "Observer cost on a dlopen+dlclose cycle",
     notes: "One `dlopen(RTLD_NOW)` + `dlclose`: libc's directly (`il_real_dlopen`), through imagelog's interposers "
       + "with no observer, and with an add and a remove observer registered (every cycle delivers its add and "
-      + "remove events synchronously). Each contender's cycle alternates with libc's, \(cycles) pairs each in 10 blocks that alternate between the two contenders, and which of a pair runs first alternates too; its time is libc's median plus the median of the paired differences. Each row is the median of five such measurements.",
+      + "remove events synchronously); then, after `CrashReporter.startImageTable()` (the crash handler's image table, fed by "
+      + "its own observers: the Binary Images line formatted at each add), with `keepUnloadedImages(0)` and with the default 16, "
+      + "whose removal copies the image (path, build-id, times, thread) into the history a crash report's Unloaded Images "
+      + "come from; those two alternate in blocks the same way, with libc's median of their own run beside them. Each contender's cycle alternates with libc's, \(cycles) pairs each in 10 blocks that alternate between the two contenders, and which of a pair runs first alternates too; its time is libc's median plus the median of the paired differences. Each row is the median of five such measurements.",
     header: ["Cycle", "Time", "Overhead vs libc"],
     rows: rows)
   return [snapshotTable, cycleTable]
@@ -90,17 +105,9 @@ func snapshotBenchmark() throws -> [BenchmarkTable] {
 /// is the median of the paired differences, so the machine's noise (other processes on these cores)
 /// falls on both sides of each pair alike.
 private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: Double, observed: Double, events: Int) {
-  let clock = ContinuousClock()
-  func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-  }
   func swapped(_ first: Double, _ second: Double) -> (Double, Double) { (second, first) }
-  func realCycle() -> Double {
-    seconds(clock.measure { if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = il_real_dlclose(handle) } })
-  }
-  func wrappedCycle() -> Double {
-    seconds(clock.measure { if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) } })
-  }
+  func realCycle() -> Double { timedCycle(path, throughInterposers: false) }
+  func wrappedCycle() -> Double { timedCycle(path, throughInterposers: true) }
   var libcSamples: [Double] = [], bareExtra: [Double] = [], observedExtra: [Double] = []
   _ = realCycle(); _ = wrappedCycle()
   let counter = Counter()
@@ -138,6 +145,51 @@ private func measureCycle(_ path: String, cycles: Int) -> (libc: Double, bare: D
   }
   let libc = median(libcSamples)
   return (libc, libc + median(bareExtra), libc + median(observedExtra), events)
+}
+
+/// The median dlopen+dlclose cycle of `path` with libc's functions, and through the interposers with
+/// the crash image table started and no unloaded history kept, then with the history (16 images):
+/// blocks of the two alternate, each cycle paired with libc's, as in `measureCycle`.
+private func measureHistory(_ path: String, cycles: Int) -> (libc: Double, without: Double, with: Double) {
+  func realCycle() -> Double { timedCycle(path, throughInterposers: false) }
+  func wrappedCycle() -> Double { timedCycle(path, throughInterposers: true) }
+  var libcSamples: [Double] = [], withoutExtra: [Double] = [], withExtra: [Double] = []
+  _ = realCycle(); _ = wrappedCycle()
+  let blocks = 10
+  for block in 0..<blocks * 2 {
+    let keeping = block.isMultiple(of: 2) ? 0 : 16
+    CrashReporter.keepUnloadedImages(keeping)
+    for pair in 0..<cycles / blocks {
+      let libc: Double, wrapped: Double
+      if pair.isMultiple(of: 2) {
+        libc = realCycle()
+        LoadedImages.refresh()  // untimed, as in measureCycle
+        wrapped = wrappedCycle()
+      } else {
+        wrapped = wrappedCycle()
+        libc = realCycle()
+        LoadedImages.refresh()
+      }
+      libcSamples.append(libc)
+      if keeping == 0 { withoutExtra.append(wrapped - libc) } else { withExtra.append(wrapped - libc) }
+    }
+  }
+  CrashReporter.keepUnloadedImages(16)
+  let libc = median(libcSamples)
+  return (libc, libc + median(withoutExtra), libc + median(withExtra))
+}
+
+/// The seconds one `dlopen(RTLD_NOW)` + `dlclose` of `path` takes: libc's own functions
+/// (`il_real_dlopen`), or through imagelog's interposers (and whatever observes them).
+private func timedCycle(_ path: String, throughInterposers: Bool) -> Double {
+  let duration = ContinuousClock().measure {
+    if throughInterposers {
+      if let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) { _ = dlclose(handle) }
+    } else if let handle = il_real_dlopen(path, RTLD_NOW | RTLD_LOCAL) {
+      _ = il_real_dlclose(handle)
+    }
+  }
+  return Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
 
 private final class Counter: Sendable {

@@ -21,7 +21,7 @@ func writeSnapshot(_ snapshot: inout ProcessSnapshot, style: ReportStyle, symbol
     Symbolicator.symbolicate(&snapshot, options: options)
   }
   // Socorro's signature, from the symbolicated crashing thread (stackwalk-json's schema has no place for it).
-  if style != .stackwalkJSON, snapshot.format != .addresses { snapshot.signature = snapshot.signature(lists: options.signatureLists ?? .imagelogDefaults) }
+  if style != .stackwalkJSON, snapshot.format != .addresses { snapshot.sign(with: options) }
   if style == .report, snapshot.format == .appleIPS || snapshot.format == .swiftBacktraceJSON {
     // The JSON stays valid: the summary goes to standard error.
     printErrorLines(String(snapshot.summary().drop { $0 == "\n" }))

@@ -128,6 +128,9 @@ public struct ProcessSnapshot: Sendable {
   /// The crash's signature (Socorro's algorithm, made from the symbolicated crashing thread), once
   /// made; writers show it (`Signature:`, `"signature"`).
   package var signature: String?
+  /// The images no file holds (the vDSO), copied by a source that read the process's memory (a live
+  /// process, a core) while it could: symbolication names their frames from these bytes.
+  package var inMemoryImages: [InMemoryImage] = []
   /// For a snapshot read from imagelog's crash document: the report's own name for each frame as the
   /// document recorded it (`reported`), by the frame's place in the document (its `position`'s
   /// `documentThread`, and `line` for its index there): the report it came from is not there to read

@@ -67,6 +67,8 @@ extension ProcessSnapshot {
                        threadCount: threads.count),
       exception: exception, threads: threads, images: images.map(Image.init))
     snapshot.placeFrames()
+    // While `memory` can be read (a dumping process's is only inside `CoreStream.read`).
+    snapshot.inMemoryImages = InMemoryImage.copies(of: images, in: memory)
     return snapshot
   }
 

@@ -22,9 +22,6 @@ public struct MinidumpMemory: MemoryReading, @unchecked Sendable {
 }
 
 extension ProcessSnapshot {
-  /// True when `header` (a file's first bytes) starts a minidump (`MDMP`).
-  package static func isMinidump(_ header: ByteReader) -> Bool { MinidumpFile.isMinidump(header) }
-
   /// The process a minidump holds, from any writer (Crashpad, Breakpad, rust-minidump, imagelog): its
   /// threads with their names and registers (the crashed thread's from the exception, where its signal
   /// arrived), the exception, the modules as images with their build-ids, what the dump says of the
@@ -71,6 +68,13 @@ extension ProcessSnapshot {
         thread.frames = [Frame(number: 0, address: context.pc, isReturnAddress: false, trust: .context)]
         thread.registers = thread.registers ?? Self.registerState(context, faultAddress: crashAddress)
         thread.problem = "not unwound past frame 0: the unwinder does not walk \(context.architectureName) stacks"
+      }
+      if let dumpThread = dump.breakpadInfo?.dumpThreadID, entry.tid == dumpThread, !requesting {
+        // Breakpad's own handler thread, caught writing the dump: its stack is the writer's, not the
+        // program's, and minidump-stackwalk does not walk it either.
+        thread.kernelRegisters = nil
+        thread.frames = []
+        thread.problem = "Breakpad's dump-writing thread, which minidump-stackwalk skips too"
       }
       thread.stack = stacks[number].map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(thread)

@@ -121,7 +121,10 @@ public final class DebugFileLocator {
     }
     var matches: [(SymbolFile, String)] = []
     var mismatch: (String, String)?
-    if let path = image.path, let files = slices(path) {
+    // A file deleted or replaced since it was loaded: its path names the file as it was, and whatever
+    // is there now is only another candidate (a package upgrade's new build is checked and refused).
+    let recorded = image.path.map(Image.withoutDeletedMark)
+    if let path = recorded?.path, let files = slices(path) {
       let candidates = SymbolFile.slice(files, architecture: architecture).map { [$0] } ?? files
       if let file = candidates.first(where: { $0.buildID.map { identity.match($0) != .different } ?? false }) {
         matches.append((file, "recorded path"))
@@ -131,7 +134,7 @@ public final class DebugFileLocator {
     }
     // A dSYM bundle beside the binary, where lldb and Xcode look first: `X.dSYM/Contents/Resources/DWARF/X`.
     // A universal dSYM serves every slice: the one with the image's UUID is taken.
-    if let path = image.path, !path.hasSuffix("/") {
+    if let path = recorded?.path, !path.hasSuffix("/") {
       let dsym = path + ".dSYM/Contents/Resources/DWARF/" + (path.split(separator: "/").last.map(String.init) ?? path)
       if let candidates = slices(dsym) {
         if let file = candidates.first(where: { $0.buildID.map { identity.match($0) != .different } ?? false }) {
@@ -140,6 +143,11 @@ public final class DebugFileLocator {
           refuse(dsym, "UUID \(candidates.compactMap { $0.buildID?.uuid }.joined(separator: ", ")) differs from \(identity.text)")
         }
       }
+    }
+    // The loaded file itself, held through the live process's mapping, whatever lies at its path now.
+    for held in inMemoryImages where identity.match(held.buildID) != .different {
+      guard let mapping = held.mapping else { continue }
+      for file in slices(mapping.path) ?? [] { accept(file, identity, "the mapping", into: &matches) }
     }
     // `.gnu_debuglink`, where GDB looks: beside the binary, in its .debug/ folder, and under each
     // debug root with the binary's folder appended. Used only when the CRC-32 and build-id match too.
@@ -199,10 +207,39 @@ public final class DebugFileLocator {
         dwarf = debug.0
       }
       if let dwarf { best.0.supplementaryPath = supplementaryFile(of: dwarf) }
+      if let recorded, recorded.deleted { noteGone(recorded.path, identity: identity, diskID: mismatch, found: best) }
       return .found(best.0, how: best.1)
     }
+    if let recorded, recorded.deleted { noteGone(recorded.path, identity: identity, diskID: mismatch, found: nil) }
     if let (fileID, path) = mismatch { return .mismatch(reportID: identity.text, fileID: fileID, path: path) }
     return .missing
+  }
+
+  /// Says, among the files not used, that the file an image was loaded from at `path` was deleted or
+  /// replaced by another build (`diskID`: the build-id and path of the file there now) after it was
+  /// loaded, and where its symbols came from instead: the mapping, or a file elsewhere with its identity.
+  private func noteGone(_ path: String, identity: ImageIdentity, diskID: (String, String)?,
+                        found: (file: SymbolFile, how: String)?) {
+    var what = diskID.map { "replaced after it was loaded by another build (build-id \($0.0)); the loaded one has \(found?.file.buildID?.hex ?? identity.hex)" }
+      ?? "deleted after it was loaded"
+    if found?.how == "recorded path" { what = "replaced after it was loaded by a file of the same build" }
+    let source: String
+    if let found {
+      source = found.how == "the mapping" ? "symbols from the mapping (\(shownPath(found.file.path)))"
+        : "symbols from \(found.file.path) (\(found.how))"
+    } else {
+      source = "no file with its identity found"
+    }
+    // The mapping that could not be opened, when the file was not read through it.
+    let problem = found?.how == "the mapping" ? nil
+      : inMemoryImages.first { $0.mappingProblem != nil && identity.match($0.buildID) != .different }?.mappingProblem
+    refuse(path, what + ": " + source + (problem.map { "; the mapping: \($0)" } ?? ""))
+  }
+
+  /// `path` as a report names it: for a file held through a process's mapping (`/proc/self/fd/N`), the
+  /// mapping it was opened through (`/proc/PID/map_files/START-END`).
+  package func shownPath(_ path: String) -> String {
+    inMemoryImages.lazy.compactMap(\.mapping).first { $0.path == path }?.origin ?? path
   }
 
   /// Adds `file` to `matches` when its identity is the image's; a file with another build-id where
@@ -295,7 +332,7 @@ public final class DebugFileLocator {
   /// there is no file to read it from later); `nil` when none has it. Bytes that do not decode, or
   /// decode to another build-id, are refused.
   private func inMemoryFile(_ identity: ImageIdentity) -> SymbolFile? {
-    for image in inMemoryImages where identity.match(image.buildID) != .different {
+    for image in inMemoryImages where !image.bytes.isEmpty && identity.match(image.buildID) != .different {
       let files: [SymbolFile]
       do {
         files = try ByteReader.reading(image.bytes) { reader throws(FormatError) in

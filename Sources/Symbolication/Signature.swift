@@ -225,4 +225,9 @@ extension ProcessSnapshot {
   package func signature(lists: SignatureLists) -> String {
     Signature.signature(of: signatureInput(), lists: lists)
   }
+
+  /// Sets `signature` from the symbolicated frames, with `options`' lists (imagelog's own when none).
+  package mutating func sign(with options: SymbolicationOptions) {
+    signature = signature(lists: options.signatureLists ?? .imagelogDefaults)
+  }
 }

@@ -34,7 +34,7 @@ package final class SymbolStore {
   /// `libc.so.6` and `libc.so.6.sym`; `foo.pdb` and `foo.sym`. The ` (deleted)` Linux puts after the
   /// path of a mapped file since deleted is not part of it (a running server whose binary was replaced).
   package static func names(of name: String) -> (folder: String, file: String) {
-    let path = name.hasSuffix(" (deleted)") ? String(name.dropLast(" (deleted)".count)) : name
+    let path = Image.withoutDeletedMark(name).path
     let leaf = path.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? path
     if leaf.lowercased().hasSuffix(".pdb") { return (leaf, leaf.dropLast(4) + ".sym") }
     return (leaf, leaf + ".sym")

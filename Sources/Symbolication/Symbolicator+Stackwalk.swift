@@ -24,13 +24,17 @@ extension Symbolicator {
     var folders: [String] = []
     var storedFrames = [BreakpadCallFrames?](repeating: nil, count: snapshot.images.count)
     var stored = [BreakpadSymbolFile?](repeating: nil, count: snapshot.images.count)
+    var windowsFrames = [BreakpadWindowsFrameSource?](repeating: nil, count: snapshot.images.count)
     let opened = OpenedFiles()
+    var placed = [Bool](repeating: false, count: snapshot.images.count)
     for index in order {
       let path = place(&snapshot.images[index], files: files, locator: locator, loaderFolders: folders, opened: opened)
       if let path, snapshot.images[index].loaded?.isMainExecutable == true { folders = loaderFolders(of: path) }
+      placed[index] = path != nil
       if path == nil {
         stored[index] = storedSymbols(snapshot.images[index], locator: locator)
         storedFrames[index] = stored[index].flatMap { BreakpadCallFrames($0) }
+        windowsFrames[index] = stored[index].flatMap { storedWindowsFrames(snapshot.images[index], symbols: $0, locator: locator) }
       }
     }
     let readable = LayeredMemory(memory, files)
@@ -42,9 +46,13 @@ extension Symbolicator {
         // reaches are said in DWARF.
         image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: frames.addressSize)
         image.callFrames = frames
+      } else if windowsFrames[index] != nil {
+        // STACK WIN records are offsets from the module's base too.
+        image = UnwindImage(textRange: loaded.textRange, loadBias: loaded.loadAddress, addressSize: 4)
       } else {
         image = UnwindImage.locate(loadAddress: loaded.loadAddress, loadBias: loaded.loadBias, textRange: loaded.textRange, in: readable)
       }
+      image.windowsFrames = windowsFrames[index]
       if let symbols = stored[index] {
         // A module with symbols: a scanned word (whose code cannot be read) must be inside a function the
         // symbols name, as Breakpad's InstructionAddressSeemsValid and rust-minidump's
@@ -57,7 +65,11 @@ extension Symbolicator {
       }
       return image
     }
-    let unwinder = StackUnwinder(memory: readable, images: unwindImages, withoutCode: true)
+    // With no module's file at hand (a Windows or macOS dump, a Linux one from another machine), the
+    // little code a dump holds (a writer saves the bytes around the crash pc) would let a scan run past
+    // minidump-stackwalk's window to a word after a call there; the walk then scans no further than it.
+    let unwinder = StackUnwinder(memory: readable, images: unwindImages, scanBytes: placed.contains(true) ? 8192 : 0,
+                                 withoutCode: true)
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let frames = unwinder.unwind(from: RegisterSet(registers))

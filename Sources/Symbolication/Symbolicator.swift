@@ -75,6 +75,10 @@ public enum Symbolicator {
   static func symbolicate(_ snapshot: inout ProcessSnapshot, options: SymbolicationOptions, cache: SymbolicationCache?,
                           locator given: DebugFileLocator?) {
     let locator = cache?.locator ?? given ?? Self.locator(forOneReport: options)
+    // The images the snapshot's source copied from memory (the vDSO), beside any the options name.
+    for image in snapshot.inMemoryImages where !locator.inMemoryImages.contains(where: { $0.buildID == image.buildID }) {
+      locator.inMemoryImages.append(image)
+    }
     let demangler = Demangler(style: options.demangle)
     var notes: [String] = []
     // By image index, not a dictionary: the first `[Int: ...]` of a run costs the runtime a search of
@@ -98,7 +102,7 @@ public enum Symbolicator {
       case .found(let file, let how):
         files[imageIndex] = file
         debugFiles[imageIndex] = file.debugInfoPath
-        resolutions.append((imageIndex, .found(path: file.path, how: how)))
+        resolutions.append((imageIndex, .found(path: locator.shownPath(file.path), how: how)))
       case .unverified(let file) where snapshot.format == .minidump:
         // A dump's module comes from another machine: a file found here by its path alone, with no
         // identity to check it against, is as likely another build as the one that ran. It names nothing.

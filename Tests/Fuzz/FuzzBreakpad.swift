@@ -3,6 +3,7 @@
 
 /// The `.sym` reader over the input as text, then every lookup at each record's addresses.
 func fuzzBreakpad(_ reader: ByteReader) {
+  fuzzWindowsFrames(reader)
   for reading in [BreakpadSymbolFile.Reading.everything, .onDemand] {
     guard let file = try? BreakpadSymbolFile(reader, reading: reading) else { continue }
     fuzzLookups(file)
@@ -18,6 +19,20 @@ private func fuzzLookups(_ file: BreakpadSymbolFile) {
   for address in probes {
     _ = file.frames(at: address)
     _ = file.frameRules(at: address)
+  }
+}
+
+/// The `STACK WIN` records of the input, each walked from made-up registers over made-up stack words
+/// (frame data programs and FPO, with and without a grand-callee).
+func fuzzWindowsFrames(_ reader: ByteReader) {
+  guard let frames = try? BreakpadWindowsFrames(reader) else { return }
+  let callee = BreakpadWindowsFrames.Registers(eip: 0x40_1000, esp: 0x0012_FF00, ebp: 0x0012_FF40, ebx: 1)
+  for record in frames.records.prefix(64) {
+    _ = frames.record(covering: record.address &+ record.size / 2)
+    for grandCallee in [0, record.parameterSize, .max] {
+      _ = BreakpadWindowsFrames.caller(of: callee, by: record, grandCalleeParameterSize: grandCallee, hasGrandCallee: grandCallee != 0,
+                                       read: { $0 & 3 == 0 ? UInt32(truncatingIfNeeded: $0 &* 0x9E37_79B9) : nil })
+    }
   }
 }
 

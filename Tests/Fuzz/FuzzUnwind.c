@@ -59,10 +59,11 @@ static int fuzz_find(void *context, uint64_t pc, il_unwind_image *image) {
   return 1;
 }
 
-static void walk(fuzz_memory *memory, const il_unwind_image *image, il_arch arch, uint64_t pc) {
+static void walk(fuzz_memory *memory, const il_unwind_image *image, il_arch arch, uint64_t pc, int without_code) {
   il_memory reader = {.read = fuzz_read, .context = memory};
   find_context find = {.image = image};
-  il_unwinder unwinder = {.memory = reader, .find_image = fuzz_find, .find_context = &find, .scan_bytes = 512};
+  il_unwinder unwinder = {.memory = reader, .find_image = fuzz_find, .find_context = &find, .scan_bytes = 512,
+                          .without_code = without_code};
   il_register_set registers;
   memset(&registers, 0, sizeof registers);
   registers.arch = arch;
@@ -87,10 +88,11 @@ static void probe(fuzz_memory *memory, const il_unwind_image *image) {
     (void)il_cfi_find_row(&reader, image, pc, &row);
     if (i % 8 == 0) {
       if (image->address_size == 4) {
-        walk(memory, image, IL_ARCH_I386, pc);
+        walk(memory, image, IL_ARCH_I386, pc, 0);
+        walk(memory, image, IL_ARCH_I386, pc, 1);  /* a Windows x86 minidump's walk (x86.rs's rules) */
       } else {
-        walk(memory, image, IL_ARCH_X86_64, pc);
-        walk(memory, image, IL_ARCH_AARCH64, pc);
+        walk(memory, image, IL_ARCH_X86_64, pc, 0);
+        walk(memory, image, IL_ARCH_AARCH64, pc, 0);
       }
     }
   }

@@ -397,6 +397,8 @@ import Testing
     let report = try SymbolicatedReportText(text)
     let crashed = try #require(report.threads.first { $0.crashed }, "\(text)")
     #expect(crashed.lines.first?.contains(" crash_null + ") == true && crashed.lines.first?.contains("(run-crash.c:") == true, "\(text)")
+    // The crash's signature among the header lines: the faulting function, nothing above it to skip.
+    #expect(report.header["Signature"] == "crash_null", "\(text.prefix(600))")
   }
 
   @Test func crashDirectoryErrors() throws {

@@ -20,41 +20,21 @@ extension RunCrashTests {
     let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
     let run = try Self.crash("unloaded", extra: ["--crash-wait"], environment: ["CRASH_PLUGIN": plugin.path])
     #expect(run.result.signal == SIGSEGV, "\(run.result.error)")
-    let called = try #require(run.result.output.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) },
-                              "\(run.result.output)")
+    let called = try Self.printedAddress(run)
 
     // The report: the plugin under Unloaded Images with its whole build-id, and frame 0 in it.
     let lines = run.text.split(separator: "\n", omittingEmptySubsequences: false)
-    let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(run.text)")
-    let line = String(lines[heading + 1])
-    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
-    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
-    #expect(line.contains("> \(plugin.path)  unloaded ") && line.contains(" ms before the crash by thread \(run.result.pid), loaded for "),
-            "\(line)")
-    let base = try #require(tokens.first.flatMap { UInt64($0.dropFirst(2), radix: 16) })
-    #expect(lines[heading + 2].isEmpty, "one unloaded image: \(run.text)")
+    let base = try Self.unloadedPluginBase(run, plugin)
     let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread 0 Crashed:") })
     let frame0 = lines[crashed + 1]
     // Symbolicated from the plugin's file, found by its build-id: plugin_work, at its first byte.
     #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" 0x\(hexDigits(called, width: 16)) plugin_work + 0  (unloaded ")
             && frame0.hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
-    let nm = try runProcessTest(["nm", "-D", plugin.path]).output
-    let symbol = try #require(nm.split(separator: "\n").first { $0.hasSuffix(" plugin_work") }?.split(separator: " ").first)
-    #expect(UInt64(symbol, radix: 16) == called - base, "nm -D: plugin_work is the called pc's offset in the plugin")
+    #expect(try Self.dynamicSymbolOffset("plugin_work", in: plugin.path) == called - base,
+            "nm -D: plugin_work is the called pc's offset in the plugin")
 
     // The minidump, as rust-minidump reads it.
-    let dump = run.directory + "/" + (try #require(run.files.first { $0.hasSuffix(".dmp") }, "\(run.files)"))
-    let walked = try runChild([try #require(MinidumpCLI.stackwalk), "--json", dump])
-    try #require(walked.exitCode == 0, "\(walked.error)")
-    let json = try JSONValue.parse(walked.output[...])
-    let unloaded = json["unloaded_modules"]?.array ?? []
-    #expect(unloaded.count == 1 && unloaded.first?["filename"]?.string == plugin.path, "\(walked.output.prefix(4000))")
-    #expect(MinidumpCLI.hex(unloaded.first?["base_addr"]) == base)
-    let frame = json["crashing_thread"]?["frames"]?.array?.first
-    #expect(MinidumpCLI.hex(frame?["offset"]) == called)
-    let attributed = frame?["unloaded_modules"]?.array?.first
-    #expect(attributed?["module"]?.string == plugin.path && attributed?["offsets"]?.array?.first.flatMap(MinidumpCLI.hex) == called - base,
-            "\(String(describing: frame))")
+    let dump = try Self.expectStackwalkAttributes(run, to: plugin, base: base, pc: called)
 
     // imagelog's own reader: the dump's unloaded module, and frame 0 in it.
     let read = try runProcessTest([processTestImagelog, "symbolicate", "--format", "json", dump],
@@ -66,6 +46,80 @@ extension RunCrashTests {
             "\(read.output.prefix(4000))")
     let first = document["frames"]?.array?.first
     #expect(first?["unloadedImage"]?.string == "libplugin.so" && first?["unloadedImageOffset"]?.unsigned == called - base)
+  }
+
+  /// A thread the plugin started and did not stop (run-crash.c's "unloaded-thread"): closed while the
+  /// thread waits in read(2), the plugin's code is gone when the read returns. The crashed thread's
+  /// frame 0 is attributed to the plugin and named from its file (`plugin_thread`, as `nm -D` places
+  /// it); minidump-stackwalk reads the dump with the plugin in its unloaded modules and frame 0 in it.
+  @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil && MinidumpCLI.stackwalk != nil,
+                 "needs cc, gcc, readelf and minidump-stackwalk (Scripts/install-test-tools)"))
+  func threadThePluginLeftRunningIsNamed() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-unloaded")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
+    let run = try Self.crash("unloaded-thread", extra: ["--crash-wait"], environment: ["CRASH_PLUGIN": plugin.path])
+    #expect(run.result.signal == SIGSEGV, "\(run.result.error)")
+    let function = try Self.printedAddress(run)
+    let lines = run.text.split(separator: "\n", omittingEmptySubsequences: false)
+    let base = try Self.unloadedPluginBase(run, plugin)
+    #expect(try Self.dynamicSymbolOffset("plugin_thread", in: plugin.path) == function - base,
+            "nm -D: plugin_thread is where the program found it")
+    // Not the main thread: the plugin's own.
+    let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:") }, "\(run.text)")
+    #expect(!lines[crashed].hasPrefix("Thread 0 "), "\(run.text)")
+    let frame0 = lines[crashed + 1].split(separator: " ", omittingEmptySubsequences: true)
+    let pc = try #require(frame0.count > 5 ? UInt64(frame0[2].dropFirst(2), radix: 16) : nil, "\(run.text)")
+    #expect(pc > function && pc - function < 256, "in plugin_thread, past its first byte: \(run.text)")
+    #expect(lines[crashed + 1].hasPrefix("0   libplugin.so ") && lines[crashed + 1].contains(" plugin_thread + \(pc - function)  (unloaded ")
+            && lines[crashed + 1].hasSuffix(" ms before the crash by thread \(run.result.pid))"), "\(run.text)")
+    try Self.expectStackwalkAttributes(run, to: plugin, base: base, pc: pc)
+  }
+
+  /// The address the program printed last ("plugin_work 0x..." or "plugin_thread 0x...").
+  static func printedAddress(_ run: Run) throws -> UInt64 {
+    try #require(run.result.output.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) },
+                 "\(run.result.output)")
+  }
+
+  /// The report's one Unloaded Images line, checked (the plugin's name, path, readelf's whole build-id,
+  /// unloaded by the main thread), and the plugin's base address from it.
+  static func unloadedPluginBase(_ run: Run, _ plugin: UnloadedPlugin) throws -> UInt64 {
+    let lines = run.text.split(separator: "\n", omittingEmptySubsequences: false)
+    let heading = try #require(lines.firstIndex(of: "Unloaded Images:"), "\(run.text)")
+    let line = String(lines[heading + 1])
+    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
+    #expect(line.contains("> \(plugin.path)  unloaded ") && line.contains(" ms before the crash by thread \(run.result.pid), loaded for "),
+            "\(line)")
+    #expect(lines.count > heading + 2 && lines[heading + 2].isEmpty, "one unloaded image: \(run.text)")
+    return try #require(tokens.first.flatMap { UInt64($0.dropFirst(2), radix: 16) })
+  }
+
+  /// The value `nm -D` gives `symbol` in `path`.
+  static func dynamicSymbolOffset(_ symbol: String, in path: String) throws -> UInt64 {
+    let nm = try runProcessTest(["nm", "-D", path]).output
+    return try #require(nm.split(separator: "\n").first { $0.hasSuffix(" " + symbol) }?.split(separator: " ").first
+      .flatMap { UInt64($0, radix: 16) }, "\(nm)")
+  }
+
+  /// Walks the run's minidump with minidump-stackwalk (rust-minidump) and checks that it reads the plugin
+  /// as its one unloaded module at `base`, and the crashing thread's frame 0 at `pc`, attributed to it.
+  /// Returns the dump's path.
+  @discardableResult
+  static func expectStackwalkAttributes(_ run: Run, to plugin: UnloadedPlugin, base: UInt64, pc: UInt64) throws -> String {
+    let dump = run.directory + "/" + (try #require(run.files.first { $0.hasSuffix(".dmp") }, "\(run.files)"))
+    let walked = try runChild([try #require(MinidumpCLI.stackwalk), "--json", dump])
+    try #require(walked.exitCode == 0, "\(walked.error)")
+    let json = try JSONValue.parse(walked.output[...])
+    let unloaded = json["unloaded_modules"]?.array ?? []
+    #expect(unloaded.count == 1 && unloaded.first?["filename"]?.string == plugin.path
+            && MinidumpCLI.hex(unloaded.first?["base_addr"]) == base, "\(walked.output.prefix(4000))")
+    let frame = json["crashing_thread"]?["frames"]?.array?.first
+    #expect(MinidumpCLI.hex(frame?["offset"]) == pc)
+    let attributed = frame?["unloaded_modules"]?.array?.first
+    #expect(attributed?["module"]?.string == plugin.path && attributed?["offsets"]?.array?.first.flatMap(MinidumpCLI.hex) == pc - base,
+            "\(String(describing: frame))")
+    return dump
   }
 
   /// When the helper cannot capture (ptrace refused), the audit module's own report lists the plugin and

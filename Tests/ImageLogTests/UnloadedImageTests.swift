@@ -11,14 +11,14 @@ import Testing
 @Suite struct UnloadedImageTests {
   /// crash-program.c's "unloaded" mode (with `other`: CRASH_OTHER too), dead of `signal`: its result,
   /// report (path, text, parsed) and plugin.
-  static func inProcessCrash(other: Bool = false, signal: Int32 = SIGSEGV) throws
+  static func inProcessCrash(mode: String = "unloaded", other: Bool = false, signal: Int32 = SIGSEGV) throws
     -> (result: CrashTestSupport.ProcessResult, reportPath: String, text: String, report: ParsedCrashReport, plugin: UnloadedPlugin) {
     let program = try CrashHandlerTests.program.get()
     let directory = CrashTestSupport.makeTemporaryDirectory()
     let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
                                           readelf: try #require(CrashHandlerTests.readelf))
     let reportPath = "\(directory)/report.crash"
-    let result = try CrashTestSupport.run(program, ["unloaded", reportPath, "\(directory)/maps"],
+    let result = try CrashTestSupport.run(program, [mode, reportPath, "\(directory)/maps"],
                                           environment: ["CRASH_PLUGIN": plugin.path].merging(other ? ["CRASH_OTHER": plugin.other] : [:]) { $1 },
                                           timeoutSeconds: 60)
     #expect(!result.timedOut, "the crash handler hung")
@@ -60,6 +60,38 @@ import Testing
     } else {
       Issue.record("imagelog symbolicate is not built beside the tests")
     }
+  }
+
+  /// A thread the plugin started and did not stop (crash-program.c's "unloaded-thread"): the plugin is
+  /// closed while the thread waits in read(2), then the read is answered and the thread returns into
+  /// unmapped memory. The crashed thread is that one, its frame 0 in the unloaded plugin, named from the
+  /// plugin's file by `imagelog symbolicate` as `nm -D` places `plugin_thread`.
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportNamesThePluginsThread() throws {
+    let (result, reportPath, text, report, plugin) = try Self.inProcessCrash(mode: "unloaded-thread")
+    let function = try #require(result.stdout.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) },
+                                "\(result.stdout)")
+    #expect(!text.contains("Thread 0 Crashed:") && text.contains("\nThread 1 Crashed:  tid "), "the plugin's thread crashed: \(text)")
+    #expect(report.unloadedImages.count == 1, "\(text)")
+    let line = try #require(report.unloadedImages.first)
+    let tokens = line.split(separator: " ", omittingEmptySubsequences: false)
+    #expect(tokens.count > 7 && tokens[3] == "libplugin.so" && tokens[6] == "<\(plugin.buildID)>", "\(line)")
+    #expect(line.contains(" ms before the crash by thread \(result.pid), loaded for "), "closed by the main thread: \(line)")
+    let base = try #require(ParsedCrashReport.hex(tokens[0]))
+    let frame = try #require(report.frames.first)
+    #expect(frame.imageName == "libplugin.so" && frame.loadAddress == base, "\(text)")
+    #expect(frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
+    // In plugin_thread, past its first byte: the thread ran there (it said so) before the plugin went.
+    let nm = try runChild(["nm", "-D", plugin.path])
+    let symbol = try #require(nm.output.split(separator: "\n").first { $0.hasSuffix(" plugin_thread") }?.split(separator: " ").first
+      .flatMap { UInt64($0, radix: 16) })
+    #expect(symbol == function - base, "nm -D: plugin_thread is where the program found it")
+    #expect(frame.address > function && frame.address - function < 256, "\(text)")
+    let imagelog = try #require(CrashHandlerTests.imagelogWithSymbolicate, "imagelog symbolicate is not built beside the tests")
+    let symbolicated = try CrashTestSupport.run(imagelog, ["symbolicate", reportPath], environment: ["DEBUGINFOD_URLS": ""])
+    #expect(symbolicated.exitCode == 0, "\(symbolicated.stderr)")
+    #expect(symbolicated.stdout.contains(" 0x\(String(frame.address, radix: 16).leftPadded(16)) plugin_thread + \(frame.address - function)  (unloaded "),
+            "\(symbolicated.stdout)")
   }
 
   /// Another library opened after the plugin was closed, mapped where it was (unloaded-other.c, int3

@@ -17,7 +17,9 @@
    (no descriptor left to open), then null. forkhang (built with
    -DIL_HELPER_TEST_HOOKS, with a helper): a child forked while the handler's pipes are open lives on.
    unloaded: calls into the plugin CRASH_PLUGIN (unloaded-plugin.c) after closing it; with CRASH_OTHER
-   (unloaded-other.c) loaded where the plugin was first, the call traps in that library. */
+   (unloaded-other.c) loaded where the plugin was first, the call traps in that library.
+   unloaded-thread: the plugin starts a thread waiting in read(2) in its plugin_thread, is closed, then
+   the read is answered: that thread returns into unmapped memory. Prints "plugin_thread 0x...". */
 #define _GNU_SOURCE
 #include "CImageLogCrash.h"
 #include "test-threads.h"
@@ -113,7 +115,7 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
 /* unloaded: opens the plugin CRASH_PLUGIN names, puts it in the table (as the Swift library's observers
    would), keeps a pointer to its plugin_work, closes it (the table keeps it among the removed images),
    then calls the pointer: the pc is in memory no longer mapped. */
-__attribute__((noinline)) void crash_call_unloaded(void) {
+__attribute__((noinline)) void crash_call_unloaded(int from_thread) {
   const char *plugin = getenv("CRASH_PLUGIN");
   void *handle = plugin != NULL ? dlopen(plugin, RTLD_NOW) : NULL;
   if (handle == NULL) {
@@ -123,6 +125,13 @@ __attribute__((noinline)) void crash_call_unloaded(void) {
   int (*volatile work)(int) = (int (*)(int))dlsym(handle, "plugin_work");
   Dl_info where;
   if (work == NULL || dladdr((void *)work, &where) == 0) exit(3);
+  int ends[2] = {-1, -1}, ready[2] = {-1, -1};
+  char byte;
+  void *thread_function = dlsym(handle, "plugin_thread");
+  int (*start)(int, int) = (int (*)(int, int))dlsym(handle, "plugin_start_thread");
+  if (from_thread && (thread_function == NULL || start == NULL || pipe(ends) != 0 || pipe(ready) != 0
+                      || start(ends[0], ready[1]) != 0 || read(ready[0], &byte, 1) != 1))
+    exit(5);
   int index = 1;  /* not the main executable */
   add_only = (uint64_t)(uintptr_t)where.dli_fbase;
   dl_iterate_phdr(add_image, &index);
@@ -139,6 +148,13 @@ __attribute__((noinline)) void crash_call_unloaded(void) {
     }
     add_only = (uint64_t)(uintptr_t)now.dli_fbase;
     dl_iterate_phdr(add_image, &index);
+  }
+  if (from_thread) {
+    /* The plugin's thread, left running, reads on: it returns into the plugin's unmapped code. */
+    printf("plugin_thread %p\n", thread_function);
+    fflush(stdout);
+    if (write(ends[1], "x", 1) != 1) exit(6);
+    for (;;) pause();
   }
   printf("plugin_work %p\n", (void *)work);
   fflush(stdout);
@@ -687,7 +703,8 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "divide") == 0) crash_divide();
   else if (strcmp(mode, "breakpoint") == 0) crash_breakpoint();
   else if (strcmp(mode, "callnull") == 0) crash_call_null();
-  else if (strcmp(mode, "unloaded") == 0) crash_call_unloaded();
+  else if (strcmp(mode, "unloaded") == 0) crash_call_unloaded(0);
+  else if (strcmp(mode, "unloaded-thread") == 0) crash_call_unloaded(1);
   else if (strcmp(mode, "malloc") == 0) crash_corrupt_heap();
   else if (strcmp(mode, "newthreadstack") == 0) {  /* no il_crash_prepare_thread: the interposer gives it a stack */
     pthread_create(&thread, NULL, overflowing_thread, NULL);

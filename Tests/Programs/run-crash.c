@@ -21,6 +21,9 @@
               With $CRASH_FORBID_PTRACE, first as seccomp does: the module writes the report. With
               $CRASH_OTHER (unloaded-other.c), that library is opened first, mapped where the plugin
               was: the call traps in it.
+   unloaded-thread  the plugin starts a thread (plugin_start_thread) waiting in read(2) inside its
+              plugin_thread, is closed, then the read is answered: the thread returns into unmapped
+              memory. Prints "plugin_thread 0x...".
    forkcrash  the main thread crashes while a second thread waits until the crash helper (a stand-in
               the test names, which holds the handler until told) has started, forks a child that
               crashes at once, reaps it, writes "PID STATUS" of it to $HELD_DIR/child and tells the
@@ -186,6 +189,25 @@ int main(int argc, char **argv) {
     pthread_create(&thread, NULL, sorter, NULL);
     pthread_join(thread, NULL);
     return 0;
+  }
+  if (strcmp(mode, "unloaded-thread") == 0) {
+    /* The plugin $CRASH_PLUGIN starts a thread and is closed; the thread reads on, into unmapped code. */
+    const char *path = getenv("CRASH_PLUGIN");
+    void *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+    int (*start)(int, int) = handle != NULL ? (int (*)(int, int))dlsym(handle, "plugin_start_thread") : NULL;
+    void *thread_function = handle != NULL ? dlsym(handle, "plugin_thread") : NULL;
+    int ends[2], ready[2];
+    char byte;
+    if (start == NULL || thread_function == NULL || pipe(ends) != 0 || pipe(ready) != 0 || start(ends[0], ready[1]) != 0
+        || read(ready[0], &byte, 1) != 1) {
+      fprintf(stderr, "run-crash: cannot start CRASH_PLUGIN's thread\n");
+      return 1;
+    }
+    dlclose(handle);
+    printf("plugin_thread %p\n", thread_function);
+    fflush(stdout);
+    if (write(ends[1], "x", 1) != 1) return 4;
+    for (;;) pause();
   }
   if (strcmp(mode, "unloaded") == 0) {
     /* The plugin $CRASH_PLUGIN (unloaded-plugin.c) opened, closed, then called. */

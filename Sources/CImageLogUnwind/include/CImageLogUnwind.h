@@ -106,6 +106,12 @@ void il_unwind_start(il_unwind_cursor *cursor, const il_register_set *registers)
    ends. */
 int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor);
 
+/* Moves the cursor to `next`, a caller found by the unwinder's user (a Windows x86 module's STACK WIN
+   records, evaluated outside), with `trust`; its pc is a return address. Returns 0 (the cursor unmoved)
+   when `next` lacks a pc or stack pointer or the cursor has taken its most steps. The user checks that
+   the frame is progress. */
+int il_unwind_move(il_unwind_cursor *cursor, const il_register_set *next, il_frame_trust trust);
+
 /* The address to symbolicate the cursor's frame by: pc, or pc - 1 for a return address. */
 uint64_t il_unwind_lookup_pc(const il_unwind_cursor *cursor);
 

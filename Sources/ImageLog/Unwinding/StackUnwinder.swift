@@ -41,6 +41,20 @@ package protocol CallFrameSource: Sendable {
   func section(covering address: UInt64) -> (range: Range<UInt64>, bytes: [UInt8])?
 }
 
+/// A 32-bit x86 Windows module's `STACK WIN` records (its `.sym`), which a walk without the module's
+/// code tries before call frame information, as minidump-stackwalk does.
+package protocol WindowsFrameSource: Sendable {
+  /// The caller's registers (i386) by the record covering `address` (an offset from the module's
+  /// base) from `callee`'s; `grandCalleeParameterSize` is the parameter size of the function the
+  /// callee called (0 for frame 0, where `hasGrandCallee` is false). `nil` when no record covers the
+  /// address or it gives no caller.
+  func caller(of callee: RegisterSet, at address: UInt64, grandCalleeParameterSize: UInt32, hasGrandCallee: Bool,
+              memory: any MemoryReading) -> RegisterSet?
+  /// The parameter size of the function at `address` (an offset from the module's base) as a walk by
+  /// `STACK WIN` counts it for the frame above; `nil` when the symbols name no function there.
+  func parameterSize(at address: UInt64) -> UInt32?
+}
+
 /// One mapped image's call frame information, at run-time addresses.
 public struct UnwindImage: Sendable {
   /// The image's executable range: a pc (or return address) inside it belongs to this image.
@@ -63,6 +77,8 @@ public struct UnwindImage: Sendable {
   package var namesAddress: (@Sendable (UInt64) -> Bool)?
   /// `.debug_frame` entries made on demand, in place of `debugFrame`.
   package var callFrames: (any CallFrameSource)?
+  /// `STACK WIN` records, tried first for an i386 walk without code (`StackUnwinder`'s `withoutCode`).
+  package var windowsFrames: (any WindowsFrameSource)?
 
   /// An image as given.
   package init(textRange: Range<UInt64>, loadBias: UInt64, ehFrameHeader: UInt64? = nil, ehFrame: Range<UInt64>? = nil,
@@ -129,6 +145,8 @@ public struct StackUnwinder {
   /// thousands of modules must not rebuild it per thread).
   let lookup: ImageLookup
   let withoutCode: Bool
+  /// Some image has `STACK WIN` records (found once: a dump's thousands of threads share the answer).
+  let hasWindowsFrames: Bool
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
   /// above the stack pointer scanning looks (0: never scan). `withoutCode`: where the code before a
@@ -142,6 +160,7 @@ public struct StackUnwinder {
     self.scanBytes = max(0, scanBytes)
     lookup = ImageLookup(self.images)
     self.withoutCode = withoutCode
+    hasWindowsFrames = images.contains { $0.windowsFrames != nil }
   }
 
   /// The frames from `registers` (frame 0, which needs pc and sp) outwards, at most `maxFrames`.
@@ -160,7 +179,9 @@ public struct StackUnwinder {
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
         var frames: [UnwoundFrame] = []
-        repeat {
+        let windows = withoutCode && registers.architecture == .i386 && hasWindowsFrames
+        var parameterSizes: [UInt32?] = []
+        while true {
           let frame = RegisterSet(cursor.registers)
           let trust: FrameTrust = switch cursor.trust {
           case IL_FRAME_CFI: .callFrameInfo
@@ -169,10 +190,49 @@ public struct StackUnwinder {
           default: .context
           }
           frames.append(UnwoundFrame(pc: frame.pc ?? 0, trust: trust, pcIsExact: cursor.pc_is_exact != 0))
-        } while frames.count < maxFrames && il_unwind_step(&unwinder, &cursor) != 0
+          guard frames.count < maxFrames else { break }
+          if windows {
+            parameterSizes.append(windowsParameterSize(il_unwind_lookup_pc(&cursor)))
+            let grandCallee = parameterSizes.count >= 2 ? parameterSizes[parameterSizes.count - 2] : nil
+            if let moved = windowsStep(&cursor, frame, grandCalleeParameterSize: grandCallee ?? 0,
+                                       hasGrandCallee: parameterSizes.count >= 2) {
+              if moved { continue }
+              break
+            }
+          }
+          guard il_unwind_step(&unwinder, &cursor) != 0 else { break }
+        }
         return frames
       }
     }
+  }
+}
+
+extension StackUnwinder {
+  /// The parameter size `STACK WIN` walks count for the frame whose lookup address is `address`.
+  func windowsParameterSize(_ address: UInt64) -> UInt32? {
+    guard let index = lookup.index(containing: address), let source = lookup.images[index].windowsFrames else { return nil }
+    return source.parameterSize(at: address &- lookup.images[index].loadBias)
+  }
+
+  /// The caller of the cursor's frame (`callee`) by its module's `STACK WIN` record: true when the
+  /// cursor moved, false when the record's caller ends the walk (a pc in the first page, a stack
+  /// pointer that did not move up: rust-minidump stops there and tries nothing else), `nil` when no
+  /// record gives a caller (call frame information, frame pointers and scanning are tried next).
+  func windowsStep(_ cursor: inout il_unwind_cursor, _ callee: RegisterSet, grandCalleeParameterSize: UInt32,
+                   hasGrandCallee: Bool) -> Bool? {
+    let address = il_unwind_lookup_pc(&cursor)
+    guard let index = lookup.index(containing: address), let source = lookup.images[index].windowsFrames,
+          var caller = source.caller(of: callee, at: address &- lookup.images[index].loadBias,
+                                     grandCalleeParameterSize: grandCalleeParameterSize, hasGrandCallee: hasGrandCallee,
+                                     memory: memory) else { return nil }
+    // A register the program left unset keeps the callee's value in rust-minidump's walk (its caller
+    // context starts as a copy): a program that does not move esp ends the walk there.
+    caller.pc = caller.pc ?? callee.pc
+    caller.sp = caller.sp ?? callee.sp
+    guard let pc = caller.pc, pc >= 4096, let sp = caller.sp, let calleeSP = callee.sp, sp > calleeSP else { return false }
+    var next = caller.cValue
+    return il_unwind_move(&cursor, &next, IL_FRAME_CFI) != 0
   }
 }
 

@@ -21,7 +21,7 @@ struct CaptureCrashCommand: Command {
   static let isInternal = true
   static let abstract = "Internal: capture a crashed process for the crash handler that started it (see run --crash-dir)."
   static let usage = "imagelog capture-crash --pid <pid> --record <address> --crash-dir <directory> [--done-fd <fd>] "
-    + "[--done-when-final] [--upload-url <url>] [--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
+    + "[--done-when-final] [--upload-url <url>] [--document] [--search <path> ...] [--no-lines] [--no-system-debug] [--no-cache]"
   static let helpSections = """
     OPTIONS:
       --pid <pid>             The crashed process (the helper's parent).
@@ -37,6 +37,9 @@ struct CaptureCrashCommand: Command {
                               with its files final.
       --upload-url <url>      Once the files are written, start 'imagelog upload --url <url>' on the
                               crash directory in a process of its own (imagelog run --upload-url).
+      --document              Also write the crash document, PROGRAM.PID.YYYYMMDDTHHMMSSZ.json
+                              (imagelog symbolicate --format json's, with the signature), before the
+                              symbolicated report (imagelog run --crash-document).
       --search <path>         A folder or file holding binaries and debug files. Repeatable.
       --no-lines              Symbol tables only, no file:line from DWARF.
       --no-system-debug       Do not look in /usr/lib/debug, debuginfod caches or servers.
@@ -60,9 +63,7 @@ struct CaptureCrashCommand: Command {
   var doneWhenFinal: Bool
   var uploadURL: String?
   var options: SymbolicationOptions
-
-  /// The last line of a report written before its symbolicated version replaces it.
-  static let provisionalMarker = CrashDatabase.provisionalMarker
+  var document: Bool
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
     guard let pidText = try scanner.option("--pid") else { throw scanner.usageError("Missing '--pid <pid>'") }
@@ -84,6 +85,7 @@ struct CaptureCrashCommand: Command {
     }
     doneWhenFinal = scanner.flag("--done-when-final")
     uploadURL = try scanner.option("--upload-url")
+    document = scanner.flag("--document")
     options = try parseSymbolicationOptions(&scanner)
     let rest = try scanner.positionals()
     if let first = rest.first { throw scanner.usageError("Unexpected argument '\(first)'") }
@@ -98,59 +100,41 @@ struct CaptureCrashCommand: Command {
 
   /// Captures the crash and writes its files (`run`'s work before the upload).
   func capture() -> ExitStatus {
-    let crash: CrashRecord
-    let capture: ProcessSnapshot.Capture
+    let record: CrashRecord
+    let crash: ProcessSnapshot
     let folder: CrashFolder
     do {
       folder = try CrashFolder(path: directory)
-      crash = try CrashRecord.read(pid: pid, at: record)
-      // The /proc files a minidump carries are read now: the process is gone once it is let go.
-      capture = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, crash: crash)
+      record = try CrashRecord.read(pid: pid, at: self.record)
+      // The /proc files a minidump carries are read now (and the vDSO copied): the process is gone once
+      // it is let go.
+      crash = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, crash: record).snapshot
     } catch {
       printError("imagelog: capture-crash: \(error)")
       return .failure
     }
-    let program = capture.snapshot.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
-      ?? capture.snapshot.process.name ?? "unknown"
+    let program = crash.images.compactMap(\.loaded).first(where: \.isMainExecutable)?.name
+      ?? crash.process.name ?? "unknown"
     // A name taken by any entry (a planted dangling link too) is skipped, not failed on.
-    var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: crash.date, extensions: ["crash", "dmp"])
-    // The vDSO is in no file: its symbols are copied from the process while it still waits.
-    var options = options
-    options.inMemoryImages = InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
-    let path: String
+    var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: record.date,
+                                       extensions: CrashDatabase.crashExtensions + [CrashDatabase.stateExtension])
+    let announce = { (path: String) in
+      printError("imagelog: \(program) [\(pid)] crashed (signal \(record.signal)): report written to \(path)")
+    }
     // With a handler waiting (and not for the final report): the report as read, at once, so the
     // program can die while DWARF is read.
     let early = doneDescriptor != nil && !doneWhenFinal
-    do {
-      let text = early ? capture.snapshot.imagelogReportText() + Self.provisionalMarker
-                       : symbolicatedReportText(capture.snapshot, options: options)
-      path = try folder.write(Array(text.utf8), as: &names, extension: "crash", access: CrashFolder.Access()).path
-    } catch {
-      printError("imagelog: capture-crash: \(error)")
-      return .failure
-    }
-    printError("imagelog: \(program) [\(pid)] crashed (signal \(crash.signal)): report written to \(path)")
-    if early { letTheProgramGo() }
-    var status = ExitStatus.success
-    do {
-      // Every thread's registers and stack as copied at the stop (the crashed one's from the handler's
-      // record), the images, the exception, the /proc files: the minidump beside the report.
-      _ = try folder.write(try capture.snapshot.minidumpBytes(), as: &names, extension: "dmp", access: CrashFolder.Access())
-    } catch {
-      if !early { printError("imagelog: capture-crash: \(names.stem).dmp: \(error)") }
-      status = .failure
-    }
+    let written = folder.writeCrash(crash, as: &names, settings: CrashFolder.CrashFileSettings(symbolication: options, document: document),
+                                    provisional: early ? { path in announce(path); letTheProgramGo() } : nil)
     if !early {
-      if doneDescriptor != nil { letTheProgramGo() }
-    } else {
-      do {
-        _ = try folder.write(symbolicatedReportText(capture.snapshot, options: options), as: names.stem + ".crash",
-                             access: CrashFolder.Access(), time: crash.date, replacing: true)
-      } catch {
-        return .failure  // the report written above stays, unsymbolicated
-      }
+      if let path = written.reportPath { announce(path) }
+      // What failed (an ACL or marker a file system refuses is no failure: the files are there).
+      if !written.isComplete { for problem in written.problems { printError("imagelog: capture-crash: \(problem)") } }
+      if doneDescriptor != nil, !written.reportFailed { letTheProgramGo() }
     }
-    return status
+    // A report that could not be written (or replaced: the provisional one stays): the handler, when it
+    // still waits, writes its own.
+    return written.isComplete ? .success : .failure
   }
 
   /// Tells the waiting handler (--done-fd) that the report is written. The program is gone or going:
@@ -163,15 +147,5 @@ struct CaptureCrashCommand: Command {
     let null = open("/dev/null", O_RDWR)
     for stream: Int32 in [0, 1, 2] where null >= 0 { dup2(null, stream) }
     if null > 2 { close(null) }
-  }
-
-  /// The snapshot symbolicated and written in imagelog's report layout, its summary of images found
-  /// after it.
-  func symbolicatedReportText(_ snapshot: ProcessSnapshot, options: SymbolicationOptions) -> String {
-    var snapshot = snapshot
-    Symbolicator.symbolicate(&snapshot, options: options)
-    var text = snapshot.formatted(.report)
-    if !text.hasSuffix("\n") { text += "\n" }
-    return text
   }
 }

@@ -16,7 +16,7 @@ struct CoreHandlerCommand: Command {
   static let abstract = "Turn a core piped from the kernel (core_pattern) into a symbolicated report in a folder."
   static let usage = "imagelog core-handler --output-dir <dir> --pid <pid> [--signal <n>] [--time <seconds>] "
     + "[--uid <uid>] [--dumpable <n>] [--keep-core] [--max-core-size <size>] [--max-crashes <n>] "
-    + "[--max-memory <size>] [--upload-url <url>] [symbolication options]"
+    + "[--max-memory <size>] [--upload-url <url>] [--document] [symbolication options]"
   static let helpSections = """
     DESCRIPTION:
       Made to be named in /proc/sys/kernel/core_pattern (Scripts/print-core-pattern prints the line
@@ -32,7 +32,8 @@ struct CoreHandlerCommand: Command {
 
     OPTIONS:
       --output-dir <dir>      Where the files go (made, mode 0755, when missing). Per crash:
-                              PROGRAM.PID.TIME.crash, the symbolicated report (imagelog's layout), and
+                              PROGRAM.PID.TIME.crash, the symbolicated report (imagelog's layout, with
+                              the crash's signature), PROGRAM.PID.TIME.dmp, the minidump, and
                               PROGRAM.PID.TIME.core.zst with --keep-core; TIME is UTC, YYYYMMDDTHHMMSSZ.
                               Each file appears whole or not at all (written unnamed, then linked);
                               a name any entry has (a link, even dangling) moves the crash to the
@@ -57,6 +58,8 @@ struct CoreHandlerCommand: Command {
       --upload-url <url>      Once the files are written, start 'imagelog upload --url <url> <dir>' in a
                               process of its own (a session of its own, not waited for: the kernel and
                               the crashed program never wait for the network). See 'imagelog help upload'.
+      --document              Also write the crash document, PROGRAM.PID.TIME.json (imagelog
+                              symbolicate --format json's, with the signature), before the report.
       --search <path>, --no-lines, --no-system-debug, --no-cache, --demangle <style>, --no-demangle
                               As for 'imagelog symbolicate'.
       -h, --help              Show help information.
@@ -76,7 +79,7 @@ struct CoreHandlerCommand: Command {
     """
 
   // "upload": a crash's upload state (CrashDatabase) goes with its files, and a new crash never takes its name.
-  static let extensions = ["crash", "dmp", "core.zst", "upload"]
+  static let extensions = CrashDatabase.crashExtensions + [CrashDatabase.stateExtension]
 
   var outputDirectory: String
   var pid: Int32
@@ -89,6 +92,7 @@ struct CoreHandlerCommand: Command {
   var maxCrashes = 50
   var limits = CoreStreamLimits()
   var uploadURL: String?
+  var document = false
   var options: SymbolicationOptions
 
   init(_ scanner: inout ArgumentScanner) throws(UsageError) {
@@ -124,6 +128,7 @@ struct CoreHandlerCommand: Command {
       limits.memoryBytes = value
     }
     uploadURL = try scanner.option("--upload-url")
+    document = scanner.flag("--document")
     let rest = try scanner.positionals()
     guard rest.isEmpty else { throw scanner.usageError("Unexpected argument '\(rest[0])'") }
   }
@@ -158,14 +163,16 @@ struct CoreHandlerCommand: Command {
       }
     }
     let stream = CoreStream(descriptor: 0, pid: pid, limits: limits, copy: copy.map { copy in { copy.take($0) } })
-    var (capture, kept): (DumpCapture, (inMemoryImages: [InMemoryImage], dump: ProcessSnapshot))
+    var (capture, dump): (DumpCapture, ProcessSnapshot)
     do {
-      // While the dying process can be read: the images only it holds (the vDSO), and the threads'
-      // stacks the minidump keeps.
-      (capture, kept) = try stream.read { capture in
+      // While the dying process can be read: the threads' stacks the minidump keeps, and the files deleted or
+      // replaced since they were loaded, held open through its mappings (the snapshot holds the images only
+      // it had, the vDSO, already).
+      (capture, dump) = try stream.read { capture in
         var dump = capture.snapshot
         dump.keepStacks(of: capture.core, in: capture.memory)
-        return (InMemoryImage.copies(of: capture.snapshot.images.compactMap(\.loaded), in: capture.memory), dump)
+        dump.inMemoryImages += InMemoryImage.heldMappings(of: capture.snapshot.images.compactMap(\.loaded), pid: pid)
+        return dump
       }
     } catch {
       printError("\(label): \(error)")
@@ -173,6 +180,8 @@ struct CoreHandlerCommand: Command {
     }
     let crashTime = time ?? Int64(Glibc.time(nil))
     capture.snapshot.process.date = crashTime
+    dump.process.date = crashTime
+    capture.snapshot.inMemoryImages = dump.inMemoryImages
     if let signal, signal != (capture.snapshot.exception?.signal ?? 0) {
       notes.append("the kernel gave signal \(signal); the core's notes say \(capture.snapshot.exception.map { String($0.signal) } ?? "none")")
     }
@@ -190,39 +199,17 @@ struct CoreHandlerCommand: Command {
         notes.append("the core is not kept: \(error)")
       }
     }
-    var dump = kept.dump
-    dump.process.date = crashTime
-    do {
-      let (path, problem) = try folder.write(try dump.minidumpBytes(), as: &names, extension: "dmp", access: access)
-      written.append(path)
-      if let problem { notes.append(problem) }
-    } catch {
-      notes.append("no minidump: \(error)")
-    }
-    var text = Self.symbolicatedReport(capture.snapshot, inMemoryImages: kept.inMemoryImages, options: options)
-    text += handlerSection(capture, notes: notes)
-    do {
-      let (path, problem) = try folder.write(Array(text.utf8), as: &names, extension: "crash", access: access)
-      written.append(path)
-      if let problem { printError("\(label): \(problem)") }
-    } catch {
-      printError("\(label): \(error)")
-      return .failure
-    }
+    // The problems of the files written before the report are in its last lines; the report's own is said here.
+    var inReport = 0
+    let files = folder.writeCrash(capture.snapshot, dump: dump, as: &names, settings: CrashFolder.CrashFileSettings(symbolication: options, access: access, document: document),
+                                  section: { problems in inReport = problems.count; return handlerSection(capture, notes: notes + problems) })
+    for problem in files.problems.dropFirst(inReport) { printError("\(label): \(problem)") }
+    if files.reportFailed { return .failure }
+    written += files.paths
     folder.removeOldest(keeping: maxCrashes, sparing: names.stem, extensions: Self.extensions)
     for path in written { printOutput(path) }
     if let uploadURL { startDetachedImagelog([UploadCommand.name, "--url", uploadURL, outputDirectory]) }
     return .success
-  }
-
-  /// The one call into symbolication (the report imagelog writes for a core: `runCore`'s road).
-  static func symbolicatedReport(_ snapshot: ProcessSnapshot, inMemoryImages: [InMemoryImage],
-                                 options: SymbolicationOptions) -> String {
-    var snapshot = snapshot
-    var options = options
-    options.inMemoryImages = inMemoryImages
-    Symbolicator.symbolicate(&snapshot, options: options)
-    return snapshot.imagelogReportText() + snapshot.summary()
   }
 
   /// The report's last lines: where the memory came from, what was kept, what was missing.

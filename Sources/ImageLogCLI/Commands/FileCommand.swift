@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+import SnapshotSources
 
 /// `imagelog file PATH...`: what crash tooling asks of binaries that are not running — per slice the
 /// text range, architecture and build-id/UUID (the crash line), a detailed view, JSON, or the
@@ -159,13 +160,16 @@ struct FileCommand: Command {
     do { file = try FileBytes(path: path) } catch { return .problem(.open(error)) }
     return file.withRanges { ranges in
       do throws(FormatError) {
+        switch CrashFileKind(head: try ranges.slice(at: 0, length: min(ranges.count, CrashFileKind.headSize))) {
+        case .core: return .core
+        case .minidump: return .minidump
+        case .text: break
+        }
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
-          if CoreDump.isCore(try ranges.slice(at: 0, length: min(ranges.count, 64))) { return .core }
           // No style prints section names (only their count): the others are checked, not made into Strings.
           return .binary(.elf(try ELFFile(source: ranges, names: .lookedFor)))
         }
-        if MinidumpFile.isMinidump(try ranges.slice(at: 0, length: min(ranges.count, 32))) { return .minidump }
         if isJavaClassFile(try ranges.slice(at: 0, length: min(ranges.count, 8))) {
           return .problem(.format(.notRecognized(magic: 0xCAFE_BABE)))
         }

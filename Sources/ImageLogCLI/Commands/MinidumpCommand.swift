@@ -54,7 +54,7 @@ struct MinidumpCommand: Command {
   func run() throws -> ExitStatus {
     var snapshot: ProcessSnapshot
     var status = ExitStatus.success
-    if SymbolicateCommand.isCoreFile(target) {
+    if CrashFileKind(path: target) == .core {
       let dump: CoreDump
       do { dump = try CoreDump(path: target) } catch {
         printError("imagelog: \(target): \(error)")

@@ -58,10 +58,14 @@ struct PidCommand: Command {
       holds that imagelog lacks, a process that is not dumpable, or ptrace_scope, and whether
       CAP_SYS_PTRACE would do. When the memory cannot be read, headers come from the files
       (/proc/PID/map_files, /proc/PID/root). Images are listed in address order, as eu-unstrip -n -p.
-      Only images mapped now are listed: the kernel keeps no record of those unloaded before. A process
-      that runs imagelog's crash handler (CrashReporter, run --crash-dir) keeps its last removed images,
-      but only its crash reports list them; 'imagelog watch' and 'imagelog run' print removals as they
-      happen.
+      Only images mapped now are listed: the kernel keeps no record of those unloaded before, so pid
+      cannot list them. A process that runs imagelog inside it (CrashReporter, run --crash-dir) keeps
+      its last removed images, but only its crash reports list them; 'imagelog watch' and 'imagelog run'
+      print removals as they happen. An image whose file was deleted or replaced on disk after it was
+      loaded ("(deleted)" in /proc/PID/maps) is described from memory, and with --threads symbolicated
+      from the loaded file, opened through /proc/PID/map_files (root or CAP_SYS_ADMIN: the kernel
+      allows no one else), or else from a file with its build-id; a note says which, and that the file
+      on disk is another build.
     """
 
   var pid: Int32
@@ -117,11 +121,8 @@ struct PidCommand: Command {
     var snapshot = capture.snapshot
     for failure in capture.failures { printError("imagelog: \(failure)") }
     let status: ExitStatus = capture.failures.isEmpty ? .success : .failure
-    var options = options
-    if symbolicating {
-      // The vDSO is in no file: its symbols are copied from the process, which may exit any time now.
-      options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: ProcessMemory(pid: pid))
-    }
+    // The vDSO, in no file, and a file deleted or replaced since it was loaded are in the snapshot: the
+    // capture copied the one and holds the other open through the process's mapping.
     writeSnapshot(&snapshot, style: style, symbolicate: symbolicating, options: options)
     return status
   }

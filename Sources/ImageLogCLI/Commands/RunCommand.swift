@@ -35,9 +35,9 @@ struct RunCommand: Command {
                               it executes are reported too (a wrapper script's real program, a
                               shell's commands).
       --crash-dir <directory> Catch the program's crashes (see CRASHES): each one leaves a
-                              symbolicated report and a minidump in <directory>,
-                              PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp. The directory is made
-                              (mode 0755, and its parents) when missing.
+                              symbolicated report (with the crash's signature) and a minidump in
+                              <directory>, PROGRAM.PID.YYYYMMDDTHHMMSSZ.crash and .dmp. The
+                              directory is made (mode 0755, and its parents) when missing.
       --crash-timeout <seconds>
                               How long a crashing program waits for imagelog to capture it before
                               it writes a shorter report itself (default: 30; with --crash-wait,
@@ -45,6 +45,9 @@ struct RunCommand: Command {
       --crash-wait            Keep a crashing program until its report is final (symbolicated)
                               and its minidump written, so that when it has exited the files in
                               <directory> are the last ones (see CRASHES).
+      --crash-document        With --crash-dir: also write each crash's document, PROGRAM.PID.TIME.json
+                              (imagelog symbolicate --format json's, with the crash's signature),
+                              before the symbolicated report.
       --upload-url <url>      With --crash-dir: once a crash's files are written, send the crashes
                               waiting in <directory> to <url> ('imagelog upload', started in a
                               process of its own: the program's exit never waits for the network).

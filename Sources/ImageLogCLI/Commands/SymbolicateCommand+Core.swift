@@ -11,24 +11,6 @@ import SnapshotSources
 /// `imagelog symbolicate CORE`: the dead process's snapshot (its threads unwound in the core's memory),
 /// symbolicated as any report is and written in imagelog's crash-report layout (README.md's "Crash reports").
 extension SymbolicateCommand {
-  /// True when `path` is a readable file whose first bytes are an ELF core's header.
-  static func isCoreFile(_ path: String) -> Bool {
-    guard let file = try? FileBytes(path: path) else { return false }
-    return file.withRanges { ranges in
-      guard let header = try? ranges.slice(at: 0, length: min(ranges.count, 64)) else { return false }
-      return CoreDump.isCore(header)
-    }
-  }
-
-  /// True when `path` is a readable file that starts with a minidump's signature (`MDMP`).
-  static func isMinidumpFile(_ path: String) -> Bool {
-    guard let file = try? FileBytes(path: path) else { return false }
-    return file.withRanges { ranges in
-      guard let header = try? ranges.slice(at: 0, length: min(ranges.count, 32)) else { return false }
-      return ProcessSnapshot.isMinidump(header)
-    }
-  }
-
   /// A core: the dead process's snapshot, symbolicated as any report is, in imagelog's layout.
   func runCore(_ path: String, options: SymbolicationOptions) -> ExitStatus {
     let dump: CoreDump
@@ -38,8 +20,6 @@ extension SymbolicateCommand {
     }
     var (snapshot, problems) = ProcessSnapshot.core(dump)
     for problem in problems { printError("imagelog: \(path): \(problem)") }
-    var options = options
-    if !noSymbolicate { options.inMemoryImages = InMemoryImage.copies(of: snapshot.images.compactMap(\.loaded), in: dump) }
     return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
   }
 

@@ -195,9 +195,10 @@ struct SymbolicateCommand: Command {
     }
     var text = ""
     let source = reportPath ?? "<arguments>"
-    if let reportPath, Self.isCoreFile(reportPath) {
+    let kind = reportPath.map(CrashFileKind.init(path:))
+    if let reportPath, kind == .core {
       return runCore(reportPath, options: options)
-    } else if let reportPath, Self.isMinidumpFile(reportPath) {
+    } else if let reportPath, kind == .minidump {
       return runMinidump(reportPath, options: options)
     } else if let reportPath {
       if noSymbolicate {
@@ -308,7 +309,7 @@ struct SymbolicateCommand: Command {
           continue
         }
         Symbolicator.symbolicate(&report, options: options, cache: cache)
-        if style != .stackwalkJSON, report.format != .addresses { report.signature = report.signature(lists: options.signatureLists ?? .imagelogDefaults) }
+        if style != .stackwalkJSON, report.format != .addresses { report.sign(with: options) }
         report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.

@@ -1,0 +1,34 @@
+import ImageLog
+import ImageReaders
+
+/// What a file given to a command is, as its first bytes say: the one place that tells an ELF core and
+/// a minidump from text. Text is every other crash imagelog reads (each report kind, several reports in
+/// one file, a crash document, bare addresses), which `ReportParser` tells apart by the text itself.
+package enum CrashFileKind: Sendable, Equatable {
+  /// An ELF core (`ET_CORE`).
+  case core
+  /// A minidump (`MDMP`).
+  case minidump
+  /// Anything else: read as text (or, by `imagelog file`, as a binary).
+  case text
+
+  /// How many of a file's first bytes `init(head:)` needs: an ELF header's.
+  package static let headSize = 64
+
+  /// The kind `head`, a file's first bytes (up to `headSize`), says.
+  package init(head: ByteReader) {
+    self = CoreDump.isCore(head) ? .core : MinidumpFile.isMinidump(head) ? .minidump : .text
+  }
+
+  /// The kind of the file at `path`; `.text` for standard input (`-`) and for a file that cannot be
+  /// read, whose reader then says why.
+  package init(path: String) {
+    guard path != "-", let file = try? FileBytes(path: path) else {
+      self = .text
+      return
+    }
+    self = file.withRanges { ranges in
+      (try? ranges.slice(at: 0, length: min(ranges.count, Self.headSize))).map(CrashFileKind.init(head:)) ?? .text
+    }
+  }
+}
