@@ -123,11 +123,63 @@ import Testing
     #expect(ours["signature"]?.string == theirs && theirs.hasPrefix("Abort | "), "imagelog \(ours["signature"] ?? .null), siggen \(theirs)")
   }
 
-  /// A crash that did not abort through glibc (a core of a SIGSEGV in the fixtures) has no message.
-  @Test func aCrashWithoutAbortHasNoMessage() throws {
-    let core = packageRoot + "/Tests/ImageReadersTests/Fixtures/cores/linkmap-x86_64.core"
-    let text = try runChild([Self.imagelog, "symbolicate", core], environment: Self.environment)
-    try #require(text.exitCode == 0, "imagelog: \(text.error)")
-    #expect(Self.headerMessage(text.output) == nil && text.output.contains("\nException Type:"), "\(text.output.prefix(500))")
+  /// A real Swift crash (the repository's Swift backtrace JSON, whose stderr preamble holds the
+  /// runtime's line): the `Fatal error:` line as printed is the abort message, and siggen's abort rule
+  /// with it gives imagelog's signature.
+  @Test(.enabled(if: Siggen.isInstalled, Comment(rawValue: Siggen.skipReason)))
+  func swiftFatalErrorOfARealCrash() throws {
+    let path = StackwalkJSONCLITests.reportFolder + "/linux-reports/swift-backtrace-crasher.json"
+    let printed = try #require(readFile(path)?.split(separator: "\n").first.map(String.init))
+    #expect(printed.contains(": Fatal error: Index out of range"), "the runtime's line: \(printed)")
+    let (ours, theirs) = try Self.signatures(path, abortMessage: printed)
+    #expect(ours["abortMessage"]?.string == printed)
+    #expect(ours["signature"]?.string == theirs && theirs.hasPrefix("Abort | \(printed) | "), "imagelog \(ours["signature"] ?? .null), siggen \(theirs)")
+  }
+
+  /// Real sanitizer logs: the kind their `SUMMARY:` line names is the abort message. siggen has no
+  /// rule of its own for a sanitizer's kind (its rules read Firefox's annotations); imagelog gives the
+  /// kind as the abort message, so crashes of different kinds at one place stay apart, and siggen's
+  /// abort rule, given it as `abort_message`, agrees.
+  @Test(.enabled(if: Siggen.isInstalled, Comment(rawValue: Siggen.skipReason)), arguments: [
+    ("asan-gcc-parenthesised.txt", "AddressSanitizer: heap-use-after-free"),
+    ("asan-gcc-symbolized-stacks.txt", "AddressSanitizer: heap-buffer-overflow"),
+    ("ubsan-clang-thread-symbolized.txt", "UndefinedBehaviorSanitizer: undefined-behavior"),
+  ])
+  func sanitizerKindOfARealLog(_ name: String, _ kind: String) throws {
+    let path = StackwalkJSONCLITests.reportFolder + "/linux-reports/" + name
+    let (ours, theirs) = try Self.signatures(path, abortMessage: kind)
+    #expect(ours["abortMessage"]?.string == kind)
+    #expect(ours["signature"]?.string == theirs && theirs.hasPrefix("Abort | \(kind) | "), "imagelog \(ours["signature"] ?? .null), siggen \(theirs)")
+  }
+
+  /// AddressSanitizer refusing a 2 TiB malloc (allocation-size-too-big), its log written here: the
+  /// size it names is the out-of-memory size, and siggen's OOM rule (`OOM | large`, above 256 KiB) and
+  /// abort rule, given it and the kind, give imagelog's signature.
+  @Test(.enabled(if: canRun && Siggen.isInstalled, "needs cc and siggen"))
+  func asanAllocationSizeTooBig() throws {
+    let directory = try makeTemporaryDirectory("imagelog-abort-asan")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let file = directory + "/big.c"
+    let source = "#include <stdlib.h>\nint main(void) { void *volatile block = malloc((size_t)1 << 41); return block != 0; }\n"
+    try #require(try runChild(["sh", "-c", "cat > '\(file)'"], input: source).exitCode == 0)
+    let compile = try runChild(["cc", "-g", "-fsanitize=address", "-o", directory + "/big", file])
+    try #require(compile.exitCode == 0, "cc -fsanitize=address: \(compile.error)")
+    let run = try runChild([directory + "/big"], environment: ["ASAN_OPTIONS": "allocator_may_return_null=0"])
+    try #require(run.error.contains("allocation-size-too-big"), "\(run.error)")
+    let log = directory + "/big.log"
+    try #require(try runChild(["sh", "-c", "cat > '\(log)'"], input: run.error).exitCode == 0)
+    let json = try runChild([Self.imagelog, "symbolicate", "--format", "json", "--signature-lists", Siggen.listDirectory, log],
+                            environment: Self.environment)
+    try #require(json.exitCode == 0, "imagelog: \(json.error)")
+    let ours = try JSONValue.parse(json.output[...])
+    #expect(ours["oomAllocationSize"]?.unsigned == 1 << 41 && ours["abortMessage"]?.string == "AddressSanitizer: allocation-size-too-big")
+    let stackwalk = try runChild([Self.imagelog, "symbolicate", "--format", "stackwalk-json", log], environment: Self.environment)
+    try #require(stackwalk.exitCode == 0, "imagelog: \(stackwalk.error)")
+    let processed = JSONValue.object([("json_dump", try JSONValue.parse(stackwalk.output[...])),
+                                      ("abort_message", .string("AddressSanitizer: allocation-size-too-big")),
+                                      ("oom_allocation_size", .number(String(UInt64(1) << 41)))])
+    let theirs = try #require(try JSONValue.parse(try Siggen.signify(processed.serialized())[...])["signature"]?.string)
+    #expect(ours["signature"]?.string == theirs && theirs.hasPrefix("Abort | AddressSanitizer: allocation-size-too-big | OOM | large | "),
+            "imagelog \(ours["signature"] ?? .null), siggen \(theirs)")
   }
 }
