@@ -283,4 +283,28 @@ import Testing
     #expect(walked.dropFirst().first?.map(\.trust) == ["context", "scan", "scan"], "\(walked)")
     Self.expectSameFrames(ours: ours, theirs: theirs, "arm64")
   }
+
+  // MARK: stacks at one address
+
+  /// Two threads whose stack descriptors name the same start address with different bytes (each its
+  /// own range of the file) are each walked over their own bytes, as minidump-stackwalk reads a thread's
+  /// stack from its descriptor. Before, stacks were found by address, and the second thread was walked
+  /// over the first one's bytes.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func threadsNamingOneStackAddressEachWalkTheirOwnBytes() throws {
+    let directory = try makeTemporaryDirectory("imagelog-same-stack")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let bare = Self.bare.base
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let path = directory + "/same-stack.dmp"
+    try writeFile(path, bytes: try Self.madeDump(.arm64, threads: [
+      (bare + 0x100, sp, 0, sp + 0x10, [2: 0, 3: bare + 0x404]),
+      (bare + 0x200, sp, 0, sp + 0x10, [2: 0, 3: bare + 0x808]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [])
+    let ours = try Self.walk(path, theirs: false, stores: [])
+    let walked = Self.threads(theirs)
+    #expect(walked.count == 2 && walked.first?.dropFirst().first?.offset != walked.last?.dropFirst().first?.offset, "\(walked)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "one stack address")
+  }
 }
