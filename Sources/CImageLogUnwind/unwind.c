@@ -392,6 +392,9 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
       uint64_t cfa;
       if (apply_row(unwinder, &row, section.memory, from, &next, &cfa)) {
         if (arch == IL_ARCH_ARM) arm_caller_registers(&row, &next);
+        /* amd64.rs: a caller's pc in the first page (CFI's result is not checked otherwise) ends the walk;
+           no other method is tried. */
+        if (arch == IL_ARCH_X86_64 && unwinder->without_code && known(&next, pc) && next.value[pc] < 4096) return 0;
         /* A signal frame's caller was interrupted, not calling: its pc is exact. */
         if (accept(cursor, &next, IL_FRAME_CFI, row.signal_frame, row.signal_frame, cfa)) return 1;
       }

@@ -157,11 +157,12 @@ import Testing
   /// A thread of a made dump: pc, sp, lr, the frame pointer (r11, x29), and stack words from sp.
   typealias MadeThread = (pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])
 
-  /// A Linux (`platformID` 0x8201) or iOS (0x8102) dump with a context of `layout` (`.arm` or `.arm64`)
-  /// for each of `threads`, the first crashed by SIGSEGV, and the modules app, libfoo.so and libbare.so.
+  /// A Linux (`platformID` 0x8201) or iOS (0x8102) dump with a context of `layout` (`.arm`, `.arm64` or
+  /// `.amd64`, whose pc, sp and frame pointer are rip, rsp and rbp) for each of `threads`, the first
+  /// crashed by SIGSEGV, and the modules app, libfoo.so and libbare.so.
   static func madeDump(_ layout: MinidumpContext.Layout, platformID: UInt32 = 0x8201, threads: [MadeThread]) throws -> [UInt8] {
     let word = layout == .arm ? 4 : 8
-    var system = MinidumpWriter.SystemInfo(processorArchitecture: layout == .arm ? 5 : 12)
+    var system = MinidumpWriter.SystemInfo(processorArchitecture: layout == .arm ? 5 : layout == .amd64 ? 9 : 12)
     system.platformID = platformID
     system.osVersion = platformID == 0x8201 ? (5, 10, 0) : (9, 3, 5)
     let dumpThreads = threads.enumerated().map { index, thread in
@@ -169,8 +170,10 @@ import Testing
       for (slot, value) in thread.words {
         for byte in 0..<word { stack[slot * word + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
       }
-      let context = MinidumpContext(layout: layout, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
-                                                                  "fp": thread.fp, "r4": 0x444, "x19": 0x1919])
+      let registers: [String: UInt64] = layout == .amd64
+        ? ["rip": thread.pc, "rsp": thread.sp, "rbp": thread.fp, "rbx": 0x444]
+        : ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr, "fp": thread.fp, "r4": 0x444, "x19": 0x1919]
+      let context = MinidumpContext(layout: layout, registers: registers)
       return MinidumpWriter.Thread(tid: UInt32(100 + index), context: .registers(context), stackAddress: thread.sp, stack: stack)
     }
     let modules = [MinidumpWriter.Module(baseAddress: app.base, size: 0x4000, path: "/opt/app/app", buildID: app.buildID,
@@ -306,5 +309,37 @@ import Testing
     let walked = Self.threads(theirs)
     #expect(walked.count == 2 && walked.first?.dropFirst().first?.offset != walked.last?.dropFirst().first?.offset, "\(walked)")
     Self.expectSameFrames(ours: ours, theirs: theirs, "one stack address")
+  }
+
+  // MARK: x86_64: CFI ending the walk
+
+  /// amd64.rs takes CFI's caller unchecked and ends the walk when its pc is in the first page (0 too):
+  /// no frame record or scan is tried after it. Before, imagelog went on by rbp's frame record and
+  /// scanning.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func amd64CFIReturningToTheFirstPageEndsTheWalk() throws {
+    let directory = try makeTemporaryDirectory("imagelog-amd64-cfi-end")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let store = try Self.madeStore(in: directory, architecture: "x86_64", [
+      ("app", Self.app.buildID, """
+        FUNC 1000 100 0 inner
+        STACK CFI INIT 1000 100 .cfa: $rsp 8 + .ra: .cfa -8 + ^
+
+        """),
+    ])
+    let (app, bare) = (Self.app.base, Self.bare.base)
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let path = directory + "/amd64-cfi.dmp"
+    try writeFile(path, bytes: try Self.madeDump(.amd64, threads: [
+      // CFI's return address 0x800, rbp's frame record to libbare, a libbare word to scan.
+      (app + 0x1010, sp, 0, sp + 0x20, [0: 0x800, 2: bare + 0x201, 4: sp + 0x40, 5: bare + 0x404]),
+      // CFI's return address 0.
+      (app + 0x1020, sp + 0x10000, 0, sp + 0x10020, [0: 0, 2: bare + 0x201, 4: sp + 0x10040, 5: bare + 0x404]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [store])
+    let ours = try Self.walk(path, theirs: false, stores: [store])
+    #expect(theirs["system_info"]?["cpu_arch"]?.string == "amd64")
+    #expect(Self.threads(theirs).map { $0.map(\.trust) } == [["context"], ["context"]], "\(Self.threads(theirs))")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "amd64 CFI to the first page")
   }
 }
