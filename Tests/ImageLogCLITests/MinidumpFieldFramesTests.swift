@@ -342,4 +342,43 @@ import Testing
     #expect(Self.threads(theirs).map { $0.map(\.trust) } == [["context"], ["context"]], "\(Self.threads(theirs))")
     Self.expectSameFrames(ours: ours, theirs: theirs, "amd64 CFI to the first page")
   }
+
+  // MARK: arm64 pointer authentication
+
+  /// arm64.rs strips pointer-authentication bits (every bit past the highest module's end, at least 47
+  /// bits kept) from a frame record's pc and fp and from the pc, lr and x29 that CFI gives. Before,
+  /// a signed return address was no pc (past 0xfffffffffffff) and the walk scanned instead, and a
+  /// signed pc from CFI lay in no module.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func arm64PointerAuthenticationBitsAreStripped() throws {
+    let directory = try makeTemporaryDirectory("imagelog-arm64-pac")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let store = try Self.madeStore(in: directory, architecture: "arm64", [
+      ("app", Self.app.buildID, """
+        FUNC 1000 100 0 inner
+        FUNC 2000 100 0 middle
+        STACK CFI INIT 1000 100 .cfa: sp 16 + .ra: .cfa -8 + ^ x29: .cfa -16 + ^
+
+        """),
+    ])
+    let (app, bare) = (Self.app.base, Self.bare.base)
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let signed: UInt64 = 0x0023_0000_0000_0000
+    let path = directory + "/arm64-pac.dmp"
+    try writeFile(path, bytes: try Self.madeDump(.arm64, threads: [
+      // Frame records whose pc and fp are signed; libbare words to scan if they were refused.
+      (bare + 0x100, sp, 0, sp + 0x10,
+       [1: bare + 0x201, 2: (sp + 0x40) | signed, 3: (bare + 0x404) | signed, 5: bare + 0x301,
+        8: 0, 9: (bare + 0x808) | signed]),
+      // CFI's pc and x29 signed, then x29's record.
+      (app + 0x1010, sp + 0x10000, 0, 0, [0: (sp + 0x10020) | signed, 1: (app + 0x2014) | signed, 3: bare + 0x201,
+                                          4: 0, 5: (bare + 0x604) | signed]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [store])
+    let ours = try Self.walk(path, theirs: false, stores: [store])
+    let walked = Self.threads(theirs)
+    #expect(walked.first?.map(\.trust) == ["context", "frame_pointer", "frame_pointer"], "\(walked)")
+    #expect(walked.last?.dropFirst().first?.trust == "cfi" && walked.last?.dropFirst().first?.module == "app", "\(walked)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "arm64 pointer authentication")
+  }
 }
