@@ -478,7 +478,8 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
      A return address whose code cannot be read is held to minidump-stackwalk's checks of the record
      instead (amd64.rs/x86.rs get_caller_by_frame_pointer): the caller's fp at or above its sp and
      readable, its sp readable, a canonical pc past the first page. */
-  if (arch != IL_ARCH_ARM && known(from, fp)) {
+  int frame_records = !(arch == IL_ARCH_X86_64 && unwinder->without_code && unwinder->no_x86_64_frame_records);
+  if (arch != IL_ARCH_ARM && frame_records && known(from, fp)) {
     uint64_t frame = from->value[fp], record[2], probe;
     int found = 0;
     if (frame % (uint64_t)size == 0 && frame >= cursor->floor && frame >= from->value[sp] &&

@@ -78,7 +78,7 @@ extension Symbolicator {
     let modulesHeld = RangeLimitedMemory(memory: memory, ranges: wholeModules)
     let unwinder = StackUnwinder(memory: readable, images: unwindImages, scanBytes: placed.contains(true) ? 8192 : 0,
                                  withoutCode: true, armFramePointers: snapshot.stackwalkOS.name == "iOS",
-                                 pointerMask: pointerMask)
+                                 pointerMask: pointerMask, x86_64FrameRecords: snapshot.stackwalkOS.name != "Windows NT")
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let stack = snapshot.threads[index].stack ?? BufferMemory([])
