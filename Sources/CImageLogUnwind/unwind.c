@@ -406,9 +406,11 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
             if (known(&next, signed_registers[i]))
               next.value[signed_registers[i]] = strip_authentication(unwinder, next.value[signed_registers[i]]);
         }
-        /* amd64.rs: a caller's pc in the first page (CFI's result is not checked otherwise) ends the walk;
-           no other method is tried. */
-        if (arch == IL_ARCH_X86_64 && unwinder->without_code && known(&next, pc) && next.value[pc] < 4096) return 0;
+        /* amd64.rs: a caller's pc in the first page, or a stack pointer not above the callee's (CFI's
+           result is not checked otherwise), ends the walk; no other method is tried. */
+        if (arch == IL_ARCH_X86_64 && unwinder->without_code && !row.signal_frame &&
+            ((known(&next, pc) && next.value[pc] < 4096) || (known(&next, sp) && next.value[sp] <= from->value[sp])))
+          return 0;
         /* A signal frame's caller was interrupted, not calling: its pc is exact. */
         if (accept(cursor, &next, IL_FRAME_CFI, row.signal_frame, row.signal_frame, cfa)) return 1;
       }

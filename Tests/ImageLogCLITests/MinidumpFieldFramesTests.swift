@@ -313,9 +313,9 @@ import Testing
 
   // MARK: x86_64: CFI ending the walk
 
-  /// amd64.rs takes CFI's caller unchecked and ends the walk when its pc is in the first page (0 too):
-  /// no frame record or scan is tried after it. Before, imagelog went on by rbp's frame record and
-  /// scanning.
+  /// amd64.rs takes CFI's caller unchecked and ends the walk when its pc is in the first page (0 too)
+  /// or its sp is not above the callee's: no frame record or scan is tried after it. Before, imagelog
+  /// went on by rbp's frame record and scanning, and took a CFI caller at the same sp as a frame.
   @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
   func amd64CFIReturningToTheFirstPageEndsTheWalk() throws {
     let directory = try makeTemporaryDirectory("imagelog-amd64-cfi-end")
@@ -323,7 +323,9 @@ import Testing
     let store = try Self.madeStore(in: directory, architecture: "x86_64", [
       ("app", Self.app.buildID, """
         FUNC 1000 100 0 inner
+        FUNC 2000 100 0 flat
         STACK CFI INIT 1000 100 .cfa: $rsp 8 + .ra: .cfa -8 + ^
+        STACK CFI INIT 2000 100 .cfa: $rsp 0 + .ra: .cfa ^
 
         """),
     ])
@@ -335,11 +337,13 @@ import Testing
       (app + 0x1010, sp, 0, sp + 0x20, [0: 0x800, 2: bare + 0x201, 4: sp + 0x40, 5: bare + 0x404]),
       // CFI's return address 0.
       (app + 0x1020, sp + 0x10000, 0, sp + 0x10020, [0: 0, 2: bare + 0x201, 4: sp + 0x10040, 5: bare + 0x404]),
+      // CFI's caller at the callee's own sp.
+      (app + 0x2010, sp + 0x20000, 0, sp + 0x20020, [0: bare + 0x301, 2: bare + 0x201, 4: sp + 0x20040, 5: bare + 0x404]),
     ]))
     let theirs = try Self.walk(path, theirs: true, stores: [store])
     let ours = try Self.walk(path, theirs: false, stores: [store])
     #expect(theirs["system_info"]?["cpu_arch"]?.string == "amd64")
-    #expect(Self.threads(theirs).map { $0.map(\.trust) } == [["context"], ["context"]], "\(Self.threads(theirs))")
+    #expect(Self.threads(theirs).map { $0.map(\.trust) } == [["context"], ["context"], ["context"]], "\(Self.threads(theirs))")
     Self.expectSameFrames(ours: ours, theirs: theirs, "amd64 CFI to the first page")
   }
 
