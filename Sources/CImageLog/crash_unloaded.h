@@ -249,10 +249,19 @@ static inline int il_unloaded_get(const il_unloaded_history *history, uint32_t a
   return after == before && out->path_length <= IL_UNLOADED_PATH && out->build_id_size <= IL_UNLOADED_BUILD_ID;
 }
 
-/* The newest removed image whose mapped range held `address`, into `out`: 1, or 0. */
+/* The newest removed image whose mapped range held `address`, into `out`: 1, or 0. Each entry's range
+   is looked at first and only an entry that holds `address` is copied (and checked whole): a report
+   looks up every frame, and copying every entry for each made a full history of 64 cost about 0.2 ms
+   of the crash handler's time (BENCHMARKS.md, "Crash report with the image history"). */
 static inline int il_unloaded_lookup(const il_unloaded_history *history, uint64_t address, il_unloaded_entry *out) {
-  for (uint32_t age = 0; age < IL_UNLOADED_MAX; age++)
+  uint32_t capacity = __atomic_load_n(&history->capacity, __ATOMIC_SEQ_CST);
+  uint64_t written = __atomic_load_n(&history->written, __ATOMIC_SEQ_CST);
+  for (uint32_t age = 0; age < IL_UNLOADED_MAX && age < capacity && age < written; age++) {
+    const il_unloaded_entry *entry = &history->entries[(written - 1 - age) % capacity];
+    uint64_t base = __atomic_load_n(&entry->base, __ATOMIC_RELAXED), size = __atomic_load_n(&entry->size, __ATOMIC_RELAXED);
+    if (address < base || address - base >= size) continue;  /* a torn range: il_unloaded_get decides */
     if (il_unloaded_get(history, age, out) && address >= out->base && address - out->base < out->size) return 1;
+  }
   return 0;
 }
 
