@@ -186,6 +186,13 @@ extension UnloadedImageTests {
     let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:") }, "\(text)")
     let frame0 = lines[crashed + 1]
     #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" plugin_work + 0  (unloaded "), "\(text)")
+    // The Image Timeline (CrashReporter.install(helper:)): the plugin's load then its unload, at the
+    // Unloaded Images line's address, before the crash and in order; no image of the test's start.
+    let timeline = try #require(TimelineLine.parse(report: text), "\(text)")
+    let base = try #require(tokens.first.flatMap { UInt64($0.dropFirst(2), radix: 16) })
+    #expect(timeline.map { "\($0.kind) \($0.name)" } == ["loaded libplugin.so", "unloaded libplugin.so"]
+            && timeline.allSatisfy { $0.base == base && $0.milliseconds <= 0 }
+            && timeline.map(\.milliseconds) == timeline.map(\.milliseconds).sorted(), "\(text)")
   }
 }
 
