@@ -157,6 +157,15 @@ static inline int64_t il_unloaded_now_ns(void) {
   return (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
 }
 
+/* Copies the `size` bytes of an entry or event whose sequence number is `*sequence` into `to`: 1 when
+   the number was the same even value (not 0) before and after, so the copy is whole; else 0. */
+static inline int il_unloaded_copy(const uint64_t *sequence, const void *from, void *to, size_t size) {
+  uint64_t before = __atomic_load_n(sequence, __ATOMIC_SEQ_CST);
+  if (before == 0 || (before & 1) != 0) return 0;
+  for (size_t i = 0; i < size; i++) ((unsigned char *)to)[i] = ((const unsigned char *)from)[i];
+  return __atomic_load_n(sequence, __ATOMIC_SEQ_CST) == before;
+}
+
 /* Records one removed image (its path cut at IL_UNLOADED_PATH bytes, its build-id at
    IL_UNLOADED_BUILD_ID), unloaded at `unloaded_ns` (CLOCK_REALTIME, as il_unloaded_now_ns; the caller
    reads the clock its own cheapest way) by the calling thread. One writer at a time. */
@@ -197,13 +206,7 @@ static inline int il_unloaded_get_event(const il_unloaded_history *history, uint
   uint64_t written = __atomic_load_n(&history->events_written, __ATOMIC_SEQ_CST);
   if (capacity == 0 || capacity > IL_EVENTS_MAX || age >= capacity || age >= written) return 0;
   const il_image_event *event = &history->events[(written - 1 - age) % capacity];
-  uint64_t before = __atomic_load_n(&event->sequence, __ATOMIC_SEQ_CST);
-  if (before == 0 || (before & 1) != 0) return 0;
-  const unsigned char *from = (const unsigned char *)event;
-  unsigned char *to = (unsigned char *)out;
-  for (size_t i = 0; i < sizeof *event; i++) to[i] = from[i];
-  uint64_t after = __atomic_load_n(&event->sequence, __ATOMIC_SEQ_CST);
-  return after == before && out->name_length <= IL_EVENT_NAME;
+  return il_unloaded_copy(&event->sequence, event, out, sizeof *event) && out->name_length <= IL_EVENT_NAME;
 }
 
 /* The event's Image Timeline line (no newline), its time relative to the crash:
@@ -240,13 +243,8 @@ static inline int il_unloaded_get(const il_unloaded_history *history, uint32_t a
   uint64_t written = __atomic_load_n(&history->written, __ATOMIC_SEQ_CST);
   if (capacity == 0 || age >= capacity || age >= written) return 0;
   const il_unloaded_entry *entry = &history->entries[(written - 1 - age) % capacity];
-  uint64_t before = __atomic_load_n(&entry->sequence, __ATOMIC_SEQ_CST);
-  if (before == 0 || (before & 1) != 0) return 0;
-  const unsigned char *from = (const unsigned char *)entry;
-  unsigned char *to = (unsigned char *)out;
-  for (size_t i = 0; i < sizeof *entry; i++) to[i] = from[i];
-  uint64_t after = __atomic_load_n(&entry->sequence, __ATOMIC_SEQ_CST);
-  return after == before && out->path_length <= IL_UNLOADED_PATH && out->build_id_size <= IL_UNLOADED_BUILD_ID;
+  return il_unloaded_copy(&entry->sequence, entry, out, sizeof *entry) && out->path_length <= IL_UNLOADED_PATH &&
+         out->build_id_size <= IL_UNLOADED_BUILD_ID;
 }
 
 /* The newest removed image whose mapped range held `address`, into `out`: 1, or 0. Each entry's range
