@@ -34,6 +34,7 @@ extension ProcessSnapshot {
       field("Exception Type:", "\(name) (\(code))")
       field("Exception Codes:", "signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
     }
+    if let abortMessage { field("Abort Message:", TextEscaping.escaped(abortMessage)) }
     if let crashedIndex { field("Crashed Thread:", "\(crashedIndex)  tid \(threads[crashedIndex].tid ?? 0)") }
     if let requesting = threads.firstIndex(where: \.requestedDump) {
       field("Dump Requested:", "by thread \(requesting)  tid \(threads[requesting].tid ?? 0) (nothing crashed)")

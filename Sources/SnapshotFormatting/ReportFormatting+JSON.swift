@@ -139,6 +139,8 @@ extension ProcessSnapshot {
     if let os = process.osVersion { out += ",\"os\":" + JSONValue.string(os).serialized() }
     if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
     if !imageTimeline.isEmpty { out += ",\"imageTimeline\":" + imageTimelineJSON().serialized() }
+    if let abortMessage { out += ",\"abortMessage\":" + JSONValue.string(abortMessage).serialized() }
+    if let size = oomAllocationSize { out += ",\"oomAllocationSize\":\(size)" }
     if let signature { out += ",\"signature\":" + JSONValue.string(signature).serialized() }
     out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized()

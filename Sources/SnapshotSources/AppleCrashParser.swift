@@ -107,6 +107,10 @@ enum AppleCrashParser {
           crashedFromHeader = words.first.flatMap { Int($0) }
           // imagelog's `Crashed Thread:  2  tid 12345`.
           if words.count >= 3, words[1] == "tid" { crashedTID = UInt64(words[2]) }
+        } else if let value = field(line, "Abort Message:"), report.abortMessage == nil {
+          // imagelog's line, escaped as its text is.
+          let text = value.trimmingSpaces
+          report.abortMessage = TextEscaping.unescaped(text).map { String(decoding: $0, as: UTF8.self) } ?? text
         } else if let value = field(line, "Threads:"), let count = Int(value.trimmingSpaces), count >= 0 {
           report.process.threadCount = count
         } else if line.hasPrefix("("), line.hasSuffix(" more threads not listed)"),

@@ -63,6 +63,8 @@ enum CrashDocumentParser {
     snapshot.process.osVersion = try system.optional("os")?.string()
     snapshot.process.architecture = try system.optional("cpu")?.string()
     if let exception = try root.optional("exception") { snapshot.exception = try parseException(exception) }
+    snapshot.abortMessage = try root.optional("abortMessage")?.string()
+    snapshot.oomAllocationSize = try root.optional("oomAllocationSize")?.unsigned()
     for image in try root.required("binaryImages").elements() { snapshot.images.append(try parseImage(image)) }
     for (index, thread) in try root.required("threads").elements().enumerated() {
       snapshot.threads.append(try parseThread(thread, at: index, imageCount: snapshot.images.count,

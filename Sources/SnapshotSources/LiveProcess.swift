@@ -72,6 +72,8 @@ extension ProcessSnapshot {
     // The vDSO is in no file, a deleted or replaced file no longer at its path: both taken while the process
     // is there (a crashed one waits for this capture), copied or held open through its mapping.
     snapshot.inMemoryImages = InMemoryImage.live(images, pid: pid)
+    // A crashed process waits for this capture: glibc's message is in its memory still.
+    if crash != nil { snapshot.abortMessage = Self.glibcAbortMessage(images: images, memory: ProcessMemory(pid: pid)) }
     if let crash {
       snapshot.unloadedImages = crash.unloadedImages(problems: &failures)
       snapshot.imageTimeline = crash.imageTimeline(problems: &failures)
