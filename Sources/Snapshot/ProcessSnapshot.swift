@@ -126,6 +126,9 @@ public struct ProcessSnapshot: Sendable {
   /// The images the process removed before the snapshot, newest first, when the source kept them
   /// (`UnloadedImage`).
   public var unloadedImages: [UnloadedImage] = []
+  /// The images added after the program started and those removed, oldest first, when the source kept
+  /// them (`ImageEvent`): the report's Image Timeline.
+  public var imageTimeline: [ImageEvent] = []
   /// Parts of the source that could not be read, each a short phrase naming the line or field.
   public var problems: [String]
   /// What symbolication could not do (unreadable debug files or search paths, files refused).

@@ -74,7 +74,10 @@ extension ProcessSnapshot {
     snapshot.inMemoryImages = InMemoryImage.live(images, pid: pid)
     // A crashed process waits for this capture: glibc's message is in its memory still.
     if crash != nil { snapshot.abortMessage = Self.glibcAbortMessage(images: images, memory: ProcessMemory(pid: pid)) }
-    if let crash { snapshot.unloadedImages = crash.unloadedImages(problems: &failures) }
+    if let crash {
+      snapshot.unloadedImages = crash.unloadedImages(problems: &failures)
+      snapshot.imageTimeline = crash.imageTimeline(problems: &failures)
+    }
     if linuxFiles { snapshot.process.linuxFiles = Self.linuxFiles(of: pid, environment: environment) }
     return Capture(snapshot: snapshot, failures: failures)
   }
