@@ -17,8 +17,14 @@ let package = Package(
   ],
   dependencies: [],
   targets: [
-    // C shim over the dynamic loader: dl_iterate_phdr, dladdr, dlopen/dlclose forwarding, process_vm_readv.
-    .target(name: "CImageLog", dependencies: ["CImageLogImage", "CImageLogUnwind"]),
+    // The in-process C: the dlopen/dlmopen/dlclose and pthread_create interposers and the delivery gate
+    // (interpose.c, gate.c), the walk of this process's loaded objects and dladdr (objects.c), and the crash
+    // handler with its image table and helper (crash_*.c). Only ImageLog links it.
+    .target(name: "CImageLog", dependencies: ["CImageLogImage", "CImageLogUnwind", "CImageLogProcess"]),
+    // The C that inspects other processes, with nothing interposed: process_vm_readv, /proc stat files,
+    // extended attributes (process.c), ptrace captures of another process's threads (ptrace.c), worker
+    // threads (threads.c), libcurl's variadic calls (http.c).
+    .target(name: "CImageLogProcess"),
     // The one stack unwinder (CFI, frame pointers, scanning) in async-signal-safe C: the crash handler,
     // pid --threads and cores all walk stacks with it.
     .target(name: "CImageLogUnwind"),
@@ -32,26 +38,36 @@ let package = Package(
                                            "-Xlinker", "-z", "-Xlinker", "defs"])]),
     // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.
     .target(name: "ImageReaders"),
-    // The in-process image list, observers, formatting, other processes. No Foundation.
-    .target(name: "ImageLog", dependencies: ["CImageLog", "CImageLogUnwind", "ImageReaders"]),
+    // What inspects other processes and files, from outside them: their images (ProcessImages, /proc maps,
+    // watch) and threads (ProcessThreads, ptrace captures), cores (CoreDump), the stack unwinder's Swift side
+    // (Unwinding/), files (MappedFile, FileBytes, FileSystem: the one file writer), crash folders and the
+    // crash database, dSYM bundles, worker threads, and the text/JSON formatting of images and binaries
+    // (Formatting/). Nothing in it runs inside the process it looks at. No Foundation.
+    .target(name: "ProcessInspection", dependencies: ["CImageLogProcess", "CImageLogUnwind", "ImageReaders"]),
+    // The in-process library: this process's loaded images (LoadedImages, LoaderView), their observers through
+    // the dlopen/dlclose interposers (ImageObservers), dladdr lookups, and the crash reporter (CrashReporter).
+    // It re-exports ProcessInspection, so `import ImageLog` gives both. No Foundation.
+    .target(name: "ImageLog", dependencies: ["CImageLog", "CImageLogUnwind", "ProcessInspection", "ImageReaders"]),
     // The crash pipeline, source -> model -> symbolication -> writer: every source becomes one model of a
     // process at a moment, which symbolication enriches and the writers read.
     // The model (ProcessSnapshot): the exception, threads with frames and their trust, images with their
     // identities, what the source said about the process.
-    .target(name: "Snapshot", dependencies: ["ImageLog", "ImageReaders"]),
+    // The pipeline's targets depend on ProcessInspection, never on ImageLog: a service embedding CrashPipeline
+    // links no interposer and no crash handler (PipelineLinkTests checks the graph and a linked program).
+    .target(name: "Snapshot", dependencies: ["ProcessInspection", "ImageReaders"]),
     // Sources: a live process, a core (a file or a core_pattern stream), a minidump, and each text report
     // kind (imagelog's, Apple's, Swift's, sanitizers, systemd-coredump, Android, glibc), each a snapshot.
-    .target(name: "SnapshotSources", dependencies: ["Snapshot", "ImageLog", "ImageReaders"]),
+    .target(name: "SnapshotSources", dependencies: ["Snapshot", "ProcessInspection", "ImageReaders"]),
     // Symbolication: each image's file found by identity, a minidump's threads unwound with the files'
     // call frame information, each frame named from symbol tables and DWARF.
     // It also makes a crash's signature (Socorro's algorithm) from the symbolicated frames; its default
     // lists are compiled in (DefaultSignatureLists.swift, made from SignatureLists/*.txt, which are
     // there to be read and edited, not resources).
-    .target(name: "Symbolication", dependencies: ["Snapshot", "ImageLog", "ImageReaders"], exclude: ["SignatureLists"]),
+    .target(name: "Symbolication", dependencies: ["Snapshot", "ProcessInspection", "CImageLogProcess", "ImageReaders"], exclude: ["SignatureLists"]),
     // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps,
     // and a captured crash's files in a crash folder (run --crash-dir, core-handler), which it symbolicates
     // first: writers come after symbolication on the road.
-    .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "Symbolication", "ImageLog", "ImageReaders"]),
+    .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "Symbolication", "ProcessInspection", "ImageReaders"]),
     // A run over a few files is mostly process start-up (`make bench`), so the executable loads only libc and
     // libm: the Swift runtime, libstdc++ (StaticLink/libstdc++.so is a linker script naming the archive) and
     // libgcc are linked in, and it is not position-independent, so the loader has no relative relocations
@@ -80,7 +96,7 @@ let package = Package(
     .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "CImageLogImage",
-                                                     "CImageLogUnwind", "Snapshot", "SnapshotSources", "Symbolication",
+                                                     "CImageLogUnwind", "CImageLogProcess", "ProcessInspection", "Snapshot", "SnapshotSources", "Symbolication",
                                                      "SnapshotFormatting",
                                                      "ImageLogTestSupport"]),
     // The pipeline's stages: sources, symbolication, writers.

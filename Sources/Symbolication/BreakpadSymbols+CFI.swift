@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// Bytes of a mapped file seen at a link-time address, for the CFI engine (no copy).

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// One architecture slice of a binary or debug file on disk, decoded for symbolication: its identity,

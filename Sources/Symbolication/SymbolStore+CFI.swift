@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// A symbol file's `STACK CFI` records as DWARF call frame information: a `.debug_frame` section (one
