@@ -307,3 +307,126 @@ private func sizeBenchmark(_ tools: MinidumpBenchTools, in directory: String) th
     header: ["writer", "bytes", "threads", "memory", "streams (bytes)"],
     rows: [try sizeRow("imagelog minidump PID", ours), try sizeRow("Crashpad (crashpad_handler)", crashpad)])
 }
+
+// MARK: Reading .sym files
+
+/// Dumps whose modules are named and unwound from large `.sym` files alone: the field dumps of
+/// Breakpad's and rust-minidump's testdata with their symbol folders (Tests/ImageReadersTests/Fixtures/
+/// minidump-field), and a Crashpad dump of Tests/Programs/minidump-crashpad-cxx.cpp faulting inside
+/// libstdc++'s debug build, run from a folder deleted after the crash (its .sym, dump_syms', 3.5 MB on
+/// Debian 12). `imagelog symbolicate --symbols STORE` against `minidump-stackwalk --symbols-path STORE`.
+func symbolFileReadingBenchmarks() throws -> [BenchmarkTable] {
+  guard let handler = pipelineToolPath("crashpad_handler"), let stackwalk = pipelineToolPath("minidump-stackwalk"),
+        let dumpSyms = pipelineToolPath("dump_syms") else {
+    throw BenchError("crashpad_handler, minidump-stackwalk and dump_syms are needed (Scripts/install-test-tools)")
+  }
+  let imagelog = benchSiblingExecutable("imagelog")
+  guard access(imagelog, X_OK) == 0 else { throw BenchError("\(imagelog) is not built") }
+  let tools = MinidumpBenchTools(imagelog: imagelog, stackwalk: stackwalk, dumpSyms: dumpSyms, handler: handler)
+  let directory = try benchTemporaryDirectory()
+  defer { _ = try? runProcess(["rm", "-rf", directory], discardOutput: true) }
+  let fixtures = "Tests/ImageReadersTests/Fixtures/minidump-field/"
+  // Each with the modules whose frames both name from the store (nil: all of them).
+  var cases: [(label: String, dump: String, store: String, named: Set<String>?)] = [
+    ("Breakpad minidump2.dmp (Windows x86, test_app.sym)", fixtures + "breakpad/minidump2.dmp", fixtures + "breakpad/symbols", nil),
+    ("Breakpad linux_null_read_av.dmp", fixtures + "breakpad/linux_null_read_av.dmp", fixtures + "breakpad/symbols", nil),
+    ("rust-minidump pipeline-inlines-macos-segv.dmp", fixtures + "rust-minidump/pipeline-inlines-macos-segv.dmp",
+     fixtures + "rust-minidump/symbols", nil),
+  ]
+  let libstdcxx = "/usr/lib/x86_64-linux-gnu/debug/libstdc++.so.6.0.30"
+  if FileSystemProbe.exists(libstdcxx), haveTool("g++") {
+    cases.append(try libstdcxxCase(tools, libstdcxx, in: directory))
+  } else {
+    printProgress("bench: no libstdc++6-12-dbg or g++: the libstdc++ case is left out")
+  }
+  let iterations = 41
+  var rows: [[String]] = []
+  for (label, dump, store, named) in cases {
+    // --no-system-debug: modules not in the store are named from their own files' symbol tables,
+    // without reading /usr/lib/debug's DWARF (minidump-stackwalk names them from the store).
+    let ours = [tools.imagelog, "symbolicate", "--no-cache", "--no-system-debug", "--symbols", store, dump]
+    let theirs = [tools.stackwalk, "--symbols-path", store, dump]
+    let walked = try stackwalkFrames(try runProcess([tools.stackwalk, "--json", "--symbols-path", store, dump]).output)
+    let json = try runProcess(Array(ours.dropLast()) + ["--format", "json", dump]).output
+    let mine = try imagelogFrames(json)
+    let frames = walked.reduce(0) { $0 + $1.frames.count }
+    // Where minidump-stackwalk stops (Windows x86 without STACK WIN rules here), imagelog may go on scanning.
+    let same = walked.map(\.tid) == mine.map(\.tid) && zip(walked, mine).allSatisfy { other, mine in
+      mine.frames.starts(with: other.frames)
+    }
+    guard same else { throw BenchError("\(label): imagelog's frames differ from minidump-stackwalk's: \(mine) vs \(walked)") }
+    let named = try sameFunctionNames(tools, store: store, dump: dump, modules: named)
+    let runs = try interleavedRuns([
+      { _ = try runProcess(ours, discardOutput: true) },
+      { _ = try runProcess(theirs, discardOutput: true) },
+    ], iterations: iterations).wall
+    let (ourTime, theirTime) = (median(runs[0]), median(runs[1]))
+    // The .sym files the report names (those the dump's frames were found in), and their size.
+    let used = Set(json.split(separator: "\"").filter { $0.hasSuffix(".sym") }.map(String.init)).sorted()
+    let symbols = try used.reduce(0) { $0 + (try benchReadFile($1).count) }
+    let names = used.map { $0.split(separator: "/").last.map(String.init) ?? $0 }.joined(separator: ", ")
+    rows.append([label, "\(names): \(symbols) bytes", formatDuration(ourTime), formatDuration(theirTime), "\(rounded(theirTime / ourTime))x",
+                 "yes (\(frames) frames, \(named) names)"])
+  }
+  return [BenchmarkTable(
+    title: "Reading .sym files: imagelog symbolicate --symbols vs minidump-stackwalk --symbols-path",
+    notes: "Dumps whose modules are known only by their .sym files: Breakpad's and rust-minidump's testdata dumps with "
+      + "their symbol folders (Tests/ImageReadersTests/Fixtures/minidump-field), and a dump Crashpad's handler wrote of "
+      + "Tests/Programs/minidump-crashpad-cxx.cpp (g++ -O0) faulting in std::string::append inside libstdc++'s debug build "
+      + "(libstdc++6-12-dbg), run with the program from a folder deleted after the crash, the store made by dump_syms 2.3.5 "
+      + "of it, libstdc++, libc, libm, libgcc_s and ld.so (\".sym files\": those imagelog read, the dump's frames in them). imagelog reads a .sym on demand: "
+      + "FUNC, PUBLIC and STACK CFI INIT records at once, a function's line and INLINE records and an entry's rows when a "
+      + "frame lands there. `imagelog symbolicate --no-cache --no-system-debug --symbols STORE DUMP` (file:line from "
+      + "the .sym; modules still on disk, libc and the like, from their own symbol tables) against minidump-stackwalk "
+      + "0.25.0's text; medians of \(iterations) interleaved rounds of a whole run of each, output to /dev/null. \"Same\": "
+      + "checked first, every frame minidump-stackwalk found by its context, CFI or frame pointers is imagelog's frame "
+      + "at that place (module and offset), in every thread (where it stops, imagelog may scan on: minidump2.dmp's "
+      + "kernel32 frames), and frames both name from the store have the same function (\"names\").",
+    header: ["dump", ".sym files", "imagelog symbolicate --symbols", "minidump-stackwalk --symbols-path", "speed-up", "same"],
+    rows: rows)]
+}
+
+/// The number of frames both name from the store, after checking they name them alike (minidump-stackwalk's
+/// `function` against imagelog's stackwalk-json `function` for the same frame), in `modules` (nil: all).
+private func sameFunctionNames(_ tools: MinidumpBenchTools, store: String, dump: String, modules: Set<String>?) throws -> Int {
+  func names(_ json: String) throws -> [[String?]] {
+    try JSONValue.parse(json[...])["threads"]?.array?.map { thread in
+      (thread["frames"]?.array ?? []).prefix { $0["trust"]?.string != "scan" }.map { frame in
+        modules.map { $0.contains(frame["module"]?.string ?? "") } ?? true ? frame["function"]?.string : nil
+      }
+    } ?? []
+  }
+  let theirs = try names(try runProcess([tools.stackwalk, "--json", "--symbols-path", store, dump]).output)
+  let ours = try names(try runProcess([tools.imagelog, "symbolicate", "--no-cache", "--no-system-debug", "--symbols", store,
+                                       "--format", "stackwalk-json", dump]).output)
+  var count = 0
+  for (their, our) in zip(theirs, ours) {
+    for (a, b) in zip(their, our) where a != nil && b != nil {
+      guard a == b else { throw BenchError("\(dump): function \(a ?? "") named \(b ?? "") by imagelog") }
+      count += 1
+    }
+  }
+  return count
+}
+
+/// The C++ program's crash inside libstdc++'s debug build, with the program and the library gone
+/// after it (so imagelog too reads their .sym files), and the store dump_syms made of every module.
+private func libstdcxxCase(_ tools: MinidumpBenchTools, _ libstdcxx: String, in directory: String)
+  throws -> (label: String, dump: String, store: String, named: Set<String>?) {
+  let gone = directory + "/gone-cxx"
+  try build(["mkdir", "-p", gone])
+  try build(["cp", libstdcxx, gone + "/libstdc++.so.6"])
+  try build(["gcc", "-O2", "-g", "-c", "-Dmain=minidump_crashpad_main", "Tests/Programs/minidump-crashpad.c",
+             "-o", directory + "/minidump-crashpad-main.o"])
+  let program = gone + "/minidump-crashpad-cxx"
+  try build(["g++", "-O0", "-g", "Tests/Programs/minidump-crashpad-cxx.cpp", directory + "/minidump-crashpad-main.o",
+             "-pthread", "-Wl,--build-id", "-o", program])
+  let dump = try crashpadDump(tools, program, mode: "return", database: directory + "/database-cxx",
+                              environment: ["LD_LIBRARY_PATH=" + gone])
+  let libraries = ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6", "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                   "/lib64/ld-linux-x86-64.so.2"]
+  let store = try symbolStore(tools, [program, gone + "/libstdc++.so.6"] + libraries, in: directory + "/store-cxx")
+  try build(["rm", "-rf", gone])
+  // Modules still on disk are named by imagelog from their own symbol tables (`__read` for the store's `read`).
+  return ("Crashpad, C++ program faulting in libstdc++'s debug build", dump, store, ["minidump-crashpad-cxx", "libstdc++.so.6"])
+}

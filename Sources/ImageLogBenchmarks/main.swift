@@ -21,6 +21,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("crash capture from outside vs Crashpad and Swift's backtracer", captureBenchmark),
   ("pid --threads vs eu-stack", threadsBenchmarks),
   ("minidump read vs minidump-stackwalk, written vs eu-stack, sizes vs Crashpad", minidumpBenchmarks),
+  (".sym files read by symbolicate vs minidump-stackwalk", symbolFileReadingBenchmarks),
   ("worker thread start", workerStartBenchmark),
   ("triage of many crashes", triageBenchmark),
 ]

@@ -232,7 +232,7 @@ struct BreakpadCallFrames: CallFrameSource {
     BreakpadCallFrameSection.appendAddress(entry.size, size: addressSize, to: &body)
     var location = entry.address
     var complete = BreakpadCallFrameSection.encode(file.ruleText(entry.rules), numbers: numbers, into: &body)
-    for delta in file.frameDeltas[entry.deltas] {
+    for delta in file.deltas(of: entry) {
       // Rows are sorted and inside the entry (the reader saw to it): the advance fits 32 bits
       // unless the entry is larger, and then the rest is left out.
       guard delta.address >= location, let advance = UInt32(exactly: delta.address - location) else {

@@ -100,7 +100,7 @@ package final class SymbolStore {
     let result: Result<BreakpadSymbolFile, ReportError>
     do {
       let mapped = try MappedFile(path: path)
-      result = .success(try mapped.withReader { reader throws(FormatError) in try BreakpadSymbolFile(reader) })
+      result = .success(try mapped.withReader { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) })
     } catch {
       result = .failure(ReportError("\(error)"))
     }

@@ -4,7 +4,14 @@
 /// The `.sym` reader over the input as text, then every lookup at each record's addresses.
 func fuzzBreakpad(_ reader: ByteReader) {
   fuzzWindowsFrames(reader)
-  guard let file = try? BreakpadSymbolFile(reader) else { return }
+  for reading in [BreakpadSymbolFile.Reading.everything, .onDemand] {
+    guard let file = try? BreakpadSymbolFile(reader, reading: reading) else { continue }
+    fuzzLookups(file)
+  }
+}
+
+/// Every lookup at each record's addresses (on demand, these read the records skipped at first).
+private func fuzzLookups(_ file: BreakpadSymbolFile) {
   var probes: [UInt64] = [0, .max]
   for function in file.functions.prefix(256) { probes += [function.address, function.address &+ function.size / 2] }
   for symbol in file.publics.prefix(64) { probes.append(symbol.address &+ 1) }

@@ -136,6 +136,76 @@ import Testing
     #expect(file.frameRules(at: .max)?.first?.expression == "$rsp 16 +")
   }
 
+  /// Read on demand (as symbol stores read files), every lookup answers as reading everything does:
+  /// at each record's edges and every line record's address, in the hand-written fixtures (the
+  /// unordered one: lines, rows, FUNCs, FILE numbers out of order and misplaced) and in the .sym
+  /// files of the field dumps (Breakpad's and rust-minidump's, dump_syms' order).
+  @Test func onDemandAnswersAsEverything() throws {
+    let names = Fixtures.all(in: "breakpad") + Fixtures.all(in: "minidump-field").filter { $0.hasSuffix(".sym") }
+    try #require(names.count >= 8, "\(names)")
+    var probed = 0
+    for name in names {
+      let bytes = try Fixtures.bytes(name)
+      let whole = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
+      let lazy = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) }
+      #expect(lazy.module == whole.module && lazy.codeID == whole.codeID, "\(name)")
+      #expect(lazy.functions.map(\.address) == whole.functions.map(\.address), "\(name)")
+      #expect(lazy.frameEntries.map(\.address) == whole.frameEntries.map(\.address), "\(name)")
+      #expect(lazy.lines.isEmpty && lazy.frameDeltas.isEmpty, "\(name): line records and rows wait for a lookup")
+      var probes: [UInt64] = [0, .max]
+      for function in whole.functions {
+        probes += [function.address, function.address &+ 1, function.address &+ function.size / 2,
+                   function.address &+ function.size &- 1, function.address &+ function.size]
+        // Some line records of each function (each lookup on demand reads its function's records).
+        let lines = whole.lines[function.lines]
+        for index in stride(from: lines.startIndex, to: lines.endIndex, by: max(1, lines.count / 6)) {
+          probes += [lines[index].address, lines[index].address &+ lines[index].size &- 1]
+        }
+      }
+      probes += whole.publics.flatMap { [$0.address, $0.address &+ 1] }
+      for entry in whole.frameEntries {
+        probes += [entry.address, entry.address &+ entry.size &- 1] + whole.frameDeltas[entry.deltas].map(\.address)
+      }
+      for address in probes {
+        guard whole.frames(at: address) == lazy.frames(at: address) else {
+          Issue.record("\(name) at \(String(address, radix: 16)): \(lazy.frames(at: address)), reading everything \(whole.frames(at: address))")
+          break
+        }
+        let (a, b) = (whole.frameRules(at: address), lazy.frameRules(at: address))
+        guard a?.map({ "\($0.register)=\($0.expression)" }) == b?.map({ "\($0.register)=\($0.expression)" }) else {
+          Issue.record("\(name) at \(String(address, radix: 16)): rules \(String(describing: b)), reading everything \(String(describing: a))")
+          break
+        }
+      }
+      probed += probes.count
+    }
+    #expect(probed > 5_000, "\(probed) probes")
+  }
+
+  /// On demand, what is not read is not checked: a malformed line record reads as none (its FUNC
+  /// still names the address), a malformed row as the rows before it; the records read at once
+  /// (MODULE, FUNC, STACK CFI INIT) still fail the file with the error naming their line.
+  @Test func onDemandChecksWhatItReads() throws {
+    func lazy(_ text: String) throws(FormatError) -> BreakpadSymbolFile {
+      try ByteReader.reading(Array(text.utf8)) { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) }
+    }
+    let text = """
+      MODULE Linux x86_64 0 m
+      FUNC 10 8 0 f
+      10 2 x 1
+      STACK CFI INIT 10 8 .cfa: $rsp 8 +
+      STACK CFI 12 .cfa: $rsp 16 +
+      STACK CFI zz .cfa: $rsp 24 +
+      """
+    #expect(throws: FormatError.breakpad(line: 3, "line record line 'x' is not a decimal number")) { try Self.read(text) }
+    let file = try lazy(text)
+    #expect(file.frames(at: 0x10) == [.init(function: "f", file: nil, line: nil, isInlined: false, functionAddress: 0x10)])
+    #expect(file.frameRules(at: 0x17)?.first?.expression == "$rsp 16 +")
+    #expect(throws: FormatError.breakpad(line: 2, "FUNC address 'zz' is not hex")) { try lazy("MODULE L x 0 n\nFUNC zz 2 0 f\n") }
+    #expect(throws: FormatError.breakpad(line: 2, "STACK CFI INIT has no size")) { try lazy("MODULE L x 0 n\nSTACK CFI INIT 10\n") }
+    #expect(throws: FormatError.breakpad(line: 1, "no MODULE record: not a Breakpad symbol file")) { try lazy("") }
+  }
+
   /// Seeded truncations, bit flips and overwrites of each fixture: the reader returns or throws
   /// `FormatError`, and every lookup on what it returns answers without trapping.
   @Test func mutationsOnlyThrow() throws {
@@ -148,14 +218,21 @@ import Testing
       for round in 0..<MutationTests.perFixture {
         let bytes = MutationTests.mutate(original, MutationTests.Mutation.allCases[round % MutationTests.Mutation.allCases.count], &rng)
         do {
-          let file = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
-          var probes: [UInt64] = [0, .max]
-          probes += file.functions.flatMap { [$0.address, $0.address &+ 1, $0.address &+ $0.size] }
-          probes += file.publics.map(\.address) + file.frameEntries.map { $0.address &+ 1 }
-          for address in probes {
-            _ = file.frames(at: address)
-            _ = file.frameRules(at: address)
+          func probe(_ file: BreakpadSymbolFile) {
+            var probes: [UInt64] = [0, .max]
+            probes += file.functions.flatMap { [$0.address, $0.address &+ 1, $0.address &+ $0.size] }
+            probes += file.publics.map(\.address) + file.frameEntries.map { $0.address &+ 1 }
+            for address in probes {
+              _ = file.frames(at: address)
+              _ = file.frameRules(at: address)
+            }
           }
+          // On demand, the records read later are read by the lookups (malformed ones among them).
+          if let lazy = try? ByteReader.reading(bytes, { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) }) {
+            probe(lazy)
+          }
+          let file = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
+          probe(file)
           read += 1
         } catch {
           rejected += 1

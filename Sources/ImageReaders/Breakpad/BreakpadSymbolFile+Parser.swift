@@ -1,3 +1,5 @@
+internal import Glibc
+
 extension BreakpadSymbolFile {
   /// The record-by-record reading, over the file's bytes in place.
   struct Parser {
@@ -12,8 +14,19 @@ extension BreakpadSymbolFile {
     var publics: [Public] = []
     var frameEntries: [FrameEntry] = []
     var frameDeltas: [FrameDelta] = []
-    /// The file's bytes, copied whole at the first `STACK CFI` record: rules are ranges in it.
+    /// The file's bytes, copied whole at the first `STACK CFI` record (or at the start, reading on
+    /// demand): rules, and what is read on demand, are ranges in it.
     var ruleBytes: [UInt8] = []
+    /// Reading on demand (`Reading.onDemand`): line, `INLINE` and `STACK CFI` row records are only
+    /// skipped over, their bytes noted (`Function.body`, `FrameEntry.rows`), and `FILE` and
+    /// `INLINE_ORIGIN` names kept as ranges in `fileTable`, `originTable`.
+    var deferring = false
+    /// Reading one function's body (`.body`) or one entry's rows (`.row`) again, on demand
+    /// (`BreakpadSymbolFile.records(of:)`, `deltas(of:)`): other records are passed over, and the
+    /// bytes are not copied.
+    var rereading: Skimmed?
+    var fileTable: [NameRange] = []
+    var originTable: [NameRange] = []
     /// The `frameEntries` whose rows are not in address order.
     var unsortedDeltas: [Int] = []
     /// Whether functions, publics and CFI entries came in address order (checked as they are read).
@@ -32,20 +45,90 @@ extension BreakpadSymbolFile {
     }
 
     mutating func parse(_ bytes: UnsafeRawBufferPointer) throws(FormatError) {
-      var position = 0
+      try parse(bytes, 0..<bytes.count)
+    }
+
+    /// Reads the lines in `range` of `bytes` (whole lines: it starts at a line's start).
+    mutating func parse(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) throws(FormatError) {
+      var position = range.lowerBound
+      let limit = min(range.upperBound, bytes.count)
       var number = 0
       // Each round consumes a line (at least its `\n`, or the rest of the bytes): bounded by the size.
       self.bytes = bytes
-      while position < bytes.count {
-        var end = position
-        while end < bytes.count, bytes[end] != 0x0A { end += 1 }
+      while position < limit {
+        var end = Self.lineEnd(bytes, position, limit)
         let next = end + 1
         if end > position, bytes[end - 1] == 0x0D { end -= 1 }  // CR LF
         number += 1
-        var fields = Fields(bytes: bytes, position: position, end: end)
+        let start = position
         position = next
+        if let rereading {
+          guard Self.skimmed(bytes, start, end) == rereading else { continue }
+        } else if deferring {
+          switch Self.skimmed(bytes, start, end) {
+          case .body:
+            // A line or `INLINE` record of the last FUNC: read when a lookup needs it.
+            guard !functions.isEmpty else { break }
+            let last = functions.count - 1
+            functions[last].body = functions[last].body.lowerBound..<end
+            continue
+          case .row:
+            // A row of the last `STACK CFI INIT`, as `frameRecord` places it.
+            guard !frameEntries.isEmpty else { break }
+            let last = frameEntries.count - 1
+            frameEntries[last].rows = frameEntries[last].rows.lowerBound..<end
+            continue
+          case .other:
+            break
+          }
+        }
+        var fields = Fields(bytes: bytes, position: start, end: end)
         guard let kind = fields.next() else { continue }  // an empty line
         try record(kind, &fields, line: number)
+      }
+    }
+
+    /// The index of the first `\n` at or after `start`, `limit` when there is none before it: libc's
+    /// `memchr`, which reads a word at a time (a byte loop was most of the time a large file took).
+    static func lineEnd(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ limit: Int) -> Int {
+      guard start < limit, limit <= bytes.count, let base = bytes.baseAddress else { return limit }
+      guard let found = memchr(base + start, 0x0A, limit - start) else { return limit }
+      return base.distance(to: UnsafeRawPointer(found))  // inside [start, limit): memchr looked no further
+    }
+
+    enum Skimmed { case body, row, other }
+
+    /// What a line is, by its first bytes alone: a line record (a lowercase hex digit or a decimal
+    /// one first: no record kind starts so) or `INLINE `, a `STACK CFI` row (not `INIT`), or another.
+    static func skimmed(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int) -> Skimmed {
+      guard start < end else { return .other }
+      switch bytes[start] {
+      case 0x30...0x39, 0x61...0x66: return .body
+      case UInt8(ascii: "I"): return matches(bytes, start, end, "INLINE ") ? .body : .other
+      case UInt8(ascii: "S"):
+        return matches(bytes, start, end, "STACK CFI ") && !matches(bytes, start + 10, end, "INIT ") ? .row : .other
+      case 0x41...0x46:
+        // Uppercase hex: a line record when the whole first field is hex, as `record` reads it.
+        var index = start
+        while index < end, bytes[index] != 0x20 {
+          guard Fields.hexValue(bytes[index]) != nil else { return .other }
+          index += 1
+        }
+        return .body
+      default: return .other
+      }
+    }
+
+    /// True when the bytes at `start` (before `end`) begin with `word`.
+    static func matches(_ bytes: UnsafeRawBufferPointer, _ start: Int, _ end: Int, _ word: StaticString) -> Bool {
+      guard start <= end, word.utf8CodeUnitCount <= end - start else { return false }
+      return word.withUTF8Buffer { expected in
+        var index = start
+        for byte in expected {
+          guard bytes[index] == byte else { return false }
+          index += 1
+        }
+        return true
       }
     }
 
@@ -80,10 +163,12 @@ extension BreakpadSymbolFile {
         codeID = fields.text(value)
       case .file:
         let number = try fields.decimal(line, "FILE", "number")
+        if deferring { return fileTable.append(NameRange(number: UInt64(number), name: fields.restRange())) }
         if files[number] != nil { note(line, "FILE \(number) again: the later name is kept") }
         files[number] = fields.rest()
       case .inlineOrigin:
         let number = try fields.decimal(line, "INLINE_ORIGIN", "number")
+        if deferring { return originTable.append(NameRange(number: UInt64(number), name: fields.restRange())) }
         if origins[number] != nil { note(line, "INLINE_ORIGIN \(number) again: the later name is kept") }
         origins[number] = fields.rest()
       case .function:
@@ -92,9 +177,11 @@ extension BreakpadSymbolFile {
         let size = try fields.hex(line, "FUNC", "size")
         let parameterSize = try fields.hex(line, "FUNC", "parameter size")
         if let last = functions.last, last.address > address { functionsSorted = false }
-        functions.append(Function(address: address, size: size, parameterSize: parameterSize, name: fields.rest(),
-                                  isMultiple: multiple, lines: lines.count..<lines.count,
-                                  inlines: inlines.count..<inlines.count))
+        let name = fields.restRange()
+        functions.append(Function(address: address, size: size, parameterSize: parameterSize,
+                                  name: deferring ? "" : fields.text(name), isMultiple: multiple,
+                                  lines: lines.count..<lines.count, inlines: inlines.count..<inlines.count,
+                                  nameBytes: name, body: fields.end..<fields.end))
       case .public:
         let multiple = fields.skip("m")
         let address = try fields.hex(line, "PUBLIC", "address")
@@ -157,7 +244,7 @@ extension BreakpadSymbolFile {
         let size = try fields.hex(line, "STACK CFI INIT", "size")
         if let last = frameEntries.last, last.address > address { entriesSorted = false }
         frameEntries.append(FrameEntry(address: address, size: size, rules: keepRules(&fields),
-                                       deltas: frameDeltas.count..<frameDeltas.count))
+                                       deltas: frameDeltas.count..<frameDeltas.count, rows: fields.end..<fields.end))
         return
       }
       let address = try fields.hex(line, "STACK CFI", "address")
@@ -179,13 +266,19 @@ extension BreakpadSymbolFile {
     /// Where the rest of the line (as `Fields.rest`) is in `ruleBytes`, the file's bytes copied whole the
     /// first time (one copy instead of one per record).
     private mutating func keepRules(_ fields: inout Fields) -> Range<Int> {
-      if ruleBytes.isEmpty { ruleBytes = Array(bytes) }
+      if ruleBytes.isEmpty && rereading == nil { ruleBytes = Array(bytes) }
       return fields.restRange()
     }
 
     static func quoted(_ word: String) -> String {
       "'" + (word.utf8.count > 40 ? String(decoding: word.utf8.prefix(40), as: UTF8.self) + "..." : word) + "'"
     }
+  }
+
+  /// A `FILE` or `INLINE_ORIGIN` name's place in the file's bytes, by its number (reading on demand).
+  struct NameRange: Sendable, Equatable {
+    var number: UInt64
+    var name: Range<Int>
   }
 
   /// The space-separated fields of one line, read in place.

@@ -91,8 +91,7 @@ package struct BreakpadWindowsFrames: Sendable {
       var position = 0, number = 0
       // Each round consumes a line (at least its `\n`, or the rest of the bytes): bounded by the size.
       while position < raw.count {
-        var end = position
-        while end < raw.count, raw[end] != 0x0A { end += 1 }
+        var end = BreakpadSymbolFile.Parser.lineEnd(raw, position, raw.count)
         let next = end + 1
         if end > position, raw[end - 1] == 0x0D { end -= 1 }  // CR LF
         number += 1

@@ -8,7 +8,22 @@
 /// `STACK CFI` rows outside their `INIT` range are left out with a note, `STACK WIN` records are
 /// counted and skipped. Nothing is allocated by a count the file states: every record costs the bytes
 /// of its own line. Lines end with `\n` or `\r\n`.
+///
+/// Read `.onDemand` (as symbol stores read it), only the records that say where things are (`FUNC`,
+/// `PUBLIC`, `STACK CFI INIT`, `FILE`, `INLINE_ORIGIN` numbers) are parsed; the line, `INLINE` and
+/// `STACK CFI` row records after them are passed over, their bytes noted, and read when a lookup
+/// lands in their function or entry: they are most of a file, and a dump's frames fall in a few.
+/// Lookups answer the same either way; what is not read is not checked, so a malformed record there
+/// is not an error but reads as no records (its function without lines, its entry without rows).
 package struct BreakpadSymbolFile: Sendable {
+  /// How much of the file `init` reads.
+  package enum Reading: Sendable {
+    /// Every record, each checked (an error names the first malformed one).
+    case everything
+    /// Only what finding an address's records needs (see the type's summary).
+    case onDemand
+  }
+
   /// `MODULE os arch id name`.
   package struct Module: Sendable, Equatable {
     package var operatingSystem: String
@@ -22,12 +37,17 @@ package struct BreakpadSymbolFile: Sendable {
     package var address: UInt64
     package var size: UInt64
     package var parameterSize: UInt64
+    /// Its name; read on demand, empty in `functions` and given by `function(containing:)`.
     package var name: String
     package var isMultiple: Bool
     /// Its line records in `lines`, sorted by address.
     package var lines: Range<Int>
     /// Its `INLINE` records in `inlines`.
     package var inlines: Range<Int>
+    /// Where its name is in the file's bytes.
+    var nameBytes: Range<Int>
+    /// Read on demand: where its line and `INLINE` records are in the file's bytes.
+    var body: Range<Int>
 
     /// True when `address` is in `[address, address + size)`.
     package func contains(_ address: UInt64) -> Bool { address >= self.address && address - self.address < size }
@@ -81,6 +101,8 @@ package struct BreakpadSymbolFile: Sendable {
     /// Its rules' text in `ruleBytes` (`ruleText(_:)`): kept as bytes, as most are never read.
     package var rules: Range<Int>
     package var deltas: Range<Int>
+    /// Read on demand: where its rows are in the file's bytes.
+    var rows: Range<Int>
   }
 
   /// `STACK CFI address rules`.
@@ -107,12 +129,13 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var module: Module
   /// `INFO CODE_ID`'s value, `nil` when the file has none.
   package private(set) var codeID: String?
-  /// `FILE` names by number.
+  /// `FILE` names by number (empty read on demand: `fileName(_:)` answers).
   package private(set) var files: [UInt32: String] = [:]
-  /// `INLINE_ORIGIN` names by number.
+  /// `INLINE_ORIGIN` names by number (empty read on demand: `originName(_:)` answers).
   package private(set) var inlineOrigins: [UInt32: String] = [:]
   /// `FUNC` records, sorted by address (the file's order among equal addresses).
   package private(set) var functions: [Function] = []
+  /// Line, `INLINE` records and their ranges (empty read on demand: `records(of:)` reads a function's).
   package private(set) var lines: [Line] = []
   package private(set) var inlines: [Inline] = []
   package private(set) var inlineRanges: [Range<UInt64>] = []
@@ -120,6 +143,7 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var publics: [Public] = []
   /// `STACK CFI INIT` records, sorted by address.
   package private(set) var frameEntries: [FrameEntry] = []
+  /// `STACK CFI` rows (empty read on demand: `deltas(of:)` reads an entry's).
   package private(set) var frameDeltas: [FrameDelta] = []
   /// The text of every `STACK CFI` record's rules, one after another.
   package private(set) var ruleBytes: [UInt8] = []
@@ -129,14 +153,24 @@ package struct BreakpadSymbolFile: Sendable {
   /// saying how many others there were.
   package private(set) var notes: [String] = []
 
+  /// Read on demand: the file's bytes are in `ruleBytes`, and lines, inlines and rows are read there.
+  private var onDemand = false
+  /// Read on demand: `FILE` and `INLINE_ORIGIN` names, sorted by number (the file's order among equal
+  /// numbers, the later one counting).
+  private var fileTable: [NameRange] = [], originTable: [NameRange] = []
+
   /// The most notes kept.
   package static let noteLimit = 100
 
   /// Reads the symbol file in `bytes`. Throws `FormatError.breakpad` naming the line for a record that
   /// breaks the format, and for a file whose first record is not `MODULE`.
-  package init(_ bytes: ByteReader) throws(FormatError) {
+  package init(_ bytes: ByteReader, reading: Reading = .everything) throws(FormatError) {
     var parser = Parser()
-    try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) in try parser.parse(raw) }
+    parser.deferring = reading == .onDemand
+    try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) in
+      try parser.parse(raw)
+      if parser.deferring && parser.ruleBytes.isEmpty { parser.ruleBytes = Array(raw) }
+    }
     guard let module = parser.module else { throw .breakpad(line: 1, "no MODULE record: not a Breakpad symbol file") }
     self.module = module
     codeID = parser.codeID
@@ -148,6 +182,9 @@ package struct BreakpadSymbolFile: Sendable {
     frameDeltas = parser.frameDeltas
     ruleBytes = parser.ruleBytes
     skippedWindowsFrames = parser.skippedWindowsFrames
+    onDemand = parser.deferring
+    fileTable = Self.sortedByNumber(parser.fileTable)
+    originTable = Self.sortedByNumber(parser.originTable)
     var notes = parser.notes
     var noteCount = parser.noteCount
     func note(_ text: String) {
@@ -192,6 +229,17 @@ package struct BreakpadSymbolFile: Sendable {
     self.notes = notes
   }
 
+  /// `table` sorted by number, keeping the file's order among equal numbers.
+  private static func sortedByNumber(_ table: [NameRange]) -> [NameRange] {
+    var sorted = true
+    for index in table.indices.dropFirst() where table[index - 1].number > table[index].number {
+      sorted = false
+      break
+    }
+    if sorted { return table }
+    return table.enumerated().sorted { ($0.element.number, $0.offset) < ($1.element.number, $1.offset) }.map(\.element)
+  }
+
   /// True when `lines[range]` is in address order.
   static func linesSorted(_ lines: [Line], _ range: Range<Int>) -> Bool {
     var index = range.lowerBound
@@ -210,7 +258,12 @@ package struct BreakpadSymbolFile: Sendable {
     var index = Self.lastIndex(functions, atOrBelow: address, \.address)
     var tries = 0
     while let current = index, tries < 8 {
-      if functions[current].contains(address) { return functions[current] }
+      if functions[current].contains(address) {
+        guard onDemand else { return functions[current] }
+        var function = functions[current]
+        function.name = ruleText(function.nameBytes)
+        return function
+      }
       index = current > 0 ? current - 1 : nil
       tries += 1
     }
@@ -239,21 +292,22 @@ package struct BreakpadSymbolFile: Sendable {
       guard let symbol = publicSymbol(at: address) else { return [] }
       return [SourceFrame(function: symbol.name, file: nil, line: nil, isInlined: false, functionAddress: symbol.address)]
     }
-    let line = lineRecord(in: function, at: address)
+    let records = records(of: function)
+    let line = Self.lineRecord(records.lines, at: address)
     // The calls holding the address, one per depth (the first listed wins), outermost first.
     var calls: [Inline] = []
-    for inline in inlines[function.inlines] where inlineRanges[inline.ranges].contains(where: { $0.contains(address) }) {
+    for inline in records.inlines where records.inlineRanges[inline.ranges].contains(where: { $0.contains(address) }) {
       if !calls.contains(where: { $0.depth == inline.depth }) { calls.append(inline) }
     }
     calls.sort { $0.depth < $1.depth }
     var frames: [SourceFrame] = []
     frames.reserveCapacity(calls.count + 1)
-    var file = line.flatMap { files[$0.file] }
+    var file = line.flatMap { fileName($0.file) }
     var lineNumber = line?.line
     for call in calls.reversed() {
-      frames.append(SourceFrame(function: inlineOrigins[call.origin] ?? "", file: file, line: lineNumber, isInlined: true,
+      frames.append(SourceFrame(function: originName(call.origin) ?? "", file: file, line: lineNumber, isInlined: true,
                                 functionAddress: function.address))
-      file = files[call.callFile]
+      file = fileName(call.callFile)
       lineNumber = call.callLine
     }
     frames.append(SourceFrame(function: function.name, file: file, line: lineNumber, isInlined: false,
@@ -263,10 +317,87 @@ package struct BreakpadSymbolFile: Sendable {
 
   /// The line record of `function` holding `address`, `nil` when none does.
   package func lineRecord(in function: Function, at address: UInt64) -> Line? {
-    let records = lines[function.lines]
-    guard let index = Self.lastIndex(records, atOrBelow: address, \.address) else { return nil }
+    Self.lineRecord(records(of: function).lines, at: address)
+  }
+
+  /// The record of `records` (sorted by address) holding `address`.
+  private static func lineRecord(_ records: ArraySlice<Line>, at address: UInt64) -> Line? {
+    guard let index = lastIndex(records, atOrBelow: address, \.address) else { return nil }
     let record = records[index]
     return address - record.address < record.size ? record : nil
+  }
+
+  /// A function's line records (sorted by address) and `INLINE` records, with the address ranges
+  /// those index.
+  package struct FunctionRecords {
+    package var lines: ArraySlice<Line>
+    package var inlines: ArraySlice<Inline>
+    package var inlineRanges: [Range<UInt64>]
+  }
+
+  /// The line and `INLINE` records of `function`: read from its bytes now when the file is read on
+  /// demand (none when one of them is malformed).
+  package func records(of function: Function) -> FunctionRecords {
+    guard onDemand else {
+      return FunctionRecords(lines: lines[function.lines], inlines: inlines[function.inlines], inlineRanges: inlineRanges)
+    }
+    var parser = Parser()
+    parser.rereading = .body
+    parser.hasModule = true
+    parser.functions = [Function(address: function.address, size: function.size, parameterSize: 0, name: "",
+                                 isMultiple: false, lines: 0..<0, inlines: 0..<0, nameBytes: 0..<0, body: function.body)]
+    guard Self.reread(ruleBytes, function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
+    var lines = parser.lines
+    if !Self.linesSorted(lines, lines.indices) {
+      lines = lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+    }
+    return FunctionRecords(lines: lines[...], inlines: parser.inlines[...], inlineRanges: parser.inlineRanges)
+  }
+
+  /// The `STACK CFI` rows of `entry`, sorted by address: read from its bytes now when the file is read
+  /// on demand (those before a malformed one only).
+  package func deltas(of entry: FrameEntry) -> ArraySlice<FrameDelta> {
+    guard onDemand else { return frameDeltas[entry.deltas] }
+    var parser = Parser()
+    parser.rereading = .row
+    parser.hasModule = true
+    parser.frameEntries = [FrameEntry(address: entry.address, size: entry.size, rules: entry.rules, deltas: 0..<0,
+                                      rows: entry.rows)]
+    _ = Self.reread(ruleBytes, entry.rows, &parser)
+    var deltas = parser.frameDeltas
+    if !parser.unsortedDeltas.isEmpty {
+      deltas = deltas.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+    }
+    return deltas[...]
+  }
+
+  /// Runs `parser` over `range` of `bytes`; false when a record there is malformed.
+  private static func reread(_ bytes: [UInt8], _ range: Range<Int>, _ parser: inout Parser) -> Bool {
+    bytes.withUnsafeBytes { raw in
+      do {
+        try parser.parse(raw, range)
+        return true
+      } catch {
+        return false
+      }
+    }
+  }
+
+  /// The name of `FILE` record `number`, `nil` when there is none.
+  package func fileName(_ number: UInt32) -> String? {
+    onDemand ? name(number, in: fileTable) : files[number]
+  }
+
+  /// The name of `INLINE_ORIGIN` record `number`, `nil` when there is none.
+  package func originName(_ number: UInt32) -> String? {
+    onDemand ? name(number, in: originTable) : inlineOrigins[number]
+  }
+
+  private func name(_ number: UInt32, in table: [NameRange]) -> String? {
+    guard let index = Self.lastIndex(table, atOrBelow: UInt64(number), \.number), table[index].number == UInt64(number) else {
+      return nil
+    }
+    return ruleText(table[index].name)
   }
 
   /// The text of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
@@ -288,7 +419,7 @@ package struct BreakpadSymbolFile: Sendable {
     guard let index = frameEntryIndex(containing: address) else { return nil }
     let entry = frameEntries[index]
     var rules = Self.rules(ruleText(entry.rules))
-    for delta in frameDeltas[entry.deltas] where delta.address <= address {
+    for delta in deltas(of: entry) where delta.address <= address {
       for (register, expression) in Self.rules(ruleText(delta.rules)) {
         if let existing = rules.firstIndex(where: { $0.register == register }) {
           rules[existing].expression = expression
