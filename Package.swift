@@ -64,6 +64,11 @@ let package = Package(
     // lists are compiled in (DefaultSignatureLists.swift, made from SignatureLists/*.txt, which are
     // there to be read and edited, not resources).
     .target(name: "Symbolication", dependencies: ["Snapshot", "ProcessInspection", "CImageLogProcess", "ImageReaders"], exclude: ["SignatureLists"]),
+    // The Breakpad symbol-file writer (`imagelog symbols`, dump_syms's .sym): an object's functions, lines,
+    // inlines and call frame rules from its symbol tables and DWARF, prepared in parallel and written as text.
+    // Beside the pipeline, not in it: symbolication reads .sym files (and names their registers from the
+    // same tables, BreakpadRegisterNames), it does not write them.
+    .target(name: "BreakpadSymbolWriter", dependencies: ["Symbolication", "Snapshot", "ProcessInspection", "ImageReaders"]),
     // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps,
     // and a captured crash's files in a crash folder (run --crash-dir, core-handler), which it symbolicates
     // first: writers come after symbolication on the road.
@@ -79,7 +84,8 @@ let package = Package(
     // and `imagelog run`, which execs the command from the first constructor, before the runtime starts (run.c).
     .target(name: "CImageLogMain", dependencies: ["CImageLogImage"]),
     .executableTarget(name: "ImageLogCLI", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotSources",
-                                                        "Symbolication", "SnapshotFormatting", "CImageLogMain"],
+                                                        "Symbolication", "BreakpadSymbolWriter", "SnapshotFormatting",
+                                                        "CImageLogMain"],
                       exclude: ["StaticLink"],
                       linkerSettings: [.unsafeFlags(["-static-stdlib", "-L", staticLinkDirectory,
                                                      "-Xclang-linker", "-static-libgcc",
@@ -101,8 +107,8 @@ let package = Package(
                                                      "ImageLogTestSupport"]),
     // The pipeline's stages: sources, symbolication, writers.
     .testTarget(name: "SymbolicationTests",
-                dependencies: ["Snapshot", "SnapshotSources", "Symbolication", "SnapshotFormatting", "ImageLog",
-                               "ImageReaders", "ImageLogTestSupport"],
+                dependencies: ["Snapshot", "SnapshotSources", "Symbolication", "BreakpadSymbolWriter",
+                               "SnapshotFormatting", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "ImageLogTestSupport"]),
     // The symbol cache's format and store (#28), on the DWARF fixtures of SymbolicationTests.

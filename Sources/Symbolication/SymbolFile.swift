@@ -71,7 +71,7 @@ package struct SymbolFile: Sendable {
   }
 
   /// How much of a file's symbol table `load` reads.
-  enum SymbolReading {
+  package enum SymbolReading {
     /// The whole table, sorted for any lookup.
     case table
     /// None: identities only.

@@ -2,6 +2,7 @@ internal import Glibc
 import ProcessInspection
 import Snapshot
 import ImageReaders
+import Symbolication
 
 /// A Breakpad symbol file (`.sym`, Google's `docs/symbol_files.md`) for one binary, as Mozilla's
 /// `dump_syms` writes it: `MODULE`, `INFO CODE_ID`, `FILE`, `INLINE_ORIGIN` (with inlines), `FUNC` with
