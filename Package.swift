@@ -36,7 +36,9 @@ let package = Package(
     .target(name: "CImageLogAudit", dependencies: ["CImageLogImage", "CImageLogUnwind"],
             linkerSettings: [.unsafeFlags(["-no-toolchain-stdlib-rpath", "-Xclang-linker", "-nostdlib",
                                            "-Xlinker", "-z", "-Xlinker", "defs"])]),
-    // Pure Swift readers for ELF and Mach-O bytes: no Foundation, no Glibc.
+    // Pure Swift readers of binary formats (ELF, Mach-O, fat, DWARF, code signatures, minidumps, Breakpad .sym)
+    // and the byte-level output the writers share (Output/: JSON, hex, UTF-8 text). No Foundation, no Glibc.
+    // The minidump writer is not here: it is SnapshotFormatting's, with the other writers.
     .target(name: "ImageReaders"),
     // What inspects other processes and files, from outside them: their images (ProcessImages, /proc maps,
     // watch) and threads (ProcessThreads, ptrace captures), cores (CoreDump), the stack unwinder's Swift side
@@ -69,7 +71,8 @@ let package = Package(
     // Beside the pipeline, not in it: symbolication reads .sym files (and names their registers from the
     // same tables, BreakpadRegisterNames), it does not write them.
     .target(name: "BreakpadSymbolWriter", dependencies: ["Symbolication", "Snapshot", "ProcessInspection", "ImageReaders"]),
-    // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps,
+    // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps
+    // (MinidumpWriter, the one writer of the layout, and a snapshot as a dump),
     // and a captured crash's files in a crash folder (run --crash-dir, core-handler), which it symbolicates
     // first: writers come after symbolication on the road.
     .target(name: "SnapshotFormatting", dependencies: ["Snapshot", "Symbolication", "ProcessInspection", "ImageReaders"]),
@@ -99,7 +102,8 @@ let package = Package(
                                      "SnapshotFormatting", "CImageLog"]),
     // What the test targets share: running child processes, temporary folders, files, tools on PATH.
     .target(name: "ImageLogTestSupport", path: "Tests/ImageLogTestSupport"),
-    .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "ImageLogTestSupport"],
+    // The readers' tests make their minidumps with SnapshotFormatting's MinidumpWriter.
+    .testTarget(name: "ImageReadersTests", dependencies: ["ImageReaders", "SnapshotFormatting", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogTests", dependencies: ["ImageLog", "ImageReaders", "CImageLog", "CImageLogImage",
                                                      "CImageLogUnwind", "CImageLogProcess", "ProcessInspection", "Snapshot", "SnapshotSources", "Symbolication",
@@ -110,7 +114,8 @@ let package = Package(
                 dependencies: ["Snapshot", "SnapshotSources", "Symbolication", "BreakpadSymbolWriter",
                                "SnapshotFormatting", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
-    .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "ImageLogTestSupport"]),
+    .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotFormatting",
+                                                        "ImageLogTestSupport"]),
     // The symbol cache's format and store (#28), on the DWARF fixtures of SymbolicationTests.
     .testTarget(name: "SymbolCacheTests", dependencies: ["Symbolication", "Snapshot", "ImageLog", "ImageReaders",
                                                           "ImageLogTestSupport"]),
