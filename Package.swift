@@ -11,7 +11,9 @@ let package = Package(
     .library(name: "ImageLog", targets: ["ImageLog"]),
     .library(name: "ImageReaders", targets: ["ImageReaders"]),
     // The crash pipeline: a process snapshot from any source, symbolicated, written in any style.
-    .library(name: "CrashPipeline", targets: ["Snapshot", "SnapshotSources", "Symbolication", "SnapshotFormatting"]),
+    // It holds no in-process code: ProcessInspection, not ImageLog (PipelineLinkTests).
+    .library(name: "CrashPipeline", targets: ["ProcessInspection", "Snapshot", "SnapshotSources", "Symbolication",
+                                              "SnapshotFormatting"]),
     .library(name: "ImageLogAudit", type: .dynamic, targets: ["CImageLogAudit"]),
     .executable(name: "imagelog", targets: ["ImageLogCLI"]),
   ],
@@ -96,6 +98,10 @@ let package = Package(
                                                      // Only the interposers in .dynsym (StaticLink/exports.map).
                                                      "-Xlinker", "--version-script=" + staticLinkDirectory + "/exports.map",
                                                      "-Xlinker", "--section-ordering-file=" + staticLinkDirectory + "/hot-sections.txt"])]),
+    // A program linked with the CrashPipeline product's targets only, for PipelineLinkTests' nm check.
+    .executableTarget(name: "PipelineLinkCheck",
+                      dependencies: ["ProcessInspection", "Snapshot", "SnapshotSources", "Symbolication",
+                                     "SnapshotFormatting"]),
     // `make bench`: side-by-side measurements against real peers; writes BENCHMARKS.md.
     .executableTarget(name: "ImageLogBenchmarks",
                       dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotSources", "Symbolication",
@@ -112,7 +118,8 @@ let package = Package(
     // The pipeline's stages: sources, symbolication, writers.
     .testTarget(name: "SymbolicationTests",
                 dependencies: ["Snapshot", "SnapshotSources", "Symbolication", "BreakpadSymbolWriter",
-                               "SnapshotFormatting", "ImageLog", "ImageReaders", "ImageLogTestSupport"],
+                               "SnapshotFormatting", "ImageLog", "ProcessInspection", "ImageReaders",
+                               "ImageLogTestSupport"],
                 exclude: ["Fixtures"]),
     .testTarget(name: "ImageLogCLITests", dependencies: ["ImageLog", "ImageReaders", "Snapshot", "SnapshotFormatting",
                                                         "ImageLogTestSupport"]),
