@@ -207,6 +207,8 @@ int il_crash_install(int fd) {
     }
   }
   atomic_store(&installed, 1);
+  /* The images in the table now are the startup set; those added later go in the report's timeline. */
+  il_crash_table_start_timeline();
   pthread_mutex_unlock(&install_mutex);
   return 0;
 }

@@ -79,6 +79,11 @@ IL_CRASH_INTERNAL const il_unloaded_history *il_crash_unloaded_history(void);
 /* "\nUnloaded Images:\n" and each kept removed image's line, newest first, as of `crash_ns`; nothing
    when none was removed. */
 IL_CRASH_INTERNAL void il_crash_write_unloaded(il_writer *w, int64_t crash_ns);
+/* "\nImage Timeline:\n" and the kept loads (since il_crash_table_start_timeline) and unloads, oldest
+   first, each as of `crash_ns`; nothing when there are none. Async-signal-safe: fixed buffers. */
+IL_CRASH_INTERNAL void il_crash_write_timeline(il_writer *w, int64_t crash_ns);
+/* Images added from now on are loads in the timeline; those already in the table are the startup set. */
+IL_CRASH_INTERNAL void il_crash_table_start_timeline(void);
 
 /* ---- memory and stacks (crash_memory.c) ---- */
 

@@ -178,6 +178,7 @@ void il_crash_write_report(int fd, int signal, const void *info_pointer, const v
   w_str(&w, "\nBinary Images:\n");
   il_crash_write_table(&w, slot);
   il_crash_write_unloaded(&w, crash_ns);
+  il_crash_write_timeline(&w, crash_ns);
   w_flush(&w);
   il_crash_end_capture(&capture);
   il_crash_table_release(held);

@@ -177,6 +177,16 @@ int il_crash_keep_unloaded(uint32_t count) {
   return 0;
 }
 
+void il_crash_table_start_timeline(void) {
+  pthread_mutex_lock(&table_mutex);
+  if (!unloaded_ready) {
+    il_unloaded_init(&unloaded_history, IL_UNLOADED_DEFAULT);
+    unloaded_ready = 1;
+  }
+  il_unloaded_start(&unloaded_history);
+  pthread_mutex_unlock(&table_mutex);
+}
+
 const il_unloaded_history *il_crash_unloaded_history(void) {
   return __atomic_load_n(&unloaded_history.capacity, __ATOMIC_SEQ_CST) != 0 ? &unloaded_history : NULL;
 }
@@ -211,6 +221,7 @@ int il_crash_table_add_image(uint64_t load_address, uint64_t load_end, uint64_t 
   size_t index = master_count;
   for (size_t i = 0; i < master_count; i++)
     if (master[i].load_address == load_address) index = i;
+  int is_new = index == master_count;
   if (index == master_count) {
     if (master_count == master_capacity) {
       size_t capacity = master_capacity == 0 ? 64 : master_capacity * 2;
@@ -232,6 +243,8 @@ int il_crash_table_add_image(uint64_t load_address, uint64_t load_end, uint64_t 
     free(master[index].line);
     free(master[index].path);
   }
+  /* A new image (not one added again at its address) is a load in the report's timeline. */
+  if (is_new) il_unloaded_record_load(&unloaded_history, load_address, added.loaded_ns, path_copy);
   master[index] = added;
   int result = publish_locked();
   pthread_mutex_unlock(&table_mutex);
@@ -320,6 +333,22 @@ void il_crash_write_unloaded(il_writer *w, int64_t crash_ns) {
     any = 1;
     il_line line = {text, sizeof text, 0, 0};
     w_bytes(w, text, il_unloaded_line(&line, &entry, crash_ns, il_native_architecture()));
+    w_bytes(w, "\n", 1);
+  }
+}
+
+void il_crash_write_timeline(il_writer *w, int64_t crash_ns) {
+  const il_unloaded_history *history = il_crash_unloaded_history();
+  if (history == NULL) return;
+  il_image_event event;
+  int any = 0;
+  char text[IL_EVENT_NAME * 4 + 128];
+  for (uint32_t age = IL_EVENTS_MAX; age-- > 0;) {
+    if (!il_unloaded_get_event(history, age, &event)) continue;
+    if (!any) w_str(w, "\nImage Timeline:\n");
+    any = 1;
+    il_line line = {text, sizeof text, 0, 0};
+    w_bytes(w, text, il_unloaded_event_line(&line, &event, crash_ns));
     w_bytes(w, "\n", 1);
   }
 }

@@ -287,6 +287,17 @@ static void remember_opened(const struct link_map *map) {
   if (slot == opened_next) opened_next = (opened_next + 1) % AUDIT_OPENED;
   opened_maps[slot] = map;
   opened_ns[slot] = il_unloaded_now_ns();
+  il_image image;
+  /* A load in the report's timeline once the program's startup set is loaded (la_preinit). */
+  if (__atomic_load_n(&audit_unloaded.loads_recorded, __ATOMIC_SEQ_CST) && describe_map(map, 0, &image))
+    il_unloaded_record_load(&audit_unloaded, image.load_address, opened_ns[slot], image.path);
+}
+
+/* Called once every object of the program's start is loaded, before its initializers: from now on a
+   load is an event of the report's timeline. */
+void la_preinit(uintptr_t *cookie) {
+  (void)cookie;
+  il_unloaded_start(&audit_unloaded);
 }
 
 /* Keeps `map`, being closed, among the removed images, with its load time (forgotten here), and sets

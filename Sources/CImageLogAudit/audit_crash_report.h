@@ -250,6 +250,17 @@ static void audit_write_crash_report(int signal, siginfo_t *info, void *context)
     w_bytes(&w, line.text, line.used);
     w_str(&w, "\n");
   }
+  static il_image_event event;
+  for (uint32_t age = IL_EVENTS_MAX, any = 0; age-- > 0;) {
+    if (!il_unloaded_get_event(&audit_unloaded, age, &event)) continue;
+    if (!any) w_str(&w, "\nImage Timeline:\n");
+    any = 1;
+    il_line line = {line_text, sizeof line_text - 1, 0, 0};
+    il_unloaded_event_line(&line, &event, audit_record.time_ns);
+    if (line.truncated) line.used = line.capacity - 1;
+    w_bytes(&w, line.text, line.used);
+    w_str(&w, "\n");
+  }
   w_flush(&w);
   if (unnamed >= 0) {
     /* Never in place of a report the helper wrote under the same name. */

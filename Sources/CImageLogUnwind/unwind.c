@@ -310,20 +310,28 @@ static int arm_frame_record(const il_unwinder *unwinder, il_unwind_cursor *curso
   return take_frame_record(cursor, frame, record);
 }
 
+/* A pointer without its pointer-authentication bits (unwinder->pointer_mask; 0: as it is). */
+static uint64_t strip_authentication(const il_unwinder *unwinder, uint64_t pointer) {
+  return unwinder->pointer_mask != 0 ? pointer & unwinder->pointer_mask : pointer;
+}
+
 /* An aarch64 frame record whose return address's code cannot be read, as arm64.rs reads one: [x29] the
-   caller's x29, [x29 + 8] its pc (which must lie in 0x1000..=0xfffffffffffff), its sp x29 + 16 and its lr
+   caller's x29, [x29 + 8] its pc (which must lie in 0x1000..=0xfffffffffffff), both without their
+   pointer-authentication bits (unwinder->pointer_mask), its sp x29 + 16 and its lr
    the next record's pc; x29 0 ends the walk. Nothing else is checked: a pc outside every module is a
    frame. 1: moved; 0: the walk ends; -1: no such record (readable code, or none): the other methods. */
 static int aarch64_frame_record_without_code(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
   uint64_t frame, record[2], lr;
   int read = frame_record(unwinder, &cursor->registers, 1, &frame, record);
   if (read <= 0) return read;
+  record[0] = strip_authentication(unwinder, record[0]);
+  record[1] = strip_authentication(unwinder, record[1]);
   if (record[1] < 0x1000 || record[1] > 0x000FFFFFFFFFFFFFull) return -1;
   if (plausible_return(unwinder, IL_ARCH_AARCH64, record[1]) == RETURN_AFTER_CALL) return -1;
   /* The caller's lr: the next record's return address, read before the cursor moves. */
   int has_lr = record[0] != 0 && record[0] <= UINT64_MAX - 16 && read_pointer(&unwinder->memory, record[0] + 8, 8, &lr);
   if (!take_frame_record(cursor, frame, record)) return 0;
-  if (has_lr) set_register(&cursor->registers, IL_AARCH64_LR, lr);
+  if (has_lr) set_register(&cursor->registers, IL_AARCH64_LR, strip_authentication(unwinder, lr));
   return 1;
 }
 
@@ -392,6 +400,17 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
       uint64_t cfa;
       if (apply_row(unwinder, &row, section.memory, from, &next, &cfa)) {
         if (arch == IL_ARCH_ARM) arm_caller_registers(&row, &next);
+        if (arch == IL_ARCH_AARCH64 && unwinder->without_code) {
+          static const int signed_registers[] = {IL_AARCH64_PC, IL_AARCH64_LR, IL_AARCH64_FP};
+          for (size_t i = 0; i < sizeof signed_registers / sizeof signed_registers[0]; i++)
+            if (known(&next, signed_registers[i]))
+              next.value[signed_registers[i]] = strip_authentication(unwinder, next.value[signed_registers[i]]);
+        }
+        /* amd64.rs: a caller's pc in the first page, or a stack pointer not above the callee's (CFI's
+           result is not checked otherwise), ends the walk; no other method is tried. */
+        if (arch == IL_ARCH_X86_64 && unwinder->without_code && !row.signal_frame &&
+            ((known(&next, pc) && next.value[pc] < 4096) || (known(&next, sp) && next.value[sp] <= from->value[sp])))
+          return 0;
         /* A signal frame's caller was interrupted, not calling: its pc is exact. */
         if (accept(cursor, &next, IL_FRAME_CFI, row.signal_frame, row.signal_frame, cfa)) return 1;
       }
@@ -461,7 +480,8 @@ int il_unwind_step(const il_unwinder *unwinder, il_unwind_cursor *cursor) {
      A return address whose code cannot be read is held to minidump-stackwalk's checks of the record
      instead (amd64.rs/x86.rs get_caller_by_frame_pointer): the caller's fp at or above its sp and
      readable, its sp readable, a canonical pc past the first page. */
-  if (arch != IL_ARCH_ARM && known(from, fp)) {
+  int frame_records = !(arch == IL_ARCH_X86_64 && unwinder->without_code && unwinder->no_x86_64_frame_records);
+  if (arch != IL_ARCH_ARM && frame_records && known(from, fp)) {
     uint64_t frame = from->value[fp], record[2], probe;
     int found = 0;
     if (frame % (uint64_t)size == 0 && frame >= cursor->floor && frame >= from->value[sp] &&

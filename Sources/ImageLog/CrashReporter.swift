@@ -116,9 +116,10 @@ public enum CrashReporter {
   }
 
   /// How many images removed (`dlclose`) before a crash its report lists under `Unloaded Images` (and
-  /// names in a frame whose code is no longer mapped): at most 64, 16 unless set, 0 for none. The
-  /// history is static memory (512 bytes an image): nothing is allocated when an image goes or at the
-  /// crash. Setting it forgets the images kept so far. Returns false above 64.
+  /// names in a frame whose code is no longer mapped): at most 64, 16 unless set, 0 for none. The report's
+  /// `Image Timeline` keeps twice as many events: the images added after `install` and those removed. The
+  /// history is static memory (512 bytes an image, 128 an event): nothing is allocated when an image comes
+  /// or goes or at the crash. Setting it forgets the images and events kept so far. Returns false above 64.
   @discardableResult
   public static func keepUnloadedImages(_ count: Int) -> Bool {
     guard let count = UInt32(exactly: count) else { return false }

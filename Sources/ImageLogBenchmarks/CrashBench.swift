@@ -11,27 +11,12 @@ internal import Glibc
 /// (`preset=full`: every thread; `symbolicate=off`, as our report is not symbolicated either). Before any
 /// figure counts, both must list every thread, and the crashed thread's frames must be the same addresses.
 func crashBenchmark() throws -> [BenchmarkTable] {
-  guard haveTool("cc") else { throw BenchError("no C compiler (cc)") }
   guard let swiftc = try? runProcess(["sh", "-c", "command -v swiftc"]).output.split(separator: "\n").first,
         let slash = swiftc.lastIndex(of: "/") else { throw BenchError("no swiftc: Swift's backtracer comes with its runtime") }
-  let swiftLibraries = String(swiftc[..<slash]) + "/../lib/swift/linux"
-  let root = String(#filePath.dropLast("Sources/ImageLogBenchmarks/CrashBench.swift".count))
   let directory = "/tmp/imagelog-bench-crash-\(getpid())"
   mkdir(directory, 0o755)
   defer { _ = try? runProcess(["rm", "-rf", directory], discardOutput: true) }
-  let program = directory + "/crash-program"
-  let build = try runProcess(["cc", "-O2", "-g", "-fPIE", "-pie", "-pthread",
-                              "-I", root + "Sources/CImageLog/include", "-I", root + "Sources/CImageLogImage/include",
-                              "-I", root + "Sources/CImageLogUnwind/include",
-                              root + "Sources/CImageLog/crash_table.c", root + "Sources/CImageLog/crash_memory.c",
-                              root + "Sources/CImageLog/crash_threads.c", root + "Sources/CImageLog/crash_report.c",
-                              root + "Sources/CImageLog/crash_handler.c", root + "Sources/CImageLog/crash_helper.c",
-                              root + "Sources/CImageLogUnwind/cfi.c", root + "Sources/CImageLogUnwind/cfi_expression.c",
-                              root + "Sources/CImageLogUnwind/unwind.c",
-                              root + "Sources/CImageLog/interpose.c", root + "Tests/Programs/crash-program.c",
-                              "-o", program, "-ldl", "-L", swiftLibraries, "-Wl,-rpath," + swiftLibraries,
-                              "-Wl,--no-as-needed", "-lswiftCore"], discardOutput: true)
-  guard build.status == 0 else { throw BenchError("cannot build the crash program") }
+  let program = try buildCrashProgram(in: directory, swiftLibraries: String(swiftc[..<slash]) + "/../lib/swift/linux")
 
   var rows: [[String]] = []
   for threads in [4, 64] {
@@ -66,6 +51,77 @@ func crashBenchmark() throws -> [BenchmarkTable] {
       + "symbolicate=off`. Both list every thread and the crashed thread's frames agree before a figure counts. "
       + "Median of 10 crashes.",
     header: ["threads", "imagelog report", "Swift backtracer (Backtrace took)", "Swift / imagelog"],
+    rows: rows)]
+}
+
+/// Tests/Programs/crash-program.c with the crash handler's C, built -O2 into `directory`, linked with
+/// libswiftCore from `swiftLibraries` (whose runtime installs Swift's backtracer before `main`).
+private func buildCrashProgram(in directory: String, swiftLibraries: String) throws -> String {
+  guard haveTool("cc") else { throw BenchError("no C compiler (cc)") }
+  let root = String(#filePath.dropLast("Sources/ImageLogBenchmarks/CrashBench.swift".count))
+  let program = directory + "/crash-program"
+  let build = try runProcess(["cc", "-O2", "-g", "-fPIE", "-pie", "-pthread",
+                              "-I", root + "Sources/CImageLog/include", "-I", root + "Sources/CImageLogImage/include",
+                              "-I", root + "Sources/CImageLogUnwind/include",
+                              root + "Sources/CImageLog/crash_table.c", root + "Sources/CImageLog/crash_memory.c",
+                              root + "Sources/CImageLog/crash_threads.c", root + "Sources/CImageLog/crash_report.c",
+                              root + "Sources/CImageLog/crash_handler.c", root + "Sources/CImageLog/crash_helper.c",
+                              root + "Sources/CImageLogUnwind/cfi.c", root + "Sources/CImageLogUnwind/cfi_expression.c",
+                              root + "Sources/CImageLogUnwind/unwind.c",
+                              root + "Sources/CImageLog/interpose.c", root + "Tests/Programs/crash-program.c",
+                              "-o", program, "-ldl", "-L", swiftLibraries, "-Wl,-rpath," + swiftLibraries,
+                              "-Wl,--no-as-needed", "-lswiftCore"], discardOutput: true)
+  guard build.status == 0 else { throw BenchError("cannot build the crash program") }
+  let plugin = directory + "/libplugin.so"
+  let built = try runProcess(["cc", "-shared", "-fPIC", "-Wl,--build-id=sha1", root + "Tests/Programs/unloaded-plugin.c",
+                              "-o", plugin], discardOutput: true)
+  guard built.status == 0 else { throw BenchError("cannot build the plugin") }
+  return program
+}
+
+/// The crash handler's time with the image history (issue 39): the same crash (4 threads, as the table above)
+/// with no history kept (`keepUnloadedImages(0)`), and with the default history (16 unloaded images, 32
+/// timeline events) or the largest (64, 128) after the plugin was opened and closed 200 times, so each ring is
+/// full and the report has its Unloaded Images and Image Timeline sections at their longest for that size.
+func crashHistoryBenchmark() throws -> [BenchmarkTable] {
+  guard let swiftc = try? runProcess(["sh", "-c", "command -v swiftc"]).output.split(separator: "\n").first,
+        let slash = swiftc.lastIndex(of: "/") else { throw BenchError("no swiftc: the crash program links libswiftCore") }
+  let directory = "/tmp/imagelog-bench-history-\(getpid())"
+  mkdir(directory, 0o755)
+  defer { _ = try? runProcess(["rm", "-rf", directory], discardOutput: true) }
+  let program = try buildCrashProgram(in: directory, swiftLibraries: String(swiftc[..<slash]) + "/../lib/swift/linux")
+  // The configurations interleaved, run by run: a busy machine slows them alike.
+  let configurations = [(0, 0), (0, 200), (16, 200), (64, 200)]
+  var times = [[Double]](repeating: [], count: configurations.count)
+  for run in 0..<22 {  // run 0 warms the page cache
+    for (index, (keep, cycles)) in configurations.enumerated() {
+      let report = "\(directory)/report-\(keep)-\(cycles)-\(run).crash"
+      let result = try runProcess(["env", "SWIFT_BACKTRACE=enable=no", "CRASH_KEEP_UNLOADED=\(keep)",
+                                   "CRASH_CYCLES=\(cycles)", "CRASH_PLUGIN=\(directory)/libplugin.so",
+                                   program, "bench", report, "\(directory)/maps", "4"])
+      let text = try String(decoding: readAll(report), as: UTF8.self)
+      let timeline = text.split(separator: "\n").filter { $0.hasPrefix("-") && $0.contains(" ms  ") }.count
+      guard text.split(separator: "\n").filter({ $0.hasPrefix("Thread ") && $0.contains(":  tid ") }).count == 4,
+            timeline == min(2 * keep, 2 * cycles) else {
+        throw BenchError("the report (keep \(keep), \(cycles) cycles) lists not 4 threads or \(timeline) timeline events")
+      }
+      guard let nanoseconds = field(result.output, "report-ns=").flatMap({ Double($0) }) else {
+        throw BenchError("no timing in the crash program's output: \(result.output.suffix(400))")
+      }
+      if run > 0 { times[index].append(nanoseconds / 1e9) }
+    }
+  }
+  let rows = configurations.enumerated().map { index, configuration in
+    [configuration.0 == 0 ? "0 (keepUnloadedImages(0))" : String(configuration.0), String(configuration.1),
+     formatDuration(median(times[index]))]
+  }
+  return [BenchmarkTable(
+    title: "Crash report with the image history",
+    notes: "The table above's program (4 threads, cc -O2) opens and closes Tests/Programs/unloaded-plugin.c "
+      + "CYCLES times (each put in and taken out of the crash table as the observers do), then crashes; the time "
+      + "from the fault to the report written, with the history of that size (its Unloaded Images and Image "
+      + "Timeline sections full). Median of 21 crashes of each, the four run in turn.",
+    header: ["unloaded images kept", "plugin opened and closed", "imagelog report"],
     rows: rows)]
 }
 

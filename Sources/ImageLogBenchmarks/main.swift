@@ -18,6 +18,7 @@ let benchmarks: [(name: String, run: () throws -> [BenchmarkTable])] = [
   ("Mach-O UUID and __TEXT vs llvm-otool", machOBenchmark),
   ("other processes", processBenchmarks),
   ("crash report of every thread vs Swift's backtracer", crashBenchmark),
+  ("crash report with the image history", crashHistoryBenchmark),
   ("crash capture from outside vs Crashpad and Swift's backtracer", captureBenchmark),
   ("pid --threads vs eu-stack", threadsBenchmarks),
   ("minidump read vs minidump-stackwalk, written vs eu-stack, sizes vs Crashpad", minidumpBenchmarks),

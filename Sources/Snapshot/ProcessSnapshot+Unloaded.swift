@@ -48,6 +48,41 @@ extension ProcessSnapshot {
     }
   }
 
+  /// An image added or removed after the program started, as the history imagelog keeps for a crash
+  /// holds it (`Sources/CImageLog/crash_unloaded.h`'s events): a line of the report's Image Timeline.
+  public struct ImageEvent: Sendable, Equatable {
+    /// Whether the image was added or removed.
+    public enum Kind: String, Sendable {
+      /// Added (`dlopen`).
+      case loaded
+      /// Removed (`dlclose`).
+      case unloaded
+    }
+    /// Added or removed.
+    public var kind: Kind
+    /// The image's name (its path's last part).
+    public var name: String
+    /// Where the image was mapped: its lowest address.
+    public var baseAddress: Address
+    /// When, in nanoseconds relative to the crash (or the snapshot): negative before it.
+    public var crashOffsetNanoseconds: Int64
+    /// For an unload, how long the image had been loaded, in nanoseconds, when known.
+    public var loadedForNanoseconds: UInt64?
+    /// The thread that added or removed it, when known.
+    public var tid: Int32?
+
+    /// An event with what the source knows of it.
+    public init(kind: Kind, name: String, baseAddress: Address, crashOffsetNanoseconds: Int64,
+                loadedForNanoseconds: UInt64? = nil, tid: Int32? = nil) {
+      self.kind = kind
+      self.name = name
+      self.baseAddress = baseAddress
+      self.crashOffsetNanoseconds = crashOffsetNanoseconds
+      self.loadedForNanoseconds = loadedForNanoseconds
+      self.tid = tid
+    }
+  }
+
   /// The newest unloaded image whose mapping held `address`, when no image of `images` holds it: the
   /// image a frame whose code is no longer mapped was in.
   public func unloadedImage(holding address: Address) -> UnloadedImage? {

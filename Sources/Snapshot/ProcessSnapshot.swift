@@ -112,6 +112,13 @@ public struct ProcessSnapshot: Sendable {
   public var process: Process
   /// The signal, for a crash; `nil` for a live process and for reports that do not say.
   public var exception: Exception?
+  /// The message the process gave as it aborted, as its source holds it: glibc's (`__abort_msg`: an
+  /// assertion, `free(): invalid pointer`) read from a crashed process's or a core's memory, the Swift
+  /// runtime's `Fatal error: ...`, a report's `Abort Message:` line. `nil` when there was none.
+  public var abortMessage: String?
+  /// The size in bytes of the allocation whose failure the crash is, when its source says so (a
+  /// sanitizer's `allocation-size-too-big` or `out-of-memory` report).
+  public var oomAllocationSize: UInt64?
   /// The threads in the source's order (a live process's and a core's: `/proc/PID/task` order).
   public var threads: [Thread]
   /// The images the source lists, in its order; frames refer to them by index.
@@ -119,6 +126,9 @@ public struct ProcessSnapshot: Sendable {
   /// The images the process removed before the snapshot, newest first, when the source kept them
   /// (`UnloadedImage`).
   public var unloadedImages: [UnloadedImage] = []
+  /// The images added after the program started and those removed, oldest first, when the source kept
+  /// them (`ImageEvent`): the report's Image Timeline.
+  public var imageTimeline: [ImageEvent] = []
   /// Parts of the source that could not be read, each a short phrase naming the line or field.
   public var problems: [String]
   /// What symbolication could not do (unreadable debug files or search paths, files refused).

@@ -34,6 +34,7 @@ extension ProcessSnapshot {
       field("Exception Type:", "\(name) (\(code))")
       field("Exception Codes:", "signal \(exception.signal), code \(exception.code), address 0x\(hexDigits(exception.address, width: 16))")
     }
+    if let abortMessage { field("Abort Message:", TextEscaping.escaped(abortMessage)) }
     if let crashedIndex { field("Crashed Thread:", "\(crashedIndex)  tid \(threads[crashedIndex].tid ?? 0)") }
     if let requesting = threads.firstIndex(where: \.requestedDump) {
       field("Dump Requested:", "by thread \(requesting)  tid \(threads[requesting].tid ?? 0) (nothing crashed)")
@@ -100,7 +101,25 @@ extension ProcessSnapshot {
       let architecture = images.lazy.compactMap(\.architecture).first ?? "???"
       for gone in unloadedImages { out += Self.unloadedLine(gone, architecture: architecture) + "\n" }
     }
+    if !imageTimeline.isEmpty {
+      out += "\nImage Timeline:\n"
+      for event in imageTimeline { out += Self.timelineLine(event) + "\n" }
+    }
     return out
+  }
+
+  /// An Image Timeline line, the bytes `crash_unloaded.h`'s `il_unloaded_event_line` writes:
+  /// `-3.200 ms  unloaded libplugin.so at 0x7f0000000000 (loaded for 12.000 ms) by thread 4`,
+  /// `-15.200 ms  loaded libplugin.so at 0x7f0000000000 by thread 4`.
+  static func timelineLine(_ event: ImageEvent) -> String {
+    let offset = event.crashOffsetNanoseconds
+    var line = (offset <= 0 ? "-" : "+") + ImageFormatter.milliseconds(offset.magnitude) + " ms  "
+    line += "\(event.kind.rawValue) \(TextEscaping.escaped(event.name)) at 0x\(hexDigits(event.baseAddress))"
+    if event.kind == .unloaded, let loadedFor = event.loadedForNanoseconds {
+      line += " (loaded for \(ImageFormatter.milliseconds(loadedFor)) ms)"
+    }
+    if let tid = event.tid { line += " by thread \(UInt32(bitPattern: tid))" }
+    return line
   }
 
   /// The note imagelog's layout writes on a frame in an image removed before the crash,

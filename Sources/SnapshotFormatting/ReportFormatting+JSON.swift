@@ -138,6 +138,9 @@ extension ProcessSnapshot {
     if let exception { out += ",\"exception\":" + exceptionJSON(exception).serialized() }
     if let os = process.osVersion { out += ",\"os\":" + JSONValue.string(os).serialized() }
     if !unloadedImages.isEmpty { out += ",\"unloadedImages\":" + unloadedImagesJSON().serialized() }
+    if !imageTimeline.isEmpty { out += ",\"imageTimeline\":" + imageTimelineJSON().serialized() }
+    if let abortMessage { out += ",\"abortMessage\":" + JSONValue.string(abortMessage).serialized() }
+    if let size = oomAllocationSize { out += ",\"oomAllocationSize\":\(size)" }
     if let signature { out += ",\"signature\":" + JSONValue.string(signature).serialized() }
     out += ",\"problems\":" + JSONValue.array(problems.map { .string($0) }).serialized()
     out += ",\"notes\":" + JSONValue.array(notes.map { .string($0) }).serialized()
@@ -350,6 +353,22 @@ extension ProcessSnapshot {
       if let before = gone.unloadedBeforeCrashNanoseconds { members.append(("unloadedBeforeCrashNanoseconds", .number(String(before)))) }
       if let loadedFor = gone.loadedForNanoseconds { members.append(("loadedForNanoseconds", .number(String(loadedFor)))) }
       if let tid = gone.tid { members.append(("tid", .number(String(tid)))) }
+      return .object(members)
+    })
+  }
+
+  /// `[{"kind", "name", "baseAddress", "crashOffsetNanoseconds", "loadedForNanoseconds", "tid"}]`: the images
+  /// added after the program started and those removed, oldest first; keys absent when the source does not
+  /// give them.
+  func imageTimelineJSON() -> JSONValue {
+    .array(imageTimeline.map { event in
+      var members: [(String, JSONValue)] = [
+        ("kind", .string(event.kind.rawValue)), ("name", .string(event.name)),
+        ("baseAddress", .string("0x" + hexDigits(event.baseAddress))),
+        ("crashOffsetNanoseconds", .number(String(event.crashOffsetNanoseconds))),
+      ]
+      if let loadedFor = event.loadedForNanoseconds { members.append(("loadedForNanoseconds", .number(String(loadedFor)))) }
+      if let tid = event.tid { members.append(("tid", .number(String(tid)))) }
       return .object(members)
     })
   }

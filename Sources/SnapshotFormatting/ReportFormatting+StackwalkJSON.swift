@@ -43,7 +43,10 @@ extension ProcessSnapshot {
   ///   not the stream's time stamp and size that make a Windows code id.
   /// - Trust: imagelog's `context`, `cfi`, `frame_pointer`, `scan`; `none` for frames a report gave
   ///   (minidump-stackwalk's `prewalked`/`cfi_scan` are never written).
-  /// - A signature is no part of this schema: imagelog's own JSON carries it.
+  /// - A signature is no part of this schema: imagelog's own JSON carries it. Nor is an abort message or
+  ///   a failed allocation's size: Socorro keeps them beside `json_dump` (`abort_message`,
+  ///   `oom_allocation_size`), as imagelog's document does (`abortMessage`, `oomAllocationSize`);
+  ///   `crash_info.assertion` is a Windows minidump's assertion stream's, and stays `null`.
   package func stackwalkJSONText() -> String {
     stackwalkJSON().serialized(indent: 2) + "\n"
   }

@@ -26,6 +26,33 @@ extension AppleCrashParser {
     return gone
   }
 
+  /// One `Image Timeline:` line of imagelog's report (`crash_unloaded.h`'s `il_unloaded_event_line`):
+  /// `-15.200 ms  loaded libplugin.so at 0x7f0000000000 by thread 4` or `-3.200 ms  unloaded libplugin.so at
+  /// 0x7f0000000000 (loaded for 12.000 ms) by thread 4`. `nil` when it is not one.
+  static func timelineEvent(_ line: String) -> ProcessSnapshot.ImageEvent? {
+    guard let sign = line.first, sign == "-" || sign == "+", let gap = line.ranges(of: " ms  ").first,
+          let magnitude = nanoseconds(line[line.index(after: line.startIndex)..<gap.lowerBound]),
+          let offset = Int64(exactly: magnitude), let by = line.ranges(of: " by thread ").last,
+          let tid = UInt32(line[by.upperBound...]) else { return nil }
+    var middle = line[gap.upperBound..<by.lowerBound]
+    let kind: ProcessSnapshot.ImageEvent.Kind
+    if middle.hasPrefix("loaded ") { kind = .loaded } else if middle.hasPrefix("unloaded ") { kind = .unloaded } else { return nil }
+    middle = middle.dropFirst(kind.rawValue.count + 1)
+    let signed: Int64 = sign == "-" ? 0 - offset : offset
+    var event = ProcessSnapshot.ImageEvent(kind: kind, name: "", baseAddress: 0, crashOffsetNanoseconds: signed, tid: Int32(bitPattern: tid))
+    if kind == .unloaded, middle.hasSuffix(" ms)"), let open = middle.ranges(of: " (loaded for ").last {
+      guard let loadedFor = nanoseconds(middle[open.upperBound..<middle.index(middle.endIndex, offsetBy: -4)]) else { return nil }
+      event.loadedForNanoseconds = loadedFor
+      middle = middle[..<open.lowerBound]
+    }
+    guard let at = middle.ranges(of: " at 0x").last, let base = UInt64(middle[at.upperBound...], radix: 16) else { return nil }
+    event.baseAddress = base
+    middle = middle[..<at.lowerBound]
+    guard !middle.isEmpty else { return nil }
+    event.name = String(middle)
+    return event
+  }
+
   /// `3.200` (milliseconds, three decimals) as nanoseconds; `nil` when it is not that or too large.
   static func nanoseconds(_ text: Substring) -> UInt64? {
     let parts = text.split(separator: ".", omittingEmptySubsequences: false)

@@ -40,13 +40,14 @@ enum AppleCrashParser {
       let trimmed = line.drop { $0 == " " || $0 == "\t" }
       if lineIndex == 0, line.hasPrefix("{") { continue }  // the JSON header line
       if trimmed.isEmpty {
-        if (section == .images && !report.images.isEmpty) || section == .unloaded { section = .header }
+        if (section == .images && !report.images.isEmpty) || section == .unloaded || section == .timeline { section = .header }
         if case .thread = section { section = .header }
         if section == .registers { section = .header }
         continue
       }
       if line.hasPrefix("Binary Images:") { section = .images; continue }
       if line.hasPrefix("Unloaded Images:") { section = .unloaded; continue }
+      if line.hasPrefix("Image Timeline:") { section = .timeline; continue }
       if line.hasPrefix("Last Exception Backtrace:") {
         section = .thread(-1)
         currentThread = -1
@@ -106,6 +107,10 @@ enum AppleCrashParser {
           crashedFromHeader = words.first.flatMap { Int($0) }
           // imagelog's `Crashed Thread:  2  tid 12345`.
           if words.count >= 3, words[1] == "tid" { crashedTID = UInt64(words[2]) }
+        } else if let value = field(line, "Abort Message:"), report.abortMessage == nil {
+          // imagelog's line, escaped as its text is.
+          let text = value.trimmingSpaces
+          report.abortMessage = TextEscaping.unescaped(text).map { String(decoding: $0, as: UTF8.self) } ?? text
         } else if let value = field(line, "Threads:"), let count = Int(value.trimmingSpaces), count >= 0 {
           report.process.threadCount = count
         } else if line.hasPrefix("("), line.hasSuffix(" more threads not listed)"),
@@ -171,6 +176,12 @@ enum AppleCrashParser {
           continue
         }
         report.unloadedImages.append(image)
+      case .timeline:
+        guard let event = timelineEvent(line) else {
+          report.problems.append("line \(lineIndex + 1): unreadable image timeline event '\(line.prefix(80))'")
+          continue
+        }
+        report.imageTimeline.append(event)
       }
     }
     if let crashedFromHeader, let index = threadIndex[crashedFromHeader] {
@@ -212,13 +223,14 @@ enum AppleCrashParser {
       report.process.osVersion = report.process.osVersion.map(original)
       for (frame, name) in frameImageNames { frameImageNames[frame] = original(name) }
       for index in report.unloadedImages.indices { report.unloadedImages[index].path = original(report.unloadedImages[index].path) }
+      for index in report.imageTimeline.indices { report.imageTimeline[index].name = original(report.imageTimeline[index].name) }
     }
     report.placeFrames { thread, frame in frameImageNames[ProcessSnapshot.FrameRef(thread: thread, frame: frame)] }
     if report.images.isEmpty { report.problems.append("no Binary Images section: frames cannot be matched to files") }
     return report
   }
 
-  enum Section: Equatable { case header, thread(Int), registers, images, unloaded }
+  enum Section: Equatable { case header, thread(Int), registers, images, unloaded, timeline }
 
   /// The trust imagelog's report layout marks at a frame line's end (`  (frame pointer)`,
   /// `  (stack scan)`), with the mark's length.

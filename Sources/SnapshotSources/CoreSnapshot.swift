@@ -69,6 +69,7 @@ extension ProcessSnapshot {
     snapshot.placeFrames()
     // While `memory` can be read (a dumping process's is only inside `CoreStream.read`).
     snapshot.inMemoryImages = InMemoryImage.copies(of: images, in: memory)
+    if exception != nil { snapshot.abortMessage = glibcAbortMessage(images: images, memory: memory) }
     return snapshot
   }
 

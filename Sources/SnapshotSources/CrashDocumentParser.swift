@@ -63,6 +63,8 @@ enum CrashDocumentParser {
     snapshot.process.osVersion = try system.optional("os")?.string()
     snapshot.process.architecture = try system.optional("cpu")?.string()
     if let exception = try root.optional("exception") { snapshot.exception = try parseException(exception) }
+    snapshot.abortMessage = try root.optional("abortMessage")?.string()
+    snapshot.oomAllocationSize = try root.optional("oomAllocationSize")?.unsigned()
     for image in try root.required("binaryImages").elements() { snapshot.images.append(try parseImage(image)) }
     for (index, thread) in try root.required("threads").elements().enumerated() {
       snapshot.threads.append(try parseThread(thread, at: index, imageCount: snapshot.images.count,
@@ -70,6 +72,9 @@ enum CrashDocumentParser {
     }
     if let unloaded = try root.optional("unloadedImages") {
       snapshot.unloadedImages = try unloaded.elements().map { element throws(ReportError) in try parseUnloadedImage(element) }
+    }
+    if let timeline = try root.optional("imageTimeline") {
+      snapshot.imageTimeline = try timeline.elements().map { element throws(ReportError) in try parseImageEvent(element) }
     }
     snapshot.problems = try root.required("problems").elements().map { element throws(ReportError) in try element.string() }
     snapshot.notes = try root.required("notes").elements().map { element throws(ReportError) in try element.string() }
@@ -84,6 +89,18 @@ enum CrashDocumentParser {
       unloadedBeforeCrashNanoseconds: try member.optional("unloadedBeforeCrashNanoseconds")?.unsigned(),
       loadedForNanoseconds: try member.optional("loadedForNanoseconds")?.unsigned(),
       tid: try member.optional("tid")?.int32())
+  }
+
+  /// One of `imageTimeline`.
+  static func parseImageEvent(_ member: Member) throws(ReportError) -> ProcessSnapshot.ImageEvent {
+    let kindMember = try member.required("kind")
+    guard let kind = ProcessSnapshot.ImageEvent.Kind(rawValue: try kindMember.string()) else {
+      throw kindMember.error("not loaded or unloaded")
+    }
+    return ProcessSnapshot.ImageEvent(
+      kind: kind, name: try member.required("name").string(), baseAddress: try member.required("baseAddress").address(),
+      crashOffsetNanoseconds: try member.required("crashOffsetNanoseconds").int64(),
+      loadedForNanoseconds: try member.optional("loadedForNanoseconds")?.unsigned(), tid: try member.optional("tid")?.int32())
   }
 
   static func parseException(_ member: Member) throws(ReportError) -> ProcessSnapshot.Exception {

@@ -72,7 +72,12 @@ extension ProcessSnapshot {
     // The vDSO is in no file, a deleted or replaced file no longer at its path: both taken while the process
     // is there (a crashed one waits for this capture), copied or held open through its mapping.
     snapshot.inMemoryImages = InMemoryImage.live(images, pid: pid)
-    if let crash { snapshot.unloadedImages = crash.unloadedImages(problems: &failures) }
+    // A crashed process waits for this capture: glibc's message is in its memory still.
+    if crash != nil { snapshot.abortMessage = Self.glibcAbortMessage(images: images, memory: ProcessMemory(pid: pid)) }
+    if let crash {
+      snapshot.unloadedImages = crash.unloadedImages(problems: &failures)
+      snapshot.imageTimeline = crash.imageTimeline(problems: &failures)
+    }
     if linuxFiles { snapshot.process.linuxFiles = Self.linuxFiles(of: pid, environment: environment) }
     return Capture(snapshot: snapshot, failures: failures)
   }

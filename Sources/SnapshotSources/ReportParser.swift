@@ -54,16 +54,23 @@ public enum ReportParser {
       }
     }
     if hasBrace, SwiftBacktraceJSONParser.detect(text) {
-      return [try SwiftBacktraceJSONParser.parse(text)]
+      var report = try SwiftBacktraceJSONParser.parse(text)
+      report.readSwiftRuntimeMessage(ReportText.splitLines(report.document?.preamble ?? ""))
+      return [report]
     }
     let trimmed = text.drop { $0 == "\u{FEFF}" || $0.isWhitespace }
     if trimmed.first == "{" {
       if let report = try parseJSONReport(trimmed) { return [report] }
     }
     let lines = ReportText.splitLines(text)
-    if isSwiftBacktrace(lines) { return [SwiftBacktraceParser.parse(lines)] }
+    if isSwiftBacktrace(lines) {
+      var report = SwiftBacktraceParser.parse(lines)
+      report.readSwiftRuntimeMessage(lines)
+      return [report]
+    }
     // Before Apple's: a TSan `Thread T1 (tid=…) created by main thread at:` heading looks like a thread.
-    let linux = LinuxLogParser.parseReports(lines, splittingKinds: splittingLinuxKinds)
+    var linux = LinuxLogParser.parseReports(lines, splittingKinds: splittingLinuxKinds)
+    for index in linux.indices { linux[index].readSanitizerKind(linux[index].document?.lines ?? []) }
     if !linux.isEmpty { return linux }
     if isAppleStyle(lines) { return [AppleCrashParser.parse(lines)] }
     if let report = try AddressListParser.parse(lines, images: images) { return [report] }

@@ -218,7 +218,8 @@ extension ProcessSnapshot {
       }
     }
     let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
-    return SignatureInput(threads: threads, crashingThread: requesting, os: stackwalkOS.name, reason: stackwalkCrashType)
+    return SignatureInput(threads: threads, crashingThread: requesting, os: stackwalkOS.name, reason: stackwalkCrashType,
+                          abortMessage: abortMessage, oomAllocationSize: oomAllocationSize)
   }
 
   /// The signature of the snapshot's crashing thread (thread 0 when none is marked), with `lists`.

@@ -18,6 +18,10 @@ extension Symbolicator {
   public static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
     guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil }) else { return }
     let files = MappedFileMemory()
+    // arm64.rs's ptr_auth_strip: a pointer keeps the bits up to the end of the module with the highest
+    // base, at least 47 (as the images stand before any is placed by its file).
+    let highest = snapshot.images.compactMap { $0.loaded?.loadRange }.max { $0.lowerBound < $1.lowerBound }
+    let pointerMask = addressMask(reaching: highest?.upperBound ?? 0)  // used on aarch64 threads only
     // The main executable first: its search paths are where the loader found the others.
     var order = Array(snapshot.images.indices)
     if let main = order.firstIndex(where: { snapshot.images[$0].loaded?.isMainExecutable == true }) { order.swapAt(0, main) }
@@ -73,7 +77,8 @@ extension Symbolicator {
     }
     let modulesHeld = RangeLimitedMemory(memory: memory, ranges: wholeModules)
     let unwinder = StackUnwinder(memory: readable, images: unwindImages, scanBytes: placed.contains(true) ? 8192 : 0,
-                                 withoutCode: true, armFramePointers: snapshot.stackwalkOS.name == "iOS")
+                                 withoutCode: true, armFramePointers: snapshot.stackwalkOS.name == "iOS",
+                                 pointerMask: pointerMask, x86_64FrameRecords: snapshot.stackwalkOS.name != "Windows NT")
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
       guard let registers = snapshot.threads[index].kernelRegisters else { continue }
       let stack = snapshot.threads[index].stack ?? BufferMemory([])
@@ -84,6 +89,14 @@ extension Symbolicator {
       }
     }
     snapshot.placeFrames()
+  }
+
+  /// The mask arm64.rs strips pointer-authentication bits with: every bit below the least power of two
+  /// at or above the greater of `end` and 2^47 - 1 (all bits past 2^63).
+  static func addressMask(reaching end: UInt64) -> UInt64 {
+    let highest = max(end, (1 << 47) - 1) - 1  // at least 2^47 - 2
+    let bits = 64 - highest.leadingZeroBitCount
+    return bits >= 64 ? .max : (1 << UInt64(bits)) - 1
   }
 
   /// Finds `image`'s file by identity and, when it holds the image's code (its `.eh_frame_hdr` is there:

@@ -42,16 +42,19 @@ struct BreakpadWindowsFrameSource: WindowsFrameSource {
 extension Symbolicator {
   /// The `STACK WIN` records of `image`'s `.sym` in the locator's store (`symbols`, already read), for
   /// a 32-bit x86 module; `nil` for another architecture. A module without records still gives its
-  /// functions' parameter sizes to the walk of the frame above. The records are read on a pass of
-  /// their own over the file (the symbols' reader counts and skips them); a file whose records break
-  /// the format gives none (the walk goes on by CFI, frame pointers and scanning).
+  /// functions' parameter sizes to the walk of the frame above. The records are read from the lines the
+  /// symbols' reader saw them on (it counts and skips them), in the bytes it kept when it read on demand,
+  /// else on a pass of their own over the file; a file whose records break the format gives none (the
+  /// walk goes on by CFI, frame pointers and scanning).
   static func storedWindowsFrames(_ image: ProcessSnapshot.Image, symbols: BreakpadSymbolFile,
                                   locator: DebugFileLocator) -> BreakpadWindowsFrameSource? {
     guard symbols.module.architecture == "x86" else { return nil }
     var frames = BreakpadWindowsFrames(records: [])
-    if symbols.skippedWindowsFrames > 0, let store = locator.symbolStore, case .found(_, let path) = store.symbols(for: image).outcome,
-       let mapped = try? MappedFile(path: path),
-       let read = try? mapped.withReader({ reader throws(FormatError) in try BreakpadWindowsFrames(reader) }) {
+    if let read = try? BreakpadWindowsFrames(in: symbols) {
+      frames = read
+    } else if symbols.skippedWindowsFrames > 0, let store = locator.symbolStore,
+              case .found(_, let path) = store.symbols(for: image).outcome, let mapped = try? MappedFile(path: path),
+              let read = try? mapped.withReader({ reader throws(FormatError) in try BreakpadWindowsFrames(reader) }) {
       frames = read
     }
     return BreakpadWindowsFrameSource(frames: frames, symbols: symbols)

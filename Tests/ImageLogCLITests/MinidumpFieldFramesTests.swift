@@ -158,20 +158,23 @@ import Testing
   /// A thread of a made dump: pc, sp, lr, the frame pointer (r11, x29), and stack words from sp.
   typealias MadeThread = (pc: UInt64, sp: UInt64, lr: UInt64, fp: UInt64, words: [Int: UInt64])
 
-  /// A Linux (`platformID` 0x8201) or iOS (0x8102) dump with a context of `layout` (`.arm` or `.arm64`)
-  /// for each of `threads`, the first crashed by SIGSEGV, and the modules app, libfoo.so and libbare.so.
+  /// A Linux (`platformID` 0x8201), Windows (2) or iOS (0x8102) dump with a context of `layout` (`.arm`, `.arm64` or
+  /// `.amd64`, whose pc, sp and frame pointer are rip, rsp and rbp) for each of `threads`, the first
+  /// crashed by SIGSEGV, and the modules app, libfoo.so and libbare.so.
   static func madeDump(_ layout: MinidumpContext.Layout, platformID: UInt32 = 0x8201, threads: [MadeThread]) throws -> [UInt8] {
     let word = layout == .arm ? 4 : 8
-    var system = MinidumpWriter.SystemInfo(processorArchitecture: layout == .arm ? 5 : 12)
+    var system = MinidumpWriter.SystemInfo(processorArchitecture: layout == .arm ? 5 : layout == .amd64 ? 9 : 12)
     system.platformID = platformID
-    system.osVersion = platformID == 0x8201 ? (5, 10, 0) : (9, 3, 5)
+    system.osVersion = platformID == 0x8201 ? (5, 10, 0) : platformID == 2 ? (10, 0, 19042) : (9, 3, 5)
     let dumpThreads = threads.enumerated().map { index, thread in
       var stack = [UInt8](repeating: 0, count: 128 * word)
       for (slot, value) in thread.words {
         for byte in 0..<word { stack[slot * word + byte] = UInt8(truncatingIfNeeded: value >> (8 * UInt64(byte))) }
       }
-      let context = MinidumpContext(layout: layout, registers: ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr,
-                                                                  "fp": thread.fp, "r4": 0x444, "x19": 0x1919])
+      let registers: [String: UInt64] = layout == .amd64
+        ? ["rip": thread.pc, "rsp": thread.sp, "rbp": thread.fp, "rbx": 0x444]
+        : ["pc": thread.pc, "sp": thread.sp, "lr": thread.lr, "fp": thread.fp, "r4": 0x444, "x19": 0x1919]
+      let context = MinidumpContext(layout: layout, registers: registers)
       return MinidumpWriter.Thread(tid: UInt32(100 + index), context: .registers(context), stackAddress: thread.sp, stack: stack)
     }
     let modules = [MinidumpWriter.Module(baseAddress: app.base, size: 0x4000, path: "/opt/app/app", buildID: app.buildID,
@@ -283,5 +286,129 @@ import Testing
     #expect(walked.first?.map(\.trust) == ["context", "cfi", "frame_pointer", "frame_pointer"], "\(walked)")
     #expect(walked.dropFirst().first?.map(\.trust) == ["context", "scan", "scan"], "\(walked)")
     Self.expectSameFrames(ours: ours, theirs: theirs, "arm64")
+  }
+
+  // MARK: stacks at one address
+
+  /// Two threads whose stack descriptors name the same start address with different bytes (each its
+  /// own range of the file) are each walked over their own bytes, as minidump-stackwalk reads a thread's
+  /// stack from its descriptor. Before, stacks were found by address, and the second thread was walked
+  /// over the first one's bytes.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func threadsNamingOneStackAddressEachWalkTheirOwnBytes() throws {
+    let directory = try makeTemporaryDirectory("imagelog-same-stack")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let bare = Self.bare.base
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let path = directory + "/same-stack.dmp"
+    try writeFile(path, bytes: try Self.madeDump(.arm64, threads: [
+      (bare + 0x100, sp, 0, sp + 0x10, [2: 0, 3: bare + 0x404]),
+      (bare + 0x200, sp, 0, sp + 0x10, [2: 0, 3: bare + 0x808]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [])
+    let ours = try Self.walk(path, theirs: false, stores: [])
+    let walked = Self.threads(theirs)
+    #expect(walked.count == 2 && walked.first?.dropFirst().first?.offset != walked.last?.dropFirst().first?.offset, "\(walked)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "one stack address")
+  }
+
+  // MARK: x86_64: CFI ending the walk
+
+  /// amd64.rs takes CFI's caller unchecked and ends the walk when its pc is in the first page (0 too)
+  /// or its sp is not above the callee's: no frame record or scan is tried after it. Before, imagelog
+  /// went on by rbp's frame record and scanning, and took a CFI caller at the same sp as a frame.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func amd64CFIReturningToTheFirstPageEndsTheWalk() throws {
+    let directory = try makeTemporaryDirectory("imagelog-amd64-cfi-end")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let store = try Self.madeStore(in: directory, architecture: "x86_64", [
+      ("app", Self.app.buildID, """
+        FUNC 1000 100 0 inner
+        FUNC 2000 100 0 flat
+        STACK CFI INIT 1000 100 .cfa: $rsp 8 + .ra: .cfa -8 + ^
+        STACK CFI INIT 2000 100 .cfa: $rsp 0 + .ra: .cfa ^
+
+        """),
+    ])
+    let (app, bare) = (Self.app.base, Self.bare.base)
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let path = directory + "/amd64-cfi.dmp"
+    try writeFile(path, bytes: try Self.madeDump(.amd64, threads: [
+      // CFI's return address 0x800, rbp's frame record to libbare, a libbare word to scan.
+      (app + 0x1010, sp, 0, sp + 0x20, [0: 0x800, 2: bare + 0x201, 4: sp + 0x40, 5: bare + 0x404]),
+      // CFI's return address 0.
+      (app + 0x1020, sp + 0x10000, 0, sp + 0x10020, [0: 0, 2: bare + 0x201, 4: sp + 0x10040, 5: bare + 0x404]),
+      // CFI's caller at the callee's own sp.
+      (app + 0x2010, sp + 0x20000, 0, sp + 0x20020, [0: bare + 0x301, 2: bare + 0x201, 4: sp + 0x20040, 5: bare + 0x404]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [store])
+    let ours = try Self.walk(path, theirs: false, stores: [store])
+    #expect(theirs["system_info"]?["cpu_arch"]?.string == "amd64")
+    #expect(Self.threads(theirs).map { $0.map(\.trust) } == [["context"], ["context"], ["context"]], "\(Self.threads(theirs))")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "amd64 CFI to the first page")
+  }
+
+  // MARK: arm64 pointer authentication
+
+  /// arm64.rs strips pointer-authentication bits (every bit past the highest module's end, at least 47
+  /// bits kept) from a frame record's pc and fp and from the pc, lr and x29 that CFI gives. Before,
+  /// a signed return address was no pc (past 0xfffffffffffff) and the walk scanned instead, and a
+  /// signed pc from CFI lay in no module.
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func arm64PointerAuthenticationBitsAreStripped() throws {
+    let directory = try makeTemporaryDirectory("imagelog-arm64-pac")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let store = try Self.madeStore(in: directory, architecture: "arm64", [
+      ("app", Self.app.buildID, """
+        FUNC 1000 100 0 inner
+        FUNC 2000 100 0 middle
+        STACK CFI INIT 1000 100 .cfa: sp 16 + .ra: .cfa -8 + ^ x29: .cfa -16 + ^
+
+        """),
+    ])
+    let (app, bare) = (Self.app.base, Self.bare.base)
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let signed: UInt64 = 0x0023_0000_0000_0000
+    let path = directory + "/arm64-pac.dmp"
+    try writeFile(path, bytes: try Self.madeDump(.arm64, threads: [
+      // Frame records whose pc and fp are signed; libbare words to scan if they were refused.
+      (bare + 0x100, sp, 0, sp + 0x10,
+       [1: bare + 0x201, 2: (sp + 0x40) | signed, 3: (bare + 0x404) | signed, 5: bare + 0x301,
+        8: 0, 9: (bare + 0x808) | signed]),
+      // CFI's pc and x29 signed, then x29's record.
+      (app + 0x1010, sp + 0x10000, 0, 0, [0: (sp + 0x10020) | signed, 1: (app + 0x2014) | signed, 3: bare + 0x201,
+                                          4: 0, 5: (bare + 0x604) | signed]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [store])
+    let ours = try Self.walk(path, theirs: false, stores: [store])
+    let walked = Self.threads(theirs)
+    #expect(walked.first?.map(\.trust) == ["context", "frame_pointer", "frame_pointer"], "\(walked)")
+    #expect(walked.last?.dropFirst().first?.trust == "cfi" && walked.last?.dropFirst().first?.module == "app", "\(walked)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "arm64 pointer authentication")
+  }
+
+  // MARK: Windows amd64 frame records
+
+  /// minidump-stackwalk 0.25's amd64.rs follows no rbp frame record on Windows (rbp may point into the
+  /// middle of a frame there; only UNWIND_INFO says where): the caller a record would give is found by
+  /// scanning, if at all. Before, imagelog took the record. (0.26 tries 16 offsets above rbp instead;
+  /// the oracle here is 0.25.)
+  @Test(.enabled(if: canRun, "needs minidump-stackwalk (Scripts/install-test-tools)"))
+  func windowsAmd64FollowsNoFrameRecord() throws {
+    let directory = try makeTemporaryDirectory("imagelog-windows-amd64-fp")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let bare = Self.bare.base
+    let sp: UInt64 = 0x7FFF_0000_0000
+    let path = directory + "/windows-amd64.dmp"
+    // rbp's record: the caller's rbp and a return address into libbare, then another record.
+    try writeFile(path, bytes: try Self.madeDump(.amd64, platformID: 2, threads: [
+      (bare + 0x100, sp, 0, sp + 0x20, [4: sp + 0x40, 5: bare + 0x404, 8: 0, 9: bare + 0x808]),
+    ]))
+    let theirs = try Self.walk(path, theirs: true, stores: [])
+    let ours = try Self.walk(path, theirs: false, stores: [])
+    #expect(theirs["system_info"]?["os"]?.string == "Windows NT")
+    let walked = Self.threads(theirs)
+    #expect(walked.first?.dropFirst().allSatisfy { $0.trust == "scan" } == true && (walked.first?.count ?? 0) > 1, "\(walked)")
+    Self.expectSameFrames(ours: ours, theirs: theirs, "Windows amd64")
   }
 }

@@ -75,6 +75,45 @@ extension RunCrashTests {
     try Self.expectStackwalkAttributes(run, to: plugin, base: base, pc: pc)
   }
 
+  /// The report's Image Timeline under `run --crash-dir` (issue 39): run-crash.c's "timeline" mode opens
+  /// the plugin and libother.so after its start, closes them in the same order, then crashes. The audit
+  /// module records the loads after `la_preinit` and the unloads from `la_objclose`; the helper reads them
+  /// through the crash record. The report lists the four events, oldest first, before the crash and after
+  /// the run began, by the main thread, with no image of the program's start; the JSON document carries
+  /// the same events (valid under the schema) and `symbolicate` of that document writes the same section.
+  @Test(.enabled(if: processTestHaveCC && gcc != nil && readelf != nil, "needs cc, gcc and readelf"))
+  func timelineListsLoadsAndUnloadsInOrder() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-timeline")
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: "cc", readelf: try #require(Self.readelf))
+    var started = timespec(), ended = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &started)
+    let run = try Self.crash("timeline", extra: ["--crash-wait", "--crash-document"],
+                             environment: ["CRASH_PLUGIN": plugin.path, "CRASH_OTHER": plugin.other])
+    clock_gettime(CLOCK_MONOTONIC, &ended)
+    #expect(run.result.signal == SIGSEGV, "\(run.result.error)")
+    let bases = run.result.output.split(separator: "\n").first { $0.hasPrefix("bases ") }?.split(separator: " ")
+      .dropFirst().compactMap { UInt64($0.dropFirst(2), radix: 16) } ?? []
+    try #require(bases.count == 2, "\(run.result.output)")
+    let lines = try #require(TimelineLine.parse(report: run.text), "\(run.text)")
+    let elapsed = Double(ended.tv_sec - started.tv_sec) * 1000 + Double(ended.tv_nsec - started.tv_nsec) / 1e6
+    let problems = TimelineLine.problems(lines, first: "libplugin.so", firstBase: bases[0], second: "libother.so",
+                                         secondBase: bases[1], tid: run.result.pid, withinMilliseconds: elapsed)
+    #expect(problems.isEmpty, "\(problems)\n\(run.text)")
+
+    let documentName = try #require(run.files.first { $0.hasSuffix(".json") }, "\(run.files)")
+    let document = try #require(readFile(run.directory + "/" + documentName))
+    if CrashDocumentSchema.unavailableReason == nil { #expect(try CrashDocumentSchema.problems(document) == []) }
+    let events = try JSONValue.parse(document[...])["imageTimeline"]?.array ?? []
+    #expect(events.map { $0["kind"]?.string ?? "" } == ["loaded", "loaded", "unloaded", "unloaded"]
+            && events.map { $0["name"]?.string ?? "" } == ["libplugin.so", "libother.so", "libplugin.so", "libother.so"]
+            && MinidumpCLI.hex(events.first?["baseAddress"]) == bases[0], "\(document.suffix(2000))")
+    // Read back, the document writes the same section.
+    let again = try runProcessTest([processTestImagelog, "symbolicate", run.directory + "/" + documentName],
+                                   environment: ImageLogTestSupport.environment(applying: ["DEBUGINFOD_URLS": ""]))
+    #expect(again.exitStatus == 0, "\(again.error)")
+    #expect(TimelineLine.parse(report: again.output) == lines, "\(again.output)")
+  }
+
   /// The address the program printed last ("plugin_work 0x..." or "plugin_thread 0x...").
   static func printedAddress(_ run: Run) throws -> UInt64 {
     try #require(run.result.output.split(separator: " ").last.flatMap { UInt64($0.dropFirst(2).dropLast(), radix: 16) },

@@ -26,7 +26,12 @@ import Testing
     try #require(documents.count == dumps.count && !dumps.isEmpty, sourceLocation: sourceLocation)
     #expect(dumps.allSatisfy { $0["signature"] == nil }, "stackwalk-json holds no signature", sourceLocation: sourceLocation)
     return try zip(documents, dumps).map { document, dump in
-      let answer = try JSONValue.parse(try Siggen.signify(JSONValue.object([("json_dump", dump)]).serialized())[...])
+      // What Socorro keeps beside json_dump from a crash's annotations: the abort message and the
+      // failed allocation's size, as imagelog's document has them.
+      var processed: [(String, JSONValue)] = [("json_dump", dump)]
+      if let message = document["abortMessage"] { processed.append(("abort_message", message)) }
+      if let size = document["oomAllocationSize"] { processed.append(("oom_allocation_size", size)) }
+      let answer = try JSONValue.parse(try Siggen.signify(JSONValue.object(processed).serialized())[...])
       return (document["signature"]?.string, try #require(answer["signature"]?.string, sourceLocation: sourceLocation))
     }
   }

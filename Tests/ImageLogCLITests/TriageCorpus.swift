@@ -95,7 +95,8 @@ struct TriageCorpus: Sendable {
                    reasons: ["SIGSEGV / SEGV_MAPERR"], function: "triage_null_write", line: try Self.sourceLine("null"))
     var abort = Bug(signature: "triage_check_failed", files: [], builds: ["beta \(ids.beta)"], reasons: ["SIGABRT / SI_TKILL"],
                     function: "triage_check_failed", line: try Self.sourceLine("abort"))
-    var overflow = Bug(signature: "triage_overflow", files: [], builds: ["gamma"], reasons: ["AddressSanitizer: heap-buffer-overflow"],
+    // The sanitizer's kind is the crash's abort message: siggen's abort rule puts it first.
+    var overflow = Bug(signature: "Abort | AddressSanitizer: heap-buffer-overflow | triage_overflow", files: [], builds: ["gamma"], reasons: ["AddressSanitizer: heap-buffer-overflow"],
                        function: "triage_overflow", line: try Self.sourceLine("overflow"))
 
     // `imagelog run --crash-dir`: each crash leaves PROGRAM.PID.TIME.crash and .dmp (one crash: the .crash is read).

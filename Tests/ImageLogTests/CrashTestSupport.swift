@@ -185,6 +185,11 @@ struct ParsedCrashReport {
         number += 1
       }
     }
+    // The loads and unloads after the program started (TimelineLine reads them).
+    if number + 1 < lines.count, lines[number].isEmpty, lines[number + 1] == "Image Timeline:" {
+      number += 2
+      while number < lines.count, !lines[number].isEmpty { number += 1 }
+    }
     guard number == lines.count - 1 else { throw FormatProblem(description: "text after the Binary Images") }
   }
 

@@ -106,6 +106,38 @@ import Testing
             && frame.unloaded?.hasSuffix(" ms before the crash by thread \(result.pid)") == true, "\(text)")
     #expect(report.unloadedImages.count == 1 && report.unloadedImages.first?.contains("<\(plugin.buildID)>") == true, "\(text)")
   }
+
+  /// The report's Image Timeline (issue 39): crash-program.c's "timeline" mode opens the plugin and
+  /// libother.so, closes them in the same order, then dies. The timeline has those four events and no
+  /// image of the program's start, oldest first, each before the crash and after the program began, by
+  /// the main thread, each unload's "loaded for" the time between its two events.
+  @Test(.enabled(if: CrashHandlerTests.compiler != nil && CrashHandlerTests.readelf != nil, "needs cc and readelf"))
+  func inProcessReportHasTheTimeline() throws {
+    let program = try CrashHandlerTests.program.get()
+    let directory = CrashTestSupport.makeTemporaryDirectory()
+    let plugin = try UnloadedPlugin.build(in: directory, compiler: try #require(CrashHandlerTests.compiler),
+                                          readelf: try #require(CrashHandlerTests.readelf))
+    let reportPath = "\(directory)/report.crash"
+    var started = timespec(), ended = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &started)
+    let result = try CrashTestSupport.run(program, ["timeline", reportPath, "\(directory)/maps"],
+                                          environment: ["CRASH_PLUGIN": plugin.path, "CRASH_OTHER": plugin.other],
+                                          timeoutSeconds: 60)
+    clock_gettime(CLOCK_MONOTONIC, &ended)
+    #expect(result.terminationSignal == SIGSEGV, "\(result.stdout)\(result.stderr)")
+    let text = try #require(readFile(reportPath))
+    let bases = result.stdout.split(separator: "\n").first { $0.hasPrefix("bases ") }?.split(separator: " ")
+      .dropFirst().compactMap { UInt64($0.dropFirst(2), radix: 16) } ?? []
+    try #require(bases.count == 2, "\(result.stdout)")
+    let lines = try #require(TimelineLine.parse(report: text), "\(text)")
+    let elapsed = Double(ended.tv_sec - started.tv_sec) * 1000 + Double(ended.tv_nsec - started.tv_nsec) / 1e6
+    let problems = TimelineLine.problems(lines, first: "libplugin.so", firstBase: bases[0], second: "libother.so",
+                                         secondBase: bases[1], tid: result.pid, withinMilliseconds: elapsed)
+    #expect(problems.isEmpty, "\(problems)\n\(text)")
+    // The section follows Unloaded Images.
+    let unloaded = text.ranges(of: "\nUnloaded Images:\n").first, timeline = text.ranges(of: "\nImage Timeline:\n").first
+    #expect(unloaded != nil && timeline != nil && unloaded!.upperBound < timeline!.lowerBound, "\(text)")
+  }
 }
 
 /// `CrashReporter.install(helper:)` in a Swift program (this test binary, re-run as a child): the table the
@@ -154,6 +186,13 @@ extension UnloadedImageTests {
     let crashed = try #require(lines.firstIndex { $0.hasPrefix("Thread ") && $0.contains(" Crashed:") }, "\(text)")
     let frame0 = lines[crashed + 1]
     #expect(frame0.hasPrefix("0   libplugin.so ") && frame0.contains(" plugin_work + 0  (unloaded "), "\(text)")
+    // The Image Timeline (CrashReporter.install(helper:)): the plugin's load then its unload, at the
+    // Unloaded Images line's address, before the crash and in order; no image of the test's start.
+    let timeline = try #require(TimelineLine.parse(report: text), "\(text)")
+    let base = try #require(tokens.first.flatMap { UInt64($0.dropFirst(2), radix: 16) })
+    #expect(timeline.map { "\($0.kind) \($0.name)" } == ["loaded libplugin.so", "unloaded libplugin.so"]
+            && timeline.allSatisfy { $0.base == base && $0.milliseconds <= 0 }
+            && timeline.map(\.milliseconds) == timeline.map(\.milliseconds).sorted(), "\(text)")
   }
 }
 

@@ -166,6 +166,33 @@ import Testing
     }
   }
 
+  /// Read from the bytes a symbol file read on demand keeps, over only the lines its reader saw `STACK
+  /// WIN` on: the same records, notes and errors (with the same line numbers) as a pass over the whole
+  /// file; a file read whole keeps no bytes (nil: the caller reads the file), one without records gives
+  /// none.
+  @Test func fromTheSymbolFilesOwnBytes() throws {
+    let path = "minidump-field/breakpad/symbols/test_app.pdb/5A9832E5287241C1838ED98914E9B7FF1/test_app.sym"
+    let bytes = try Fixtures.bytes(path)
+    let whole = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadWindowsFrames(reader) }
+    let onDemand = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) }
+    let fromSymbols = try #require(try BreakpadWindowsFrames(in: onDemand))
+    #expect(fromSymbols.records == whole.records && fromSymbols.notes == whole.notes)
+    #expect(fromSymbols.records.count == 1556 + 259)
+    let everything = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
+    #expect(try BreakpadWindowsFrames(in: everything) == nil)
+    let none = try ByteReader.reading(Array("MODULE windows x86 0 t\nPUBLIC 10 0 f\n".utf8)) { reader throws(FormatError) in
+      try BreakpadSymbolFile(reader, reading: .onDemand)
+    }
+    #expect(try BreakpadWindowsFrames(in: none)?.records.isEmpty == true)
+    // Records apart, with other lines between and after them; the bad one named by its line in the file.
+    let text = "MODULE windows x86 0 t\nSTACK WIN 4 10 8 0 0 0 0 0 0 0\nPUBLIC 10 0 f\nFUNC 20 4 0 g\n"
+      + "STACK WIN 4 zz 10 0 0 0 0 0 0 1 x\nPUBLIC 40 0 h\n"
+    let damaged = try ByteReader.reading(Array(text.utf8)) { reader throws(FormatError) in
+      try BreakpadSymbolFile(reader, reading: .onDemand)
+    }
+    #expect(throws: FormatError.breakpad(line: 5, "STACK WIN address \"zz\" is not hex")) { try BreakpadWindowsFrames(in: damaged) }
+  }
+
   /// Programs cut and bit-flipped from test_app.sym's give a caller or none, never a trap.
   @Test func mutatedProgramsOnlyFail() throws {
     var rng = SeededGenerator(seed: 0x3A1)

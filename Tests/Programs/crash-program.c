@@ -112,6 +112,40 @@ static int add_image(struct dl_phdr_info *info, size_t size, void *context) {
 
 /* ---- ways to die ---- */
 
+/* timeline: opens CRASH_PLUGIN then CRASH_OTHER, closes them in the same order (each put in and taken
+   out of the table as the Swift library's observers would), then dies on a null pointer: the report's
+   Image Timeline has the four events, oldest first. */
+void crash_null_dereference(void);
+static void open_into_table(const char *path, void **handle, uint64_t *base) {
+  *handle = path != NULL ? dlopen(path, RTLD_NOW) : NULL;
+  if (*handle == NULL) {
+    fprintf(stderr, "cannot open %s: %s\n", path != NULL ? path : "(unset)", dlerror());
+    exit(2);
+  }
+  Dl_info where;
+  void *symbol = dlsym(*handle, "plugin_work");
+  if (symbol == NULL) symbol = dlsym(*handle, "other_traps");
+  if (symbol == NULL || dladdr(symbol, &where) == 0) exit(3);
+  *base = (uint64_t)(uintptr_t)where.dli_fbase;
+  int index = 1;
+  add_only = *base;
+  dl_iterate_phdr(add_image, &index);
+}
+
+__attribute__((noinline)) void crash_after_timeline(void) {
+  void *plugin, *other;
+  uint64_t plugin_base, other_base;
+  open_into_table(getenv("CRASH_PLUGIN"), &plugin, &plugin_base);
+  open_into_table(getenv("CRASH_OTHER"), &other, &other_base);
+  dlclose(plugin);
+  il_crash_table_remove(plugin_base);
+  dlclose(other);
+  il_crash_table_remove(other_base);
+  printf("bases 0x%llx 0x%llx\n", (unsigned long long)plugin_base, (unsigned long long)other_base);
+  fflush(stdout);
+  crash_null_dereference();
+}
+
 /* unloaded: opens the plugin CRASH_PLUGIN names, puts it in the table (as the Swift library's observers
    would), keeps a pointer to its plugin_work, closes it (the table keeps it among the removed images),
    then calls the pointer: the pc is in memory no longer mapped. */
@@ -705,6 +739,7 @@ int main(int argc, char **argv) {
   else if (strcmp(mode, "callnull") == 0) crash_call_null();
   else if (strcmp(mode, "unloaded") == 0) crash_call_unloaded(0);
   else if (strcmp(mode, "unloaded-thread") == 0) crash_call_unloaded(1);
+  else if (strcmp(mode, "timeline") == 0) crash_after_timeline();
   else if (strcmp(mode, "malloc") == 0) crash_corrupt_heap();
   else if (strcmp(mode, "newthreadstack") == 0) {  /* no il_crash_prepare_thread: the interposer gives it a stack */
     pthread_create(&thread, NULL, overflowing_thread, NULL);
@@ -736,6 +771,17 @@ int main(int argc, char **argv) {
     write_thread_list();
     crash_null_dereference();
   } else if (strcmp(mode, "bench") == 0) {
+    /* CRASH_KEEP_UNLOADED: the history's size (il_crash_keep_unloaded); CRASH_PLUGIN opened and closed
+       CRASH_CYCLES times first: a report with that many loads and unloads behind it. */
+    const char *keep = getenv("CRASH_KEEP_UNLOADED"), *cycles = getenv("CRASH_CYCLES");
+    if (keep != NULL && il_crash_keep_unloaded((uint32_t)atoi(keep)) != 0) return 1;
+    for (int i = 0, n = cycles != NULL ? atoi(cycles) : 0; i < n; i++) {
+      void *handle;
+      uint64_t base;
+      open_into_table(getenv("CRASH_PLUGIN"), &handle, &base);
+      dlclose(handle);
+      il_crash_table_remove(base);
+    }
     start_workers(argc == 5 ? atoi(argv[4]) - 1 : 3, 0);
     clock_gettime(CLOCK_MONOTONIC, &bench_start);
     crash_null_dereference();

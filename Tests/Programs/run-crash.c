@@ -21,6 +21,8 @@
               With $CRASH_FORBID_PTRACE, first as seccomp does: the module writes the report. With
               $CRASH_OTHER (unloaded-other.c), that library is opened first, mapped where the plugin
               was: the call traps in it.
+   timeline   opens $CRASH_PLUGIN then $CRASH_OTHER, closes them in the same order, prints "bases 0x... 0x..."
+              (where each was mapped), then null: the report's Image Timeline has the four events.
    unloaded-thread  the plugin starts a thread (plugin_start_thread) waiting in read(2) inside its
               plugin_thread, is closed, then the read is answered: the thread returns into unmapped
               memory. Prints "plugin_thread 0x...".
@@ -208,6 +210,25 @@ int main(int argc, char **argv) {
     fflush(stdout);
     if (write(ends[1], "x", 1) != 1) return 4;
     for (;;) pause();
+  }
+  if (strcmp(mode, "timeline") == 0) {
+    const char *paths[2] = {getenv("CRASH_PLUGIN"), getenv("CRASH_OTHER")};
+    const char *symbols[2] = {"plugin_work", "other_traps"};
+    void *handles[2];
+    Dl_info where[2];
+    for (int i = 0; i < 2; i++) {
+      handles[i] = paths[i] != NULL ? dlopen(paths[i], RTLD_NOW) : NULL;
+      void *symbol = handles[i] != NULL ? dlsym(handles[i], symbols[i]) : NULL;
+      if (symbol == NULL || dladdr(symbol, &where[i]) == 0) {
+        fprintf(stderr, "run-crash: cannot load CRASH_PLUGIN and CRASH_OTHER\n");
+        return 1;
+      }
+    }
+    dlclose(handles[0]);
+    dlclose(handles[1]);
+    printf("bases %p %p\n", where[0].dli_fbase, where[1].dli_fbase);
+    fflush(stdout);
+    crash_null();
   }
   if (strcmp(mode, "unloaded") == 0) {
     /* The plugin $CRASH_PLUGIN (unloaded-plugin.c) opened, closed, then called. */

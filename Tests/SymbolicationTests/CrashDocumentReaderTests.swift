@@ -32,6 +32,21 @@ import Testing
     #expect(names(read).contains { $0?.name == "__pthread_kill" })
   }
 
+  /// The image timeline (issue 39) read back: the same events, in order; a kind that is neither is refused.
+  @Test func timelineReadBack() throws {
+    var report = try ReportParser.parse(ReportParserTests.appleCrash)
+    report.imageTimeline = [
+      .init(kind: .loaded, name: "libplugin.so", baseAddress: 0x7f00_0000_0000, crashOffsetNanoseconds: -15_200_000, tid: 4),
+      .init(kind: .unloaded, name: "lib \"odd\".so", baseAddress: 0x7f00_0000_0000, crashOffsetNanoseconds: -3_200_000,
+            loadedForNanoseconds: 12_000_000),
+    ]
+    let document = report.formatted(.json)
+    #expect(try ReportParser.parse(document).imageTimeline == report.imageTimeline)
+    let odd = document.replacing("\"kind\":\"loaded\"", with: "\"kind\":\"mapped\"")
+    #expect(odd != document)
+    #expect(throws: ReportError.self) { try ReportParser.parse(odd) }
+  }
+
   @Test func truncationsAndBitFlipsOnlyThrow() throws {
     let document = Array(try ReportParser.parse(ReportParserTests.appleCrash).formatted(.json).utf8)
     var random = SeededGenerator(seed: 0x36)

@@ -35,10 +35,10 @@ import Testing
   @Test func headerIsCheckedFieldByField() throws {
     #expect(try CrashRecord.decodeHistoryHeader(Self.header(capacity: 16, written: 3)) == (16, 3))
     #expect(throws: FormatError.elf("no ILUNLOAD magic")) { try CrashRecord.decodeHistoryHeader(Self.header(magic: "ILCRASH", capacity: 1, written: 0)) }
-    #expect(throws: FormatError.elf("version 2, header 64, entry 512: not version 1")) {
-      try CrashRecord.decodeHistoryHeader(Self.header(version: 2, capacity: 1, written: 0))
+    #expect(throws: FormatError.elf("version 3, header 64, entry 512: not version 1 or 2")) {
+      try CrashRecord.decodeHistoryHeader(Self.header(version: 3, capacity: 1, written: 0))
     }
-    #expect(throws: FormatError.elf("version 1, header 64, entry 256: not version 1")) {
+    #expect(throws: FormatError.elf("version 1, header 64, entry 256: not version 1 or 2")) {
       try CrashRecord.decodeHistoryHeader(Self.header(entrySize: 256, capacity: 1, written: 0))
     }
     // A capacity above the maximum would have the helper read (and allocate) past the ring.
@@ -93,5 +93,60 @@ import Testing
     #expect(AppleCrashParser.unloadedImage("unloaded 1.000 ms before the crash") == nil)
     #expect(AppleCrashParser.unloadedImage("0x2000 - 0x1fff lib.so x86_64  <ab> /p/lib.so  unloaded 1.000 ms") == nil)
     #expect(AppleCrashParser.nanoseconds("99999999999999.000") == nil && AppleCrashParser.nanoseconds("1.5") == nil)
+  }
+
+  static func event(sequence: UInt64, time: Int64, base: UInt64 = 0x7000_0000, loaded: Int64 = 0, tid: Int32 = 42,
+                    kind: UInt32, name: String, nameLength: UInt32? = nil) -> [UInt8] {
+    var bytes: [UInt8] = []
+    bytes += withUnsafeBytes(of: sequence.littleEndian, Array.init)
+    bytes += withUnsafeBytes(of: time.littleEndian, Array.init)
+    bytes += withUnsafeBytes(of: base.littleEndian, Array.init)
+    bytes += withUnsafeBytes(of: loaded.littleEndian, Array.init)
+    bytes += withUnsafeBytes(of: tid.littleEndian, Array.init)
+    for value: UInt32 in [kind, nameLength ?? UInt32(name.utf8.count), 0] { bytes += withUnsafeBytes(of: value.littleEndian, Array.init) }
+    return bytes + Array(name.utf8) + [UInt8](repeating: 0, count: 80 - name.utf8.count)
+  }
+
+  /// The timeline's events (version 2): oldest first from the ring, a torn one left out, times relative
+  /// to the crash, an unload's "loaded for"; a version 1 header has none; a bad kind or name length throws.
+  @Test func timelineEventsOldestFirst() throws {
+    var header = Self.header(version: 2, capacity: 16, written: 1)
+    for (offset, value) in [(32, UInt32(3)), (36, UInt32(128))] {
+      header.replaceSubrange(offset..<offset + 4, with: withUnsafeBytes(of: value.littleEndian, Array.init))
+    }
+    header.replaceSubrange(40..<48, with: withUnsafeBytes(of: UInt64(5).littleEndian, Array.init))
+    #expect(try CrashRecord.decodeEventHeader(header) == (3, 5))
+    #expect(try CrashRecord.decodeEventHeader(Self.header(capacity: 16, written: 1)) == (0, 0))
+    // Capacity 3, 5 written: slot 0 holds event 4, slot 1 event 5 (newest), slot 2 event 3 (torn).
+    let bytes = Self.event(sequence: 8, time: 1_000, base: 0x1000, tid: 7, kind: 1, name: "libfour.so")
+      + Self.event(sequence: 10, time: 3_500_000, base: 0x1000, loaded: 1_000, kind: 2, name: "libfour.so")
+      + Self.event(sequence: 5, time: 500, kind: 1, name: "libtorn.so")
+    let events = try CrashRecord.decodeEvents(bytes, capacity: 3, written: 5, crashNanoseconds: 4_000_000)
+    #expect(events == [
+      .init(kind: .loaded, name: "libfour.so", baseAddress: 0x1000, crashOffsetNanoseconds: -3_999_000, tid: 7),
+      .init(kind: .unloaded, name: "libfour.so", baseAddress: 0x1000, crashOffsetNanoseconds: -500_000,
+            loadedForNanoseconds: 3_499_000, tid: 42),
+    ])
+    #expect(events.map(ProcessSnapshot.timelineLine) == [
+      "-3.999 ms  loaded libfour.so at 0x1000 by thread 7",
+      "-0.500 ms  unloaded libfour.so at 0x1000 (loaded for 3.499 ms) by thread 42",
+    ])
+    // Read back from a report's text: the same events.
+    #expect(events.map(ProcessSnapshot.timelineLine).map(AppleCrashParser.timelineEvent) == events)
+    #expect(AppleCrashParser.timelineEvent("-1.000 ms  mapped libx.so at 0x1000 by thread 4") == nil)
+    #expect(AppleCrashParser.timelineEvent("-1.0 ms  loaded libx.so at 0x1000 by thread 4") == nil)
+    #expect(AppleCrashParser.timelineEvent("+0.010 ms  unloaded lib x.so at 0x2000 by thread 4")
+            == .init(kind: .unloaded, name: "lib x.so", baseAddress: 0x2000, crashOffsetNanoseconds: 10_000, tid: 4))
+    #expect(throws: FormatError.elf("event 0: kind 3, name 10 bytes")) {
+      try CrashRecord.decodeEvents(Self.event(sequence: 2, time: 0, kind: 3, name: "libfour.so"), capacity: 1, written: 1,
+                                   crashNanoseconds: 0)
+    }
+    #expect(throws: FormatError.elf("event 0: kind 1, name 81 bytes")) {
+      try CrashRecord.decodeEvents(Self.event(sequence: 2, time: 0, kind: 1, name: "a", nameLength: 81), capacity: 1, written: 1,
+                                   crashNanoseconds: 0)
+    }
+    // A time whose distance to the crash overflows is left out, not trapped on.
+    #expect(try CrashRecord.decodeEvents(Self.event(sequence: 2, time: .min, kind: 1, name: "a"), capacity: 1, written: 1,
+                                         crashNanoseconds: .max).isEmpty)
   }
 }

@@ -81,6 +81,14 @@ typedef struct {
   /* arm: 1 to take r11's frame records ([r11] the caller's r11, [r11 + 4] its pc), as minidump-stackwalk's
      arm.rs does on iOS only (elsewhere lr and r11 may be any register); 0: CFI and scanning only. */
   int arm_frame_pointers;
+  /* aarch64 with without_code: the bits of a pointer that are address, as minidump-stackwalk's arm64.rs
+     strips pointer-authentication bits (ptr_auth_strip) from a frame record's pc and fp and from what
+     CFI gives for pc, lr and x29; 0: nothing is stripped. */
+  uint64_t pointer_mask;
+  /* x86_64 with without_code: 1 to take no rbp frame record, as minidump-stackwalk 0.25's amd64.rs takes
+     none on Windows (there rbp may point into the middle of a frame: only UNWIND_INFO says where);
+     0: frame records are taken. */
+  int no_x86_64_frame_records;
 } il_unwinder;
 
 /* How a frame was found (Breakpad's "trust"). */

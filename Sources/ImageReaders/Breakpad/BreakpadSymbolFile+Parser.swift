@@ -34,6 +34,8 @@ extension BreakpadSymbolFile {
     /// `module != nil`, without copying the module's strings for each line.
     var hasModule = false
     var skippedWindowsFrames = 0
+    /// The bytes from the first `STACK WIN` line to the end of the last, and the first one's line number.
+    var windowsFrameLines: (bytes: Range<Int>, firstLine: Int)?
     var notes: [String] = []
     var noteCount = 0
     /// The bytes being parsed (valid during `parse`).
@@ -84,7 +86,13 @@ extension BreakpadSymbolFile {
         }
         var fields = Fields(bytes: bytes, position: start, end: end)
         guard let kind = fields.next() else { continue }  // an empty line
+        let skipped = skippedWindowsFrames
         try record(kind, &fields, line: number)
+        if skippedWindowsFrames != skipped {
+          // Where the Windows frames' own reader starts and stops (BreakpadWindowsFrames(in:)).
+          windowsFrameLines = ((windowsFrameLines?.bytes.lowerBound ?? start)..<min(next, limit),
+                               windowsFrameLines?.firstLine ?? number)
+        }
       }
     }
 

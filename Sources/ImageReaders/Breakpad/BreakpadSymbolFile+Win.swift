@@ -85,13 +85,31 @@ package struct BreakpadWindowsFrames: Sendable {
   /// Reads the `STACK WIN` records of the symbol file in `bytes`. Throws `FormatError.breakpad` naming
   /// the line for a record whose fields break the format.
   package init(_ bytes: ByteReader) throws(FormatError) {
+    try self.init(bytes, lines: nil)
+  }
+
+  /// The `STACK WIN` records of `symbols`, read from the bytes it holds when it was read on demand: only
+  /// the lines its reader saw them on, not a second pass over the whole file. `nil` when it holds no
+  /// bytes (read whole: read the file with `init(_:)`).
+  package init?(in symbols: BreakpadSymbolFile) throws(FormatError) {
+    guard let lines = symbols.windowsFrameLines else {
+      self.init(records: [])
+      return
+    }
+    guard symbols.holdsItsBytes, lines.bytes.upperBound <= symbols.ruleBytes.count else { return nil }
+    self = try ByteReader.reading(symbols.ruleBytes) { reader throws(FormatError) in try Self(reader, lines: lines) }
+  }
+
+  /// Reads the records in `lines` of `bytes` (all of them when `nil`), numbering lines from its first.
+  private init(_ bytes: ByteReader, lines: (bytes: Range<Int>, firstLine: Int)?) throws(FormatError) {
     var data: [Record] = [], fpo: [Record] = []
     var notes: [String] = []
     try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) in
-      var position = 0, number = 0
+      var position = lines?.bytes.lowerBound ?? 0, number = (lines?.firstLine ?? 1) - 1
+      let limit = min(lines?.bytes.upperBound ?? raw.count, raw.count)
       // Each round consumes a line (at least its `\n`, or the rest of the bytes): bounded by the size.
-      while position < raw.count {
-        var end = BreakpadSymbolFile.Parser.lineEnd(raw, position, raw.count)
+      while position < limit {
+        var end = BreakpadSymbolFile.Parser.lineEnd(raw, position, limit)
         let next = end + 1
         if end > position, raw[end - 1] == 0x0D { end -= 1 }  // CR LF
         number += 1

@@ -149,12 +149,16 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var ruleBytes: [UInt8] = []
   /// The `STACK WIN` records skipped.
   package private(set) var skippedWindowsFrames = 0
+  /// The bytes from the first `STACK WIN` line to the end of the last, and that first line's number.
+  var windowsFrameLines: (bytes: Range<Int>, firstLine: Int)?
   /// What was left out and why, one line each naming the line; at most `noteLimit`, then one more
   /// saying how many others there were.
   package private(set) var notes: [String] = []
 
   /// Read on demand: the file's bytes are in `ruleBytes`, and lines, inlines and rows are read there.
   private var onDemand = false
+  /// Whether the file's bytes are kept (`ruleBytes`): read on demand.
+  var holdsItsBytes: Bool { onDemand }
   /// Read on demand: `FILE` and `INLINE_ORIGIN` names, sorted by number (the file's order among equal
   /// numbers, the later one counting).
   private var fileTable: [NameRange] = [], originTable: [NameRange] = []
@@ -182,6 +186,7 @@ package struct BreakpadSymbolFile: Sendable {
     frameDeltas = parser.frameDeltas
     ruleBytes = parser.ruleBytes
     skippedWindowsFrames = parser.skippedWindowsFrames
+    windowsFrameLines = parser.windowsFrameLines
     onDemand = parser.deferring
     fileTable = Self.sortedByNumber(parser.fileTable)
     originTable = Self.sortedByNumber(parser.originTable)

@@ -44,18 +44,30 @@ extension MinidumpFile {
     return total
   }
 
-  /// The bytes of `thread`'s stack as the dump holds them, and the address of the first; `nil` when
-  /// the dump holds none.
+  /// The byte range of the dump file holding `thread`'s stack: the one its own descriptor names when
+  /// that lies in the file (two threads naming one start address may hold different bytes, each its
+  /// own, as minidump-stackwalk reads them), else (a descriptor with no bytes of its own, as a full
+  /// memory dump's) the memory ranges' bytes at its address; `nil` when the dump holds none.
+  func stackFileRange(of thread: Thread) -> Range<Int>? {
+    let size = Int(thread.stack.location.dataSize)  // UInt32 -> Int is exact on 64-bit
+    let start = Int(thread.stack.location.rva)  // likewise
+    if size > 0, start > 0, start <= fileSize, size <= fileSize - start { return start..<start + size }
+    return fileRange(ofMemory: thread.stack.startAddress, length: size)
+  }
+
+  /// The bytes of `thread`'s stack as the dump holds them (`stackFileRange(of:)`), and the address of
+  /// the first; `nil` when the dump holds none.
   package func stack<Source: RandomAccessBytes>(of thread: Thread,
                                                in source: Source) throws(FormatError) -> (address: UInt64, bytes: ByteReader)? {
-    let size = Int(thread.stack.location.dataSize)  // UInt32 -> Int is exact on 64-bit
-    guard let reader = try memory(at: thread.stack.startAddress, length: size, in: source) else { return nil }
+    guard let range = stackFileRange(of: thread) else { return nil }
+    var reader = try source.slice(at: range.lowerBound, length: range.count)
+    reader.endian = .little
     return (thread.stack.startAddress, reader)
   }
 
   /// Every thread's stack (`stack(of:in:)`), in `threads`' order, copied out of the dump so that a range
   /// of the file is held once however many threads name it: threads whose stacks lie at the same bytes
-  /// share one array. The copies together hold at most the file's size (distinct stacks do not overlap
+  /// of the file share one array (threads naming one address with different bytes each keep their own). The copies together hold at most the file's size (distinct stacks do not overlap
   /// in a dump any writer makes); a stack past that is `nil`, and one problem says how many were left out.
   /// `nil` too for a thread whose stack the dump does not hold.
   package func stackCopies<Source: RandomAccessBytes>(in source: Source)
@@ -66,8 +78,7 @@ extension MinidumpFile {
     var stacks: [(address: UInt64, bytes: [UInt8])?] = []
     stacks.reserveCapacity(threads.count)
     for (index, thread) in threads.enumerated() {
-      let size = Int(thread.stack.location.dataSize)  // UInt32 -> Int is exact on 64-bit
-      guard let range = fileRange(ofMemory: thread.stack.startAddress, length: size) else {
+      guard let range = stackFileRange(of: thread) else {
         stacks.append(nil)
         continue
       }

@@ -147,6 +147,10 @@ public struct StackUnwinder {
   let withoutCode: Bool
   /// arm: walk r11's frame records (`il_unwinder.arm_frame_pointers`).
   let armFramePointers: Bool
+  /// aarch64 without the code: the bits of a pointer that are address (`il_unwinder.pointer_mask`).
+  let pointerMask: UInt64
+  /// x86_64 without the code: take rbp's frame records (`il_unwinder.no_x86_64_frame_records` when not).
+  let x86_64FrameRecords: Bool
   /// Some image has `STACK WIN` records (found once: a dump's thousands of threads share the answer).
   let hasWindowsFrames: Bool
 
@@ -157,15 +161,21 @@ public struct StackUnwinder {
   /// window of 40 words, 160 from frame 0 or a CFI frame); without it such a word is never a return
   /// address. Code that can be read is held to the call check either way. `armFramePointers`: a 32-bit
   /// ARM thread's r11 frame records are walked, as minidump-stackwalk walks them on iOS only (elsewhere
-  /// r11 and lr may hold anything).
+  /// r11 and lr may hold anything). `pointerMask`: with `withoutCode`, an aarch64 frame record's pc and
+  /// fp and what CFI gives for pc, lr and x29 keep only these bits (pointer authentication's are
+  /// stripped, as minidump-stackwalk's arm64.rs strips them); 0: nothing is stripped. `x86_64FrameRecords`
+  /// false: with `withoutCode`, an x86_64 thread's rbp frame records are not followed, as
+  /// minidump-stackwalk 0.25 follows none on Windows.
   public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false,
-              armFramePointers: Bool = false) {
+              armFramePointers: Bool = false, pointerMask: UInt64 = 0, x86_64FrameRecords: Bool = true) {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
     lookup = ImageLookup(self.images)
     self.withoutCode = withoutCode
     self.armFramePointers = armFramePointers
+    self.pointerMask = pointerMask
+    self.x86_64FrameRecords = x86_64FrameRecords
     hasWindowsFrames = images.contains { $0.windowsFrames != nil }
   }
 
@@ -188,6 +198,8 @@ public struct StackUnwinder {
         unwinder.without_code = withoutCode ? 1 : 0
         unwinder.names_address = namesCallback
         unwinder.arm_frame_pointers = armFramePointers ? 1 : 0
+        unwinder.pointer_mask = pointerMask
+        unwinder.no_x86_64_frame_records = x86_64FrameRecords ? 0 : 1
         var start = registers.cValue
         var cursor = il_unwind_cursor()
         il_unwind_start(&cursor, &start)
