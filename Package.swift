@@ -57,7 +57,7 @@ let package = Package(
     // The model (ProcessSnapshot): the exception, threads with frames and their trust, images with their
     // identities, what the source said about the process.
     // The pipeline's targets depend on ProcessInspection, never on ImageLog: a service embedding CrashPipeline
-    // links no interposer and no crash handler (PipelineLinkTests checks the graph and a linked program).
+    // links no interposer and no crash handler (PipelineLinkTests: nm of PipelineLinkCheck, a program linking them).
     .target(name: "Snapshot", dependencies: ["ProcessInspection", "ImageReaders"]),
     // Sources: a live process, a core (a file or a core_pattern stream), a minidump, and each text report
     // kind (imagelog's, Apple's, Swift's, sanitizers, systemd-coredump, Android, glibc), each a snapshot.
