@@ -4,7 +4,6 @@
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/auxv.h>
 
 static void il_fill_object(il_object *object, const struct dl_phdr_info *info, size_t size) {
   object->load_bias = (uintptr_t)info->dlpi_addr;
@@ -101,13 +100,6 @@ void il_loader_counters(uint64_t *adds, uint64_t *subs) {
   dl_iterate_phdr(il_first_counters, counters);
   *adds = counters[0];
   *subs = counters[1];
-}
-
-uint64_t il_vdso_address(void) { return (uint64_t)getauxval(AT_SYSINFO_EHDR); }
-
-uint64_t il_page_size(void) {
-  unsigned long size = getauxval(AT_PAGESZ);
-  return size ? (uint64_t)size : 4096;
 }
 
 int il_lookup_address(uint64_t address, il_symbol_info *info) {

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// Many crashes grouped by signature (`imagelog triage`): per group its count, first and last crash,

@@ -1,5 +1,5 @@
 internal import Glibc
-public import ImageLog
+public import ProcessInspection
 public import ImageReaders
 
 /// An image's ELF file copied from memory, for an image no file holds (the vDSO): symbolication reads

@@ -1,4 +1,4 @@
-public import ImageLog
+public import ProcessInspection
 import ImageReaders
 
 extension ProcessSnapshot {
@@ -24,7 +24,7 @@ extension ProcessSnapshot {
     public var loadAddressFromSymbols = false
     /// The image as the loader maps it, when the source is a capture (a live process, a core, a
     /// minidump): the Binary Images lines and the unwinder read it.
-    public var loaded: ImageLog.Image?
+    public var loaded: ProcessInspection.Image?
     /// Where symbolication found the image's file, or why not; `nil` when no frame is in the image or
     /// symbolication has not run.
     public var resolution: Resolution?

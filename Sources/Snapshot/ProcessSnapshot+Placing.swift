@@ -1,4 +1,4 @@
-public import ImageLog
+public import ProcessInspection
 import ImageReaders
 
 extension ProcessSnapshot {
@@ -81,7 +81,7 @@ struct FramePlaces {
 extension ProcessSnapshot.Image {
   /// An image as the loader mapped it (a capture): its Binary Images line's range and its build-id's
   /// first 16 bytes, as imagelog's report writes them.
-  public init(_ loaded: ImageLog.Image) {
+  public init(_ loaded: ProcessInspection.Image) {
     self.init(name: loaded.name, path: loaded.path, loadAddress: loaded.loadAddress, endAddress: loaded.crashLineEnd,
               identity: loaded.buildID.flatMap { ImageIdentity($0.compactUUID) }, architecture: loaded.architecture)
     self.loaded = loaded

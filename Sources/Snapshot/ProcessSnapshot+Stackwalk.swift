@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// What minidump-stackwalk's JSON and a crash signature (which is made from that JSON) read alike:

@@ -1,4 +1,4 @@
-public import ImageLog
+public import ProcessInspection
 
 extension ProcessSnapshot {
   /// An image the process removed (`dlclose`) before the snapshot, as the history imagelog keeps for a
@@ -33,7 +33,7 @@ extension ProcessSnapshot {
     }
 
     /// The last component of `path`.
-    public var name: String { ImageLog.Image.shortName(of: path) }
+    public var name: String { ProcessInspection.Image.shortName(of: path) }
 
     /// Whether `address` was inside the image's mapping.
     public func contains(_ address: Address) -> Bool { address >= baseAddress && address - baseAddress < size }

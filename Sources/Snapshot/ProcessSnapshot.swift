@@ -1,4 +1,4 @@
-public import ImageLog
+public import ProcessInspection
 import ImageReaders
 
 /// A process at one moment: the one model every source builds and every writer reads.

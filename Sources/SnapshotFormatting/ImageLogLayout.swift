@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 public import Snapshot
 
@@ -168,7 +168,7 @@ extension ProcessSnapshot {
     var text = function.name.map(TextEscaping.escaped) ?? "???"
     if let offset = function.offset { text += " + \(offset)" }
     if let file = function.file, let line = function.line {
-      text += " (\(TextEscaping.escaped(ImageLog.Image.shortName(of: file))):\(line))"
+      text += " (\(TextEscaping.escaped(ProcessInspection.Image.shortName(of: file))):\(line))"
     }
     return text
   }

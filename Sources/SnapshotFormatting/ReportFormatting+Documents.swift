@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 
@@ -86,13 +86,13 @@ extension ProcessSnapshot {
         copy.set("inline", .bool(true))
         if let name = inlined.name { copy.set("symbol", .string(name)) }
         copy.remove("symbolLocation")
-        if let file = inlined.file { copy.set("sourceFile", .string(ImageLog.Image.shortName(of: file))) }
+        if let file = inlined.file { copy.set("sourceFile", .string(ProcessInspection.Image.shortName(of: file))) }
         if let line = inlined.line { copy.set("sourceLine", .number(String(line))) }
         updated.append(copy)
       }
       if let name = real.name { frame.set("symbol", .string(name)) }
       if let offset = real.offset { frame.set("symbolLocation", .number(String(offset))) }
-      if let file = real.file { frame.set("sourceFile", .string(ImageLog.Image.shortName(of: file))) }
+      if let file = real.file { frame.set("sourceFile", .string(ProcessInspection.Image.shortName(of: file))) }
       if let line = real.line { frame.set("sourceLine", .number(String(line))) }
       updated.append(frame)
     }

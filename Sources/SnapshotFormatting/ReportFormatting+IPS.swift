@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 
@@ -216,7 +216,7 @@ extension ProcessSnapshot {
   func describeForCrash(name: String?, offset: UInt64?, file: String?, line: Int?, inlined: Bool) -> String {
     var text = name.map(TextEscaping.escaped) ?? "???"
     if let offset { text += " + \(offset)" }
-    if let file, let line { text += " (\(TextEscaping.escaped(ImageLog.Image.shortName(of: file))):\(line))" }
+    if let file, let line { text += " (\(TextEscaping.escaped(ProcessInspection.Image.shortName(of: file))):\(line))" }
     if inlined { text += " [inlined]" }
     return text
   }

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 public import Snapshot
 
@@ -189,7 +189,7 @@ extension ProcessSnapshot {
     }
     var text = name + offset
     if let file = function.file, let line = function.line {
-      text += " (\(TextEscaping.escaped(ImageLog.Image.shortName(of: file))):\(line))"
+      text += " (\(TextEscaping.escaped(ProcessInspection.Image.shortName(of: file))):\(line))"
     }
     return text
   }

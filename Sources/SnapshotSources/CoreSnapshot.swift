@@ -1,5 +1,5 @@
 internal import Glibc
-public import ImageLog
+public import ProcessInspection
 import ImageReaders
 public import Snapshot
 
@@ -24,7 +24,7 @@ extension ProcessSnapshot {
   /// The process `core`'s notes describe (the signal, the threads and the crashed thread's registers),
   /// each thread unwound in `memory` with the call frame information of `images`: the core's memory, or
   /// the dumping process's own while a core handler is given its core (`DumpingProcess`).
-  static func core(_ core: ELFCore, images: [ImageLog.Image], memory: some MemoryReading, osVersion: String,
+  static func core(_ core: ELFCore, images: [ProcessInspection.Image], memory: some MemoryReading, osVersion: String,
                            date: Int64) -> ProcessSnapshot {
     let pid = core.process?.pid ?? core.threads.first?.tid ?? 0
     // The signal the process died of. gdb stops a live process with SIGSTOP before it writes the core

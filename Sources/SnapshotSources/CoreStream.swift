@@ -1,5 +1,5 @@
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 
@@ -206,7 +206,7 @@ package final class CoreStream {
   }
 
   /// The dumping process and its images, or why its `/proc/PID` is not used.
-  private func openProcess(_ core: ELFCore) -> (DumpingProcess?, [ImageLog.Image], String) {
+  private func openProcess(_ core: ELFCore) -> (DumpingProcess?, [ProcessInspection.Image], String) {
     let process: DumpingProcess
     do { process = try DumpingProcess(pid: pid, core: core) } catch { return (nil, [], error.description) }
     do { return (process, try process.images(), "") } catch { return (nil, [], error.description) }

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// What a file given to a command is, as its first bytes say: the one place that tells an ELF core and

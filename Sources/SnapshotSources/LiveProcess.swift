@@ -1,5 +1,5 @@
 internal import Glibc
-public import ImageLog
+public import ProcessInspection
 import ImageReaders
 public import Snapshot
 
@@ -33,7 +33,7 @@ extension ProcessSnapshot {
     var captured = try ProcessThreads.capture(of: pid)
     if let crash { crash.replaceRegisters(in: &captured) }
     var failures: [String] = []
-    var images: [ImageLog.Image] = []
+    var images: [ProcessInspection.Image] = []
     do {
       images = try ProcessImages.snapshot(of: pid)
     } catch {

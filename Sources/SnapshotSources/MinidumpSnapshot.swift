@@ -1,4 +1,4 @@
-public import ImageLog
+public import ProcessInspection
 public import ImageReaders
 public import Snapshot
 
@@ -82,7 +82,7 @@ extension ProcessSnapshot {
     let main = mainIndex.map { images[$0] }
     let status = dump.linux.procStatusValue("Name")
     var process = Process(
-      name: status ?? dump.linux.arguments?.first.map(ImageLog.Image.shortName(of:)) ?? main?.name,
+      name: status ?? dump.linux.arguments?.first.map(ProcessInspection.Image.shortName(of:)) ?? main?.name,
       pid: dump.miscInfo?.processID.flatMap { Int32(exactly: $0) } ?? dump.linux.procStatusValue("Pid").flatMap { Int32($0) },
       path: main?.path, osVersion: system.flatMap(Self.osVersion), architecture: architecture,
       date: Int64(dump.header.timeDateStamp), threadCount: threads.count)
@@ -181,10 +181,10 @@ extension ProcessSnapshot.Image {
       identity = ImageIdentity(printed)
       identity?.text = module.debugIdentifier ?? printed.hex
     }
-    var loaded = ImageLog.Image(path: module.name, loadAddress: range.lowerBound, loadBias: range.lowerBound,
+    var loaded = ProcessInspection.Image(path: module.name, loadAddress: range.lowerBound, loadBias: range.lowerBound,
                                 textRange: range, loadRange: range, buildID: module.buildID,
                                 architecture: architecture, isMainExecutable: isMainExecutable)
-    if name != ImageLog.Image.shortName(of: module.name) { loaded.name = name }
+    if name != ProcessInspection.Image.shortName(of: module.name) { loaded.name = name }
     self.init(name: name, path: module.name, loadAddress: range.lowerBound,
               endAddress: range.isEmpty ? range.lowerBound : range.upperBound - 1,
               identity: identity, architecture: architecture)

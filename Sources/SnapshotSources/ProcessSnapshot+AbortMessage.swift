@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 
@@ -13,7 +13,7 @@ extension ProcessSnapshot {
   /// pointer`, `*** buffer overflow detected ***`) fill just before `abort()`. The message without its
   /// final newline, at most `maximumAbortMessageBytes`; `nil` when no libc of `images` has the symbol,
   /// when it is not set (the process did not abort through glibc) or cannot be read.
-  package static func glibcAbortMessage(images: [ImageLog.Image], memory: some MemoryReading) -> String? {
+  package static func glibcAbortMessage(images: [ProcessInspection.Image], memory: some MemoryReading) -> String? {
     for image in images where image.name.hasPrefix("libc.so") || image.name.hasPrefix("libc-") {
       guard let found = try? abortMessageSymbol(of: image) else { continue }
       let (offset, overflowed) = found.address.addingReportingOverflow(image.loadBias)
@@ -25,7 +25,7 @@ extension ProcessSnapshot {
 
   /// `__abort_msg`'s link-time address in `image`'s file, when that file is the image's (its build-id,
   /// when both have one), and how its words are laid out.
-  static func abortMessageSymbol(of image: ImageLog.Image) throws -> (address: UInt64, is64Bit: Bool, endian: ByteReader.Endian)? {
+  static func abortMessageSymbol(of image: ProcessInspection.Image) throws -> (address: UInt64, is64Bit: Bool, endian: ByteReader.Endian)? {
     let file = try MappedFile(path: image.path)
     return try file.withReader { bytes throws(FormatError) in
       let elf = try ELFFile(bytes)

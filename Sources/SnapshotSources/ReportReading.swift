@@ -1,6 +1,6 @@
 internal import Glibc
 import ImageReaders
-import ImageLog
+import ProcessInspection
 import Snapshot
 
 /// Reading report files for the CLI (no Foundation): whole files, `-` for standard input.

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 
@@ -71,7 +71,7 @@ enum ReportText {
 
 }
 
-// The model's parts by shorter names, for the readers (`Image` alone is the loader's `ImageLog.Image`).
+// The model's parts by shorter names, for the readers (`Image` alone is the loader's `ProcessInspection.Image`).
 typealias ReportImage = ProcessSnapshot.Image
 typealias ReportThread = ProcessSnapshot.Thread
 typealias ReportFrame = ProcessSnapshot.Frame

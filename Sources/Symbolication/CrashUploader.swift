@@ -1,5 +1,5 @@
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// Sends the reports of a crash folder (`CrashDatabase`) that wait to a crash server, as Crashpad's

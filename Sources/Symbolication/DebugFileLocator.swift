@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 
@@ -31,7 +31,7 @@ public final class DebugFileLocator {
   private var checksums: [String: UInt32?] = [:]
   /// How much of each file's symbol table is read: `.presence` when the caller reads the symbols of the
   /// file chosen itself (`SymbolFile.readSymbols`), for one report's addresses.
-  var symbolReading = SymbolFile.SymbolReading.table
+  package var symbolReading = SymbolFile.SymbolReading.table
   /// Images read from memory (the vDSO): one with an image's build-id serves when no file does.
   package var inMemoryImages: [InMemoryImage] = [] {
     didSet { outcomes = [:] }  // an image none was found for may be one of these

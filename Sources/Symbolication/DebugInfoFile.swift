@@ -1,5 +1,5 @@
 import Snapshot
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// The DWARF of one binary or debug file (one slice of a universal file), ready to answer addresses:

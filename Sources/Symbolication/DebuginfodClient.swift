@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 internal import Glibc
 import ImageReaders
 

@@ -133,7 +133,7 @@ public final class Demangler {
     name.utf8.elementsEqual(bytes) ? nil : name
   }
 
-  static func looksMangled(_ bytes: UnsafeRawBufferPointer) -> Bool {
+  package static func looksMangled(_ bytes: UnsafeRawBufferPointer) -> Bool {
     func starts(_ prefix: StaticString) -> Bool {
       prefix.utf8CodeUnitCount <= bytes.count
         && prefix.withUTF8Buffer { prefix in zip(prefix, bytes).allSatisfy { $0 == $1 } }
@@ -142,7 +142,7 @@ public final class Demangler {
       || starts("_$s")
   }
 
-  static func looksMangled(_ name: String) -> Bool {
+  package static func looksMangled(_ name: String) -> Bool {
     name.hasPrefix("$s") || name.hasPrefix("$S") || name.hasPrefix("_T") || name.hasPrefix("_Z")
       || name.hasPrefix("$e") || name.hasPrefix("@__swiftmacro") || name.hasPrefix("_$s")
   }

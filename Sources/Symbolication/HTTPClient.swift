@@ -1,6 +1,6 @@
-internal import CImageLog
+internal import CImageLogProcess
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// HTTP POSTs through the system's libcurl (`libcurl.so.4`), loaded with `dlopen` the first time one is

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// The symbol cache's file: what `DWARFReader.frames(at:)` answers for every address of one DWARF

@@ -1,5 +1,5 @@
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import ImageReaders
 import Snapshot
 

@@ -1,4 +1,4 @@
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// One architecture slice of a binary or debug file on disk, decoded for symbolication: its identity,
@@ -71,7 +71,7 @@ package struct SymbolFile: Sendable {
   }
 
   /// How much of a file's symbol table `load` reads.
-  enum SymbolReading {
+  package enum SymbolReading {
     /// The whole table, sorted for any lookup.
     case table
     /// None: identities only.

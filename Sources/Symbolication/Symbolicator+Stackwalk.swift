@@ -1,4 +1,4 @@
-public import ImageLog
+public import ProcessInspection
 import ImageReaders
 public import Snapshot
 

@@ -1,5 +1,5 @@
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import ImageReaders
 
 /// Inflates compressed debug sections with the system's zlib (`libz.so.1`, `uncompress`) and zstd

@@ -1,5 +1,6 @@
 import ImageLogTestSupport
 @testable import ImageReaders
+@testable import SnapshotFormatting
 import Testing
 
 /// Every thread's frames of every field dump (Tests/ImageReadersTests/Fixtures/minidump-field: Breakpad's

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import ImageLogTestSupport
 import ImageReaders
+@testable import SnapshotFormatting
 import Testing
 
 /// Small hostile minidumps that cost far more than their size (issue 35), made at test time from the

@@ -1,5 +1,6 @@
 import Glibc
 @testable import ImageLog
+@testable import ProcessInspection
 import ImageLogTestSupport
 import Testing
 

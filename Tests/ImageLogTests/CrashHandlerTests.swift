@@ -19,7 +19,7 @@ import Testing
     let handler = ["table", "memory", "threads", "report", "handler", "helper"].map { "\(root)/Sources/CImageLog/crash_\($0).c" }
     return ["-g", "-O0", "-fno-omit-frame-pointer", "-fPIE", "-pie", "-pthread", "-DIL_HELPER_TEST_HOOKS",
             "-I", "\(root)/Sources/CImageLog/include", "-I", "\(root)/Sources/CImageLogImage/include",
-            "-I", "\(root)/Sources/CImageLogUnwind/include"] + handler
+            "-I", "\(root)/Sources/CImageLogUnwind/include", "-I", "\(root)/Sources/CImageLogProcess/include"] + handler
       + ["cfi", "cfi_expression", "unwind"].map { "\(root)/Sources/CImageLogUnwind/\($0).c" }
       + ["\(root)/Sources/CImageLog/interpose.c", "\(root)/Tests/Programs/crash-program.c", "-o", output, "-ldl"]
   }

@@ -2,6 +2,7 @@ import Glibc
 import ImageLogTestSupport
 import Testing
 @testable import ImageLog
+@testable import ProcessInspection
 
 /// `ProcessImages` against `eu-unstrip -n -p PID` on the same live process: start, size, build-id
 /// and build-id address for every ELF module.

@@ -1,6 +1,7 @@
 import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
+@testable import SnapshotFormatting
 
 /// Crashpad's module annotations (list, simple and annotation objects), which a real dump holds only
 /// for modules built with Crashpad's client: a CrashpadInfo stream made by hand in Crashpad's layout,

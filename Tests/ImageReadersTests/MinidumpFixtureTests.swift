@@ -4,6 +4,7 @@ import Glibc
 import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
+@testable import SnapshotFormatting
 
 /// The committed minidump fixtures (Fixtures/minidump/*.dmp): small dumps `MinidumpWriter` makes from
 /// the values below, for the mutation test and `make fuzz`'s seeds. This test holds them equal to

@@ -4,6 +4,7 @@ import Glibc
 import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
+@testable import SnapshotFormatting
 
 /// Breakpad's Linux streams: the test process's own `/proc/self` files written into a dump and read
 /// back decoded, the auxiliary vector held to the C library's `getauxval`; the DSO debug stream in

@@ -1,5 +1,6 @@
 import Testing
 @testable import ImageReaders
+@testable import SnapshotFormatting
 
 /// Hand-broken minidumps and the exact error each gives (LLVM's malformed-object tests in spirit): a
 /// broken header or directory throws; a broken stream or entry is left out and named in `problems`,

@@ -1,6 +1,7 @@
 import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
+@testable import SnapshotFormatting
 
 /// Dumps from `MinidumpWriter` read by `minidump-stackwalk` (the oracle: it must see exactly the
 /// threads, names, registers, modules, debug ids, memory and exception we wrote) and by our reader;

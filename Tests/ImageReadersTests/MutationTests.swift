@@ -1,6 +1,7 @@
 import ImageLogTestSupport
 import Testing
 @testable import ImageReaders
+@testable import SnapshotFormatting
 
 /// Seeded truncations, bit flips and field overwrites over every committed fixture (all formats,
 /// recursively): `BinaryFile.parse` must return a value or throw `FormatError`, never trap or hang.

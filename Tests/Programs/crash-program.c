@@ -1,6 +1,6 @@
 /* A program that crashes on request, for CrashReporterTests. Built at test time with
      cc -g -O0 -fno-omit-frame-pointer -pthread -I Sources/CImageLog/include \
-        -I Sources/CImageLogImage/include -I Sources/CImageLogUnwind/include \
+        -I Sources/CImageLogImage/include -I Sources/CImageLogUnwind/include -I Sources/CImageLogProcess/include \
         Sources/CImageLog/crash_*.c Sources/CImageLogUnwind/*.c Sources/CImageLog/interpose.c \
         Tests/Programs/crash-program.c -o crash-program -ldl
    Usage: crash-program MODE REPORT MAPS [THREADS]

@@ -1,5 +1,6 @@
 import Glibc
 import Symbolication
+import BreakpadSymbolWriter
 import ImageLogTestSupport
 import ImageReaders
 import Testing

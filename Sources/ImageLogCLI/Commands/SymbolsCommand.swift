@@ -4,6 +4,7 @@ internal import Glibc
 
 import ImageLog
 import Symbolication
+import BreakpadSymbolWriter
 import ImageReaders
 
 /// `imagelog symbols FILE`: the Breakpad symbol file of a binary, as `dump_syms` writes it, to standard

@@ -109,7 +109,7 @@ extension MinidumpFile {
                     crashpadInfoType: UInt32 = 0x4350_0001
 
   /// The name of stream type `type` (`MINIDUMP_STREAM_TYPE` without `Stream`), or `0x...` when unknown.
-  static func streamName(_ type: UInt32) -> String {
+  package static func streamName(_ type: UInt32) -> String {
     switch type {
     case 0: "Unused"
     case 3: "ThreadList"

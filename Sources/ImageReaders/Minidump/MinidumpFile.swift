@@ -128,6 +128,11 @@ package struct MinidumpFile: Sendable {
     package var startAddress: UInt64
     /// `Memory`: where the bytes are in the file.
     package var location: Location
+
+    package init(startAddress: UInt64, location: Location) {
+      self.startAddress = startAddress
+      self.location = location
+    }
   }
 
   /// One `MINIDUMP_THREAD_NAME`.

@@ -1,6 +1,6 @@
 internal import Glibc
 import ImageReaders
-import ImageLog
+import ProcessInspection
 
 /// A line record as the reader holds it: `address size line filenum`.
 typealias BreakpadLineRecord = BreakpadSymbolFile.Line

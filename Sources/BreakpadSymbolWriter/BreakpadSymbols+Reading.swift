@@ -1,7 +1,8 @@
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import Snapshot
 import ImageReaders
+import Symbolication
 
 /// Reading one file for its symbol file: ELF or Mach-O (a universal file's slice), its DWARF, the
 /// module facts, and the debug and binary halves merged as dump_syms merges them.

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "CImageLog.h"
+#include "CImageLogProcess.h"
 #include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>

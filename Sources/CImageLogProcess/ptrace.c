@@ -10,7 +10,7 @@
    one process_vm_readv per thread, whatever the unwinder and the DWARF it reads cost. Unwinding reads
    the stack (copied here, as it was at the stop) and the images' code, headers and .eh_frame, which
    are read-only mappings and do not change when the threads run again. */
-#include "CImageLog.h"
+#include "CImageLogProcess.h"
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>

@@ -1,3 +1,5 @@
+import Symbolication
+
 /// The source language a name is written in, as symbolic (under Mozilla's `dump_syms`) tells them
 /// apart: from the unit's `DW_AT_language`, else from the name's look.
 enum BreakpadLanguage: UInt8, Hashable {

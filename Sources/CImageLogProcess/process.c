@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "CImageLog.h"
+#include "CImageLogProcess.h"
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -10,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <sys/xattr.h>
+#include <sys/auxv.h>
 
 ssize_t il_read_process_memory(pid_t pid, uint64_t address, void *buffer, size_t length) {
   struct iovec local = { buffer, length };
@@ -63,4 +64,11 @@ int il_set_file_attribute(int descriptor, const char *name, const void *value, s
 
 long il_get_file_attribute(const char *path, const char *name, void *value, size_t size) {
   return lgetxattr(path, name, value, size);
+}
+
+uint64_t il_vdso_address(void) { return (uint64_t)getauxval(AT_SYSINFO_EHDR); }
+
+uint64_t il_page_size(void) {
+  unsigned long size = getauxval(AT_PAGESZ);
+  return size ? (uint64_t)size : 4096;
 }

@@ -1,4 +1,4 @@
-internal import CImageLog
+internal import CImageLogProcess
 internal import Glibc
 import Synchronization
 

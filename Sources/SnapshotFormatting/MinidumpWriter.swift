@@ -1,3 +1,5 @@
+import ImageReaders
+
 /// The one writer of the minidump layout: plain values about a process in, the bytes of a dump out.
 ///
 /// It writes what Breakpad's Linux writer writes — `ThreadList` with each thread's stack memory,

@@ -1,7 +1,8 @@
 internal import Glibc
-import ImageLog
+import ProcessInspection
 import Snapshot
 import ImageReaders
+import Symbolication
 
 /// A Breakpad symbol file (`.sym`, Google's `docs/symbol_files.md`) for one binary, as Mozilla's
 /// `dump_syms` writes it: `MODULE`, `INFO CODE_ID`, `FILE`, `INLINE_ORIGIN` (with inlines), `FUNC` with
