@@ -7,21 +7,7 @@ import Testing
 /// caller's ebp recovered; a pc in the first page or an esp that does not move up ends the walk.
 @Suite struct UnwindWindowsX86Tests {
   /// 4-byte words at addresses; anything else is unreadable (no code anywhere).
-  struct WordMemory: MemoryReading {
-    var words: [UInt64: UInt32] = [:]
-    var code: [UInt64: UInt8] = [:]
-    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-      if buffer.count == 4, let word = words[address] {
-        withUnsafeBytes(of: word.littleEndian) { buffer.copyMemory(from: $0) }
-        return true
-      }
-      for index in 0..<buffer.count {
-        guard let byte = code[address + UInt64(index)] else { return false }
-        buffer[index] = byte
-      }
-      return !buffer.isEmpty
-    }
-  }
+  typealias WordMemory = StackWords<UInt32>
 
   /// A made-up `STACK WIN` walk for module A: the caller's pc is the callee's plus 0x100, plus the
   /// grand-callee's parameter size, plus 0x1000 when there is a grand-callee; esp moves up by 16 (or

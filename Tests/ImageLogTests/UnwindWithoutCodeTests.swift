@@ -6,23 +6,26 @@ import Testing
 /// records checked against the stack, scanning for words inside a module within Breakpad's window (40
 /// words, 160 from frame 0 or a CFI frame), the scanned caller's frame pointer recovered; and where the
 /// code is readable, today's call check still decides.
-@Suite struct UnwindWithoutCodeTests {
-  /// Words at addresses; anything else is unreadable (no code anywhere unless given).
-  struct WordMemory: MemoryReading {
-    var words: [UInt64: UInt64] = [:]
-    var code: [UInt64: UInt8] = [:]
-    func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
-      if buffer.count == 8, let word = words[address] {
-        withUnsafeBytes(of: word.littleEndian) { buffer.copyMemory(from: $0) }
-        return true
-      }
-      for index in 0..<buffer.count {
-        guard let byte = code[address + UInt64(index)] else { return false }
-        buffer[index] = byte
-      }
-      return !buffer.isEmpty
+/// Stack words of `Word`'s size at addresses, and code bytes where given; anything else is unreadable
+/// (a minidump's memory without the modules' code).
+struct StackWords<Word: FixedWidthInteger>: MemoryReading {
+  var words: [UInt64: Word] = [:]
+  var code: [UInt64: UInt8] = [:]
+  func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+    if buffer.count == MemoryLayout<Word>.size, let word = words[address] {
+      withUnsafeBytes(of: word.littleEndian) { buffer.copyMemory(from: $0) }
+      return true
     }
+    for index in 0..<buffer.count {
+      guard let byte = code[address + UInt64(index)] else { return false }
+      buffer[index] = byte
+    }
+    return !buffer.isEmpty
   }
+}
+
+@Suite struct UnwindWithoutCodeTests {
+  typealias WordMemory = StackWords<UInt64>
 
   /// Two modules without code: A at 0x10000..<0x20000, B at 0x40000..<0x50000.
   static let images = [UnwindImage(textRange: 0x10000..<0x20000, loadBias: 0x10000),
