@@ -263,7 +263,7 @@ static inline int il_unloaded_lookup(const il_unloaded_history *history, uint64_
   return 0;
 }
 
-/* "unloaded 3.200 ms before the crash by thread 4": when the entry's image went, as of `crash_ns`. */
+/* "unloaded T ms before the crash by thread N": when the entry's image went, as of `crash_ns`. */
 static inline void il_unloaded_when(il_line *line, const il_unloaded_entry *entry, int64_t crash_ns) {
   il_line_text(line, "unloaded ");
   il_line_milliseconds(line, crash_ns > entry->unloaded_ns ? (uint64_t)(crash_ns - entry->unloaded_ns) : 0);

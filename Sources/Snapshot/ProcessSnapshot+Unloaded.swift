@@ -38,7 +38,7 @@ extension ProcessSnapshot {
     /// Whether `address` was inside the image's mapping.
     public func contains(_ address: Address) -> Bool { address >= baseAddress && address - baseAddress < size }
 
-    /// "unloaded 3.200 ms before the crash by thread 4" (the parts known), as a frame in the image and
+    /// "unloaded T ms before the crash by thread N" (the parts known), as a frame in the image and
     /// its Unloaded Images line say it (`crash_unloaded.h`'s `il_unloaded_when`).
     public var whenText: String {
       var text = "unloaded"

@@ -109,8 +109,8 @@ extension ProcessSnapshot {
   }
 
   /// An Image Timeline line, the bytes `crash_unloaded.h`'s `il_unloaded_event_line` writes:
-  /// `-3.200 ms  unloaded libplugin.so at 0x7f0000000000 (loaded for 12.000 ms) by thread 4`,
-  /// `-15.200 ms  loaded libplugin.so at 0x7f0000000000 by thread 4`.
+  /// `-T ms  unloaded NAME at ADDRESS (loaded for L ms) by thread N`,
+  /// `-T ms  loaded NAME at ADDRESS by thread N` (T and L with three decimals).
   static func timelineLine(_ event: ImageEvent) -> String {
     let offset = event.crashOffsetNanoseconds
     var line = (offset <= 0 ? "-" : "+") + ImageFormatter.milliseconds(offset.magnitude) + " ms  "
@@ -123,7 +123,7 @@ extension ProcessSnapshot {
   }
 
   /// The note imagelog's layout writes on a frame in an image removed before the crash,
-  /// `  (unloaded 3.200 ms before the crash by thread 4)`, or in a mapped image where such an image had
+  /// `  (unloaded T ms before the crash by thread N)`, or in a mapped image where such an image had
   /// been, `  (libplugin.so was here, unloaded ...)`; `nil` for the others.
   func unloadedNote(_ frame: Frame) -> String? {
     if let index = frame.imageIndex, images.indices.contains(index) {

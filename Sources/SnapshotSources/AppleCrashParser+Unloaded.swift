@@ -4,7 +4,7 @@ import Snapshot
 
 extension AppleCrashParser {
   /// One `Unloaded Images:` line of imagelog's report (`Sources/CImageLog/crash_unloaded.h`): the image's
-  /// Binary Images line, then `  unloaded 3.200 ms before the crash by thread 4` and `, loaded for 10.000
+  /// Binary Images line, then `  unloaded T ms before the crash by thread N` and `, loaded for L
   /// ms` when known. `nil` when it is not one.
   static func unloadedImage(_ line: String) -> ProcessSnapshot.UnloadedImage? {
     guard let split = line.ranges(of: "  unloaded").last, let image = binaryImage(String(line[..<split.lowerBound])),
@@ -27,8 +27,8 @@ extension AppleCrashParser {
   }
 
   /// One `Image Timeline:` line of imagelog's report (`crash_unloaded.h`'s `il_unloaded_event_line`):
-  /// `-15.200 ms  loaded libplugin.so at 0x7f0000000000 by thread 4` or `-3.200 ms  unloaded libplugin.so at
-  /// 0x7f0000000000 (loaded for 12.000 ms) by thread 4`. `nil` when it is not one.
+  /// `-T ms  loaded NAME at ADDRESS by thread N` or `-T ms  unloaded NAME at
+  /// ADDRESS (loaded for L ms) by thread N`. `nil` when it is not one.
   static func timelineEvent(_ line: String) -> ProcessSnapshot.ImageEvent? {
     guard let sign = line.first, sign == "-" || sign == "+", let gap = line.ranges(of: " ms  ").first,
           let magnitude = nanoseconds(line[line.index(after: line.startIndex)..<gap.lowerBound]),
