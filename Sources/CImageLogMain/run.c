@@ -357,11 +357,29 @@ int il_run(int argc, char **argv, char **envp) {
      will not get from open(2) by accident, and open across exec (only this one). */
   int opened = 2;
   if (output_path != NULL) {
-    /* The user's own chosen file, opened as a shell's `>` opens it (a link followed: `-o /dev/stderr`),
-       and written as the program runs, so not made whole elsewhere first. */
-    opened = open(output_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* The user's own chosen file, written as the program runs, so not made whole elsewhere first: made
+       or emptied as a shell's `>` does, but never through a symbolic link (one planted in a folder others
+       write would empty or fill its target). A link is followed only to a stream already open, such as
+       `-o /dev/stderr` (a terminal, pipe or socket), which is written, never emptied. */
+    opened = open(output_path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    int linked = opened < 0 && errno == ELOOP;
+    /* O_NONBLOCK: a link to a FIFO nobody reads fails at once instead of waiting (cleared below). */
+    if (linked) opened = open(output_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (opened < 0) {
       PRINT_ERROR("imagelog: ", output_path, ": cannot open: ", strerror(errno));
+      return IL_EXIT_FAILURE;
+    }
+    struct stat output;
+    if (fstat(opened, &output) != 0 || (linked && (S_ISREG(output.st_mode) || S_ISBLK(output.st_mode)))) {
+      close(opened);
+      PRINT_ERROR("imagelog: ", output_path, ": is a symbolic link to a file: not written through (give the file's own path)");
+      return IL_EXIT_FAILURE;
+    }
+    if (linked) fcntl(opened, F_SETFL, fcntl(opened, F_GETFL) & ~O_NONBLOCK);
+    if (S_ISREG(output.st_mode) && ftruncate(opened, 0) != 0) {
+      int error = errno;
+      close(opened);
+      PRINT_ERROR("imagelog: ", output_path, ": cannot empty: ", strerror(error));
       return IL_EXIT_FAILURE;
     }
   }

@@ -290,6 +290,27 @@ import Testing
     #expect(repeated.output.hasPrefix("{\"event\":\"added\""))
   }
 
+  /// `--output FILE` never writes through a symbolic link to a file (one planted in a folder others
+  /// write): the run stops with one line naming the path and the target keeps its bytes. A file of its
+  /// own is emptied and written, as a shell's `>` does; `/dev/stdout`, a link to a stream, is still
+  /// written (the test above).
+  @Test func outputThroughALinkToAFileIsRefused() throws {
+    let directory = try makeTemporaryDirectory("imagelog-run-output")
+    defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
+    let victim = directory + "/victim", planted = directory + "/events"
+    try writeFile(victim, bytes: Array("keep me\n".utf8))
+    #expect(symlink(victim, planted) == 0)
+    let refused = try runProcessTest([processTestImagelog, "run", "--output", planted, "--", "true"])
+    #expect(refused.exitStatus != 0)
+    #expect(refused.error == "imagelog: \(planted): is a symbolic link to a file: not written through (give the file's own path)\n")
+    #expect(readFile(victim) == "keep me\n")
+    // The file itself: emptied of what it held, then the events.
+    let own = try runProcessTest([processTestImagelog, "run", "--format", "json", "--output", victim, "--", "true"])
+    #expect(own.exitStatus == 0, "\(own.error)")
+    let written = readFile(victim) ?? ""
+    #expect(written.hasPrefix("{\"event\":\"added\"") && !written.contains("keep me"), "\(written)")
+  }
+
   /// An exec that fails says why: a file without execute permission is not "command not found", and
   /// neither is a file the kernel cannot execute.
   @Test func execErrorsNameTheRealCause() throws {
