@@ -134,11 +134,14 @@ struct FileCommand: Command {
   enum Problem: Error, Sendable, CustomStringConvertible {
     case open(MappedFile.OpenError)
     case format(FormatError)
+    /// A core or a minidump that could not be read (always said, in a walk too).
+    case crashFile(CrashFileError.Problem)
 
     var description: String {
       switch self {
       case .open(let error): error.description
       case .format(let error): error.description
+      case .crashFile(let problem): problem.description
       }
     }
 
@@ -158,13 +161,13 @@ struct FileCommand: Command {
   static func read(_ path: String) -> ReadOutcome {
     let file: FileBytes
     do { file = try FileBytes(path: path) } catch { return .problem(.open(error)) }
+    do {
+      if let capture = try CrashFile.capture(in: file) { return .capture(capture) }
+    } catch {
+      return .problem(.crashFile(error.problem))
+    }
     return file.withRanges { ranges in
       do throws(FormatError) {
-        switch CrashFileKind(head: try ranges.slice(at: 0, length: min(ranges.count, CrashFileKind.headSize))) {
-        case .core: return .core
-        case .minidump: return .minidump
-        case .text: break
-        }
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
           // No style prints section names (only their count): the others are checked, not made into Strings.
@@ -187,10 +190,9 @@ struct FileCommand: Command {
   /// over a few files notices.
   enum ReadOutcome {
     case binary(BinaryFile)
-    /// An ELF core (`ET_CORE`): read by `reportCore`, which lists the images it holds.
-    case core
-    /// A minidump (`MDMP`): read by `reportMinidump`, which lists its modules.
-    case minidump
+    /// An ELF core or a minidump, opened: `reportCore` lists the images a core holds, `reportMinidump`
+    /// a minidump's modules.
+    case capture(CrashFile)
     case problem(Problem)
   }
 
@@ -236,10 +238,12 @@ struct FileCommand: Command {
       return report
     case .binary(let binary):
       return report(binary, path: input.path)
-    case .core:
-      return reportCore(path: input.path)
-    case .minidump:
-      return reportMinidump(path: input.path)
+    case .capture(.core(let dump)):
+      return reportCore(dump, path: input.path)
+    case .capture(.minidump(let snapshot)):
+      return reportMinidump(snapshot, path: input.path)
+    case .capture(.reports):
+      return FileReport()  // `CrashFile.capture` opens a core or a minidump only
     }
   }
 

@@ -54,16 +54,7 @@ struct MinidumpCommand: Command {
   func run() throws -> ExitStatus {
     var snapshot: ProcessSnapshot
     var status = ExitStatus.success
-    if CrashFileKind(path: target) == .core {
-      let dump: CoreDump
-      do { dump = try CoreDump(path: target) } catch {
-        printError("imagelog: \(target): \(error)")
-        return .failure
-      }
-      let problems: [String]
-      (snapshot, problems) = ProcessSnapshot.core(dump, stacks: true)
-      for problem in problems { printError("imagelog: \(target): \(problem)") }
-    } else if let pid = Int32(target), pid > 0, access(target, F_OK) != 0 {
+    if let pid = Int32(target), pid > 0, access(target, F_OK) != 0 {
       do {
         let capture = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, environment: environment)
         for failure in capture.failures { printError("imagelog: \(failure)") }
@@ -74,8 +65,19 @@ struct MinidumpCommand: Command {
         return .failure
       }
     } else {
-      printError("imagelog: \(target): neither a process ID nor a core file")
-      return .failure
+      let opened: CrashFile
+      do { opened = try CrashFile.open(target) } catch {
+        // Text that is no crash is no core either.
+        printError("imagelog: " + (error.kind == .text ? "\(target): neither a process ID nor a core file" : "\(error)"))
+        return .failure
+      }
+      guard case .core(let dump) = opened else {
+        printError("imagelog: \(target): " + (opened.kind == .minidump ? "a minidump already, not a core file" : "neither a process ID nor a core file"))
+        return .failure
+      }
+      let problems: [String]
+      (snapshot, problems) = ProcessSnapshot.core(dump, stacks: true)
+      for problem in problems { printError("imagelog: \(target): \(problem)") }
     }
     do {
       let bytes = try snapshot.minidumpBytes()
