@@ -151,7 +151,8 @@ package enum CrashFile {
 }
 
 /// Why a crash file could not be opened: the file, the kind its first bytes said (when they were
-/// read), and the problem. `description` is one line, `PATH: PROBLEM` (the command adds `imagelog: `).
+/// read), and the problem. `description` is `PATH: PROBLEM` (the command adds `imagelog: ` and
+/// escapes the line, a path's control characters too, as every diagnostic).
 package struct CrashFileError: Error, CustomStringConvertible {
   /// What went wrong.
   package enum Problem: Sendable, CustomStringConvertible {
@@ -181,5 +182,5 @@ package struct CrashFileError: Error, CustomStringConvertible {
   /// What went wrong.
   package var problem: Problem
 
-  package var description: String { "\(TextEscaping.escaped(path)): \(problem)" }
+  package var description: String { "\(path): \(problem)" }
 }
