@@ -17,7 +17,8 @@ struct MinidumpCommand: Command {
       <pid>                   A running process: every thread is stopped at once (as pid --threads
                               stops them), its registers and stack copied, and every thread let go; the
                               process runs on, nothing changed.
-      <core>                  An ELF core file: its threads' registers and stacks, its images.
+      <core>                  An ELF core file (- reads one from standard input): its threads'
+                              registers and stacks, its images.
 
     OPTIONS:
       -o, --output <file>     Where to write the dump (written whole to a temporary file beside it,

@@ -17,10 +17,11 @@ struct SymbolicateCommand: Command {
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
-      <report>                A crash report file, or - for standard input, or an ELF core file (its
-                              threads are unwound in the core's memory into imagelog's report, with
-                              the signal, the crashed thread's registers and the images, then
-                              symbolicated). The kind of a report is detected:
+      <report>                A crash report file, an ELF core file (its threads are unwound in the
+                              core's memory into imagelog's report, with the signal, the crashed
+                              thread's registers and the images, then symbolicated) or a minidump;
+                              - reads any of them from standard input (a FIFO is read too). The
+                              kind of a report is detected:
                               imagelog's report, Apple .crash (also behind a JSON header line),
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
                               text or format=json), a list of addresses (with --image or image
