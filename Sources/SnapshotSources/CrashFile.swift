@@ -60,9 +60,14 @@ package enum CrashFile {
     do { file = try FileBytes(path: path) } catch {
       throw CrashFileError(path: path, kind: nil, problem: .open(error))
     }
+    return try open(file, images: images, addresses: addresses)
+  }
+
+  /// The file `file` reads, opened as what it is: a core or a minidump (`capture(in:)`), else text.
+  static func open(_ file: FileBytes, images: [ProcessSnapshot.Image], addresses: [String]) throws(CrashFileError) -> CrashFile {
     if let capture = try capture(in: file) { return capture }
     guard file.count <= ReportText.maximumSize else {
-      throw CrashFileError(path: path, kind: .text, problem: .text(ReportReading.tooLarge(limit: ReportText.maximumSize)))
+      throw CrashFileError(path: file.path, kind: .text, problem: .text(ReportReading.tooLarge(limit: ReportText.maximumSize)))
     }
     let text: String
     do {
@@ -70,9 +75,9 @@ package enum CrashFile {
         try ranges.slice(at: 0, length: ranges.count).withUnsafeBytes { PathBytes.string($0) }
       }
     } catch {
-      throw CrashFileError(path: path, kind: .text, problem: file.readError.map { .open($0) } ?? .format(error))
+      throw CrashFileError(path: file.path, kind: .text, problem: file.readError.map { .open($0) } ?? .format(error))
     }
-    return try reports(text, path: path, images: images, addresses: addresses)
+    return try reports(text, path: file.path, images: images, addresses: addresses)
   }
 
   /// The core or the minidump `file` holds, opened; `nil` when its first bytes say it is neither (text,
@@ -145,8 +150,7 @@ package enum CrashFile {
     bytes.withUnsafeBytes { held.copyMemory(from: $0) }
     let count = bytes.count
     bytes = []
-    // `capture(in:)` says the same kind: the same first bytes.
-    return try capture(in: FileBytes(path: path, count: count, held: [(0, held)])) ?? .reports([])
+    return try open(FileBytes(path: path, count: count, held: [(0, held)]), images: images, addresses: addresses)
   }
 }
 

@@ -90,6 +90,21 @@ import Testing
     #expect(readFileBytes(folder + "/file.dmp") == readFileBytes(folder + "/input.dmp"))
   }
 
+  /// Text past a report's limit (64 MiB) is refused in one line, as a file (before any byte is read:
+  /// a sparse file here) and as a stream (once the limit is passed), the same line.
+  @Test func textPastTheLimitIsRefused() throws {
+    let folder = try makeTemporaryDirectory("imagelog-crashfile-large")
+    defer { _ = try? runTool(["rm", "-rf", folder]) }
+    let limit = 64 << 20
+    let path = folder + "/large.txt"
+    try writeFile(path, "")
+    try #require(truncate(path, off_t(limit + 1)) == 0)
+    let file = try runChild([Self.binary, "symbolicate", path], environment: Self.environment)
+    #expect(file.exitCode == 1 && file.error == "imagelog: \(path): too large for a crash report (over \(limit) bytes)\n", "\(file.error)")
+    let piped = try runChild(["sh", "-c", "cat \"$1\" | \"$0\" symbolicate -", Self.binary, path], environment: Self.environment)
+    #expect(piped.exitCode == 1 && piped.error == "imagelog: -: too large for a crash report (over \(limit) bytes)\n", "\(piped.error)")
+  }
+
   /// Files that cannot be opened — missing, a folder, empty, a minidump and a core cut short — and empty
   /// standard input: one line naming the file and the problem, status 1, and the same line from
   /// `symbolicate`, `symbolicate --output-dir`, `file` and `minidump` (`triage` counts it unreadable
