@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 import SnapshotSources
 
 /// `imagelog file PATH...`: what crash tooling asks of binaries that are not running — per slice the
@@ -162,7 +163,11 @@ struct FileCommand: Command {
     let file: FileBytes
     do { file = try FileBytes(path: path) } catch { return .problem(.open(error)) }
     do {
-      if let capture = try CrashFile.capture(in: file) { return .capture(capture) }
+      switch try CrashFile.capture(in: file) {
+      case .core(let dump)?: return .core(dump)
+      case .minidump(let snapshot)?: return .minidump(snapshot)
+      case .reports?, nil: break  // neither: a binary, read below
+      }
     } catch {
       return .problem(.crashFile(error.problem))
     }
@@ -190,9 +195,10 @@ struct FileCommand: Command {
   /// over a few files notices.
   enum ReadOutcome {
     case binary(BinaryFile)
-    /// An ELF core or a minidump, opened: `reportCore` lists the images a core holds, `reportMinidump`
-    /// a minidump's modules.
-    case capture(CrashFile)
+    /// An ELF core (`ET_CORE`), opened: `reportCore` lists the images it holds.
+    case core(CoreDump)
+    /// A minidump (`MDMP`), read: `reportMinidump` lists its modules.
+    case minidump(ProcessSnapshot)
     case problem(Problem)
   }
 
@@ -238,12 +244,10 @@ struct FileCommand: Command {
       return report
     case .binary(let binary):
       return report(binary, path: input.path)
-    case .capture(.core(let dump)):
+    case .core(let dump):
       return reportCore(dump, path: input.path)
-    case .capture(.minidump(let snapshot)):
+    case .minidump(let snapshot):
       return reportMinidump(snapshot, path: input.path)
-    case .capture(.reports):
-      return FileReport()  // `CrashFile.capture` opens a core or a minidump only
     }
   }
 
