@@ -77,7 +77,7 @@ let temporaryParent: Result<TemporaryParent, TemporaryParentError> = {
     var template = Array("\(inherited)/imagelog-tests.XXXXXX".utf8CString)
     if template.withUnsafeMutableBufferPointer({ buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }) != nil {
       let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      return .success(TemporaryParent(path: path, owner: 0))
+      if chmod(path, 0o711) == 0 { return .success(TemporaryParent(path: path, owner: 0)) }
     }
   }
   var template = Array("/tmp/imagelog-tests.XXXXXX".utf8CString)
