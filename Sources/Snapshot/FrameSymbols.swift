@@ -18,7 +18,7 @@ public struct FrameSymbols: Sendable, Equatable {
     /// link-time address in an ELF or Mach-O symbol table (or in the symbol cache made from one), a
     /// `.sym`'s `FUNC` or `PUBLIC` address (an offset from the module's base). `nil` for an inlined
     /// function, and for a function only a source named: a report's `symbol+offset` gives no address.
-    public var startAddress: UInt64?
+    package var startAddress: UInt64?
     /// The source file, when DWARF gives one.
     public var file: String?
     /// The source line (1-based), when known.
@@ -30,15 +30,21 @@ public struct FrameSymbols: Sendable, Equatable {
 
     /// A function with its source location, as symbolication or a report names it.
     public init(name: String?, rawName: String?, offset: UInt64?, file: String?, line: Int?, column: Int?,
-                isInlined: Bool, startAddress: UInt64? = nil) {
+                isInlined: Bool) {
       self.name = name
       self.rawName = rawName
       self.offset = offset
-      self.startAddress = startAddress
       self.file = file
       self.line = line
       self.column = column
       self.isInlined = isInlined
+    }
+
+    /// A function a symbol file gave, starting at `startAddress`.
+    package init(name: String?, rawName: String?, offset: UInt64?, file: String?, line: Int?, column: Int?,
+                 isInlined: Bool, startAddress: UInt64?) {
+      self.init(name: name, rawName: rawName, offset: offset, file: file, line: line, column: column, isInlined: isInlined)
+      self.startAddress = startAddress
     }
   }
 
@@ -76,7 +82,7 @@ public struct FrameSymbols: Sendable, Equatable {
   public var lookupAddress: UInt64?
   /// The frame's address where the symbol file places it (link-time; for a `.sym`, an offset from the
   /// module's base): `lookupAddress` before the step back for a return address.
-  public var linkAddress: UInt64?
+  package var linkAddress: UInt64?
   /// The functions, innermost first; empty unless symbolicated.
   public var functions: [Function] {
     get { hasFunction ? inlinedFunctions + [realFunction] : inlinedFunctions }
