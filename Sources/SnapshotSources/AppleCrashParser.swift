@@ -247,7 +247,7 @@ enum AppleCrashParser {
     /// `unreadable`: the words after the colon that are neither `tid T` nor `state S`, if any.
     case frames(Int, crashed: Bool, name: String?, tid: UInt64?, state: String?, unreadable: String? = nil)
     case name(Int, String)
-    /// `Thread N crashed with TITLE:`, the registers' heading.
+    /// `Thread N crashed with TITLE:` (or imagelog's `requested the dump with`), the registers' heading.
     case registers(Int, title: String)
   }
 
@@ -262,7 +262,9 @@ enum AppleCrashParser {
     rest = rest.dropFirst(digits.count)
     if rest.hasPrefix(" name:") { return .name(number, String(rest.dropFirst(6).drop { $0 == " " })) }
     if rest.hasPrefix(" crashed with") || rest.utf8Range(of: "Thread State") != nil {
-      var title = rest.hasPrefix(" crashed with") ? rest.dropFirst(" crashed with".count) : rest
+      // imagelog's report of a dump requested without a crash: `Thread N requested the dump with TITLE:`.
+      let lead = [" crashed with", " requested the dump with"].first { rest.hasPrefix($0) }
+      var title = lead.map { rest.dropFirst($0.count) } ?? rest
       if title.hasSuffix(":") { title = title.dropLast() }
       return .registers(number, title: title.trimmingSpaces)
     }
