@@ -52,9 +52,9 @@ public struct Registers: Sendable, Equatable {
   /// The values in the order of `table` (`nil`: not given).
   package private(set) var values: [UInt64?]
 
-  /// Registers of `architecture` with `values` in the order of its table; missing ones are not given,
-  /// extra ones are dropped.
-  package init(_ architecture: Architecture, values: [UInt64?] = []) {
+  /// Registers of `architecture` with `values` in the order of its table (the kernel's set, then the
+  /// fault registers); missing ones are not given, extra ones are dropped. Set others by name.
+  public init(_ architecture: Architecture, values: [UInt64?] = []) {
     self.architecture = architecture
     let count = Self.table(architecture).count
     self.values = Array((values + [UInt64?](repeating: nil, count: max(0, count - values.count))).prefix(count))
