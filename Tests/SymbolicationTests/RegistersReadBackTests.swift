@@ -31,4 +31,25 @@ import Testing
     let document = try ReportParser.parse(snapshot.formatted(.json))
     #expect(document.threads[shownIndex].registers == shown, "\(name)")
   }
+
+  /// A dump asked for without a crash: imagelog's report heads the registers `Thread 1 requested the
+  /// dump with X86 Thread State (64-bit):`, which is read back as the same registers (before: a
+  /// section titled `requested the dump with …`, no architecture).
+  @Test func requestedDumpsRegistersReadBack() throws {
+    let directory = try makeTemporaryDirectory("imagelog-registers-requested")
+    defer { _ = try? runTool(["rm", "-rf", directory]) }
+    try writeFile(directory + "/requested.dmp",
+                  bytes: try MinidumpPlatformSnapshotTests.dump(.amd64, architecture: 9, signal: 0xFFFF_FFFF, code: 0))
+    let snapshot = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/requested.dmp")).snapshot
+    let requesting = try #require(snapshot.threads.firstIndex { $0.requestedDump })
+    let read = try #require(snapshot.threads[requesting].registers)
+    var shown = Registers(read.architecture)
+    for register in read.table where register.appleName != nil { shown[register.name] = read[register.name] }
+    let text = snapshot.imagelogReportText()
+    #expect(text.contains("Thread \(requesting) requested the dump with X86 Thread State (64-bit):"), "\(text)")
+    let report = try ReportParser.parse(text)
+    #expect(report.threads.first { $0.number == requesting }?.registers == shown)
+    let document = try ReportParser.parse(snapshot.formatted(.json))
+    #expect(document.threads.first { $0.number == requesting }?.registers == shown)
+  }
 }
