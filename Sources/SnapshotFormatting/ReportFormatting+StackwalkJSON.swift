@@ -98,7 +98,7 @@ extension ProcessSnapshot {
     if let requesting, var frames = threadValues[requesting]["frames"]?.array, !frames.isEmpty {
       var thread = threadValues[requesting]
       if let registers = threads[requesting].registers {
-        frames[0].set("registers", .object(registers.rows.joined().map { ($0.name, hex($0.value)) }))
+        frames[0].set("registers", .object(registers.threadStateRows.joined().map { ($0.name, hex($0.value)) }))
       }
       thread.set("frames", .array(frames))
       thread.set("threads_index", .number(String(requesting)))
