@@ -71,7 +71,7 @@ let package = Package(
     // The Breakpad symbol-file writer (`imagelog symbols`, dump_syms's .sym): an object's functions, lines,
     // inlines and call frame rules from its symbol tables and DWARF, prepared in parallel and written as text.
     // Beside the pipeline, not in it: symbolication reads .sym files (and names their registers from the
-    // same tables, BreakpadRegisterNames), it does not write them.
+    // same tables, Registers.breakpadNames), it does not write them.
     .target(name: "BreakpadSymbolWriter", dependencies: ["Symbolication", "Snapshot", "ProcessInspection", "ImageReaders"]),
     // Writers: imagelog's report layout, a report annotated in place, JSON, the classic .crash text, minidumps
     // (MinidumpWriter, the one writer of the layout, and a snapshot as a dump),

@@ -46,7 +46,7 @@ enum BreakpadFrameRules {
   /// grows); returns notes for FDEs left out.
   static func write(_ entries: ArraySlice<CallFrameTable.Entry>, of section: BreakpadFrameSection, architecture: String,
                     into output: inout UTF8Output, sink: (UnsafeRawBufferPointer) -> Void) -> [String] {
-    let names = BreakpadRegisterNames.of(architecture) ?? []
+    let names = Registers.breakpadNames(architecture) ?? []
     func name(_ register: Int) -> String? {
       register >= 0 && register < names.count && !names[register].isEmpty ? names[register] : nil
     }

@@ -15,25 +15,18 @@ extension ProcessThreads {
     threads[index].problem = nil
     threads[index].exited = false
     #if arch(x86_64)
-    let layout = KernelRegisters.Layout.x86_64
-    let dwarfNames = ["rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10", "r11", "r12", "r13",
-                      "r14", "r15", "rip"]
-    let flagsName = "eflags", stackPointer = 7, redZone: UInt64 = 128
+    let architecture = Registers.Architecture.x86_64, stackPointer = 7, redZone: UInt64 = 128
     #else
-    let layout = KernelRegisters.Layout.aarch64
-    let dwarfNames = (0...28).map { "x\($0)" } + ["fp", "lr", "sp", "pc"]
-    let flagsName = "pstate", stackPointer = 31, redZone: UInt64 = 0
+    let architecture = Registers.Architecture.aarch64, stackPointer = 31, redZone: UInt64 = 0
     #endif
-    let names = KernelRegisters.names(layout)
-    var kernel = threads[index].kernelRegisters.flatMap { $0.layout == layout ? $0 : nil }
-      ?? KernelRegisters(layout: layout, values: [UInt64](repeating: 0, count: names.count))
-    for (number, name) in dwarfNames.enumerated() {
-      if let value = values.indices.contains(number) ? values[number] : nil, let place = names.firstIndex(of: name) {
-        kernel.values[place] = value
-      }
+    var registers = threads[index].registers.flatMap { $0.architecture == architecture ? $0 : nil }
+      ?? Registers(architecture, values: [UInt64?](repeating: 0, count: Registers.kernelCount(architecture)))
+    for (number, value) in values.enumerated() {
+      guard let value, let place = registers.table.firstIndex(where: { $0.dwarf == number }) else { continue }
+      registers[registers.table[place].name] = value
     }
-    if let place = names.firstIndex(of: flagsName) { kernel.values[place] = flags }
-    threads[index].kernelRegisters = kernel
+    registers[architecture == .x86_64 ? "eflags" : "pstate"] = flags
+    threads[index].registers = registers
     threads[index].stack = nil
     guard values.indices.contains(stackPointer), let sp = values[stackPointer], sp >= redZone,
           let mapping = (try? ProcessImages.readMappings(of: pid))?.first(where: { $0.start <= sp && sp < $0.end }) else { return }

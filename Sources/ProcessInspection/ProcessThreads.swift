@@ -32,7 +32,7 @@ package struct ProcessThreads: Sendable {
     package var stack: StackCopy?
     /// The thread's whole general register set as `PTRACE_GETREGSET` gave it (what a minidump's context
     /// holds); nil when the thread was not read.
-    package var kernelRegisters: KernelRegisters?
+    package var registers: Registers?
     /// Why the thread has no registers ("the thread exited while it was being read"), or nil.
     package var problem: String?
     /// True when the thread has no registers because it exited (it no longer exists: not a failure).
@@ -102,7 +102,7 @@ package struct ProcessThreads: Sendable {
       switch Int32(raw.status) {
       case Int32(IL_THREAD_CAPTURED):
         thread.registerValues = registerValues(raw.registers)
-        thread.kernelRegisters = kernelRegisters(raw)
+        thread.registers = registers(raw)
         if let base = raw.stack, raw.stack_size > 0 {
           thread.stack = StackCopy(address: raw.stack_address,
                                    bytes: Array(UnsafeRawBufferPointer(start: base, count: raw.stack_size)))
@@ -268,22 +268,22 @@ package struct ProcessThreads: Sendable {
 
   /// The DWARF-numbered registers of a capture, nil where the thread did not give a value.
   /// The registers `il_capture_threads` copied as the kernel gave them; nil for an unknown register set.
-  static func kernelRegisters(_ raw: il_thread_capture) -> KernelRegisters? {
-    let layout: KernelRegisters.Layout
+  static func registers(_ raw: il_thread_capture) -> Registers? {
+    let layout: Registers.Architecture
     switch raw.registers.arch {
     case 1: layout = .x86_64
     case 2: layout = .aarch64
     case 3: layout = .i386
     default: return nil
     }
-    let count = KernelRegisters.names(layout).count
+    let count = Registers.kernelCount(layout)
     guard Int(raw.machine_count) == count else { return nil }
     // Our own memory in the machine's byte order, read through the one reader.
     let values = withUnsafeBytes(of: raw.machine) { words in
       var reader = ByteReader(words)
       return (0..<count).compactMap { _ in try? reader.read(UInt64.self) }
     }
-    return values.count == count ? KernelRegisters(layout: layout, values: values) : nil
+    return values.count == count ? Registers(layout, values: values) : nil
   }
 
   static func registerValues(_ registers: il_thread_registers) -> [UInt64?] {

@@ -6,8 +6,19 @@ public struct FrameSymbols: Sendable, Equatable {
     public var name: String?
     /// The name as stored in the file.
     public var rawName: String?
-    /// Bytes from the function's start to the frame's address (the real function only).
+    /// Bytes from the function's start to the frame as the frame's own report measures them (the real
+    /// function only): to the address looked up (`FrameSymbols.lookupAddress`, a return address less
+    /// one) in Swift's backtracer's reports, to the frame's address as written in every other kind
+    /// (`ProcessSnapshot.Format.measuresOffsetsFromLookup`). Symbolication derives it from `startAddress`
+    /// (`FrameSymbols.offset(from:measuredAs:)`); a function only the source named keeps what the source
+    /// wrote beside the name (glibc's `+0x1d`, Apple's `+ 12`), with `startAddress` `nil`. Writers that
+    /// measure otherwise (minidump-stackwalk's `function_offset`) start from `startAddress`.
     public var offset: UInt64?
+    /// Where the function starts, in the address space of `FrameSymbols.lookupAddress`: the symbol's
+    /// link-time address in an ELF or Mach-O symbol table (or in the symbol cache made from one), a
+    /// `.sym`'s `FUNC` or `PUBLIC` address (an offset from the module's base). `nil` for an inlined
+    /// function, and for a function only a source named: a report's `symbol+offset` gives no address.
+    package var startAddress: UInt64?
     /// The source file, when DWARF gives one.
     public var file: String?
     /// The source line (1-based), when known.
@@ -27,6 +38,13 @@ public struct FrameSymbols: Sendable, Equatable {
       self.line = line
       self.column = column
       self.isInlined = isInlined
+    }
+
+    /// A function a symbol file gave, starting at `startAddress`.
+    package init(name: String?, rawName: String?, offset: UInt64?, file: String?, line: Int?, column: Int?,
+                 isInlined: Bool, startAddress: UInt64?) {
+      self.init(name: name, rawName: rawName, offset: offset, file: file, line: line, column: column, isInlined: isInlined)
+      self.startAddress = startAddress
     }
   }
 
@@ -59,8 +77,12 @@ public struct FrameSymbols: Sendable, Equatable {
   public var imageName: String?
   /// The frame's offset from its image's load address.
   public var imageOffset: UInt64?
-  /// The link-time address looked up (after `- 1` for return addresses).
+  /// The link-time address looked up (after `- 1` for return addresses; for a `.sym`, an offset from
+  /// the module's base, 2 back on arm).
   public var lookupAddress: UInt64?
+  /// The frame's address where the symbol file places it (link-time; for a `.sym`, an offset from the
+  /// module's base): `lookupAddress` before the step back for a return address.
+  package var linkAddress: UInt64?
   /// The functions, innermost first; empty unless symbolicated.
   public var functions: [Function] {
     get { hasFunction ? inlinedFunctions + [realFunction] : inlinedFunctions }
@@ -87,6 +109,14 @@ public struct FrameSymbols: Sendable, Equatable {
     realFunction = function
     hasFunction = true
     inlinedFunctions = []
+  }
+
+  /// Bytes from `start` (a function's `startAddress`) to this frame as a report of `format` measures
+  /// them: to `lookupAddress` for Swift's backtracer (it measures a return address from the call), to
+  /// `linkAddress` for the others; `nil` when that address is unknown or lies below `start`.
+  package func offset(from start: UInt64, measuredAs format: ProcessSnapshot.Format) -> UInt64? {
+    guard let point = format.measuresOffsetsFromLookup ? lookupAddress : linkAddress, point >= start else { return nil }
+    return point - start
   }
 
   private mutating func clearFunction() {

@@ -39,7 +39,7 @@ public struct InMemoryImage: Sendable {
 
   /// Of `images` of live process `pid`: the vDSO copied from its memory (`copies`) and the images whose
   /// file is no longer at its path held through their mappings (`heldMappings`).
-  public static func live(_ images: [Image], pid: Int32) -> [InMemoryImage] {
+  package static func live(_ images: [Image], pid: Int32) -> [InMemoryImage] {
     copies(of: images, in: ProcessMemory(pid: pid)) + heldMappings(of: images, pid: pid)
   }
 
@@ -51,7 +51,7 @@ public struct InMemoryImage: Sendable {
   /// is the image's. The kernel opens those files only for a reader with `CAP_SYS_ADMIN`
   /// (`CAP_CHECKPOINT_RESTORE` since Linux 5.9); for others, such images are found by their identity
   /// elsewhere, or not at all.
-  public static func heldMappings(of images: [Image], pid: Int32) -> [InMemoryImage] {
+  package static func heldMappings(of images: [Image], pid: Int32) -> [InMemoryImage] {
     var result: [InMemoryImage] = []
     let deleted = images.filter { Image.withoutDeletedMark($0.path).deleted && $0.buildID != nil }
     guard !deleted.isEmpty else { return result }

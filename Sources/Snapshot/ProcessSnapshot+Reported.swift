@@ -8,7 +8,10 @@ extension ProcessSnapshot {
     /// The function as written (`main`, `operator new(unsigned long)`, `abort`); `nil` for `<null>`.
     public var name: String?
     /// Bytes from the function's start to the frame, when the source writes it apart from the name
-    /// (glibc's `+0x1d`, Android's `+160`, Apple's `+ 12`, `.ips`' `symbolLocation`).
+    /// (glibc's `+0x1d`, Android's `+160`, Apple's `+ 12`, `.ips`' `symbolLocation`), as the source
+    /// measures it: from the frame's address, or in Swift's backtracer from the address less one
+    /// (`Format.measuresOffsetsFromLookup`). All the source says: no start address is derived from it
+    /// (a frame it names keeps it as `FrameSymbols.Function.offset`, with `startAddress` `nil`).
     public var offset: UInt64?
     /// The source file as written (`/src/a.c`, `../sysdeps/nptl/libc_start_call_main.h`).
     public var file: String?

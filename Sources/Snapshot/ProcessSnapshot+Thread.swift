@@ -1,5 +1,5 @@
 public import ProcessInspection
-import ImageReaders
+public import ImageReaders
 
 extension ProcessSnapshot {
   /// One thread: who it is, how it stood, and its backtrace.
@@ -20,21 +20,20 @@ extension ProcessSnapshot {
     public var requestedDump = false
     /// Why the thread has no backtrace, when it has none for a reason the source gives.
     public var problem: String?
-    /// The thread's registers, when the source gives them (the crashed thread's, in reports).
-    public var registers: RegisterState?
+    /// The thread's registers, when the source gives them: every general register of a capture, a core
+    /// or a minidump's context (where a walk of a thread not yet unwound starts, what a minidump written
+    /// from the snapshot holds), those a report lists (its crashed thread's). Writers show the crashed
+    /// (or dump-requesting) thread's.
+    public var registers: Registers?
     /// The backtrace, innermost frame first.
     public var frames: [Frame]
-    /// Every general register as the kernel holds them, when the source read them (a capture, a core, a
-    /// minidump's context): what a minidump written from the snapshot holds, and where a walk of a
-    /// thread not yet unwound starts.
-    package var kernelRegisters: KernelRegisters?
     /// The thread's stack as copied when the snapshot was taken (a live capture), from at or below its
     /// stack pointer: what a minidump written from the snapshot keeps of it.
     package var stack: BufferMemory?
 
     /// A thread with what the source knows of it; frames are added as they are read.
     public init(number: Int, tid: UInt64? = nil, name: String? = nil, state: String? = nil, crashed: Bool = false,
-                problem: String? = nil, registers: RegisterState? = nil, frames: [Frame] = []) {
+                problem: String? = nil, registers: Registers? = nil, frames: [Frame] = []) {
       self.number = number
       self.tid = tid
       self.name = name

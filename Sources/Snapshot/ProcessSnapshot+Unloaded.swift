@@ -36,11 +36,11 @@ extension ProcessSnapshot {
     public var name: String { ProcessInspection.Image.shortName(of: path) }
 
     /// Whether `address` was inside the image's mapping.
-    public func contains(_ address: Address) -> Bool { address >= baseAddress && address - baseAddress < size }
+    package func contains(_ address: Address) -> Bool { address >= baseAddress && address - baseAddress < size }
 
     /// "unloaded T ms before the crash by thread N" (the parts known), as a frame in the image and
     /// its Unloaded Images line say it (`crash_unloaded.h`'s `il_unloaded_when`).
-    public var whenText: String {
+    package var whenText: String {
       var text = "unloaded"
       if let before = unloadedBeforeCrashNanoseconds { text += " " + ImageFormatter.milliseconds(before) + " ms before the crash" }
       if let tid { text += " by thread \(UInt32(bitPattern: tid))" }
@@ -85,13 +85,13 @@ extension ProcessSnapshot {
 
   /// The newest unloaded image whose mapping held `address`, when no image of `images` holds it: the
   /// image a frame whose code is no longer mapped was in.
-  public func unloadedImage(holding address: Address) -> UnloadedImage? {
+  package func unloadedImage(holding address: Address) -> UnloadedImage? {
     unloadedImages.first { $0.contains(address) }
   }
 
   /// The newest unloaded image whose mapping held `address`, now in `image` (mapped there after it):
   /// `nil` when none did, or when it was `image` itself loaded again (the same path at the same address).
-  public func previousImage(at address: Address, in image: Image) -> UnloadedImage? {
+  package func previousImage(at address: Address, in image: Image) -> UnloadedImage? {
     guard let gone = unloadedImage(holding: address) else { return nil }
     return gone.path == image.path && gone.baseAddress == image.loadAddress ? nil : gone
   }

@@ -39,6 +39,11 @@ public struct ProcessSnapshot: Sendable {
     package var isLinuxLog: Bool {
       self == .sanitizer || self == .coredump || self == .androidTombstone || self == .glibcBacktrace
     }
+
+    /// True for Swift's backtracer, whose `NAME + N` counts from the address it looks up (a return
+    /// address less one: `adjustedProgramCounter`); every other kind counts from the frame's address as
+    /// written (Apple's `+ N`, glibc's `dladdr` offset, Android's, imagelog's layout).
+    package var measuresOffsetsFromLookup: Bool { self == .swiftBacktrace || self == .swiftBacktraceJSON }
   }
 
   /// What the source said about the process itself.

@@ -78,11 +78,11 @@ extension ProcessSnapshot {
       if let problem = thread.problem { out += "(not unwound: \(TextEscaping.escaped(problem)))\n" }
     }
     if let crashedIndex, let registers = threads[crashedIndex].registers {
-      out += "\nThread \(crashedIndex) crashed with \(registers.title):\n"
-      out += registers.text()
+      out += "\nThread \(crashedIndex) crashed with \(registers.architecture.appleThreadState):\n"
+      out += registers.threadStateText()
     } else if let requesting = threads.firstIndex(where: \.requestedDump), let registers = threads[requesting].registers {
-      out += "\nThread \(requesting) requested the dump with \(registers.title):\n"
-      out += registers.text()
+      out += "\nThread \(requesting) requested the dump with \(registers.architecture.appleThreadState):\n"
+      out += registers.threadStateText()
     }
     out += "\nBinary Images:\n"
     let formatter = ImageFormatter(style: .crash)

@@ -12,7 +12,7 @@ extension ProcessSnapshot {
   /// Throws when the snapshot's architecture has no minidump layout here, or the dump would not fit the
   /// format's 32-bit sizes.
   public func minidumpBytes() throws(FormatError) -> [UInt8] {
-    guard let (layout, processorArchitecture) = Self.minidumpLayout(threads.lazy.compactMap(\.kernelRegisters).first?.layout,
+    guard let (layout, processorArchitecture) = Self.minidumpLayout(threads.lazy.compactMap(\.registers).first?.architecture,
                                                                      architecture: process.architecture) else {
       throw .minidump("no minidump layout for the \(process.architecture ?? "unknown") architecture")
     }
@@ -26,14 +26,10 @@ extension ProcessSnapshot {
     dumpThreads.reserveCapacity(threads.count)
     for thread in threads {
       guard let tid = thread.tid.flatMap({ UInt32(exactly: $0) }) else { continue }
-      var values: [String: UInt64] = [:]
-      if let registers = thread.kernelRegisters {
-        for (name, value) in zip(registers.names, registers.values) { values[MinidumpContext.contextName(kernelName: name)] = value }
-      }
-      let context = MinidumpContext(layout: layout, registers: values)
+      let registers = thread.registers
       dumpThreads.append(MinidumpWriter.Thread(
-        tid: tid, name: thread.name, context: .registers(context), stackAddress: thread.stack?.address ?? 0,
-        stack: thread.stack?.bytes ?? [], teb: values["fs_base"] ?? 0))
+        tid: tid, name: thread.name, context: .registers(MinidumpContext(layout: layout, holding: registers)),
+        stackAddress: thread.stack?.address ?? 0, stack: thread.stack?.bytes ?? [], teb: registers?["fs_base"] ?? 0))
     }
     let modules = images.map { image in
       MinidumpWriter.Module(baseAddress: image.loadAddress,
@@ -60,7 +56,7 @@ extension ProcessSnapshot {
 
   /// The minidump context layout and `ProcessorArchitecture` for the threads' registers (or, without
   /// any, the snapshot's architecture name).
-  static func minidumpLayout(_ registers: KernelRegisters.Layout?, architecture: String?) -> (MinidumpContext.Layout, UInt16)? {
+  static func minidumpLayout(_ registers: Registers.Architecture?, architecture: String?) -> (MinidumpContext.Layout, UInt16)? {
     switch registers {
     case .x86_64?: return (.amd64, 9)
     case .aarch64?: return (.arm64, 12)

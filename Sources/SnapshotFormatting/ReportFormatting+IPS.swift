@@ -236,30 +236,22 @@ extension ProcessSnapshot {
   /// row, fp lr, sp pc cpsr, far esr) or `X86 Thread State (64-bit)`.
   static func threadStateText(_ state: JSONValue, thread: Int) -> String {
     func value(_ key: String) -> UInt64? { state[key]?["value"]?.unsigned }
-    func cell(_ name: String, _ value: UInt64?, width: Int, digits: Int = 16) -> String {
-      String(repeating: " ", count: max(0, width - name.count)) + name + ": 0x" + hexDigits(value ?? 0, width: digits)
-    }
     var out = ""
-    if let registers = state["x"]?.array {
-      out += "Thread \(thread) crashed with ARM Thread State (64-bit):\n"
-      var cells: [String] = registers.prefix(29).enumerated().map { cell("x\($0.offset)", $0.element["value"]?.unsigned, width: 4) }
-      var rows: [[String]] = []
-      while cells.count > 1 { rows.append(Array(cells.prefix(4))); cells.removeFirst(min(4, cells.count)) }
-      rows.append(cells + [cell("fp", value("fp"), width: 4), cell("lr", value("lr"), width: 4)])
-      rows.append([cell("sp", value("sp"), width: 4), cell("pc", value("pc"), width: 4), cell("cpsr", value("cpsr"), width: 4, digits: 8)])
-      var last = [cell("far", value("far"), width: 4)]
-      if let esr = value("esr") {
-        last.append(cell("esr", esr, width: 4, digits: 8) + " " + TextEscaping.escaped(state["esr"]?["description"]?.string ?? ""))
+    if let listed = state["x"]?.array {
+      var registers = Registers(.aarch64)
+      for (number, entry) in listed.prefix(29).enumerated() { registers["x\(number)"] = entry["value"]?.unsigned ?? 0 }
+      for name in ["fp", "lr", "sp", "pc", "cpsr", "far"] { registers[name] = value(name) ?? 0 }
+      registers["esr"] = value("esr")
+      out += "Thread \(thread) crashed with \(registers.architecture.appleThreadState):\n" + registers.threadStateText()
+      if registers["esr"] != nil {
+        // Apple writes the syndrome's description after esr, the last cell.
+        out.removeLast()
+        out += " " + TextEscaping.escaped(state["esr"]?["description"]?.string ?? "") + "\n"
       }
-      rows.append(last)
-      for row in rows { out += "  " + row.joined(separator: " ") + "\n" }
     } else if state["rip"] != nil {
-      out += "Thread \(thread) crashed with X86 Thread State (64-bit):\n"
-      let rows = [["rax", "rbx", "rcx", "rdx"], ["rdi", "rsi", "rbp", "rsp"], ["r8", "r9", "r10", "r11"],
-                  ["r12", "r13", "r14", "r15"], ["rip", "rflags", "cr2"]]
-      for row in rows {
-        out += "  " + row.map { cell($0 == "rflags" ? "rfl" : $0, value($0), width: 3) }.joined(separator: "  ") + "\n"
-      }
+      var registers = Registers(.x86_64)
+      for name in registers.table.compactMap(\.appleName) { registers[name] = value(name == "rfl" ? "rflags" : name) ?? 0 }
+      out += "Thread \(thread) crashed with \(registers.architecture.appleThreadState):\n" + registers.threadStateText()
       out += "  \n"
       if let cpu = value("cpu") { out += "Logical CPU:     \(cpu)\n" }
       if let error = value("err") {

@@ -108,10 +108,10 @@ extension ProcessSnapshot {
     let marksCrash = threads.contains { $0.crashed }
     for (index, thread) in threads.enumerated() {
       guard case .object(var members) = threadJSON(thread, marksCrash: marksCrash) else { continue }
-      if let layout = thread.registers {
+      if let registers = thread.shownRegisters {
         members.append(("registerLayout", .object([
-          ("title", .string(layout.title)),
-          ("rows", .array(layout.rows.map { row in .array(row.map { .string($0.name) }) })),
+          ("title", .string(registers.architecture.appleThreadState)),
+          ("rows", .array(registers.threadStateRows.map { row in .array(row.map { .string($0.name) }) })),
         ])))
       }
       out += (index == 0 ? "\n" : ",\n")
@@ -384,8 +384,8 @@ extension ProcessSnapshot {
     if thread.requestedDump { members.append(("requestedDump", .bool(true))) }
     if let state = thread.state { members.append(("state", .string(state))) }
     if let problem = thread.problem { members.append(("problem", .string(problem))) }
-    if let registers = thread.registers {
-      members.append(("registers", .object(registers.rows.joined().map {
+    if let registers = thread.shownRegisters {
+      members.append(("registers", .object(registers.threadStateRows.joined().map {
         ($0.name, .string("0x" + hexDigits($0.value, width: $0.digits)))
       })))
     }

@@ -98,7 +98,7 @@ extension ProcessSnapshot {
     if let requesting, var frames = threadValues[requesting]["frames"]?.array, !frames.isEmpty {
       var thread = threadValues[requesting]
       if let registers = threads[requesting].registers {
-        frames[0].set("registers", .object(registers.rows.joined().map { ($0.name, hex($0.value)) }))
+        frames[0].set("registers", .object(registers.threadStateRows.joined().map { ($0.name, hex($0.value)) }))
       }
       thread.set("frames", .array(frames))
       thread.set("threads_index", .number(String(requesting)))
@@ -122,13 +122,9 @@ extension ProcessSnapshot {
     let (module, function, instruction) = stackwalkFrameName(frame)
     let named = function?.name.flatMap { $0.isEmpty ? nil : $0 }
     // A caller's `offset` is its return address less one (inside the call), as minidump-stackwalk
-    // writes it; `module_offset` and `function_offset` are measured to it. imagelog's offset is from
-    // the return address, except Swift's backtracer's, which is from the call already.
-    let fromCall = format == .swiftBacktrace || format == .swiftBacktraceJSON
+    // writes it; `module_offset` and `function_offset` are measured to it.
     let back = frame.address &- instruction  // what the instruction is short of the return address (1; arm 2, arm64 4)
-    let functionOffset = named == nil ? nil : function?.offset.map { offset in
-      frame.isReturnAddress && !fromCall && offset >= back ? offset - back : offset
-    }
+    let functionOffset = named == nil ? nil : function.flatMap { stackwalkFunctionOffset($0, of: frame, back: back) }
     let inlined = symbols.functions.count > 1 ? Array(symbols.functions.dropLast()) : []
     let trust: String
     switch frame.trust {
@@ -159,6 +155,23 @@ extension ProcessSnapshot {
       ("unloaded_modules", unloaded),
     ]
     return .object(members)
+  }
+
+  /// minidump-stackwalk's `function_offset`: bytes from the function's start to the frame's
+  /// instruction, `back` short of its address (0 for a frame that is no return address). From the
+  /// start where a file gave it; else from the offset the report wrote, which counts from the frame's
+  /// address or, in Swift's backtracer, from the address less one. Short of `back`, the offset stands.
+  func stackwalkFunctionOffset(_ function: FrameSymbols.Function, of frame: Frame, back: UInt64) -> UInt64? {
+    let offset: UInt64, measuredBack: UInt64
+    if let start = function.startAddress, let link = frame.symbols.linkAddress, link >= start {
+      (offset, measuredBack) = (link - start, 0)
+    } else if let written = function.offset {
+      (offset, measuredBack) = (written, format.measuresOffsetsFromLookup && frame.isReturnAddress ? 1 : 0)
+    } else {
+      return nil
+    }
+    let (total, overflow) = offset.addingReportingOverflow(measuredBack)
+    return !overflow && total >= back ? total - back : offset
   }
 
   /// One inlined function of a frame: `{function, file, line}`.

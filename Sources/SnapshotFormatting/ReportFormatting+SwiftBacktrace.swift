@@ -71,8 +71,8 @@ extension ProcessSnapshot {
       }
       out += "\n"
     }
-    if let crashed, let registers = Self.registerState(threads[crashed]["registers"], architecture: process.architecture) {
-      out += "Thread \(crashed) crashed with \(registers.title):\n" + registers.text() + "\n"
+    if let crashed, let registers = Self.registers(threads[crashed]["registers"], architecture: process.architecture) {
+      out += "Thread \(crashed) crashed with \(registers.architecture.appleThreadState):\n" + registers.threadStateText() + "\n"
     }
 
     out += "Binary Images:\n"
@@ -83,15 +83,23 @@ extension ProcessSnapshot {
     return out
   }
 
-  /// The registers the backtracer lists for a thread (`{"rax": "0x…", "rflags": "0x…", …}`) in Apple's
-  /// layout for `architecture` (x86_64 or arm64); `nil` for another architecture or none given.
-  static func registerState(_ registers: JSONValue?, architecture: String?) -> RegisterState? {
-    guard let registers, case .object = registers else { return nil }
-    func value(_ name: String) -> UInt64 { registers[name]?.unsigned ?? 0 }
+  /// The registers the backtracer lists for a thread (`{"rax": "0x…", "rflags": "0x…", …}`, found by
+  /// name in `Registers`' table) for `architecture` (x86_64 or arm64): those Apple's rows show (without
+  /// aarch64's `far` and `esr`), 0 when not listed (x86_64's `cr2`); `nil` for another architecture or
+  /// none given.
+  static func registers(_ listed: JSONValue?, architecture: String?) -> Registers? {
+    guard let listed, case .object(let members) = listed else { return nil }
+    var registers: Registers
     switch architecture {
-    case "x86_64": return .x86_64 { name in value(name == "rfl" ? "rflags" : name) }
-    case "arm64": return .aarch64 { name in value(name) }
+    case "x86_64": registers = Registers(.x86_64)
+    case "arm64": registers = Registers(.aarch64)
     default: return nil
     }
+    for register in registers.table where register.appleName != nil && register.name != "far" && register.name != "esr" {
+      registers[register.name] = 0
+    }
+    // Only those the rows show: the others (`cs`, `fs`) stay not given.
+    for (name, value) in members where registers[name] != nil { registers[name] = value.unsigned ?? 0 }
+    return registers
   }
 }

@@ -35,7 +35,8 @@ enum AppleCrashParser {
     var unlisted = 0
     // Thread number to its first entry in report.threads: a report of many threads stays linear.
     var threadIndex: [Int: Int] = [:]
-    var registers: [(Int, RegisterState)] = []
+    // Each section's thread and registers; a section of another machine (PowerPC's) is passed over.
+    var registers: [(Int, Registers?)] = []
     for (lineIndex, line) in lines.enumerated() {
       let trimmed = line.drop { $0 == " " || $0 == "\t" }
       if lineIndex == 0, line.hasPrefix("{") { continue }  // the JSON header line
@@ -87,7 +88,7 @@ enum AppleCrashParser {
           if threadIndex[number] == nil { threadIndex[number] = report.threads.count - 1 }
           section = .header
         case let .registers(number, title):
-          registers.append((number, RegisterState(title: title, rows: [])))
+          registers.append((number, Registers.Architecture(appleThreadState: title).map { Registers($0) }))
           section = .registers
         }
         continue
@@ -95,7 +96,7 @@ enum AppleCrashParser {
       if section == .registers {
         // Register rows are indented; anything else ends the section (Apple's `Logical CPU:` lines).
         if line.hasPrefix(" ") || line.hasPrefix("\t"), let row = registerRow(line), !registers.isEmpty {
-          registers[registers.count - 1].1.rows.append(row)
+          for (name, value) in row { registers[registers.count - 1].1?[name] = value }
           continue
         }
         section = .header
@@ -188,7 +189,7 @@ enum AppleCrashParser {
       report.threads[index].crashed = true
       if report.threads[index].tid == nil { report.threads[index].tid = crashedTID }
     }
-    for (number, state) in registers {
+    for case let (number, state?) in registers {
       // The heading says the thread crashed; a report that lists no such thread still keeps its registers.
       if let index = threadIndex[number] {
         report.threads[index].registers = state
@@ -246,7 +247,7 @@ enum AppleCrashParser {
     /// `unreadable`: the words after the colon that are neither `tid T` nor `state S`, if any.
     case frames(Int, crashed: Bool, name: String?, tid: UInt64?, state: String?, unreadable: String? = nil)
     case name(Int, String)
-    /// `Thread N crashed with TITLE:`, the registers' heading.
+    /// `Thread N crashed with TITLE:` (or imagelog's `requested the dump with`), the registers' heading.
     case registers(Int, title: String)
   }
 
@@ -261,7 +262,9 @@ enum AppleCrashParser {
     rest = rest.dropFirst(digits.count)
     if rest.hasPrefix(" name:") { return .name(number, String(rest.dropFirst(6).drop { $0 == " " })) }
     if rest.hasPrefix(" crashed with") || rest.utf8Range(of: "Thread State") != nil {
-      var title = rest.hasPrefix(" crashed with") ? rest.dropFirst(" crashed with".count) : rest
+      // imagelog's report of a dump requested without a crash: `Thread N requested the dump with TITLE:`.
+      let lead = [" crashed with", " requested the dump with"].first { rest.hasPrefix($0) }
+      var title = lead.map { rest.dropFirst($0.count) } ?? rest
       if title.hasSuffix(":") { title = title.dropLast() }
       return .registers(number, title: title.trimmingSpaces)
     }
@@ -301,14 +304,14 @@ enum AppleCrashParser {
   /// One line of a `Thread State` section: each `name: 0xHEX` cell (`  rax: 0x…  rbx: 0x…`,
   /// `    x0: 0x…   x1: 0x…`); words that are no cell (Apple's `(Data Abort) byte read`) are passed
   /// over. `nil` when the line has no cell.
-  static func registerRow(_ line: String) -> [RegisterState.Register]? {
+  static func registerRow(_ line: String) -> [(name: String, value: UInt64)]? {
     let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
-    var row: [RegisterState.Register] = []
+    var row: [(name: String, value: UInt64)] = []
     var index = 0
     while index + 1 < words.count {
       let name = words[index], value = words[index + 1]
       if name.count > 1, name.hasSuffix(":"), value.hasPrefix("0x"), let number = ReportText.hexNumber(value) {
-        row.append(RegisterState.Register(name: String(name.dropLast()), value: number, digits: value.count - 2))
+        row.append((String(name.dropLast()), number))
         index += 2
       } else {
         index += 1

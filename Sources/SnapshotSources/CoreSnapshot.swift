@@ -52,11 +52,10 @@ extension ProcessSnapshot {
       var entry = Thread(number: number, tid: UInt64(UInt32(bitPattern: thread.tid)),
                          name: thread.tid == pid ? core.process?.name : nil, crashed: index == crashedIndex,
                          problem: problem)
-      if index == crashedIndex, let values = thread.registers {
-        entry.registers = registerState(values, faultAddress: exception?.address ?? 0)
-      }
+      entry.registers = thread.registers
+      // The fault address is x86's cr2 (0 without one), as Apple's rows show it.
+      if index == crashedIndex { entry.registers?["cr2"] = exception?.address ?? 0 }
       entry.frames = frames.enumerated().map { Frame(number: $0.offset, $0.element) }
-      entry.kernelRegisters = thread.registers
       threads.append(entry)
     }
     let main = images.first { $0.isMainExecutable }
@@ -80,7 +79,7 @@ extension ProcessSnapshot {
   /// the snapshot as a minidump needs beyond the report.
   package mutating func keepStacks(of core: ELFCore, in memory: some MemoryReading) {
     for index in threads.indices where threads[index].stack == nil {
-      guard let sp = threads[index].kernelRegisters?.sp else { continue }
+      guard let sp = threads[index].registers?.sp else { continue }
       // The segment's end, not the memory's: memory falls back to the mapped files, so a thread's stack
       // read on would run into the next mapping (a library's text) up to the limit.
       threads[index].stack = Self.stack(at: sp, end: core.segment(containing: sp)?.vmRange.upperBound, in: memory)
@@ -114,32 +113,6 @@ extension ProcessSnapshot {
       address = next
     }
     return bytes.isEmpty ? nil : BufferMemory(bytes, at: start)
-  }
-
-  /// The register section of a crash report (Apple's rows) from a thread's `NT_PRSTATUS` registers.
-  static func registerState(_ registers: ELFCore.Registers, faultAddress: UInt64) -> RegisterState {
-    switch registers.layout {
-    case .x86_64:
-      return RegisterState.x86_64 { name in
-        switch name {
-        case "rfl": registers["eflags"] ?? 0
-        case "cr2": faultAddress
-        default: registers[name] ?? 0
-        }
-      }
-    case .aarch64:
-      return RegisterState.aarch64 { name in name == "cpsr" ? registers["pstate"] ?? 0 : registers[name] ?? 0 }
-    case .i386:
-      return RegisterState.i386 { name in
-        switch name {
-        case "efl": registers["eflags"] ?? 0
-        case "cr2": faultAddress
-        default: registers[name] ?? 0
-        }
-      }
-    case .arm:
-      return RegisterState.arm { name in registers[name == "r11" ? "fp" : name] ?? 0 }
-    }
   }
 
   /// When the core was written (its file's modification time), seconds since the epoch; 0 if unknown.

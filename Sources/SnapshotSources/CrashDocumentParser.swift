@@ -165,16 +165,22 @@ enum CrashDocumentParser {
     thread.requestedDump = try member.optional("requestedDump")?.bool() ?? false
     if let layout = try member.optional("registerLayout") {
       let values = try member.required("registers")
-      let rows = try layout.required("rows").elements().map { row throws(ReportError) in
-        try row.elements().map { cell throws(ReportError) in
+      let title = try layout.required("title")
+      guard let architecture = Registers.Architecture(appleThreadState: try title.string()) else {
+        throw title.error("not a thread state of x86_64, aarch64, i386 or arm")
+      }
+      var registers = Registers(architecture)
+      for row in try layout.required("rows").elements() {
+        for cell in try row.elements() {
           let name = try cell.string()
           let value = try values.required(name)
           let text = try value.string()
           guard text.hasPrefix("0x"), text.utf8.count > 2 else { throw value.error("not a hex value") }
-          return RegisterState.Register(name: name, value: try value.address(), digits: text.utf8.count - 2)
+          registers[name] = try value.address()
+          guard registers[name] != nil else { throw cell.error("no \(architecture.appleThreadState) register") }
         }
       }
-      thread.registers = RegisterState(title: try layout.required("title").string(), rows: rows)
+      thread.registers = registers
     }
     for (index, element) in try member.required("frames").elements().enumerated() {
       var (frame, function) = try parseFrame(element, imageCount: imageCount)

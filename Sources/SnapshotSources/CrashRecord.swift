@@ -121,32 +121,4 @@ public struct CrashRecord: Sendable, Equatable {
   func replaceRegisters(in threads: inout ProcessThreads) {
     threads.replaceRegisters(ofThread: tid, dwarf: registers, flags: flags)
   }
-
-  /// The registers in the report's rows (Apple's layout; `cr2` is the fault address).
-  func registerState() -> RegisterState {
-    func value(_ number: Int) -> UInt64 { registers.indices.contains(number) ? registers[number] ?? 0 : 0 }
-    switch architecture {
-    case .aarch64:
-      return RegisterState.aarch64 { name in
-        switch name {
-        case "fp": value(29)
-        case "lr": value(30)
-        case "sp": value(31)
-        case "pc": value(32)
-        case "cpsr": flags
-        default: Int(name.dropFirst()).map(value) ?? 0
-        }
-      }
-    default:
-      let numbers = ["rax": 0, "rdx": 1, "rcx": 2, "rbx": 3, "rsi": 4, "rdi": 5, "rbp": 6, "rsp": 7, "r8": 8, "r9": 9,
-                     "r10": 10, "r11": 11, "r12": 12, "r13": 13, "r14": 14, "r15": 15, "rip": 16]
-      return RegisterState.x86_64 { name in
-        switch name {
-        case "rfl": flags
-        case "cr2": faultAddress
-        default: numbers[name].map(value) ?? 0
-        }
-      }
-    }
-  }
 }

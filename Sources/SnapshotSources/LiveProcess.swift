@@ -49,9 +49,10 @@ extension ProcessSnapshot {
       if thread.problem != nil, !thread.exited { unread += 1 }
       var entry = Thread(number: number, tid: UInt64(UInt32(bitPattern: thread.tid)), name: thread.name,
                          state: thread.state, crashed: crash?.tid == thread.tid, problem: problem)
-      if entry.crashed { entry.registers = crash?.registerState() }
+      entry.registers = thread.registers
+      // The fault address is x86's cr2, as Apple's rows show it.
+      if entry.crashed { entry.registers?["cr2"] = crash?.faultAddress }
       entry.frames = frames.enumerated().map { Frame(number: $0.offset, $0.element) }
-      entry.kernelRegisters = thread.kernelRegisters
       entry.stack = thread.stack.map { BufferMemory($0.bytes, at: $0.address) }
       threads.append(entry)
     }

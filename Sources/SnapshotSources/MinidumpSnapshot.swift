@@ -61,20 +61,14 @@ extension ProcessSnapshot {
       let context = requesting ? dump.exception?.context ?? entry.context : entry.context
       var thread = Thread(number: number, tid: UInt64(entry.tid), name: entry.name, crashed: crashed)
       thread.requestedDump = requesting && !crashed
-      thread.kernelRegisters = context.flatMap(Self.kernelRegisters)
-      if requesting, let context { thread.registers = Self.registerState(context, faultAddress: crashAddress) }
+      thread.registers = context?.registers
+      // The fault address is x86's cr2 (0 without one), as Apple's rows show it.
+      if requesting { thread.registers?["cr2"] = crashAddress }
       if context == nil { thread.problem = "the dump holds no registers for this thread" }
-      if let context, thread.kernelRegisters == nil {
-        // Registers the unwinder does not walk from: the thread has its frame 0, the pc (the registers
-        // are the thread's, crashed or not).
-        thread.frames = [Frame(number: 0, address: context.pc, isReturnAddress: false, trust: .context)]
-        thread.registers = thread.registers ?? Self.registerState(context, faultAddress: crashAddress)
-        thread.problem = "not unwound past frame 0: the unwinder does not walk \(context.architectureName) stacks"
-      }
       if let dumpThread = dump.breakpadInfo?.dumpThreadID, entry.tid == dumpThread, !requesting {
         // Breakpad's own handler thread, caught writing the dump: its stack is the writer's, not the
         // program's, and minidump-stackwalk does not walk it either.
-        thread.kernelRegisters = nil
+        thread.registers = nil
         thread.frames = []
         thread.problem = "Breakpad's dump-writing thread, which minidump-stackwalk skips too"
       }
@@ -121,50 +115,6 @@ extension ProcessSnapshot {
     return csd.hasPrefix("Linux") ? csd : "Linux \(numbers)\(csd.hasPrefix(" ") || csd.hasPrefix("-") ? "" : " ")\(csd)"
   }
 
-  /// A minidump context as the kernel's register set (the names the unwinder and the writers share).
-  static func kernelRegisters(_ context: MinidumpContext) -> KernelRegisters? {
-    let layout: KernelRegisters.Layout
-    switch context.layout {
-    case .amd64: layout = .x86_64
-    case .arm64, .arm64Old: layout = .aarch64
-    case .x86: layout = .i386
-    case .arm: layout = .arm
-    }
-    return KernelRegisters(layout: layout, values: KernelRegisters.names(layout).map { name in
-      context[MinidumpContext.contextName(kernelName: name)] ?? 0
-    })
-  }
-
-  /// The crashed thread's registers in Apple's rows, as imagelog's report writes them.
-  static func registerState(_ context: MinidumpContext, faultAddress: UInt64) -> RegisterState? {
-    switch context.layout {
-    case .amd64:
-      return RegisterState.x86_64 { name in
-        switch name {
-        case "rfl": context["eflags"] ?? 0
-        case "cr2": faultAddress
-        default: context[name] ?? 0
-        }
-      }
-    case .arm64, .arm64Old: return RegisterState.aarch64 { name in context[name] ?? 0 }
-    case .x86:
-      return RegisterState.i386 { name in
-        switch name {
-        case "efl": context["eflags"] ?? 0
-        case "cr2": faultAddress
-        default: context[name] ?? 0
-        }
-      }
-    case .arm:
-      return RegisterState.arm { name in
-        switch name {
-        case "r11": context["fp"] ?? 0
-        case "ip": context["r12"] ?? 0
-        default: context[name] ?? 0
-        }
-      }
-    }
-  }
 }
 
 extension ProcessSnapshot.Image {

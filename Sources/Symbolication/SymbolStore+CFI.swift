@@ -205,7 +205,7 @@ struct BreakpadCallFrames: CallFrameSource {
   /// `nil` when `file` has no `STACK CFI` or its architecture is not one the unwinder walks.
   init?(_ file: BreakpadSymbolFile) {
     guard !file.frameEntries.isEmpty, let layout = BreakpadCallFrameSection.layout(file.module.architecture),
-          let names = BreakpadRegisterNames.of(file.module.architecture) else { return nil }
+          let names = Registers.breakpadNames(file.module.architecture) else { return nil }
     var numbers: [String: Int] = [".ra": layout.returnAddress]
     for (number, name) in names.enumerated() where !name.isEmpty && numbers[name] == nil {
       numbers[name] = number

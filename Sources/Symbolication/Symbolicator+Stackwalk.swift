@@ -26,7 +26,7 @@ extension Symbolicator {
   /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
   /// build-id, that file's path becomes the image's, so symbolication reads the same file.
   static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
-    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.kernelRegisters != nil }) else { return }
+    guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.registers != nil }) else { return }
     let files = MappedFileMemory()
     // arm64.rs's ptr_auth_strip: a pointer keeps the bits up to the end of the module with the highest
     // base, at least 47 (as the images stand before any is placed by its file).
@@ -90,7 +90,7 @@ extension Symbolicator {
                                  withoutCode: true, armFramePointers: snapshot.stackwalkOS.name == "iOS",
                                  pointerMask: pointerMask, x86_64FrameRecords: snapshot.stackwalkOS.name != "Windows NT")
     for index in snapshot.threads.indices where snapshot.threads[index].frames.isEmpty {
-      guard let registers = snapshot.threads[index].kernelRegisters else { continue }
+      guard let registers = snapshot.threads[index].registers else { continue }
       let stack = snapshot.threads[index].stack ?? BufferMemory([])
       let frames = unwinder.unwind(from: RegisterSet(registers), in: LayeredMemory(LayeredMemory(stack, files), modulesHeld))
       snapshot.threads[index].frames = frames.enumerated().map { ProcessSnapshot.Frame(number: $0.offset, $0.element) }

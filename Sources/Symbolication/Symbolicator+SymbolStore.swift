@@ -44,23 +44,26 @@ extension Symbolicator {
   /// record holding the address), or the `PUBLIC` below it where no `FUNC` holds it, as
   /// minidump-stackwalk does. Without `lineInfo`, the function alone.
   static func lookUp(_ frame: ProcessSnapshot.Frame, offset: UInt64, in symbols: BreakpadSymbolFile,
-                     result: inout FrameSymbols, demangler: Demangler, lineInfo: Bool) {
+                     measuredAs format: ProcessSnapshot.Format, result: inout FrameSymbols, demangler: Demangler,
+                     lineInfo: Bool) {
     result.status = .noSymbol
     // Return addresses point after the call: look up the call itself (on arm 2 back: a thumb return
     // address is odd, and one back is the instruction after the call).
     let back: UInt64 = symbols.module.architecture == "arm" ? 2 : 1
     let lookup = frame.isReturnAddress && offset >= back ? offset - back : offset
     result.lookupAddress = lookup
+    result.linkAddress = offset
     var frames = symbols.frames(at: lookup)
     guard let outer = frames.last else { return }
     if !lineInfo { frames = [outer] }
     result.status = .symbolicated
-    result.functions = frames.map { source in
+    result.functions = frames.map { [result] source in
       let located = lineInfo && source.file != nil
       return FrameSymbols.Function(
         name: demangler.demangle(source.function), rawName: source.function,
-        offset: source.isInlined ? nil : offset &- source.functionAddress, file: located ? source.file : nil,
-        line: located ? source.line.map { Int($0) } : nil, column: nil, isInlined: source.isInlined)
+        offset: source.isInlined ? nil : result.offset(from: source.functionAddress, measuredAs: format),
+        file: located ? source.file : nil, line: located ? source.line.map { Int($0) } : nil, column: nil,
+        isInlined: source.isInlined, startAddress: source.isInlined ? nil : source.functionAddress)
     }
   }
 }

@@ -144,7 +144,7 @@ public enum Symbolicator {
     // peak would hold both.
     // Frames to look up, by image: each image's symbol table is then walked with no per-frame copy.
     // Fields are read in place: a copy of a frame or image per frame would retain each of its strings.
-    var lookups = [[(frame: Int, offset: UInt64, lookup: UInt64)]](repeating: [], count: snapshot.images.count)
+    var lookups = [[(frame: Int, lookup: UInt64)]](repeating: [], count: snapshot.images.count)
     var bases = [UInt64?](repeating: nil, count: snapshot.images.count)
     // Linux logs: where each file's mapped segments end (link-time), and the first lookup past it. No
     // function is there; a file it falls outside of is another build (`checkReportedNames`).
@@ -186,7 +186,10 @@ public enum Symbolicator {
       guard let base = bases[imageIndex] else {
         if let symbols = stored[imageIndex] {
           result.status = .noSymbol
-          if !below { lookUp(frame, offset: offset, in: symbols, result: &result, demangler: demangler, lineInfo: options.lineInfo) }
+          if !below {
+            lookUp(frame, offset: offset, in: symbols, measuredAs: snapshot.format, result: &result, demangler: demangler,
+                   lineInfo: options.lineInfo)
+          }
           continue
         }
         result.status = mismatches[imageIndex] ?? .missingImage
@@ -203,12 +206,10 @@ public enum Symbolicator {
         continue
       }
       result.lookupAddress = lookup
-      lookups[imageIndex].append((position, offset, lookup))
+      result.linkAddress = base &+ offset  // lookup = base + offset (less one) did not overflow, nor does this
+      lookups[imageIndex].append((position, lookup))
     }
 
-    // Swift's backtracer measures a return address's offset from the call (address - 1); Apple's
-    // reports from the address itself.
-    let offsetFromLookup = snapshot.format == .swiftBacktrace || snapshot.format == .swiftBacktraceJSON
     for (imageIndex, frameLookups) in lookups.enumerated() where !frameLookups.isEmpty {
       guard files[imageIndex] != nil else { continue }
       readSymbols(of: &files[imageIndex]!, for: frameLookups.map(\.lookup), notes: &notes)
@@ -247,7 +248,7 @@ public enum Symbolicator {
         functionOfLookup[position] = symbols.count - 1
       }
       var names = Self.names(of: symbols, in: table, demangler: demangler)
-      for (position, (frameIndex, offset, lookup)) in frameLookups.enumerated() where functionOfLookup[position] >= 0 {
+      for (position, (frameIndex, lookup)) in frameLookups.enumerated() where functionOfLookup[position] >= 0 {
         let function = functionOfLookup[position]
         // The last frame in a function takes its names over instead of sharing them: no reference
         // counting for the usual one frame per function.
@@ -259,12 +260,12 @@ public enum Symbolicator {
         } else {
           (raw, name) = names[function]
         }
-        let displayAddress = offsetFromLookup ? lookup : (bases[imageIndex] ?? file.imageBaseVMAddress) &+ offset
         let ref = refs[frameIndex]
+        let start = starts[function]
         snapshot[ref].symbols.status = .symbolicated
         snapshot[ref].symbols.setFunction(FrameSymbols.Function(
-          name: consume name, rawName: consume raw, offset: displayAddress &- starts[function], file: nil, line: nil,
-          column: nil, isInlined: false))
+          name: consume name, rawName: consume raw, offset: snapshot[ref].symbols.offset(from: start, measuredAs: snapshot.format),
+          file: nil, line: nil, column: nil, isInlined: false, startAddress: start))
         if let debugInfo {
           do {
             addLines(try debugInfo.frames(at: lookup), to: &snapshot[ref].symbols, demangler: demangler)

@@ -97,8 +97,7 @@ import Testing
 
   @Test(.enabled(if: haveTool("python3"), "python3 missing"))
   func pythonCtypesEventsMatchTheLoaderTrace() throws {
-    var template = Array("/tmp/imagelog-run-python-XXXXXX".utf8CString)
-    let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+    let directory = try makeTemporaryDirectory("imagelog-run-python")
     defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
     let script = """
       import ctypes, _ctypes
@@ -207,8 +206,7 @@ import Testing
 
   @Test(.enabled(if: getuid() == 0, "needs root to make a set-user-ID program owned by someone else"))
   func setUserIDProgramIsReported() throws {
-    var template = Array("/tmp/imagelog-run-setuid-XXXXXX".utf8CString)
-    let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+    let directory = try makeTemporaryDirectory("imagelog-run-setuid")
     defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
     let program = directory + "/true-setuid"
     let made = try runProcessTest(["sh", "-c", "cp /bin/true \(program) && chown 65534 \(program) && chmod 4755 \(program) && chmod 755 \(directory)"])
@@ -219,8 +217,7 @@ import Testing
   }
 
   @Test func moduleIsFoundNextToTheBinaryOrInPrefixLib() throws {
-    var template = Array("/tmp/imagelog-run-install-XXXXXX".utf8CString)
-    let directory = String(cString: try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }))
+    let directory = try makeTemporaryDirectory("imagelog-run-install")
     defer { _ = try? runProcessTest(["rm", "-rf", directory]) }
     let binDirectory = processTestImagelog[..<(processTestImagelog.lastIndex(of: "/") ?? processTestImagelog.startIndex)]
     let setup = try runProcessTest(["sh", "-c", """

@@ -19,7 +19,7 @@ struct ProcessTestResult {
 
 /// Runs a program to completion: standard output through a pipe, standard error through a file.
 func runProcessTest(_ arguments: [String], environment: [String]? = nil) throws -> ProcessTestResult {
-  let errorPath = "/tmp/imagelog-process-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).err"
+  let errorPath = try makeTemporaryDirectory("imagelog-process-test") + "/stderr"
   defer { unlink(errorPath) }
   let program = try RunningChild(arguments, environment: environment, errorPath: errorPath)
   let lines = program.readAll()

@@ -31,6 +31,10 @@ public func environment(applying changes: [String: String]) -> [String] {
   // imagelog keeps a symbol cache under XDG_CACHE_HOME: the children of a test run get a folder of the
   // run's own, so no test reads or fills the user's cache (a test about the cache passes its own).
   if changes["XDG_CACHE_HOME"] == nil, let folder = testSymbolCacheHome { changes["XDG_CACHE_HOME"] = folder }
+  // A test process started as a child keeps its temporary folders in this one's (TestFiles.swift).
+  if changes[temporaryParentVariable] == nil, case .success(let parent) = temporaryParent {
+    changes[temporaryParentVariable] = parent.path
+  }
   var variables: [String] = []
   var index = 0
   while let entry = environ[index] {

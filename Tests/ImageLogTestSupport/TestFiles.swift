@@ -53,12 +53,105 @@ public let currentLLVMSymbolizer: String? = {
   return which("llvm-symbolizer")
 }()
 
-/// A new empty folder under /tmp named after `label`.
+/// A new empty folder named after `label` (mkdtemp, mode 0700), in this test process's one temporary parent
+/// (`temporaryParent`), so it is removed when the process exits: a whole test run leaves nothing in /tmp.
+/// Each call makes a folder of its own, so tests do not see each other's files; a child process the test
+/// starts finds the folder while the test process runs.
 public func makeTemporaryDirectory(_ label: String = "imagelog-test") throws -> String {
-  var template = Array("/tmp/\(label).XXXXXX".utf8CString)
+  let parent = try temporaryParent.get().path
+  var template = Array("\(parent)/\(label).XXXXXX".utf8CString)
   let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }
-  guard made != nil else { throw TestSupportError("mkdtemp /tmp/\(label).XXXXXX: \(String(cString: strerror(errno)))") }
+  guard made != nil else { throw TestSupportError("mkdtemp \(parent)/\(label).XXXXXX: \(String(cString: strerror(errno)))") }
   return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// The folder holding every temporary folder of this test process: /tmp/imagelog-tests.XXXXXX, made by
+/// mkdtemp at the first `makeTemporaryDirectory`, mode 0711 (a user a test drops to reaches a folder inside
+/// that the test opened to it, and lists nothing), removed with all it holds at exit (atexit) by the process
+/// that made it only: a forked child that calls exit removes nothing. Children started through
+/// `environment(applying:)` are told it (`temporaryParentVariable`): a test process started by a test (the
+/// crashing children, which never reach exit) makes its own parent inside it and leaves the removal to the
+/// process that made the outer one. A test process killed by a signal leaves its parent behind.
+let temporaryParent: Result<TemporaryParent, TemporaryParentError> = {
+  if let inherited = getenv(temporaryParentVariable).map({ String(cString: $0) }), isTemporaryParent(inherited) {
+    var template = Array("\(inherited)/imagelog-tests.XXXXXX".utf8CString)
+    if template.withUnsafeMutableBufferPointer({ buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }) != nil {
+      let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+      if chmod(path, 0o711) == 0 { return .success(TemporaryParent(path: path, owner: 0)) }
+    }
+  }
+  var template = Array("/tmp/imagelog-tests.XXXXXX".utf8CString)
+  let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }
+  guard made != nil else { return .failure(TemporaryParentError("mkdtemp /tmp/imagelog-tests.XXXXXX: \(String(cString: strerror(errno)))")) }
+  let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  guard chmod(path, 0o711) == 0 else { return .failure(TemporaryParentError("chmod \(path): \(String(cString: strerror(errno)))")) }
+  atexit { removeTemporaryParent() }
+  return .success(TemporaryParent(path: path, owner: getpid()))
+}()
+
+/// The variable that tells a test's child processes `temporaryParent`.
+let temporaryParentVariable = "IMAGELOG_TEST_TEMPORARY_PARENT"
+
+/// True when `path` is a folder (not a link to one) named as `temporaryParent` names them, of this user.
+private func isTemporaryParent(_ path: String) -> Bool {
+  var status = stat()
+  return path.hasPrefix("/tmp/imagelog-tests.") && lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+    && status.st_uid == geteuid()
+}
+
+struct TemporaryParent: Sendable {
+  var path: String
+  /// The process that made it, the only one that removes it (0: a parent's, removed with that one).
+  var owner: pid_t
+}
+
+struct TemporaryParentError: Error, CustomStringConvertible, Sendable {
+  var description: String
+  init(_ description: String) { self.description = description }
+}
+
+private func removeTemporaryParent() {
+  guard case .success(let parent) = temporaryParent, parent.owner == getpid() else { return }
+  var status = stat()
+  guard lstat(parent.path, &status) == 0 else { return }
+  parent.path.withCString { removeTree($0, in: AT_FDCWD, device: status.st_dev, depth: 0) }
+}
+
+/// Removes `name` (in the folder `parent`, a descriptor) and, when it is a folder, all it holds, as
+/// `rm -r --one-file-system` does: a symbolic link is removed, never followed (each entry's kind from
+/// fstatat with AT_SYMLINK_NOFOLLOW, each folder opened O_NOFOLLOW), and a file system mounted inside is
+/// left alone (its folder's removal then fails, EBUSY). Names are passed as bytes: tests make names that
+/// are not UTF-8.
+private func removeTree(_ name: UnsafePointer<CChar>, in parent: Int32, device: dev_t, depth: Int) {
+  var status = stat()
+  guard fstatat(parent, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return }
+  guard status.st_mode & S_IFMT == S_IFDIR else {
+    unlinkat(parent, name, 0)
+    return
+  }
+  guard status.st_dev == device, depth < 256 else { return }
+  var descriptor = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+  if descriptor < 0 && errno == EACCES && fchmodat(parent, name, 0o700, 0) == 0 {  // not root: a folder a test closed
+    descriptor = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+  }
+  guard descriptor >= 0 else { return }
+  guard let directory = fdopendir(descriptor) else {
+    close(descriptor)
+    return
+  }
+  var names: [[CChar]] = []
+  while let entry = readdir(directory) {
+    let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in raw.prefix { $0 != 0 }.map { CChar(bitPattern: $0) } }
+    if bytes == [0x2E] || bytes == [0x2E, 0x2E] { continue }  // "." and ".."
+    names.append(bytes + [0])
+  }
+  for child in names {
+    child.withUnsafeBufferPointer { buffer in
+      if let child = buffer.baseAddress { removeTree(child, in: descriptor, device: device, depth: depth + 1) }
+    }
+  }
+  closedir(directory)
+  unlinkat(parent, name, AT_REMOVEDIR)
 }
 
 /// The whole file at `path` as bytes, or nil when it cannot be opened.

@@ -1,27 +1,6 @@
 import Glibc
 import ImageLogTestSupport
-import Synchronization
 import Testing
-
-/// A fresh directory under /tmp, removed when the test process exits.
-func makeTemporaryDirectory(_ prefix: String) throws -> String {
-  let directory = try ImageLogTestSupport.makeTemporaryDirectory(prefix)
-  let first = temporaryDirectories.withLock { list in
-    list.append(directory)
-    return list.count == 1
-  }
-  if first { atexit { removeTemporaryDirectories() } }
-  return directory
-}
-
-private let temporaryDirectories = Mutex<[String]>([])
-
-/// Libraries may still be mapped at exit: unlinking their files is harmless on Linux.
-private func removeTemporaryDirectories() {
-  for directory in temporaryDirectories.withLock({ $0 }) where directory.hasPrefix("/tmp/imagelog-") {
-    _ = try? runTool(["rm", "-rf", directory])
-  }
-}
 
 /// The canonical path of `path` (symlinks resolved), or `path` itself when it cannot be resolved.
 func canonicalPath(_ path: String) -> String {

@@ -26,12 +26,12 @@ import Testing
             loadRange: image.start..<(image.end + 1), buildID: Self.buildID(image.uuid),
             architecture: image.architecture, isMainExecutable: image.isMainExecutable)
     }
-    let registers: RegisterState
     #if arch(x86_64)
-    registers = RegisterState.x86_64 { report.registers[$0] ?? 0 }
+    var registers = Registers(.x86_64)
     #else
-    registers = RegisterState.aarch64 { report.registers[$0] ?? 0 }
+    var registers = Registers(.aarch64)
     #endif
+    for (name, value) in report.registers { registers[name] = value }
     let threads = report.threads.enumerated().map { number, thread in
       var entry = ProcessSnapshot.Thread(number: number, tid: UInt64(thread.tid), name: thread.name, crashed: thread.crashed,
                                          problem: thread.problem.map { String($0.dropFirst("not unwound: ".count)) },

@@ -11,7 +11,7 @@ import Testing
 @Suite struct FileBytesTests {
   /// A temporary file holding `bytes`; removed by the caller with `unlink`.
   static func temporaryFile(_ bytes: [UInt8]) throws -> String {
-    var template = Array("/tmp/imagelog-filebytes-XXXXXX".utf8CString)
+    var template = Array((try makeTemporaryDirectory("imagelog-filebytes") + "/file.XXXXXX").utf8CString)
     let descriptor = mkstemp(&template)
     guard descriptor >= 0 else { throw TestSupportError("mkstemp failed") }
     defer { close(descriptor) }
@@ -100,9 +100,7 @@ import Testing
   }
 
   @Test func whatCannotBeOpenedFailsAsMappedFileDoes() throws {
-    var template = Array("/tmp/imagelog-filebytes-dir-XXXXXX".utf8CString)
-    guard let made = mkdtemp(&template) else { throw TestSupportError("mkdtemp failed") }
-    let folder = String(cString: made)
+    let folder = try makeTemporaryDirectory("imagelog-filebytes-dir")
     let fifo = folder + "/fifo", empty = folder + "/empty"
     guard mkfifo(fifo, 0o600) == 0 else { throw TestSupportError("mkfifo failed") }
     let emptyDescriptor = open(empty, O_CREAT | O_WRONLY, 0o600)

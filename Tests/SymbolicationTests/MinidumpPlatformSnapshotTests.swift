@@ -66,7 +66,7 @@ import Testing
       #expect(frame.address == Self.hex(first?["offset"]))
       #expect(frame.imageIndex.map { ours.images[$0].name } == first?["module"]?.string)
       #expect(frame.imageIndex.map { frame.address - ours.images[$0].loadAddress } == Self.hex(first?["module_offset"]))
-      #expect(thread.kernelRegisters?.pc == frame.address)
+      #expect(thread.registers?.pc == frame.address)
     }
     let crashed = try #require(ours.crashedThreadIndex)
     #expect(crashed == theirs["crash_info"]?["crashing_thread"]?.integer)

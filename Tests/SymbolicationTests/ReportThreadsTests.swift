@@ -102,8 +102,8 @@ import ImageReaders
     #expect(report.threads.map(\.problem) == [nil, nil, nil, "the thread did not answer within 100 ms"])
     #expect(report.threads.map { $0.registers != nil } == [false, false, true, false])
     let registers = try #require(report.threads[2].registers)
-    #expect(registers.rows.flatMap { $0.map(\.value) } == Array(1...16) + [0, 0x10246, 0])
-    #expect(registers.rows.flatMap { $0.map(\.name) } == RegisterState.x86_64 { _ in 0 }.rows.flatMap { $0.map(\.name) })
+    #expect(registers.threadStateRows.flatMap { $0.map(\.value) } == Array(1...16) + [0, 0x10246, 0])
+    #expect(registers.threadStateRows.map { $0.map(\.name) } == [["rax", "rbx", "rcx", "rdx"], ["rdi", "rsi", "rbp", "rsp"], ["r8", "r9", "r10", "r11"], ["r12", "r13", "r14", "r15"], ["rip", "rfl", "cr2"]])
     #expect(report.frames.map(\.thread) == [0, 0, 1, 1, 1, 2])
     #expect(report.frames.map(\.trust) == [nil, nil, nil, .framePointer, .stackScan, nil])
     #expect(report.frames.map(\.imageIndex) == [1, 0, 1, 2, 2, nil])
@@ -172,23 +172,23 @@ import ImageReaders
     #expect(x86.frames.count == 1)
     #expect(x86.threads.map(\.name) == ["Dispatch queue: com.apple.main-thread"])
     let registers = try #require(x86.threads.first?.registers)
-    #expect(registers.title == "X86 Thread State (64-bit)")
-    #expect(registers.rows.map { $0.map(\.name) } == RegisterState.x86_64 { _ in 0 }.rows.map { $0.map(\.name) })
+    #expect(registers.architecture.appleThreadState == "X86 Thread State (64-bit)")
+    #expect(registers.threadStateRows.map { $0.map(\.name) } == [["rax", "rbx", "rcx", "rdx"], ["rdi", "rsi", "rbp", "rsp"], ["r8", "r9", "r10", "r11"], ["r12", "r13", "r14", "r15"], ["rip", "rfl", "cr2"]])
     #expect(registers["rip"] == 0x7fff6ba5a33a && registers["cr2"] == 0x7fff8b4a2f38 && registers["r11"] == 0x246)
     // The section's rows written back are the report's lines.
     let rows = Self.appleX86Registers.split(separator: "\n").filter { $0.hasPrefix(" ") && $0.contains(": 0x") }
       .map { String($0) + "\n" }
     #expect(rows.count == 5)
-    #expect(registers.text() == rows.joined())
+    #expect(registers.threadStateText() == rows.joined())
 
     let arm = try ReportParser.parse(ReportParserTests.appleCrash.replacingFirst(
       "    x0: 0x0000000000000000   x1: 0x0000000000000000\n",
       with: "    x0: 0x0000000000000001   x1: 0x0000000000000002\n    sp: 0x000000016f89e580   pc: 0x00000001a2b3c4d8 cpsr: 0x40000000\n   far: 0x0000000000000000  esr: 0x56000080  Address size fault\n"))
     #expect(arm.problems.isEmpty, "\(arm.problems)")
     let state = try #require(arm.threads.first { $0.number == 0 }?.registers)
-    #expect(state.title == "ARM Thread State (64-bit)")
-    #expect(state.rows.map { $0.map(\.name) } == [["x0", "x1"], ["sp", "pc", "cpsr"], ["far", "esr"]])
-    #expect(state["cpsr"] == 0x40000000 && state.rows[1][2].digits == 8 && state["x1"] == 2)
+    #expect(state.architecture.appleThreadState == "ARM Thread State (64-bit)")
+    #expect(state.threadStateRows.map { $0.map(\.name) } == [["x0", "x1"], ["sp", "pc", "cpsr"], ["far", "esr"]])
+    #expect(state["cpsr"] == 0x40000000 && state.threadStateRows[1][2].digits == 8 && state["x1"] == 2)
     #expect(arm.frames.count == 4)
   }
 

@@ -37,7 +37,7 @@ import Testing
   @discardableResult
   static func expectSameRules(_ file: BreakpadSymbolFile, sourceLocation: SourceLocation = #_sourceLocation) throws -> Int {
     let section = try #require(BreakpadCallFrameSection(file), sourceLocation: sourceLocation)
-    let names = try #require(BreakpadRegisterNames.of(file.module.architecture))
+    let names = try #require(Registers.breakpadNames(file.module.architecture))
     let table = CallFrameTable(memory: BufferMemory(section.bytes), address: 0, size: UInt64(section.bytes.count),
                                kind: .debugFrame, addressSize: section.addressSize)
     let (entries, complete) = table.entries()

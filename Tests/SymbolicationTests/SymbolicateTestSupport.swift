@@ -1,5 +1,6 @@
 import Glibc
 import ImageLogTestSupport
+import ImageReaders
 import Snapshot
 import Symbolication
 import Testing
@@ -28,7 +29,7 @@ struct ThreadHeading: Equatable, CustomStringConvertible {
   var tid: UInt64? = nil
   var state: String? = nil
   var problem: String? = nil
-  var registers: RegisterState? = nil
+  var registers: Registers? = nil
 
   var description: String {
     "\(number)\(crashed ? " crashed" : "") \(name ?? "-") tid \(tid.map(String.init) ?? "-") state \(state ?? "-")"

@@ -53,7 +53,7 @@ struct ELFCoreNotes {
                                 parentPID: Int32(bitPattern: reader.field(UInt32.self, at: pidOffset + 4)),
                                 processGroup: Int32(bitPattern: reader.field(UInt32.self, at: pidOffset + 8)),
                                 registers: nil)
-    let layout: ELFCore.Registers.Layout?
+    let layout: Registers.Architecture?
     switch (header.machine, is64Bit) {
     case (62, true): layout = .x86_64
     case (183, true): layout = .aarch64
@@ -61,16 +61,16 @@ struct ELFCoreNotes {
     default: layout = nil  // another machine: the thread without registers
     }
     if let layout {
-      let count = ELFCore.Registers.names(layout).count
+      let count = Registers.kernelCount(layout)
       let width = is64Bit ? 8 : 4
       // count <= 34 and width <= 8: the product and the sum are small.
       if reader.count - registerOffset >= count * width {
-        var values: [UInt64] = []
+        var values: [UInt64?] = []
         values.reserveCapacity(count)
         for index in 0..<count {
           values.append(reader.field(is64Bit: is64Bit, at: registerOffset + index * width))
         }
-        thread.registers = ELFCore.Registers(layout: layout, values: values)
+        thread.registers = Registers(layout, values: values)
       }
     }
     return thread

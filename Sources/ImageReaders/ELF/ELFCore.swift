@@ -62,13 +62,10 @@ package struct ELFCore: Sendable {
     package var parentPID: Int32
     /// `pr_pgrp`
     package var processGroup: Int32
-    /// The general registers (`pr_reg`), in the kernel's order for `registers.layout`; `nil` when the
+    /// The general registers (`pr_reg`), in the kernel's order for `registers.architecture`; `nil` when the
     /// note's size is not the one this reader knows for the core's machine.
     package var registers: Registers?
   }
-
-  /// A thread's general registers as the kernel's `elf_gregset_t` holds them.
-  package typealias Registers = KernelRegisters
 
   /// `NT_PRPSINFO`: the process as `ps` saw it.
   package struct ProcessInfo: Sendable, Equatable {

@@ -58,16 +58,6 @@ package struct MinidumpContext: Sendable, Equatable {
   /// The stack pointer (`rsp`, `sp`, `esp`).
   package var sp: UInt64 { self[Self.spName(layout)] ?? 0 }
 
-  /// The architecture's name as crash tooling writes it (`x86_64`, `arm64`, `i386`, `arm`).
-  package var architectureName: String {
-    switch layout {
-    case .amd64: "x86_64"
-    case .arm64, .arm64Old: "arm64"
-    case .x86: "i386"
-    case .arm: "arm"
-    }
-  }
-
   /// The size of the layout's structure in bytes (a context may be longer: XSAVE state follows).
   package static func size(_ layout: Layout) -> Int {
     switch layout {
@@ -162,14 +152,28 @@ package struct MinidumpContext: Sendable, Equatable {
 }
 
 extension MinidumpContext {
-  /// A kernel register's name (`KernelRegisters`) as contexts name it: aarch64's `pstate` is `cpsr`,
-  /// arm's `ip` is `r12`; the others are the same.
-  package static func contextName(kernelName: String) -> String {
-    switch kernelName {
-    case "pstate": "cpsr"
-    case "ip": "r12"
-    default: kernelName
+  /// The machine whose registers `layout` holds.
+  package static func architecture(_ layout: Layout) -> Registers.Architecture {
+    switch layout {
+    case .amd64: .x86_64
+    case .arm64, .arm64Old: .aarch64
+    case .x86: .i386
+    case .arm: .arm
     }
+  }
+
+  /// The context's registers as the model holds them, each found by its name in `Registers`' table (the
+  /// context's `cpsr` is aarch64's `pstate`, its `r12` arm's `ip`); `mxcsr`, `fpsr` and `fpcr` are no
+  /// general registers and are left out.
+  package var registers: Registers {
+    var registers = Registers(Self.architecture(layout))
+    for (name, value) in zip(names, values) { registers[name] = value }
+    return registers
+  }
+
+  /// A context of `layout` holding `registers` (0 for those not given, or all without any).
+  package init(layout: Layout, holding registers: Registers?) {
+    self.init(layout: layout, values: Self.names(layout).map { registers?[$0] ?? 0 })
   }
 
   /// The layout a dump's `PROCESSOR_ARCHITECTURE` value names, `nil` for none this reader decodes.

@@ -1,12 +1,13 @@
 internal import CImageLogUnwind
+public import ImageReaders
 
 /// One frame's registers, numbered as DWARF numbers them (as the C unwinder): x86_64 0 rax, 1 rdx,
 /// 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp, 7 rsp, 8-15 r8-r15, 16 rip; aarch64 0-30 x0-x30 (29 fp, 30 lr),
 /// 31 sp, 32 pc; i386 0 eax, 1 ecx, 2 edx, 3 ebx, 4 esp, 5 ebp, 6 esi, 7 edi, 8 eip (32-bit values);
 /// arm 0-15 r0-r15 (11 fp, 13 sp, 14 lr, 15 pc; 32-bit values). A register not known is `nil`.
 public struct RegisterSet: Sendable, Equatable {
-  /// The machine whose numbering applies.
-  public enum Architecture: Sendable { case x86_64, aarch64, i386, arm }
+  /// The machine whose numbering applies (the model's `Registers.Architecture`).
+  public typealias Architecture = Registers.Architecture
 
   /// The machine whose numbering applies.
   public var architecture: Architecture

@@ -155,9 +155,15 @@ public struct StackUnwinder {
   let hasWindowsFrames: Bool
 
   /// An unwinder over `memory` and the process's `images` (any order); `scanBytes` bounds how far
-  /// above the stack pointer scanning looks (0: never scan). `withoutCode`: where the code before a
-  /// return address cannot be read (a minidump without the module's file), walk as minidump-stackwalk
-  /// does (a frame record checked against the stack; a scanned word inside a module, within Breakpad's
+  /// above the stack pointer scanning looks (0: never scan). Code before a return address must be
+  /// readable and hold a call for the address to be taken.
+  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192) {
+    self.init(memory: memory, images: images, scanBytes: scanBytes, withoutCode: false)
+  }
+
+  /// The unwinder Symbolication walks a minidump with: `init(memory:images:scanBytes:)`'s, and
+  /// `withoutCode`: where the code before a return address cannot be read (a minidump without the
+  /// module's file), walk as minidump-stackwalk does (a frame record checked against the stack; a scanned word inside a module, within Breakpad's
   /// window of 40 words, 160 from frame 0 or a CFI frame); without it such a word is never a return
   /// address. Code that can be read is held to the call check either way. `armFramePointers`: a 32-bit
   /// ARM thread's r11 frame records are walked, as minidump-stackwalk walks them on iOS only (elsewhere
@@ -166,8 +172,8 @@ public struct StackUnwinder {
   /// stripped, as minidump-stackwalk's arm64.rs strips them); 0: nothing is stripped. `x86_64FrameRecords`
   /// false: with `withoutCode`, an x86_64 thread's rbp frame records are not followed, as
   /// minidump-stackwalk 0.25 follows none on Windows.
-  public init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool = false,
-              armFramePointers: Bool = false, pointerMask: UInt64 = 0, x86_64FrameRecords: Bool = true) {
+  package init(memory: some MemoryReading, images: [UnwindImage], scanBytes: Int = 8192, withoutCode: Bool,
+               armFramePointers: Bool = false, pointerMask: UInt64 = 0, x86_64FrameRecords: Bool = true) {
     self.memory = memory
     self.images = images.sorted { $0.textRange.lowerBound < $1.textRange.lowerBound }
     self.scanBytes = max(0, scanBytes)
