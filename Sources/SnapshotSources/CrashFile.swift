@@ -32,7 +32,7 @@ package enum CrashFile {
   /// Every crash the file holds, as snapshots (each, for a text, a report or why it could not be read):
   /// a core's, its threads unwound and what could not be read of its images among its `problems`; a
   /// minidump's, walked when symbolicated.
-  package var snapshots: [Result<ProcessSnapshot, ReportError>] {
+  package func snapshots() -> [Result<ProcessSnapshot, ReportError>] {
     switch self {
     case .core(let dump):
       var (snapshot, problems) = ProcessSnapshot.core(dump)

@@ -147,7 +147,7 @@ import Testing
       (try CrashFile.addresses(["0x1234"], images: [image]), 1),
     ]
     for (opened, frames) in cases {
-      let report = try #require(try opened.snapshots.first?.get())
+      let report = try #require(try opened.snapshots().first?.get())
       #expect(report.format == .addresses)
       #expect(report.frameCount == frames)
       #expect(report.frames.allSatisfy { $0.imageIndex == 0 })

@@ -52,7 +52,7 @@ extension SymbolicateCommand {
   /// file itself cannot be read or is no crash at all.
   static func symbolicatedReports(_ path: String, options: SymbolicationOptions, cache: SymbolicationCache,
                                   signing: Bool) throws(CrashFileError) -> [Result<ProcessSnapshot, ReportError>] {
-    var reports = try CrashFile.open(path).snapshots
+    var reports = try CrashFile.open(path).snapshots()
     for index in reports.indices {
       guard case .success(var report) = reports[index] else { continue }
       // The array's copy let go first, so that symbolication fills in the only copy of the frames, in place.
