@@ -9,6 +9,10 @@ import Symbolication
 /// A capture written without symbols, in its own layout, has no summary: it is for symbolicating later.
 func writeSnapshot(_ snapshot: inout ProcessSnapshot, style: ReportStyle, symbolicate: Bool, options: SymbolicationOptions,
                    locator: DebugFileLocator? = nil) {
+  // Unsymbolicated, a minidump's threads are still walked (symbolication would walk them first).
+  if !symbolicate, snapshot.memoryToWalk != nil {
+    Symbolicator.walkStacks(&snapshot, locator: locator ?? Symbolicator.locator(forOneReport: options))
+  }
   if !symbolicate, style == .report, snapshot.document == nil {
     writeOutput(snapshot.imagelogReportText())
     return

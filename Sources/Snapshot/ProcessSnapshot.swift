@@ -146,6 +146,12 @@ public struct ProcessSnapshot: Sendable {
   /// The images no file holds (the vDSO), copied by a source that read the process's memory (a live
   /// process, a core) while it could: symbolication names their frames from these bytes.
   package var inMemoryImages: [InMemoryImage] = []
+  /// The memory a source leaves its threads to be unwound in (a minidump's: each thread's stack and
+  /// whatever else its writer kept), when it holds registers but no frames for them: unwinding needs
+  /// the images' files (their call frame information), which symbolication finds. `Symbolicator`
+  /// walks those threads in it before it names any frame, then lets it go. `nil` for the sources that
+  /// unwind their threads themselves (a live process, a core) and once walked.
+  package var memoryToWalk: (any MemoryReading & Sendable)?
   /// For a snapshot read from imagelog's crash document: the report's own name for each frame as the
   /// document recorded it (`reported`), by the frame's place in the document (its `position`'s
   /// `documentThread`, and `line` for its index there): the report it came from is not there to read

@@ -116,9 +116,10 @@ extension ProcessSnapshot {
   }
 
   /// When the core was written (its file's modification time), seconds since the epoch; 0 if unknown.
+  /// `-`, a core read from standard input: its file's, or its pipe's (when it was last written to).
   static func modificationTime(_ path: String) -> Int64 {
     var info = stat()
-    guard PathBytes.withCString(path, { stat($0, &info) }) == 0 else { return 0 }
+    guard (path == "-" ? fstat(0, &info) : PathBytes.withCString(path, { stat($0, &info) })) == 0 else { return 0 }
     return Int64(info.st_mtim.tv_sec)
   }
 }

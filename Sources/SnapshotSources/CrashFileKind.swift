@@ -2,8 +2,9 @@ import ProcessInspection
 import ImageReaders
 
 /// What a file given to a command is, as its first bytes say: the one place that tells an ELF core and
-/// a minidump from text. Text is every other crash imagelog reads (each report kind, several reports in
-/// one file, a crash document, bare addresses), which `ReportParser` tells apart by the text itself.
+/// a minidump from text, for `CrashFile`, which opens each as what it is. Text is every other crash
+/// imagelog reads (each report kind, several reports in one file, a crash document, bare addresses),
+/// which `ReportParser` tells apart by the text itself.
 package enum CrashFileKind: Sendable, Equatable {
   /// An ELF core (`ET_CORE`).
   case core
@@ -18,17 +19,5 @@ package enum CrashFileKind: Sendable, Equatable {
   /// The kind `head`, a file's first bytes (up to `headSize`), says.
   package init(head: ByteReader) {
     self = CoreDump.isCore(head) ? .core : MinidumpFile.isMinidump(head) ? .minidump : .text
-  }
-
-  /// The kind of the file at `path`; `.text` for standard input (`-`) and for a file that cannot be
-  /// read, whose reader then says why.
-  package init(path: String) {
-    guard path != "-", let file = try? FileBytes(path: path) else {
-      self = .text
-      return
-    }
-    self = file.withRanges { ranges in
-      (try? ranges.slice(at: 0, length: min(ranges.count, Self.headSize))).map(CrashFileKind.init(head:)) ?? .text
-    }
   }
 }

@@ -3,14 +3,15 @@ public import ImageReaders
 public import Snapshot
 
 /// A minidump's memory, read from its file: the ranges it holds (each thread's stack, and whatever
-/// else its writer kept). The unwinder reads stacks through it.
-public struct MinidumpMemory: MemoryReading, @unchecked Sendable {
-  // FileBytes reads on the calling thread only; one walk reads one dump.
+/// else its writer kept). The snapshot carries it (`memoryToWalk`); the unwinder reads stacks through it.
+struct MinidumpMemory: MemoryReading, @unchecked Sendable {
+  // FileBytes is for one thread at a time: `minidump(_:)` fetched the whole dump first, so a read finds
+  // its bytes in that one fetch and adds none; and one walk, on one thread, reads one dump.
   let file: FileBytes
   let dump: MinidumpFile
 
   /// Copies the dump's bytes at `address`; false when the dump does not hold all of them.
-  public func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
+  func read(_ address: UInt64, into buffer: UnsafeMutableRawBufferPointer) -> Bool {
     guard buffer.count > 0 else { return true }
     guard let range = dump.fileRange(ofMemory: address, length: buffer.count) else { return false }
     return file.withRanges { ranges in
@@ -25,10 +26,11 @@ extension ProcessSnapshot {
   /// The process a minidump holds, from any writer (Crashpad, Breakpad, rust-minidump, imagelog): its
   /// threads with their names and registers (the crashed thread's from the exception, where its signal
   /// arrived), the exception, the modules as images with their build-ids, what the dump says of the
-  /// process and the system; and the dump's memory. Threads are not unwound yet: their frames need
-  /// the modules' files (`Symbolicator.walkStacks`). The dump's problems (a stream that could not be
+  /// process and the system. Threads are not unwound yet: their frames need the modules' files, which
+  /// symbolication finds, so the snapshot carries the dump's memory and `Symbolicator.symbolicate`
+  /// walks them first, as for any other snapshot. The dump's problems (a stream that could not be
   /// read) are in `problems`.
-  public static func minidump(_ file: FileBytes) throws(FormatError) -> (snapshot: ProcessSnapshot, memory: MinidumpMemory) {
+  public static func minidump(_ file: FileBytes) throws(FormatError) -> ProcessSnapshot {
     // The whole dump fetched first, as one mapping (or one read, for a small one): every later range is
     // found in it. Fetched piece by piece, a dump of thousands of threads made thousands of fetches, and
     // FileBytes looks through its fetches one by one for each range.
@@ -97,7 +99,8 @@ extension ProcessSnapshot {
     if let exception = dump.exception, !threads.contains(where: { $0.crashed || $0.requestedDump }) {
       snapshot.problems.append("the exception names thread \(exception.tid), which the thread list does not hold")
     }
-    return (snapshot, MinidumpMemory(file: file, dump: dump))
+    snapshot.memoryToWalk = MinidumpMemory(file: file, dump: dump)
+    return snapshot
   }
 
   /// `Linux RELEASE ...` from SystemInfo: Breakpad's CSD version is the whole `uname` line (`Linux
@@ -119,7 +122,7 @@ extension ProcessSnapshot.Image {
   /// after a `/` or a Windows `\`) and its identity in whichever CodeView form the dump has: an ELF
   /// build-id; a PDB 7.0 GUID (a Windows PDB's, a Mach-O UUID on macOS and iOS, the GUID old Breakpad
   /// made of a Linux module's text), shown as Breakpad's debug id. Its load bias and text range are the
-  /// module's whole span until its file is found (`Symbolicator.walkStacks` places it then).
+  /// module's whole span until its file is found (the walk of its threads places it then).
   init(_ module: MinidumpFile.Module, architecture: String, isMainExecutable: Bool, platformID: UInt32?) {
     let range = module.addressRange
     let name = module.codeFileName

@@ -26,15 +26,25 @@ public enum ReportReading {
       // A regular file's size, as a hint only (it may change while read): bounded by the limit.
       if info.st_mode & S_IFMT == S_IFREG, info.st_size > 0 { bytes.reserveCapacity(Int(min(info.st_size, off_t(limit) + 1))) }
     }
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-      let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-      if count < 0 { if errno == EINTR { continue }; throw ReportError(String(cString: strerror(errno))) }
-      if count == 0 { break }
-      bytes += buffer[0..<count]
-      if bytes.count > limit { throw ReportError("too large for a crash report (over \(limit) bytes)") }
-    }
+    do { _ = try read(descriptor, into: &bytes, past: limit) } catch { throw ReportError(error.reason) }
+    if bytes.count > limit { throw tooLarge(limit: limit) }
     guard !bytes.isEmpty else { throw ReportError("empty file") }
     return PathBytes.string(bytes)  // a path or name written raw into a report keeps its bytes
   }
+
+  /// Reads `descriptor` into `bytes` until its end or until `bytes` holds more than `limit` bytes,
+  /// 64 KiB at a time; true when the end was reached.
+  static func read(_ descriptor: Int32, into bytes: inout [UInt8], past limit: Int) throws(SystemError) -> Bool {
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while bytes.count <= limit {
+      let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+      if count < 0 { if errno == EINTR { continue }; throw .current("cannot read") }
+      if count == 0 { return true }
+      bytes += buffer[0..<count]
+    }
+    return false
+  }
+
+  /// A text larger than a report may be (`limit` bytes).
+  static func tooLarge(limit: Int) -> ReportError { ReportError("too large for a crash report (over \(limit) bytes)") }
 }

@@ -1,8 +1,18 @@
-public import ProcessInspection
+import ProcessInspection
 import ImageReaders
-public import Snapshot
+import Snapshot
 
 extension Symbolicator {
+  /// Unwinds the threads `snapshot`'s source left to be walked in `memoryToWalk` (a minidump's), then
+  /// lets the memory go; nothing for a snapshot without it. `symbolicate` does this first, so a
+  /// minidump's snapshot is symbolicated as any other; a snapshot written unsymbolicated
+  /// (`--no-symbolicate`) is walked alone, its images' files found by `locator` all the same.
+  package static func walkStacks(_ snapshot: inout ProcessSnapshot, locator: DebugFileLocator) {
+    guard let memory = snapshot.memoryToWalk else { return }
+    snapshot.memoryToWalk = nil
+    walkStacks(&snapshot, memory: memory, locator: locator)
+  }
+
   /// Unwinds every thread of `snapshot` that has registers but no frames yet (a minidump's), with the
   /// one unwinder: call frame information, then frame pointers, then stack scanning, each frame with
   /// its trust. Each image's file is found by identity as symbolication finds it (the recorded path, a
@@ -15,7 +25,7 @@ extension Symbolicator {
   /// (Crashpad's `libc.so.6`, `libswiftCore.so`) is looked for where the loader looked: the main
   /// executable's `DT_RPATH` and `DT_RUNPATH`, then the system's library folders; found there with its
   /// build-id, that file's path becomes the image's, so symbolication reads the same file.
-  public static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
+  static func walkStacks(_ snapshot: inout ProcessSnapshot, memory: some MemoryReading, locator: DebugFileLocator) {
     guard snapshot.threads.contains(where: { $0.frames.isEmpty && $0.registers != nil }) else { return }
     let files = MappedFileMemory()
     // arm64.rs's ptr_auth_strip: a pointer keeps the bits up to the end of the module with the highest

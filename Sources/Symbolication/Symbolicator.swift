@@ -39,6 +39,8 @@ public struct SymbolicationOptions: Sendable {
 /// snapshot: each frame's `symbols`, each image's `resolution`, and the `notes`.
 public enum Symbolicator {
   /// Symbolicates every frame of `snapshot`: files are found and their DWARF indexed once per image.
+  /// Threads its source left unwound (a minidump's, whose frames need the images' call frame
+  /// information) are walked first, in the memory the snapshot carries, with the files found here.
   /// Never throws: what cannot be done is in each frame's status and the snapshot's `notes`.
   ///
   /// With a `cache` (made with the same `options`), files found and indexed for earlier snapshots are
@@ -75,6 +77,8 @@ public enum Symbolicator {
   static func symbolicate(_ snapshot: inout ProcessSnapshot, options: SymbolicationOptions, cache: SymbolicationCache?,
                           locator given: DebugFileLocator?) {
     let locator = cache?.locator ?? given ?? Self.locator(forOneReport: options)
+    // Threads the source left unwound (a minidump's) are walked first, with the files found here.
+    walkStacks(&snapshot, locator: locator)
     // The images the snapshot's source copied from memory (the vDSO), beside any the options name.
     for image in snapshot.inMemoryImages where !locator.inMemoryImages.contains(where: { $0.buildID == image.buildID }) {
       locator.inMemoryImages.append(image)

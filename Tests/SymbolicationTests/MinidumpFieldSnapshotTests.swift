@@ -33,7 +33,7 @@ import Testing
     let run = try runTool([try #require(Self.stackwalk), "--json", "--symbols-path", Self.folder + "/breakpad/symbols", path])
     try #require(run.status == 0, "minidump-stackwalk: \(run.error)")
     let theirs = try JSONValue.parse(run.output[...])
-    let (snapshot, _) = try ProcessSnapshot.minidump(try FileBytes(path: path))
+    let snapshot = try ProcessSnapshot.minidump(try FileBytes(path: path))
     #expect(snapshot.problems.isEmpty, "\(name): \(snapshot.problems)")
 
     // The platform as the dump states it (Linux keeps the kernel's whole uname line).

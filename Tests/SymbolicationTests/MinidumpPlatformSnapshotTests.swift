@@ -39,7 +39,7 @@ import Testing
     try writeFile(path, bytes: bytes)
     let run = try runTool([try #require(stackwalk), "--json", path])
     try #require(run.status == 0, "minidump-stackwalk: \(run.error)")
-    return (try ProcessSnapshot.minidump(try FileBytes(path: path)).snapshot, try JSONValue.parse(run.output[...]))
+    return (try ProcessSnapshot.minidump(try FileBytes(path: path)), try JSONValue.parse(run.output[...]))
   }
 
   static func hex(_ value: JSONValue?) -> UInt64? {
@@ -56,8 +56,7 @@ import Testing
     let directory = try makeTemporaryDirectory("imagelog-minidump-arm")
     defer { _ = try? runTool(["rm", "-rf", directory]) }
     var (ours, theirs) = try Self.read(try Self.dump(.arm, architecture: 5, signal: 11, code: 1), in: directory)
-    let (_, memory) = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/written.dmp"))
-    Symbolicator.walkStacks(&ours, memory: memory, locator: DebugFileLocator(searchPaths: [], systemDirectories: false))
+    Symbolicator.walkStacks(&ours, locator: DebugFileLocator(searchPaths: [], systemDirectories: false))
     #expect(theirs["system_info"]?["cpu_arch"]?.string == "arm")
     let threads = theirs["threads"]?.array ?? []
     try #require(ours.threads.count == 2 && threads.count == 2)
@@ -106,7 +105,7 @@ import Testing
     #expect(!text.contains("Crashed"), "\(text)")
     // Written again as a minidump, it is still a requested dump, asked for by the same thread.
     try writeFile(directory + "/again.dmp", bytes: try ours.minidumpBytes())
-    let again = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/again.dmp")).snapshot
+    let again = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/again.dmp"))
     #expect(again.exception?.isDumpRequested == true)
     #expect(again.threads.firstIndex(where: \.requestedDump) == 1)
   }

@@ -25,7 +25,7 @@ import Testing
     let bytes = try #require(MinidumpShapes.replicating(base, threads: 200, modules: 1, stackSize: Self.mebibyte,
                                                         stackAddressStep: UInt64(Self.mebibyte)))
     try Self.opened(bytes) { file in
-      let snapshot = try ProcessSnapshot.minidump(file).snapshot
+      let snapshot = try ProcessSnapshot.minidump(file)
       #expect(snapshot.threads.count == 200 && snapshot.threads.allSatisfy { $0.stack?.bytes.count == Self.mebibyte })
       let held = MinidumpShapes.heldBytes(snapshot.threads.map { $0.stack?.bytes })
       #expect(held.distinct == Self.mebibyte, "\(held.distinct / Self.mebibyte) MiB held for 200 threads")
@@ -41,7 +41,7 @@ import Testing
     let base = try #require(readFileBytes(Self.fixture))
     let bytes = try #require(MinidumpShapes.replicating(base, threads: 5000, modules: 2, ownContexts: true))
     try Self.opened(bytes) { file in
-      let snapshot = try ProcessSnapshot.minidump(file).snapshot
+      let snapshot = try ProcessSnapshot.minidump(file)
       #expect(snapshot.threads.count == 5000 && snapshot.threads.allSatisfy { $0.registers != nil })
       #expect(file.fetchCount == 1, "\(file.fetchCount) fetches")
     }

@@ -9,7 +9,7 @@ func explain(pid: Int32, reportText: String) throws {
   var snapshot = try ProcessSnapshot.capture(pid: pid).snapshot   // every thread stopped at once, then let go
   // The other sources give the same model:
   //   ProcessSnapshot.core(try CoreDump(path: "core.1234")).snapshot
-  //   try ProcessSnapshot.minidump(try FileBytes(path: "crash.dmp")).snapshot
+  //   try ProcessSnapshot.minidump(try FileBytes(path: "crash.dmp"))   // its threads walked by symbolicate
   //   try ReportParser.parse(reportText)      // .crash, .ips, Swift, sanitizers, coredumpctl, Android, glibc
   var options = SymbolicationOptions()
   options.symbolStores = ["/srv/symbols"]     // Breakpad .sym files for images whose files are gone

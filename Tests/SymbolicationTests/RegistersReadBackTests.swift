@@ -17,7 +17,7 @@ import Testing
   @Test(arguments: ["breakpad/linux_null_read_av.dmp", "breakpad/linux_raise_sigabrt.dmp", "rust-minidump/simple-crashpad.dmp",
                     "rust-minidump/pipeline-inlines-macos-segv.dmp", "breakpad/minidump2.dmp"])
   func reportAndDocumentGiveBackTheDumpsRegisters(_ name: String) throws {
-    let snapshot = try ProcessSnapshot.minidump(try FileBytes(path: Self.folder + "/" + name)).snapshot
+    let snapshot = try ProcessSnapshot.minidump(try FileBytes(path: Self.folder + "/" + name))
     let shownIndex = try #require(snapshot.threads.firstIndex { $0.crashed || $0.requestedDump }, "\(name)")
     let read = try #require(snapshot.threads[shownIndex].registers, "\(name)")
     var shown = Registers(read.architecture)
@@ -40,7 +40,7 @@ import Testing
     defer { _ = try? runTool(["rm", "-rf", directory]) }
     try writeFile(directory + "/requested.dmp",
                   bytes: try MinidumpPlatformSnapshotTests.dump(.amd64, architecture: 9, signal: 0xFFFF_FFFF, code: 0))
-    let snapshot = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/requested.dmp")).snapshot
+    let snapshot = try ProcessSnapshot.minidump(try FileBytes(path: directory + "/requested.dmp"))
     let requesting = try #require(snapshot.threads.firstIndex { $0.requestedDump })
     let read = try #require(snapshot.threads[requesting].registers)
     var shown = Registers(read.architecture)

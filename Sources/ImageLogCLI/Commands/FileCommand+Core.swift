@@ -9,13 +9,8 @@ extension FileCommand {
   /// (the process, its signal and threads, then the images' crash lines). A file on disk that cannot
   /// stand in for what the core left out (changed since: another build-id) is one line on standard
   /// error; the images are still listed, with the build-ids the core holds.
-  func reportCore(path: String) -> FileReport {
+  func reportCore(_ dump: CoreDump, path: String) -> FileReport {
     var report = FileReport()
-    let dump: CoreDump
-    do { dump = try CoreDump(path: path) } catch {
-      report.fail("imagelog: \(path): \(error)")
-      return report
-    }
     let (images, problems) = dump.images()
     for problem in problems { report.lines.append(.error("imagelog: \(path): \(problem)")) }
     return reportImages(images, path: path, architecture: dump.core.architecture, into: report) {
@@ -26,13 +21,8 @@ extension FileCommand {
   /// A minidump's modules in the chosen style, as a core's images are listed: each module where the
   /// dump says it was mapped, with its build-id (its text range is its whole span: the dump does not
   /// say where its code ends).
-  func reportMinidump(path: String) -> FileReport {
+  func reportMinidump(_ snapshot: ProcessSnapshot, path: String) -> FileReport {
     var report = FileReport()
-    let snapshot: ProcessSnapshot
-    do { (snapshot, _) = try ProcessSnapshot.minidump(try FileBytes(path: path)) } catch {
-      report.fail("imagelog: \(path): \(error)")
-      return report
-    }
     for problem in snapshot.problems { report.lines.append(.error("imagelog: \(path): \(problem)")) }
     let images = snapshot.images.compactMap(\.loaded)
     return reportImages(images, path: path, architecture: snapshot.process.architecture ?? "???", into: report) {

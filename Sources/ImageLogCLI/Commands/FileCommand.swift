@@ -1,5 +1,6 @@
 import ImageLog
 import ImageReaders
+import Snapshot
 import SnapshotSources
 
 /// `imagelog file PATH...`: what crash tooling asks of binaries that are not running — per slice the
@@ -134,11 +135,14 @@ struct FileCommand: Command {
   enum Problem: Error, Sendable, CustomStringConvertible {
     case open(MappedFile.OpenError)
     case format(FormatError)
+    /// A core or a minidump that could not be read (always said, in a walk too).
+    case crashFile(CrashFileError.Problem)
 
     var description: String {
       switch self {
       case .open(let error): error.description
       case .format(let error): error.description
+      case .crashFile(let problem): problem.description
       }
     }
 
@@ -158,13 +162,17 @@ struct FileCommand: Command {
   static func read(_ path: String) -> ReadOutcome {
     let file: FileBytes
     do { file = try FileBytes(path: path) } catch { return .problem(.open(error)) }
+    do {
+      switch try CrashFile.capture(in: file) {
+      case .core(let dump)?: return .core(dump)
+      case .minidump(let snapshot)?: return .minidump(snapshot)
+      case .reports?, nil: break  // neither: a binary, read below
+      }
+    } catch {
+      return .problem(.crashFile(error.problem))
+    }
     return file.withRanges { ranges in
       do throws(FormatError) {
-        switch CrashFileKind(head: try ranges.slice(at: 0, length: min(ranges.count, CrashFileKind.headSize))) {
-        case .core: return .core
-        case .minidump: return .minidump
-        case .text: break
-        }
         let head = try ranges.slice(at: 0, length: min(ranges.count, 4))
         if head.count == 4, try head.peek(UInt32.self, at: 0) == ELFHeader.magic {
           // No style prints section names (only their count): the others are checked, not made into Strings.
@@ -187,10 +195,10 @@ struct FileCommand: Command {
   /// over a few files notices.
   enum ReadOutcome {
     case binary(BinaryFile)
-    /// An ELF core (`ET_CORE`): read by `reportCore`, which lists the images it holds.
-    case core
-    /// A minidump (`MDMP`): read by `reportMinidump`, which lists its modules.
-    case minidump
+    /// An ELF core (`ET_CORE`), opened: `reportCore` lists the images it holds.
+    case core(CoreDump)
+    /// A minidump (`MDMP`), read: `reportMinidump` lists its modules.
+    case minidump(ProcessSnapshot)
     case problem(Problem)
   }
 
@@ -236,10 +244,10 @@ struct FileCommand: Command {
       return report
     case .binary(let binary):
       return report(binary, path: input.path)
-    case .core:
-      return reportCore(path: input.path)
-    case .minidump:
-      return reportMinidump(path: input.path)
+    case .core(let dump):
+      return reportCore(dump, path: input.path)
+    case .minidump(let snapshot):
+      return reportMinidump(snapshot, path: input.path)
     }
   }
 

@@ -17,7 +17,8 @@ struct MinidumpCommand: Command {
       <pid>                   A running process: every thread is stopped at once (as pid --threads
                               stops them), its registers and stack copied, and every thread let go; the
                               process runs on, nothing changed.
-      <core>                  An ELF core file: its threads' registers and stacks, its images.
+      <core>                  An ELF core file (- reads one from standard input): its threads'
+                              registers and stacks, its images.
 
     OPTIONS:
       -o, --output <file>     Where to write the dump (written whole to a temporary file beside it,
@@ -54,16 +55,7 @@ struct MinidumpCommand: Command {
   func run() throws -> ExitStatus {
     var snapshot: ProcessSnapshot
     var status = ExitStatus.success
-    if CrashFileKind(path: target) == .core {
-      let dump: CoreDump
-      do { dump = try CoreDump(path: target) } catch {
-        printError("imagelog: \(target): \(error)")
-        return .failure
-      }
-      let problems: [String]
-      (snapshot, problems) = ProcessSnapshot.core(dump, stacks: true)
-      for problem in problems { printError("imagelog: \(target): \(problem)") }
-    } else if let pid = Int32(target), pid > 0, access(target, F_OK) != 0 {
+    if let pid = Int32(target), pid > 0, access(target, F_OK) != 0 {
       do {
         let capture = try ProcessSnapshot.capture(pid: pid, linuxFiles: true, environment: environment)
         for failure in capture.failures { printError("imagelog: \(failure)") }
@@ -74,8 +66,19 @@ struct MinidumpCommand: Command {
         return .failure
       }
     } else {
-      printError("imagelog: \(target): neither a process ID nor a core file")
-      return .failure
+      let opened: CrashFile
+      do { opened = try CrashFile.open(target) } catch {
+        // Text that is no crash is no core either.
+        printError("imagelog: " + (error.kind == .text ? "\(target): neither a process ID nor a core file" : "\(error)"))
+        return .failure
+      }
+      guard case .core(let dump) = opened else {
+        printError("imagelog: \(target): " + (opened.kind == .minidump ? "a minidump already, not a core file" : "neither a process ID nor a core file"))
+        return .failure
+      }
+      let problems: [String]
+      (snapshot, problems) = ProcessSnapshot.core(dump, stacks: true)
+      for problem in problems { printError("imagelog: \(target): \(problem)") }
     }
     do {
       let bytes = try snapshot.minidumpBytes()

@@ -12,33 +12,18 @@ import SnapshotSources
 /// symbolicated as any report is and written in imagelog's crash-report layout (README.md's "Crash reports").
 extension SymbolicateCommand {
   /// A core: the dead process's snapshot, symbolicated as any report is, in imagelog's layout.
-  func runCore(_ path: String, options: SymbolicationOptions) -> ExitStatus {
-    let dump: CoreDump
-    do { dump = try CoreDump(path: path) } catch {
-      printError("imagelog: \(path): \(error)")
-      return .failure
-    }
+  func runCore(_ dump: CoreDump, options: SymbolicationOptions) -> ExitStatus {
     var (snapshot, problems) = ProcessSnapshot.core(dump)
-    for problem in problems { printError("imagelog: \(path): \(problem)") }
+    for problem in problems { printError("imagelog: \(dump.path): \(problem)") }
     return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
   }
 
-  /// A minidump: its threads unwound through its memory with the call frame information of its modules'
-  /// files (found by build-id), then symbolicated as any report is, in imagelog's layout.
-  func runMinidump(_ path: String, options: SymbolicationOptions) -> ExitStatus {
-    var snapshot: ProcessSnapshot
-    let memory: MinidumpMemory
-    do {
-      (snapshot, memory) = try ProcessSnapshot.minidump(try FileBytes(path: path))
-    } catch {
-      printError("imagelog: \(path): \(error)")
-      return .failure
-    }
+  /// A minidump: symbolicated (its threads walked first through its memory with the call frame
+  /// information of its modules' files, found by build-id) as any report is, in imagelog's layout.
+  func runMinidump(_ snapshot: inout ProcessSnapshot, path: String, options: SymbolicationOptions) -> ExitStatus {
     // What could not be read (a stream past the end, a lying count) is said, as for a core and `file DUMP`.
     for problem in snapshot.problems { printError("imagelog: \(path): \(problem)") }
-    let locator = Symbolicator.locator(forOneReport: options)
-    Symbolicator.walkStacks(&snapshot, memory: memory, locator: locator)
-    return writeSymbolicated(&snapshot, options: options, locator: locator)
+    return writeSymbolicated(&snapshot, options: options, locator: Symbolicator.locator(forOneReport: options))
   }
 
   /// Symbolicates a snapshot (unless `--no-symbolicate`) and writes it in the chosen style: imagelog's
@@ -66,21 +51,8 @@ extension SymbolicateCommand {
   /// The snapshots in the file at `path`: each a report, or why it could not be read. Throws when the
   /// file itself cannot be read or is no crash at all.
   static func symbolicatedReports(_ path: String, options: SymbolicationOptions, cache: SymbolicationCache,
-                                  signing: Bool) throws -> [Result<ProcessSnapshot, ReportError>] {
-    var reports: [Result<ProcessSnapshot, ReportError>]
-    let kind = CrashFileKind(path: path)
-    if kind == .core {
-      var (snapshot, problems) = ProcessSnapshot.core(try CoreDump(path: path))
-      snapshot.problems += problems.filter { !snapshot.problems.contains($0) }
-      reports = [.success(snapshot)]
-    } else if kind == .minidump {
-      var (snapshot, memory) = try ProcessSnapshot.minidump(try FileBytes(path: path))
-      Symbolicator.walkStacks(&snapshot, memory: memory, locator: cache.locator)
-      reports = [.success(snapshot)]
-    } else {
-      reports = ReportParser.parseAll(try ReportReading.readText(path))
-      if reports.count == 1, case .failure(let error) = reports[0] { throw error }
-    }
+                                  signing: Bool) throws(CrashFileError) -> [Result<ProcessSnapshot, ReportError>] {
+    var reports = try CrashFile.open(path).snapshots()
     for index in reports.indices {
       guard case .success(var report) = reports[index] else { continue }
       // The array's copy let go first, so that symbolication fills in the only copy of the frames, in place.

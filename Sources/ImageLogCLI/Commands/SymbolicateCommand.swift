@@ -17,10 +17,11 @@ struct SymbolicateCommand: Command {
     + "       imagelog symbolicate --output-dir <dir> [options] <report> ..."
   static let helpSections = """
     ARGUMENTS:
-      <report>                A crash report file, or - for standard input, or an ELF core file (its
-                              threads are unwound in the core's memory into imagelog's report, with
-                              the signal, the crashed thread's registers and the images, then
-                              symbolicated). The kind of a report is detected:
+      <report>                A crash report file, an ELF core file (its threads are unwound in the
+                              core's memory into imagelog's report, with the signal, the crashed
+                              thread's registers and the images, then symbolicated) or a minidump;
+                              - reads any of them from standard input (a FIFO is read too). The
+                              kind of a report is detected:
                               imagelog's report, Apple .crash (also behind a JSON header line),
                               Apple .ips (bug_type 309), Swift backtracer output (symbolicate=off,
                               text or format=json), a list of addresses (with --image or image
@@ -194,36 +195,43 @@ struct SymbolicateCommand: Command {
       reportImages.append(ProcessSnapshot.Image(name: Image.shortName(of: path), path: path, loadAddress: loadAddress,
                                                 endAddress: end, identity: identity, architecture: options.architecture))
     }
-    var text = ""
     let source = reportPath ?? "<arguments>"
-    let kind = reportPath.map(CrashFileKind.init(path:))
-    if let reportPath, kind == .core {
-      return runCore(reportPath, options: options)
-    } else if let reportPath, kind == .minidump {
-      return runMinidump(reportPath, options: options)
-    } else if let reportPath {
-      if noSymbolicate {
+    let opened: CrashFile
+    do {
+      if let reportPath {
+        opened = try CrashFile.open(reportPath, images: reportImages, addresses: addresses)
+      } else {
+        opened = try CrashFile.addresses(addresses, images: reportImages)
+      }
+    } catch {
+      if noSymbolicate, error.kind == .text, let reportPath {
+        printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
+      } else {
+        printError("imagelog: \(error)")
+      }
+      return .failure
+    }
+    var reports: [Result<ProcessSnapshot, ReportError>]
+    // Consumed: a copy of the reports left in `opened` would double what symbolication fills in.
+    switch consume opened {
+    case .core(let dump):
+      return runCore(dump, options: options)
+    case .minidump(var snapshot):
+      return runMinidump(&snapshot, path: source, options: options)
+    case .reports(let all):
+      if noSymbolicate, let reportPath {
         printError("imagelog: \(reportPath): not a core file (--no-symbolicate prints a core's report as built)")
         return .failure
       }
-      do { text = try ReportReading.readText(reportPath) } catch {
-        printError("imagelog: \(reportPath): \(error)")
-        return .failure
-      }
+      // A file may hold several reports (a collector's dump): each is symbolicated and written in
+      // turn, with its own summary.
+      reports = all
     }
-    if !addresses.isEmpty { text += (text.isEmpty || text.hasSuffix("\n") ? "" : "\n") + addresses.joined(separator: "\n") + "\n" }
-    // A file may hold several reports (a collector's dump): each is symbolicated and written in turn,
-    // with its own summary.
-    var reports = ReportParser.parseAll(text, images: reportImages)
     let namesInMemoryImage = reports.contains { parsed in
       guard case .success(let report) = parsed else { return false }
       return report.images.contains { $0.path?.hasPrefix("[") == true || $0.name.hasPrefix("[") }
     }
     if options.inMemoryImages.isEmpty, namesInMemoryImage, !noSymbolicate { options.inMemoryImages = Self.ownInMemoryImages() }
-    if reports.count == 1, case .failure(let error) = reports[0] {
-      printError("imagelog: \(source): \(error)")
-      return .failure
-    }
     for path in options.searchPaths + options.symbolStores where !ReportReading.exists(path) {
       printError("imagelog: \(path): no such file or directory")
       status = .failure
@@ -294,7 +302,7 @@ struct SymbolicateCommand: Command {
       do {
         reports = try Self.symbolicatedReports(reportPath, options: options, cache: cache, signing: style != .stackwalkJSON)
       } catch {
-        printError("imagelog: \(reportPath): \(error)")
+        printError("imagelog: \(error)")
         status = .failure
         continue
       }

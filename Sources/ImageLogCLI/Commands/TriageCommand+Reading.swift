@@ -60,7 +60,7 @@ final class TriageReader {
     do {
       reports = try SymbolicateCommand.symbolicatedReports(path, options: options, cache: cache, signing: true)
     } catch {
-      triage.addUnreadable(CrashTriage.Unreadable(path: path, size: size, modified: modified, problem: "\(error)"))
+      triage.addUnreadable(CrashTriage.Unreadable(path: path, size: size, modified: modified, problem: "\(error.problem)"))
       return
     }
     var firstProblem: String?
