@@ -20,3 +20,13 @@ import Testing
     #expect(Array(decoded.unicodeScalars) == Array(expected.unicodeScalars))
   }
 }
+
+/// `spaceSeparatedWords`, the UTF-8 walk STACK CFI rules are split with: the words `split(separator: " ")`
+/// gives, for runs of spaces, spaces at the ends, tabs (not separators) and other than ASCII.
+@Suite struct SpaceSeparatedWordsTests {
+  @Test(arguments: ["", " ", "   ", ".cfa: $rsp 16 + .ra: .cfa -8 + ^", "  $rbp:  .cfa -16 + ^  ", "a\tb c", "é ß  漢字 😀", "x"])
+  func sameAsCharacterSplit(_ text: String) {
+    #expect(text.spaceSeparatedWords == text.split(separator: " "))
+    #expect(text[...].spaceSeparatedWords == text.split(separator: " "))
+  }
+}
