@@ -61,15 +61,22 @@ extension MinidumpFile.SystemInfo {
     return build.map { numbers + " " + $0 } ?? numbers
   }
 
+  /// `text` without whitespace at its ends, by Unicode scalar (a reversed Character walk cost a
+  /// small `symbolicate` run 0.1 ms).
   static func trimmed(_ text: String) -> String {
-    String(text.drop { $0.isWhitespace }.reversed().drop { $0.isWhitespace }.reversed())
+    let scalars = text.unicodeScalars
+    guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+          let last = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { return "" }
+    return String(Substring(scalars[first..<scalars.index(after: last)]))
   }
 }
 
 extension MinidumpFile {
   /// The last component of a path written with `/` or `\` (Windows module names are `C:\…\x.dll`).
   package static func baseName(_ path: String) -> String {
-    path.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? path
+    // By UTF-8 byte: both separators are ASCII, so what follows one starts a scalar.
+    guard let separator = path.utf8.lastIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "\\") }) else { return path }
+    return String(path[path.utf8.index(after: separator)...])
   }
 }
 
