@@ -204,10 +204,14 @@ package enum Signature {
 
 extension ProcessSnapshot {
   /// The snapshot as the signature's input: the frames as `--format stackwalk-json` writes them
-  /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it.
-  package func signatureInput() -> SignatureInput {
-    let threads = threads.map { thread in
-      thread.frames.map { frame -> SignatureInput.Frame in
+  /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it. `allThreads: false`: only the
+  /// thread the signature walks has its frames (the others are empty), as naming every thread's
+  /// frames was a tenth of a small `symbolicate` run.
+  package func signatureInput(allThreads: Bool = true) -> SignatureInput {
+    let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
+    let threads = threads.enumerated().map { index, thread in
+      guard allThreads || index == requesting ?? 0 else { return [SignatureInput.Frame]() }
+      return thread.frames.map { frame -> SignatureInput.Frame in
         let name = stackwalkFrameName(frame)
         let inlines = frame.symbols.functions.count > 1 ? frame.symbols.functions.dropLast().map {
           SignatureInput.Frame(function: $0.name, file: $0.file, line: $0.line)
@@ -217,14 +221,13 @@ extension ProcessSnapshot {
                                     inlines: inlines)
       }
     }
-    let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
     return SignatureInput(threads: threads, crashingThread: requesting, os: stackwalkOS.name, reason: stackwalkCrashType,
                           abortMessage: abortMessage, oomAllocationSize: oomAllocationSize)
   }
 
   /// The signature of the snapshot's crashing thread (thread 0 when none is marked), with `lists`.
   package func signature(lists: SignatureLists) -> String {
-    Signature.signature(of: signatureInput(), lists: lists)
+    Signature.signature(of: signatureInput(allThreads: false), lists: lists)
   }
 
   /// Sets `signature` from the symbolicated frames, with `options`' lists (imagelog's own when none).
