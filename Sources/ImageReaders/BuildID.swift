@@ -34,10 +34,8 @@ public struct BuildID: Hashable, Sendable, CustomStringConvertible {
   /// as `debug_id`: `debugID`'s 32 hex digits without dashes, then `age` in hex without leading zeros
   /// (an ELF build-id's age is always 0, so 33 characters).
   package func breakpadDebugID(age: UInt32 = 0) -> String {
-    var text = ""
-    text.reserveCapacity(41)
-    for character in debugID where character != "-" { text.append(character) }
-    return text + hexDigits(UInt64(age))  // the age in lowercase, as Breakpad's processor prints it (%x)
+    // By UTF-8 byte (the text is ASCII): a Character walk cost more than the rest of a module's reading.
+    String(decoding: debugID.utf8.filter { $0 != UInt8(ascii: "-") }, as: UTF8.self) + hexDigits(UInt64(age))  // the age in lowercase, as Breakpad's processor prints it (%x)
   }
 
   /// `bytes` (16 of them, zero-padded) with the first three GUID fields reversed: a GUID stored as

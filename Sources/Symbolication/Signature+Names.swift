@@ -1,7 +1,10 @@
+import ImageReaders
+
 /// Function names as a signature writes them, as siggen normalises C++ and Rust frames: the return
 /// type and qualifiers dropped, template arguments `<T>`, parameters gone, the line added for the
 /// functions the lists name, `, ` between arguments, Rust's hash suffix dropped. Worked on Unicode
-/// scalars, as Python works on code points.
+/// scalars, as Python works on code points; text searched as UTF-8 (`utf8Range(of:)`: the generic
+/// `contains`/`firstRange(of:)`'s first use cost a small `symbolicate` run more than the search).
 enum SignatureNames {
   typealias Scalars = [Unicode.Scalar]
 
@@ -10,12 +13,12 @@ enum SignatureNames {
     for qualifier in ["const", "const&", "const &", "&&", "&"] where name.hasSuffix(qualifier) {
       name = trimmed(String(name.unicodeScalars.dropLast(qualifier.unicodeScalars.count)))
     }
-    if !name.contains("::operator") { name = dropPrefixAndReturnType(name) }
+    if name.utf8Range(of: "::operator") == nil { name = dropPrefixAndReturnType(name) }
     name = replacing(name, "`anonymous namespace'", with: "(anonymous namespace)")
     name = replacingLambdaNumbers(name)
     name = collapse(name, open: "<", close: ">", replacement: "<T>", exceptions: ["name omitted", "IPC::ParamTraits", " in "])
     name = collapse(name, open: "(", close: ")", replacement: "", exceptions: ["anonymous namespace", "operator"])
-    if name.contains("clone .cold") { name = collapse(name, open: "[", close: "]", replacement: "", exceptions: []) }
+    if name.utf8Range(of: "clone .cold") != nil { name = collapse(name, open: "[", close: "]", replacement: "", exceptions: []) }
     if lists.lineNumberPattern.matches(name) { name += ":" + (line.map(String.init) ?? "None") }
     return fixCommas(fixSpaces(name))
   }
@@ -45,10 +48,10 @@ enum SignatureNames {
   }
 
   static func replacing(_ text: String, _ target: String, with replacement: String) -> String {
-    guard text.contains(target) else { return text }
+    guard !target.isEmpty, text.utf8Range(of: target) != nil else { return text }
     var out = ""
     var rest = Substring(text)
-    while let range = rest.firstRange(of: target) {
+    while let range = rest.utf8Range(of: target) {
       out += rest[..<range.lowerBound] + replacement
       rest = rest[range.upperBound...]
     }

@@ -72,11 +72,11 @@ package enum Signature {
   package static func signature(of input: SignatureInput, lists: SignatureLists) -> String {
     var signature = stackSignature(input, thread: input.crashingThread ?? 0, lists: lists)
     // The rules, in siggen's order.
-    if let reason = input.reason, reason.contains("STATUS_DEVICE_DATA_ERROR") { signature = "bad hardware | " + signature }
+    if let reason = input.reason, reason.utf8Range(of: "STATUS_DEVICE_DATA_ERROR") != nil { signature = "bad hardware | " + signature }
     let oomFragments = ["NS_ABORT_OOM", "mozalloc_handle_oom", "CrashAtUnhandlableOOM", "AutoEnterOOMUnsafeRegion",
                         "alloc::oom::oom"]
     let oomReasons = ["STATUS_FATAL_MEMORY_EXHAUSTION", "STATUS_NO_MEMORY"]
-    if (input.oomAllocationSize ?? 0) != 0 || (!signature.isEmpty && oomFragments.contains { signature.contains($0) })
+    if (input.oomAllocationSize ?? 0) != 0 || (!signature.isEmpty && oomFragments.contains { signature.utf8Range(of: $0) != nil })
       || oomReasons.contains(input.reason ?? "") {
       if let size = input.oomAllocationSize {
         signature = size <= 262_144 ? "OOM | small" : "OOM | large | " + signature
@@ -169,10 +169,10 @@ package enum Signature {
   /// part, printable ASCII only, 80 characters at most.
   static func abortSignature(_ abortMessage: String, _ signature: String) -> String {
     var message = abortMessage
-    if message.contains("###!!! ABORT: file ") { return "Abort | " + signature }
-    if let range = message.firstRange(of: "###!!! ABORT:") { message = String(message[range.upperBound...]) }
-    if let range = message.firstRange(of: ": file ") { message = String(message[..<range.lowerBound]) }
-    if message.contains("unable to find a usable font"), let open = message.firstIndex(of: "("),
+    if message.utf8Range(of: "###!!! ABORT: file ") != nil { return "Abort | " + signature }
+    if let range = message.utf8Range(of: "###!!! ABORT:") { message = String(message[range.upperBound...]) }
+    if let range = message.utf8Range(of: ": file ") { message = String(message[..<range.lowerBound]) }
+    if message.utf8Range(of: "unable to find a usable font") != nil, let open = message.firstIndex(of: "("),
        let close = message.lastIndex(of: ")") {
       message = String(message[..<open]) + String(message[message.index(after: close)...])
     }
@@ -204,10 +204,14 @@ package enum Signature {
 
 extension ProcessSnapshot {
   /// The snapshot as the signature's input: the frames as `--format stackwalk-json` writes them
-  /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it.
-  package func signatureInput() -> SignatureInput {
-    let threads = threads.map { thread in
-      thread.frames.map { frame -> SignatureInput.Frame in
+  /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it. `allThreads: false`: only the
+  /// thread the signature walks has its frames (the others are empty), as naming every thread's
+  /// frames was a tenth of a small `symbolicate` run.
+  package func signatureInput(allThreads: Bool = true) -> SignatureInput {
+    let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
+    let threads = threads.enumerated().map { index, thread in
+      guard allThreads || index == requesting ?? 0 else { return [SignatureInput.Frame]() }
+      return thread.frames.map { frame -> SignatureInput.Frame in
         let name = stackwalkFrameName(frame)
         let inlines = frame.symbols.functions.count > 1 ? frame.symbols.functions.dropLast().map {
           SignatureInput.Frame(function: $0.name, file: $0.file, line: $0.line)
@@ -217,14 +221,13 @@ extension ProcessSnapshot {
                                     inlines: inlines)
       }
     }
-    let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
     return SignatureInput(threads: threads, crashingThread: requesting, os: stackwalkOS.name, reason: stackwalkCrashType,
                           abortMessage: abortMessage, oomAllocationSize: oomAllocationSize)
   }
 
   /// The signature of the snapshot's crashing thread (thread 0 when none is marked), with `lists`.
   package func signature(lists: SignatureLists) -> String {
-    Signature.signature(of: signatureInput(), lists: lists)
+    Signature.signature(of: signatureInput(allThreads: false), lists: lists)
   }
 
   /// Sets `signature` from the symbolicated frames, with `options`' lists (imagelog's own when none).

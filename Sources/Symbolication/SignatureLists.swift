@@ -1,6 +1,7 @@
 import ProcessInspection
 import Snapshot
 import ImageReaders
+import Synchronization
 
 /// The lists a crash signature is made with, in Socorro's format (Mozilla's `siggen`, its `siglists/`
 /// folder): one entry a line, blank lines and lines starting with `#` ignored, surrounding spaces
@@ -26,14 +27,16 @@ package struct SignatureLists: Sendable {
                                   lineNumbers: "signatures_with_line_numbers_re.txt", sentinels: "signature_sentinels.txt")
 
   /// Lists from the four files' texts. Throws, naming the file and line, when an expression does not compile.
-  package init(irrelevant: String, prefix: String, lineNumbers: String, sentinels: String) throws(ReportError) {
+  /// `checked: false` leaves the expressions to be parsed when first needed (imagelog's own lists, which a test parses).
+  package init(irrelevant: String, prefix: String, lineNumbers: String, sentinels: String,
+               checked: Bool = true) throws(ReportError) {
     self.irrelevant = Self.entries(irrelevant)
     self.prefix = Self.entries(prefix)
     self.lineNumbers = Self.entries(lineNumbers)
     self.sentinels = Self.entries(sentinels)
-    irrelevantPattern = try SignaturePattern(self.irrelevant, file: Self.fileNames.irrelevant)
-    prefixPattern = try SignaturePattern(self.prefix, file: Self.fileNames.prefix)
-    lineNumberPattern = try SignaturePattern(self.lineNumbers, file: Self.fileNames.lineNumbers)
+    irrelevantPattern = try SignaturePattern(self.irrelevant, file: Self.fileNames.irrelevant, checked: checked)
+    prefixPattern = try SignaturePattern(self.prefix, file: Self.fileNames.prefix, checked: checked)
+    lineNumberPattern = try SignaturePattern(self.lineNumbers, file: Self.fileNames.lineNumbers, checked: checked)
   }
 
   /// The lists in `directory`, siggen's four files (`--signature-lists DIR`); a file that is not there
@@ -54,13 +57,30 @@ package struct SignatureLists: Sendable {
                   lineNumbers: read(Self.fileNames.lineNumbers), sentinels: read(Self.fileNames.sentinels))
   }
 
-  /// A list file's entries: lines trimmed, without blanks and `#` comments.
+  /// A list file's entries: lines trimmed, without blanks and `#` comments. Read as UTF-8 bytes (a
+  /// Character walk was a third of a small `symbolicate` run): `\r\n` ends a line as `\n` does, its
+  /// `\r` trimmed as whitespace; a line with other than ASCII at an end is trimmed by Unicode scalar.
   static func entries(_ text: String) -> [String] {
-    text.split(whereSeparator: { $0 == "\n" || $0 == "\r\n" }).compactMap { line in
-      let trimmed = line.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()
-      let entry = String(trimmed)
-      return entry.isEmpty || entry.hasPrefix("#") ? nil : entry
+    var entries: [String] = []
+    var start = text.utf8.startIndex
+    let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+    while start < text.utf8.endIndex {
+      let end = text.utf8[start...].firstIndex(of: 0x0A) ?? text.utf8.endIndex
+      var line = text.utf8[start..<end]
+      while let first = line.first, isSpace(first) { line = line.dropFirst() }
+      while let last = line.last, isSpace(last) { line = line.dropLast() }
+      start = end < text.utf8.endIndex ? text.utf8.index(after: end) : end
+      var entry = Substring(line)
+      if let first = line.first, let last = line.last, first >= 0x80 || last >= 0x80 {
+        let scalars = entry.unicodeScalars
+        guard let from = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+              let to = scalars.lastIndex(where: { !$0.properties.isWhitespace }) else { continue }
+        entry = Substring(scalars[from..<scalars.index(after: to)])
+      }
+      if entry.isEmpty || entry.utf8.first == UInt8(ascii: "#") { continue }
+      entries.append(String(entry))
     }
+    return entries
   }
 
   /// imagelog's own lists, for Linux, Swift and Apple code (Resources/SignatureLists/*.txt, compiled in:
@@ -68,7 +88,8 @@ package struct SignatureLists: Sendable {
   package static let imagelogDefaults: SignatureLists = {
     do {
       return try SignatureLists(irrelevant: DefaultSignatureLists.irrelevant, prefix: DefaultSignatureLists.prefix,
-                                lineNumbers: DefaultSignatureLists.lineNumbers, sentinels: DefaultSignatureLists.sentinels)
+                                lineNumbers: DefaultSignatureLists.lineNumbers, sentinels: DefaultSignatureLists.sentinels,
+                                checked: false)
     } catch {
       fatalError("imagelog's default signature lists do not compile: \(error)")  // programmer error, tested
     }
@@ -77,65 +98,156 @@ package struct SignatureLists: Sendable {
 
 /// Expressions matched at the start of a string as Python's `re.match` matches them joined with `|`:
 /// true when any one matches. An entry that is a literal (escaped punctuation allowed, a final `$`
-/// anchoring it) is compared as text; only the others are compiled (building a Swift `Regex` is slow
-/// beside a run of `symbolicate`, which is mostly start-up).
-struct SignaturePattern: @unchecked Sendable {  // a compiled Regex is immutable; it is not marked Sendable
+/// anchoring it) is compared as text; only the others are compiled, and only when a string starts with
+/// the literal text the expression's every match starts with (building a Swift `Regex` is slow beside a
+/// run of `symbolicate`, which is mostly start-up; imagelog's own lists have four, all starting `__`).
+struct SignaturePattern: Sendable {
   /// Literal entries: the text, and whether it must be the whole string.
   let literals: [(text: String, whole: Bool)]
-  let expressions: [Regex<AnyRegexOutput>]
+  let expressions: [Expression]
 
-  init(_ entries: [String], file: String) throws(ReportError) {
+  /// An expression, parsed when a string first gets past its literal start.
+  final class Expression: Sendable {
+    let source: String
+    /// The text every match starts with ("" when the expression does not say).
+    let start: String
+    private let regex = Mutex<Regex<AnyRegexOutput>??>(nil)
+
+    init(_ source: String) {
+      self.source = source
+      start = SignaturePattern.literalStart(source)
+    }
+
+    /// The expression, compiled once; `nil` when it is no regular expression.
+    func compiled() -> Regex<AnyRegexOutput>? {
+      regex.withLock { cached in
+        if let cached { return cached }
+        let made = try? Regex(source).matchingSemantics(.unicodeScalar)
+        cached = .some(made)
+        return made
+      }
+    }
+
+    func matchesStart(of text: String) -> Bool {
+      guard text.utf8.starts(with: start.utf8), let regex = compiled() else { return false }
+      return (try? regex.prefixMatch(in: text)) != nil
+    }
+  }
+
+  /// The entries, sorted into literals and expressions. `checked`: every expression is parsed now, and
+  /// one that does not parse throws naming `file` and the entry (lists from a folder); imagelog's own
+  /// lists are parsed by a test instead.
+  init(_ entries: [String], file: String, checked: Bool = true) throws(ReportError) {
     var literals: [(String, Bool)] = []
-    var expressions: [Regex<AnyRegexOutput>] = []
+    var expressions: [Expression] = []
     for (index, entry) in entries.enumerated() {
       if let literal = Self.literal(entry) {
         literals.append(literal)
         continue
       }
-      do {
-        expressions.append(try Regex(entry).matchingSemantics(.unicodeScalar))
-      } catch {
+      let expression = Expression(entry)
+      if checked, expression.compiled() == nil {
         throw ReportError("\(file): entry \(index + 1) is no regular expression: \(entry)")
       }
+      expressions.append(expression)
     }
     self.literals = literals
     self.expressions = expressions
   }
 
-  /// `entry` as literal text when it has no operator: `\X` for punctuation X is X, a final `$` means
-  /// the whole string; `nil` for an expression.
-  static func literal(_ entry: String) -> (String, Bool)? {
+  /// The literal text at the start of `entry` that every match of it starts with: up to the first
+  /// operator, less the last character when a quantifier follows it; "" when an alternation outside
+  /// parentheses or brackets (`a|b`) gives it another start.
+  static func literalStart(_ entry: String) -> String {
     var text = String.UnicodeScalarView()
-    var scalars = entry.unicodeScalars[...]
-    var whole = false
-    if scalars.last == "$", scalars.dropLast().last != "\\" {
-      whole = true
-      scalars = scalars.dropLast()
-    }
+    var ended = false
     var escaped = false
-    for scalar in scalars {
+    var depth = 0
+    var inBrackets = false
+    for scalar in entry.unicodeScalars {
       if escaped {
-        // Only punctuation stands for itself escaped (`\d`, `\w`, `\b` are classes and anchors).
-        guard scalar.isASCII, !scalar.properties.isAlphabetic, !("0"..."9").contains(scalar) else { return nil }
-        text.append(scalar)
         escaped = false
-      } else if scalar == "\\" {
+        if !ended {
+          if scalar.isASCII, !scalar.properties.isAlphabetic, !("0"..."9").contains(scalar) {
+            text.append(scalar)
+          } else {
+            ended = true
+          }
+        }
+        continue
+      }
+      if scalar == "\\" {
         escaped = true
-      } else if ".^$*+?()[]{}|".unicodeScalars.contains(scalar) {
-        return nil
-      } else {
-        text.append(scalar)
+        continue
+      }
+      if inBrackets {
+        if scalar == "]" { inBrackets = false }
+        continue
+      }
+      if "?*+{".unicodeScalars.contains(scalar), !ended {
+        if !text.isEmpty { text.removeLast() }
+        ended = true
+      }
+      switch scalar {
+      case "[": inBrackets = true; ended = true
+      case "(": depth += 1; ended = true
+      case ")": depth -= 1; ended = true
+      case "|" where depth <= 0: return ""
+      default:
+        if ".^$*+?{}|".unicodeScalars.contains(scalar) { ended = true } else if !ended { text.append(scalar) }
       }
     }
-    return escaped ? nil : (String(text), whole)
+    return String(text)
   }
 
-  /// True when an entry matches at the start of `text`.
+  /// `entry` as literal text when it has no operator: `\X` for punctuation X is X, a final `$` means
+  /// the whole string; `nil` for an expression. Read as UTF-8 bytes: every operator is ASCII.
+  static func literal(_ entry: String) -> (String, Bool)? {
+    var bytes = entry.utf8[...]
+    var whole = false
+    if bytes.last == UInt8(ascii: "$"), bytes.dropLast().last != UInt8(ascii: "\\") {
+      whole = true
+      bytes = bytes.dropLast()
+    }
+    var text: [UInt8] = []
+    text.reserveCapacity(bytes.count)
+    var escaped = false
+    for byte in bytes {
+      if escaped {
+        // Only ASCII punctuation stands for itself escaped (`\d`, `\w`, `\b` are classes and anchors).
+        guard byte < 0x80, !Self.isAlphanumeric(byte) else { return nil }
+        text.append(byte)
+        escaped = false
+      } else if byte == UInt8(ascii: "\\") {
+        escaped = true
+      } else if Self.isOperator(byte) {
+        return nil
+      } else {
+        text.append(byte)
+      }
+    }
+    return escaped ? nil : (String(decoding: text, as: UTF8.self), whole)
+  }
+
+  static func isAlphanumeric(_ byte: UInt8) -> Bool {
+    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+  }
+
+  /// `.^$*+?()[]{}|`
+  static func isOperator(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "."), UInt8(ascii: "^"), UInt8(ascii: "$"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "?"),
+         UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: "{"), UInt8(ascii: "}"),
+         UInt8(ascii: "|"): true
+    default: false
+    }
+  }
+
+  /// True when an entry matches at the start of `text` (UTF-8 bytes compared: the same as comparing scalars).
   func matches(_ text: String) -> Bool {
-    for (literal, whole) in literals
-      where whole ? text.unicodeScalars.elementsEqual(literal.unicodeScalars) : text.unicodeScalars.starts(with: literal.unicodeScalars) {
+    for (literal, whole) in literals where whole ? text.utf8.elementsEqual(literal.utf8) : text.utf8.starts(with: literal.utf8) {
       return true
     }
-    return expressions.contains { (try? $0.prefixMatch(in: text)) != nil }
+    return expressions.contains { $0.matchesStart(of: text) }
   }
 }

@@ -47,7 +47,7 @@ struct BreakpadCallFrameSection {
   static func encode(_ text: String, numbers: [String: Int], into body: inout [UInt8]) -> Bool {
     var complete = true
     for (register, expression) in BreakpadSymbolFile.rules(text) {
-      let tokens = expression.split(separator: " ").map(String.init)
+      let tokens = expression.spaceSeparatedWords.map(String.init)
       if register == ".cfa" {
         if !encodeCFA(tokens, numbers: numbers, into: &body) { complete = false }
       } else if let number = numbers[register] {

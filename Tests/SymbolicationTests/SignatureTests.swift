@@ -161,6 +161,39 @@ import Testing
     }
   }
 
+  /// An expression is parsed only for a string that starts with the literal text its every match starts
+  /// with: that text for each shape of expression, and the answer with it the same as the expression's
+  /// own (Swift's `Regex`, parsed for every string) over siggen's lists and ours, for every frame name
+  /// the rule cases and the defaults' cases use and every literal prefix in the lists.
+  @Test func expressionsAreParsedOnlyPastTheirLiteralStart() throws {
+    let starts: [(String, String)] = [
+      ("__.*_chk$", "__"), ("__(w)?mem(cpy|move|set)_avx", "__"), ("ab*c", "a"), ("ab?c", "a"), ("ab+c", "a"),
+      ("ab{2}", "a"), ("a|b", ""), ("(a|b)c", ""), ("x(a|b)c", "x"), ("[ab]c", ""), ("x[a|b]|y", ""), ("x[a|b]", "x"),
+      ("\\.foo\\(", ".foo("), ("\\d+x", ""), ("std::foo\\w", "std::foo"), ("^abc", ""), ("(?i)abc", ""), ("abc", "abc"),
+    ]
+    for (expression, start) in starts {
+      #expect(SignaturePattern.literalStart(expression) == start, "\(expression)")
+    }
+    var lists = [SignatureLists.imagelogDefaults]
+    if let siggen = Self.siggenLists { lists.append(siggen) }
+    let entries = lists.flatMap { $0.irrelevant + $0.prefix + $0.lineNumbers }
+    var names = Set(Self.cases.flatMap { $0.1.threads.flatMap { $0.compactMap(\.function) } })
+    names.formUnion(["__memcpy_avx_unaligned_erms", "__wmemset_avx2_unaligned", "__strlen_avx2", "__sprintf_chk", "__memcpy_chk",
+                     "__libc_start_main", "memcpy", "_chk", "__x_chk", "__mem", "__strchr_sse2"])
+    names.formUnion(entries.map { SignaturePattern.literalStart($0) })
+    names.formUnion(entries.map { SignaturePattern.literalStart($0) + "x" })
+    var compared = 0
+    for entry in entries where SignaturePattern.literal(entry) == nil {
+      let expression = SignaturePattern.Expression(entry)
+      let regex = try Regex(entry).matchingSemantics(.unicodeScalar)
+      for name in names {
+        #expect(expression.matchesStart(of: name) == ((try? regex.prefixMatch(in: name)) != nil), "\(entry) on \(name)")
+        compared += 1
+      }
+    }
+    #expect(compared > 4 * names.count)
+  }
+
   /// A list that does not compile is an error naming the file and the entry.
   @Test func badListIsNamed() throws {
     let folder = try makeTemporaryDirectory("imagelog-signature-lists")

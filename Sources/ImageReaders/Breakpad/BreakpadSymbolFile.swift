@@ -440,8 +440,8 @@ package struct BreakpadSymbolFile: Sendable {
   /// one are its postfix expression.
   package static func rules(_ text: String) -> [(register: String, expression: String)] {
     var result: [(register: String, expression: String)] = []
-    for token in text.split(separator: " ") {
-      if token.hasSuffix(":") {
+    for token in text.spaceSeparatedWords {
+      if token.utf8.last == UInt8(ascii: ":") {
         result.append((String(token.dropLast()), ""))
       } else if !result.isEmpty {
         result[result.count - 1].expression += result[result.count - 1].expression.isEmpty ? String(token) : " " + token
