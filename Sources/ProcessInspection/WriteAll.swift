@@ -27,6 +27,46 @@ public func writeAll(to descriptor: Int32, _ text: String) -> Bool {
   return text.withUTF8 { writeAll(to: descriptor, UnsafeRawBufferPointer($0)) }
 }
 
+/// Writes what `write` writes to the file a user named for a command's output (`-o FILE`). A name that
+/// is a stream — a terminal, a pipe, a character device such as `/dev/null`, itself or through a link
+/// such as `/dev/stdout` — is written in place as a shell's `>` writes it: replacing it would put a
+/// regular file where `/dev/null` or `/dev/stdout` was, for every other program of the machine. Any other
+/// name (a file, a link to one, nothing yet) is written by `writeFileAtomically`.
+package func writeNamedOutput(_ path: String, permissions: UInt32 = 0o644, _ write: (Int32) -> Bool) throws(SystemError) {
+  var target = stat()
+  guard PathBytes.withCString(path, { stat($0, &target) }) == 0, isStream(target.st_mode) else {
+    try writeFileAtomically(path, permissions: permissions, write)
+    return
+  }
+  // No O_CREAT, no O_TRUNC: a stream is neither made nor emptied. O_NONBLOCK: a FIFO nobody reads
+  // fails at once (ENXIO) instead of waiting; cleared before writing.
+  let descriptor = PathBytes.withCString(path) { open($0, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC) }
+  guard descriptor >= 0 else { throw .current("cannot open") }
+  // What was opened, not what was looked at: a name swapped for a file between the two is written as a
+  // file is, never through the descriptor (it would write into that file in place).
+  var opened = stat()
+  guard fstat(descriptor, &opened) == 0, isStream(opened.st_mode) else {
+    close(descriptor)
+    try writeFileAtomically(path, permissions: permissions, write)
+    return
+  }
+  defer { close(descriptor) }
+  _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+  guard write(descriptor) else { throw .current("cannot write it") }
+}
+
+/// `writeNamedOutput(_:permissions:_:)` of `bytes`.
+package func writeNamedOutput(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) {
+  try writeNamedOutput(path, permissions: permissions) { descriptor in
+    bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
+  }
+}
+
+private func isStream(_ mode: mode_t) -> Bool {
+  let type = mode & S_IFMT
+  return type == S_IFCHR || type == S_IFIFO || type == S_IFSOCK
+}
+
 /// Writes `bytes` to a new file at `path` so that no reader ever sees half of it: into a temporary
 /// file beside it (`.PATH.XXXXXX`, mode `permissions` less the umask), then renamed over `path`. The
 /// temporary file is removed when anything fails.

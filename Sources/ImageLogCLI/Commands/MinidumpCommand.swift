@@ -23,7 +23,7 @@ struct MinidumpCommand: Command {
     OPTIONS:
       -o, --output <file>     Where to write the dump (written whole to a temporary file beside it,
                               then renamed: a reader never sees half a dump), mode 0600: it holds
-                              the threads' stacks.
+                              the threads' stacks. A stream (/dev/stdout, a pipe) is written in place.
       --environ               Also keep the process's environment (/proc/PID/environ). Left out by
                               default: environments hold secrets (tokens, passwords).
       -h, --help              Show help information.
@@ -82,7 +82,7 @@ struct MinidumpCommand: Command {
     }
     do {
       let bytes = try snapshot.minidumpBytes()
-      try writeFileAtomically(output, bytes, permissions: 0o600)  // stacks and, with --environ, secrets
+      try writeNamedOutput(output, bytes, permissions: 0o600)  // stacks and, with --environ, secrets
       printOutput("\(TextEscaping.escaped(output)): \(snapshot.threads.count) threads, \(snapshot.images.count) modules, "
                   + "\(bytes.count) bytes")
     } catch {

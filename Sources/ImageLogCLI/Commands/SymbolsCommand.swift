@@ -22,7 +22,8 @@ struct SymbolsCommand: Command {
       --inlines               Write INLINE_ORIGIN and INLINE records (dump_syms --inlines): which
                               functions were inlined where, and line records of the innermost one.
       --arch <name>           The slice of a universal file (arm64, x86_64, ...).
-      -o, --output <file>     Write to this file (replaced once complete) instead of standard output.
+      -o, --output <file>     Write to this file (replaced once complete; a stream such as a pipe is
+                              written in place) instead of standard output.
       --store <dir>           Write to <dir>/NAME/DEBUGID/NAME.sym, as dump_syms -s does (the layout
                               symbol servers and minidump-stackwalk --symbols-path read).
       --search <path>         A folder or file holding debug files (repeatable), as for symbolicate.
@@ -110,7 +111,7 @@ struct SymbolsCommand: Command {
       return true
     }
     do {
-      try writeFileAtomically(path) { symbols.write(to: $0) }
+      try writeNamedOutput(path) { symbols.write(to: $0) }
     } catch {
       printError("imagelog: \(path): \(error)")
       return false

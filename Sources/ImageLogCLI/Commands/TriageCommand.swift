@@ -31,7 +31,8 @@ struct TriageCommand: Command {
                               chart of crashes over time and one of builds, and the example's frames
                               with file:line under it).
       -o, --output <file>     Write the table, JSON or page to <file> (made whole, then renamed into
-                              place) instead of standard output.
+                              place; a stream such as /dev/stdout is written in place) instead of
+                              standard output.
       --state <file>          Keep what was read in <file> (each file's path, size and modification
                               time, with its crashes' signatures, times, builds and the examples): a
                               later run with the same file reads only files that are new or changed.
@@ -122,7 +123,7 @@ struct TriageCommand: Command {
     case .html: bytes = Array(triage.html().utf8)
     }
     if let outputPath {
-      do { try writeFileAtomically(outputPath, bytes) } catch {
+      do { try writeNamedOutput(outputPath, bytes) } catch {
         printError("imagelog: \(outputPath): \(error)")
         return .failure
       }
