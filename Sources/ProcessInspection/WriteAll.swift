@@ -31,12 +31,14 @@ public func writeAll(to descriptor: Int32, _ text: String) -> Bool {
 /// is a stream — a terminal, a pipe, a character device such as `/dev/null`, itself or through a link
 /// such as `/dev/stdout` — is written in place as a shell's `>` writes it: replacing it would put a
 /// regular file where `/dev/null` or `/dev/stdout` was, for every other program of the machine. Any other
-/// name (a file, a link to one, nothing yet) is written by `writeFileAtomically`.
-package func writeNamedOutput(_ path: String, permissions: UInt32 = 0o644, _ write: (Int32) -> Bool) throws(SystemError) {
+/// name (a file, a link to one, nothing yet) is written by `writeFileAtomically`. Returns true when it
+/// wrote a stream (a command then keeps its own messages off it: `-o /dev/stdout | gzip`).
+@discardableResult
+package func writeNamedOutput(_ path: String, permissions: UInt32 = 0o644, _ write: (Int32) -> Bool) throws(SystemError) -> Bool {
   var target = stat()
   guard PathBytes.withCString(path, { stat($0, &target) }) == 0, isStream(target.st_mode) else {
     try writeFileAtomically(path, permissions: permissions, write)
-    return
+    return false
   }
   // No O_CREAT, no O_TRUNC: a stream is neither made nor emptied. O_NONBLOCK: a FIFO nobody reads
   // fails at once (ENXIO) instead of waiting; cleared before writing.
@@ -48,15 +50,17 @@ package func writeNamedOutput(_ path: String, permissions: UInt32 = 0o644, _ wri
   guard fstat(descriptor, &opened) == 0, isStream(opened.st_mode) else {
     close(descriptor)
     try writeFileAtomically(path, permissions: permissions, write)
-    return
+    return false
   }
   defer { close(descriptor) }
   _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
   guard write(descriptor) else { throw .current("cannot write it") }
+  return true
 }
 
 /// `writeNamedOutput(_:permissions:_:)` of `bytes`.
-package func writeNamedOutput(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) {
+@discardableResult
+package func writeNamedOutput(_ path: String, _ bytes: [UInt8], permissions: UInt32 = 0o644) throws(SystemError) -> Bool {
   try writeNamedOutput(path, permissions: permissions) { descriptor in
     bytes.withUnsafeBytes { writeAll(to: descriptor, $0) }
   }

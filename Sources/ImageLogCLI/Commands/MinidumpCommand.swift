@@ -82,9 +82,11 @@ struct MinidumpCommand: Command {
     }
     do {
       let bytes = try snapshot.minidumpBytes()
-      try writeNamedOutput(output, bytes, permissions: 0o600)  // stacks and, with --environ, secrets
-      printOutput("\(TextEscaping.escaped(output)): \(snapshot.threads.count) threads, \(snapshot.images.count) modules, "
-                  + "\(bytes.count) bytes")
+      let streamed = try writeNamedOutput(output, bytes, permissions: 0o600)  // stacks and, with --environ, secrets
+      let summary = "\(TextEscaping.escaped(output)): \(snapshot.threads.count) threads, \(snapshot.images.count) modules, "
+        + "\(bytes.count) bytes"
+      // Written to a stream (`-o /dev/stdout | gzip`), the dump is all that goes down it.
+      if streamed { printError(summary) } else { printOutput(summary) }
     } catch {
       printError("imagelog: \(output): \(error)")
       return .failure
