@@ -205,8 +205,8 @@ package enum Signature {
 extension ProcessSnapshot {
   /// The snapshot as the signature's input: the frames as `--format stackwalk-json` writes them
   /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it. `allThreads: false`: only the
-  /// thread the signature walks has its frames (the others are empty), as naming every thread's
-  /// frames was a tenth of a small `symbolicate` run.
+  /// thread the signature walks has its frames (the others are empty): naming every thread's frames
+  /// for a signature that reads one thread is work thrown away.
   package func signatureInput(allThreads: Bool = true) -> SignatureInput {
     let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
     let threads = threads.enumerated().map { index, thread in

@@ -58,8 +58,9 @@ package struct SignatureLists: Sendable {
   }
 
   /// A list file's entries: lines trimmed, without blanks and `#` comments. Read as UTF-8 bytes (a
-  /// Character walk was a third of a small `symbolicate` run): `\r\n` ends a line as `\n` does, its
-  /// `\r` trimmed as whitespace; a line with other than ASCII at an end is trimmed by Unicode scalar.
+  /// Character walk was a large share of a small `symbolicate` run: BENCHMARKS.md, the .sym area):
+  /// `\r\n` ends a line as `\n` does, its `\r` trimmed as whitespace; a line with other than ASCII at
+  /// an end is trimmed by Unicode scalar.
   static func entries(_ text: String) -> [String] {
     var entries: [String] = []
     var start = text.utf8.startIndex

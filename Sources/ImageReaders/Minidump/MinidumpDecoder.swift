@@ -99,7 +99,8 @@ struct MinidumpDecoder<Source: RandomAccessBytes> {
 
   /// `count` UTF-16LE units at the start of `reader` (`reader.count >= 2 * count`), up to the first NUL;
   /// an unpaired surrogate is U+FFFD, as `String(decoding:as: UTF16.self)` makes it. Transcoded here to
-  /// UTF-8: the generic UTF-16 decoding's first use cost a small `symbolicate` run 40 µs.
+  /// UTF-8: the generic UTF-16 decoding's first use costs a small `symbolicate` run more than the
+  /// transcoding itself (BENCHMARKS.md, the .sym area's paragraph).
   static func utf16(_ reader: ByteReader, count: Int) -> String {
     var bytes: [UInt8] = []
     bytes.reserveCapacity(count)  // ASCII; 3 bytes a unit at most

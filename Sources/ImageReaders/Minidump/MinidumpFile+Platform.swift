@@ -61,8 +61,8 @@ extension MinidumpFile.SystemInfo {
     return build.map { numbers + " " + $0 } ?? numbers
   }
 
-  /// `text` without whitespace at its ends, by Unicode scalar (a reversed Character walk cost a
-  /// small `symbolicate` run 0.1 ms).
+  /// `text` without whitespace at its ends, by Unicode scalar (a reversed Character walk was a
+  /// measurable share of a small `symbolicate` run: BENCHMARKS.md, the .sym area's paragraph).
   static func trimmed(_ text: String) -> String {
     let scalars = text.unicodeScalars
     guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
