@@ -99,8 +99,8 @@ package final class SymbolStore {
     if let known = files[path] { return known }
     let result: Result<BreakpadSymbolFile, ReportError>
     do {
-      let mapped = try MappedFile(path: path)
-      result = .success(try mapped.withReader { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) })
+      // The mapping is kept (not copied): what is read on demand is read there.
+      result = .success(try BreakpadSymbolFile(try MappedFile(path: path), reading: .onDemand))
     } catch {
       result = .failure(ReportError("\(error)"))
     }

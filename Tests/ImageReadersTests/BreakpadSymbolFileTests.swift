@@ -148,6 +148,8 @@ import Testing
       let bytes = try Fixtures.bytes(name)
       let whole = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
       let lazy = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) }
+      // As a store reads it: the bytes kept (a mapped file's), not a copy.
+      let pinned = try BreakpadSymbolFile(bytes.withUnsafeBytes { CopiedBytes($0) }, reading: .onDemand)
       #expect(lazy.module == whole.module && lazy.codeID == whole.codeID, "\(name)")
       #expect(lazy.functions.map(\.address) == whole.functions.map(\.address), "\(name)")
       #expect(lazy.frameEntries.map(\.address) == whole.frameEntries.map(\.address), "\(name)")
@@ -167,12 +169,14 @@ import Testing
         probes += [entry.address, entry.address &+ entry.size &- 1] + whole.frameDeltas[entry.deltas].map(\.address)
       }
       for address in probes {
-        guard whole.frames(at: address) == lazy.frames(at: address) else {
+        guard whole.frames(at: address) == lazy.frames(at: address), whole.frames(at: address) == pinned.frames(at: address) else {
           Issue.record("\(name) at \(String(address, radix: 16)): \(lazy.frames(at: address)), reading everything \(whole.frames(at: address))")
           break
         }
         let (a, b) = (whole.frameRules(at: address), lazy.frameRules(at: address))
-        guard a?.map({ "\($0.register)=\($0.expression)" }) == b?.map({ "\($0.register)=\($0.expression)" }) else {
+        let c = pinned.frameRules(at: address)
+        guard a?.map({ "\($0.register)=\($0.expression)" }) == b?.map({ "\($0.register)=\($0.expression)" }),
+              a?.map({ "\($0.register)=\($0.expression)" }) == c?.map({ "\($0.register)=\($0.expression)" }) else {
           Issue.record("\(name) at \(String(address, radix: 16)): rules \(String(describing: b)), reading everything \(String(describing: a))")
           break
         }

@@ -96,8 +96,15 @@ package struct BreakpadWindowsFrames: Sendable {
       self.init(records: [])
       return
     }
-    guard symbols.holdsItsBytes, lines.bytes.upperBound <= symbols.ruleBytes.count else { return nil }
-    self = try ByteReader.reading(symbols.ruleBytes) { reader throws(FormatError) in try Self(reader, lines: lines) }
+    guard symbols.holdsItsBytes else { return nil }
+    var failure: FormatError?
+    let read = symbols.withFileBytes { raw -> Self? in
+      guard lines.bytes.upperBound <= raw.count else { return nil }
+      do throws(FormatError) { return try Self(ByteReader(raw), lines: lines) } catch { failure = error; return nil }
+    }
+    if let failure { throw failure }
+    guard let read = read ?? nil else { return nil }
+    self = read
   }
 
   /// Reads the records in `lines` of `bytes` (all of them when `nil`), numbering lines from its first.

@@ -98,7 +98,7 @@ package struct BreakpadSymbolFile: Sendable {
   package struct FrameEntry: Sendable, Equatable {
     package var address: UInt64
     package var size: UInt64
-    /// Its rules' text in `ruleBytes` (`ruleText(_:)`): kept as bytes, as most are never read.
+    /// Where its rules' text is in the file's bytes (`ruleText(_:)`): kept as bytes, as most are never read.
     package var rules: Range<Int>
     package var deltas: Range<Int>
     /// Read on demand: where its rows are in the file's bytes.
@@ -108,7 +108,7 @@ package struct BreakpadSymbolFile: Sendable {
   /// `STACK CFI address rules`.
   package struct FrameDelta: Sendable, Equatable {
     package var address: UInt64
-    /// Its rules' text in `ruleBytes`.
+    /// Where its rules' text is in the file's bytes.
     package var rules: Range<Int>
   }
 
@@ -145,8 +145,6 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var frameEntries: [FrameEntry] = []
   /// `STACK CFI` rows (empty read on demand: `deltas(of:)` reads an entry's).
   package private(set) var frameDeltas: [FrameDelta] = []
-  /// The text of every `STACK CFI` record's rules, one after another.
-  package private(set) var ruleBytes: [UInt8] = []
   /// The `STACK WIN` records skipped.
   package private(set) var skippedWindowsFrames = 0
   /// The bytes from the first `STACK WIN` line to the end of the last, and that first line's number.
@@ -155,10 +153,14 @@ package struct BreakpadSymbolFile: Sendable {
   /// saying how many others there were.
   package private(set) var notes: [String] = []
 
-  /// Read on demand: the file's bytes are in `ruleBytes`, and lines, inlines and rows are read there.
+  /// The file's bytes, where names read on demand, rules, lines, inlines and rows are found again: the
+  /// file itself when it was given as `PinnedBytes`, else a copy (made when there is something to find
+  /// there later), else `nil`.
+  private var storage: (any PinnedBytes)?
+  /// Read on demand: lines, inlines and rows are read in `storage` when asked for.
   private var onDemand = false
-  /// Whether the file's bytes are kept (`ruleBytes`): read on demand.
-  var holdsItsBytes: Bool { onDemand }
+  /// Whether the file's bytes are kept (`withFileBytes`): read on demand.
+  var holdsItsBytes: Bool { onDemand && storage != nil }
   /// Read on demand: `FILE` and `INLINE_ORIGIN` names, sorted by number (the file's order among equal
   /// numbers, the later one counting).
   private var fileTable: [NameRange] = [], originTable: [NameRange] = []
@@ -167,14 +169,36 @@ package struct BreakpadSymbolFile: Sendable {
   package static let noteLimit = 100
 
   /// Reads the symbol file in `bytes`. Throws `FormatError.breakpad` naming the line for a record that
-  /// breaks the format, and for a file whose first record is not `MODULE`.
+  /// breaks the format, and for a file whose first record is not `MODULE`. What is read later (on
+  /// demand, and rules) is read in a copy of the bytes, made when there is any.
   package init(_ bytes: ByteReader, reading: Reading = .everything) throws(FormatError) {
+    var storage: (any PinnedBytes)?
+    let parser = try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) -> Parser in
+      let parser = try Self.parse(raw, reading: reading)
+      if parser.deferring || parser.keptRules { storage = CopiedBytes(raw) }
+      return parser
+    }
+    try self.init(parser, storage: storage)
+  }
+
+  /// Reads the symbol file in `bytes`, as `init(_:reading:)` does, and keeps `bytes` (not a copy) for
+  /// what is read later.
+  package init(_ bytes: some PinnedBytes, reading: Reading = .everything) throws(FormatError) {
+    let parser = try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) -> Parser in
+      try Self.parse(raw, reading: reading)
+    }
+    try self.init(parser, storage: bytes)
+  }
+
+  private static func parse(_ raw: UnsafeRawBufferPointer, reading: Reading) throws(FormatError) -> Parser {
     var parser = Parser()
     parser.deferring = reading == .onDemand
-    try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) in
-      try parser.parse(raw)
-      if parser.deferring && parser.ruleBytes.isEmpty { parser.ruleBytes = Array(raw) }
-    }
+    try parser.parse(raw)
+    return parser
+  }
+
+  /// The file `parser` read, whose bytes are `storage`.
+  private init(_ parser: Parser, storage: (any PinnedBytes)?) throws(FormatError) {
     guard let module = parser.module else { throw .breakpad(line: 1, "no MODULE record: not a Breakpad symbol file") }
     self.module = module
     codeID = parser.codeID
@@ -184,7 +208,7 @@ package struct BreakpadSymbolFile: Sendable {
     inlines = parser.inlines
     inlineRanges = parser.inlineRanges
     frameDeltas = parser.frameDeltas
-    ruleBytes = parser.ruleBytes
+    self.storage = storage
     skippedWindowsFrames = parser.skippedWindowsFrames
     windowsFrameLines = parser.windowsFrameLines
     onDemand = parser.deferring
@@ -351,7 +375,7 @@ package struct BreakpadSymbolFile: Sendable {
     parser.hasModule = true
     parser.functions = [Function(address: function.address, size: function.size, parameterSize: 0, name: "",
                                  isMultiple: false, lines: 0..<0, inlines: 0..<0, nameBytes: 0..<0, body: function.body)]
-    guard Self.reread(ruleBytes, function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
+    guard reread(function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
     var lines = parser.lines
     if !Self.linesSorted(lines, lines.indices) {
       lines = lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
@@ -368,7 +392,7 @@ package struct BreakpadSymbolFile: Sendable {
     parser.hasModule = true
     parser.frameEntries = [FrameEntry(address: entry.address, size: entry.size, rules: entry.rules, deltas: 0..<0,
                                       rows: entry.rows)]
-    _ = Self.reread(ruleBytes, entry.rows, &parser)
+    _ = reread(entry.rows, &parser)
     var deltas = parser.frameDeltas
     if !parser.unsortedDeltas.isEmpty {
       deltas = deltas.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
@@ -376,16 +400,22 @@ package struct BreakpadSymbolFile: Sendable {
     return deltas[...]
   }
 
-  /// Runs `parser` over `range` of `bytes`; false when a record there is malformed.
-  private static func reread(_ bytes: [UInt8], _ range: Range<Int>, _ parser: inout Parser) -> Bool {
-    bytes.withUnsafeBytes { raw in
+  /// Runs `parser` over `range` of the file's bytes; false when a record there is malformed.
+  private func reread(_ range: Range<Int>, _ parser: inout Parser) -> Bool {
+    withFileBytes { raw in
       do {
         try parser.parse(raw, range)
         return true
       } catch {
         return false
       }
-    }
+    } ?? false
+  }
+
+  /// Calls `body` with the file's bytes, `nil` when they were not kept (read whole, without `STACK
+  /// CFI` records).
+  func withFileBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R? {
+    storage?.withUnsafeBytes(body)
   }
 
   /// The name of `FILE` record `number`, `nil` when there is none.
@@ -407,7 +437,13 @@ package struct BreakpadSymbolFile: Sendable {
 
   /// The text of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
   package func ruleText(_ range: Range<Int>) -> String {
-    ruleBytes.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+    withRuleBytes(range) { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// Calls `body` with the bytes of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
+  package func withRuleBytes<R>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    // The ranges are the reader's own, in these bytes; without them (no rules read) the text is empty.
+    withFileBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) } ?? body(UnsafeRawBufferPointer(start: nil, count: 0))
   }
 
   /// The index in `frameEntries` of the `STACK CFI INIT` record whose range holds `address`, `nil` when none does.
