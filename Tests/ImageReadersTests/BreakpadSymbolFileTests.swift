@@ -246,4 +246,25 @@ import Testing
     #expect(read + rejected == names.count * MutationTests.perFixture)
     #expect(read > 0 && rejected > 0, "mutations should both break and spare files (\(read) read, \(rejected) rejected)")
   }
+
+  /// Records out of order are sorted stably (equal addresses keep the file's order) whether they come
+  /// in a few sorted parts (merged) or in many (sorted whole): as the standard library's sort of
+  /// (address, position) pairs orders them.
+  @Test func outOfOrderRecordsSortStably() {
+    var rng = SeededGenerator(seed: 0x50A7)
+    for round in 0..<400 {
+      let runs = round < 200 ? Int.random(in: 1...BreakpadSymbolFile.mergedRuns, using: &rng) : Int.random(in: 9...40, using: &rng)
+      var items: [(key: UInt64, position: Int)] = []
+      for _ in 0..<runs {
+        var key = UInt64.random(in: 0...50, using: &rng)
+        for _ in 0..<Int.random(in: 0...30, using: &rng) {
+          items.append((key, items.count))
+          key += UInt64.random(in: 0...3, using: &rng)  // equal keys too
+        }
+      }
+      let ours = BreakpadSymbolFile.stableSorted(items, by: { $0.key }).map(\.position)
+      let reference = items.sorted { ($0.key, $0.position) < ($1.key, $1.position) }.map(\.position)
+      #expect(ours == reference, "round \(round)")
+    }
+  }
 }

@@ -223,11 +223,10 @@ package struct BreakpadSymbolFile: Sendable {
     // Lines within a function in address order; functions, publics and CFI entries too.
     var functions = parser.functions
     for function in functions where !Self.linesSorted(lines, function.lines) {
-      let sorted = lines[function.lines].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
-      lines.replaceSubrange(function.lines, with: sorted.map(\.element))
+      lines.replaceSubrange(function.lines, with: Self.stableSorted(Array(lines[function.lines]), by: { $0.address }))
     }
     if !parser.functionsSorted {
-      functions = functions.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      functions = Self.stableSorted(functions, by: { $0.address })
     }
     var overlaps = 0
     var reach: UInt64 = 0
@@ -240,18 +239,17 @@ package struct BreakpadSymbolFile: Sendable {
     self.functions = functions
     var publics = parser.publics
     if !parser.publicsSorted {
-      publics = publics.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      publics = Self.stableSorted(publics, by: { $0.address })
     }
     self.publics = publics
     var entries = parser.frameEntries
     for index in parser.unsortedDeltas {
       let entry = entries[index]
       note("the STACK CFI rows after the INIT record at \(hexDigits(entry.address)) are out of order: sorted")
-      let sorted = frameDeltas[entry.deltas].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
-      frameDeltas.replaceSubrange(entries[index].deltas, with: sorted.map(\.element))
+      frameDeltas.replaceSubrange(entries[index].deltas, with: Self.stableSorted(Array(frameDeltas[entry.deltas]), by: { $0.address }))
     }
     if !parser.entriesSorted {
-      entries = entries.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      entries = Self.stableSorted(entries, by: { $0.address })
     }
     frameEntries = entries
     if noteCount > notes.count { notes.append("\(noteCount - notes.count) more notes") }
@@ -260,14 +258,47 @@ package struct BreakpadSymbolFile: Sendable {
 
   /// `table` sorted by number, keeping the file's order among equal numbers.
   private static func sortedByNumber(_ table: [NameRange]) -> [NameRange] {
-    var sorted = true
-    for index in table.indices.dropFirst() where table[index - 1].number > table[index].number {
-      sorted = false
-      break
-    }
-    if sorted { return table }
-    return table.enumerated().sorted { ($0.element.number, $0.offset) < ($1.element.number, $1.offset) }.map(\.element)
+    stableSorted(table, by: { $0.number })
   }
+
+  /// `items` in the order of their `key`, those with equal keys in their order in `items`. Records a
+  /// file gives in a few sorted parts (dump_syms writes a Mach-O file's `STACK CFI INIT` records in
+  /// two) are merged part by part, a pass each; more parts than `mergedRuns` are sorted as a whole.
+  static func stableSorted<T>(_ items: [T], by key: (T) -> UInt64) -> [T] {
+    var starts = [0]
+    for index in items.indices.dropFirst() where key(items[index]) < key(items[index - 1]) {
+      starts.append(index)
+      guard starts.count <= mergedRuns else {
+        return items.enumerated().sorted { (key($0.element), $0.offset) < (key($1.element), $1.offset) }
+          .map(\.element)
+      }
+    }
+    guard starts.count > 1 else { return items }
+    var merged = Array(items[0..<starts[1]])
+    for (run, start) in starts.enumerated().dropFirst() {
+      let part = items[start..<(run + 1 < starts.count ? starts[run + 1] : items.count)]
+      var next: [T] = []
+      next.reserveCapacity(merged.count + part.count)
+      var left = merged.startIndex, right = part.startIndex
+      // Each round takes one item: bounded by the two runs' sizes. On equal keys the earlier run's first.
+      while left < merged.endIndex, right < part.endIndex {
+        if key(part[right]) < key(merged[left]) {
+          next.append(part[right])
+          right += 1
+        } else {
+          next.append(merged[left])
+          left += 1
+        }
+      }
+      next += merged[left...]
+      next += part[right...]
+      merged = next
+    }
+    return merged
+  }
+
+  /// The most sorted parts `stableSorted` merges.
+  static let mergedRuns = 8
 
   /// True when `lines[range]` is in address order.
   static func linesSorted(_ lines: [Line], _ range: Range<Int>) -> Bool {
@@ -378,7 +409,7 @@ package struct BreakpadSymbolFile: Sendable {
     guard reread(function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
     var lines = parser.lines
     if !Self.linesSorted(lines, lines.indices) {
-      lines = lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      lines = Self.stableSorted(lines, by: { $0.address })
     }
     return FunctionRecords(lines: lines[...], inlines: parser.inlines[...], inlineRanges: parser.inlineRanges)
   }
@@ -395,7 +426,7 @@ package struct BreakpadSymbolFile: Sendable {
     _ = reread(entry.rows, &parser)
     var deltas = parser.frameDeltas
     if !parser.unsortedDeltas.isEmpty {
-      deltas = deltas.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      deltas = Self.stableSorted(deltas, by: { $0.address })
     }
     return deltas[...]
   }
