@@ -25,12 +25,19 @@ package enum FileSystem {
 
   /// The names in directory `path` (without `.` and `..`), or `[]` when it cannot be read.
   package static func contents(_ path: String) -> [String] {
-    guard let directory = PathBytes.withCString(path, opendir) else { return [] }
+    contents(path, limit: .max) ?? []
+  }
+
+  /// The names in directory `path` (without `.` and `..`), sorted; `nil` when it cannot be read or
+  /// holds more than `limit` names (reading stops there).
+  package static func contents(_ path: String, limit: Int) -> [String]? {
+    guard let directory = PathBytes.withCString(path, opendir) else { return nil }
     defer { closedir(directory) }
     var names: [String] = []
     while let entry = readdir(directory) {
       let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in PathBytes.string(raw.prefix { $0 != 0 }) }
       if name != "." && name != ".." { names.append(name) }
+      guard names.count <= limit else { return nil }
     }
     return names.sorted()
   }

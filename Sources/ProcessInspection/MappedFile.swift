@@ -64,6 +64,12 @@ public final class MappedFile: @unchecked Sendable {
     try body(ByteReader(UnsafeRawBufferPointer(start: base, count: count)))
   }
 
+  /// Calls `body` with the whole file's bytes, at the same address while the mapping lives (a reader
+  /// that comes back to them later keeps the `MappedFile`: `PinnedBytes`).
+  package func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    try body(UnsafeRawBufferPointer(start: base, count: count))
+  }
+
   /// What a file that is not regular is, in the words of the errors; nil for a regular file.
   static func kindName(_ mode: mode_t) -> String? {
     switch mode & S_IFMT {
@@ -77,3 +83,5 @@ public final class MappedFile: @unchecked Sendable {
     }
   }
 }
+
+extension MappedFile: PinnedBytes {}

@@ -15,6 +15,14 @@ package final class SymbolStore {
   package let directories: [String]
   private var lookups: [String: (outcome: Outcome, notes: [String])] = [:]
   private var files: [String: Result<BreakpadSymbolFile, ReportError>] = [:]
+  /// The names in each store folder, listed at its first lookup: an image whose folder is not there is
+  /// not looked for further (a dump names dozens of system libraries a store seldom holds: one listing
+  /// costs less than a failed open each). `nil`: not listed, each image's folder is opened (a folder
+  /// that cannot be read, as with search permission only, or that holds more than `listingLimit`
+  /// names, where a listing would cost more than the opens it saves).
+  private var listings: [String: [String]?] = [:]
+  /// The most names a store folder's listing holds.
+  static let listingLimit = 1024
 
   /// A store over `directories` (searched in order).
   package init(directories: [String]) {
@@ -55,7 +63,7 @@ package final class SymbolStore {
     var notes: [String] = []
     var mismatch: (fileID: String, path: String)?
     var outcome = Outcome.missing
-    search: for directory in directories {
+    search: for directory in directories where mayHold(directory, folder) {
       for id in FileSystem.contents(directory + "/" + folder).sorted() {
         let path = directory + "/" + folder + "/" + id + "/" + fileName
         // Other builds' folders are only named, and only the first is looked at: a store keeps many.
@@ -86,6 +94,19 @@ package final class SymbolStore {
     return (outcome, notes)
   }
 
+  /// False when store folder `directory` was listed and has no entry `folder`.
+  private func mayHold(_ directory: String, _ folder: String) -> Bool {
+    if listings[directory] == nil { listings[directory] = .some(FileSystem.contents(directory, limit: Self.listingLimit)) }
+    guard case let names?? = listings[directory] else { return true }
+    // Sorted by `<`, as the search below compares.
+    var low = 0, high = names.count
+    while low < high {
+      let middle = (low + high) / 2
+      if names[middle] < folder { low = middle + 1 } else { high = middle }
+    }
+    return low < names.count && names[low] == folder
+  }
+
   /// The 16 UUID bytes a Breakpad debug id stands for (its GUID fields swapped back), `nil` when it is
   /// not 32 hex digits and an age of up to 8.
   static func uuid(ofDebugID text: String) -> [UInt8]? {
@@ -99,8 +120,8 @@ package final class SymbolStore {
     if let known = files[path] { return known }
     let result: Result<BreakpadSymbolFile, ReportError>
     do {
-      let mapped = try MappedFile(path: path)
-      result = .success(try mapped.withReader { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) })
+      // The mapping is kept (not copied): what is read on demand is read there.
+      result = .success(try BreakpadSymbolFile(try MappedFile(path: path), reading: .onDemand))
     } catch {
       result = .failure(ReportError("\(error)"))
     }

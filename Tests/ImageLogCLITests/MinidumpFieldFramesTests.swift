@@ -109,6 +109,30 @@ import Testing
     Self.expectSameFrames(ours: oursBare, theirs: theirsBare, name + " (no stores)")
   }
 
+  /// A store folder is listed once and only the modules named there are looked for, unless it holds
+  /// more names than a listing is worth (1024): then each module's folder is opened, as before. The
+  /// macOS dump's 53 modules, one of them in rust-minidump's store, give the same document both ways,
+  /// its crash-client frames named from the store.
+  @Test func aLargeStoreIsSearchedAsASmallOne() throws {
+    let directory = try makeTemporaryDirectory("imagelog-large-store")
+    defer { _ = try? runChild(["rm", "-rf", directory]) }
+    let large = directory + "/symbols"
+    _ = try runChild(["cp", "-R", MinidumpFieldCLITests.fieldFolder + "/rust-minidump/symbols", large])
+    _ = try runChild(["mkdir"] + (0..<1_100).map { "\(large)/module-\($0)" })
+    let dump = MinidumpFieldCLITests.fieldFolder + "/rust-minidump/pipeline-inlines-macos-segv.dmp"
+    func document(_ store: String) throws -> String {
+      let run = try runChild([MinidumpCLI.imagelog, "symbolicate", "--no-cache", "--format", "stackwalk-json",
+                              "--symbols", store, dump])
+      try #require(run.exitCode == 0, "\(run.error)")
+      return run.output
+    }
+    let listed = try document(MinidumpFieldCLITests.fieldFolder + "/rust-minidump/symbols")
+    #expect(try document(large) == listed)
+    let named = try JSONValue.parse(listed[...])["threads"]?.array?.flatMap { $0["frames"]?.array ?? [] }
+      .filter { $0["module"]?.string == "crash-client" && $0["function"]?.string != nil }
+    #expect((named?.count ?? 0) > 10, "\(named?.count ?? 0) crash-client frames named")
+  }
+
   // MARK: 32-bit ARM
 
   /// Neither Breakpad's nor rust-minidump's test data holds a 32-bit ARM (or arm64) minidump, only

@@ -148,6 +148,8 @@ import Testing
       let bytes = try Fixtures.bytes(name)
       let whole = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader) }
       let lazy = try ByteReader.reading(bytes) { reader throws(FormatError) in try BreakpadSymbolFile(reader, reading: .onDemand) }
+      // As a store reads it: the bytes kept (a mapped file's), not a copy.
+      let pinned = try BreakpadSymbolFile(bytes.withUnsafeBytes { CopiedBytes($0) }, reading: .onDemand)
       #expect(lazy.module == whole.module && lazy.codeID == whole.codeID, "\(name)")
       #expect(lazy.functions.map(\.address) == whole.functions.map(\.address), "\(name)")
       #expect(lazy.frameEntries.map(\.address) == whole.frameEntries.map(\.address), "\(name)")
@@ -167,12 +169,14 @@ import Testing
         probes += [entry.address, entry.address &+ entry.size &- 1] + whole.frameDeltas[entry.deltas].map(\.address)
       }
       for address in probes {
-        guard whole.frames(at: address) == lazy.frames(at: address) else {
+        guard whole.frames(at: address) == lazy.frames(at: address), whole.frames(at: address) == pinned.frames(at: address) else {
           Issue.record("\(name) at \(String(address, radix: 16)): \(lazy.frames(at: address)), reading everything \(whole.frames(at: address))")
           break
         }
         let (a, b) = (whole.frameRules(at: address), lazy.frameRules(at: address))
-        guard a?.map({ "\($0.register)=\($0.expression)" }) == b?.map({ "\($0.register)=\($0.expression)" }) else {
+        let c = pinned.frameRules(at: address)
+        guard a?.map({ "\($0.register)=\($0.expression)" }) == b?.map({ "\($0.register)=\($0.expression)" }),
+              a?.map({ "\($0.register)=\($0.expression)" }) == c?.map({ "\($0.register)=\($0.expression)" }) else {
           Issue.record("\(name) at \(String(address, radix: 16)): rules \(String(describing: b)), reading everything \(String(describing: a))")
           break
         }
@@ -241,5 +245,26 @@ import Testing
     }
     #expect(read + rejected == names.count * MutationTests.perFixture)
     #expect(read > 0 && rejected > 0, "mutations should both break and spare files (\(read) read, \(rejected) rejected)")
+  }
+
+  /// Records out of order are sorted stably (equal addresses keep the file's order) whether they come
+  /// in a few sorted parts (merged) or in many (sorted whole): as the standard library's sort of
+  /// (address, position) pairs orders them.
+  @Test func outOfOrderRecordsSortStably() {
+    var rng = SeededGenerator(seed: 0x50A7)
+    for round in 0..<400 {
+      let runs = round < 200 ? Int.random(in: 1...BreakpadSymbolFile.mergedRuns, using: &rng) : Int.random(in: 9...40, using: &rng)
+      var items: [(key: UInt64, position: Int)] = []
+      for _ in 0..<runs {
+        var key = UInt64.random(in: 0...50, using: &rng)
+        for _ in 0..<Int.random(in: 0...30, using: &rng) {
+          items.append((key, items.count))
+          key += UInt64.random(in: 0...3, using: &rng)  // equal keys too
+        }
+      }
+      let ours = BreakpadSymbolFile.stableSorted(items, by: { $0.key }).map(\.position)
+      let reference = items.sorted { ($0.key, $0.position) < ($1.key, $1.position) }.map(\.position)
+      #expect(ours == reference, "round \(round)")
+    }
   }
 }

@@ -135,6 +135,43 @@ import Testing
     #expect(frames.notes.count == 3, "\(frames.notes)")
   }
 
+  /// Random record lists, in order and not, overlapping, adjacent and repeated, keep the entries the
+  /// sort-then-keep of before kept (the reference below): the in-order shortcut changes nothing.
+  @Test func keptEntriesAsBefore() {
+    func reference(_ list: [Record]) -> [(UInt64, UInt64, Record)] {
+      let sorted = list.compactMap { record in record.lastAddress.map { (record.address, $0, record) } }
+        .enumerated().sorted { ($0.element.0, $0.element.1, $0.offset) < ($1.element.0, $1.element.1, $1.offset) }
+      var entries: [(UInt64, UInt64, Record)] = []
+      for (_, entry) in sorted {
+        if let previous = entries.last {
+          if entry.0 <= previous.1, entry.2 != previous.2 { continue }
+          let (next, overflow) = previous.1.addingReportingOverflow(1)
+          if entry.0 <= (overflow ? previous.1 : next), entry.2 == previous.2 {
+            entries[entries.count - 1].1 = max(previous.1, entry.1)
+            continue
+          }
+        }
+        entries.append(entry)
+      }
+      return entries
+    }
+    var rng = SeededGenerator(seed: 0x4B3E)
+    for round in 0..<2_000 {
+      var list: [Record] = []
+      var address = UInt64.random(in: 0...0x40, using: &rng)
+      for _ in 0..<Int.random(in: 0...12, using: &rng) {
+        let record = Record(address: address, size: UInt64.random(in: 0...0x20, using: &rng),
+                            parameterSize: UInt32.random(in: 0...1, using: &rng))
+        list.append(record)
+        if Int.random(in: 0..<5, using: &rng) == 0 { list.append(record) }
+        address = round % 2 == 0 ? address + UInt64.random(in: 0...0x20, using: &rng) : UInt64.random(in: 0...0x80, using: &rng)
+      }
+      if round % 7 == 0 { list.append(Record(address: .max - 3, size: 8)) }
+      let ours = BreakpadWindowsFrames.kept(list).map { "\($0.first) \($0.last) \($0.record)" }
+      #expect(ours == reference(list).map { "\($0.0) \($0.1) \($0.2)" }, "round \(round)")
+    }
+  }
+
   @Test(arguments: [
     ("STACK WIN 4 1000", FormatError.breakpad(line: 2, "STACK WIN has no code size")),
     ("STACK WIN 4 zz 10 0 0 0 0 0 0 1 x", .breakpad(line: 2, "STACK WIN address \"zz\" is not hex")),

@@ -14,9 +14,8 @@ extension BreakpadSymbolFile {
     var publics: [Public] = []
     var frameEntries: [FrameEntry] = []
     var frameDeltas: [FrameDelta] = []
-    /// The file's bytes, copied whole at the first `STACK CFI` record (or at the start, reading on
-    /// demand): rules, and what is read on demand, are ranges in it.
-    var ruleBytes: [UInt8] = []
+    /// Whether a `STACK CFI` record's rules were kept as a range of the bytes (they are read there later).
+    var keptRules = false
     /// Reading on demand (`Reading.onDemand`): line, `INLINE` and `STACK CFI` row records are only
     /// skipped over, their bytes noted (`Function.body`, `FrameEntry.rows`), and `FILE` and
     /// `INLINE_ORIGIN` names kept as ranges in `fileTable`, `originTable`.
@@ -271,10 +270,10 @@ extension BreakpadSymbolFile {
       frameEntries[frameEntries.count - 1].deltas = entry.deltas.lowerBound..<frameDeltas.count
     }
 
-    /// Where the rest of the line (as `Fields.rest`) is in `ruleBytes`, the file's bytes copied whole the
-    /// first time (one copy instead of one per record).
+    /// Where the rest of the line (as `Fields.rest`) is in the file's bytes, which are kept (one copy or
+    /// none, instead of one per record).
     private mutating func keepRules(_ fields: inout Fields) -> Range<Int> {
-      if ruleBytes.isEmpty && rereading == nil { ruleBytes = Array(bytes) }
+      keptRules = true
       return fields.restRange()
     }
 

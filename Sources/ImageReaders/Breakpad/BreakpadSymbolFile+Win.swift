@@ -96,8 +96,15 @@ package struct BreakpadWindowsFrames: Sendable {
       self.init(records: [])
       return
     }
-    guard symbols.holdsItsBytes, lines.bytes.upperBound <= symbols.ruleBytes.count else { return nil }
-    self = try ByteReader.reading(symbols.ruleBytes) { reader throws(FormatError) in try Self(reader, lines: lines) }
+    guard symbols.holdsItsBytes else { return nil }
+    var failure: FormatError?
+    let read = symbols.withFileBytes { raw -> Self? in
+      guard lines.bytes.upperBound <= raw.count else { return nil }
+      do throws(FormatError) { return try Self(ByteReader(raw), lines: lines) } catch { failure = error; return nil }
+    }
+    if let failure { throw failure }
+    guard let read = read ?? nil else { return nil }
+    self = read
   }
 
   /// Reads the records in `lines` of `bytes` (all of them when `nil`), numbering lines from its first.
@@ -241,22 +248,34 @@ package struct BreakpadWindowsFrames: Sendable {
   /// The records in address order with none overlapping another (rust-minidump's `into_rangemap_safe`):
   /// one that starts inside a kept one is left out, unless it is the same record (then they join).
   static func kept(_ list: [Record]) -> [Entry] {
-    let sorted = list.compactMap { record in record.lastAddress.map { Entry(first: record.address, last: $0, record: record) } }
-      .enumerated().sorted { ($0.element.first, $0.element.last, $0.offset) < ($1.element.first, $1.element.last, $1.offset) }
-    var entries: [Entry] = []
-    entries.reserveCapacity(sorted.count)
-    for (_, entry) in sorted {
-      if let previous = entries.last {
+    var sorted: [Entry] = []
+    sorted.reserveCapacity(list.count)
+    for record in list {
+      if let last = record.lastAddress { sorted.append(Entry(first: record.address, last: last, record: record)) }
+    }
+    // A file's records are mostly in address order already: sorted (stably) only when they are not.
+    if sorted.indices.dropFirst().contains(where: { (sorted[$0].first, sorted[$0].last) < (sorted[$0 - 1].first, sorted[$0 - 1].last) }) {
+      sorted = sorted.enumerated()
+        .sorted { ($0.element.first, $0.element.last, $0.offset) < ($1.element.first, $1.element.last, $1.offset) }.map(\.element)
+    }
+    // Those kept moved to the front, in place: `sorted[..<kept]`.
+    var kept = 0
+    for index in sorted.indices {
+      let entry = sorted[index]
+      if kept > 0 {
+        let previous = sorted[kept - 1]
         if entry.first <= previous.last, entry.record != previous.record { continue }
         let (next, overflow) = previous.last.addingReportingOverflow(1)
         if entry.first <= (overflow ? previous.last : next), entry.record == previous.record {
-          entries[entries.count - 1].last = max(previous.last, entry.last)
+          sorted[kept - 1].last = max(previous.last, entry.last)
           continue
         }
       }
-      entries.append(entry)
+      sorted[kept] = entry  // kept <= index
+      kept += 1
     }
-    return entries
+    sorted.removeSubrange(kept...)
+    return sorted
   }
 }
 

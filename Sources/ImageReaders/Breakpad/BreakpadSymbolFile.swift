@@ -98,7 +98,7 @@ package struct BreakpadSymbolFile: Sendable {
   package struct FrameEntry: Sendable, Equatable {
     package var address: UInt64
     package var size: UInt64
-    /// Its rules' text in `ruleBytes` (`ruleText(_:)`): kept as bytes, as most are never read.
+    /// Where its rules' text is in the file's bytes (`ruleText(_:)`): kept as bytes, as most are never read.
     package var rules: Range<Int>
     package var deltas: Range<Int>
     /// Read on demand: where its rows are in the file's bytes.
@@ -108,7 +108,7 @@ package struct BreakpadSymbolFile: Sendable {
   /// `STACK CFI address rules`.
   package struct FrameDelta: Sendable, Equatable {
     package var address: UInt64
-    /// Its rules' text in `ruleBytes`.
+    /// Where its rules' text is in the file's bytes.
     package var rules: Range<Int>
   }
 
@@ -145,8 +145,6 @@ package struct BreakpadSymbolFile: Sendable {
   package private(set) var frameEntries: [FrameEntry] = []
   /// `STACK CFI` rows (empty read on demand: `deltas(of:)` reads an entry's).
   package private(set) var frameDeltas: [FrameDelta] = []
-  /// The text of every `STACK CFI` record's rules, one after another.
-  package private(set) var ruleBytes: [UInt8] = []
   /// The `STACK WIN` records skipped.
   package private(set) var skippedWindowsFrames = 0
   /// The bytes from the first `STACK WIN` line to the end of the last, and that first line's number.
@@ -155,10 +153,14 @@ package struct BreakpadSymbolFile: Sendable {
   /// saying how many others there were.
   package private(set) var notes: [String] = []
 
-  /// Read on demand: the file's bytes are in `ruleBytes`, and lines, inlines and rows are read there.
+  /// The file's bytes, where names read on demand, rules, lines, inlines and rows are found again: the
+  /// file itself when it was given as `PinnedBytes`, else a copy (made when there is something to find
+  /// there later), else `nil`.
+  private var storage: (any PinnedBytes)?
+  /// Read on demand: lines, inlines and rows are read in `storage` when asked for.
   private var onDemand = false
-  /// Whether the file's bytes are kept (`ruleBytes`): read on demand.
-  var holdsItsBytes: Bool { onDemand }
+  /// Whether the file's bytes are kept (`withFileBytes`): read on demand.
+  var holdsItsBytes: Bool { onDemand && storage != nil }
   /// Read on demand: `FILE` and `INLINE_ORIGIN` names, sorted by number (the file's order among equal
   /// numbers, the later one counting).
   private var fileTable: [NameRange] = [], originTable: [NameRange] = []
@@ -167,14 +169,36 @@ package struct BreakpadSymbolFile: Sendable {
   package static let noteLimit = 100
 
   /// Reads the symbol file in `bytes`. Throws `FormatError.breakpad` naming the line for a record that
-  /// breaks the format, and for a file whose first record is not `MODULE`.
+  /// breaks the format, and for a file whose first record is not `MODULE`. What is read later (on
+  /// demand, and rules) is read in a copy of the bytes, made when there is any.
   package init(_ bytes: ByteReader, reading: Reading = .everything) throws(FormatError) {
+    var storage: (any PinnedBytes)?
+    let parser = try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) -> Parser in
+      let parser = try Self.parse(raw, reading: reading)
+      if parser.deferring || parser.keptRules { storage = CopiedBytes(raw) }
+      return parser
+    }
+    try self.init(parser, storage: storage)
+  }
+
+  /// Reads the symbol file in `bytes`, as `init(_:reading:)` does, and keeps `bytes` (not a copy) for
+  /// what is read later.
+  package init(_ bytes: some PinnedBytes, reading: Reading = .everything) throws(FormatError) {
+    let parser = try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) -> Parser in
+      try Self.parse(raw, reading: reading)
+    }
+    try self.init(parser, storage: bytes)
+  }
+
+  private static func parse(_ raw: UnsafeRawBufferPointer, reading: Reading) throws(FormatError) -> Parser {
     var parser = Parser()
     parser.deferring = reading == .onDemand
-    try bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(FormatError) in
-      try parser.parse(raw)
-      if parser.deferring && parser.ruleBytes.isEmpty { parser.ruleBytes = Array(raw) }
-    }
+    try parser.parse(raw)
+    return parser
+  }
+
+  /// The file `parser` read, whose bytes are `storage`.
+  private init(_ parser: Parser, storage: (any PinnedBytes)?) throws(FormatError) {
     guard let module = parser.module else { throw .breakpad(line: 1, "no MODULE record: not a Breakpad symbol file") }
     self.module = module
     codeID = parser.codeID
@@ -184,7 +208,7 @@ package struct BreakpadSymbolFile: Sendable {
     inlines = parser.inlines
     inlineRanges = parser.inlineRanges
     frameDeltas = parser.frameDeltas
-    ruleBytes = parser.ruleBytes
+    self.storage = storage
     skippedWindowsFrames = parser.skippedWindowsFrames
     windowsFrameLines = parser.windowsFrameLines
     onDemand = parser.deferring
@@ -199,11 +223,10 @@ package struct BreakpadSymbolFile: Sendable {
     // Lines within a function in address order; functions, publics and CFI entries too.
     var functions = parser.functions
     for function in functions where !Self.linesSorted(lines, function.lines) {
-      let sorted = lines[function.lines].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
-      lines.replaceSubrange(function.lines, with: sorted.map(\.element))
+      lines.replaceSubrange(function.lines, with: Self.stableSorted(Array(lines[function.lines]), by: { $0.address }))
     }
     if !parser.functionsSorted {
-      functions = functions.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      functions = Self.stableSorted(functions, by: { $0.address })
     }
     var overlaps = 0
     var reach: UInt64 = 0
@@ -216,18 +239,17 @@ package struct BreakpadSymbolFile: Sendable {
     self.functions = functions
     var publics = parser.publics
     if !parser.publicsSorted {
-      publics = publics.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      publics = Self.stableSorted(publics, by: { $0.address })
     }
     self.publics = publics
     var entries = parser.frameEntries
     for index in parser.unsortedDeltas {
       let entry = entries[index]
       note("the STACK CFI rows after the INIT record at \(hexDigits(entry.address)) are out of order: sorted")
-      let sorted = frameDeltas[entry.deltas].enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }
-      frameDeltas.replaceSubrange(entries[index].deltas, with: sorted.map(\.element))
+      frameDeltas.replaceSubrange(entries[index].deltas, with: Self.stableSorted(Array(frameDeltas[entry.deltas]), by: { $0.address }))
     }
     if !parser.entriesSorted {
-      entries = entries.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      entries = Self.stableSorted(entries, by: { $0.address })
     }
     frameEntries = entries
     if noteCount > notes.count { notes.append("\(noteCount - notes.count) more notes") }
@@ -236,14 +258,47 @@ package struct BreakpadSymbolFile: Sendable {
 
   /// `table` sorted by number, keeping the file's order among equal numbers.
   private static func sortedByNumber(_ table: [NameRange]) -> [NameRange] {
-    var sorted = true
-    for index in table.indices.dropFirst() where table[index - 1].number > table[index].number {
-      sorted = false
-      break
-    }
-    if sorted { return table }
-    return table.enumerated().sorted { ($0.element.number, $0.offset) < ($1.element.number, $1.offset) }.map(\.element)
+    stableSorted(table, by: { $0.number })
   }
+
+  /// `items` in the order of their `key`, those with equal keys in their order in `items`. Records a
+  /// file gives in a few sorted parts (dump_syms writes a Mach-O file's `STACK CFI INIT` records in
+  /// two) are merged part by part, a pass each; more parts than `mergedRuns` are sorted as a whole.
+  static func stableSorted<T>(_ items: [T], by key: (T) -> UInt64) -> [T] {
+    var starts = [0]
+    for index in items.indices.dropFirst() where key(items[index]) < key(items[index - 1]) {
+      starts.append(index)
+      guard starts.count <= mergedRuns else {
+        return items.enumerated().sorted { (key($0.element), $0.offset) < (key($1.element), $1.offset) }
+          .map(\.element)
+      }
+    }
+    guard starts.count > 1 else { return items }
+    var merged = Array(items[0..<starts[1]])
+    for (run, start) in starts.enumerated().dropFirst() {
+      let part = items[start..<(run + 1 < starts.count ? starts[run + 1] : items.count)]
+      var next: [T] = []
+      next.reserveCapacity(merged.count + part.count)
+      var left = merged.startIndex, right = part.startIndex
+      // Each round takes one item: bounded by the two runs' sizes. On equal keys the earlier run's first.
+      while left < merged.endIndex, right < part.endIndex {
+        if key(part[right]) < key(merged[left]) {
+          next.append(part[right])
+          right += 1
+        } else {
+          next.append(merged[left])
+          left += 1
+        }
+      }
+      next += merged[left...]
+      next += part[right...]
+      merged = next
+    }
+    return merged
+  }
+
+  /// The most sorted parts `stableSorted` merges.
+  static let mergedRuns = 8
 
   /// True when `lines[range]` is in address order.
   static func linesSorted(_ lines: [Line], _ range: Range<Int>) -> Bool {
@@ -351,10 +406,10 @@ package struct BreakpadSymbolFile: Sendable {
     parser.hasModule = true
     parser.functions = [Function(address: function.address, size: function.size, parameterSize: 0, name: "",
                                  isMultiple: false, lines: 0..<0, inlines: 0..<0, nameBytes: 0..<0, body: function.body)]
-    guard Self.reread(ruleBytes, function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
+    guard reread(function.body, &parser) else { return FunctionRecords(lines: [], inlines: [], inlineRanges: []) }
     var lines = parser.lines
     if !Self.linesSorted(lines, lines.indices) {
-      lines = lines.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      lines = Self.stableSorted(lines, by: { $0.address })
     }
     return FunctionRecords(lines: lines[...], inlines: parser.inlines[...], inlineRanges: parser.inlineRanges)
   }
@@ -368,24 +423,30 @@ package struct BreakpadSymbolFile: Sendable {
     parser.hasModule = true
     parser.frameEntries = [FrameEntry(address: entry.address, size: entry.size, rules: entry.rules, deltas: 0..<0,
                                       rows: entry.rows)]
-    _ = Self.reread(ruleBytes, entry.rows, &parser)
+    _ = reread(entry.rows, &parser)
     var deltas = parser.frameDeltas
     if !parser.unsortedDeltas.isEmpty {
-      deltas = deltas.enumerated().sorted { ($0.element.address, $0.offset) < ($1.element.address, $1.offset) }.map(\.element)
+      deltas = Self.stableSorted(deltas, by: { $0.address })
     }
     return deltas[...]
   }
 
-  /// Runs `parser` over `range` of `bytes`; false when a record there is malformed.
-  private static func reread(_ bytes: [UInt8], _ range: Range<Int>, _ parser: inout Parser) -> Bool {
-    bytes.withUnsafeBytes { raw in
+  /// Runs `parser` over `range` of the file's bytes; false when a record there is malformed.
+  private func reread(_ range: Range<Int>, _ parser: inout Parser) -> Bool {
+    withFileBytes { raw in
       do {
         try parser.parse(raw, range)
         return true
       } catch {
         return false
       }
-    }
+    } ?? false
+  }
+
+  /// Calls `body` with the file's bytes, `nil` when they were not kept (read whole, without `STACK
+  /// CFI` records).
+  func withFileBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R? {
+    storage?.withUnsafeBytes(body)
   }
 
   /// The name of `FILE` record `number`, `nil` when there is none.
@@ -407,7 +468,13 @@ package struct BreakpadSymbolFile: Sendable {
 
   /// The text of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
   package func ruleText(_ range: Range<Int>) -> String {
-    ruleBytes.withUnsafeBytes { String(decoding: UnsafeRawBufferPointer(rebasing: $0[range]), as: UTF8.self) }
+    withRuleBytes(range) { String(decoding: $0, as: UTF8.self) }
+  }
+
+  /// Calls `body` with the bytes of a `STACK CFI` record's rules (`FrameEntry.rules`, `FrameDelta.rules`).
+  package func withRuleBytes<R>(_ range: Range<Int>, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    // The ranges are the reader's own, in these bytes; without them (no rules read) the text is empty.
+    withFileBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) } ?? body(UnsafeRawBufferPointer(start: nil, count: 0))
   }
 
   /// The index in `frameEntries` of the `STACK CFI INIT` record whose range holds `address`, `nil` when none does.
