@@ -249,8 +249,8 @@ static inline int il_unloaded_get(const il_unloaded_history *history, uint32_t a
 
 /* The newest removed image whose mapped range held `address`, into `out`: 1, or 0. Each entry's range
    is looked at first and only an entry that holds `address` is copied (and checked whole): a report
-   looks up every frame, and copying every entry for each made a full history of 64 cost about 0.2 ms
-   of the crash handler's time (BENCHMARKS.md, "Crash report with the image history"). */
+   looks up every frame, and copying every entry for each was a measurable share of the crash handler's
+   time with a full history (BENCHMARKS.md, "Crash report with the image history"). */
 static inline int il_unloaded_lookup(const il_unloaded_history *history, uint64_t address, il_unloaded_entry *out) {
   uint32_t capacity = __atomic_load_n(&history->capacity, __ATOMIC_SEQ_CST);
   uint64_t written = __atomic_load_n(&history->written, __ATOMIC_SEQ_CST);

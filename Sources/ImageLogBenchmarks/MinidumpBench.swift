@@ -313,8 +313,8 @@ private func sizeBenchmark(_ tools: MinidumpBenchTools, in directory: String) th
 /// Dumps whose modules are named and unwound from large `.sym` files alone: the field dumps of
 /// Breakpad's and rust-minidump's testdata with their symbol folders (Tests/ImageReadersTests/Fixtures/
 /// minidump-field), and a Crashpad dump of Tests/Programs/minidump-crashpad-cxx.cpp faulting inside
-/// libstdc++'s debug build, run from a folder deleted after the crash (its .sym, dump_syms', 3.5 MB on
-/// Debian 12). `imagelog symbolicate --symbols STORE` against `minidump-stackwalk --symbols-path STORE`.
+/// libstdc++'s debug build, run from a folder deleted after the crash (its .sym is dump_syms'; the table
+/// gives each .sym's size). `imagelog symbolicate --symbols STORE` against `minidump-stackwalk --symbols-path STORE`.
 func symbolFileReadingBenchmarks() throws -> [BenchmarkTable] {
   guard let handler = pipelineToolPath("crashpad_handler"), let stackwalk = pipelineToolPath("minidump-stackwalk"),
         let dumpSyms = pipelineToolPath("dump_syms") else {

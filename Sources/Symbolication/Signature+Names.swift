@@ -4,7 +4,8 @@ import ImageReaders
 /// type and qualifiers dropped, template arguments `<T>`, parameters gone, the line added for the
 /// functions the lists name, `, ` between arguments, Rust's hash suffix dropped. Worked on Unicode
 /// scalars, as Python works on code points; text searched as UTF-8 (`utf8Range(of:)`: the generic
-/// `contains`/`firstRange(of:)`'s first use cost a small `symbolicate` run more than the search).
+/// `contains`/`firstRange(of:)`'s first use cost a small `symbolicate` run more than the search:
+/// BENCHMARKS.md, the .sym area).
 enum SignatureNames {
   typealias Scalars = [Unicode.Scalar]
 

@@ -48,8 +48,8 @@ extension StringProtocol {
 
 extension StringProtocol {
   /// The words between single spaces, without empty ones (`split(separator: " ")` for a space that is
-  /// its own Character). Walked as UTF-8: the Character split's generic walk dominated the time a
-  /// small `symbolicate --symbols` run spent on STACK CFI rules (BENCHMARKS.md, the .sym area).
+  /// its own Character). Walked as UTF-8, as the rest of a `.sym` is: the Character split's generic
+  /// walk costs more than the split (BENCHMARKS.md, the .sym area).
   package var spaceSeparatedWords: [Substring] {
     let whole = Substring(self)
     let bytes = whole.utf8
