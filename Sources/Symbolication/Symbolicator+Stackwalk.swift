@@ -74,7 +74,7 @@ extension Symbolicator {
         let base = loaded.loadAddress
         image.namesAddress = { address in
           let (offset, below) = address.subtractingReportingOverflow(base)
-          return !below && (symbols.function(containing: offset) != nil || symbols.publicSymbol(at: offset) != nil)
+          return !below && symbols.namesAddress(offset)
         }
       }
       return image

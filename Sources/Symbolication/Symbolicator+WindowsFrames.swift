@@ -31,9 +31,9 @@ struct BreakpadWindowsFrameSource: WindowsFrameSource {
   }
 
   func parameterSize(at address: UInt64) -> UInt32? {
-    if let function = symbols.function(containing: address) {
+    if let index = symbols.functionIndex(containing: address) {
       // rust-minidump keeps parameter sizes in 32 bits.
-      return frames.record(covering: address)?.parameterSize ?? UInt32(truncatingIfNeeded: function.parameterSize)
+      return frames.record(covering: address)?.parameterSize ?? UInt32(truncatingIfNeeded: symbols.functions[index].parameterSize)
     }
     return symbols.publicSymbol(at: address).map { UInt32(truncatingIfNeeded: $0.parameterSize) }
   }

@@ -4,15 +4,20 @@ extension BreakpadSymbolFile {
   /// The `FUNC` holding `address`: of those starting at or below it, the nearest that contains it
   /// (with overlapping records, a few before the nearest are tried too).
   package func function(containing address: UInt64) -> Function? {
+    guard let index = functionIndex(containing: address) else { return nil }
+    guard onDemand else { return functions[index] }
+    var function = functions[index]
+    function.name = ruleText(function.nameBytes)
+    return function
+  }
+
+  /// The index in `functions` of the `FUNC` `function(containing:)` finds, its name not read: what a
+  /// question about the record alone asks (a stack scan's "is this word in a function?").
+  package func functionIndex(containing address: UInt64) -> Int? {
     var index = Self.lastIndex(functions, atOrBelow: address, \.address)
     var tries = 0
     while let current = index, tries < 8 {
-      if functions[current].contains(address) {
-        guard onDemand else { return functions[current] }
-        var function = functions[current]
-        function.name = ruleText(function.nameBytes)
-        return function
-      }
+      if functions[current].contains(address) { return current }
       index = current > 0 ? current - 1 : nil
       tries += 1
     }
@@ -22,14 +27,22 @@ extension BreakpadSymbolFile {
   /// The `PUBLIC` naming `address` when no `FUNC` holds it: the nearest at or below it, unless a
   /// `FUNC` starts between them (a package extends to the next address a record names).
   package func publicSymbol(at address: UInt64) -> Public? {
-    guard function(containing: address) == nil, let index = Self.lastIndex(publics, atOrBelow: address, \.address) else {
+    guard functionIndex(containing: address) == nil else { return nil }
+    return publicIndex(outsideFunctionsAt: address).map { publics[$0] }
+  }
+
+  /// Whether a `FUNC` or a `PUBLIC` record names `address` (no name read).
+  package func namesAddress(_ address: UInt64) -> Bool {
+    functionIndex(containing: address) != nil || publicIndex(outsideFunctionsAt: address) != nil
+  }
+
+  /// `publicSymbol(at:)`'s record, for an address no `FUNC` holds.
+  private func publicIndex(outsideFunctionsAt address: UInt64) -> Int? {
+    guard let index = Self.lastIndex(publics, atOrBelow: address, \.address) else { return nil }
+    if let nearest = Self.lastIndex(functions, atOrBelow: address, \.address), functions[nearest].address > publics[index].address {
       return nil
     }
-    let symbol = publics[index]
-    if let nearest = Self.lastIndex(functions, atOrBelow: address, \.address), functions[nearest].address > symbol.address {
-      return nil
-    }
-    return symbol
+    return index
   }
 
   /// The source frames of `address`, innermost first: the inlined calls holding it (deepest first),
