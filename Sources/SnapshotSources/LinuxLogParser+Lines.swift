@@ -170,7 +170,7 @@ extension LinuxLogParser {
       case .other: module = content.trimmingSpaces  // no offset to place it
       default: middleEnd = end
       }
-      if var name = module, name.hasSuffix(" (deleted)") { name.removeLast(" (deleted)".count); module = name }
+      module = module.map { ProcessInspection.Image.withoutDeletedMark($0).path }
       if module == "n/a" || module?.isEmpty == true { module = nil }
     }
     let middle = ascii(b, addressEnd..<max(addressEnd, middleEnd)).trimmingSpaces
@@ -185,8 +185,7 @@ extension LinuxLogParser {
     guard let plus = content.lastIndex(of: "+") else { return nil }
     let offsetText = content[content.index(after: plus)...].trimmingSpaces
     guard offsetText.hasPrefix("0x"), let value = ReportText.hexNumber(offsetText) else { return nil }
-    var module = content[..<plus].trimmingSpaces
-    if module.hasSuffix(" (deleted)") { module.removeLast(" (deleted)".count) }
+    let module = ProcessInspection.Image.withoutDeletedMark(content[..<plus].trimmingSpaces).path
     return (module == "<unknown module>" || module == "n/a" || module.isEmpty ? nil : module, value)
   }
 
