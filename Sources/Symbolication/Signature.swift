@@ -204,13 +204,13 @@ package enum Signature {
 
 extension ProcessSnapshot {
   /// The snapshot as the signature's input: the frames as `--format stackwalk-json` writes them
-  /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it. `allThreads: false`: only the
-  /// thread the signature walks has its frames (the others are empty): naming every thread's frames
-  /// for a signature that reads one thread is work thrown away.
-  package func signatureInput(allThreads: Bool = true) -> SignatureInput {
+  /// (`stackwalkFrameName`), the crash as minidump-stackwalk names it. Only the thread the signature
+  /// walks has its frames (the others are empty): naming every thread's frames for a signature that
+  /// reads one thread is work thrown away.
+  package func signatureInput() -> SignatureInput {
     let requesting = crashedThreadIndex ?? self.threads.firstIndex(where: \.requestedDump)
     let threads = threads.enumerated().map { index, thread in
-      guard allThreads || index == requesting ?? 0 else { return [SignatureInput.Frame]() }
+      guard index == requesting ?? 0 else { return [SignatureInput.Frame]() }
       return thread.frames.map { frame -> SignatureInput.Frame in
         let name = stackwalkFrameName(frame)
         let inlines = frame.symbols.functions.count > 1 ? frame.symbols.functions.dropLast().map {
@@ -227,7 +227,7 @@ extension ProcessSnapshot {
 
   /// The signature of the snapshot's crashing thread (thread 0 when none is marked), with `lists`.
   package func signature(lists: SignatureLists) -> String {
-    Signature.signature(of: signatureInput(allThreads: false), lists: lists)
+    Signature.signature(of: signatureInput(), lists: lists)
   }
 
   /// Sets `signature` from the symbolicated frames, with `options`' lists (imagelog's own when none).
