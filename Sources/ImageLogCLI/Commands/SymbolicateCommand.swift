@@ -318,8 +318,7 @@ struct SymbolicateCommand: Command {
           status = .failure
           continue
         }
-        // A capture (core, minidump) has no text of its own: its crash style is imagelog's layout.
-        report.write(style == .crash && report.document == nil ? .report : style, chunkSize: .max) { output.append(contentsOf: $0) }
+        report.write(style, chunkSize: .max) { output.append(contentsOf: $0) }
         if output.last != UInt8(ascii: "\n") { output.append(UInt8(ascii: "\n")) }
         // The summary's first line without its `-- symbolicated by imagelog: ` lead.
         let summary = report.summary().split(separator: "\n").first.map { String($0.dropFirst("-- symbolicated by imagelog: ".count)) } ?? ""
