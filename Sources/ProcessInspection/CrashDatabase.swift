@@ -38,6 +38,9 @@ package struct CrashDatabase: Sendable {
   package static let crashExtensions = ["crash", "dmp", "core.zst", "json"]
   /// The extension of a crash's upload state.
   package static let stateExtension = "upload"
+  /// Every extension a crash's files have in a folder: its files and its upload state, which goes with
+  /// them (a new crash never takes a name whose state file is there, pruning removes both).
+  package static let fileExtensions = crashExtensions + [stateExtension]
   /// How long a provisional report is waited for (its writer may have died: then it is sent as it is).
   package static let provisionalSeconds: Int64 = 300
   /// The last line of a report that its writer will replace (`capture-crash`'s provisional report).
@@ -157,7 +160,7 @@ package struct CrashDatabase: Sendable {
     var files: [String: [String]] = [:]
     var stems: [String] = []
     for name in FileSystem.contents(folder.path) where !name.hasPrefix(".") {
-      guard let stem = CrashFolder.crashStem(name, extensions: Self.crashExtensions + [Self.stateExtension]) else { continue }
+      guard let stem = CrashFolder.crashStem(name, extensions: Self.fileExtensions) else { continue }
       if files[stem] == nil { stems.append(stem) }
       files[stem, default: []].append(String(name.dropFirst(stem.count + 1)))
     }

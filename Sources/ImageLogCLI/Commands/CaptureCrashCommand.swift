@@ -117,7 +117,7 @@ struct CaptureCrashCommand: Command {
       ?? crash.process.name ?? "unknown"
     // A name taken by any entry (a planted dangling link too) is skipped, not failed on.
     var names = CrashFolder.CrashNames(in: folder, program: program, pid: pid, time: record.date,
-                                       extensions: CrashDatabase.crashExtensions + [CrashDatabase.stateExtension])
+                                       extensions: CrashDatabase.fileExtensions)
     let announce = { (path: String) in
       printError("imagelog: \(program) [\(pid)] crashed (signal \(record.signal)): report written to \(path)")
     }

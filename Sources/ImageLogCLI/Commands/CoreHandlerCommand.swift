@@ -78,9 +78,6 @@ struct CoreHandlerCommand: Command {
       on standard error (the kernel log, /dev/kmsg, when the kernel started the handler without one).
     """
 
-  // "upload": a crash's upload state (CrashDatabase) goes with its files, and a new crash never takes its name.
-  static let extensions = CrashDatabase.crashExtensions + [CrashDatabase.stateExtension]
-
   var outputDirectory: String
   var pid: Int32
   var signal: Int32?
@@ -187,7 +184,7 @@ struct CoreHandlerCommand: Command {
     }
     let access = CrashFolder.Access(readableBy: Self.readableUser(capture.core, uid: uid, dumpable: dumpable))
     var names = CrashFolder.CrashNames(in: folder, program: capture.snapshot.process.name ?? "unknown", pid: pid,
-                                       time: crashTime, extensions: Self.extensions)
+                                       time: crashTime, extensions: CrashDatabase.fileExtensions)
     var written: [String] = []
     if let copy {
       switch copy.finish({ file throws(SystemError) in try folder.commit(file, as: &names, extension: "core.zst", access: access) }) {
@@ -206,7 +203,7 @@ struct CoreHandlerCommand: Command {
     for problem in files.problems.dropFirst(inReport) { printError("\(label): \(problem)") }
     if files.reportFailed { return .failure }
     written += files.paths
-    folder.removeOldest(keeping: maxCrashes, sparing: names.stem, extensions: Self.extensions)
+    folder.removeOldest(keeping: maxCrashes, sparing: names.stem, extensions: CrashDatabase.fileExtensions)
     for path in written { printOutput(path) }
     if let uploadURL { startDetachedImagelog([UploadCommand.name, "--url", uploadURL, outputDirectory]) }
     return .success

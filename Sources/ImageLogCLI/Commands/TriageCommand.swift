@@ -145,7 +145,7 @@ struct TriageCommand: Command {
     for path in paths {
       let name = Image.shortName(of: path)
       if path != given, name.hasPrefix(".") { continue }
-      guard path != given, let stem = CrashFolder.crashStem(name, extensions: CoreHandlerCommand.extensions) else {
+      guard path != given, let stem = CrashFolder.crashStem(name, extensions: CrashDatabase.fileExtensions) else {
         plain.insert(path)
         order.append(path)
         continue
