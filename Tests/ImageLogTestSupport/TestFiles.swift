@@ -59,9 +59,16 @@ public let currentLLVMSymbolizer: String? = {
 /// starts finds the folder while the test process runs.
 public func makeTemporaryDirectory(_ label: String = "imagelog-test") throws -> String {
   let parent = try temporaryParent.get().path
-  var template = Array("\(parent)/\(label).XXXXXX".utf8CString)
-  let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }
-  guard made != nil else { throw TestSupportError("mkdtemp \(parent)/\(label).XXXXXX: \(String(cString: strerror(errno)))") }
+  guard let made = madeTemporaryFolder("\(parent)/\(label)") else {
+    throw TestSupportError("mkdtemp \(parent)/\(label).XXXXXX: \(String(cString: strerror(errno)))")
+  }
+  return made
+}
+
+/// A new folder `PREFIX.XXXXXX` made by mkdtemp (mode 0700), or nil (`errno` says why).
+private func madeTemporaryFolder(_ prefix: String) -> String? {
+  var template = Array("\(prefix).XXXXXX".utf8CString)
+  guard template.withUnsafeMutableBufferPointer({ buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }) != nil else { return nil }
   return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
@@ -74,16 +81,13 @@ public func makeTemporaryDirectory(_ label: String = "imagelog-test") throws -> 
 /// process that made the outer one. A test process killed by a signal leaves its parent behind.
 let temporaryParent: Result<TemporaryParent, TemporaryParentError> = {
   if let inherited = getenv(temporaryParentVariable).map({ String(cString: $0) }), isTemporaryParent(inherited) {
-    var template = Array("\(inherited)/imagelog-tests.XXXXXX".utf8CString)
-    if template.withUnsafeMutableBufferPointer({ buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }) != nil {
-      let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-      if chmod(path, 0o711) == 0 { return .success(TemporaryParent(path: path, owner: 0)) }
+    if let path = madeTemporaryFolder("\(inherited)/imagelog-tests"), chmod(path, 0o711) == 0 {
+      return .success(TemporaryParent(path: path, owner: 0))
     }
   }
-  var template = Array("/tmp/imagelog-tests.XXXXXX".utf8CString)
-  let made = template.withUnsafeMutableBufferPointer { buffer in buffer.baseAddress.flatMap { mkdtemp($0) } }
-  guard made != nil else { return .failure(TemporaryParentError("mkdtemp /tmp/imagelog-tests.XXXXXX: \(String(cString: strerror(errno)))")) }
-  let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  guard let path = madeTemporaryFolder("/tmp/imagelog-tests") else {
+    return .failure(TemporaryParentError("mkdtemp /tmp/imagelog-tests.XXXXXX: \(String(cString: strerror(errno)))"))
+  }
   guard chmod(path, 0o711) == 0 else { return .failure(TemporaryParentError("chmod \(path): \(String(cString: strerror(errno)))")) }
   atexit { removeTemporaryParent() }
   return .success(TemporaryParent(path: path, owner: getpid()))
