@@ -171,6 +171,9 @@ package final class CoreStream {
     if let process {
       var snapshot = ProcessSnapshot.core(core, images: images, memory: process.memory,
                                           osVersion: ProcessSnapshot.currentOSVersion(), date: 0)
+      // The files deleted or replaced since they were loaded, held open through the dying process's
+      // mappings while the kernel holds it, as a live capture holds them (`InMemoryImage.live`).
+      snapshot.inMemoryImages += InMemoryImage.heldMappings(of: snapshot.images.compactMap(\.loaded), pid: pid)
       let names = process.threadNames()
       for index in snapshot.threads.indices {
         if let tid = snapshot.threads[index].tid, let name = names[Int32(truncatingIfNeeded: tid)] {

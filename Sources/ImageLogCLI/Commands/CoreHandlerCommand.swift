@@ -162,13 +162,11 @@ struct CoreHandlerCommand: Command {
     let stream = CoreStream(descriptor: 0, pid: pid, limits: limits, copy: copy.map { copy in { copy.take($0) } })
     var (capture, dump): (DumpCapture, ProcessSnapshot)
     do {
-      // While the dying process can be read: the threads' stacks the minidump keeps, and the files deleted or
-      // replaced since they were loaded, held open through its mappings (the snapshot holds the images only
-      // it had, the vDSO, already).
+      // While the dying process can be read: the threads' stacks the minidump keeps (the snapshot holds
+      // the images only the process had, the vDSO and the files deleted since they were loaded, already).
       (capture, dump) = try stream.read { capture in
         var dump = capture.snapshot
         dump.keepStacks(of: capture.core, in: capture.memory)
-        dump.inMemoryImages += InMemoryImage.heldMappings(of: capture.snapshot.images.compactMap(\.loaded), pid: pid)
         return dump
       }
     } catch {
@@ -178,7 +176,6 @@ struct CoreHandlerCommand: Command {
     let crashTime = time ?? Int64(Glibc.time(nil))
     capture.snapshot.process.date = crashTime
     dump.process.date = crashTime
-    capture.snapshot.inMemoryImages = dump.inMemoryImages
     if let signal, signal != (capture.snapshot.exception?.signal ?? 0) {
       notes.append("the kernel gave signal \(signal); the core's notes say \(capture.snapshot.exception.map { String($0.signal) } ?? "none")")
     }
